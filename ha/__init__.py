@@ -1,0 +1,1 @@
+"""Master/slave replication of the CommitLog (depends on rmq.store and rmq.remoting)."""

@@ -1,0 +1,1 @@
+"""The NameServer: routes, broker registry, failover controller."""

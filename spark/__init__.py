@@ -1,0 +1,1 @@
+"""Spark jobs over a replica's CommitLog."""
