@@ -200,6 +200,9 @@ def decode_message_id(msg_id: str) -> tuple[str, int, int]:
         raw = bytes.fromhex(msg_id)
     except ValueError:
         raise ProtocolError(f"offset msgId is not hex: {msg_id!r}") from None
+    if len(raw) * 2 != len(msg_id):
+        # bytes.fromhex skips ASCII whitespace; a msgId has none.
+        raise ProtocolError(f"offset msgId is not hex: {msg_id!r}")
     ip, port = unpack_host(raw[:-8])
     return ip, port, int.from_bytes(raw[-8:], "big", signed=True)
 
@@ -236,7 +239,8 @@ class UniqueIdGenerator:
         diff = now - self._start
         counter = self._counter
         self._counter = (counter + 1) & 0xFFFF
-        return self._prefix + struct.pack(">iH", diff & 0x7FFFFFFF, counter).hex().upper()
+        # Java writes (int) diff: a month is longer than 2**31 ms, so keep all 32 bits.
+        return self._prefix + struct.pack(">IH", diff & 0xFFFFFFFF, counter).hex().upper()
 
 
 def _to_short(v: int) -> int:
@@ -418,6 +422,9 @@ def decode_record(buf: bytes | memoryview | bytearray, pos: int = 0, *,
         else:
             topic_len = buf[p]
             p += 1
+        if topic_len < 0 or (not v2 and topic_len > 127):
+            # v1 reads a signed byte, v2 a signed short: never negative.
+            raise ProtocolError(f"record at {pos}: bad topic length {topic_len}")
         topic_raw = bytes(buf[p:p + topic_len])
         p += topic_len
         props_len = _SHORT.unpack_from(buf, p)[0]

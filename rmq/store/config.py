@@ -1,0 +1,236 @@
+"""MessageStoreConfig: RocketMQ's key names and defaults (spec 6.5), plus properties parsing.
+
+Attribute names keep RocketMQ's camelCase spelling on purpose: they are the keys users
+write in broker.conf, and a RocketMQ engineer greps for them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class BrokerRole(str, enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+class FlushDiskType(str, enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_DELAY_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be accepted; the message names the key."""
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """messageDelayLevel ("1s 5s 10m 2h 1d") -> delay in ms per level (level 1 first)."""
+    out: list[int] = []
+    for tok in spec.split():
+        unit = tok[-1:]
+        if unit not in _DELAY_UNITS:
+            raise ConfigError(f"messageDelayLevel: {tok!r} must end in one of s, m, h, d")
+        try:
+            n = int(tok[:-1])
+        except ValueError:
+            raise ConfigError(f"messageDelayLevel: {tok!r} is not <number><unit>") from None
+        if n < 0:
+            raise ConfigError(f"messageDelayLevel: {tok!r} is negative")
+        out.append(n * _DELAY_UNITS[unit])
+    if not out:
+        raise ConfigError("messageDelayLevel: no levels given")
+    return out
+
+
+@dataclass
+class MessageStoreConfig:
+    storePathRootDir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
+    storePathCommitLog: str = ""  # "" = <storePathRootDir>/commitlog
+    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
+    mappedFileSizeConsumeQueue: int = 300000 * 20
+    flushIntervalCommitLog: int = 500
+    commitIntervalCommitLog: int = 200
+    useReentrantLockWhenPutMessage: bool = True
+    flushCommitLogTimed: bool = True
+    flushIntervalConsumeQueue: int = 1000
+    cleanResourceInterval: int = 10000
+    deleteCommitLogFilesInterval: int = 100
+    deleteConsumeQueueFilesInterval: int = 100
+    destroyMapedFileIntervalForcibly: int = 120000
+    redeleteHangedFileInterval: int = 120000
+    deleteWhen: str = "04"
+    diskMaxUsedSpaceRatio: int = 75
+    # Hours; decimals are our extension so tests can expire files in seconds.
+    fileReservedTime: float = 72
+    putMsgIndexHightWater: int = 600000
+    maxMessageSize: int = 1024 * 1024 * 4
+    checkCRCOnRecover: bool = True
+    flushCommitLogLeastPages: int = 4
+    commitCommitLogLeastPages: int = 4
+    flushLeastPagesWhenWarmMapedFile: int = 4096
+    flushConsumeQueueLeastPages: int = 2
+    flushCommitLogThoroughInterval: int = 10000
+    commitCommitLogThoroughInterval: int = 200
+    flushConsumeQueueThoroughInterval: int = 60000
+    maxTransferBytesOnMessageInMemory: int = 256 * 1024
+    maxTransferCountOnMessageInMemory: int = 32
+    maxTransferBytesOnMessageInDisk: int = 64 * 1024
+    maxTransferCountOnMessageInDisk: int = 8
+    accessMessageInMemoryMaxRatio: int = 40
+    messageIndexEnable: bool = True
+    maxHashSlotNum: int = 5000000
+    maxIndexNum: int = 5000000 * 4
+    maxMsgsNumBatch: int = 64
+    messageIndexSafe: bool = False
+    haListenPort: int = 10912
+    haSendHeartbeatInterval: int = 5000
+    haHousekeepingInterval: int = 20000
+    haTransferBatchSize: int = 32 * 1024
+    haMasterAddress: str = ""
+    haSlaveFallbehindMax: int = 256 * 1024 * 1024
+    # Ours: an empty slave copies from the master's first file (RocketMQ: the last file).
+    haFullSync: bool = True
+    brokerRole: BrokerRole = BrokerRole.ASYNC_MASTER
+    flushDiskType: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    syncFlushTimeout: int = 5000
+    slaveTimeout: int = 3000
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
+    flushDelayOffsetInterval: int = 10000
+    cleanFileForciblyEnable: bool = True
+    warmMapedFileEnable: bool = False
+    offsetCheckInSlave: bool = False
+    duplicationEnable: bool = False
+    diskFallRecorded: bool = True
+    osPageCacheBusyTimeOutMills: int = 1000
+    defaultQueryMaxNum: int = 32
+    transientStorePoolEnable: bool = False
+    transientStorePoolSize: int = 5
+    fastFailIfNoBufferInStorePool: bool = False
+    diskSpaceWarningLevelRatio: int = 90
+    diskSpaceCleanForciblyRatio: int = 85
+    deleteFileBatchMax: int = 10
+    maxTopicLength: int = 127
+
+    # --- derived paths (RocketMQ's StorePathConfigHelper) ---
+    @property
+    def commitlog_dir(self) -> str:
+        return self.storePathCommitLog or os.path.join(self.storePathRootDir, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.storePathRootDir, "consumequeue")
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.storePathRootDir, "index")
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.storePathRootDir, "checkpoint")
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.storePathRootDir, "abort")
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.storePathRootDir, "lock")
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.storePathRootDir, "config")
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        return parse_delay_levels(self.messageDelayLevel)
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        # RocketMQ rounds the CQ file size up to whole 20-byte units.
+        return -(-self.mappedFileSizeConsumeQueue // 20) * 20
+
+    def validate(self) -> None:
+        if self.mappedFileSizeCommitLog < 4096:
+            raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
+        if self.mappedFileSizeConsumeQueue < 20:
+            raise ConfigError("mappedFileSizeConsumeQueue must hold at least one 20-byte unit")
+        if self.maxHashSlotNum < 1 or self.maxIndexNum < 2:
+            raise ConfigError("maxHashSlotNum must be >= 1 and maxIndexNum >= 2")
+        if self.maxMessageSize < 1:
+            raise ConfigError("maxMessageSize must be positive")
+        parse_delay_levels(self.messageDelayLevel)
+
+
+def _convert(key: str, raw: str, typ: Any) -> Any:
+    raw = raw.strip()
+    if typ is bool:
+        low = raw.lower()
+        if low in ("true", "false"):
+            return low == "true"
+        raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+    if typ is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
+    if typ is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
+    if isinstance(typ, type) and issubclass(typ, enum.Enum):
+        try:
+            return typ(raw.upper())
+        except ValueError:
+            allowed = ", ".join(m.value for m in typ)
+            raise ConfigError(f"{key}: expected one of {allowed}, got {raw!r}") from None
+    return raw
+
+
+def apply_properties(obj: Any, props: Mapping[str, str]) -> list[str]:
+    """Set every dataclass field of obj named in props; returns the keys it does not know.
+
+    Values are converted to the field's type; a wrong value raises ConfigError naming the key.
+    """
+    hints = {f.name: f for f in dataclasses.fields(obj)}
+    unknown: list[str] = []
+    for key, raw in props.items():
+        f = hints.get(key)
+        if f is None:
+            unknown.append(key)
+            continue
+        typ = f.type if not isinstance(f.type, str) else _resolve(f.type)
+        setattr(obj, key, _convert(key, raw, typ))
+    return unknown
+
+
+def _resolve(annotation: str) -> Any:
+    return {"int": int, "bool": bool, "float": float, "str": str,
+            "BrokerRole": BrokerRole, "FlushDiskType": FlushDiskType}.get(annotation, str)
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """A java.util.Properties-style file: key=value or key: value, # and ! comments."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        for sep_i, ch in enumerate(s):
+            if ch in "=:":
+                break
+        else:
+            raise ConfigError(f"line {lineno}: expected key=value, got {s!r}")
+        key, value = s[:sep_i].strip(), s[sep_i + 1:].strip()
+        if not key:
+            raise ConfigError(f"line {lineno}: empty key")
+        out[key] = value
+    return out

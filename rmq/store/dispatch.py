@@ -1,0 +1,144 @@
+"""Dispatch: CommitLog records -> ConsumeQueue units and index entries (ReputMessageService).
+
+Runs on the event loop in bounded steps (a few thousand records), yielding between
+steps so puts keep flowing while dispatch catches up.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Sequence
+
+from rmq.store.commitlog import CommitLog
+from rmq.store.dispatch_request import DispatchRequest, check_message_and_return_size
+
+__all__ = ["DispatchRequest", "ReputMessageService"]
+
+log = logging.getLogger("rmq.store.dispatch")
+
+
+class ReputMessageService:
+    """Follows the CommitLog's readable end from reput_from_offset and hands every
+    record, decoded once, to the dispatcher (which builds CQ units and the index)."""
+
+    def __init__(self, commitlog: CommitLog, delay_levels_ms: Sequence[int],
+                 dispatcher: Callable[[list[DispatchRequest]], int],
+                 batch_limit: int = 2048) -> None:
+        self.commitlog = commitlog
+        self.delay_levels_ms = list(delay_levels_ms)
+        self.dispatcher = dispatcher
+        self.batch_limit = batch_limit
+        self.reput_from_offset = 0
+        self.dispatched_records = 0
+        self._tag_cache: dict[str, int] = {}
+        self._wake: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._stalled_at = -1
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name="ReputMessageService")
+        self._wake.set()
+
+    def wakeup(self) -> None:
+        w = self._wake
+        if w is not None and not w.is_set():
+            w.set()
+
+    @property
+    def behind(self) -> int:
+        """Bytes written to the CommitLog but not yet dispatched."""
+        return max(self.commitlog.max_offset - self.reput_from_offset, 0)
+
+    def is_caught_up(self) -> bool:
+        return self.reput_from_offset >= self.commitlog.max_offset
+
+    async def wait_caught_up(self, timeout: float | None = None) -> bool:
+        """Until dispatch has reached the CommitLog end (as of each check)."""
+        async def _wait() -> None:
+            while not self.is_caught_up():
+                if self._stalled_at >= 0 and self._stalled_at == self.reput_from_offset:
+                    return
+                assert self._idle is not None
+                self._idle.clear()
+                self.wakeup()
+                await self._idle.wait()
+        try:
+            await asyncio.wait_for(_wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return self.is_caught_up()
+
+    async def _run(self) -> None:
+        assert self._wake is not None and self._idle is not None
+        while not self._stopped:
+            await self._wake.wait()
+            self._wake.clear()
+            while not self._stopped and self.reput_from_offset < self.commitlog.max_offset:
+                if self.do_reput(self.batch_limit) == 0:
+                    break
+                await asyncio.sleep(0)
+            self._idle.set()
+
+    def do_reput(self, limit: int) -> int:
+        """Dispatch up to limit records from reput_from_offset; returns how many."""
+        cl = self.commitlog
+        offset = start = self.reput_from_offset
+        if offset < cl.min_offset:
+            log.warning("reput offset %d is below the CommitLog minimum %d; skipping ahead",
+                        offset, cl.min_offset)
+            offset = cl.min_offset
+        reqs: list[DispatchRequest] = []
+        levels = self.delay_levels_ms
+        cache = self._tag_cache
+        max_offset = cl.max_offset
+        while len(reqs) < limit and offset < max_offset:
+            got = cl.get_data(offset)
+            if got is None:
+                break
+            mf, pos, end = got
+            mm = mf.mm
+            stop = False
+            while pos < end and len(reqs) < limit:
+                size, req = check_message_and_return_size(mm, pos, False, levels, cache)
+                if req is not None:
+                    reqs.append(req)
+                    pos += size
+                elif size == 0:
+                    pos = mf.file_size  # BLANK: the rest of this file is padding
+                    break
+                elif size > 0:
+                    log.error("[BUG] record at %d: fields do not add up to TOTALSIZE %d; skipped",
+                              mf.file_from_offset + pos, size)
+                    pos += size
+                else:
+                    at = mf.file_from_offset + pos
+                    if self._stalled_at != at:
+                        log.error("dispatch stopped at CommitLog offset %d: invalid record", at)
+                        self._stalled_at = at
+                    stop = True
+                    break
+            offset = mf.file_from_offset + pos
+            if stop:
+                break
+        if reqs:
+            done = self.dispatcher(reqs)
+            if done < len(reqs):
+                # a dispatcher failed (e.g. no disk for a new CQ file): retry from there
+                offset = reqs[done].commit_log_offset
+                reqs = reqs[:done]
+        self.dispatched_records += len(reqs)
+        self.reput_from_offset = offset
+        return len(reqs) or (1 if offset > start else 0)
+
+    async def shutdown(self) -> None:
+        """Finish dispatching what is written, then stop."""
+        if self._task is not None and not self._task.done():
+            await self.wait_caught_up(timeout=30)
+        self._stopped = True
+        self.wakeup()
+        if self._task is not None:
+            await self._task

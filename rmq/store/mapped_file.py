@@ -1,0 +1,508 @@
+"""MappedFile and MappedFileQueue: fixed-size mmapped files named by their start offset.
+
+Every file is reserved on disk with posix_fallocate when it is created, so a write
+through the mapping can never fault (SIGBUS) on a full disk: a full disk shows up as
+a failed file creation, which the put path answers with an error instead.
+
+Threading: all bookkeeping (positions, the file list) belongs to the event-loop
+thread. Blocking work (creating a file, fdatasync, unlink) is done by the caller in a
+worker thread on objects it holds; `hold()`/`release()` keep a file's descriptor and
+mapping alive while a worker uses it.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import mmap
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from rmq.store.errors import StoreError
+
+log = logging.getLogger("rmq.store")
+
+OS_PAGE_SIZE = 4096
+
+
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+def zero_range(mm: mmap.mmap, start: int, end: int) -> None:
+    """Zero [start, end) of a mapping, writing only chunks that are not zero already
+    (so a clean tail costs a read, not a page-cache full of dirty zero pages)."""
+    pos = start
+    while pos < end:
+        n = min(len(_ZERO_CHUNK), end - pos)
+        chunk = _ZERO_CHUNK if n == len(_ZERO_CHUNK) else bytes(n)
+        if mm[pos:pos + n] != chunk:
+            mm[pos:pos + n] = chunk
+        pos += n
+
+
+def offset_to_file_name(offset: int) -> str:
+    """20-digit zero-padded start offset (UtilAll.offset2FileName)."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One fixed-size file mapped into memory, with wrote/committed/flushed positions."""
+
+    __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
+                 "wrote_position", "committed_position", "flushed_position",
+                 "store_timestamp", "_refs", "_destroyed", "_closed")
+
+    def __init__(self, path: str, file_size: int, fd: int, mm: mmap.mmap) -> None:
+        self.path = path
+        self.file_name = os.path.basename(path)
+        try:
+            self.file_from_offset = int(self.file_name)
+        except ValueError:
+            self.file_from_offset = 0
+        self.file_size = file_size
+        self.fd = fd
+        self.mm = mm
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0
+        self._refs = 0
+        self._destroyed = False
+        self._closed = False
+
+    # --- creation (blocking; run off the event loop) ---
+    @classmethod
+    def create(cls, path: str, file_size: int, preallocate: bool = True) -> "MappedFile":
+        """Create (or reuse an existing empty) file of file_size bytes and map it."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if preallocate:
+                # Reserve the blocks now: a write into an mmapped hole on a full disk
+                # kills the process with SIGBUS; a failed fallocate is just an error.
+                os.posix_fallocate(fd, 0, file_size)
+            else:
+                os.ftruncate(fd, file_size)
+            mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            try:
+                if os.path.getsize(path) in (0, file_size):
+                    os.unlink(path)
+            except OSError:
+                pass
+            raise
+        return cls(path, file_size, fd, mm)
+
+    @classmethod
+    def open_existing(cls, path: str, file_size: int) -> "MappedFile":
+        actual = os.path.getsize(path)
+        if actual != file_size:
+            raise StoreError(
+                f"{path}: length {actual} differs from the configured file size {file_size}; "
+                "files of one queue must all have the configured size")
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, file_size, fd, mm)
+
+    # --- positions ---
+    @property
+    def read_position(self) -> int:
+        return self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    def set_positions(self, pos: int) -> None:
+        self.wrote_position = self.committed_position = self.flushed_position = pos
+
+    # --- data ---
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write data at the wrote position; returns the position it was written at."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            raise StoreError(f"{self.file_name}: append of {len(data)} bytes at {pos} overflows")
+        self.mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self.mm[pos:pos + len(data)] = data
+
+    def read(self, pos: int, size: int) -> bytes:
+        return self.mm[pos:pos + size]
+
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        flushed = self.flushed_position
+        write = self.wrote_position
+        if self.is_full() and flushed < write:
+            return True
+        if least_pages > 0:
+            return (write // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) >= least_pages
+        return write > flushed
+
+    # --- lifetime ---
+    def hold(self) -> bool:
+        if self._destroyed:
+            return False
+        self._refs += 1
+        return True
+
+    def release(self) -> None:
+        self._refs -= 1
+        if self._refs <= 0 and self._destroyed:
+            self._close()
+
+    def sync(self) -> None:
+        """fdatasync the file (blocking). The page cache is shared with the mapping,
+        so this makes every byte written through the mmap before the call durable."""
+        os.fdatasync(self.fd)
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.mm.close()
+        except BufferError:
+            # A memoryview still points into the mapping; unmapping would leave it
+            # dangling. The mapping dies with the object instead.
+            log.warning("mapped file %s still has exported views; deferring unmap", self.path)
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Unmap and close (the file stays on disk)."""
+        self._destroyed = True
+        if self._refs <= 0:
+            self._close()
+
+    def destroy(self) -> None:
+        """Delete the file; unmap once no worker holds it any more."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.close()
+
+    def truncate_file(self) -> None:
+        """Shrink the file on disk to its data (only for preallocated files that hold none)."""
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def last_modified(self) -> float:
+        try:
+            return os.path.getmtime(self.path)
+        except OSError:
+            return 0.0
+
+    def __repr__(self) -> str:
+        return (f"MappedFile({self.file_name}, wrote={self.wrote_position}, "
+                f"flushed={self.flushed_position})")
+
+
+class AllocateMappedFileService:
+    """Creates the next file in a background thread so the put path never waits for it.
+
+    RocketMQ's AllocateMappedFileService: when file N is taken into use, file N+1 is
+    requested; by the time N is full, N+1 exists and is mapped.
+    """
+
+    def __init__(self, preallocate: bool = True) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="rmq-allocate")
+        self._pending: dict[str, concurrent.futures.Future[MappedFile]] = {}
+        self._lock = threading.Lock()
+        self._preallocate = preallocate
+        self.waits = 0          # times a caller had to wait for a file
+        self.wait_seconds = 0.0
+
+    def request(self, path: str, size: int) -> None:
+        with self._lock:
+            if path in self._pending or os.path.exists(path):
+                return
+            self._pending[path] = self._executor.submit(
+                MappedFile.create, path, size, self._preallocate)
+
+    def take(self, path: str, size: int) -> MappedFile:
+        """The file at path: preallocated if it was requested, else created now."""
+        with self._lock:
+            fut = self._pending.pop(path, None)
+        if fut is None:
+            return MappedFile.create(path, size, self._preallocate)
+        if not fut.done():
+            self.waits += 1
+            t0 = time.perf_counter()
+            mf = fut.result()
+            self.wait_seconds += time.perf_counter() - t0
+            return mf
+        return fut.result()
+
+    def shutdown(self) -> None:
+        """Stop and delete files that were preallocated but never used."""
+        with self._lock:
+            pending = list(self._pending.items())
+            self._pending.clear()
+        for path, fut in pending:
+            try:
+                mf = fut.result()
+            except Exception:
+                continue
+            mf.destroy()
+        self._executor.shutdown(wait=True)
+
+
+@dataclass(slots=True)
+class FlushPlan:
+    """Files to fdatasync and the positions that become durable once they are."""
+
+    files: list[tuple[MappedFile, int]]
+    flushed_where: int
+    store_timestamp: int
+
+    def run(self) -> None:
+        """Blocking part: runs in a flush thread."""
+        for mf, _ in self.files:
+            mf.sync()
+
+
+class MappedFileQueue:
+    """The ordered files of one CommitLog or ConsumeQueue."""
+
+    def __init__(self, store_path: str, mapped_file_size: int,
+                 allocator: AllocateMappedFileService | None = None,
+                 preallocate: bool = True) -> None:
+        self.store_path = store_path
+        self.mapped_file_size = mapped_file_size
+        self.allocator = allocator
+        self.preallocate = preallocate
+        self.mapped_files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.committed_where = 0
+        self.store_timestamp = 0
+
+    # --- load ---
+    def load(self) -> None:
+        """Map every file in the directory; all at full length, positions at the end."""
+        if not os.path.isdir(self.store_path):
+            return
+        names = sorted(n for n in os.listdir(self.store_path)
+                       if n.isdigit() and len(n) == 20)
+        for n in names:
+            path = os.path.join(self.store_path, n)
+            size = os.path.getsize(path)
+            if size != self.mapped_file_size:
+                raise StoreError(
+                    f"{path}: length {size} differs from the configured size "
+                    f"{self.mapped_file_size}; check mappedFileSize* in the config")
+            mf = MappedFile.open_existing(path, self.mapped_file_size)
+            mf.set_positions(self.mapped_file_size)
+            self.mapped_files.append(mf)
+
+    # --- lookup ---
+    def get_first_mapped_file(self) -> MappedFile | None:
+        return self.mapped_files[0] if self.mapped_files else None
+
+    def get_last_mapped_file(self) -> MappedFile | None:
+        return self.mapped_files[-1] if self.mapped_files else None
+
+    def create_mapped_file(self, start_offset: int) -> MappedFile:
+        """Create the file that starts at start_offset (a multiple of the file size)."""
+        os.makedirs(self.store_path, exist_ok=True)
+        path = os.path.join(self.store_path, offset_to_file_name(start_offset))
+        size = self.mapped_file_size
+        if self.allocator is not None:
+            mf = self.allocator.take(path, size)
+            self.allocator.request(
+                os.path.join(self.store_path, offset_to_file_name(start_offset + size)), size)
+        else:
+            mf = MappedFile.create(path, size, self.preallocate)
+        self.mapped_files.append(mf)
+        return mf
+
+    def get_last_mapped_file_for_write(self, start_offset: int = 0) -> MappedFile:
+        """The last file, or a new one when there is none or the last is full.
+
+        start_offset places the first file of an empty queue (e.g. a slave that starts
+        mid-stream, or a ConsumeQueue whose first unit is not at offset 0).
+        """
+        last = self.mapped_files[-1] if self.mapped_files else None
+        if last is None:
+            create_offset = start_offset - start_offset % self.mapped_file_size
+        elif last.is_full():
+            create_offset = last.file_from_offset + self.mapped_file_size
+        else:
+            return last
+        return self.create_mapped_file(create_offset)
+
+    def find_mapped_file_by_offset(self, offset: int,
+                                   return_first_on_not_found: bool = False) -> MappedFile | None:
+        files = self.mapped_files
+        if not files:
+            return None
+        first = files[0]
+        idx = offset // self.mapped_file_size - first.file_from_offset // self.mapped_file_size
+        if 0 <= idx < len(files):
+            mf = files[idx]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        # Files are contiguous by construction; fall back to a scan if a gap exists.
+        for mf in files:
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        return first if return_first_on_not_found else None
+
+    # --- offsets ---
+    def get_min_offset(self) -> int:
+        return self.mapped_files[0].file_from_offset if self.mapped_files else -1
+
+    def get_max_offset(self) -> int:
+        """Readable end: start of the last file + its wrote position."""
+        last = self.mapped_files[-1] if self.mapped_files else None
+        return last.file_from_offset + last.wrote_position if last else 0
+
+    def get_max_wrote_position(self) -> int:
+        return self.get_max_offset()
+
+    def remain_to_flush(self) -> int:
+        return self.get_max_offset() - self.flushed_where
+
+    # --- flush ---
+    def flush_plan(self, least_pages: int) -> FlushPlan | None:
+        """What to fdatasync now (None when nothing is due). Loop thread only.
+
+        Unlike RocketMQ (one file per call) the plan covers every file from the flushed
+        position to the write position, so one round flushes across a roll.
+        """
+        files = self.mapped_files
+        if not files:
+            return None
+        start = self.find_mapped_file_by_offset(self.flushed_where, True)
+        if start is None:
+            return None
+        i = files.index(start) if start is not files[-1] else len(files) - 1
+        plan: list[tuple[MappedFile, int]] = []
+        for mf in files[i:]:
+            if not mf.is_able_to_flush(least_pages):
+                if mf.flushed_position < mf.wrote_position:
+                    break  # below least_pages: leave the rest for later
+                continue
+            if not mf.hold():
+                continue
+            plan.append((mf, mf.wrote_position))
+        if not plan:
+            return None
+        last_mf, last_pos = plan[-1]
+        return FlushPlan(plan, last_mf.file_from_offset + last_pos, self.store_timestamp)
+
+    def apply_flush(self, plan: FlushPlan) -> None:
+        for mf, pos in plan.files:
+            if pos > mf.flushed_position:
+                mf.flushed_position = pos
+            mf.release()
+        if plan.flushed_where > self.flushed_where:
+            self.flushed_where = plan.flushed_where
+
+    def abandon_flush(self, plan: FlushPlan) -> None:
+        for mf, _ in plan.files:
+            mf.release()
+
+    def flush_now(self, least_pages: int = 0) -> None:
+        """Blocking flush from the loop thread (start-up, shutdown, tests only)."""
+        plan = self.flush_plan(least_pages)
+        if plan is not None:
+            try:
+                plan.run()
+            finally:
+                self.apply_flush(plan)
+
+    # --- truncate / delete ---
+    def truncate_dirty_files(self, offset: int,
+                             dirty_end: Callable[[MappedFile, int], int] | None = None) -> None:
+        """Drop everything at and after offset (spec 4.0 truncateDirtyFiles).
+
+        dirty_end(file, pos) says how far stale bytes may reach beyond pos in the file
+        that keeps its head; that range is zeroed so neither a later append (which
+        relies on zeros beyond the write position) nor a later recovery scan can take
+        stale bytes for data. Only the format's owner knows that extent, and zeroing
+        the whole tail of a 1 GiB file on every start would be absurd.
+        """
+        keep: list[MappedFile] = []
+        for mf in self.mapped_files:
+            file_tail = mf.file_from_offset + self.mapped_file_size
+            if file_tail > offset:
+                if offset >= mf.file_from_offset:
+                    pos = offset - mf.file_from_offset
+                    if dirty_end is not None:
+                        end = min(dirty_end(mf, pos), mf.file_size)
+                        zero_range(mf.mm, pos, end)
+                    mf.set_positions(pos)
+                    keep.append(mf)
+                else:
+                    mf.destroy()
+            else:
+                keep.append(mf)
+        self.mapped_files = keep
+        if self.flushed_where > offset:
+            self.flushed_where = offset
+        if self.committed_where > offset:
+            self.committed_where = offset
+
+    def delete_last_mapped_file(self) -> None:
+        if self.mapped_files:
+            self.mapped_files.pop().destroy()
+
+    def delete_files(self, files: Iterable[MappedFile]) -> int:
+        doomed = set(id(f) for f in files)
+        n = 0
+        keep = []
+        for mf in self.mapped_files:
+            if id(mf) in doomed:
+                mf.destroy()
+                n += 1
+            else:
+                keep.append(mf)
+        self.mapped_files = keep
+        return n
+
+    def reset_to(self, offset: int) -> None:
+        """Set an empty queue's positions so its next write lands at offset."""
+        self.flushed_where = self.committed_where = offset
+
+    def shutdown(self, delete_unused_tail: bool = True) -> None:
+        """Close every file; a trailing file with no data at all is deleted."""
+        if delete_unused_tail and self.mapped_files:
+            last = self.mapped_files[-1]
+            if last.wrote_position == 0 and len(self.mapped_files) > 1:
+                self.mapped_files.pop()
+                last.destroy()
+        for mf in self.mapped_files:
+            mf.close()
+
+    def destroy(self) -> None:
+        for mf in self.mapped_files:
+            mf.destroy()
+        self.mapped_files = []
+        self.flushed_where = self.committed_where = 0
+        try:
+            os.rmdir(self.store_path)
+        except OSError:
+            pass

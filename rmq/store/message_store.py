@@ -1,0 +1,657 @@
+"""MessageStore: the one facade the broker and HA use (RocketMQ's DefaultMessageStore)."""
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import re
+import time
+from typing import Awaitable, Callable, Iterable
+
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import (
+    MessageConst,
+    MessageExt,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    SysFlag,
+    decode_record,
+    pack_host,
+)
+from rmq.store.checkpoint import StoreCheckpoint
+from rmq.store.commitlog import CommitLog
+from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
+from rmq.store.consume_queue import CQ_UNIT, ConsumeQueue
+from rmq.store.dispatch import ReputMessageService
+from rmq.store.dispatch_request import DispatchRequest
+from rmq.store.errors import StoreError, StoreLockedError
+from rmq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rmq.store.index import IndexService
+from rmq.store.mapped_file import AllocateMappedFileService
+from rmq.store.message_filter import MessageFilter
+from rmq.store.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+    RunningFlags,
+)
+
+log = logging.getLogger("rmq.store")
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_CQ_UNIT = 20
+
+ArrivingListener = Callable[[str, int, int], None]
+"""(topic, queue_id, max logical offset after the arrival) -> None."""
+
+# A put may also have to wait for replication; HA installs this hook.
+ReplicaWaiter = Callable[[PutMessageResult, bool], "asyncio.Future[PutMessageStatus] | None"]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class MessageStore:
+    """CommitLog + ConsumeQueues + IndexFile + flush + dispatch, with recovery.
+
+    Lifecycle: `load()` (blocking: lock, map files, recover) then `await start()`;
+    `await shutdown()` finishes dispatch, flushes everything and removes `abort`.
+    """
+
+    def __init__(self, config: MessageStoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911),
+                 arriving_listener: ArrivingListener | None = None) -> None:
+        config.validate()
+        self.config = config
+        self.store_host = pack_host(*store_host)
+        self.delay_levels_ms = config.delay_levels_ms
+        self.running_flags = RunningFlags()
+        self.allocator = AllocateMappedFileService()
+        self.commitlog = CommitLog(config.commitlog_dir, config.mappedFileSizeCommitLog,
+                                   config.maxMessageSize, self.delay_levels_ms, self.allocator)
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self.checkpoint: StoreCheckpoint | None = None
+        self.index_service: IndexService | None = None
+        self.arriving_listener = arriving_listener
+        self.replica_waiter: ReplicaWaiter | None = None
+        self.reput = ReputMessageService(self.commitlog, self.delay_levels_ms, self.dispatch_batch)
+        self.flush_service: GroupCommitService | FlushRealTimeService | None = None
+        self.flush_cq_service: FlushConsumeQueueService | None = None
+        self.shutdown_flag = True
+        self.last_exit_ok = True
+        self._lock_fd: int | None = None
+        self._valid_topics: set[str] = set()
+        self._memory_budget = _total_physical_memory() * config.accessMessageInMemoryMaxRatio // 100
+        self._loaded = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def load(self) -> None:
+        """Take the store lock, map every file and recover (spec 4.6). Blocking."""
+        cfg = self.config
+        os.makedirs(cfg.storePathRootDir, exist_ok=True)
+        self._acquire_lock()
+        try:
+            self.last_exit_ok = not os.path.exists(cfg.abort_path)
+            log.info("loading store %s (last exit %s)", cfg.storePathRootDir,
+                     "clean" if self.last_exit_ok else "ABNORMAL: abort file present")
+            self.commitlog.load()
+            self._load_consume_queues()
+            self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+            if cfg.messageIndexEnable:
+                self.index_service = IndexService(cfg, self.checkpoint)
+                self.index_service.load(self.last_exit_ok)
+            self._recover()
+        except BaseException:
+            self._release_lock()
+            raise
+        self._loaded = True
+
+    def _acquire_lock(self) -> None:
+        path = self.config.lock_path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # flock catches a second open in this process; lockf (fcntl) is what a
+            # Java broker takes (FileChannel.tryLock), so neither can share a store.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(fd)
+            raise StoreLockedError(
+                f"store {self.config.storePathRootDir} is in use by another broker "
+                f"(lock file {path} is held); stop it or use another storePathRootDir") from None
+        os.pwrite(fd, b"lock", 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _load_consume_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        if not os.path.isdir(root):
+            return
+        for topic in sorted(os.listdir(root)):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qname in sorted(os.listdir(tdir)):
+                if not qname.lstrip("-").isdigit():
+                    continue
+                cq = ConsumeQueue(topic, int(qname), root, self.config.consume_queue_file_size)
+                cq.load()
+                self.consume_queue_table.setdefault(topic, {})[cq.queue_id] = cq
+
+    def _recover(self) -> None:
+        max_phy_cq = -1
+        for cq in self._iter_consume_queues():
+            cq.recover()
+            max_phy_cq = max(max_phy_cq, cq.max_physic_offset)
+        cfg = self.config
+        if not self.commitlog.mfq.mapped_files:
+            if max_phy_cq >= 0:
+                log.warning("the CommitLog has no files; deleting the consume queues")
+            self._destroy_logics()
+            return
+        if self.last_exit_ok:
+            process = self.commitlog.recover_normally(cfg.checkCRCOnRecover)
+        else:
+            assert self.checkpoint is not None
+            if cfg.messageIndexEnable and cfg.messageIndexSafe:
+                min_ts = self.checkpoint.min_timestamp_index()
+            else:
+                min_ts = self.checkpoint.min_timestamp()
+            process = self.commitlog.recover_abnormally(
+                cfg.checkCRCOnRecover, min_ts, lambda req: self._dispatch_recovery(req))
+        if max_phy_cq > process:
+            log.warning("consume queues reach %d, beyond the CommitLog end %d; truncating them",
+                        max_phy_cq, process)
+            self.truncate_dirty_logic_files(process)
+        self._truncate_index_beyond(process)
+        self._recover_topic_queue_table()
+
+    def _dispatch_recovery(self, req: DispatchRequest) -> None:
+        self.dispatch_batch([req])
+
+    def _truncate_index_beyond(self, offset: int) -> None:
+        if self.index_service is None:
+            return
+        rebuild_from = self.index_service.truncate_beyond(offset)
+        if rebuild_from is None:
+            return
+        log.info("rebuilding the index from CommitLog offset %d to %d", rebuild_from, offset)
+        saved = self.reput.reput_from_offset
+        self.reput.reput_from_offset = max(rebuild_from, self.commitlog.min_offset)
+        index = self.index_service
+        self.reput.dispatcher = lambda reqs: (index.build_index_batch(reqs), len(reqs))[1]
+        try:
+            while self.reput.reput_from_offset < offset:
+                if self.reput.do_reput(4096) == 0:
+                    break
+        finally:
+            self.reput.dispatcher = self.dispatch_batch
+            self.reput.reput_from_offset = saved
+
+    def _recover_topic_queue_table(self) -> None:
+        table: dict[tuple[str, int], int] = {}
+        min_phy = self.commitlog.min_offset
+        for cq in self._iter_consume_queues():
+            table[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
+            cq.correct_min_offset(min_phy)
+        self.commitlog.topic_queue_table = table
+
+    async def start(self) -> None:
+        """Start flushing and dispatching; returns once dispatch has caught up."""
+        if not self._loaded:
+            self.load()
+        cfg = self.config
+        assert self.checkpoint is not None
+        reput_from = self.commitlog.min_offset
+        for cq in self._iter_consume_queues():
+            if cq.max_physic_offset > reput_from:
+                reput_from = cq.max_physic_offset
+        self.reput.reput_from_offset = reput_from
+        log.info("dispatch starts at CommitLog offset %d (CommitLog end %d)",
+                 reput_from, self.commitlog.max_offset)
+        with open(cfg.abort_path, "wb"):
+            pass
+        if cfg.flushDiskType == FlushDiskType.SYNC_FLUSH:
+            self.flush_service = GroupCommitService(self.commitlog.mfq, self.checkpoint, cfg)
+        else:
+            self.flush_service = FlushRealTimeService(self.commitlog.mfq, self.checkpoint, cfg)
+        self.flush_service.start()
+        self.flush_cq_service = FlushConsumeQueueService(
+            self._iter_consume_queues, self.index_service, self.checkpoint, cfg)
+        self.flush_cq_service.start()
+        self.reput.start()
+        await self.reput.wait_caught_up()
+        self.shutdown_flag = False
+
+    async def shutdown(self) -> None:
+        """Stop taking puts, finish dispatch, flush everything, remove `abort`."""
+        if self._lock_fd is None:
+            return
+        self.shutdown_flag = True
+        try:
+            await self.reput.shutdown()
+            if self.flush_service is not None:
+                await self.flush_service.shutdown()
+            if self.flush_cq_service is not None:
+                await self.flush_cq_service.shutdown()
+            assert self.checkpoint is not None
+            if self.index_service is not None:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.index_service.flush_all_blocking)
+            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
+                                                       self.commitlog.mfq.store_timestamp)
+            self.checkpoint.flush()
+            clean = self.running_flags.is_writeable() and self.reput.behind == 0
+            self._close_files()
+            if clean:
+                try:
+                    os.unlink(self.config.abort_path)
+                except FileNotFoundError:
+                    pass
+            else:
+                log.warning("store shut down with dispatch %d bytes behind or not writeable; "
+                            "keeping the abort file so the next start recovers",
+                            self.reput.behind)
+        finally:
+            self._release_lock()
+
+    def _close_files(self) -> None:
+        self.allocator.shutdown()
+        self.commitlog.shutdown()
+        for cq in self._iter_consume_queues():
+            cq.shutdown()
+        if self.index_service is not None:
+            self.index_service.shutdown()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+
+    def close_after_crash_test(self) -> None:
+        """Release files and the lock without flushing (tests that simulate a crash)."""
+        self._close_files()
+        self._release_lock()
+
+    # ------------------------------------------------------------------ put path
+    def _check_store_status(self) -> PutMessageStatus | None:
+        if self.shutdown_flag:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self.config.brokerRole == BrokerRole.SLAVE:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if not self.running_flags.is_writeable():
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        return None
+
+    def _check_topic(self, topic: str) -> str | None:
+        if topic in self._valid_topics:
+            return None
+        if len(topic) > self.config.maxTopicLength or len(topic.encode("utf-8")) > 127:
+            return f"topic {topic[:40]!r}... is longer than {self.config.maxTopicLength} characters"
+        if not TOPIC_PATTERN.match(topic):
+            return f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
+        if len(self._valid_topics) > 100_000:
+            self._valid_topics.clear()
+        self._valid_topics.add(topic)
+        return None
+
+    def put_nowait(self, msg: MessageExtBrokerInner) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+        """Append now; the awaitable (if any) completes when flush/replication allow an answer."""
+        status = self._check_store_status()
+        if status is not None:
+            return PutMessageResult(status, remark="store not writeable"), None
+        bad = self._check_topic(msg.topic)
+        if bad is not None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
+        if msg.properties_string is not None and len(msg.properties_string) > 32767:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark="properties longer than 32767 characters"), None
+        result = self.commitlog.put_message(msg, _now_ms())
+        if result.status is not PutMessageStatus.PUT_OK:
+            if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+                self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+                log.error("CommitLog file creation failed (%s); refusing writes until space returns",
+                          result.remark)
+            return result, None
+        self.reput.wakeup()
+        return result, self._waiter(result, msg.wait_store_msg_ok)
+
+    def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+        status = self._check_store_status()
+        if status is not None:
+            return PutMessageResult(status, remark="store not writeable"), None
+        bad = self._check_topic(batch.topic)
+        if bad is not None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
+        result = self.commitlog.put_messages(batch, _now_ms())
+        if result.status is not PutMessageStatus.PUT_OK:
+            if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+                self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+            return result, None
+        self.reput.wakeup()
+        wait = batch.properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false"
+        return result, self._waiter(result, wait)
+
+    def _waiter(self, result: PutMessageResult, wait: bool) -> Awaitable[PutMessageStatus] | None:
+        fs = self.flush_service
+        flush_fut = None
+        if isinstance(fs, GroupCommitService):
+            if wait:
+                flush_fut = fs.submit(result.end_offset)
+            else:
+                fs.wakeup()
+        replica_fut = self.replica_waiter(result, wait) if self.replica_waiter is not None else None
+        if flush_fut is None:
+            return replica_fut
+        if replica_fut is None:
+            return flush_fut
+        return _combine(flush_fut, replica_fut)
+
+    async def put(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        result, waiter = self.put_nowait(msg)
+        if waiter is not None:
+            status = await waiter
+            if status is not PutMessageStatus.PUT_OK:
+                result.status = status
+        return result
+
+    async def put_batch(self, batch: MessageExtBatch) -> PutMessageResult:
+        result, waiter = self.put_batch_nowait(batch)
+        if waiter is not None:
+            status = await waiter
+            if status is not PutMessageStatus.PUT_OK:
+                result.status = status
+        return result
+
+    # ------------------------------------------------------------------ dispatch
+    def dispatch_batch(self, reqs: list[DispatchRequest]) -> int:
+        """Build CQ units and index entries; returns how many requests were handled."""
+        table = self.consume_queue_table
+        last_ts = 0
+        arrived: dict[tuple[str, int], int] = {}
+        done = 0
+        try:
+            for req in reqs:
+                tran = req.sys_flag & 0xC
+                if tran == 0 or tran == SysFlag.TRANSACTION_COMMIT_TYPE:
+                    qs = table.get(req.topic)
+                    cq = qs.get(req.queue_id) if qs is not None else None
+                    if cq is None:
+                        cq = self.find_consume_queue(req.topic, req.queue_id)
+                    cq.put_message_position_info(req.commit_log_offset, req.msg_size,
+                                                 req.tags_code, req.consume_queue_offset)
+                    last_ts = req.store_timestamp
+                    arrived[(req.topic, req.queue_id)] = req.consume_queue_offset + 1
+                done += 1
+        except OSError as e:
+            self.running_flags.set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR)
+            log.error("writing consume queue for %s-%d failed at CommitLog offset %d: %s",
+                      reqs[done].topic, reqs[done].queue_id, reqs[done].commit_log_offset, e)
+        if self.index_service is not None and done:
+            try:
+                self.index_service.build_index_batch(reqs[:done] if done < len(reqs) else reqs)
+            except OSError as e:
+                self.running_flags.set(RunningFlags.WRITE_INDEX_FILE_ERROR)
+                log.error("building the index failed: %s", e)
+                done = 0
+        if last_ts and self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = last_ts
+            if self.config.brokerRole == BrokerRole.SLAVE:
+                self.checkpoint.physic_msg_timestamp = last_ts
+        listener = self.arriving_listener
+        if listener is not None:
+            for (topic, qid), max_offset in arrived.items():
+                listener(topic, qid, max_offset)
+        return done
+
+    # ------------------------------------------------------------------ consume queues
+    def _iter_consume_queues(self) -> Iterable[ConsumeQueue]:
+        for qs in self.consume_queue_table.values():
+            yield from qs.values()
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        qs = self.consume_queue_table.get(topic)
+        if qs is None:
+            qs = self.consume_queue_table[topic] = {}
+        cq = qs.get(queue_id)
+        if cq is None:
+            cq = qs[queue_id] = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir,
+                                             self.config.consume_queue_file_size)
+        return cq
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        qs = self.consume_queue_table.get(topic)
+        return qs.get(queue_id) if qs is not None else None
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        for cq in self._iter_consume_queues():
+            cq.truncate_dirty_logic_files(phy_offset)
+
+    def _destroy_logics(self) -> None:
+        for cq in list(self._iter_consume_queues()):
+            cq.destroy()
+        self.consume_queue_table.clear()
+
+    # ------------------------------------------------------------------ reads
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.get_min_offset_in_queue() if cq is not None else -1
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind
+
+    def _next_offset_correction(self, old: int, new: int) -> int:
+        if self.config.brokerRole != BrokerRole.SLAVE or self.config.offsetCheckInSlave:
+            return new
+        return old
+
+    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int,
+                           message_total: int, in_disk: bool) -> bool:
+        if buffer_total == 0 or message_total == 0:
+            return False
+        if max_msg_nums <= message_total:
+            return True
+        cfg = self.config
+        if in_disk:
+            return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInDisk
+                    or message_total > cfg.maxTransferCountOnMessageInDisk - 1)
+        return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInMemory
+                or message_total > cfg.maxTransferCountOnMessageInMemory - 1)
+
+    def get_messages(self, group: str, topic: str, queue_id: int, offset: int,
+                     max_msg_nums: int, message_filter: MessageFilter | None = None) -> GetMessageResult:
+        """Records of one queue from offset, exactly as stored (spec 2.5 statuses)."""
+        max_offset_py = self.commitlog.max_offset
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                                    self._next_offset_correction(offset, 0))
+        min_offset = cq.get_min_offset_in_queue()
+        max_offset = cq.get_max_offset_in_queue()
+        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
+        if max_offset == 0:
+            result.next_begin_offset = self._next_offset_correction(offset, 0)
+        elif offset < min_offset:
+            result.status = GetMessageStatus.OFFSET_TOO_SMALL
+            result.next_begin_offset = self._next_offset_correction(offset, min_offset)
+        elif offset == max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            result.next_begin_offset = self._next_offset_correction(offset, offset)
+        elif offset > max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = self._next_offset_correction(
+                offset, min_offset if min_offset == 0 else max_offset)
+        else:
+            got = cq.get_index_buffer(offset)
+            if got is None:
+                result.status = GetMessageStatus.OFFSET_FOUND_NULL
+                result.next_begin_offset = self._next_offset_correction(
+                    offset, cq.roll_next_file(offset))
+                return result
+            self._collect(result, cq, got, offset, max_msg_nums, message_filter, max_offset_py)
+        return result
+
+    def _collect(self, result: GetMessageResult, cq: ConsumeQueue, got, offset: int,
+                 max_msg_nums: int, message_filter: MessageFilter | None, max_offset_py: int) -> None:
+        mf, pos, end = got
+        mm = mf.mm
+        unit = CQ_UNIT
+        status = GetMessageStatus.NO_MATCHED_MESSAGE
+        next_phy_file_start = -1
+        max_phy_pulling = 0
+        max_filter = max(16000, max_msg_nums * 20)
+        budget = self._memory_budget
+        commitlog = self.commitlog
+        buffers = result.buffers
+        qoffs = result.queue_offsets
+        total = 0
+        i = 0
+        span = min(end - pos, max_filter)
+        while i < span:
+            off_py, size_py, tags_code = unit.unpack_from(mm, pos + i)
+            max_phy_pulling = off_py
+            i += _CQ_UNIT
+            if next_phy_file_start >= 0 and off_py < next_phy_file_start:
+                continue
+            in_disk = (max_offset_py - off_py) > budget
+            if self._is_the_batch_full(size_py, max_msg_nums, total, len(buffers), in_disk):
+                i -= _CQ_UNIT
+                break
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+                if total == 0:
+                    status = GetMessageStatus.NO_MATCHED_MESSAGE
+                continue
+            data = commitlog.get_message(off_py, size_py)
+            if data is None:
+                if total == 0:
+                    status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = commitlog.roll_next_file(off_py)
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
+                if total == 0:
+                    status = GetMessageStatus.NO_MATCHED_MESSAGE
+                continue
+            buffers.append(data)
+            qoffs.append(offset + (i - _CQ_UNIT) // _CQ_UNIT)
+            total += size_py
+            status = GetMessageStatus.FOUND
+            next_phy_file_start = -1
+        result.status = status
+        result.buffer_total_size = total
+        result.next_begin_offset = offset + i // _CQ_UNIT
+        result.max_phy_offset_pulling = max_phy_pulling
+        result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > budget
+
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
+        if size is None:
+            size = self.commitlog.get_record_size_at(commit_log_offset)
+            if size <= 0:
+                return None
+        return self.commitlog.get_message(commit_log_offset, size)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        data = self.select_one_message_by_offset(commit_log_offset)
+        if data is None:
+            return None
+        try:
+            return decode_record(data)
+        except ProtocolError:
+            return None
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        u = cq.read_unit(cq_offset)
+        return u[0] if u is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: str | None = None) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(timestamp, self.commitlog.pick_store_timestamp, boundary)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        u = cq.read_unit(cq_offset)
+        if u is None:
+            return -1
+        return self.commitlog.pick_store_timestamp(u[0], u[1])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """Messages whose KEYS contain key or whose UNIQ_KEY is key, via the index."""
+        result = QueryMessageResult()
+        if self.index_service is None:
+            return result
+        last_query_time = end
+        for _ in range(3):
+            q = self.index_service.query_offset(topic, key, max_num, begin, last_query_time)
+            result.index_last_update_timestamp = q.index_last_update_timestamp
+            result.index_last_update_phyoffset = q.index_last_update_phyoffset
+            for m, off in enumerate(sorted(q.phy_offsets)):
+                data = self.select_one_message_by_offset(off)
+                if data is None:
+                    continue
+                try:
+                    msg = decode_record(data)
+                except ProtocolError:
+                    continue
+                if m == 0:
+                    last_query_time = msg.store_timestamp
+                # The index returns hash collisions; keep exact matches only.
+                if msg.topic != topic:
+                    continue
+                keys = (msg.properties.get(MessageConst.KEYS) or "").split(MessageConst.KEY_SEPARATOR)
+                if key in keys or msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
+                    result.buffers.append(data)
+            if result.buffers or last_query_time < begin:
+                break
+        return result
+
+
+async def _combine(flush_fut: Awaitable[PutMessageStatus],
+                   replica_fut: Awaitable[PutMessageStatus]) -> PutMessageStatus:
+    flush_status = await flush_fut
+    replica_status = await replica_fut
+    if replica_status is not PutMessageStatus.PUT_OK:
+        return replica_status
+    if flush_status is not PutMessageStatus.PUT_OK:
+        return PutMessageStatus.FLUSH_DISK_TIMEOUT
+    return PutMessageStatus.PUT_OK
