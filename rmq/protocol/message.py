@@ -489,7 +489,8 @@ class MessageExtBrokerInner:
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
-    store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+    # Empty: the store stamps its own address.
+    store_host: bytes = b""
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
 
@@ -539,7 +540,7 @@ class MessageExtBatch:
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
-    store_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+    store_host: bytes = b""
     # Batch-level properties appended to every inner message's properties.
     properties: dict[str, str] = field(default_factory=dict)
 

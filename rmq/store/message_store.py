@@ -188,11 +188,18 @@ class MessageStore:
         self.dispatch_batch([req])
 
     def _truncate_index_beyond(self, offset: int) -> None:
+        """Drop index files that reach past offset and rebuild the index from the
+        earliest dropped entry (index files deleted as too new at an abnormal load
+        count too: re-dispatch from the checkpoint may start after their entries)."""
         if self.index_service is None:
             return
-        rebuild_from = self.index_service.truncate_beyond(offset)
-        if rebuild_from is None:
+        candidates = [self.index_service.truncate_beyond(offset),
+                      self.index_service.rebuild_from_phy_offset]
+        present = [c for c in candidates if c is not None]
+        if not present:
             return
+        rebuild_from = min(present)
+        self.index_service.rebuild_from_phy_offset = None
         log.info("rebuilding the index from CommitLog offset %d to %d", rebuild_from, offset)
         saved = self.reput.reput_from_offset
         self.reput.reput_from_offset = max(rebuild_from, self.commitlog.min_offset)
@@ -321,6 +328,8 @@ class MessageStore:
         if msg.properties_string is not None and len(msg.properties_string) > 32767:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark="properties longer than 32767 characters"), None
+        if not msg.store_host:
+            msg.store_host = self.store_host
         result = self.commitlog.put_message(msg, _now_ms())
         if result.status is not PutMessageStatus.PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
@@ -338,6 +347,8 @@ class MessageStore:
         bad = self._check_topic(batch.topic)
         if bad is not None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
+        if not batch.store_host:
+            batch.store_host = self.store_host
         result = self.commitlog.put_messages(batch, _now_ms())
         if result.status is not PutMessageStatus.PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:

@@ -1,0 +1,734 @@
+"""IndexFile and IndexService: the message-key hash index (spec 4.3).
+
+One IndexFile is a fixed-size mapped file: a 40-byte header, `hashSlotNum` int32 slots
+and `indexNum` 20-byte entries. A slot holds the number of the newest entry whose key
+hashes to it; each entry links to the previous entry of the same slot, so a lookup walks
+one chain newest -> oldest. Entry 0 is never used, which is why `indexCount` starts at 1.
+
+Threading: everything here belongs to the event-loop thread, except the fdatasync of a
+full file, which the caller runs in a worker between `take_full_unflushed()` and
+`on_flushed()`; the mapping stays alive through `MappedFile.hold()/release()`.
+
+Hot path: `IndexService.build_index_batch` hashes every key of a dispatch batch at once
+with numpy and writes the batch's entries and slots with array operations; the bytes are
+the same as putting the keys one by one (tests/unit/store/test_index.py proves it).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import struct
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from rmq.protocol.message import SysFlag, java_hash
+from rmq.store.checkpoint import StoreCheckpoint
+from rmq.store.config import MessageStoreConfig
+from rmq.store.dispatch_request import DispatchRequest
+from rmq.store.errors import StoreError
+from rmq.store.mapped_file import MappedFile
+
+log = logging.getLogger("rmq.store.index")
+
+INDEX_HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_SIZE = 20
+INVALID_INDEX = 0
+INT_MAX = 0x7FFFFFFF
+FILE_NAME_LENGTH = 17  # yyyyMMddHHmmssSSS
+
+# beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount
+_HEADER = struct.Struct(">qqqqii")
+# keyHash, phyOffset, timeDiff (seconds), prevIndex
+_ENTRY = struct.Struct(">iqii")
+_SLOT = struct.Struct(">i")
+ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
+                        ("time_diff", ">i4"), ("prev_index", ">i4")])
+assert ENTRY_DTYPE.itemsize == INDEX_SIZE
+
+_ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+
+
+def index_key_hash(key: str) -> int:
+    """IndexFile.indexKeyHashMethod: abs(hashCode), with Integer.MIN_VALUE -> 0."""
+    h = java_hash(key)
+    if h < 0:
+        h = -h
+        # Java's Math.abs(Integer.MIN_VALUE) stays negative and RocketMQ maps it to 0.
+        if h > INT_MAX:
+            h = 0
+    return h
+
+
+def _pow31_table(n: int) -> np.ndarray:
+    """31**k mod 2**32 for k in 0..n-1 (uint32 products wrap, which is the modulus)."""
+    t = np.full(n, 31, dtype=np.uint32)
+    t[0] = 1
+    return np.cumprod(t, dtype=np.uint32)
+
+
+_POW31 = _pow31_table(1024)
+_POW31.flags.writeable = False
+
+
+def index_key_hashes(keys: Sequence[str]) -> np.ndarray:
+    """index_key_hash of every key, computed in one pass over all their characters.
+
+    String.hashCode is sum(c[i] * 31**(len-1-i)) mod 2**32 over UTF-16 code units, so
+    each character gets its weight from a table and one segmented sum per key finishes
+    the job. Returns int64 values in [0, 2**31).
+    """
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    joined = "".join(keys)
+    if joined.isascii():
+        units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+        lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    else:
+        units = np.frombuffer(joined.encode("utf-16-le"), dtype="<u2")
+        # Characters outside the BMP are two code units, as in Java.
+        lens = np.fromiter((len(k.encode("utf-16-le")) >> 1 for k in keys),
+                           dtype=np.int64, count=n)
+    total = units.shape[0]
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    max_len = int(lens.max())
+    table = _POW31 if max_len <= _POW31.shape[0] else _pow31_table(max_len)
+    exponent = np.repeat(ends - 1, lens) - np.arange(total, dtype=np.int64)
+    # A zero sentinel keeps every start index valid for reduceat, even that of an
+    # empty last key; reduceat yields the start element for an empty segment, so
+    # empty keys are zeroed afterwards.
+    weighted = np.empty(total + 1, dtype=np.uint32)
+    np.multiply(units, table[exponent], out=weighted[:total], dtype=np.uint32)
+    weighted[total] = 0
+    sums = np.add.reduceat(weighted, starts, dtype=np.uint32)
+    if lens.min() == 0:
+        sums[lens == 0] = 0
+    signed = sums.view(np.int32).astype(np.int64)
+    h = np.abs(signed)
+    h[h > INT_MAX] = 0
+    return h
+
+
+def _time_diff(store_timestamp: int, begin_timestamp: int) -> int:
+    """Seconds since the file's begin timestamp, clamped as IndexFile.putKey does."""
+    if begin_timestamp <= 0:
+        return 0
+    d = (store_timestamp - begin_timestamp) // 1000
+    # Java truncates toward zero, Python floors; both land at or below 0 for a negative
+    # difference and that clamps to 0, so the results agree.
+    if d > INT_MAX:
+        return INT_MAX
+    if d < 0:
+        return 0
+    return d
+
+
+class IndexFile:
+    """One index file: header + hash slots + chained 20-byte entries (spec 4.3)."""
+
+    def __init__(self, mapped_file: MappedFile, hash_slot_num: int, index_num: int) -> None:
+        self.mapped_file = mapped_file
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self._mm = mapped_file.mm
+        self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self.begin_timestamp = 0
+        self.end_timestamp = 0
+        self.begin_phy_offset = 0
+        self.end_phy_offset = 0
+        self.hash_slot_count = 0
+        self.index_count = 1
+        self.destroyed = False
+
+    # --- opening ---
+    @classmethod
+    def create(cls, path: str, hash_slot_num: int, index_num: int,
+               end_phy_offset: int = 0, end_timestamp: int = 0) -> "IndexFile":
+        """A new, empty file, seeded with the previous file's end offset/timestamp."""
+        mf = MappedFile.create(path, index_file_size(hash_slot_num, index_num))
+        f = cls(mf, hash_slot_num, index_num)
+        # RocketMQ seeds only positive values; a zero seed leaves the field at 0.
+        if end_phy_offset > 0:
+            f.begin_phy_offset = f.end_phy_offset = end_phy_offset
+        if end_timestamp > 0:
+            f.begin_timestamp = f.end_timestamp = end_timestamp
+        f._write_header()
+        return f
+
+    @classmethod
+    def load(cls, path: str, hash_slot_num: int, index_num: int) -> "IndexFile":
+        """Map an existing file and read its header. StoreError if the size is wrong."""
+        expected = index_file_size(hash_slot_num, index_num)
+        actual = os.path.getsize(path)
+        if actual != expected:
+            raise StoreError(
+                f"index file {path}: length {actual} differs from {expected} = 40 + "
+                f"maxHashSlotNum({hash_slot_num})*4 + maxIndexNum({index_num})*20; "
+                "check maxHashSlotNum/maxIndexNum in the config")
+        mf = MappedFile.open_existing(path, expected)
+        f = cls(mf, hash_slot_num, index_num)
+        (f.begin_timestamp, f.end_timestamp, f.begin_phy_offset, f.end_phy_offset,
+         f.hash_slot_count, f.index_count) = _HEADER.unpack_from(f._mm, 0)
+        if f.index_count <= 0:
+            # A file RocketMQ created but never wrote to has 0 here (IndexHeader.load).
+            f.index_count = 1
+        return f
+
+    # --- identity ---
+    @property
+    def path(self) -> str:
+        return self.mapped_file.path
+
+    @property
+    def file_name(self) -> str:
+        return self.mapped_file.file_name
+
+    @property
+    def file_size(self) -> int:
+        return self.mapped_file.file_size
+
+    @property
+    def entry_count(self) -> int:
+        return self.index_count - 1
+
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """True if [begin, end] overlaps the file's time range (IndexFile.isTimeMatched)."""
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def _write_header(self) -> None:
+        _HEADER.pack_into(self._mm, 0, self.begin_timestamp, self.end_timestamp,
+                          self.begin_phy_offset, self.end_phy_offset,
+                          self.hash_slot_count, self.index_count)
+
+    # --- writing ---
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Append an entry for key; False when the file is full."""
+        if self.index_count >= self.index_num:
+            return False
+        self.put_hash(index_key_hash(key), phy_offset, store_timestamp)
+        return True
+
+    def put_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> None:
+        """put_key for an already computed index_key_hash (caller checked capacity)."""
+        mm = self._mm
+        n = self.index_count
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        prev = _SLOT.unpack_from(mm, slot_pos)[0]
+        if prev <= INVALID_INDEX or prev > n:
+            prev = INVALID_INDEX
+        # timeDiff uses the begin timestamp as it is *before* this put: for the first
+        # entry of a seeded file that is the previous file's end timestamp.
+        td = _time_diff(store_timestamp, self.begin_timestamp)
+        _ENTRY.pack_into(mm, self._entries_base + n * INDEX_SIZE,
+                         key_hash, phy_offset, td, prev)
+        _SLOT.pack_into(mm, slot_pos, n)
+        if n <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if prev == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count = n + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+
+    def put_hashes(self, key_hashes: np.ndarray, phy_offsets: np.ndarray,
+                   store_timestamps: np.ndarray) -> int:
+        """Append entries for a run of keys, in order, as put_hash would one by one.
+
+        Writes as many as fit and returns how many that was. Arrays are int64.
+        """
+        n = self.index_count
+        m = min(int(key_hashes.shape[0]), self.index_num - n)
+        if m <= 0:
+            return 0
+        kh = key_hashes[:m]
+        phy = phy_offsets[:m]
+        ts = store_timestamps[:m]
+        entry_no = np.arange(n, n + m, dtype=np.int64)
+        slots = kh % self.hash_slot_num
+        mm = self._mm
+        # Views into the mapping live only inside this call: an exported buffer would
+        # stop MappedFile.close() from unmapping.
+        table = np.frombuffer(mm, dtype=">i4", count=self.hash_slot_num,
+                              offset=INDEX_HEADER_SIZE)
+        try:
+            prev = table[slots].astype(np.int64)
+            prev[(prev <= INVALID_INDEX) | (prev > entry_no)] = INVALID_INDEX
+            if m > 1:
+                # Keys of one slot within the run chain to each other in run order:
+                # a stable sort groups them, each links to its predecessor in the group,
+                # and only the group's last entry number lands in the slot.
+                order = np.argsort(slots, kind="stable")
+                sorted_slots = slots[order]
+                sorted_entry = entry_no[order]
+                sorted_prev = prev[order]
+                same = sorted_slots[1:] == sorted_slots[:-1]
+                tail = sorted_prev[1:]
+                tail[same] = sorted_entry[:-1][same]
+                prev[order] = sorted_prev
+                last = np.empty(m, dtype=bool)
+                np.logical_not(same, out=last[:-1])
+                last[-1] = True
+                table[sorted_slots[last]] = sorted_entry[last]
+            else:
+                table[slots] = entry_no
+        finally:
+            del table
+
+        td = np.empty(m, dtype=np.int64)
+        begin = self.begin_timestamp
+        first = 0
+        if n <= 1:
+            td[0] = _time_diff(int(ts[0]), begin)
+            begin = self.begin_timestamp = int(ts[0])
+            self.begin_phy_offset = int(phy[0])
+            first = 1
+        if first < m:
+            if begin <= 0:
+                td[first:] = 0
+            else:
+                np.clip((ts[first:] - begin) // 1000, 0, INT_MAX, out=td[first:])
+
+        base = self._entries_base + n * INDEX_SIZE
+        out = np.frombuffer(mm, dtype=ENTRY_DTYPE, count=m, offset=base)
+        try:
+            out["key_hash"] = kh
+            out["phy_offset"] = phy
+            out["time_diff"] = td
+            out["prev_index"] = prev
+        finally:
+            del out
+
+        self.hash_slot_count += int(np.count_nonzero(prev == INVALID_INDEX))
+        self.index_count = n + m
+        self.end_phy_offset = int(phy[m - 1])
+        self.end_timestamp = int(ts[m - 1])
+        self._write_header()
+        return m
+
+    # --- reading ---
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Commit-log offsets of entries whose hash matches key's, newest first.
+
+        Hash collisions are included; callers re-check the message's keys.
+        """
+        out: list[int] = []
+        if max_num <= 0 or not self.mapped_file.hold():
+            return out
+        try:
+            mm = self._mm
+            key_hash = index_key_hash(key)
+            n = self.index_count
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+            cur = _SLOT.unpack_from(mm, slot_pos)[0]
+            if cur <= INVALID_INDEX or cur > n or n <= 1:
+                return out
+            base = self._entries_base
+            begin_ts = self.begin_timestamp
+            unpack = _ENTRY.unpack_from
+            while len(out) < max_num:
+                h, phy, td, prev = unpack(mm, base + cur * INDEX_SIZE)
+                if td < 0:
+                    break
+                t = begin_ts + td * 1000
+                if h == key_hash and begin <= t <= end:
+                    out.append(phy)
+                # RocketMQ stops only on prev == cur; a well-formed chain always points
+                # backwards, so prev >= cur also ends a walk that would otherwise cycle
+                # forever in a damaged file.
+                if prev <= INVALID_INDEX or prev > n or prev >= cur or t < begin:
+                    break
+                cur = prev
+        finally:
+            self.mapped_file.release()
+        return out
+
+    # --- lifetime ---
+    def sync(self) -> None:
+        """fdatasync (blocking: worker thread, or shutdown)."""
+        self.mapped_file.sync()
+
+    def close(self) -> None:
+        self.mapped_file.close()
+
+    def destroy(self) -> None:
+        self.destroyed = True
+        self.mapped_file.destroy()
+
+    def __repr__(self) -> str:
+        return (f"IndexFile({self.file_name}, count={self.index_count}, "
+                f"phy=[{self.begin_phy_offset},{self.end_phy_offset}], "
+                f"ts=[{self.begin_timestamp},{self.end_timestamp}])")
+
+
+@dataclass(slots=True)
+class QueryOffsetResult:
+    phy_offsets: list[int]
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+def _is_index_file_name(name: str) -> bool:
+    return len(name) == FILE_NAME_LENGTH and name.isdigit()
+
+
+def _format_file_name(t: _dt.datetime) -> str:
+    return t.strftime("%Y%m%d%H%M%S") + f"{t.microsecond // 1000:03d}"
+
+
+def _parse_file_name(name: str) -> _dt.datetime | None:
+    try:
+        return _dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(
+            microsecond=int(name[14:17]) * 1000)
+    except ValueError:
+        return None
+
+
+class IndexService:
+    """The index files of one store: build from dispatch, query, flush, truncate, expire."""
+
+    # Below this many keys a batch goes key by key: numpy's fixed cost per call
+    # outweighs the per-key savings (bench/index_bench.py).
+    BATCH_MIN_KEYS = 12
+    BATCH_MAX_RECORDS = 1024
+
+    def __init__(self, config: MessageStoreConfig, checkpoint: StoreCheckpoint) -> None:
+        self.config = config
+        self.checkpoint = checkpoint
+        self.hash_slot_num = config.maxHashSlotNum
+        self.index_num = config.maxIndexNum
+        self.store_path = config.index_dir
+        self._files: list[IndexFile] = []
+        self._full_unflushed: list[IndexFile] = []
+        self._in_flight: list[IndexFile] = []
+        # Smallest beginPhyOffset of files an abnormal load() deleted: re-dispatch must
+        # start at or before it for the index to be complete again. None = nothing lost.
+        self.rebuild_from_phy_offset: int | None = None
+
+    # --- load / shutdown ---
+    @property
+    def index_files(self) -> tuple[IndexFile, ...]:
+        return tuple(self._files)
+
+    def load(self, last_exit_ok: bool) -> None:
+        if not os.path.isdir(self.store_path):
+            return
+        names = sorted(os.listdir(self.store_path))
+        deleting = False
+        for name in names:
+            path = os.path.join(self.store_path, name)
+            if not _is_index_file_name(name) or not os.path.isfile(path):
+                log.warning("ignoring %s in the index directory: not a %d-digit index file",
+                            path, FILE_NAME_LENGTH)
+                continue
+            f = IndexFile.load(path, self.hash_slot_num, self.index_num)
+            # Past the first too-new file everything goes: a kept later file would make
+            # re-dispatch skip the deleted range (its endPhyOffset is beyond it).
+            if not last_exit_ok and (deleting or
+                                     f.end_timestamp > self.checkpoint.index_msg_timestamp):
+                deleting = True
+                log.warning("abnormal exit: deleting index file %s (endTimestamp %d, "
+                            "checkpoint indexMsgTimestamp %d, phy [%d, %d], %d entries)",
+                            f.file_name, f.end_timestamp, self.checkpoint.index_msg_timestamp,
+                            f.begin_phy_offset, f.end_phy_offset, f.entry_count)
+                if f.entry_count > 0 and (self.rebuild_from_phy_offset is None
+                                          or f.begin_phy_offset < self.rebuild_from_phy_offset):
+                    self.rebuild_from_phy_offset = f.begin_phy_offset
+                f.destroy()
+                continue
+            log.info("loaded index file %s: %d entries, phy [%d, %d], ts [%d, %d]",
+                     f.file_name, f.entry_count, f.begin_phy_offset, f.end_phy_offset,
+                     f.begin_timestamp, f.end_timestamp)
+            self._files.append(f)
+
+    def shutdown(self) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
+        self._full_unflushed = []
+
+    def destroy(self) -> None:
+        """Delete every index file (store destroy)."""
+        for f in self._files:
+            f.destroy()
+        self._files = []
+        self._full_unflushed = []
+
+    # --- building ---
+    def _new_file_name(self) -> str:
+        """Local time yyyyMMddHHmmssSSS, moved forward past the last name and any file."""
+        t = _dt.datetime.fromtimestamp(time.time())
+        if self._files:
+            # load() orders files by name, so a clock step backwards must not reorder.
+            last = _parse_file_name(self._files[-1].file_name)
+            if last is not None and t <= last:
+                t = last + _dt.timedelta(milliseconds=1)
+        name = _format_file_name(t)
+        while os.path.exists(os.path.join(self.store_path, name)):
+            t += _dt.timedelta(milliseconds=1)
+            name = _format_file_name(t)
+        return name
+
+    def _roll(self) -> IndexFile:
+        """Create the next file, seeded with the current last file's end values."""
+        prev = self._files[-1] if self._files else None
+        end_phy = prev.end_phy_offset if prev else 0
+        end_ts = prev.end_timestamp if prev else 0
+        os.makedirs(self.store_path, exist_ok=True)
+        path = os.path.join(self.store_path, self._new_file_name())
+        f = IndexFile.create(path, self.hash_slot_num, self.index_num, end_phy, end_ts)
+        self._files.append(f)
+        if prev is not None:
+            log.info("index file %s is full (%d entries, phy [%d, %d]); created %s",
+                     prev.file_name, prev.entry_count, prev.begin_phy_offset,
+                     prev.end_phy_offset, f.file_name)
+        else:
+            log.info("created index file %s", f.file_name)
+        return f
+
+    def _put_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> None:
+        f = self._files[-1] if self._files else None
+        if f is None or f.is_write_full():
+            f = self._roll()
+        f.put_hash(key_hash, phy_offset, store_timestamp)
+        if f.is_write_full():
+            self._full_unflushed.append(f)
+
+    def _last_end_phy_offset(self) -> int:
+        return self._files[-1].end_phy_offset if self._files else 0
+
+    def build_index(self, req: DispatchRequest) -> None:
+        """Add the keys of one dispatched record (IndexService.buildIndex)."""
+        if not self.config.messageIndexEnable:
+            return
+        if req.sys_flag & 0xC == _ROLLBACK:
+            return
+        off = req.commit_log_offset
+        # Re-dispatch after recovery replays records already indexed: skip them.
+        if off < self._last_end_phy_offset():
+            return
+        ts = req.store_timestamp
+        prefix = req.topic + "#"
+        if req.uniq_key is not None:
+            self._put_hash(index_key_hash(prefix + req.uniq_key), off, ts)
+        keys = req.keys
+        if keys:
+            for k in keys.split(" "):
+                if k:
+                    self._put_hash(index_key_hash(prefix + k), off, ts)
+
+    def build_index_batch(self, reqs: Sequence[DispatchRequest]) -> None:
+        """build_index for each record in order, with the per-key work vectorised."""
+        if not self.config.messageIndexEnable:
+            return
+        step = self.BATCH_MAX_RECORDS
+        if len(reqs) > step:
+            # Past a few hundred records the numpy temporaries fall out of the CPU
+            # caches and the per-key cost rises again (bench/index_bench.py).
+            for i in range(0, len(reqs), step):
+                self._build_index_batch(reqs[i:i + step])
+        else:
+            self._build_index_batch(reqs)
+
+    def _build_index_batch(self, reqs: Sequence[DispatchRequest]) -> None:
+        keys: list[str] = []
+        rec_offsets: list[int] = []
+        rec_timestamps: list[int] = []
+        rec_counts: list[int] = []
+        end = self._last_end_phy_offset()
+        append = keys.append
+        for r in reqs:
+            if r.sys_flag & 0xC == _ROLLBACK:
+                continue
+            off = r.commit_log_offset
+            if off < end:
+                continue
+            before = len(keys)
+            prefix = r.topic + "#"
+            u = r.uniq_key
+            if u is not None:
+                append(prefix + u)
+            ks = r.keys
+            if ks:
+                for k in ks.split(" "):
+                    if k:
+                        append(prefix + k)
+            c = len(keys) - before
+            if c:
+                # Each put moves the file's endPhyOffset to this record's offset, which
+                # is what the next record is compared with.
+                end = off
+                rec_offsets.append(off)
+                rec_timestamps.append(r.store_timestamp)
+                rec_counts.append(c)
+        m = len(keys)
+        if m == 0:
+            return
+        if m < self.BATCH_MIN_KEYS:
+            i = 0
+            for off, ts, c in zip(rec_offsets, rec_timestamps, rec_counts):
+                for k in keys[i:i + c]:
+                    self._put_hash(index_key_hash(k), off, ts)
+                i += c
+            return
+        hashes = index_key_hashes(keys)
+        counts = np.array(rec_counts, dtype=np.int64)
+        phys = np.repeat(np.array(rec_offsets, dtype=np.int64), counts)
+        tss = np.repeat(np.array(rec_timestamps, dtype=np.int64), counts)
+        i = 0
+        while i < m:
+            f = self._files[-1] if self._files else None
+            if f is None or f.is_write_full():
+                f = self._roll()
+            i += f.put_hashes(hashes[i:], phys[i:], tss[i:])
+            if f.is_write_full():
+                self._full_unflushed.append(f)
+
+    # --- query ---
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int,
+                     end: int) -> QueryOffsetResult:
+        """Offsets of messages with key in [begin, end] ms, newest file first."""
+        max_num = min(max_num, self.config.maxMsgsNumBatch)
+        offsets: list[int] = []
+        last_ts = last_phy = 0
+        files = self._files
+        if files:
+            last_ts = files[-1].end_timestamp
+            last_phy = files[-1].end_phy_offset
+            full_key = topic + "#" + key
+            for f in reversed(files):
+                if f.is_time_matched(begin, end):
+                    offsets.extend(f.select_phy_offsets(full_key, max_num - len(offsets),
+                                                        begin, end))
+                if f.begin_timestamp < begin or len(offsets) >= max_num:
+                    break
+        return QueryOffsetResult(offsets, last_ts, last_phy)
+
+    # --- flushing ---
+    def take_full_unflushed(self) -> list[IndexFile]:
+        """Full files awaiting fdatasync, held for a worker thread (loop thread)."""
+        taken: list[IndexFile] = []
+        for f in self._full_unflushed:
+            if f.mapped_file.hold():
+                taken.append(f)
+        self._full_unflushed = []
+        self._in_flight.extend(taken)
+        return taken
+
+    def on_flushed(self, files: Sequence[IndexFile]) -> None:
+        """After the worker synced files: release them and advance indexMsgTimestamp."""
+        ts = self.checkpoint.index_msg_timestamp
+        for f in files:
+            self._drop_in_flight(f)
+            if not f.destroyed and f.end_timestamp > ts:
+                ts = f.end_timestamp
+            f.mapped_file.release()
+            log.info("flushed index file %s (endTimestamp %d, endPhyOffset %d)",
+                     f.file_name, f.end_timestamp, f.end_phy_offset)
+        self.checkpoint.index_msg_timestamp = ts
+
+    def on_flush_failed(self, files: Sequence[IndexFile]) -> None:
+        """The worker's sync failed: release the files and queue them again."""
+        for f in files:
+            self._drop_in_flight(f)
+            f.mapped_file.release()
+            if not f.destroyed:
+                self._full_unflushed.append(f)
+
+    def _drop_in_flight(self, f: IndexFile) -> None:
+        for i, g in enumerate(self._in_flight):
+            if g is f:
+                del self._in_flight[i]
+                return
+
+    def flush_all_blocking(self) -> None:
+        """Sync every file now (shutdown); the checkpoint value follows, not its file."""
+        ts = self.checkpoint.index_msg_timestamp
+        for f in self._files:
+            f.sync()
+            ts = max(ts, f.end_timestamp)
+        self._full_unflushed = []
+        self.checkpoint.index_msg_timestamp = ts
+
+    # --- truncation / expiry ---
+    def truncate_beyond(self, phy_offset: int) -> int | None:
+        """Delete every file holding an entry at or beyond phy_offset.
+
+        Returns the smallest beginPhyOffset of the deleted files that had entries (the
+        caller re-dispatches from there), or None when no entry was lost.
+        """
+        files = self._files
+        cut = len(files)
+        for i, f in enumerate(files):
+            # Later files only hold later offsets, and an empty trailing file seeded at
+            # or past phy_offset would make re-dispatch skip the rebuilt range.
+            if f.end_phy_offset >= phy_offset:
+                cut = i
+                break
+        if cut == len(files):
+            return None
+        rebuild_from: int | None = None
+        for f in files[cut:]:
+            if f.entry_count > 0 and (rebuild_from is None or f.begin_phy_offset < rebuild_from):
+                rebuild_from = f.begin_phy_offset
+        # A record whose keys straddle two files leaves the older file ending exactly at
+        # the newer one's first offset; re-dispatch from there would index it twice.
+        while rebuild_from is not None and cut > 0:
+            prev = files[cut - 1]
+            if prev.entry_count > 0 and prev.end_phy_offset >= rebuild_from:
+                cut -= 1
+                rebuild_from = min(rebuild_from, prev.begin_phy_offset)
+            else:
+                break
+        doomed = files[cut:]
+        self._files = files[:cut]
+        doomed_ids = {id(f) for f in doomed}
+        self._full_unflushed = [f for f in self._full_unflushed if id(f) not in doomed_ids]
+        for f in doomed:
+            log.warning("truncating index at phy offset %d: deleting %s (phy [%d, %d], "
+                        "%d entries)", phy_offset, f.file_name, f.begin_phy_offset,
+                        f.end_phy_offset, f.entry_count)
+            f.destroy()
+        # indexMsgTimestamp may name a deleted file; rebuilt files can end at or before
+        # it without being synced, so fall back to what the kept files prove durable.
+        pending = {id(f) for f in self._full_unflushed} | {id(f) for f in self._in_flight}
+        durable = 0
+        for f in self._files:
+            if f.is_write_full() and id(f) not in pending:
+                durable = max(durable, f.end_timestamp)
+        if durable < self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = durable
+        return rebuild_from
+
+    def delete_expired_file(self, min_phy_offset: int) -> int:
+        """Delete the oldest files (never the last) whose endPhyOffset < min_phy_offset."""
+        files = self._files
+        n = 0
+        while n < len(files) - 1 and files[n].end_phy_offset < min_phy_offset:
+            n += 1
+        if n == 0:
+            return 0
+        doomed = files[:n]
+        self._files = files[n:]
+        doomed_ids = {id(f) for f in doomed}
+        self._full_unflushed = [f for f in self._full_unflushed if id(f) not in doomed_ids]
+        for f in doomed:
+            log.info("deleting expired index file %s (endPhyOffset %d < commit-log min %d)",
+                     f.file_name, f.end_phy_offset, min_phy_offset)
+            f.destroy()
+        return n
