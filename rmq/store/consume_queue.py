@@ -36,9 +36,10 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.store_path = os.path.join(root_dir, topic, str(queue_id))
         self.mapped_file_size = mapped_file_size
-        # CQ files are created lazily (the first unit creates the first file), one at a
-        # time: many queues would make background preallocation waste disk.
-        self.mfq = MappedFileQueue(self.store_path, mapped_file_size)
+        # CQ files are created lazily (the first unit creates the first file) and sparse,
+        # as RocketMQ's are: a topic with 1024 queues must not reserve 6 GB up front.
+        # Sparse files are written with pwrite (see MappedFile.sparse).
+        self.mfq = MappedFileQueue(self.store_path, mapped_file_size, preallocate=False)
         self.max_physic_offset = -1   # end (offset + size) of the last unit written
         self.min_logic_offset = 0     # bytes
 

@@ -52,9 +52,10 @@ class MappedFile:
 
     __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
                  "wrote_position", "committed_position", "flushed_position",
-                 "store_timestamp", "_refs", "_destroyed", "_closed")
+                 "store_timestamp", "sparse", "_refs", "_destroyed", "_closed")
 
-    def __init__(self, path: str, file_size: int, fd: int, mm: mmap.mmap) -> None:
+    def __init__(self, path: str, file_size: int, fd: int, mm: mmap.mmap,
+                 sparse: bool = False) -> None:
         self.path = path
         self.file_name = os.path.basename(path)
         try:
@@ -68,6 +69,9 @@ class MappedFile:
         self.committed_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0
+        # A sparse file has holes; writing a hole through the mapping faults (SIGBUS)
+        # when the disk is full, so its data goes in with pwrite, which fails cleanly.
+        self.sparse = sparse
         self._refs = 0
         self._destroyed = False
         self._closed = False
@@ -93,10 +97,10 @@ class MappedFile:
             except OSError:
                 pass
             raise
-        return cls(path, file_size, fd, mm)
+        return cls(path, file_size, fd, mm, sparse=not preallocate)
 
     @classmethod
-    def open_existing(cls, path: str, file_size: int) -> "MappedFile":
+    def open_existing(cls, path: str, file_size: int, sparse: bool = False) -> "MappedFile":
         actual = os.path.getsize(path)
         if actual != file_size:
             raise StoreError(
@@ -108,7 +112,7 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, file_size, fd, mm)
+        return cls(path, file_size, fd, mm, sparse=sparse)
 
     # --- positions ---
     @property
@@ -135,12 +139,18 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise StoreError(f"{self.file_name}: append of {len(data)} bytes at {pos} overflows")
-        self.mm[pos:end] = data
+        if self.sparse:
+            os.pwrite(self.fd, data, pos)
+        else:
+            self.mm[pos:end] = data
         self.wrote_position = end
         return pos
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        self.mm[pos:pos + len(data)] = data
+        if self.sparse:
+            os.pwrite(self.fd, data, pos)
+        else:
+            self.mm[pos:pos + len(data)] = data
 
     def read(self, pos: int, size: int) -> bytes:
         return self.mm[pos:pos + size]
@@ -313,7 +323,7 @@ class MappedFileQueue:
                 raise StoreError(
                     f"{path}: length {size} differs from the configured size "
                     f"{self.mapped_file_size}; check mappedFileSize* in the config")
-            mf = MappedFile.open_existing(path, self.mapped_file_size)
+            mf = MappedFile.open_existing(path, self.mapped_file_size, sparse=not self.preallocate)
             mf.set_positions(self.mapped_file_size)
             self.mapped_files.append(mf)
 
@@ -453,7 +463,11 @@ class MappedFileQueue:
                     pos = offset - mf.file_from_offset
                     if dirty_end is not None:
                         end = min(dirty_end(mf, pos), mf.file_size)
-                        zero_range(mf.mm, pos, end)
+                        if mf.sparse:
+                            if end > pos:
+                                os.pwrite(mf.fd, bytes(end - pos), pos)
+                        else:
+                            zero_range(mf.mm, pos, end)
                     mf.set_positions(pos)
                     keep.append(mf)
                 else:

@@ -1,0 +1,846 @@
+"""Typed custom headers <-> ``RemotingCommand.ext_fields`` (spec 1.3, 2.4-2.15).
+
+Each header is a dataclass with snake_case attributes plus one declarative table
+(attribute, wire name, kind, required?) given to ``@_wire``. The table is checked
+against the dataclass and compiled into plain tuples once, at import; conversions
+then walk those tuples, never the dataclass machinery.
+
+Wire rules, as Java's ``makeCustomHeaderToNet``/``decodeCommandCustomHeader``:
+values are strings; ints/longs in decimal; booleans ``true``/``false`` on the way
+out and ``Boolean.parseBoolean`` on the way in (only "true", any case, is true);
+None fields are not sent. Unknown ext keys (e.g. the C++ client's ``AccessKey``,
+``Signature``, ``OnsChannel``) are ignored.
+
+Where we are stricter than Java: Java only *logs* a missing mandatory field or an
+unparsable number and leaves the field null; we raise ``ProtocolError`` so the
+processor can answer with an error instead of acting on a half-read header.
+
+The per-message paths (SEND_MESSAGE_V2 on the broker, its response on the client)
+have hand-written conversions: ``SendMessageRequestHeader.from_v2_ext_fields``,
+``SendMessageRequestHeader.to_v2_ext_fields`` and ``SendMessageResponseHeader``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Callable, ClassVar, Final, Mapping, NamedTuple, TypeVar
+
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.errors import ProtocolError
+
+__all__ = [
+    "STR", "INT", "LONG", "BOOL", "HeaderField", "Header",
+    "SendMessageRequestHeader", "SendMessageRequestHeaderV2", "SendMessageResponseHeader",
+    "PullMessageRequestHeader", "PullMessageResponseHeader",
+    "QueryConsumerOffsetRequestHeader", "QueryConsumerOffsetResponseHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "GetMaxOffsetRequestHeader", "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader", "GetMinOffsetResponseHeader",
+    "SearchOffsetRequestHeader", "SearchOffsetResponseHeader",
+    "GetEarliestMsgStoretimeRequestHeader", "GetEarliestMsgStoretimeResponseHeader",
+    "ConsumerSendMsgBackRequestHeader",
+    "QueryMessageRequestHeader", "QueryMessageResponseHeader", "ViewMessageRequestHeader",
+    "EndTransactionRequestHeader", "CheckTransactionStateRequestHeader",
+    "CreateTopicRequestHeader",
+    "RegisterBrokerRequestHeader", "RegisterBrokerResponseHeader",
+    "UnRegisterBrokerRequestHeader", "GetRouteInfoRequestHeader",
+    "GetConsumerListByGroupRequestHeader", "NotifyConsumerIdsChangedRequestHeader",
+    "UnregisterClientRequestHeader", "REQUEST_HEADERS",
+    "parse_int", "parse_long", "parse_bool",
+]
+
+# Field kinds. INT and LONG differ only in the range accepted (Java Integer/Long).
+STR: Final = "str"
+INT: Final = "int"
+LONG: Final = "long"
+BOOL: Final = "bool"
+REQUIRED: Final = True
+OPTIONAL: Final = False
+
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+# Integer.parseInt syntax: optional sign, decimal digits (Java accepts any Unicode
+# decimal digit, as \d does). No blanks or underscores, which Python's int() allows.
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _parse_integer(label: str, raw: str, lo: int, hi: int, kind: str) -> int:
+    if len(raw) < 20 and raw.isdigit() and raw.isascii():  # the common case, no sign
+        value = int(raw)
+    elif _JAVA_INTEGER.fullmatch(raw):
+        try:
+            value = int(raw)
+        except ValueError:  # more digits than Python's int() str limit
+            raise ProtocolError(f"header field {label} is out of range for {kind}: "
+                                f"{raw[:40]!r}") from None
+    else:
+        raise ProtocolError(f"header field {label} is not an integer: {raw[:60]!r}")
+    if value < lo or value > hi:
+        raise ProtocolError(f"header field {label} is out of range for {kind}: {raw[:40]!r}")
+    return value
+
+
+def parse_int(label: str, raw: str) -> int:
+    """``Integer.parseInt`` of a header value; ``label`` names the field in the error."""
+    return _parse_integer(label, raw, _INT_MIN, _INT_MAX, "int")
+
+
+def parse_long(label: str, raw: str) -> int:
+    """``Long.parseLong`` of a header value."""
+    return _parse_integer(label, raw, _LONG_MIN, _LONG_MAX, "long")
+
+
+def parse_bool(label: str, raw: str) -> bool:
+    """``Boolean.parseBoolean``: "true" in any case is true, everything else false."""
+    return raw == "true" or (len(raw) == 4 and raw.lower() == "true")
+
+
+def _fmt_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+_Parser = Callable[[str, str], object]       # (label, raw) -> value
+_Formatter = Callable[[object], str]
+
+# None: strings pass through untouched.
+_PARSERS: Mapping[str, _Parser | None] = MappingProxyType(
+    {STR: None, INT: parse_int, LONG: parse_long, BOOL: parse_bool})
+_FORMATTERS: Mapping[str, _Formatter | None] = MappingProxyType(
+    {STR: None, INT: str, LONG: str, BOOL: _fmt_bool})  # type: ignore[dict-item]
+
+
+class HeaderField(NamedTuple):
+    """One row of a header's wire table."""
+
+    attr: str          # snake_case attribute
+    wire: str          # ext field name on the wire (camelCase, or a..n for V2)
+    kind: str          # STR / INT / LONG / BOOL
+    required: bool     # missing -> ProtocolError
+    default: object    # what a missing optional field decodes to
+
+
+H = TypeVar("H", bound="Header")
+
+
+class Header:
+    """Base of every custom header. Subclasses are ``@_wire(...)`` dataclasses."""
+
+    __slots__ = ()
+
+    FIELDS: ClassVar[tuple[HeaderField, ...]] = ()
+    # Compiled forms of FIELDS: (wire, parser, required, default) / (attr, wire, formatter).
+    _DECODE: ClassVar[tuple[tuple[str, _Parser | None, bool, object], ...]] = ()
+    _ENCODE: ClassVar[tuple[tuple[str, str, _Formatter | None], ...]] = ()
+
+    @classmethod
+    def from_ext_fields(cls: type[H], ext: Mapping[str, str] | None) -> H:
+        """Parse a header from ext fields; ``ProtocolError`` names the first bad field."""
+        get = (ext if ext is not None else _NO_FIELDS).get
+        args = []
+        append = args.append
+        for wire, parse, required, default in cls._DECODE:
+            raw = get(wire)
+            if raw is None:
+                if required:
+                    raise ProtocolError(f"missing header field {wire}")
+                append(default)
+            elif parse is None:
+                append(raw)
+            else:
+                append(parse(wire, raw))
+        return cls(*args)
+
+    def to_ext_fields(self) -> dict[str, str]:
+        """Wire form; None fields are omitted."""
+        out: dict[str, str] = {}
+        for attr, wire, fmt in self._ENCODE:
+            value = getattr(self, attr)
+            if value is not None:
+                out[wire] = value if fmt is None else fmt(value)
+        return out
+
+
+_NO_FIELDS: Mapping[str, str] = MappingProxyType({})
+
+
+def _wire(*rows: tuple[str, str, str, bool]) -> Callable[[type[H]], type[H]]:
+    """Attach the wire table ``(attr, wireName, kind, required)`` to a header dataclass.
+
+    Checked once at import: the rows name the dataclass fields in order, required
+    rows have no default and optional rows do (the default is what a missing field
+    decodes to, and a non-None default is always sent, as Java sends its
+    initialised fields).
+    """
+    def apply(cls: type[H]) -> type[H]:
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        if [f.name for f in fields] != [r[0] for r in rows]:
+            raise TypeError(f"{cls.__name__}: wire table does not match the dataclass fields")
+        table = []
+        for f, (attr, wire, kind, required) in zip(fields, rows):
+            if kind not in _PARSERS:
+                raise TypeError(f"{cls.__name__}.{attr}: unknown kind {kind!r}")
+            has_default = f.default is not dataclasses.MISSING
+            if required == has_default:
+                raise TypeError(f"{cls.__name__}.{attr}: required fields take no default, "
+                                "optional fields need one")
+            table.append(HeaderField(attr, wire, kind, required,
+                                     f.default if has_default else None))
+        cls.FIELDS = tuple(table)
+        cls._DECODE = tuple((t.wire, _PARSERS[t.kind], t.required, t.default) for t in table)
+        cls._ENCODE = tuple((t.attr, t.wire, _FORMATTERS[t.kind]) for t in table)
+        return cls
+    return apply
+
+
+# --------------------------------------------------------------------------- send (2.4)
+# V2 short key -> the V1 wire name it stands for (for error messages).
+_V2_NAMES: Mapping[str, str] = MappingProxyType({
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
+    "n": "bname",
+})
+
+
+def _v2_missing(key: str) -> ProtocolError:
+    return ProtocolError(f"missing header field {key} ({_V2_NAMES.get(key, '?')})")
+
+
+@_wire(
+    ("producer_group", "producerGroup", STR, REQUIRED),
+    ("topic", "topic", STR, REQUIRED),
+    ("default_topic", "defaultTopic", STR, REQUIRED),
+    ("default_topic_queue_nums", "defaultTopicQueueNums", INT, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("sys_flag", "sysFlag", INT, REQUIRED),
+    ("born_timestamp", "bornTimestamp", LONG, REQUIRED),
+    ("flag", "flag", INT, REQUIRED),
+    ("properties", "properties", STR, OPTIONAL),
+    ("reconsume_times", "reconsumeTimes", INT, OPTIONAL),
+    ("unit_mode", "unitMode", BOOL, OPTIONAL),
+    ("batch", "batch", BOOL, OPTIONAL),
+    ("max_reconsume_times", "maxReconsumeTimes", INT, OPTIONAL),
+    ("broker_name", "bname", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class SendMessageRequestHeader(Header):
+    """SEND_MESSAGE (10) header; also what the broker works with for 310/320."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    batch: bool = False
+    max_reconsume_times: int | None = None
+    broker_name: str | None = None   # 5.x ``bname``
+
+    @classmethod
+    def from_v2_ext_fields(cls, ext: Mapping[str, str] | None) -> SendMessageRequestHeader:
+        """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE ext fields straight to the V1 header.
+
+        The broker's per-message path: no intermediate V2 object.
+        """
+        if ext is None:
+            raise _v2_missing("a")
+        try:
+            a = ext["a"]
+            b = ext["b"]
+            c = ext["c"]
+            d = ext["d"]
+            e = ext["e"]
+            f = ext["f"]
+            g = ext["g"]
+            h = ext["h"]
+        except KeyError as err:
+            raise _v2_missing(err.args[0]) from None
+        get = ext.get
+        j = get("j")
+        k = get("k")
+        l_ = get("l")
+        m = get("m")
+        # Unsigned short digit strings (< 10 digits: fits an int; < 19: fits a long)
+        # are converted inline: this runs once per produced message, and the call
+        # into parse_int costs more than the conversion itself.
+        return cls(
+            a, b, c,
+            int(d) if len(d) < 10 and d.isdigit() and d.isascii()
+            else parse_int("d (defaultTopicQueueNums)", d),
+            int(e) if len(e) < 10 and e.isdigit() and e.isascii()
+            else parse_int("e (queueId)", e),
+            int(f) if len(f) < 10 and f.isdigit() and f.isascii()
+            else parse_int("f (sysFlag)", f),
+            int(g) if len(g) < 19 and g.isdigit() and g.isascii()
+            else parse_long("g (bornTimestamp)", g),
+            int(h) if len(h) < 10 and h.isdigit() and h.isascii()
+            else parse_int("h (flag)", h),
+            get("i"),
+            None if j is None else parse_int("j (reconsumeTimes)", j),
+            False if k is None or k == "false" else parse_bool("k", k),
+            False if m is None or m == "false" else parse_bool("m", m),
+            None if l_ is None else parse_int("l (maxReconsumeTimes)", l_),
+            get("n"),
+        )
+
+    def to_v2_ext_fields(self) -> dict[str, str]:
+        """The SEND_MESSAGE_V2 ext fields for this header (client per-message path)."""
+        out = {
+            "a": self.producer_group,
+            "b": self.topic,
+            "c": self.default_topic,
+            "d": str(self.default_topic_queue_nums),
+            "e": str(self.queue_id),
+            "f": str(self.sys_flag),
+            "g": str(self.born_timestamp),
+            "h": str(self.flag),
+        }
+        if self.properties is not None:
+            out["i"] = self.properties
+        if self.reconsume_times is not None:
+            out["j"] = str(self.reconsume_times)
+        if self.unit_mode is not None:
+            out["k"] = "true" if self.unit_mode else "false"
+        if self.max_reconsume_times is not None:
+            out["l"] = str(self.max_reconsume_times)
+        if self.batch is not None:
+            out["m"] = "true" if self.batch else "false"
+        if self.broker_name is not None:
+            out["n"] = self.broker_name
+        return out
+
+    def to_v2(self) -> SendMessageRequestHeaderV2:
+        return SendMessageRequestHeaderV2(
+            self.producer_group, self.topic, self.default_topic,
+            self.default_topic_queue_nums, self.queue_id, self.sys_flag,
+            self.born_timestamp, self.flag, self.properties, self.reconsume_times,
+            self.unit_mode, self.max_reconsume_times, self.batch, self.broker_name)
+
+
+@_wire(
+    ("a", "a", STR, REQUIRED),
+    ("b", "b", STR, REQUIRED),
+    ("c", "c", STR, REQUIRED),
+    ("d", "d", INT, REQUIRED),
+    ("e", "e", INT, REQUIRED),
+    ("f", "f", INT, REQUIRED),
+    ("g", "g", LONG, REQUIRED),
+    ("h", "h", INT, REQUIRED),
+    ("i", "i", STR, OPTIONAL),
+    ("j", "j", INT, OPTIONAL),
+    ("k", "k", BOOL, OPTIONAL),
+    ("l", "l", INT, OPTIONAL),
+    ("m", "m", BOOL, OPTIONAL),
+    ("n", "n", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class SendMessageRequestHeaderV2(Header):
+    """SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320): one-letter keys (spec 2.4).
+
+    a producerGroup, b topic, c defaultTopic, d defaultTopicQueueNums, e queueId,
+    f sysFlag, g bornTimestamp, h flag, i properties, j reconsumeTimes, k unitMode,
+    l maxReconsumeTimes, m batch, n brokerName (5.x).
+    """
+
+    a: str
+    b: str
+    c: str
+    d: int
+    e: int
+    f: int
+    g: int
+    h: int
+    i: str | None = None
+    j: int | None = None
+    k: bool | None = None
+    l: int | None = None  # noqa: E741 - the wire name
+    m: bool | None = None
+    n: str | None = None
+
+    @classmethod
+    def from_v1(cls, v1: SendMessageRequestHeader) -> SendMessageRequestHeaderV2:
+        return v1.to_v2()
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            self.a, self.b, self.c, self.d, self.e, self.f, self.g, self.h, self.i, self.j,
+            bool(self.k), bool(self.m), self.l, self.n)
+
+
+@_wire(
+    ("msg_id", "msgId", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("queue_offset", "queueOffset", LONG, REQUIRED),
+    ("transaction_id", "transactionId", STR, OPTIONAL),
+    ("batch_uniq_id", "batchUniqId", STR, OPTIONAL),
+    ("recall_handle", "recallHandle", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class SendMessageResponseHeader(Header):
+    """Answer to 10/310/320 (spec 2.4). ``msg_id`` is comma-separated for a batch."""
+
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+    batch_uniq_id: str | None = None
+    recall_handle: str | None = None   # 5.x
+
+    # Hand-written: one of these per produced message, on both sides.
+    @classmethod
+    def from_ext_fields(cls, ext: Mapping[str, str] | None) -> SendMessageResponseHeader:
+        if ext is None:
+            raise ProtocolError("missing header field msgId")
+        try:
+            msg_id = ext["msgId"]
+            queue_id = ext["queueId"]
+            queue_offset = ext["queueOffset"]
+        except KeyError as err:
+            raise ProtocolError(f"missing header field {err.args[0]}") from None
+        get = ext.get
+        return cls(msg_id, parse_int("queueId", queue_id), parse_long("queueOffset", queue_offset),
+                   get("transactionId"), get("batchUniqId"), get("recallHandle"))
+
+    def to_ext_fields(self) -> dict[str, str]:
+        out = {"msgId": self.msg_id, "queueId": str(self.queue_id),
+               "queueOffset": str(self.queue_offset)}
+        if self.transaction_id is not None:
+            out["transactionId"] = self.transaction_id
+        if self.batch_uniq_id is not None:
+            out["batchUniqId"] = self.batch_uniq_id
+        if self.recall_handle is not None:
+            out["recallHandle"] = self.recall_handle
+        return out
+
+
+# --------------------------------------------------------------------------- pull (2.5)
+@_wire(
+    ("consumer_group", "consumerGroup", STR, REQUIRED),
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("queue_offset", "queueOffset", LONG, REQUIRED),
+    ("max_msg_nums", "maxMsgNums", INT, REQUIRED),
+    ("sys_flag", "sysFlag", INT, REQUIRED),
+    ("commit_offset", "commitOffset", LONG, REQUIRED),
+    ("suspend_timeout_millis", "suspendTimeoutMillis", LONG, REQUIRED),
+    ("sub_version", "subVersion", LONG, REQUIRED),
+    ("subscription", "subscription", STR, OPTIONAL),
+    ("expression_type", "expressionType", STR, OPTIONAL),
+    ("max_msg_bytes", "maxMsgBytes", INT, OPTIONAL),
+    ("request_source", "requestSource", INT, OPTIONAL),
+    ("proxy_forward_client_id", "proxyFrowardClientId", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class PullMessageRequestHeader(Header):
+    """PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361). ``sys_flag``: see ``PullSysFlag``."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None    # "TAG" / "SQL92"
+    max_msg_bytes: int | None = None
+    request_source: int | None = None     # 5.x
+    proxy_forward_client_id: str | None = None  # 5.x, wire name misspelt upstream
+
+
+@_wire(
+    ("suggest_which_broker_id", "suggestWhichBrokerId", LONG, REQUIRED),
+    ("next_begin_offset", "nextBeginOffset", LONG, REQUIRED),
+    ("min_offset", "minOffset", LONG, REQUIRED),
+    ("max_offset", "maxOffset", LONG, REQUIRED),
+    ("offset_delta", "offsetDelta", LONG, OPTIONAL),
+    ("topic_sys_flag", "topicSysFlag", INT, OPTIONAL),
+    ("group_sys_flag", "groupSysFlag", INT, OPTIONAL),
+    ("forbidden_type", "forbiddenType", INT, OPTIONAL),
+)
+@dataclass(slots=True)
+class PullMessageResponseHeader(Header):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    offset_delta: int | None = None       # 5.x
+    topic_sys_flag: int | None = None     # 5.x
+    group_sys_flag: int | None = None     # 5.x
+    forbidden_type: int | None = None     # 5.x
+
+
+# --------------------------------------------------------------------------- offsets (2.6)
+@_wire(
+    ("consumer_group", "consumerGroup", STR, REQUIRED),
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("set_zero_if_not_found", "setZeroIfNotFound", BOOL, OPTIONAL),
+)
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    set_zero_if_not_found: bool | None = None  # 5.x
+
+
+@_wire(("offset", "offset", LONG, REQUIRED))
+@dataclass(slots=True)
+class QueryConsumerOffsetResponseHeader(Header):
+    offset: int
+
+
+@_wire(
+    ("consumer_group", "consumerGroup", STR, REQUIRED),
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("commit_offset", "commitOffset", LONG, REQUIRED),
+)
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("committed", "committed", BOOL, OPTIONAL),
+)
+@dataclass(slots=True)
+class GetMaxOffsetRequestHeader(Header):
+    topic: str
+    queue_id: int
+    # 5.x (Java default true). None = not sent, which a broker reads as true; 4.9.8
+    # clients never send it.
+    committed: bool | None = None
+
+
+@_wire(("offset", "offset", LONG, REQUIRED))
+@dataclass(slots=True)
+class GetMaxOffsetResponseHeader(Header):
+    offset: int
+
+
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+)
+@dataclass(slots=True)
+class GetMinOffsetRequestHeader(Header):
+    topic: str
+    queue_id: int
+
+
+@_wire(("offset", "offset", LONG, REQUIRED))
+@dataclass(slots=True)
+class GetMinOffsetResponseHeader(Header):
+    offset: int
+
+
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("timestamp", "timestamp", LONG, REQUIRED),
+    ("boundary_type", "boundaryType", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class SearchOffsetRequestHeader(Header):
+    topic: str
+    queue_id: int
+    timestamp: int
+    # 5.x: "LOWER"/"UPPER" (case-insensitive; anything else reads as LOWER). Kept raw.
+    boundary_type: str | None = None
+
+
+@_wire(("offset", "offset", LONG, REQUIRED))
+@dataclass(slots=True)
+class SearchOffsetResponseHeader(Header):
+    offset: int
+
+
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+)
+@dataclass(slots=True)
+class GetEarliestMsgStoretimeRequestHeader(Header):
+    topic: str
+    queue_id: int
+
+
+@_wire(("timestamp", "timestamp", LONG, REQUIRED))
+@dataclass(slots=True)
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: int
+
+
+# --------------------------------------------------------------------------- retry (2.9)
+@_wire(
+    ("offset", "offset", LONG, REQUIRED),
+    ("group", "group", STR, REQUIRED),
+    ("delay_level", "delayLevel", INT, REQUIRED),
+    ("origin_msg_id", "originMsgId", STR, OPTIONAL),
+    ("origin_topic", "originTopic", STR, OPTIONAL),
+    ("unit_mode", "unitMode", BOOL, OPTIONAL),
+    ("max_reconsume_times", "maxReconsumeTimes", INT, OPTIONAL),
+)
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(Header):
+    """CONSUMER_SEND_MSG_BACK (36). ``offset`` is the commit-log offset of the message."""
+
+    offset: int
+    group: str
+    delay_level: int          # 0 = broker decides, -1 = straight to the DLQ
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+
+
+# --------------------------------------------------------------------------- query (2.11)
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("key", "key", STR, REQUIRED),
+    ("max_num", "maxNum", INT, REQUIRED),
+    ("begin_timestamp", "beginTimestamp", LONG, REQUIRED),
+    ("end_timestamp", "endTimestamp", LONG, REQUIRED),
+    ("unique_key_query", "_UNIQUE_KEY_QUERY", BOOL, OPTIONAL),
+)
+@dataclass(slots=True)
+class QueryMessageRequestHeader(Header):
+    """QUERY_MESSAGE (12). ``unique_key_query`` is the raw ``_UNIQUE_KEY_QUERY`` ext field
+    the Java client adds next to the header (query by UNIQ_KEY instead of KEYS)."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+    unique_key_query: bool | None = None
+
+
+@_wire(
+    ("index_last_update_timestamp", "indexLastUpdateTimestamp", LONG, REQUIRED),
+    ("index_last_update_phyoffset", "indexLastUpdatePhyoffset", LONG, REQUIRED),
+)
+@dataclass(slots=True)
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@_wire(
+    ("offset", "offset", LONG, REQUIRED),
+    ("topic", "topic", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class ViewMessageRequestHeader(Header):
+    """VIEW_MESSAGE_BY_ID (33): ``offset`` is the commit-log offset from the offset msgId."""
+
+    offset: int
+    topic: str | None = None   # 5.x
+
+
+# --------------------------------------------------------------------------- transactions (2.12)
+@_wire(
+    ("producer_group", "producerGroup", STR, REQUIRED),
+    ("tran_state_table_offset", "tranStateTableOffset", LONG, REQUIRED),
+    ("commit_log_offset", "commitLogOffset", LONG, REQUIRED),
+    ("commit_or_rollback", "commitOrRollback", INT, REQUIRED),
+    ("msg_id", "msgId", STR, REQUIRED),
+    ("topic", "topic", STR, OPTIONAL),
+    ("from_transaction_check", "fromTransactionCheck", BOOL, OPTIONAL),
+    ("transaction_id", "transactionId", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class EndTransactionRequestHeader(Header):
+    """END_TRANSACTION (37), oneway. ``commit_or_rollback``: 8 commit, 12 rollback, 0 unknown."""
+
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    topic: str | None = None   # 5.x
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+
+
+@_wire(
+    ("tran_state_table_offset", "tranStateTableOffset", LONG, REQUIRED),
+    ("commit_log_offset", "commitLogOffset", LONG, REQUIRED),
+    ("topic", "topic", STR, OPTIONAL),
+    ("msg_id", "msgId", STR, OPTIONAL),
+    ("transaction_id", "transactionId", STR, OPTIONAL),
+    ("offset_msg_id", "offsetMsgId", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(Header):
+    """CHECK_TRANSACTION_STATE (39), broker -> producer; body = the half message record."""
+
+    tran_state_table_offset: int
+    commit_log_offset: int
+    topic: str | None = None   # 5.x
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
+# --------------------------------------------------------------------------- admin (2.13)
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("default_topic", "defaultTopic", STR, REQUIRED),
+    ("read_queue_nums", "readQueueNums", INT, REQUIRED),
+    ("write_queue_nums", "writeQueueNums", INT, REQUIRED),
+    ("perm", "perm", INT, REQUIRED),
+    ("topic_filter_type", "topicFilterType", STR, OPTIONAL),
+    ("topic_sys_flag", "topicSysFlag", INT, OPTIONAL),
+    ("order", "order", BOOL, OPTIONAL),
+    ("attributes", "attributes", STR, OPTIONAL),
+    ("force", "force", BOOL, OPTIONAL),
+)
+@dataclass(slots=True)
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (17). ``perm``: see ``PermName`` (RW = 6)."""
+
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    # Java marks it @CFNotNull but never rejects its absence; a missing value means
+    # SINGLE_TAG, so we accept it missing too.
+    topic_filter_type: str | None = "SINGLE_TAG"
+    topic_sys_flag: int | None = None
+    order: bool = False
+    attributes: str | None = None   # 5.x "+k=v,+k2=v2"
+    force: bool | None = None       # 5.x
+
+
+# --------------------------------------------------------------------------- namesrv (2.14, 2.15)
+@_wire(
+    ("broker_name", "brokerName", STR, REQUIRED),
+    ("broker_addr", "brokerAddr", STR, REQUIRED),
+    ("cluster_name", "clusterName", STR, REQUIRED),
+    ("ha_server_addr", "haServerAddr", STR, REQUIRED),
+    ("broker_id", "brokerId", LONG, REQUIRED),
+    ("heartbeat_timeout_millis", "heartbeatTimeoutMillis", LONG, OPTIONAL),
+    ("enable_acting_master", "enableActingMaster", BOOL, OPTIONAL),
+    ("compressed", "compressed", BOOL, OPTIONAL),
+    ("body_crc32", "bodyCrc32", INT, OPTIONAL),
+)
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(Header):
+    """REGISTER_BROKER (103). ``body_crc32`` 0 = unchecked (else CRC32 & 0x7FFFFFFF)."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: int            # 0 = master
+    heartbeat_timeout_millis: int | None = None   # 5.x
+    enable_acting_master: bool | None = None      # 5.x
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@_wire(
+    ("ha_server_addr", "haServerAddr", STR, OPTIONAL),
+    ("master_addr", "masterAddr", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@_wire(
+    ("broker_name", "brokerName", STR, REQUIRED),
+    ("broker_addr", "brokerAddr", STR, REQUIRED),
+    ("cluster_name", "clusterName", STR, REQUIRED),
+    ("broker_id", "brokerId", LONG, REQUIRED),
+)
+@dataclass(slots=True)
+class UnRegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("accept_standard_json_only", "acceptStandardJsonOnly", BOOL, OPTIONAL),
+)
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(Header):
+    """GET_ROUTEINFO_BY_TOPIC (105). Standard JSON body iff version >= V4_9_4 or this flag."""
+
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+# --------------------------------------------------------------------------- clients (2.8 and co)
+@_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
+@dataclass(slots=True)
+class GetConsumerListByGroupRequestHeader(Header):
+    consumer_group: str
+
+
+@_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
+@dataclass(slots=True)
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    consumer_group: str
+
+
+@_wire(
+    ("client_id", "clientID", STR, REQUIRED),
+    ("producer_group", "producerGroup", STR, OPTIONAL),
+    ("consumer_group", "consumerGroup", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class UnregisterClientRequestHeader(Header):
+    client_id: str
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+#: Request code -> header class its ext fields parse into.
+REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
+    RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
+    RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeaderV2,
+    RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeaderV2,
+    RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
+    RequestCode.LITE_PULL_MESSAGE: PullMessageRequestHeader,
+    RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
+    RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
+    RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+    RequestCode.UPDATE_AND_CREATE_TOPIC: CreateTopicRequestHeader,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetRequestHeader,
+    RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
+    RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: GetEarliestMsgStoretimeRequestHeader,
+    RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,
+    RequestCode.UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+    RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
+    RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
+    RequestCode.CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
+    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
+    RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
+    RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+})
