@@ -14,6 +14,7 @@ what was found and the spec section, so one run reports all of them.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import mmap
 import os
 import random
@@ -208,6 +209,7 @@ class Report:
     index_entries: int = 0
     index_ends: list[int] = field(default_factory=list)
     checkpoint: tuple[int, int, int] = (0, 0, 0)
+    notes: list[str] = field(default_factory=list)   # spec-conformant oddities worth knowing
 
     def add(self, msg: str) -> None:
         self.findings.append(msg)
@@ -504,7 +506,7 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                 continue
             qid = int(qname)
             names = sorted(os.listdir(qdir))
-            units: list[tuple[int, int, int, str, int]] = []   # (phy, size, tag, file, pos)
+            units: list[tuple[int, int, int, str, int, int]] = []   # (phy, size, tag, file, pos, logical)
             ended_at: str | None = None
             for i, n in enumerate(names):
                 where_f = f"{where_q}/{n}"
@@ -525,30 +527,29 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                     continue
                 rep.cq_files += 1
                 data = (qdir / n).read_bytes()
-                for pos in range(0, fsize - fsize % 20, 20):
-                    phy, sz, tag = CQ_UNIT.unpack_from(data, pos)
-                    if ended_at is None and phy >= 0 and sz > 0:
-                        units.append((phy, sz, tag, where_f, pos))
-                        continue
-                    if ended_at is None:
-                        ended_at = f"{where_f} pos {pos}"
-                        if not all_zero(data[pos:]):
-                            off = pos + first_nonzero(data[pos:])
-                            rep.add(f"{where_f}: non-zero bytes at {off} after the last valid unit "
-                                    f"(invalid unit at pos {pos}: phy {phy}, size {sz}, tag {tag}; spec 4.1.1/4.1.2)")
-                        break
-                else:
+                if ended_at is not None:
+                    if not all_zero(data):
+                        rep.add(f"{where_f}: non-zero bytes at {first_nonzero(data)} in a file after the end "
+                                f"of the queue at {ended_at} (spec 4.1.2: the queue ends at the first invalid unit)")
                     continue
-                # after the end marker: later files must be all zero
-                if ended_at is not None and not ended_at.startswith(where_f) and not all_zero(data):
-                    rep.add(f"{where_f}: data after the end of the queue at {ended_at}")
+                for pos in range(0, fsize, 20):
+                    phy, sz, tag = CQ_UNIT.unpack_from(data, pos)
+                    if phy >= 0 and sz > 0:          # spec 4.1.2: a unit is valid iff offset >= 0 and size > 0
+                        units.append((phy, sz, tag, where_f, pos, (start + pos) // 20))
+                        continue
+                    ended_at = f"{where_f} pos {pos}"
+                    if not all_zero(data[pos:]):
+                        off = pos + first_nonzero(data[pos:])
+                        rep.add(f"{where_f}: non-zero bytes at {off} after the last valid unit "
+                                f"(invalid unit at pos {pos}: phy {phy}, size {sz}, tag {tag}; spec 4.1.1/4.1.2)")
+                    break
             found.add((topic, qid))
             exp = expected.get((topic, qid), [])
             rep.cq_units += len(units)
             if len(units) != len(exp):
                 rep.add(f"{where_q}: {len(units)} units but {len(exp)} dispatchable records of "
                         f"{topic}-{qid} in the CommitLog (spec 4.1.1: units = NOT/COMMIT records)")
-            for n, (phy, sz, tag, where_f, pos) in enumerate(units):
+            for phy, sz, tag, where_f, pos, n in units:
                 uw = f"{where_f} unit {n} (pos {pos})"
                 rec = rep.by_phys.get(phy)
                 if rec is None:
@@ -593,7 +594,8 @@ def index_keys(rec: Record) -> list[str]:
     return out
 
 
-def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms: int | None) -> None:
+def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms: int | None,
+               restarts: tuple["Restart", ...] = ()) -> None:
     idir = root / "index"
     S, N = layout.hash_slot_num, layout.index_num
     want_size = layout.index_file_size
@@ -728,6 +730,9 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
             if rl is not None and end_ts != rl.store_ts:
                 rep.add(f"{where}: header endTimestamp {end_ts} != store time {rl.store_ts} of the last "
                         f"entry's record (spec 4.3)")
+        if name != names[-1] and count != N:
+            rep.add(f"{where}: indexCount {count} but a newer IndexFile exists; a new file is only created "
+                    f"when this one is full (indexCount >= indexNum {N}; spec 4.3)")
         rep.index_entries += count - 1
         rep.index_ends.append(end_ts)
         prev_end_ts = end_ts
@@ -741,6 +746,30 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
                 f"[{n} missing] (spec 4.3: IndexService builds topic#UNIQ_KEY and topic#KEYS tokens)")
     if len(missing) > 20:
         rep.add(f"index: ... {len(missing) - 20} more missing (key, phy) pairs, {sum(missing.values())} entries in all")
+    # Spec 4.3 + 4.5: a restart re-dispatches the CommitLog tail beyond the largest offset any CQ
+    # references (PREPARED/ROLLBACK records are in no CQ), and the IndexService skips only messages
+    # *below* its endPhyOffset - so the one message sitting AT that offset is indexed once more.
+    # After a crash (4.3) the same holds for the newest IndexFile that survives. RocketMQ 4.9.8
+    # does exactly this; one extra copy per key of at most one such message per restart (plus the
+    # crash survivor's boundary message) is therefore not a finding. Anything else is.
+    tolerated_by_restart: list[set[int]] = []
+    for rs in restarts:
+        phys_in_window = {phy for (_kh, phy) in extra if rs.tail_from <= phy < rs.tail_to}
+        tolerated = set(phys_in_window) if len(phys_in_window) <= 1 else set()
+        if len(phys_in_window) > 1:
+            rep.add(f"index: after the {rs.kind} restart, messages at {sorted(phys_in_window)} are all indexed "
+                    f"twice; re-dispatch from {rs.tail_from} can re-index only the one at the IndexFile's "
+                    f"endPhyOffset (spec 4.3 'messages below the file's endPhyOffset are skipped', 4.5)")
+        if rs.survivor_end is not None:
+            tolerated.add(rs.survivor_end)
+        tolerated_by_restart.append(tolerated)
+    for key in list(extra):
+        n_ok = sum(key[1] in t for t in tolerated_by_restart)
+        if n_ok:
+            extra[key] -= min(n_ok, extra[key])
+            rep.notes.append(f"index: key hash {key[0]} of the message at phy {key[1]} indexed again by the "
+                             f"re-dispatch after a restart (spec 4.3/4.5 boundary message; RocketMQ does the same)")
+    extra = +extra
     for (kh, phy), n in list(extra.items())[:20]:
         rec = rep.by_phys.get(phy)
         rep.add(f"index: {n} unexpected entr(y/ies) keyHash {kh} -> phy {phy} "
@@ -824,14 +853,15 @@ def read_checkpoint(root: Path, rep: Report, now_ms: int, strict: bool) -> None:
                 f"and flushed (spec 4.3: a full file's endTimestamp is written to the checkpoint)")
 
 
-def validate_store(root: Path, layout: Layout, *, strict: bool, t_start_ms: int | None = None) -> Report:
+def validate_store(root: Path, layout: Layout, *, strict: bool, t_start_ms: int | None = None,
+                   restarts: tuple["Restart", ...] = ()) -> Report:
     """Run the whole independent reader over a store directory; returns every finding."""
     now_ms = time.time_ns() // 1_000_000
     rep = Report()
     read_commitlog(root, layout, rep, now_ms)
     check_commitlog_global(rep, layout)
     read_consume_queues(root, layout, rep)
-    read_index(root, layout, rep, now_ms, t_start_ms)
+    read_index(root, layout, rep, now_ms, t_start_ms, restarts)
     read_checkpoint(root, rep, now_ms, strict)
     return rep
 
@@ -869,7 +899,7 @@ def test_reader_accepts_real_rocketmq_store(rocketmq_store_pristine: Path) -> No
 # =================================================================================================
 
 TOPICS = ["TopicA", "TopicB", "Topic_C", "topic-d", "T|pipe", "%RETRY%grpE", "%DLQ%grpF", "UPPER_G",
-          "h0123456789", "Mixed-Case_Topic_I", "J", "Topic-K_long_" + "x" * 90]
+          "h0123456789", "Mixed-Case_Topic_I", "J", "Topic-K_127_" + "x" * 115]   # the longest topic v1 allows
 QUEUES = {t: (8 if i % 3 == 0 else 4) for i, t in enumerate(TOPICS)}
 TAGS = ["TagA", "TagB", "标签", "Tag😀", "ä||ö", "TagA||TagB", "x"]
 # near-limit records: seq -> bytes left in the file after them (8 = exactly the BLANK)
@@ -908,10 +938,20 @@ def _body(rng: random.Random) -> bytes:
     return rng.randbytes(rng.choice([1, 7, 100, 333, 800, 1500, 2500]))
 
 
+def spec_host(ip: str, port: int) -> bytes:
+    """Spec 3.2 BORNHOST/STOREHOSTADDRESS: 4 (IPv4) or 16 (IPv6) address bytes + int32 port."""
+    return ipaddress.ip_address(ip).packed + struct.pack(">i", port)
+
+
 def _hosts(rng: random.Random) -> tuple[bytes, bytes]:
-    born = pack_host(*rng.choice(V6_HOSTS)) if rng.random() < 0.25 else pack_host(
-        f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}", rng.randint(1, 65535))
-    store = pack_host("fe80::1", 10911) if rng.random() < 0.2 else pack_host("127.0.0.1", 10911)
+    if rng.random() < 0.25:
+        born_addr = rng.choice(V6_HOSTS)
+    else:
+        born_addr = (f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}", rng.randint(1, 65535))
+    store_addr = ("fe80::1", 10911) if rng.random() < 0.2 else ("127.0.0.1", 10911)
+    born, store = pack_host(*born_addr), pack_host(*store_addr)
+    # what we hand the store must already be the spec's layout; records are compared against it
+    assert born == spec_host(*born_addr) and store == spec_host(*store_addr)
     return born, store
 
 
@@ -955,6 +995,50 @@ class WrittenStore:
     msgs: dict[str, Written]
     t_start_ms: int
     t_end_ms: int
+    restarts: tuple["Restart", ...] = ()
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Where a reopen re-dispatches (read from the files as the store left them; see read_index)."""
+
+    kind: str
+    tail_from: int              # largest phy offset + size referenced by any CQ unit (spec 4.5)
+    tail_to: int                # end of the last record in the CommitLog
+    survivor_end: int | None    # crash only: endPhyOffset of the newest surviving IndexFile (4.3)
+
+
+def restart_point(root: Path, layout: Layout, kind: str) -> Restart:
+    cq_end = 0
+    cq_root = root / "consumequeue"
+    for qdir in cq_root.glob("*/*") if cq_root.is_dir() else []:
+        for f in sorted(qdir.iterdir()):
+            data = f.read_bytes()
+            for pos in range(0, len(data) - 19, 20):
+                phy, size, _tag = CQ_UNIT.unpack_from(data, pos)
+                if phy < 0 or size <= 0:
+                    break
+                cq_end = max(cq_end, phy + size)
+    rep = Report()
+    read_commitlog(root, layout, rep, 2**62)
+    cl_end = max((r.phys + r.total_size for r in rep.records), default=0)
+    return Restart(kind, cq_end, cl_end, surviving_index_end(root, layout) if kind == "crash" else None)
+
+
+def surviving_index_end(root: Path, layout: Layout) -> int | None:
+    """Spec 4.3: on an abnormal restart the IndexFiles whose endTimestamp > checkpoint
+    indexMsgTimestamp are deleted; the newest survivor's endPhyOffset is where re-dispatch
+    re-indexes (only messages *below* it are skipped). Read with the spec layouts only."""
+    ckpt = (root / "checkpoint").read_bytes()
+    index_ts = I64.unpack_from(ckpt, 16)[0]
+    best = None
+    idir = root / "index"
+    for name in sorted(os.listdir(idir)) if idir.is_dir() else []:
+        with open(idir / name, "rb") as fh:
+            _b, end_ts, _bp, end_phy, _sc, count = IDX_HEADER.unpack(fh.read(40))
+        if count > 1 and end_ts <= index_ts:
+            best = end_phy if best is None else max(best, end_phy)
+    return best
 
 
 async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, seed: int,
@@ -985,6 +1069,7 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
         for r in results:
             assert r.status.name == "PUT_OK", f"put failed: {r.status} {getattr(r, 'remark', '')}"
 
+    done_restarts: list[Restart] = []
     todo = list(restarts)
     step = min_files * size / (len(todo) + 1)
     try:
@@ -992,10 +1077,12 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
             if todo and volume >= step * (len(restarts) - len(todo) + 1):
                 await drain()
                 assert await st.reput.wait_caught_up(timeout=10)
-                if todo.pop(0) == "clean":
+                kind = todo.pop(0)
+                if kind == "clean":
                     await st.shutdown()
                 else:
                     st.close_after_crash_test()   # as if killed: `abort` stays, recovery is abnormal
+                done_restarts.append(restart_point(root, layout, kind))
                 st = MessageStore(cfg, store_host=("127.0.0.1", 10911))
                 st.load()
                 await st.start()
@@ -1080,7 +1167,8 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
         assert await st.reput.wait_caught_up(timeout=10)
     finally:
         await st.shutdown()
-    return WrittenStore(root, layout, msgs, t_start, time.time_ns() // 1_000_000)
+    return WrittenStore(root, layout, msgs, t_start, time.time_ns() // 1_000_000,
+                        tuple(done_restarts))
 
 
 def check_against_written(rep: Report, ws: WrittenStore) -> None:
@@ -1154,9 +1242,13 @@ STORES = {
 async def test_store_validates_with_independent_reader(tmp_path: Path, name: str) -> None:
     layout, flush, seed, restarts = STORES[name]
     ws = await write_store(tmp_path / "store", layout, flush, seed, restarts=restarts)
-    rep = validate_store(ws.root, layout, strict=True, t_start_ms=ws.t_start_ms)
+    rep = validate_store(ws.root, layout, strict=True, t_start_ms=ws.t_start_ms,
+                         restarts=ws.restarts)
     check_against_written(rep, ws)
-    # the store really exercises what it should
+    for note in rep.notes:
+        print("note:", note)
+    fail_with(rep, f"store {name!r} read back by the independent reader")
+    # ... and the store really exercises what it should
     recs = rep.records
     assert len(rep.commitlog_files) >= 30, f"only {len(rep.commitlog_files)} CommitLog files"
     assert rep.blank_count >= 29
@@ -1167,7 +1259,6 @@ async def test_store_validates_with_independent_reader(tmp_path: Path, name: str
     assert any(not r.body for r in recs) and any(r.props.get("bid") for r in recs)
     assert any(r.total_size == layout.commitlog_file_size - 8 for r in recs)
     assert len(rep.index_files) >= 2 and rep.cq_files > 50
-    fail_with(rep, f"store {name!r} read back by the independent reader")
 
 
 # =================================================================================================
@@ -1208,6 +1299,8 @@ async def test_reader_detects_damage(tmp_path: Path) -> None:
     prepared = next(r for r in recs if r.tran == TRAN_PREPARED)
     sched = next(r for r in recs if r.topic == SCHEDULE_TOPIC)
     last = recs[-1]
+    per_queue = Counter((r.topic, r.queue_id) for r in recs if r.dispatchable)
+    head = next(r for r in recs if r.dispatchable and r.queue_offset == 0 and per_queue[(r.topic, r.queue_id)] >= 3)
     blank_file = Path("commitlog") / base.commitlog_files[0]
     blank_pos = max(r.pos + r.total_size for r in recs if r.file.endswith(base.commitlog_files[0]))
 
@@ -1233,7 +1326,10 @@ async def test_reader_detects_damage(tmp_path: Path) -> None:
                                      I64.pack(sched.store_ts + 999)),
         "size": (cq_path(normal)[0], cq_path(normal)[1] + 8, I32.pack(normal.total_size - 1)),
         "is not the start of a record": (cq_path(normal)[0], cq_path(normal)[1], I64.pack(normal.phys + 4)),
+        "after the last valid unit": (cq_path(head)[0], cq_path(head)[1], bytes(20)),
+        "consecutive from 0": (cl(normal), normal.pos + 20, I64.pack(normal.queue_offset + 1)),
         "timeDiff": (idx, e1 + 20 * 3 + 12, I32.pack(99)),
+        "is not an earlier entry": (idx, e1 + 20 * 5 + 16, I32.pack(6)),
         "matches none": (idx, e1 + 20 * 2, I32.pack(12345)),
         "hashSlotCount": (idx, 32, I32.pack(1)),
         "most recent entry": (idx, 40, I32.pack(0)),
