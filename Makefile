@@ -18,6 +18,7 @@ run: $(STAMP)
 	$(BIN)/rmq dev --data ./data
 
 test: $(STAMP)
+	scripts/install_test_deps.sh
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Installs what the interop tests need, next to the project venv:
+#
+#   .venv-interop-cpp2/        PyPI rocketmq-python-cvs==2.1.0.3 (RocketMQ C++ client 2.1.0)
+#   .venv-interop-cpp1/        PyPI rocketmq==0.4.4              (RocketMQ C++ client 1.x)
+#   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
+#   java                       Debian default-jre-headless, only if no `java` is on PATH
+#
+# Idempotent and quiet: work already done is skipped (stamp files + cheap checks),
+# so a second run takes about a second; it prints nothing unless something fails,
+# then says what and shows the tail of the failing command's output.
+# Debian packages are installed with apt-get only when missing (as root, or via
+# sudo when not root). Every client is load-tested at the end of each run.
+#
+# Environment:
+#   PYTHON=python3           interpreter the interop venvs are made from (any CPython 3.7+;
+#                            the bindings are ctypes over a bundled librocketmq.so)
+#   RMQ_SKIP_INTEROP_DEPS=1  do nothing (e.g. a machine without network)
+#   RMQ_INSTALL_VERBOSE=1    say what is being done
+set -euo pipefail
+
+[[ "${RMQ_SKIP_INTEROP_DEPS:-}" == 1 ]] && exit 0
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-python3}"
+NODE_DIR="$ROOT/tests/interop/node"
+CPP2_VENV="$ROOT/.venv-interop-cpp2"
+CPP2_SPEC="rocketmq-python-cvs==2.1.0.3"
+CPP1_VENV="$ROOT/.venv-interop-cpp1"
+CPP1_SPEC="rocketmq==0.4.4"
+STAMP_NAME=".rmq-interop-stamp"
+
+LOG="$(mktemp -t rmq-install-deps.XXXXXX)"
+CHECK_HOME="$(mktemp -d -t rmq-install-home.XXXXXX)"
+trap 'rm -rf "$LOG" "$CHECK_HOME"' EXIT
+
+say() { [[ "${RMQ_INSTALL_VERBOSE:-}" == 1 ]] && echo "install_test_deps: $*" >&2 || true; }
+die() { echo "install_test_deps: ERROR: $*" >&2; exit 1; }
+
+# run DESCRIPTION CMD...: run quietly; on failure show what failed and the output tail.
+run() {
+    local what="$1"; shift
+    say "$what"
+    if ! "$@" >"$LOG" 2>&1; then
+        echo "install_test_deps: ERROR: $what failed: $*" >&2
+        grep -v "is ignored: it is neither a file nor a directory" "$LOG" | tail -n 40 | sed 's/^/  | /' >&2
+        exit 1
+    fi
+}
+
+# ----------------------------------------------------------------------------- apt
+SUDO=()
+if [[ "$(id -u)" != 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=(sudo -n); else SUDO=(__no_root__); fi
+fi
+APT_UPDATED=0
+
+apt_missing() {  # print the packages (args) that are not installed
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
+    done
+}
+
+apt_install() {  # apt_install PKG...: install only what is missing
+    local missing
+    missing=$(apt_missing "$@")
+    [[ -z "$missing" ]] && return 0
+    command -v apt-get >/dev/null 2>&1 || die "need Debian packages: $missing (no apt-get here: install them by hand)"
+    [[ "${SUDO[0]:-}" == __no_root__ ]] && die "need Debian packages: $missing (not root and no sudo)"
+    if [[ $APT_UPDATED == 0 ]]; then
+        run "apt-get update" "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        APT_UPDATED=1
+    fi
+    # shellcheck disable=SC2086
+    run "apt-get install $missing" "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends $missing
+}
+
+# Debian package that provides a shared library a bundled librocketmq.so needs.
+lib_package() {
+    case "$1" in
+        libz.so.1) echo zlib1g ;;
+        libstdc++.so.6) echo libstdc++6 ;;
+        libgcc_s.so.1) echo libgcc-s1 ;;
+        libc.so.6|libm.so.6|libdl.so.2|librt.so.1|libpthread.so.0|ld-linux-x86-64.so.2) echo libc6 ;;
+        *) echo "" ;;
+    esac
+}
+
+# ----------------------------------------------------------------------------- python venvs
+python_ok() {
+    command -v "$PY" >/dev/null 2>&1 || die "no $PY on PATH (set PYTHON=/path/to/python3)"
+    if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        # Debian's own python3 splits venv/ensurepip into python3-venv.
+        [[ "$(command -v "$PY")" == /usr/bin/* ]] || die "$PY cannot create venvs (no venv/ensurepip module)"
+        apt_install python3-venv
+    fi
+}
+
+# ensure_venv DIR SPEC: DIR is a venv with exactly SPEC installed (stamp-checked).
+ensure_venv() {
+    local dir="$1" spec="$2" stamp="$1/$STAMP_NAME"
+    if [[ -x "$dir/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$spec" ]]; then
+        return 0
+    fi
+    python_ok
+    rm -rf "$dir"
+    run "create $(basename "$dir")" "$PY" -m venv "$dir"
+    # rocketmq-python-cvs is an sdist (setup.py + prebuilt librocketmq.so): pip
+    # builds a wheel with setuptools/wheel fetched into its build isolation.
+    run "pip install $spec into $(basename "$dir")" \
+        "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$spec"
+    echo "$spec" >"$stamp"
+}
+
+# check_native DIR: every shared library (and symbol version) librocketmq.so needs resolves.
+check_native() {
+    local dir="$1" so out missing pkgs="" lib pkg
+    so=$(ls "$dir"/lib/python3*/site-packages/rocketmq/librocketmq.so 2>/dev/null | head -n1)
+    [[ -n "$so" ]] || die "$(basename "$dir"): rocketmq/librocketmq.so not found in the installed package"
+    out=$(ldd "$so" 2>&1 || true)
+    if grep -q "version .* not found" <<<"$out"; then
+        die "$(basename "$dir"): $so needs a newer C/C++ runtime than this system has:
+$(grep 'not found' <<<"$out")"
+    fi
+    missing=$(awk '/=> not found/ {print $1}' <<<"$out")
+    [[ -z "$missing" ]] && return 0
+    for lib in $missing; do
+        pkg=$(lib_package "$lib")
+        [[ -n "$pkg" ]] || die "$(basename "$dir"): $so needs $lib, which no known Debian package provides"
+        pkgs="$pkgs $pkg"
+    done
+    # shellcheck disable=SC2086
+    apt_install $pkgs
+    out=$(ldd "$so" 2>&1 || true)
+    if grep -q "not found" <<<"$out"; then
+        die "$(basename "$dir"): still unresolved after installing$pkgs:
+$(grep 'not found' <<<"$out")"
+    fi
+}
+
+# verify_venv DIR DIST: the binding imports and a Producer can be created.
+verify_venv() {
+    local dir="$1" dist="$2"
+    run "load-test the RocketMQ binding in $(basename "$dir")" \
+        env HOME="$CHECK_HOME" "$dir/bin/python" -c "
+import sys
+from importlib import metadata
+v = metadata.version('$dist')
+import rocketmq.client as c
+p = c.Producer('rmq-install-check')
+p.set_namesrv_addr('127.0.0.1:9876')
+print('ok', '$dist', v)
+sys.stdout.flush()
+import os; os._exit(0)   # skip the C++ destructors
+"
+}
+
+# ----------------------------------------------------------------------------- node
+ensure_node() {
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        apt_install nodejs npm
+    fi
+    local major
+    major=$(node -p 'process.versions.node.split(".")[0]')
+    [[ "$major" -ge 10 ]] || die "node $(node --version) is too old for ali-ons (need >= 10)"
+    [[ -f "$NODE_DIR/package-lock.json" ]] || die "missing $NODE_DIR/package-lock.json"
+    local want have=""
+    want="$(sha256sum "$NODE_DIR/package-lock.json" | cut -d' ' -f1) node$major"
+    [[ -f "$NODE_DIR/node_modules/$STAMP_NAME" ]] && have=$(cat "$NODE_DIR/node_modules/$STAMP_NAME")
+    if [[ "$have" != "$want" || ! -d "$NODE_DIR/node_modules/ali-ons" ]]; then
+        (cd "$NODE_DIR" && run "npm ci in tests/interop/node" \
+            npm ci --no-audit --no-fund --loglevel=error)
+        echo "$want" >"$NODE_DIR/node_modules/$STAMP_NAME"
+    fi
+    (cd "$NODE_DIR" && run "load-test ali-ons" node -e "
+const ons = require('ali-ons');
+const v = require('ali-ons/package.json').version;
+if (v !== '3.12.0') { console.error('ali-ons ' + v + ' installed, 3.12.0 expected'); process.exit(1); }
+for (const k of ['Producer', 'Consumer', 'Message']) if (typeof ons[k] !== 'function') process.exit(1);
+")
+}
+
+# ----------------------------------------------------------------------------- java
+ensure_java() {
+    command -v java >/dev/null 2>&1 && return 0
+    apt_install default-jre-headless
+    command -v java >/dev/null 2>&1 || die "installed default-jre-headless but still no java on PATH"
+}
+
+# ----------------------------------------------------------------------------- main
+ensure_venv "$CPP2_VENV" "$CPP2_SPEC"
+check_native "$CPP2_VENV"
+verify_venv "$CPP2_VENV" rocketmq-python-cvs
+
+ensure_venv "$CPP1_VENV" "$CPP1_SPEC"
+check_native "$CPP1_VENV"
+verify_venv "$CPP1_VENV" rocketmq
+
+ensure_node
+ensure_java
+say "all interop dependencies present"
