@@ -70,6 +70,10 @@ def check_message_and_return_size(
     "[BUG]read total count not equals msg total size").
     """
     try:
+        # A BLANK may sit in the last 8..47 bytes of a file: look at the magic
+        # before reading the 48-byte head, or it reads as invalid.
+        if _I.unpack_from(buf, pos + 4)[0] == BLANK_MAGIC_CODE:
+            return RECORD_BLANK, None
         (total, magic, crc, queue_id, _flag, queue_offset, phys, sys_flag,
          _born) = _HEAD48.unpack_from(buf, pos)
         if magic != MESSAGE_MAGIC_CODE:

@@ -436,6 +436,11 @@ class IndexService:
                 log.warning("ignoring %s in the index directory: not a %d-digit index file",
                             path, FILE_NAME_LENGTH)
                 continue
+            if os.path.getsize(path) == 0:
+                # created, killed before posix_fallocate: holds nothing
+                log.warning("%s: empty, its creation was cut short (crash); deleting it", path)
+                os.unlink(path)
+                continue
             f = IndexFile.load(path, self.hash_slot_num, self.index_num)
             # Past the first too-new file everything goes: a kept later file would make
             # re-dispatch skip the deleted range (its endPhyOffset is beyond it).

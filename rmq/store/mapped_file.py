@@ -320,6 +320,12 @@ class MappedFileQueue:
             path = os.path.join(self.store_path, n)
             size = os.path.getsize(path)
             if size != self.mapped_file_size:
+                if size == 0 and n == names[-1]:
+                    # created, killed before posix_fallocate/ftruncate: holds nothing
+                    log.warning("%s: empty, its creation was cut short (crash); deleting it",
+                                path)
+                    os.unlink(path)
+                    continue
                 raise StoreError(
                     f"{path}: length {size} differs from the configured size "
                     f"{self.mapped_file_size}; check mappedFileSize* in the config")

@@ -199,6 +199,11 @@ class MessageStore:
         if not present:
             return
         rebuild_from = min(present)
+        # Files the abnormal re-dispatch built since load() hold entries past
+        # rebuild_from; kept, they make the rebuild skip everything below their end.
+        again = self.index_service.truncate_beyond(rebuild_from)
+        if again is not None:
+            rebuild_from = min(rebuild_from, again)
         self.index_service.rebuild_from_phy_offset = None
         log.info("rebuilding the index from CommitLog offset %d to %d", rebuild_from, offset)
         saved = self.reput.reput_from_offset
@@ -580,6 +585,17 @@ class MessageStore:
         result.next_begin_offset = offset + i // _CQ_UNIT
         result.max_phy_offset_pulling = max_phy_pulling
         result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > budget
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """True when the message at consume_offset is far enough behind the CommitLog end
+        to have left memory (accessMessageInMemoryMaxRatio); False if there is none."""
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return False
+        u = cq.read_unit(consume_offset)
+        if u is None:
+            return False
+        return (self.commitlog.max_offset - u[0]) > self._memory_budget
 
     def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
         if size is None:
