@@ -16,10 +16,28 @@ def _store_check(args: argparse.Namespace) -> int:
     return run_store_check(args.store, args.commitlog_size, args.cq_size)
 
 
+def _namesrv(args: argparse.Namespace) -> int:
+    from nameserver.cli import main as namesrv_main
+    return namesrv_main(args.rest)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from rmq.broker.cli import main as broker_main
+    return broker_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible broker cluster in Python")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+
+    n = sub.add_parser("namesrv", help="run a NameServer (rmq namesrv [-p 9876])", add_help=False)
+    n.add_argument("rest", nargs=argparse.REMAINDER)
+    n.set_defaults(func=_namesrv)
+
+    b = sub.add_parser("broker", help="run a broker (rmq broker -c broker.conf [-n addr])", add_help=False)
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    b.set_defaults(func=_broker)
 
     d = sub.add_parser("dev", help="run a local cluster under a data directory with a live status line")
     d.add_argument("--data", default="./data", help="data directory (default ./data)")
@@ -34,7 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Subcommands that parse their own flags (flags may follow the subcommand freely).
+_PASSTHROUGH = {"namesrv": _namesrv, "broker": _broker}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _PASSTHROUGH:
+        try:
+            return _PASSTHROUGH[argv[0]](argparse.Namespace(rest=argv[1:]))
+        except KeyboardInterrupt:
+            return 130
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:

@@ -1,0 +1,97 @@
+"""``rmq namesrv``: run one NameServer until SIGINT/SIGTERM.
+
+``main(argv)`` takes the arguments after ``namesrv``. Once the socket is bound it
+logs ``NameServer listening on HOST:PORT`` (stderr), so ``-p 0`` is usable by a
+supervisor or a test that reads the port from that line.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Sequence
+
+from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS
+
+__all__ = ["main", "build_parser", "run"]
+
+logger = logging.getLogger("rmq.nameserver")
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rmq namesrv",
+                                description="RocketMQ 4.x compatible NameServer")
+    p.add_argument("-p", "--port", type=int, default=9876,
+                   help="listen port (default 9876; 0 = any free port)")
+    p.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    p.add_argument("--broker-expire-ms", type=int, default=BROKER_CHANNEL_EXPIRED_TIME_MS,
+                   help="drop a broker not heard from for this long (default 120000)")
+    p.add_argument("--scan-interval-ms", type=int, default=10_000,
+                   help="broker expiry scan period; the first scan runs after half of it "
+                        "(default 10000)")
+    p.add_argument("--kv-path", default=None,
+                   help="KV config file (default ~/namesrv/kvConfig.msgpack)")
+    p.add_argument("--accept-standard-json-only", action="store_true",
+                   help="answer route data in standard JSON to every client")
+    p.add_argument("--order-message-enable", action="store_true",
+                   help="add orderTopicConf (KV namespace ORDER_TOPIC_CONFIG) to route data")
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    return p
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Start, wait for SIGINT/SIGTERM, stop. Returns the process exit code."""
+    from nameserver.server import NameServer
+
+    server = NameServer(args.host, args.port, broker_expire_ms=args.broker_expire_ms,
+                        scan_interval_ms=args.scan_interval_ms, kv_path=args.kv_path,
+                        accept_standard_json_only=args.accept_standard_json_only,
+                        order_message_enable=args.order_message_enable)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):  # not the main thread / platform
+            pass
+    try:
+        try:
+            await server.start()
+        except (OSError, ValueError) as e:   # port taken / bad address, unreadable KV file
+            logger.error("NameServer cannot start on %s:%d: %s", args.host, args.port, e)
+            return 1
+        logger.info("NameServer listening on %s:%d", server.host, server.port)
+        await stop.wait()
+        logger.info("NameServer shutting down")
+        await server.stop()
+        return 0
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        root.addHandler(handler)
+    root.setLevel(args.log_level)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(run(args))
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,418 @@
+"""``NameServer``: RocketMQ 4.9.8's DefaultRequestProcessor on ``rmq.remoting``.
+
+Routes, the broker registry and the KV store live in ``RouteInfoManager`` and
+``KVConfigManager``; this module only decodes requests, calls them and encodes the
+answers, plus two pieces of housekeeping: the broker expiry scan (every 10 s, first
+after 5 s) and dropping the brokers of a connection that closed
+(BrokerHousekeepingService).
+
+Request headers the shared ``rmq.protocol.headers`` module does not model (the KV
+and admin ones) are read straight from ext fields here, with the same rules: a
+missing mandatory field or an unparsable number answers SYSTEM_ERROR.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import zlib
+from typing import Awaitable, Callable, Mapping, Union
+
+from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import (
+    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader, parse_long,
+)
+from rmq.protocol.route import (
+    DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper,
+)
+from rmq.remoting.connection import Connection
+from rmq.remoting.server import RemotingServer
+
+from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
+from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager, monotonic_ms
+
+__all__ = ["NameServer", "TOPIC_NOT_EXIST_REMARK_SUFFIX"]
+
+logger = logging.getLogger("rmq.nameserver")
+
+#: FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL), appended to the TOPIC_NOT_EXIST remark.
+TOPIC_NOT_EXIST_REMARK_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+#: MQVersion.Version.V3_0_11: brokers older than this send a bare TopicConfigSerializeWrapper.
+_V3_0_11 = 37
+
+_Result = Union[RemotingCommand, Awaitable[RemotingCommand]]
+_Handler = Callable[[Connection, RemotingCommand], _Result]
+
+
+def _ext(cmd: RemotingCommand) -> Mapping[str, str]:
+    return cmd.ext_fields or {}
+
+
+def _required(cmd: RemotingCommand, name: str) -> str:
+    value = _ext(cmd).get(name)
+    if value is None:
+        raise ProtocolError(f"missing header field {name}")
+    return value
+
+
+def _crc32(body: bytes | None) -> int:
+    """``UtilAll.crc32``: CRC32 masked to 31 bits; 0 for no body."""
+    return 0 if not body else zlib.crc32(body) & 0x7FFFFFFF
+
+
+class NameServer:
+    """One NameServer. ``await start()``, ``.port``, ``await stop()``.
+
+    ``accept_standard_json_only``: answer route data in standard JSON to every
+    client, not only to those that ask for it (version >= V4_9_4 or the
+    ``acceptStandardJsonOnly`` header). ``order_message_enable`` is NamesrvConfig's
+    ``orderMessageEnable`` (default false, as in RocketMQ): only then does route
+    data carry ``orderTopicConf`` from the ORDER_TOPIC_CONFIG KV namespace.
+    ``kv_path`` None means RocketMQ's place, ``~/namesrv/`` (file kvConfig.msgpack).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 9876, *,
+                 broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
+                 scan_interval_ms: int = 10_000,
+                 kv_path: str | os.PathLike[str] | None = None,
+                 accept_standard_json_only: bool = False,
+                 order_message_enable: bool = False) -> None:
+        if broker_expire_ms <= 0 or scan_interval_ms <= 0:
+            raise ValueError("broker_expire_ms and scan_interval_ms must be positive")
+        self.host = host
+        self.broker_expire_ms = broker_expire_ms
+        self.scan_interval_ms = scan_interval_ms
+        # RocketMQ: first scan 5 s after start, then every 10 s; keep the ratio.
+        self.scan_initial_delay_ms = scan_interval_ms // 2
+        self.accept_standard_json_only = accept_standard_json_only
+        self.order_message_enable = order_message_enable
+        self.routes = RouteInfoManager(monotonic_ms)
+        self.kv = KVConfigManager(kv_path if kv_path is not None else default_kv_path())
+        self._remoting = RemotingServer(host, port, name="namesrv")
+        self._kv_write_lock = asyncio.Lock()
+        self._scan_task: asyncio.Task[None] | None = None
+        self._started = False
+        for code, handler in self._handlers().items():
+            self._remoting.register_processor(code, self._guard(code, handler))
+        self._remoting.on_connection_closed(self._on_connection_closed)
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def port(self) -> int:
+        """The bound port once started (the requested one before)."""
+        return self._remoting.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("NameServer already started")
+        await asyncio.to_thread(self.kv.load)
+        await self._remoting.start()
+        self._started = True
+        self._scan_task = asyncio.get_running_loop().create_task(
+            self._scan_loop(), name="namesrv-scan-not-active-broker")
+        logger.info("NameServer started on %s (broker expiry %d ms, scan every %d ms, KV %s)",
+                    self.address, self.broker_expire_ms, self.scan_interval_ms, self.kv.path)
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        task, self._scan_task = self._scan_task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        await self._remoting.stop()
+        # A KV write in flight finishes before we return: the file is never half-updated
+        # anyway (atomic rename), but the caller may want the last change on disk.
+        async with self._kv_write_lock:
+            pass
+        logger.info("NameServer stopped (%s)", self.address)
+
+    async def __aenter__(self) -> NameServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ housekeeping
+    async def _scan_loop(self) -> None:
+        await asyncio.sleep(self.scan_initial_delay_ms / 1000)
+        while True:
+            try:
+                self.scan_not_active_broker()
+            except Exception:
+                logger.exception("scanNotActiveBroker failed")
+            await asyncio.sleep(self.scan_interval_ms / 1000)
+
+    def scan_not_active_broker(self) -> int:
+        """One expiry pass; closes the connections of the brokers dropped."""
+        removed = self.routes.scan_not_active_broker(monotonic_ms(), self.broker_expire_ms)
+        for r in removed:
+            conn = r.conn_id
+            if isinstance(conn, Connection) and not conn.closed:
+                logger.info("closing the expired broker's connection: addr=%s remote=%s",
+                            r.broker_addr, conn.remote_address)
+                conn.close()
+        return len(removed)
+
+    def _on_connection_closed(self, conn: Connection) -> None:
+        removed = self.routes.on_channel_destroy(conn)
+        if removed:
+            logger.info("connection %s closed, brokers removed: %s", conn.remote_address,
+                        ", ".join(removed))
+
+    async def _persist_kv(self) -> None:
+        # One writer at a time, and the snapshot is taken under the lock: the file
+        # always ends with the latest table, whatever the order threads finish in.
+        async with self._kv_write_lock:
+            await asyncio.to_thread(self.kv.write_file, self.kv.snapshot())
+
+    # ------------------------------------------------------------------ dispatch
+    def _handlers(self) -> dict[int, _Handler]:
+        return {
+            RequestCode.PUT_KV_CONFIG: self._put_kv_config,
+            RequestCode.GET_KV_CONFIG: self._get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self._delete_kv_config,
+            RequestCode.QUERY_DATA_VERSION: self._query_data_version,
+            RequestCode.REGISTER_BROKER: self._register_broker,
+            RequestCode.UNREGISTER_BROKER: self._unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route_info_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._get_broker_cluster_info,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm_of_broker,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm_of_broker,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._get_all_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic_in_namesrv,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self._get_kv_list_by_namespace,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self._get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._get_system_topic_list,
+            RequestCode.GET_UNIT_TOPIC_LIST: self._get_unit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self._get_has_unit_sub_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST:
+                self._get_has_unit_sub_ununit_topic_list,
+            RequestCode.GET_NAMESRV_CONFIG: self._get_namesrv_config,
+        }
+
+    @staticmethod
+    def _guard(code: int, handler: _Handler) -> _Handler:
+        """Malformed requests (missing header field, bad body) answer SYSTEM_ERROR with
+        the reason, logged as a warning; anything else propagates to the dispatcher,
+        which logs it with its traceback and answers SYSTEM_ERROR too."""
+        name = RequestCode.name_of(code)
+
+        def bad_request(conn: Connection, cmd: RemotingCommand,
+                        e: ProtocolError) -> RemotingCommand:
+            logger.warning("%s from %s rejected: %s", name, conn.remote_address, e)
+            return cmd.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+
+        def run(conn: Connection, cmd: RemotingCommand) -> _Result:
+            try:
+                result = handler(conn, cmd)
+            except ProtocolError as e:
+                return bad_request(conn, cmd, e)
+            if isinstance(result, RemotingCommand):
+                return result
+
+            async def finish() -> RemotingCommand:
+                try:
+                    return await result  # type: ignore[misc]
+                except ProtocolError as e:
+                    return bad_request(conn, cmd, e)
+            return finish()
+        return run
+
+    # ------------------------------------------------------------------ KV
+    async def _put_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ext = _ext(cmd)
+        namespace, key = ext.get("namespace"), ext.get("key")
+        if namespace is None or key is None:
+            return cmd.create_response(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+        self.kv.put_kv_config(namespace, key, ext.get("value"))
+        await self._persist_kv()
+        return cmd.create_response(ResponseCode.SUCCESS)
+
+    def _get_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        namespace = _required(cmd, "namespace")
+        key = _required(cmd, "key")
+        value = self.kv.get_kv_config(namespace, key)
+        if value is not None:
+            return cmd.create_response(ResponseCode.SUCCESS, ext_fields={"value": value})
+        return cmd.create_response(ResponseCode.QUERY_NOT_FOUND,
+                                   f"No config item, Namespace: {namespace} Key: {key}",
+                                   ext_fields={})
+
+    async def _delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        namespace = _required(cmd, "namespace")
+        key = _required(cmd, "key")
+        if self.kv.delete_kv_config(namespace, key):
+            await self._persist_kv()
+        return cmd.create_response(ResponseCode.SUCCESS)
+
+    def _get_kv_list_by_namespace(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        namespace = _required(cmd, "namespace")
+        table = self.kv.get_kv_list_by_namespace(namespace)
+        if table is None:
+            return cmd.create_response(ResponseCode.QUERY_NOT_FOUND,
+                                       f"No config item, Namespace: {namespace}")
+        return cmd.create_response(ResponseCode.SUCCESS, body=table.to_json())
+
+    # ------------------------------------------------------------------ brokers
+    def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        if header.body_crc32 != 0 and _crc32(cmd.body) != header.body_crc32:
+            logger.warning("receive registerBroker request, crc32 not match: cluster=%s "
+                           "broker=%s addr=%s from %s", header.cluster_name, header.broker_name,
+                           header.broker_addr, conn.remote_address)
+            return cmd.create_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+
+        filter_servers: list[str] | None
+        if cmd.version >= _V3_0_11:
+            if cmd.body:
+                try:
+                    body = RegisterBrokerBody.decode(cmd.body, header.compressed)
+                except ProtocolError as e:
+                    raise ProtocolError(f"Failed to decode RegisterBrokerBody: {e}") from None
+                wrapper = body.topic_config_serialize_wrapper
+                filter_servers = body.filter_server_list
+            else:
+                wrapper, filter_servers = TopicConfigSerializeWrapper(), []
+        else:
+            # registerBroker (pre-3.0.11 brokers): the body is the wrapper itself.
+            wrapper = (TopicConfigSerializeWrapper.from_json(cmd.body) if cmd.body
+                       else TopicConfigSerializeWrapper())
+            filter_servers = None
+
+        result = self.routes.register_broker(
+            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
+            header.ha_server_addr, wrapper, filter_servers, conn)
+        logger.debug("registerBroker: cluster=%s broker=%s id=%d addr=%s topics=%d "
+                     "dataVersion=%s from %s", header.cluster_name, header.broker_name,
+                     header.broker_id, header.broker_addr, len(wrapper.topic_config_table),
+                     wrapper.data_version, conn.remote_address)
+        order_conf = self.kv.get_kv_list_by_namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+        return cmd.create_response(
+            ResponseCode.SUCCESS,
+            ext_fields=RegisterBrokerResponseHeader(result.ha_server_addr,
+                                                    result.master_addr).to_ext_fields(),
+            body=None if order_conf is None else order_conf.to_json())
+
+    def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.routes.unregister_broker(header.cluster_name, header.broker_addr,
+                                      header.broker_name, header.broker_id)
+        return cmd.create_response(ResponseCode.SUCCESS)
+
+    def _query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        broker_addr = _required(cmd, "brokerAddr")
+        for name in ("brokerName", "clusterName", "brokerId"):
+            _required(cmd, name)
+        parse_long("brokerId", _ext(cmd)["brokerId"])
+        if not cmd.body:
+            raise ProtocolError("QUERY_DATA_VERSION without a DataVersion body")
+        data_version = DataVersion.from_json(cmd.body)
+        changed = self.routes.is_broker_topic_config_changed(broker_addr, data_version)
+        if not changed:
+            # the broker asked instead of registering: that counts as a heartbeat
+            self.routes.update_broker_info_update_timestamp(broker_addr)
+        ours = self.routes.query_broker_topic_config(broker_addr)
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   ext_fields={"changed": "true" if changed else "false"},
+                                   body=None if ours is None else ours.to_json())
+
+    def _wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        broker_name = _required(cmd, "brokerName")
+        count = self.routes.wipe_write_perm_of_broker(broker_name)
+        logger.info("wipe write perm of broker=%s, client: %s, %d topic(s)", broker_name,
+                    conn.remote_address, count)
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   ext_fields={"wipeTopicCount": str(count)})
+
+    def _add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        broker_name = _required(cmd, "brokerName")
+        count = self.routes.add_write_perm_of_broker(broker_name)
+        logger.info("add write perm of broker=%s, client: %s, %d topic(s)", broker_name,
+                    conn.remote_address, count)
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   ext_fields={"addTopicCount": str(count)})
+
+    # ------------------------------------------------------------------ routes
+    def _get_route_info_by_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        route = self.routes.pickup_topic_route_data(header.topic)
+        if route is None:
+            logger.debug("no route for topic=%s, asked by %s", header.topic, conn.remote_address)
+            return cmd.create_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {header.topic}"
+                + TOPIC_NOT_EXIST_REMARK_SUFFIX)
+        if self.order_message_enable:
+            route.order_topic_conf = self.kv.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG,
+                                                           header.topic)
+        standard = (cmd.version >= MQVersion.V4_9_4 or bool(header.accept_standard_json_only)
+                    or self.accept_standard_json_only)
+        return cmd.create_response(ResponseCode.SUCCESS, body=route.to_json(standard))
+
+    def _get_broker_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        # always the legacy encoding, whatever the client's version (as 4.9.8)
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   body=self.routes.get_all_cluster_info().to_json())
+
+    def _get_all_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   body=self.routes.get_all_topic_list().to_json())
+
+    def _delete_topic_in_namesrv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = _required(cmd, "topic")
+        cluster = _ext(cmd).get("clusterName")
+        self.routes.delete_topic(topic, cluster or None)
+        logger.info("deleteTopicInNamesrv: topic=%s cluster=%s, client: %s", topic, cluster,
+                    conn.remote_address)
+        return cmd.create_response(ResponseCode.SUCCESS)
+
+    def _get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        cluster = _required(cmd, "cluster")
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   body=self.routes.get_topics_by_cluster(cluster).to_json())
+
+    def _get_system_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   body=self.routes.get_system_topic_list().to_json())
+
+    def _get_unit_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   body=self.routes.get_unit_topics().to_json())
+
+    def _get_has_unit_sub_topic_list(self, conn: Connection,
+                                     cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.create_response(ResponseCode.SUCCESS,
+                                   body=self.routes.get_has_unit_sub_topic_list().to_json())
+
+    def _get_has_unit_sub_ununit_topic_list(self, conn: Connection,
+                                            cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.create_response(
+            ResponseCode.SUCCESS, body=self.routes.get_has_unit_sub_ununit_topic_list().to_json())
+
+    def _get_namesrv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        # MixAll.properties2String: "key=value\n" per entry; NamesrvConfig's key names.
+        props = {
+            "listenPort": str(self.port),
+            "kvConfigPath": str(self.kv.path),
+            "orderMessageEnable": "true" if self.order_message_enable else "false",
+            "brokerExpiredTimeMillis": str(self.broker_expire_ms),
+            "scanNotActiveBrokerInterval": str(self.scan_interval_ms),
+            "acceptStandardJsonOnly": "true" if self.accept_standard_json_only else "false",
+        }
+        text = "".join(f"{k}={v}\n" for k, v in props.items())
+        return cmd.create_response(ResponseCode.SUCCESS, body=text.encode())
+

@@ -1,0 +1,277 @@
+"""Broker: wires the store, metadata managers, processors, NameServer registration."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+from rmq.broker.client_manager import CHANGE, ClientChannelInfo, ConsumerManager, ProducerManager
+from rmq.broker.config import BrokerConfig
+from rmq.broker.offsets import ConsumerOffsetManager
+from rmq.broker.outer_api import BrokerOuterAPI
+from rmq.broker.processors.admin import AdminBrokerProcessor
+from rmq.broker.processors.client_manage import ClientManageProcessor
+from rmq.broker.processors.consumer_manage import ConsumerManageProcessor
+from rmq.broker.processors.pull import PullMessageProcessor
+from rmq.broker.processors.query import QueryMessageProcessor
+from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.pull_hold import PullRequestHoldService
+from rmq.broker.stats import BrokerStats
+from rmq.broker.subscriptions import SubscriptionGroupManager
+from rmq.broker.topics import TopicConfigManager
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.message import pack_host
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.server import RemotingServer
+from rmq.store.config import BrokerRole, MessageStoreConfig
+from rmq.store.message_store import MessageStore
+
+log = logging.getLogger("rmq.broker")
+
+
+class TpsMeter:
+    """Rates over the last second, from BrokerStats snapshots (status line, runtime info)."""
+
+    def __init__(self, stats: BrokerStats) -> None:
+        self.stats = stats
+        self.put_tps = 0.0
+        self.get_tps = 0.0
+        self._last = (time.monotonic(), 0, 0)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        t0, p0, g0 = self._last
+        dt = max(now - t0, 1e-6)
+        self.put_tps = (self.stats.put_msgs - p0) / dt
+        self.get_tps = (self.stats.get_msgs - g0) / dt
+        self._last = (now, self.stats.put_msgs, self.stats.get_msgs)
+
+
+class Broker:
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
+                 listen_host: str = "0.0.0.0") -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        bc = broker_config
+        cfg_dir = store_config.config_dir
+        self.stats = BrokerStats()
+        self.tps = TpsMeter(self.stats)
+        self.topics = TopicConfigManager(
+            cfg_dir, bc.brokerClusterName, bc.brokerName, bc.defaultTopicQueueNums,
+            bc.autoCreateTopicEnable, bc.clusterTopicEnable, bc.brokerTopicEnable,
+            len(store_config.delay_levels_ms))
+        self.offsets = ConsumerOffsetManager(cfg_dir)
+        self.subscriptions = SubscriptionGroupManager(cfg_dir, bc.autoCreateSubscriptionGroup)
+        self.consumers = ConsumerManager(self._on_consumer_group_event, bc.channelNotActiveInterval)
+        self.producers = ProducerManager(bc.channelNotActiveInterval)
+        # Set by the transaction service (consumption-semantics issue); None refuses TRAN_MSG.
+        self.transactional_prepare: Callable[[Any], Any] | None = None
+        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
+        self.namesrv_client = RemotingClient()
+        self.outer_api = BrokerOuterAPI(self.namesrv_client)
+        self.store: MessageStore | None = None
+        self.store_host = b""
+        self.pull_processor = PullMessageProcessor(self)
+        self.pull_hold = PullRequestHoldService(self.pull_processor.execute_when_wakeup)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_pending = False
+        self._stopping = False
+        self.ha_server_addr = ""
+        self.master_addr: str | None = None
+        self._register_processors()
+
+    # ------------------------------------------------------------------ wiring
+    def _register_processors(self) -> None:
+        s = self.server
+        send = SendMessageProcessor(self)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                     RequestCode.SEND_BATCH_MESSAGE):
+            s.register_processor(code, send.process)
+        s.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor.process)
+        s.register_processor(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
+        q = QueryMessageProcessor(self)
+        s.register_processor(RequestCode.QUERY_MESSAGE, q.query_message)
+        s.register_processor(RequestCode.VIEW_MESSAGE_BY_ID, q.view_message_by_id)
+        cm = ConsumerManageProcessor(self)
+        s.register_processor(RequestCode.GET_CONSUMER_LIST_BY_GROUP, cm.get_consumer_list_by_group)
+        s.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, cm.update_consumer_offset)
+        s.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, cm.query_consumer_offset)
+        cl = ClientManageProcessor(self)
+        s.register_processor(RequestCode.HEART_BEAT, cl.heartbeat)
+        s.register_processor(RequestCode.UNREGISTER_CLIENT, cl.unregister_client)
+        s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, cl.check_client_config)
+        a = AdminBrokerProcessor(self)
+        for code, fn in ((RequestCode.GET_MAX_OFFSET, a.get_max_offset),
+                         (RequestCode.GET_MIN_OFFSET, a.get_min_offset),
+                         (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, a.search_offset_by_timestamp),
+                         (RequestCode.GET_EARLIEST_MSG_STORETIME, a.get_earliest_msg_storetime),
+                         (RequestCode.UPDATE_AND_CREATE_TOPIC, a.update_and_create_topic),
+                         (RequestCode.GET_ALL_TOPIC_CONFIG, a.get_all_topic_config),
+                         (RequestCode.GET_TOPIC_STATS_INFO, a.get_topic_stats_info),
+                         (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info)):
+            s.register_processor(code, fn)
+        s.on_connection_closed(self._on_connection_closed)
+
+    def _on_connection_closed(self, conn) -> None:
+        self.consumers.on_channel_closed(conn)
+        self.producers.on_channel_closed(conn)
+        self.pull_hold.drop_connection(conn)
+
+    def _on_consumer_group_event(self, event: str, group: str,
+                                 channels: list[ClientChannelInfo]) -> None:
+        if event != CHANGE or not self.broker_config.notifyConsumerIdsChangedEnable:
+            return
+        for c in channels:
+            if getattr(c.conn, "closed", False):
+                continue
+            cmd = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                  ext_fields={"consumerGroup": group})
+            try:
+                c.conn.send_oneway(cmd)
+            except Exception as e:  # a dying connection must not break the heartbeat
+                log.warning("notify consumer ids changed to %s (%s) failed: %s",
+                            c.client_id, c.conn.remote_address, e)
+
+    def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
+        self.pull_hold.notify_message_arriving(topic, queue_id, max_offset)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_config.brokerIP1}:{self.server.port}"
+
+    @property
+    def ha_addr(self) -> str:
+        return f"{self.broker_config.brokerIP2}:{self.store_config.haListenPort}"
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        bc = self.broker_config
+        self.topics.load()
+        self.offsets.load()
+        self.subscriptions.load()
+        await self.server.start()
+        if bc.listenPort == 0:
+            bc.listenPort = self.server.port
+        self.store_host = pack_host(bc.brokerIP1, self.server.port)
+        self.store = MessageStore(self.store_config, (bc.brokerIP1, self.server.port),
+                                  arriving_listener=self._on_message_arriving)
+        try:
+            self.store.load()
+            await self.store.start()
+        except BaseException:
+            await self.server.stop()
+            raise
+        self.topics.on_change = self.schedule_register
+        # Adopted RocketMQ JSON metadata becomes msgpack right away.
+        for mgr in (self.topics, self.offsets, self.subscriptions):
+            if mgr.dirty:
+                await mgr.persist()
+        await self.register_broker_all()
+        loop = asyncio.get_running_loop()
+        period = min(max(bc.registerNameServerPeriod, 10_000), 60_000) / 1000
+        self._tasks = [
+            loop.create_task(self._every(period, self.register_broker_all), name="register"),
+            loop.create_task(self._every(bc.flushConsumerOffsetInterval / 1000, self.persist_metadata),
+                             name="persist"),
+            loop.create_task(self._every(10, self._scan_channels), name="scan-channels"),
+            loop.create_task(self._every(1, self._tick), name="tps"),
+        ]
+        self.stats.boot_timestamp = int(time.time() * 1000)
+        log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
+                 bc.brokerName, self.broker_addr, bc.namesrvAddr or "(none)")
+
+    async def _every(self, seconds: float, fn: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                r = fn()
+                if asyncio.iscoroutine(r):
+                    await r
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    def _tick(self) -> None:
+        self.tps.tick()
+
+    def _scan_channels(self) -> None:
+        self.consumers.scan_not_active()
+        self.producers.scan_not_active()
+
+    async def persist_metadata(self) -> None:
+        for mgr in (self.offsets, self.topics, self.subscriptions):
+            if mgr.dirty:
+                await mgr.persist()
+
+    def schedule_register(self) -> None:
+        """Topic changes re-register at once (coalesced)."""
+        if self._register_pending or self._stopping:
+            return
+        self._register_pending = True
+
+        async def run() -> None:
+            self._register_pending = False
+            await self.register_broker_all()
+
+        asyncio.get_running_loop().create_task(run())
+
+    async def register_broker_all(self) -> None:
+        bc = self.broker_config
+        if not bc.namesrv_addrs:
+            return
+        wrapper = self.topics.serialize_wrapper()
+        if not (bc.brokerPermission & 2) or not (bc.brokerPermission & 4):
+            # a broker without read/write permission advertises it on every topic
+            for name, tc in list(wrapper.topic_config_table.items()):
+                wrapper.topic_config_table[name] = replace(tc, perm=tc.perm & bc.brokerPermission)
+        results = await self.outer_api.register_broker_all(
+            bc.namesrv_addrs, cluster=bc.brokerClusterName, broker_addr=self.broker_addr,
+            broker_name=bc.brokerName, broker_id=bc.brokerId, ha_server_addr=self.ha_addr,
+            wrapper=wrapper, compressed=bc.compressedRegister,
+            timeout_ms=bc.registerBrokerTimeoutMills)
+        for r in results:
+            if self.store_config.brokerRole == BrokerRole.SLAVE:
+                if r.master_addr:
+                    self.master_addr = r.master_addr
+                if r.ha_server_addr:
+                    self.ha_server_addr = r.ha_server_addr
+            if r.order_topics:
+                self.topics.update_order_topic_config(r.order_topics)
+
+    async def shutdown(self) -> None:
+        """Stop accepting, answer parked pulls, unregister, flush and persist (within 10 s)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        bc = self.broker_config
+        log.info("broker %s (%s) shutting down", bc.brokerName, self.broker_addr)
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self.pull_hold.wake_all()
+        if bc.namesrv_addrs:
+            try:
+                await asyncio.wait_for(self.outer_api.unregister_broker_all(
+                    bc.namesrv_addrs, cluster=bc.brokerClusterName, broker_addr=self.broker_addr,
+                    broker_name=bc.brokerName, broker_id=bc.brokerId), 3)
+            except asyncio.TimeoutError:
+                log.warning("unregistering from the NameServers timed out")
+        await self.server.stop()
+        if self.store is not None:
+            await self.store.shutdown()
+        for mgr in (self.offsets, self.topics, self.subscriptions):
+            try:
+                await mgr.persist()
+            except OSError as e:
+                log.error("persisting %s failed: %s", mgr.file.path, e)
+        await self.namesrv_client.close()
+        log.info("broker %s shut down cleanly", bc.brokerName)

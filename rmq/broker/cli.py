@@ -1,0 +1,83 @@
+"""`rmq broker -c broker.conf [-n host:port;host:port]` (mqbroker)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Sequence
+
+from rmq.broker.broker import Broker
+from rmq.broker.config import load_broker_config
+from rmq.store.config import ConfigError
+from rmq.store.errors import StoreError
+
+log = logging.getLogger("rmq.broker")
+
+SHUTDOWN_GRACE = 10.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rmq broker", description="run a broker")
+    p.add_argument("-c", "--config", help="broker.conf (RocketMQ properties format)")
+    p.add_argument("-n", "--namesrv", help="NameServer address list host:port;host:port")
+    p.add_argument("-p", "--print-config", action="store_true", help="print the effective config and exit")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key (repeatable)")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+async def _run(broker: Broker) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except StoreError as e:
+        log.error("broker cannot start: %s", e)
+        return 1
+    except OSError as e:
+        log.error("broker cannot start: %s", e)
+        await broker.shutdown()
+        return 1
+    await stop.wait()
+    try:
+        await asyncio.wait_for(broker.shutdown(), SHUTDOWN_GRACE)
+    except asyncio.TimeoutError:
+        log.error("shutdown took longer than %.0f s; exiting anyway", SHUTDOWN_GRACE)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    overrides = {}
+    for d in args.defines:
+        k, sep, v = d.partition("=")
+        if not sep:
+            print(f"rmq broker: -D {d!r}: expected KEY=VALUE", file=sys.stderr)
+            return 2
+        overrides[k.strip()] = v.strip()
+    try:
+        loaded = load_broker_config(args.config, args.namesrv, overrides)
+    except ConfigError as e:
+        print(f"rmq broker: bad configuration: {e}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        import dataclasses
+        for obj in (loaded.broker, loaded.store):
+            for f in dataclasses.fields(obj):
+                v = getattr(obj, f.name)
+                print(f"{f.name}={getattr(v, 'value', v)}")
+        return 0
+    broker = Broker(loaded.broker, loaded.store)
+    try:
+        import uvloop
+        return uvloop.run(_run(broker))
+    except ImportError:
+        return asyncio.run(_run(broker))

@@ -1,0 +1,161 @@
+"""BrokerConfig (RocketMQ key names and defaults) and broker.conf loading.
+
+One properties file feeds three RocketMQ objects (BrokerConfig, NettyServerConfig and
+MessageStoreConfig); a key lands in whichever knows it. Unknown keys are warned
+about, wrong values rejected with the key named.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+
+from rmq.store.config import (
+    BrokerRole,
+    ConfigError,
+    MessageStoreConfig,
+    apply_properties,
+    parse_properties_text,
+)
+
+log = logging.getLogger("rmq.broker")
+
+# PERM_READ | PERM_WRITE
+PERM_RW = 6
+
+
+def local_ip() -> str:
+    """The address other hosts would reach us at (RocketMQ's RemotingUtil.getLocalAddress).
+
+    A UDP "connect" sends nothing; it only asks the kernel which source address it would use.
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            ip = s.getsockname()[0]
+            if ip and not ip.startswith("0."):
+                return ip
+    except OSError:
+        pass
+    return "127.0.0.1"
+
+
+@dataclass
+class BrokerConfig:
+    brokerClusterName: str = "DefaultCluster"
+    brokerName: str = field(default_factory=lambda: socket.gethostname() or "DEFAULT_BROKER")
+    brokerId: int = 0
+    brokerIP1: str = ""
+    brokerIP2: str = ""
+    namesrvAddr: str = ""
+    brokerPermission: int = PERM_RW
+    defaultTopicQueueNums: int = 8
+    autoCreateTopicEnable: bool = True
+    clusterTopicEnable: bool = True
+    brokerTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    rejectTransactionMessage: bool = False
+    registerNameServerPeriod: int = 30000
+    registerBrokerTimeoutMills: int = 6000
+    forceRegister: bool = True
+    compressedRegister: bool = False
+    longPollingEnable: bool = True
+    shortPollingTimeMills: int = 1000
+    notifyConsumerIdsChangedEnable: bool = True
+    transferMsgByHeap: bool = True
+    slaveReadEnable: bool = False
+    regionId: str = "DefaultRegion"
+    traceOn: bool = True
+    transactionTimeOut: int = 6000
+    transactionCheckMax: int = 15
+    transactionCheckInterval: int = 60000
+    flushConsumerOffsetInterval: int = 5000
+    channelNotActiveInterval: int = 120000  # a client silent this long is dropped
+    metricsPromExporterPort: int = 0
+    # NettyServerConfig
+    listenPort: int = 10911
+    serverWorkerThreads: int = 8
+    serverSelectorThreads: int = 3
+    serverCallbackExecutorThreads: int = 0
+    serverOnewaySemaphoreValue: int = 256
+    serverAsyncSemaphoreValue: int = 64
+    serverChannelMaxIdleTimeSeconds: int = 120
+    serverSocketSndBufSize: int = 65535
+    serverSocketRcvBufSize: int = 65535
+    serverPooledByteBufAllocatorEnable: bool = True
+    useEpollNativeSelector: bool = False
+    # BrokerStartup accepts these in the file too
+    rocketmqHome: str = ""
+    sendMessageThreadPoolNums: int = 1
+    pullMessageThreadPoolNums: int = 16
+    waitTimeMillsInSendQueue: int = 200
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrvAddr.split(";") if a.strip()]
+
+    def validate(self, store: MessageStoreConfig) -> None:
+        if not self.brokerName:
+            raise ConfigError("brokerName: must not be empty")
+        if not 0 <= self.listenPort < 65536:
+            raise ConfigError(f"listenPort: {self.listenPort} is not a TCP port (0 = any free port)")
+        if self.brokerId < 0:
+            raise ConfigError("brokerId: must be >= 0")
+        if store.brokerRole == BrokerRole.SLAVE and self.brokerId == 0:
+            raise ConfigError("brokerId: a SLAVE needs brokerId > 0")
+        if store.brokerRole != BrokerRole.SLAVE and self.brokerId != 0:
+            raise ConfigError(f"brokerId: a {store.brokerRole.value} must have brokerId 0")
+        if self.defaultTopicQueueNums < 1:
+            raise ConfigError("defaultTopicQueueNums: must be >= 1")
+        for addr in self.namesrv_addrs:
+            host, _, port = addr.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"namesrvAddr: {addr!r} is not host:port")
+
+
+@dataclass
+class LoadedConfig:
+    broker: BrokerConfig
+    store: MessageStoreConfig
+    unknown_keys: list[str]
+
+
+def load_broker_config(path: str | None, namesrv: str | None = None,
+                       overrides: dict[str, str] | None = None) -> LoadedConfig:
+    """Read a broker.conf; -n beats namesrvAddr in the file, as with mqbroker."""
+    props: dict[str, str] = {}
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                props = parse_properties_text(f.read())
+        except OSError as e:
+            raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    if overrides:
+        props.update(overrides)
+    broker = BrokerConfig()
+    store = MessageStoreConfig()
+    # a key known to either object is known; apply to both where both know it
+    unknown_b = set(apply_properties(broker, props))
+    unknown_s = set(apply_properties(store, props))
+    unknown = sorted(unknown_b & unknown_s)
+    if namesrv:
+        broker.namesrvAddr = namesrv
+    if not broker.namesrvAddr:
+        broker.namesrvAddr = os.environ.get("NAMESRV_ADDR", "")
+    if not broker.brokerIP1:
+        broker.brokerIP1 = local_ip()
+    if not broker.brokerIP2:
+        broker.brokerIP2 = broker.brokerIP1
+    if "haListenPort" not in props:
+        # RocketMQ: listenPort + 1; with an ephemeral listen port, an ephemeral HA port
+        store.haListenPort = broker.listenPort + 1 if broker.listenPort else 0
+    for k in unknown:
+        log.warning("broker config: unknown key %r ignored", k)
+    broker.validate(store)
+    store.validate()
+    return LoadedConfig(broker, store, unknown)

@@ -1,0 +1,80 @@
+"""BrokerOuterAPI: the broker's requests to NameServers (register, unregister)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from dataclasses import dataclass
+
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
+from rmq.protocol.route import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.errors import RemotingError
+
+log = logging.getLogger("rmq.broker.register")
+
+
+@dataclass
+class RegisterResult:
+    namesrv: str
+    ha_server_addr: str | None
+    master_addr: str | None
+    order_topics: dict[str, str]
+
+
+class BrokerOuterAPI:
+    def __init__(self, client: RemotingClient) -> None:
+        self.client = client
+
+    async def register_broker_all(self, namesrvs: list[str], *, cluster: str, broker_addr: str,
+                                  broker_name: str, broker_id: int, ha_server_addr: str,
+                                  wrapper: TopicConfigSerializeWrapper, compressed: bool,
+                                  timeout_ms: int) -> list[RegisterResult]:
+        """Register with every NameServer at once; a NameServer that fails is logged and skipped."""
+        body = RegisterBrokerBody(wrapper, []).encode(compressed)
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        header = RegisterBrokerRequestHeader(broker_name, broker_addr, cluster, ha_server_addr,
+                                             broker_id, compressed=compressed, body_crc32=crc)
+
+        async def one(addr: str) -> RegisterResult | None:
+            cmd = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(),
+                                  body=body)
+            try:
+                resp = await self.client.invoke(addr, cmd, timeout_ms / 1000)
+            except (RemotingError, OSError) as e:
+                log.warning("register broker %s (%s) to NameServer %s failed: %s",
+                            broker_name, broker_addr, addr, e)
+                return None
+            if resp.code != ResponseCode.SUCCESS:
+                log.warning("NameServer %s refused registration of %s: code %d %s",
+                            addr, broker_name, resp.code, resp.remark)
+                return None
+            h = RegisterBrokerResponseHeader.from_ext_fields(resp.ext_fields)
+            order = KVTable.from_json(resp.body).table if resp.body else {}
+            return RegisterResult(addr, h.ha_server_addr or None, h.master_addr or None, order)
+
+        results = await asyncio.gather(*(one(a) for a in namesrvs))
+        return [r for r in results if r is not None]
+
+    async def unregister_broker_all(self, namesrvs: list[str], *, cluster: str, broker_addr: str,
+                                    broker_name: str, broker_id: int, timeout_ms: int = 3000) -> None:
+        header = UnRegisterBrokerRequestHeader(broker_name, broker_addr, cluster, broker_id)
+
+        async def one(addr: str) -> None:
+            cmd = RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields())
+            try:
+                resp = await self.client.invoke(addr, cmd, timeout_ms / 1000)
+                if resp.code == ResponseCode.SUCCESS:
+                    log.info("unregistered %s (%s) from NameServer %s", broker_name, broker_addr, addr)
+                else:
+                    log.warning("unregister from %s: code %d %s", addr, resp.code, resp.remark)
+            except (RemotingError, OSError) as e:
+                log.warning("unregister broker %s from NameServer %s failed: %s", broker_name, addr, e)
+
+        await asyncio.gather(*(one(a) for a in namesrvs))

@@ -1,0 +1,201 @@
+"""Admin requests (AdminBrokerProcessor): offsets, topics, runtime info, stats."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from rmq.broker.processors.send import validate_topic
+from rmq.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+)
+from rmq.protocol.route import KVTable, TopicConfig, dumps_fastjson
+
+if TYPE_CHECKING:
+    from rmq.broker.broker import Broker
+
+log = logging.getLogger("rmq.broker.admin")
+
+RMQ_VERSION_DESC = "V4_9_8"
+RMQ_VERSION = 409
+
+
+def _ok(request: RemotingCommand, ext: dict[str, str] | None = None,
+        body: bytes | None = None) -> RemotingCommand:
+    resp = request.create_response(ResponseCode.SUCCESS, body=body)
+    if ext is not None:
+        resp.ext_fields = ext
+    return resp
+
+
+class AdminBrokerProcessor:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+
+    def _header(self, cls, request: RemotingCommand):
+        return cls.from_ext_fields(request.ext_fields)
+
+    # --- offsets (spec 2.6) ---
+    def get_max_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+        h = self._header(GetMaxOffsetRequestHeader, request)
+        off = self.broker.store.get_max_offset_in_queue(h.topic, h.queue_id)
+        return _ok(request, GetMaxOffsetResponseHeader(off).to_ext_fields())
+
+    def get_min_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+        h = self._header(GetMinOffsetRequestHeader, request)
+        off = max(self.broker.store.get_min_offset_in_queue(h.topic, h.queue_id), 0)
+        return _ok(request, GetMinOffsetResponseHeader(off).to_ext_fields())
+
+    def search_offset_by_timestamp(self, conn, request: RemotingCommand) -> RemotingCommand:
+        h = self._header(SearchOffsetRequestHeader, request)
+        boundary = None
+        if h.boundary_type is not None:
+            boundary = "UPPER" if h.boundary_type.upper() == "UPPER" else "LOWER"
+        off = self.broker.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
+        return _ok(request, SearchOffsetResponseHeader(off).to_ext_fields())
+
+    def get_earliest_msg_storetime(self, conn, request: RemotingCommand) -> RemotingCommand:
+        h = self._header(GetEarliestMsgStoretimeRequestHeader, request)
+        ts = self.broker.store.get_earliest_message_time(h.topic, h.queue_id)
+        return _ok(request, GetEarliestMsgStoretimeResponseHeader(ts).to_ext_fields())
+
+    # --- topics ---
+    def update_and_create_topic(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        try:
+            h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+        if h.topic == b.broker_config.brokerClusterName:
+            return request.create_response(
+                ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
+        bad = validate_topic(h.topic)
+        if bad is not None:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, bad)
+        if h.topic in SYSTEM_TOPICS or h.topic.startswith(SYSTEM_TOPIC_PREFIX):
+            return request.create_response(
+                ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
+        if h.read_queue_nums < 0 or h.write_queue_nums < 0:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, "queue numbers must be >= 0")
+        tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                         h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
+        log.info("updateAndCreateTopic %s from %s: %s", h.topic, conn.remote_address, tc)
+        b.topics.update_topic_config(tc)
+        return _ok(request)
+
+    def get_all_topic_config(self, conn, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, body=self.broker.topics.serialize_wrapper().to_json())
+
+    def get_topic_stats_info(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        topic = (request.ext_fields or {}).get("topic", "")
+        tc = b.topics.select(topic)
+        if tc is None:
+            return request.create_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = b.store
+        entries = []
+        for qid in range(tc.write_queue_nums):
+            mq = {"brokerName": b.broker_config.brokerName, "queueId": qid, "topic": topic}
+            mn = max(store.get_min_offset_in_queue(topic, qid), 0)
+            mx = store.get_max_offset_in_queue(topic, qid)
+            last = store.get_message_store_timestamp(topic, qid, mx - 1) if mx > 0 else 0
+            entries.append((mq, {"lastUpdateTimestamp": max(last, 0), "maxOffset": mx,
+                                 "minOffset": mn}))
+        return _ok(request, body=encode_object_keyed_map("offsetTable", entries))
+
+    # --- runtime ---
+    def get_broker_runtime_info(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        st = b.store
+        now = int(time.time() * 1000)
+        table = {
+            "brokerVersionDesc": RMQ_VERSION_DESC,
+            "brokerVersion": str(RMQ_VERSION),
+            "bootTimestamp": str(b.stats.boot_timestamp),
+            "runtime": f"[ {(now - b.stats.boot_timestamp) // 1000} seconds ]",
+            "msgPutTotalTodayNow": str(b.stats.put_msgs),
+            "msgGetTotalTodayNow": str(b.stats.get_msgs),
+            "putTps": f"{b.tps.put_tps:.2f}",
+            "getFoundTps": f"{b.tps.get_tps:.2f}",
+            "commitLogMinOffset": str(st.min_phy_offset),
+            "commitLogMaxOffset": str(st.max_phy_offset),
+            "dispatchBehindBytes": str(st.dispatch_behind_bytes),
+            "remainHowManyDataToFlush": str(st.commitlog.mfq.remain_to_flush()),
+            "brokerRole": b.store_config.brokerRole.value,
+            "flushDiskType": b.store_config.flushDiskType.value,
+            "earliestMessageTimeStamp": str(st.commitlog.pick_store_timestamp(st.min_phy_offset, 0)),
+            "pageCacheLockTimeMills": "0",
+        }
+        return _ok(request, body=KVTable(table).to_json())
+
+
+def encode_object_keyed_map(field: str, entries: list[tuple[dict, dict]]) -> bytes:
+    """fastjson's form of a Map with object keys (TopicStatsTable, ConsumeStats):
+    `{"offsetTable":{{"brokerName":..}:{..},..}}` — not strict JSON, but what Java
+    mqadmin reads."""
+    parts = []
+    for key, value in entries:
+        parts.append(dumps_fastjson(key).decode() + ":" + dumps_fastjson(value).decode())
+    return ('{"' + field + '":{' + ",".join(parts) + "}}").encode()
+
+
+def decode_object_keyed_map(data: bytes, field: str) -> list[tuple[dict, dict]]:
+    """Read encode_object_keyed_map's form (a scanner over balanced braces)."""
+    text = data.decode("utf-8")
+    start = text.find('"' + field + '"')
+    if start < 0:
+        return []
+    i = text.index("{", text.index(":", start))
+    out: list[tuple[dict, dict]] = []
+    i += 1
+    n = len(text)
+    while i < n:
+        while i < n and text[i] in " ,\n\t":
+            i += 1
+        if i >= n or text[i] == "}":
+            break
+        k_end = _balanced_end(text, i)
+        key = json.loads(text[i:k_end])
+        i = text.index(":", k_end) + 1
+        while text[i] == " ":
+            i += 1
+        v_end = _balanced_end(text, i)
+        out.append((key, json.loads(text[i:v_end])))
+        i = v_end
+    return out
+
+
+def _balanced_end(text: str, i: int) -> int:
+    depth = 0
+    in_str = False
+    j = i
+    while j < len(text):
+        c = text[j]
+        if in_str:
+            if c == "\\":
+                j += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    raise ValueError("unbalanced object")

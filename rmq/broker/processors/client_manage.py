@@ -1,0 +1,67 @@
+"""HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46) — spec 2.7."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from rmq.broker.client_manager import ClientChannelInfo
+from rmq.protocol.codes import PermName, ResponseCode
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import UnregisterClientRequestHeader
+from rmq.protocol.route import HeartbeatData
+
+if TYPE_CHECKING:
+    from rmq.broker.broker import Broker
+
+log = logging.getLogger("rmq.broker.clients")
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+
+
+class ClientManageProcessor:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+
+    def heartbeat(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        try:
+            hb = HeartbeatData.from_json(request.body or b"{}")
+        except ProtocolError as e:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {e}")
+        conn.attrs["client_id"] = hb.client_id
+        info = ClientChannelInfo(conn, hb.client_id, request.language, request.version)
+        for data in hb.consumer_data_set:
+            sub_group = b.subscriptions.find(data.group_name)
+            notify = True
+            if sub_group is not None:
+                notify = sub_group.notifyConsumerIdsChangedEnable
+                b.topics.create_topic_in_send_message_back_method(
+                    RETRY_GROUP_TOPIC_PREFIX + data.group_name, sub_group.retryQueueNums,
+                    PermName.PERM_READ | PermName.PERM_WRITE, 0)
+            changed = b.consumers.register(data.group_name, info, data.consume_type,
+                                           data.message_model, data.consume_from_where,
+                                           data.subscription_data_set, notify)
+            if changed:
+                log.info("consumer group %s changed on heartbeat from %s (%s)",
+                         data.group_name, hb.client_id, conn.remote_address)
+        for p in hb.producer_data_set:
+            b.producers.register(p.group_name, info)
+        return request.create_response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        try:
+            h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+        if h.producer_group:
+            b.producers.unregister(h.producer_group, conn)
+        if h.consumer_group:
+            sub_group = b.subscriptions.find(h.consumer_group)
+            notify = sub_group.notifyConsumerIdsChangedEnable if sub_group is not None else True
+            b.consumers.unregister(h.consumer_group, conn, notify)
+        return request.create_response(ResponseCode.SUCCESS)
+
+    def check_client_config(self, conn, request: RemotingCommand) -> RemotingCommand:
+        return request.create_response(ResponseCode.SUCCESS)

@@ -1,0 +1,51 @@
+"""QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33) — spec 2.11."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import (
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    ViewMessageRequestHeader,
+)
+
+if TYPE_CHECKING:
+    from rmq.broker.broker import Broker
+
+
+class QueryMessageProcessor:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+
+    def query_message(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        try:
+            h = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+        max_num = h.max_num
+        if h.unique_key_query:
+            max_num = b.store_config.defaultQueryMaxNum
+        max_num = min(max_num, b.store_config.maxMsgsNumBatch)
+        result = b.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        if not result.buffers:
+            return request.create_response(ResponseCode.QUERY_NOT_FOUND,
+                                           "can not find message, maybe time range not correct")
+        resp = request.create_response(ResponseCode.SUCCESS, body=result.body())
+        resp.ext_fields = QueryMessageResponseHeader(
+            result.index_last_update_timestamp, result.index_last_update_phyoffset).to_ext_fields()
+        return resp
+
+    def view_message_by_id(self, conn, request: RemotingCommand) -> RemotingCommand:
+        try:
+            h = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+        data = self.broker.store.select_one_message_by_offset(h.offset)
+        if data is None:
+            return request.create_response(ResponseCode.SYSTEM_ERROR,
+                                           f"can not find message by the offset, {h.offset}")
+        return request.create_response(ResponseCode.SUCCESS, body=data)

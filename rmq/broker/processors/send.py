@@ -1,0 +1,268 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) — spec 2.4."""
+from __future__ import annotations
+
+import logging
+import random
+import re
+from typing import TYPE_CHECKING, Awaitable
+
+from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rmq.protocol.message import (
+    MessageConst,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    decode_batch,
+    pack_host,
+    properties_to_string,
+    string_to_properties,
+)
+from rmq.store.results import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmq.broker.broker import Broker
+
+log = logging.getLogger("rmq.broker.send")
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+DLQ_NUMS_PER_GROUP = 1
+TOPIC_MAX_LENGTH = 127
+VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# System topics clients may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC"})
+
+_STATUS_TO_CODE = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. "
+        "msg body length limit 128k, msg properties length limit 32k."),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg properties length limit 32k."),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: "
+        "the broker's disk is full, messages are put to the slave, message store has been "
+        "shut down, etc."),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+
+def validate_topic(topic: str) -> str | None:
+    """TopicValidator.validateTopic: the remark when topic is not acceptable."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not VALID_TOPIC.match(topic):
+        return (f"The specified topic[{topic}] contains illegal characters, "
+                f"allowing only ^[%|a-zA-Z0-9_-]+$")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+    return None
+
+
+class SendMessageProcessor:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self._rand = random.Random()
+        self._born_hosts: dict[str, bytes] = {}
+
+    # --- helpers ---
+    def _born_host(self, conn) -> bytes:
+        addr = conn.remote_address
+        h = self._born_hosts.get(addr)
+        if h is None:
+            ip, _, port = addr.rpartition(":")
+            try:
+                h = pack_host(ip.strip("[]"), int(port))
+            except (ProtocolError, ValueError):
+                h = pack_host("127.0.0.1", 0)
+            if len(self._born_hosts) > 65536:
+                self._born_hosts.clear()
+            self._born_hosts[addr] = h
+        return h
+
+    def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+        return request.create_response(code, remark)
+
+    def _msg_check(self, request: RemotingCommand, header: SendMessageRequestHeader,
+                   conn) -> tuple[object | None, RemotingCommand | None]:
+        """AbstractSendMessageProcessor.msgCheck: (topic config, error response)."""
+        b = self.broker
+        topic = header.topic
+        if not (b.broker_config.brokerPermission & 2) and b.topics.is_order_topic(topic):
+            return None, self._error(request, ResponseCode.NO_PERMISSION,
+                                     f"the broker[{b.broker_config.brokerIP1}] sending message is forbidden")
+        bad = validate_topic(topic)
+        if bad is not None:
+            return None, self._error(request, ResponseCode.SYSTEM_ERROR, bad)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return None, self._error(request, ResponseCode.NO_PERMISSION,
+                                     f"Sending message to topic[{topic}] is forbidden.")
+        tc = b.topics.select(topic)
+        if tc is None:
+            tc = b.topics.create_topic_in_send_message_method(
+                topic, header.default_topic, conn.remote_address,
+                header.default_topic_queue_nums, 0)
+            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                tc = b.topics.create_topic_in_send_message_back_method(topic, 1, 6, 0)
+            if tc is None:
+                return None, self._error(
+                    request, ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please! "
+                    "See http://rocketmq.apache.org/docs/faq/ for further details.")
+        qid = header.queue_id
+        valid = max(tc.write_queue_nums, tc.read_queue_nums)
+        if qid >= valid:
+            return None, self._error(
+                request, ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{qid}] is illegal, {tc!r} Producer: {conn.remote_address}")
+        return tc, None
+
+    def _handle_retry_and_dlq(self, request: RemotingCommand, header: SendMessageRequestHeader,
+                              msg: MessageExtBrokerInner) -> RemotingCommand | None:
+        topic = header.topic
+        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        sub = self.broker.subscriptions.find(group)
+        if sub is None:
+            return self._error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               f"subscription group not exist, {group}")
+        max_times = sub.retryMaxTimes
+        if request.version >= MQVersion.V3_4_9 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        reconsume = header.reconsume_times or 0
+        if reconsume >= max_times:
+            dlq = DLQ_GROUP_TOPIC_PREFIX + group
+            tc = self.broker.topics.create_topic_in_send_message_back_method(
+                dlq, DLQ_NUMS_PER_GROUP, 2, 0)
+            if tc is None:
+                return self._error(request, ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
+            msg.topic = dlq
+            msg.queue_id = self._rand.randrange(DLQ_NUMS_PER_GROUP)
+            log.info("message for %s reached %d reconsumes; sent to %s", topic, reconsume, dlq)
+        return None
+
+    def _response(self, request: RemotingCommand, result: PutMessageResult,
+                  uniq_key: str | None, queue_id: int) -> RemotingCommand:
+        code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.value))
+        if result.status.stored:
+            resp = request.create_response(code, remark)
+            resp.ext_fields = SendMessageResponseHeader(
+                result.msg_id, queue_id, result.queue_offset, uniq_key).to_ext_fields()
+        else:
+            resp = request.create_response(code, result.remark and f"{remark} ({result.remark})" or remark)
+        ext = resp.ext_fields if resp.ext_fields is not None else {}
+        ext["MSG_REGION"] = self.broker.broker_config.regionId
+        ext["TRACE_ON"] = "true" if self.broker.broker_config.traceOn else "false"
+        resp.ext_fields = ext
+        self.broker.stats.on_put(result, request)
+        return resp
+
+    # --- entry point ---
+    def process(self, conn, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+        try:
+            if request.code == RequestCode.SEND_MESSAGE:
+                header = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
+            else:
+                header = SendMessageRequestHeader.from_v2_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return self._error(request, ResponseCode.SYSTEM_ERROR, str(e))
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            return self._send_batch(conn, request, header)
+        return self._send_one(conn, request, header)
+
+    def _send_one(self, conn, request: RemotingCommand,
+                  header: SendMessageRequestHeader) -> RemotingCommand | Awaitable[RemotingCommand]:
+        b = self.broker
+        tc, err = self._msg_check(request, header, conn)
+        if err is not None:
+            return err
+        qid = header.queue_id
+        if qid < 0:
+            qid = self._rand.randrange(tc.write_queue_nums)
+        props_str = header.properties or ""
+        props = string_to_properties(props_str)
+        msg = MessageExtBrokerInner(
+            topic=header.topic, body=request.body or b"", queue_id=qid, flag=header.flag,
+            properties=props, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
+            born_host=self._born_host(conn), store_host=b.store_host,
+            reconsume_times=header.reconsume_times or 0)
+        err = self._handle_retry_and_dlq(request, header, msg)
+        if err is not None:
+            return err
+        if tc.topic_filter_type == "MULTI_TAG":
+            msg.sys_flag |= 0x2
+        # As 4.9.x: CLUSTER is added and WAIT is not stored (it stays in the dict,
+        # where the store reads it); the properties string is written once here.
+        props[MessageConst.CLUSTER] = b.broker_config.brokerClusterName
+        wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        msg.properties_string = properties_to_string(props)
+        if wait is not None:
+            props[MessageConst.WAIT_STORE_MSG_OK] = wait
+        if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
+            if b.broker_config.rejectTransactionMessage:
+                return self._error(request, ResponseCode.NO_PERMISSION,
+                                   f"the broker[{b.broker_config.brokerIP1}] sending transaction "
+                                   "message is forbidden")
+            tx = b.transactional_prepare
+            if tx is None:
+                return self._error(request, ResponseCode.NO_PERMISSION,
+                                   "transactional messages are not supported by this broker yet")
+            msg = tx(msg)
+        uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        result, waiter = b.store.put_nowait(msg)
+        if waiter is None:
+            return self._response(request, result, uniq, msg.queue_id)
+        return self._await_put(request, result, waiter, uniq, msg.queue_id)
+
+    async def _await_put(self, request, result, waiter, uniq, qid) -> RemotingCommand:
+        status = await waiter
+        if status is not PutMessageStatus.PUT_OK:
+            result.status = status
+        return self._response(request, result, uniq, qid)
+
+    def _send_batch(self, conn, request: RemotingCommand,
+                    header: SendMessageRequestHeader) -> RemotingCommand | Awaitable[RemotingCommand]:
+        b = self.broker
+        tc, err = self._msg_check(request, header, conn)
+        if err is not None:
+            return err
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL,
+                               f"Retry Group topic is not allowed to send batch message: {header.topic}")
+        qid = header.queue_id
+        if qid < 0:
+            qid = self._rand.randrange(tc.write_queue_nums)
+        try:
+            items = decode_batch(request.body or b"")
+        except ProtocolError as e:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {e}")
+        props = string_to_properties(header.properties or "")
+        props[MessageConst.CLUSTER] = b.broker_config.brokerClusterName
+        batch = MessageExtBatch(topic=header.topic, items=items, queue_id=qid,
+                                sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
+                                born_host=self._born_host(conn), store_host=b.store_host,
+                                properties=props)
+        wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        result, waiter = b.store.put_batch_nowait(batch)
+        if wait == "false" and waiter is not None:
+            waiter = None
+        if waiter is None:
+            return self._response(request, result, None, qid)
+        return self._await_put(request, result, waiter, None, qid)
+
+

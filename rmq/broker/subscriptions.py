@@ -1,0 +1,100 @@
+"""SubscriptionGroupManager: per consumer group settings (retries, broadcast, ...)."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rmq.broker.persist import MetadataFile
+
+log = logging.getLogger("rmq.broker.subscriptions")
+
+# Groups RocketMQ's SubscriptionGroupManager creates at start.
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER",
+                 "CLIENT_INNER_PRODUCER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                 "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL",
+                 "CID_RMQ_SYS_TRACE")
+
+
+@dataclass
+class SubscriptionGroupConfig:
+    groupName: str
+    consumeEnable: bool = True
+    consumeFromMinEnable: bool = True
+    consumeBroadcastEnable: bool = True
+    retryQueueNums: int = 1
+    retryMaxTimes: int = 16
+    brokerId: int = 0
+    whichBrokerWhenConsumeSlowly: int = 1
+    notifyConsumerIdsChangedEnable: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SubscriptionGroupConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class SubscriptionGroupManager:
+    def __init__(self, config_dir: str, auto_create: bool = True) -> None:
+        self.file = MetadataFile(config_dir, "subscriptionGroup", "subscriptionGroup.json")
+        self.auto_create = auto_create
+        self.table: dict[str, SubscriptionGroupConfig] = {}
+        self.data_version = {"counter": 0, "timestamp": 0}
+        for g in SYSTEM_GROUPS:
+            self.table[g] = SubscriptionGroupConfig(g)
+        self.dirty = False
+
+    def load(self) -> None:
+        data, adopted = self.file.load()
+        if not data:
+            return
+        for name, cfg in (data.get("subscriptionGroupTable") or {}).items():
+            if isinstance(cfg, dict):
+                self.table[str(name)] = SubscriptionGroupConfig.from_dict({"groupName": name, **cfg})
+        dv = data.get("dataVersion")
+        if isinstance(dv, dict):
+            self.data_version.update({k: dv[k] for k in ("counter", "timestamp") if k in dv})
+        self.dirty = adopted
+
+    def snapshot(self) -> dict:
+        return {"subscriptionGroupTable": {k: v.to_dict() for k, v in self.table.items()},
+                "dataVersion": dict(self.data_version)}
+
+    async def persist(self) -> None:
+        self.dirty = False
+        await self.file.persist(self.snapshot())
+
+    def _changed(self) -> None:
+        self.data_version["counter"] += 1
+        self.data_version["timestamp"] = int(time.time() * 1000)
+        self.dirty = True
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config; auto-created when autoCreateSubscriptionGroup is on."""
+        cfg = self.table.get(group)
+        if cfg is None and self.auto_create:
+            cfg = self.table[group] = SubscriptionGroupConfig(group)
+            log.info("auto-created subscription group %s", group)
+            self._changed()
+        return cfg
+
+    def update(self, cfg: SubscriptionGroupConfig) -> None:
+        self.table[cfg.groupName] = cfg
+        log.info("subscription group %s updated: %s", cfg.groupName, cfg)
+        self._changed()
+
+    def delete(self, group: str) -> bool:
+        if self.table.pop(group, None) is None:
+            return False
+        log.info("subscription group %s deleted", group)
+        self._changed()
+        return True
+
+    def replace_all(self, table: dict[str, SubscriptionGroupConfig]) -> None:
+        self.table = dict(table)
+        self._changed()

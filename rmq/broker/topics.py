@@ -1,0 +1,174 @@
+"""TopicConfigManager: the broker's topics, system topics and auto-creation from TBW102."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from rmq.broker.persist import MetadataFile
+from rmq.protocol.codes import PermName
+from rmq.protocol.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+log = logging.getLogger("rmq.broker.topics")
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC_KEY_TOPIC, SELF_TEST_TOPIC, BENCHMARK_TOPIC,
+                           OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
+                           TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
+                           "RMQ_SYS_TRACE_TOPIC"})
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TopicConfigManager:
+    def __init__(self, config_dir: str, cluster_name: str, broker_name: str,
+                 default_topic_queue_nums: int = 8, auto_create_topic: bool = True,
+                 cluster_topic_enable: bool = True, broker_topic_enable: bool = True,
+                 schedule_levels: int = 18) -> None:
+        self.file = MetadataFile(config_dir, "topics", "topics.json")
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
+        self.auto_create_topic = auto_create_topic
+        # Called (topic config changed) so the broker re-registers with the NameServers.
+        self.on_change: Callable[[], None] | None = None
+        self.dirty = False
+        rw = PermName.PERM_READ | PermName.PERM_WRITE
+        self._put_system(TopicConfig(SELF_TEST_TOPIC, 1, 1, rw))
+        if auto_create_topic:
+            self._put_system(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
+                                         default_topic_queue_nums, rw | PermName.PERM_INHERIT))
+        self._put_system(TopicConfig(BENCHMARK_TOPIC, 1024, 1024, rw))
+        perm = PermName.PERM_INHERIT | (rw if cluster_topic_enable else 0)
+        self._put_system(TopicConfig(cluster_name, 16, 16, perm))
+        perm = PermName.PERM_INHERIT | (rw if broker_topic_enable else 0)
+        self._put_system(TopicConfig(broker_name, 1, 1, perm))
+        self._put_system(TopicConfig(OFFSET_MOVED_EVENT, 1, 1, rw))
+        self._put_system(TopicConfig(SCHEDULE_TOPIC, schedule_levels, schedule_levels, rw))
+        self._put_system(TopicConfig(f"{cluster_name}_REPLY_TOPIC", 1, 1, rw))
+
+    def _put_system(self, tc: TopicConfig) -> None:
+        self.table[tc.topic_name] = tc
+
+    # --- persistence ---
+    def load(self) -> None:
+        data, adopted = self.file.load()
+        if not data:
+            return
+        for name, obj in (data.get("topicConfigTable") or {}).items():
+            try:
+                tc = TopicConfig.from_obj(obj)
+            except Exception as e:  # one bad entry must not lose the others
+                log.error("topic %s in %s is unreadable: %s", name, self.file.path, e)
+                continue
+            self.table[tc.topic_name] = tc
+        dv = data.get("dataVersion")
+        if isinstance(dv, dict):
+            self.data_version = DataVersion.from_obj(dv)
+        self.dirty = adopted
+
+    def snapshot(self) -> dict:
+        return {"topicConfigTable": {k: v.to_obj() for k, v in self.table.items()},
+                "dataVersion": self.data_version.to_obj()}
+
+    async def persist(self) -> None:
+        self.dirty = False
+        await self.file.persist(self.snapshot())
+
+    def _changed(self) -> None:
+        self.data_version = self.data_version.next_version(_now_ms())
+        self.dirty = True
+        if self.on_change is not None:
+            self.on_change()
+
+    # --- queries ---
+    def select(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def is_order_topic(self, topic: str) -> bool:
+        tc = self.table.get(topic)
+        return tc is not None and tc.order
+
+    def serialize_wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(dict(self.table), self.data_version)
+
+    # --- changes ---
+    def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_addr: str,
+                                            client_default_queue_nums: int,
+                                            topic_sys_flag: int) -> TopicConfig | None:
+        """Create topic by inheriting from default_topic (TBW102), as a producer's send does."""
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        default = self.table.get(default_topic)
+        if default is None:
+            log.warning("create new topic %s failed: the default topic [%s] does not exist "
+                        "(producer %s)", topic, default_topic, remote_addr)
+            return None
+        perm = default.perm
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic:
+            perm = PermName.PERM_READ | PermName.PERM_WRITE
+        if not perm & PermName.PERM_INHERIT:
+            log.warning("create new topic %s failed: the default topic [%s] has no inherit "
+                        "perm [%d] (producer %s)", topic, default_topic, perm, remote_addr)
+            return None
+        nums = max(min(client_default_queue_nums, default.write_queue_nums), 0)
+        tc = TopicConfig(topic, nums, nums, perm & ~PermName.PERM_INHERIT,
+                         default.topic_filter_type, topic_sys_flag)
+        self.table[topic] = tc
+        log.info("created topic %s from default topic %s: %s (producer %s)",
+                 topic, default_topic, tc, remote_addr)
+        self._changed()
+        return tc
+
+    def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
+                                                 topic_sys_flag: int) -> TopicConfig:
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        tc = TopicConfig(topic, queue_nums, queue_nums, perm, "SINGLE_TAG", topic_sys_flag)
+        self.table[topic] = tc
+        log.info("created topic %s: %s", topic, tc)
+        self._changed()
+        return tc
+
+    def update_topic_config(self, tc: TopicConfig) -> None:
+        old = self.table.get(tc.topic_name)
+        self.table[tc.topic_name] = tc
+        log.info("topic %s %s: %s", tc.topic_name, "updated" if old else "created", tc)
+        self._changed()
+
+    def delete_topic_config(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        log.info("topic %s deleted", topic)
+        self._changed()
+        return True
+
+    def update_order_topic_config(self, order_topics: dict[str, str]) -> None:
+        """The NameServer's ORDER_TOPIC_CONFIG namespace decides which topics are ordered."""
+        changed = False
+        for name, tc in self.table.items():
+            want = name in order_topics
+            if tc.order != want:
+                tc.order = want
+                changed = True
+        if changed:
+            self.data_version = self.data_version.next_version(_now_ms())
+            self.dirty = True
+
+    def replace_all(self, table: dict[str, TopicConfig], data_version: DataVersion) -> None:
+        """A slave takes its master's topics."""
+        self.table = dict(table)
+        self.data_version = data_version
+        self.dirty = True

@@ -1,0 +1,207 @@
+"""``RemotingClient``: one connection per address, request/response by opaque (NettyRemotingClient)."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+
+from rmq.protocol.codes import SerializeType
+from rmq.protocol.frame import MAX_FRAME_LENGTH, RemotingCommand
+from rmq.remoting.connection import Connection, RemotingStats
+from rmq.remoting.dispatch import Processor, RequestDispatcher
+from rmq.remoting.errors import (RemotingClosedError, RemotingConnectError,
+                                 RemotingTimeoutError)
+
+__all__ = ["RemotingClient", "split_address"]
+
+logger = logging.getLogger("rmq.remoting")
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    """``"host:port"`` or ``"[v6]:port"`` -> (host, port)."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"bad remoting address {addr!r}, expected host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+class RemotingClient:
+    """Connections are made on demand, one per ``"host:port"``; concurrent callers share
+    one connect attempt, and a closed connection is replaced on the next call (that is
+    the reconnect).
+
+    Requests this client originates get its ``serialize_type`` (and ``language`` /
+    ``version`` when given). Requests the server initiates on one of our connections go
+    to ``request_handler(conn, cmd)`` or a processor registered per code, with the same
+    rules as a server processor (see ``rmq.remoting.dispatch``); without either they are
+    answered REQUEST_CODE_NOT_SUPPORTED.
+    """
+
+    def __init__(self, *, serialize_type: int = SerializeType.JSON,
+                 language: int | None = None, version: int | None = None,
+                 connect_timeout: float = 3.0, request_handler: Processor | None = None,
+                 name: str = "remoting-client", max_inflight_per_connection: int = 4096,
+                 max_frame_length: int = MAX_FRAME_LENGTH) -> None:
+        if serialize_type not in (SerializeType.JSON, SerializeType.ROCKETMQ):
+            raise ValueError(f"unknown serialize type {serialize_type}")
+        self.serialize_type = serialize_type
+        self.language = language
+        self.version = version
+        self.connect_timeout = connect_timeout
+        self.name = name
+        self.stats = RemotingStats()
+        self._dispatcher = RequestDispatcher(name, self.stats)
+        self._dispatcher.register_default(request_handler)
+        self._max_inflight = max_inflight_per_connection
+        self._max_frame_length = max_frame_length
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Task[Connection]] = {}
+        self._closed = False
+
+    def register_processor(self, code: int, fn: Processor) -> None:
+        """A processor for one server-initiated request code (before the handler)."""
+        self._dispatcher.register(code, fn)
+
+    # ------------------------------------------------------------------ requests
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``cmd`` to ``addr`` and await the response; ``timeout`` covers connecting."""
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            conn = await self._connect(addr, timeout)
+            timeout -= loop.time() - start
+        self._prepare(cmd)
+        return await conn.request(cmd, timeout)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        """Send ``cmd`` with the ONEWAY flag; returns once it is queued for writing
+        (after waiting, if the peer is slow to read, for the write buffer to drain)."""
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            conn = await self._connect(addr, self.connect_timeout)
+        if conn.write_blocked:
+            await conn.drain(self.connect_timeout)
+        self._prepare(cmd)
+        conn.send_oneway(cmd)
+
+    async def get_connection(self, addr: str) -> Connection:
+        """The live connection to ``addr``, connecting if needed."""
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            conn = await self._connect(addr, self.connect_timeout)
+        return conn
+
+    def _prepare(self, cmd: RemotingCommand) -> None:
+        cmd.serialize_type = self.serialize_type
+        if self.language is not None:
+            cmd.language = self.language
+        if self.version is not None:
+            cmd.version = self.version
+
+    # ------------------------------------------------------------------ connections
+    @property
+    def connections(self) -> dict[str, Connection]:
+        """Open connections by address (a snapshot)."""
+        return {a: c for a, c in self._conns.items() if not c.closed}
+
+    def close_connection(self, addr: str) -> None:
+        """Close the connection to ``addr``; its pending requests fail with
+        ``RemotingClosedError``; the next call to ``addr`` connects afresh."""
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        """Close every connection and refuse further calls."""
+        self._closed = True
+        for task in list(self._connecting.values()):
+            task.cancel()
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for conn in conns:
+            conn.close()
+        if conns:
+            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns],
+                               timeout=1.0)
+            for conn in conns:
+                if not conn.closed:
+                    conn.abort()
+        self._dispatcher.cancel_tasks()
+
+    async def __aenter__(self) -> RemotingClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _connect(self, addr: str, timeout: float) -> Connection:
+        if self._closed:
+            raise RemotingClosedError(f"{self.name} is closed")
+        task = self._connecting.get(addr)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._open(addr))
+            self._connecting[addr] = task
+            task.add_done_callback(functools.partial(self._connect_done, addr))
+        try:
+            if timeout >= self.connect_timeout:
+                # The attempt times itself out (RemotingConnectError); shield it so that a
+                # cancelled caller does not cancel the attempt other callers share.
+                return await asyncio.shield(task)
+            return await asyncio.wait_for(asyncio.shield(task), max(timeout, 0.0))
+        except asyncio.TimeoutError:
+            self.stats.timeouts += 1
+            raise RemotingTimeoutError(
+                f"connect to {addr} not done within the request timeout "
+                f"{timeout * 1000:.0f}ms") from None
+        except asyncio.CancelledError:
+            if self._closed and task.cancelled():
+                # close() cancelled the shared attempt, not our caller
+                raise RemotingClosedError(f"{self.name} closed while connecting") from None
+            raise
+
+    def _connect_done(self, addr: str, task: asyncio.Task) -> None:
+        if self._connecting.get(addr) is task:
+            del self._connecting[addr]
+        if not task.cancelled():
+            task.exception()  # retrieved: callers may all have given up already
+
+    async def _open(self, addr: str) -> Connection:
+        try:
+            host, port = split_address(addr)
+        except ValueError as e:
+            raise RemotingConnectError(str(e)) from None
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(functools.partial(self._new_connection, addr),
+                                       host, port),
+                self.connect_timeout)
+        except asyncio.TimeoutError:
+            raise RemotingConnectError(
+                f"connect to {addr} timed out after {self.connect_timeout * 1000:.0f}ms") from None
+        except OSError as e:
+            raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
+        if self._closed:
+            conn.abort()
+            raise RemotingClosedError(f"{self.name} is closed")
+        self.stats.connections_accepted += 1
+        self._conns[addr] = conn
+        logger.debug("%s: connected to %s from %s", self.name, addr, conn.local_address)
+        return conn
+
+    def _new_connection(self, addr: str) -> Connection:
+        return Connection(
+            dispatch=self._dispatcher.dispatch, stats=self.stats, name=self.name,
+            max_inflight=self._max_inflight, max_frame_length=self._max_frame_length,
+            # Never stop reading responses because our own writes are blocked: if both
+            # sides did that they would deadlock. Senders wait in drain() instead.
+            pause_reading_on_write_pressure=False,
+            on_lost=functools.partial(self._connection_lost, addr))
+
+    def _connection_lost(self, addr: str, conn: Connection) -> None:
+        if self._conns.get(addr) is conn:
+            del self._conns[addr]
+        logger.debug("%s: connection to %s closed", self.name, addr)

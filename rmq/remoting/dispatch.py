@@ -1,0 +1,203 @@
+"""Request dispatch: code -> processor, and the generic answers of spec 1.5.
+
+Shared by ``RemotingServer`` (requests from clients) and ``RemotingClient`` (requests the
+server initiates, e.g. NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE).
+
+A processor is ``fn(conn, cmd) -> RemotingCommand | None | Awaitable[RemotingCommand | None]``:
+
+* a command is answered at once, in the same call (no task per request: this is the hot
+  path); its opaque is set to the request's, the RESPONSE flag set, and its serialize
+  type forced to the request's (4.9.8 answers in the request's header encoding);
+* ``None`` means no response now. For a oneway request that is the end of it; for a
+  two-way request the processor has taken the request over and answers later with
+  ``conn.send_response`` (long polling). Until then it counts as in flight on the
+  connection (flow control);
+* a Future gets a done-callback, a coroutine gets a task; their result follows the same
+  rules.
+
+Unknown code -> REQUEST_CODE_NOT_SUPPORTED. A processor that raises -> SYSTEM_ERROR with the
+exception text, logged once per (code, exception type) at ERROR with the traceback, then at
+DEBUG. A oneway request is never answered, not even with an error.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+from typing import Awaitable, Callable, Union
+
+from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode
+from rmq.protocol.frame import RemotingCommand
+from rmq.remoting.connection import Connection, RemotingStats
+
+__all__ = ["Processor", "RequestDispatcher", "exception_text"]
+
+logger = logging.getLogger("rmq.remoting")
+
+ProcessorResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]
+Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
+
+_ONEWAY: int = RemotingFlag.ONEWAY
+
+# Bound on the "already logged" memory: a default processor can see any of 2^32 codes.
+# Past it, new (code, exception type) pairs are logged at DEBUG only.
+_MAX_LOGGED_KEYS = 4096
+
+
+def exception_text(exc: BaseException) -> str:
+    """The remark of a SYSTEM_ERROR answer: like Java's ``Throwable.toString()``."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class RequestDispatcher:
+    """The processor table of one server or client; ``dispatch`` is called per request."""
+
+    def __init__(self, name: str, stats: RemotingStats) -> None:
+        self.name = name
+        self.stats = stats
+        self._processors: dict[int, Processor] = {}
+        self._default: Processor | None = None
+        self._logged: set[tuple[int, type]] = set()
+        # Strong references to processor tasks (the loop only keeps weak ones).
+        self._tasks: set[asyncio.Future] = set()
+
+    def register(self, code: int, fn: Processor) -> None:
+        self._processors[int(code)] = fn
+
+    def register_default(self, fn: Processor | None) -> None:
+        self._default = fn
+
+    def cancel_tasks(self) -> None:
+        """Cancel processor tasks still running (server stop / client close)."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ------------------------------------------------------------------ hot path
+    def dispatch(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """Run the processor for ``cmd`` (already counted in flight by ``conn``)."""
+        self.stats.requests += 1
+        fn = self._processors.get(cmd.code)
+        if fn is None:
+            fn = self._default
+        if fn is None:
+            self._unsupported(conn, cmd)
+            return
+        try:
+            result = fn(conn, cmd)
+        except Exception as e:
+            self._failed(conn, cmd, e)
+            return
+        if type(result) is RemotingCommand:
+            self._answer(conn, cmd, result)
+        elif result is None:
+            if cmd.flag & _ONEWAY:
+                conn._finish_request()
+            # two-way: the processor answers later through conn.send_response
+        else:
+            self._attach(conn, cmd, result)
+
+    def _answer(self, conn: Connection, req: RemotingCommand, resp: RemotingCommand) -> None:
+        if req.flag & _ONEWAY:
+            conn._finish_request()  # never answer a oneway request
+            return
+        resp.opaque = req.opaque
+        resp.serialize_type = req.serialize_type
+        try:
+            conn.send_response(resp)
+        except Exception as e:  # the processor's response does not encode
+            self._failed(conn, req, e)
+
+    # ------------------------------------------------------------------ async results
+    def _attach(self, conn: Connection, req: RemotingCommand, result: object) -> None:
+        if isinstance(result, RemotingCommand):  # a subclass
+            self._answer(conn, req, result)
+            return
+        if asyncio.isfuture(result):
+            fut = result
+        elif asyncio.iscoroutine(result):
+            fut = conn._loop.create_task(result)
+            self._tasks.add(fut)
+            fut.add_done_callback(self._tasks.discard)
+        elif inspect.isawaitable(result):
+            fut = asyncio.ensure_future(result)
+            self._tasks.add(fut)
+            fut.add_done_callback(self._tasks.discard)
+        else:
+            self._failed(conn, req, TypeError(
+                f"processor returned {type(result).__name__}, not a RemotingCommand, "
+                "None or an awaitable"))
+            return
+        fut.add_done_callback(functools.partial(self._on_done, conn, req))  # type: ignore[arg-type]
+
+    def _on_done(self, conn: Connection, req: RemotingCommand, fut: asyncio.Future) -> None:
+        if fut.cancelled():
+            logger.debug("%s: processing of %s from %s was cancelled", self.name,
+                         RequestCode.name_of(req.code), conn.remote_address)
+            if req.flag & _ONEWAY:
+                conn._finish_request()
+            else:
+                self._send_error(conn, req, ResponseCode.SYSTEM_ERROR,
+                                 "request processing was cancelled")
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self._failed(conn, req, exc)
+            return
+        result = fut.result()
+        if result is None:
+            if req.flag & _ONEWAY:
+                conn._finish_request()
+        elif isinstance(result, RemotingCommand):
+            self._answer(conn, req, result)
+        else:
+            self._failed(conn, req, TypeError(
+                f"processor's awaitable returned {type(result).__name__}, "
+                "not a RemotingCommand or None"))
+
+    # ------------------------------------------------------------------ generic answers
+    def _unsupported(self, conn: Connection, req: RemotingCommand) -> None:
+        self._log_once(req.code, LookupError,
+                       "%s: request code %d (%s) from %s is not supported",
+                       self.name, req.code, RequestCode.name_of(req.code), conn.remote_address)
+        if req.flag & _ONEWAY:
+            conn._finish_request()
+            return
+        self._send_error(conn, req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                         f" request type {req.code} not supported")
+
+    def _failed(self, conn: Connection, req: RemotingCommand, exc: BaseException) -> None:
+        self.stats.processor_errors += 1
+        self._log_once(req.code, type(exc),
+                       "%s: processing %s (code %d) from %s failed, %s "
+                       "(logged once per code and exception type)",
+                       self.name, RequestCode.name_of(req.code), req.code, conn.remote_address,
+                       "oneway, not answered" if req.flag & _ONEWAY else "answering SYSTEM_ERROR",
+                       exc=exc)
+        if req.flag & _ONEWAY:
+            conn._finish_request()
+            return
+        self._send_error(conn, req, ResponseCode.SYSTEM_ERROR, exception_text(exc))
+
+    def _send_error(self, conn: Connection, req: RemotingCommand, code: int, remark: str) -> None:
+        try:
+            conn.send_response(req.create_response(code, remark))
+        except Exception:
+            # e.g. lone surrogates in the text; the code alone still tells the caller.
+            conn.send_response(req.create_response(
+                code, remark.encode("utf-8", "replace").decode("utf-8")))
+
+    def _log_once(self, code: int, kind: type, msg: str, *args: object,
+                  exc: BaseException | None = None) -> None:
+        key = (code, kind)
+        if key in self._logged or len(self._logged) >= _MAX_LOGGED_KEYS:
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(msg + (": %s" if exc is not None else ""),
+                             *args, *((exception_text(exc),) if exc is not None else ()))
+            return
+        self._logged.add(key)
+        if exc is None:
+            logger.warning(msg, *args)
+        else:
+            logger.error(msg, *args, exc_info=exc)

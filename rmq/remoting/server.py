@@ -1,0 +1,139 @@
+"""``RemotingServer``: accept connections, dispatch requests by code (NettyRemotingServer)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rmq.protocol.frame import MAX_FRAME_LENGTH
+from rmq.remoting.connection import Connection, ConnectionCallback, RemotingStats
+from rmq.remoting.dispatch import Processor, RequestDispatcher
+
+__all__ = ["RemotingServer"]
+
+logger = logging.getLogger("rmq.remoting")
+
+
+class RemotingServer:
+    """A TCP server speaking RocketMQ remoting frames.
+
+    ``register_processor(code, fn)`` before or after ``start()``; see ``rmq.remoting.dispatch``
+    for what a processor may return. ``port=0`` binds an ephemeral port, readable from
+    ``.port`` after ``start()``.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, name: str = "remoting-server",
+                 max_inflight_per_connection: int = 4096,
+                 max_frame_length: int = MAX_FRAME_LENGTH,
+                 write_buffer_high: int | None = 1 << 20,
+                 backlog: int = 1024) -> None:
+        self.host = host
+        self.port = port
+        self.name = name
+        self.stats = RemotingStats()
+        self._dispatcher = RequestDispatcher(name, self.stats)
+        self._max_inflight = max_inflight_per_connection
+        self._max_frame_length = max_frame_length
+        self._write_buffer_high = write_buffer_high
+        self._backlog = backlog
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[Connection] = set()
+        self._made_callbacks: list[ConnectionCallback] = []
+        self._closed_callbacks: list[ConnectionCallback] = []
+
+    # ------------------------------------------------------------------ configuration
+    def register_processor(self, code: int, fn: Processor) -> None:
+        self._dispatcher.register(code, fn)
+
+    def register_default_processor(self, fn: Processor) -> None:
+        """Handles every code without its own processor (instead of NOT_SUPPORTED)."""
+        self._dispatcher.register_default(fn)
+
+    def on_connection_made(self, callback: ConnectionCallback) -> None:
+        self._made_callbacks.append(callback)
+
+    def on_connection_closed(self, callback: ConnectionCallback) -> None:
+        """``callback(conn)`` after a connection closed (the broker unregisters its client)."""
+        self._closed_callbacks.append(callback)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError(f"{self.name} already started")
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self.host, self.port,
+            backlog=self._backlog, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        logger.info("%s listening on %s:%d", self.name, self.host, self.port)
+
+    async def stop(self, grace: float = 1.0) -> None:
+        """Stop accepting, close every connection (aborting those that do not close
+        within ``grace`` s, e.g. a peer that does not read), cancel processor tasks."""
+        server = self._server
+        if server is None:
+            return
+        self._server = None
+        server.close()
+        conns = list(self._connections)
+        for conn in conns:
+            conn.close()
+        if conns:
+            waits = [asyncio.ensure_future(c.wait_closed()) for c in conns]
+            _, late = await asyncio.wait(waits, timeout=grace)
+            for w in late:
+                w.cancel()
+            for conn in conns:
+                if not conn.closed:
+                    conn.abort()
+            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns],
+                               timeout=grace)
+        self._dispatcher.cancel_tasks()
+        await server.wait_closed()
+        logger.info("%s stopped", self.name)
+
+    async def __aenter__(self) -> RemotingServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def connections(self) -> list[Connection]:
+        """Open connections (a snapshot)."""
+        return list(self._connections)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # ------------------------------------------------------------------ internals
+    def _new_connection(self) -> Connection:
+        return Connection(
+            dispatch=self._dispatcher.dispatch, stats=self.stats, name=self.name,
+            max_inflight=self._max_inflight, max_frame_length=self._max_frame_length,
+            # A client that does not read its responses must not make us buffer
+            # them without limit: stop reading its requests instead.
+            pause_reading_on_write_pressure=True,
+            write_buffer_high=self._write_buffer_high,
+            on_made=self._connection_made, on_lost=self._connection_lost)
+
+    def _connection_made(self, conn: Connection) -> None:
+        self.stats.connections_accepted += 1
+        self._connections.add(conn)
+        logger.debug("%s: connection from %s", self.name, conn.remote_address)
+        for cb in self._made_callbacks:
+            try:
+                cb(conn)
+            except Exception:
+                logger.exception("%s: on_connection_made callback %r failed", self.name, cb)
+
+    def _connection_lost(self, conn: Connection) -> None:
+        self._connections.discard(conn)
+        logger.debug("%s: connection from %s closed", self.name, conn.remote_address)
+        for cb in self._closed_callbacks:
+            try:
+                cb(conn)
+            except Exception:
+                logger.exception("%s: on_connection_closed callback %r failed", self.name, cb)
