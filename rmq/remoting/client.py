@@ -43,7 +43,8 @@ class RemotingClient:
                  language: int | None = None, version: int | None = None,
                  connect_timeout: float = 3.0, request_handler: Processor | None = None,
                  name: str = "remoting-client", max_inflight_per_connection: int = 4096,
-                 max_frame_length: int = MAX_FRAME_LENGTH) -> None:
+                 max_frame_length: int = MAX_FRAME_LENGTH,
+                 coalesce_limit: int = 16 << 10) -> None:
         if serialize_type not in (SerializeType.JSON, SerializeType.ROCKETMQ):
             raise ValueError(f"unknown serialize type {serialize_type}")
         self.serialize_type = serialize_type
@@ -56,6 +57,7 @@ class RemotingClient:
         self._dispatcher.register_default(request_handler)
         self._max_inflight = max_inflight_per_connection
         self._max_frame_length = max_frame_length
+        self._coalesce_limit = coalesce_limit
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Task[Connection]] = {}
         self._closed = False
@@ -198,7 +200,7 @@ class RemotingClient:
             max_inflight=self._max_inflight, max_frame_length=self._max_frame_length,
             # Never stop reading responses because our own writes are blocked: if both
             # sides did that they would deadlock. Senders wait in drain() instead.
-            pause_reading_on_write_pressure=False,
+            pause_reading_on_write_pressure=False, coalesce_limit=self._coalesce_limit,
             on_lost=functools.partial(self._connection_lost, addr))
 
     def _connection_lost(self, addr: str, conn: Connection) -> None:

@@ -25,6 +25,7 @@ class RemotingServer:
                  max_inflight_per_connection: int = 4096,
                  max_frame_length: int = MAX_FRAME_LENGTH,
                  write_buffer_high: int | None = 1 << 20,
+                 coalesce_limit: int = 16 << 10,
                  backlog: int = 1024) -> None:
         self.host = host
         self.port = port
@@ -34,6 +35,7 @@ class RemotingServer:
         self._max_inflight = max_inflight_per_connection
         self._max_frame_length = max_frame_length
         self._write_buffer_high = write_buffer_high
+        self._coalesce_limit = coalesce_limit
         self._backlog = backlog
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[Connection] = set()
@@ -116,7 +118,7 @@ class RemotingServer:
             # A client that does not read its responses must not make us buffer
             # them without limit: stop reading its requests instead.
             pause_reading_on_write_pressure=True,
-            write_buffer_high=self._write_buffer_high,
+            write_buffer_high=self._write_buffer_high, coalesce_limit=self._coalesce_limit,
             on_made=self._connection_made, on_lost=self._connection_lost)
 
     def _connection_made(self, conn: Connection) -> None:
