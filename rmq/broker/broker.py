@@ -166,6 +166,7 @@ class Broker:
             await self.server.stop()
             raise
         self.topics.on_change = self.schedule_register
+        self.subscriptions.on_change = self.schedule_persist
         # Adopted RocketMQ JSON metadata becomes msgpack right away.
         for mgr in (self.topics, self.offsets, self.subscriptions):
             if mgr.dirty:
@@ -208,6 +209,11 @@ class Broker:
             if mgr.dirty:
                 await mgr.persist()
 
+    def schedule_persist(self) -> None:
+        """Subscription group changes are written at once, as RocketMQ does."""
+        if not self._stopping:
+            asyncio.get_running_loop().create_task(self.persist_metadata())
+
     def schedule_register(self) -> None:
         """Topic changes re-register at once (coalesced)."""
         if self._register_pending or self._stopping:
@@ -216,6 +222,13 @@ class Broker:
 
         async def run() -> None:
             self._register_pending = False
+            if self.topics.dirty:
+                # RocketMQ persists topics.json on every topic change: a topic created by
+                # a send must survive a crash, or its acked messages cannot be pulled.
+                try:
+                    await self.topics.persist()
+                except OSError as e:
+                    log.error("persisting %s failed: %s", self.topics.file.path, e)
             await self.register_broker_all()
 
         asyncio.get_running_loop().create_task(run())

@@ -48,6 +48,8 @@ class SubscriptionGroupManager:
         for g in SYSTEM_GROUPS:
             self.table[g] = SubscriptionGroupConfig(g)
         self.dirty = False
+        # Called on every change so the broker writes the file at once (as RocketMQ does).
+        self.on_change = None
 
     def load(self) -> None:
         data, adopted = self.file.load()
@@ -73,6 +75,8 @@ class SubscriptionGroupManager:
         self.data_version["counter"] += 1
         self.data_version["timestamp"] = int(time.time() * 1000)
         self.dirty = True
+        if self.on_change is not None:
+            self.on_change()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config; auto-created when autoCreateSubscriptionGroup is on."""

@@ -138,6 +138,7 @@ class AdminBrokerProcessor:
             "flushDiskType": b.store_config.flushDiskType.value,
             "earliestMessageTimeStamp": str(st.commitlog.pick_store_timestamp(st.min_phy_offset, 0)),
             "pageCacheLockTimeMills": "0",
+            "remotingProtocolErrors": str(b.server.stats.protocol_errors),
         }
         return _ok(request, body=KVTable(table).to_json())
 
