@@ -9,11 +9,13 @@ from typing import Any, Callable
 
 from rmq.broker.client_manager import CHANGE, ClientChannelInfo, ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
+from rmq.broker.locks import RebalanceLockManager
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
 from rmq.broker.processors.consumer_manage import ConsumerManageProcessor
+from rmq.broker.processors.lock import LockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
@@ -67,6 +69,7 @@ class Broker:
         self.subscriptions = SubscriptionGroupManager(cfg_dir, bc.autoCreateSubscriptionGroup)
         self.consumers = ConsumerManager(self._on_consumer_group_event, bc.channelNotActiveInterval)
         self.producers = ProducerManager(bc.channelNotActiveInterval)
+        self.locks = RebalanceLockManager()
         # Set by the transaction service (consumption-semantics issue); None refuses TRAN_MSG.
         self.transactional_prepare: Callable[[Any], Any] | None = None
         self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
@@ -103,6 +106,9 @@ class Broker:
         s.register_processor(RequestCode.HEART_BEAT, cl.heartbeat)
         s.register_processor(RequestCode.UNREGISTER_CLIENT, cl.unregister_client)
         s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, cl.check_client_config)
+        lk = LockProcessor(self)
+        s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
+        s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
         a = AdminBrokerProcessor(self)
         for code, fn in ((RequestCode.GET_MAX_OFFSET, a.get_max_offset),
                          (RequestCode.GET_MIN_OFFSET, a.get_min_offset),

@@ -84,8 +84,15 @@ function parseProps(s) {
   return out;
 }
 
+// --namesrv 'a:1;b:2' (the C++ clients' list syntax): ali-ons takes a list only as
+// an array (a string is used as one address), then rotates over it per request.
+function nameSrvOption(s) {
+  const list = String(s).split(';').map(a => a.trim()).filter(Boolean);
+  return list.length > 1 ? list : list[0];
+}
+
 function aliOnsVersion() {
   return require('ali-ons/package.json').version;
 }
 
-module.exports = { emit, fatal, makeLogger, parseArgs, parseProps, aliOnsVersion };
+module.exports = { emit, fatal, makeLogger, nameSrvOption, parseArgs, parseProps, aliOnsVersion };

@@ -6,10 +6,10 @@
 // One JSON line per delivered message (event message), a final summary line on
 // SIGTERM/SIGINT, --max-messages or --idle-exit. Runs until killed otherwise.
 // ali-ons has no orderly consumer: --orderly is refused (exit 2).
-const { emit, fatal, makeLogger, parseArgs, aliOnsVersion } = require('./common');
+const { emit, fatal, makeLogger, nameSrvOption, parseArgs, aliOnsVersion } = require('./common');
 
 const opts = parseArgs(process.argv.slice(2), {
-  namesrv: { required: true, help: 'NameServer host:port' },
+  namesrv: { required: true, help: 'NameServer host:port[;host:port...]' },
   topic: { required: true },
   group: { required: true, help: 'consumer group' },
   expression: { default: '*', help: "tag expression, '*' or 'a || b'" },
@@ -68,7 +68,7 @@ function text(b) {
 
 async function main() {
   consumer = new Consumer({
-    nameSrv: opts.namesrv,
+    nameSrv: nameSrvOption(opts.namesrv),
     httpclient: {},
     consumerGroup: opts.group,
     isBroadcast: opts.broadcast,

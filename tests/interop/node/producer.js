@@ -9,10 +9,10 @@
 // --orderly: ali-ons has no MessageQueueSelector; it picks the queue from the
 // message's sharding key (__SHARDINGKEY, md5(key) % queue count), so the driver
 // sets shardingKey = String(i % K).
-const { emit, fatal, makeLogger, parseArgs, parseProps, aliOnsVersion } = require('./common');
+const { emit, fatal, makeLogger, nameSrvOption, parseArgs, parseProps, aliOnsVersion } = require('./common');
 
 const opts = parseArgs(process.argv.slice(2), {
-  namesrv: { required: true, help: 'NameServer host:port' },
+  namesrv: { required: true, help: 'NameServer host:port[;host:port...]' },
   topic: { required: true },
   group: { required: true, help: 'producer group' },
   count: { type: 'int', default: 1, help: 'messages to send (-n)' },
@@ -36,7 +36,7 @@ async function main() {
   const props = parseProps(opts.props);
   const tags = opts.tags ? opts.tags.split(',') : [];
   const producer = new Producer({
-    nameSrv: opts.namesrv,
+    nameSrv: nameSrvOption(opts.namesrv),
     httpclient: {},  // required by ali-ons; only used to look up an ONS address server
     producerGroup: opts.group,
     sendMsgTimeout: opts.timeout_ms,
