@@ -36,6 +36,12 @@ class RmqProcess:
 
     def start(self, timeout: float = READY_TIMEOUT) -> "RmqProcess":
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # A restart under the same name must not find the previous run's ready line.
+        if self.log_path.exists():
+            n = 1
+            while self.log_path.with_suffix(f".log.{n}").exists():
+                n += 1
+            self.log_path.rename(self.log_path.with_suffix(f".log.{n}"))
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self.env:

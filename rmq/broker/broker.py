@@ -20,6 +20,7 @@ from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
+from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
@@ -76,6 +77,7 @@ class Broker:
         self.namesrv_client = RemotingClient()
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
         self.store: MessageStore | None = None
+        self.schedule: ScheduleMessageService | None = None
         self.store_host = b""
         self.pull_processor = PullMessageProcessor(self)
         self.pull_hold = PullRequestHoldService(self.pull_processor.execute_when_wakeup)
@@ -171,10 +173,16 @@ class Broker:
         except BaseException:
             await self.server.stop()
             raise
+        self.schedule = ScheduleMessageService(
+            self.store, self.store_config.delay_levels_ms, self.store_config.config_dir,
+            self.store_config.flushDelayOffsetInterval)
+        self.schedule.load()
+        if self.store_config.brokerRole != BrokerRole.SLAVE:
+            self.schedule.start()
         self.topics.on_change = self.schedule_register
         self.subscriptions.on_change = self.schedule_persist
         # Adopted RocketMQ JSON metadata becomes msgpack right away.
-        for mgr in (self.topics, self.offsets, self.subscriptions):
+        for mgr in (self.topics, self.offsets, self.subscriptions, self.schedule):
             if mgr.dirty:
                 await mgr.persist()
         await self.register_broker_all()
@@ -285,6 +293,8 @@ class Broker:
             except asyncio.TimeoutError:
                 log.warning("unregistering from the NameServers timed out")
         await self.server.stop()
+        if self.schedule is not None:
+            await self.schedule.shutdown()
         if self.store is not None:
             await self.store.shutdown()
         for mgr in (self.offsets, self.topics, self.subscriptions):

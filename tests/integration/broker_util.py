@@ -268,17 +268,8 @@ async def wait_until(pred: Callable[[], Awaitable[bool] | bool], timeout: float,
 # --------------------------------------------------------------------------- processes
 def restart_broker(workdir: Path, ns_addr: str | None, old: BrokerProcess,
                    conf: dict[str, object] | None = None) -> BrokerProcess:
-    """Start the broker again on the same store (same name => same directory).
-
-    The harness appends to one log file per name and looks for the ready line in it,
-    so the previous life's log is moved aside first.
-    """
+    """Start the broker again on the same store (same name => same directory)."""
     assert not old.alive()
-    if old.log_path.exists():
-        n = 1
-        while old.log_path.with_suffix(f".log.{n}").exists():
-            n += 1
-        old.log_path.rename(old.log_path.with_suffix(f".log.{n}"))
     return broker_process(workdir, ns_addr, old.name, conf).start()
 
 

@@ -1,0 +1,211 @@
+"""ScheduleMessageService: delay levels over SCHEDULE_TOPIC_XXXX (spec 7.1).
+
+One task per level walks that level's queue (queue id = level - 1). A unit's tag code
+is its delivery time; a due message is rebuilt for its REAL_TOPIC / REAL_QID and put
+again. Per-level offsets are persisted (config/delayOffset.msgpack) and, on load,
+clamped into the queue's [min, max].
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from rmq.broker.persist import MetadataFile
+from rmq.protocol.message import (
+    SCHEDULE_TOPIC,
+    MessageConst,
+    MessageExt,
+    MessageExtBrokerInner,
+    properties_to_string,
+)
+from rmq.store.consume_queue import CQ_UNIT
+from rmq.store.results import PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmq.store.message_store import MessageStore
+
+log = logging.getLogger("rmq.broker.schedule")
+
+FIRST_DELAY_TIME = 1.0       # s before a level's first scan
+DELAY_FOR_A_WHILE = 0.1      # s between scans of a drained level
+DELAY_FOR_A_PERIOD = 10.0    # s after a failed put
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def delay_level_to_queue_id(level: int) -> int:
+    return level - 1
+
+
+def queue_id_to_delay_level(queue_id: int) -> int:
+    return queue_id + 1
+
+
+def message_time_up(msg: MessageExt) -> MessageExtBrokerInner:
+    """The delayed message as it goes to its real topic (RocketMQ's messageTimeup).
+
+    DELAY is removed; REAL_TOPIC / REAL_QID stay in the properties, as in 4.9.8.
+    """
+    props = dict(msg.properties)
+    props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+    props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+    real_topic = props.get(MessageConst.REAL_TOPIC, msg.topic)
+    try:
+        real_qid = int(props.get(MessageConst.REAL_QUEUE_ID, "0"))
+    except ValueError:
+        real_qid = 0
+    stored = dict(props)
+    del stored[MessageConst.WAIT_STORE_MSG_OK]
+    return MessageExtBrokerInner(
+        topic=real_topic, body=msg.body, queue_id=real_qid, flag=msg.flag, properties=props,
+        properties_string=properties_to_string(stored), sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=msg.store_host,
+        reconsume_times=msg.reconsume_times,
+        prepared_transaction_offset=msg.prepared_transaction_offset)
+
+
+class ScheduleMessageService:
+    def __init__(self, store: "MessageStore", delay_levels_ms: list[int], config_dir: str,
+                 flush_interval_ms: int = 10_000) -> None:
+        self.store = store
+        self.levels = list(delay_levels_ms)
+        self.file = MetadataFile(config_dir, "delayOffset", "delayOffset.json")
+        self.offset_table: dict[int, int] = {}
+        self.flush_interval_ms = flush_interval_ms
+        self.delivered = 0
+        self.dirty = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def max_delay_level(self) -> int:
+        return len(self.levels)
+
+    # --- offsets ---
+    def load(self) -> None:
+        data, adopted = self.file.load()
+        if data:
+            for level, off in (data.get("offsetTable") or {}).items():
+                self.offset_table[int(level)] = int(off)
+            self.dirty = adopted
+        self.correct_delay_offsets()
+
+    def correct_delay_offsets(self) -> None:
+        """Clamp each level's offset into its queue's [min, max] (files may have been deleted)."""
+        for level, off in list(self.offset_table.items()):
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+            if cq is None:
+                continue
+            lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+            fixed = min(max(off, lo), hi)
+            if fixed != off:
+                log.error("delay level %d offset %d outside [%d, %d]; corrected to %d",
+                          level, off, lo, hi, fixed)
+                self.offset_table[level] = fixed
+                self.dirty = True
+
+    def snapshot(self) -> dict:
+        return {"offsetTable": dict(self.offset_table)}
+
+    async def persist(self) -> None:
+        self.dirty = False
+        await self.file.persist(self.snapshot())
+
+    def _update_offset(self, level: int, offset: int) -> None:
+        if self.offset_table.get(level) != offset:
+            self.offset_table[level] = offset
+            self.dirty = True
+
+    # --- delivery ---
+    def deliver_step(self, level: int) -> float:
+        """Deliver what is due on this level; seconds until the next step."""
+        offset = self.offset_table.get(level, 0)
+        cq = self.store.get_consume_queue(SCHEDULE_TOPIC, delay_level_to_queue_id(level))
+        if cq is None:
+            return DELAY_FOR_A_WHILE
+        got = cq.get_index_buffer(offset)
+        if got is None:
+            lo = cq.get_min_offset_in_queue()
+            if offset < lo:
+                log.error("delay level %d offset %d below the queue minimum %d; skipping ahead",
+                          level, offset, lo)
+                self._update_offset(level, lo)
+            return DELAY_FOR_A_WHILE
+        mf, pos, end = got
+        delay = self.levels[level - 1]
+        idx = offset
+        while pos < end:
+            phy, size, deliver_at = CQ_UNIT.unpack_from(mf.mm, pos)
+            now = _now_ms()
+            # a deliver time beyond now + the level's delay means the clock moved: due now
+            if deliver_at > now + delay:
+                deliver_at = now
+            countdown = deliver_at - now
+            if countdown > 0:
+                self._update_offset(level, idx)
+                return countdown / 1000
+            msg = self.store.look_message_by_offset(phy)
+            if msg is not None:
+                inner = message_time_up(msg)
+                if inner.topic == TRANS_CHECK_MAX_TIME_TOPIC:
+                    log.error("delayed message for %s dropped (offset %d)", inner.topic, phy)
+                else:
+                    result, _ = self.store.put_nowait(inner)
+                    if result.status is not PutMessageStatus.PUT_OK:
+                        log.error("delay level %d: putting the due message at %d to %s failed: %s",
+                                  level, phy, inner.topic, result.status.value)
+                        self._update_offset(level, idx)
+                        return DELAY_FOR_A_PERIOD
+                    self.delivered += 1
+            idx += 1
+            pos += CQ_UNIT.size
+        self._update_offset(level, idx)
+        return DELAY_FOR_A_WHILE
+
+    async def _run_level(self, level: int) -> None:
+        assert self._stop is not None
+        wait = FIRST_DELAY_TIME
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), wait)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                wait = self.deliver_step(level)
+            except Exception:
+                log.exception("delay level %d delivery failed", level)
+                wait = DELAY_FOR_A_PERIOD
+
+    async def _run_persist(self) -> None:
+        assert self._stop is not None
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.flush_interval_ms / 1000)
+            except asyncio.TimeoutError:
+                pass
+            if self.dirty:
+                try:
+                    await self.persist()
+                except OSError as e:
+                    log.error("persisting delay offsets failed: %s", e)
+
+    def start(self) -> None:
+        self._stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run_level(lv), name=f"schedule-level-{lv}")
+                       for lv in range(1, self.max_delay_level + 1)]
+        self._tasks.append(loop.create_task(self._run_persist(), name="schedule-persist"))
+
+    async def shutdown(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        for t in self._tasks:
+            await t
+        self._tasks = []
+        await self.persist()
