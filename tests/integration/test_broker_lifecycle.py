@@ -332,7 +332,8 @@ async def test_metadata_survives_restarts_as_msgpack(tmp_path):
 
         # the files: msgpack, RocketMQ's names with .msgpack, nothing else left behind
         names = _config_files(br2.store_dir)
-        assert names == ["consumerOffset.msgpack", "subscriptionGroup.msgpack", "topics.msgpack"], names
+        assert names == ["consumerOffset.msgpack", "delayOffset.msgpack", "subscriptionGroup.msgpack",
+                     "topics.msgpack"], names
         t = _read_msgpack(cfg / "topics.msgpack")
         assert {"MetaTopic", "MetaTopic2", "AutoMeta", "%RETRY%MetaG", "TBW102"} <= \
             set(t["topicConfigTable"])
