@@ -95,6 +95,7 @@ class Broker:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
                      RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, send.process)
+        s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, send.consumer_send_msg_back)
         s.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor.process)
         s.register_processor(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
         q = QueryMessageProcessor(self)

@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING, Awaitable
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rmq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from rmq.protocol.message import (
     MessageConst,
     MessageExtBatch,
@@ -234,6 +238,76 @@ class SendMessageProcessor:
         if status is not PutMessageStatus.PUT_OK:
             result.status = status
         return self._response(request, result, uniq, qid)
+
+    # --- CONSUMER_SEND_MSG_BACK (36): retry and dead letter (spec 7.2) ---
+    def consumer_send_msg_back(self, conn, request: RemotingCommand
+                               ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        b = self.broker
+        try:
+            h = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return self._error(request, ResponseCode.SYSTEM_ERROR, str(e))
+        sub = b.subscriptions.find(h.group)
+        if sub is None:
+            return self._error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               f"subscription group not exist, {h.group}")
+        if not (b.broker_config.brokerPermission & 2):
+            return self._error(request, ResponseCode.NO_PERMISSION,
+                               f"the broker[{b.broker_config.brokerIP1}] sending message is forbidden")
+        if sub.retryQueueNums <= 0:
+            return request.create_response(ResponseCode.SUCCESS)
+        topic = RETRY_GROUP_TOPIC_PREFIX + h.group
+        qid = self._rand.randrange(sub.retryQueueNums)
+        tc = b.topics.create_topic_in_send_message_back_method(topic, sub.retryQueueNums, 6, 0)
+        if not (tc.perm & 2):
+            return self._error(request, ResponseCode.NO_PERMISSION,
+                               f"the topic[{topic}] sending message is forbidden")
+        msg = b.store.look_message_by_offset(h.offset)
+        if msg is None:
+            return self._error(request, ResponseCode.SYSTEM_ERROR,
+                               f"look message by offset failed, {h.offset}")
+        props = dict(msg.properties)
+        props.setdefault(MessageConst.RETRY_TOPIC, msg.topic)
+        max_times = sub.retryMaxTimes
+        if request.version >= MQVersion.V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        delay = h.delay_level
+        if msg.reconsume_times >= max_times or delay < 0:
+            topic = DLQ_GROUP_TOPIC_PREFIX + h.group
+            qid = self._rand.randrange(DLQ_NUMS_PER_GROUP)
+            b.topics.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP, 6, 0)
+            props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+            log.info("message %s of group %s reconsumed %d times; to %s",
+                     msg.msg_id, h.group, msg.reconsume_times, topic)
+        else:
+            if delay == 0:
+                delay = 3 + msg.reconsume_times
+            props[MessageConst.DELAY_TIME_LEVEL] = str(delay)
+        # the first id is kept across retries
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = msg.msg_id
+        stored = dict(props)
+        stored.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+        inner = MessageExtBrokerInner(
+            topic=topic, body=msg.body, queue_id=qid, flag=msg.flag, properties=props,
+            properties_string=properties_to_string(stored), sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=b.store_host,
+            reconsume_times=msg.reconsume_times + 1)
+        result, waiter = b.store.put_nowait(inner)
+
+        def answer(status: PutMessageStatus) -> RemotingCommand:
+            if status.stored:
+                return request.create_response(ResponseCode.SUCCESS)
+            return self._error(request, ResponseCode.SYSTEM_ERROR, status.value)
+
+        if waiter is None:
+            return answer(result.status)
+
+        async def later() -> RemotingCommand:
+            st = await waiter
+            return answer(result.status if st is PutMessageStatus.PUT_OK else st)
+        return later()
 
     def _send_batch(self, conn, request: RemotingCommand,
                     header: SendMessageRequestHeader) -> RemotingCommand | Awaitable[RemotingCommand]:
