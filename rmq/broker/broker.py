@@ -15,6 +15,7 @@ from rmq.broker.outer_api import BrokerOuterAPI
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
 from rmq.broker.processors.consumer_manage import ConsumerManageProcessor
+from rmq.broker.processors.end_transaction import EndTransactionProcessor
 from rmq.broker.processors.lock import LockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
@@ -24,6 +25,7 @@ from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
+from rmq.broker.transaction import TransactionalMessageService
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.message import pack_host
@@ -71,8 +73,9 @@ class Broker:
         self.consumers = ConsumerManager(self._on_consumer_group_event, bc.channelNotActiveInterval)
         self.producers = ProducerManager(bc.channelNotActiveInterval)
         self.locks = RebalanceLockManager()
-        # Set by the transaction service (consumption-semantics issue); None refuses TRAN_MSG.
-        self.transactional_prepare: Callable[[Any], Any] | None = None
+        self.transactions = TransactionalMessageService(self)
+        # The send processor rewrites TRAN_MSG sends through this (None refuses them).
+        self.transactional_prepare: Callable[[Any], Any] | None = self.transactions.prepare
         self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
         self.namesrv_client = RemotingClient()
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
@@ -109,6 +112,7 @@ class Broker:
         s.register_processor(RequestCode.HEART_BEAT, cl.heartbeat)
         s.register_processor(RequestCode.UNREGISTER_CLIENT, cl.unregister_client)
         s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, cl.check_client_config)
+        s.register_processor(RequestCode.END_TRANSACTION, EndTransactionProcessor(self).process)
         lk = LockProcessor(self)
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
@@ -180,6 +184,7 @@ class Broker:
         self.schedule.load()
         if self.store_config.brokerRole != BrokerRole.SLAVE:
             self.schedule.start()
+            self.transactions.start()
         self.topics.on_change = self.schedule_register
         self.subscriptions.on_change = self.schedule_persist
         # Adopted RocketMQ JSON metadata becomes msgpack right away.
@@ -294,6 +299,7 @@ class Broker:
             except asyncio.TimeoutError:
                 log.warning("unregistering from the NameServers timed out")
         await self.server.stop()
+        await self.transactions.shutdown()
         if self.schedule is not None:
             await self.schedule.shutdown()
         if self.store is not None:
