@@ -35,7 +35,7 @@ from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import java_hash
 
 __all__ = [
-    "loads_fastjson", "dumps_fastjson",
+    "loads_fastjson", "dumps_fastjson", "loads_object_keyed_map",
     "TopicConfig", "DataVersion", "TopicConfigSerializeWrapper", "RegisterBrokerBody",
     "QueueData", "BrokerData", "TopicRouteData", "ClusterInfo", "TopicList", "KVTable",
     "ProducerData", "SubscriptionData", "ConsumerData", "HeartbeatData", "ConsumerIdList",
@@ -240,6 +240,132 @@ def loads_fastjson(data: bytes | bytearray | memoryview | str) -> Any:
         raise ProtocolError("JSON body nests too deeply") from None
     except ValueError as e:  # JSONDecodeError, int() digit limit, NaN
         raise ProtocolError(f"malformed JSON body: {e}") from None
+
+
+# =========================================================================== object-keyed maps
+_WS = " \t\n\r"
+
+
+def _skip_ws(text: str, i: int) -> int:
+    n = len(text)
+    while i < n and text[i] in _WS:
+        i += 1
+    return i
+
+
+def _string_end(text: str, i: int) -> int:
+    """Index just past the string literal whose opening quote is at ``text[i]``."""
+    j = i + 1
+    while True:
+        e = _STRING_END.search(text, j)
+        if e is None:
+            raise ProtocolError("unterminated string in JSON body")
+        if e.group() == "\\":
+            j = e.end() + 1
+            continue
+        return e.end()
+
+
+def _value_end(text: str, i: int) -> int:
+    """Index just past the value starting at ``text[i]``: a string, a balanced
+    ``{...}``/``[...]`` (strings inside skipped whole) or a scalar."""
+    n = len(text)
+    if i >= n:
+        raise ProtocolError("JSON body ends where a value was expected")
+    c = text[i]
+    if c == '"':
+        return _string_end(text, i)
+    if c in "{[":
+        depth = 0
+        j = i
+        while j < n:
+            c = text[j]
+            if c == '"':
+                j = _string_end(text, j)
+                continue
+            if c in "{[":
+                depth += 1
+            elif c in "}]":
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            j += 1
+        raise ProtocolError("unbalanced braces in JSON body")
+    j = i
+    while j < n and text[j] not in ",:}] \t\n\r":
+        j += 1
+    if j == i:
+        raise ProtocolError(f"unexpected {c!r} at {i} in JSON body")
+    return j
+
+
+def _expect(text: str, i: int, ch: str) -> int:
+    i = _skip_ws(text, i)
+    if i >= len(text) or text[i] != ch:
+        got = repr(text[i]) if i < len(text) else "the end"
+        raise ProtocolError(f"expected {ch!r} at {i} in JSON body, found {got}")
+    return i + 1
+
+
+def loads_object_keyed_map(data: bytes | bytearray | memoryview | str,
+                           field: str) -> list[tuple[dict[str, Any], Any]]:
+    """The entries of an object-keyed map in fastjson's output, in body order.
+
+    fastjson writes a ``Map`` whose keys are beans (``TopicStatsTable.offsetTable``,
+    ``ConsumeStats.offsetTable``: MessageQueue -> TopicOffset / OffsetWrapper) with the
+    key object itself in key position, which no JSON parser accepts::
+
+        {"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":3,...},...}}
+
+    ``field`` names the top-level property holding such a map; a body without it
+    (or with ``null``) has no entries. Each key must be an object; keys and values are
+    read with ``loads_fastjson``. Anything malformed -> ``ProtocolError``.
+    """
+    if isinstance(data, str):
+        text = data
+    else:
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"JSON body is not UTF-8: {e.reason}") from None
+    i = _expect(text, 0, "{")
+    while True:
+        i = _skip_ws(text, i)
+        if i < len(text) and text[i] == "}":
+            return []
+        k_end = _value_end(text, i)
+        key = loads_fastjson(text[i:k_end])
+        i = _skip_ws(text, _expect(text, k_end, ":"))
+        v_end = _value_end(text, i)
+        if key == field:
+            return _object_keyed_entries(text, i, v_end)
+        i = _skip_ws(text, v_end)
+        if i < len(text) and text[i] == ",":
+            i += 1
+            continue
+        _expect(text, i, "}")
+        return []
+
+
+def _object_keyed_entries(text: str, start: int, end: int) -> list[tuple[dict[str, Any], Any]]:
+    if text[start:end] == "null":
+        return []
+    i = _expect(text, start, "{")
+    out: list[tuple[dict[str, Any], Any]] = []
+    while True:
+        i = _skip_ws(text, i)
+        if i < end and text[i] == "}":
+            return out
+        if out:
+            i = _skip_ws(text, _expect(text, i, ","))
+        k_end = _value_end(text, i)
+        key = loads_fastjson(text[i:k_end])
+        if not isinstance(key, dict):
+            raise ProtocolError(f"object-keyed map entry has {_type_name(key)} as key")
+        i = _skip_ws(text, _expect(text, k_end, ":"))
+        v_end = _value_end(text, i)
+        out.append((key, loads_fastjson(text[i:v_end])))
+        i = v_end
 
 
 # =========================================================================== field access

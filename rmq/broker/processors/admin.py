@@ -1,7 +1,6 @@
 """Admin requests (AdminBrokerProcessor): offsets, topics, runtime info, stats."""
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from rmq.protocol.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
-from rmq.protocol.route import KVTable, TopicConfig, dumps_fastjson
+from rmq.protocol.route import KVTable, TopicConfig, dumps_fastjson, loads_object_keyed_map
 
 if TYPE_CHECKING:
     from rmq.broker.broker import Broker
@@ -73,7 +72,7 @@ class AdminBrokerProcessor:
         return _ok(request, GetEarliestMsgStoretimeResponseHeader(ts).to_ext_fields())
 
     # --- topics ---
-    def update_and_create_topic(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(self, conn, request: RemotingCommand):
         b = self.broker
         try:
             h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
@@ -94,7 +93,21 @@ class AdminBrokerProcessor:
                          h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
         log.info("updateAndCreateTopic %s from %s: %s", h.topic, conn.remote_address, tc)
         b.topics.update_topic_config(tc)
-        return _ok(request)
+
+        async def registered() -> RemotingCommand:
+            # As 4.9.8: answer after the NameServers know the topic, so a route lookup
+            # right after updateTopic finds it.
+            await b.persist_metadata()
+            await b.register_broker_all()
+            return _ok(request)
+        return registered()
+
+    def query_topic_consume_by_who(self, conn, request: RemotingCommand) -> RemotingCommand:
+        """Groups consuming a topic: online subscribers and groups with committed offsets."""
+        b = self.broker
+        topic = (request.ext_fields or {}).get("topic", "")
+        groups = set(b.consumers.groups_of_topic(topic)) | b.offsets.groups_of_topic(topic)
+        return _ok(request, body=dumps_fastjson({"groupList": sorted(groups)}))
 
     def get_all_topic_config(self, conn, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, body=self.broker.topics.serialize_wrapper().to_json())
@@ -146,57 +159,12 @@ class AdminBrokerProcessor:
 def encode_object_keyed_map(field: str, entries: list[tuple[dict, dict]]) -> bytes:
     """fastjson's form of a Map with object keys (TopicStatsTable, ConsumeStats):
     `{"offsetTable":{{"brokerName":..}:{..},..}}` — not strict JSON, but what Java
-    mqadmin reads."""
+    mqadmin reads. The reader is ``rmq.protocol.route.loads_object_keyed_map``."""
     parts = []
     for key, value in entries:
         parts.append(dumps_fastjson(key).decode() + ":" + dumps_fastjson(value).decode())
     return ('{"' + field + '":{' + ",".join(parts) + "}}").encode()
 
 
-def decode_object_keyed_map(data: bytes, field: str) -> list[tuple[dict, dict]]:
-    """Read encode_object_keyed_map's form (a scanner over balanced braces)."""
-    text = data.decode("utf-8")
-    start = text.find('"' + field + '"')
-    if start < 0:
-        return []
-    i = text.index("{", text.index(":", start))
-    out: list[tuple[dict, dict]] = []
-    i += 1
-    n = len(text)
-    while i < n:
-        while i < n and text[i] in " ,\n\t":
-            i += 1
-        if i >= n or text[i] == "}":
-            break
-        k_end = _balanced_end(text, i)
-        key = json.loads(text[i:k_end])
-        i = text.index(":", k_end) + 1
-        while text[i] == " ":
-            i += 1
-        v_end = _balanced_end(text, i)
-        out.append((key, json.loads(text[i:v_end])))
-        i = v_end
-    return out
-
-
-def _balanced_end(text: str, i: int) -> int:
-    depth = 0
-    in_str = False
-    j = i
-    while j < len(text):
-        c = text[j]
-        if in_str:
-            if c == "\\":
-                j += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "{[":
-            depth += 1
-        elif c in "}]":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        j += 1
-    raise ValueError("unbalanced object")
+# The reader lives with the other body codecs (the admin tool uses it too).
+decode_object_keyed_map = loads_object_keyed_map

@@ -1,0 +1,154 @@
+"""clusterList (mqadmin's ClusterListSubCommand)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from rmq.admin.admin import MQAdmin
+from rmq.admin.base import Command, Opt, Output, describe_error, register
+from rmq.admin.output import Col, Table
+
+
+def _first_number(value: str | None) -> float:
+    """``putTps`` is ``"12.5"`` here and ``"12.5 11.0 9.8"`` (10 s / 1 min / 10 min) in
+    RocketMQ; mqadmin takes the first."""
+    if not value:
+        return 0.0
+    try:
+        return float(value.split()[0])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+def _long(table: dict[str, str], key: str) -> int:
+    return int(table[key])
+
+
+def _delta(table: dict[str, str], what: str, start: str, end: str) -> int:
+    """msg<what>Total<end> - msg<what>Total<start> (Put/Get, YesterdayMorning ...)."""
+    return _long(table, f"msg{what}Total{end}") - _long(table, f"msg{what}Total{start}")
+
+
+_LOAD_KEYS = ("sendThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills",
+              "pullThreadPoolQueueSize", "pullThreadPoolQueueHeadWaitTimeMills",
+              "pageCacheLockTimeMills")
+
+
+@register
+class ClusterList(Command):
+    name = "clusterList"
+    help = "List all of clusters"
+    options = (
+        Opt("m", "moreStats", "Print more stats", arg=False),
+        Opt("i", "interval", "specify intervals numbers, it is in seconds (repeat forever)",
+            type=int, metavar="SECONDS"),
+    )
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        first = True
+        while True:
+            if not first:
+                await asyncio.sleep(args.interval)
+            await self._once(admin, args, out, fresh=not first)
+            first = False
+            if not args.interval:
+                return
+
+    async def _once(self, admin: MQAdmin, args: argparse.Namespace, out: Output,
+                    fresh: bool) -> None:
+        ci = await admin.examine_broker_cluster_info(fresh=fresh)
+        members: list[tuple[str, str, int, str]] = []     # cluster, broker, id, addr
+        for cluster in sorted(ci.cluster_addr_table):
+            for broker in sorted(set(ci.cluster_addr_table[cluster])):
+                bd = ci.broker_addr_table.get(broker)
+                if bd is None:
+                    continue
+                for bid in sorted(bd.broker_addrs):
+                    members.append((cluster, broker, bid, bd.broker_addrs[bid]))
+
+        async def fetch(addr: str) -> dict[str, str] | BaseException:
+            try:
+                return await admin.fetch_broker_runtime_stats(addr)
+            except Exception as e:  # a broker that does not answer still gets its row
+                return e
+
+        stats = await asyncio.gather(*(fetch(m[3]) for m in members))
+        for (_, broker, bid, addr), st in zip(members, stats):
+            if isinstance(st, BaseException):
+                out.warn(f"broker {broker} ({bid}, {addr}): {describe_error(st)}")
+        if args.moreStats:
+            self._more(members, stats, out)
+        else:
+            self._base(members, stats, out)
+
+    @staticmethod
+    def _base(members: list[tuple[str, str, int, str]], stats: list[Any], out: Output) -> None:
+        table = Table(Col("#Cluster Name", 16), Col("#Broker Name", 22), Col("#BID", 4),
+                      Col("#Addr", 22), Col("#Version", 16, gap=" "),
+                      Col("#InTPS(LOAD)", 19, right=True, gap=" "),
+                      Col("#OutTPS(LOAD)", 19, right=True, gap=" "),
+                      Col("#PCWait(ms)", 10, right=True, gap=" "),
+                      Col("#Hour", 5, right=True, gap=" "),
+                      Col("#SPACE", 6, right=True, gap=" "))
+        rows = []
+        now = int(time.time() * 1000)
+        for (cluster, broker, bid, addr), st in zip(members, stats):
+            kv: dict[str, str] = st if isinstance(st, dict) else {}
+            tps_in = _first_number(kv.get("putTps"))
+            tps_out = _first_number(kv.get("getTransferedTps", kv.get("getFoundTps")))
+            hour = 0.0
+            try:
+                earliest = int(kv.get("earliestMessageTimeStamp", "0"))
+                if earliest > 0:
+                    hour = (now - earliest) / 1000.0 / 3600.0
+            except ValueError:
+                pass
+            try:
+                space = float(kv.get("commitLogDiskRatio") or 0.0)
+            except ValueError:
+                space = 0.0
+
+            def g(key: str) -> str:
+                return kv.get(key, "-")
+
+            table.add(cluster, broker, bid, addr, kv.get("brokerVersionDesc", ""),
+                      "%9.2f(%s,%sms)" % (tps_in, g("sendThreadPoolQueueSize"),
+                                          g("sendThreadPoolQueueHeadWaitTimeMills")),
+                      "%9.2f(%s,%sms)" % (tps_out, g("pullThreadPoolQueueSize"),
+                                          g("pullThreadPoolQueueHeadWaitTimeMills")),
+                      g("pageCacheLockTimeMills"), "%2.2f" % hour, "%.4f" % space)
+            row: dict[str, Any] = {
+                "cluster": cluster, "brokerName": broker, "brokerId": bid, "addr": addr,
+                "version": kv.get("brokerVersionDesc"), "inTps": tps_in, "outTps": tps_out}
+            row.update((k, kv.get(k)) for k in _LOAD_KEYS)
+            row.update(hour=round(hour, 2), space=space)
+            if isinstance(st, BaseException):
+                row["error"] = describe_error(st)
+            rows.append(row)
+        out.emit(text=table.render(), data={"brokers": rows})
+
+    @staticmethod
+    def _more(members: list[tuple[str, str, int, str]], stats: list[Any], out: Output) -> None:
+        table = Table(Col("#Cluster Name", 16), Col("#Broker Name", 32),
+                      Col("#InTotalYest", 14, right=True, gap=" "),
+                      Col("#OutTotalYest", 14, right=True, gap=" "),
+                      Col("#InTotalToday", 14, right=True, gap=" "),
+                      Col("#OutTotalToday", 14, right=True, gap=" "))
+        rows = []
+        for (cluster, broker, bid, addr), st in zip(members, stats):
+            in_yest = out_yest = in_today = out_today = 0
+            if isinstance(st, dict):
+                try:   # mqadmin: all four or none
+                    in_yest = _delta(st, "Put", "YesterdayMorning", "TodayMorning")
+                    out_yest = _delta(st, "Get", "YesterdayMorning", "TodayMorning")
+                    in_today = _delta(st, "Put", "TodayMorning", "TodayNow")
+                    out_today = _delta(st, "Get", "TodayMorning", "TodayNow")
+                except (KeyError, ValueError):
+                    in_yest = out_yest = in_today = out_today = 0
+            table.add(cluster, broker, in_yest, out_yest, in_today, out_today)
+            rows.append({"cluster": cluster, "brokerName": broker, "brokerId": bid, "addr": addr,
+                         "inTotalYest": in_yest, "outTotalYest": out_yest,
+                         "inTotalToday": in_today, "outTotalToday": out_today})
+        out.emit(text=table.render(), data={"brokers": rows})

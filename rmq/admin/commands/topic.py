@@ -1,0 +1,174 @@
+"""topicList, topicRoute, topicStatus, updateTopic (mqadmin's topic/ commands)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from rmq.admin.admin import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin
+from rmq.admin.base import (BROKER_ADDR, CLUSTER, TOPIC, Command, Opt, Output, UsageError,
+                            java_bool, register)
+from rmq.admin.output import (Col, Table, fastjson_pretty, human_time, topic_config_string,
+                              without_nulls)
+from rmq.protocol.codes import PermName
+from rmq.protocol.route import ClusterInfo, TopicConfig, TopicRouteData
+
+# TopicSysFlag
+FLAG_UNIT = 0x1
+FLAG_UNIT_SUB = 0x2
+
+
+def build_sys_flag(unit: bool, has_unit_sub: bool) -> int:
+    return (FLAG_UNIT if unit else 0) | (FLAG_UNIT_SUB if has_unit_sub else 0)
+
+
+@register
+class TopicList(Command):
+    name = "topicList"
+    help = "Fetch all topic list from name server"
+    options = (Opt("c", "clusterModel", "with the cluster and consumer groups of each topic",
+                   arg=False),)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        topics = sorted(await admin.fetch_all_topic_list())
+        if not args.clusterModel:
+            out.emit(text="\n".join(topics), data={"topics": topics})
+            return
+        ci = await admin.examine_broker_cluster_info()
+        topics = [t for t in topics if not t.startswith((RETRY_GROUP_TOPIC_PREFIX,
+                                                         DLQ_GROUP_TOPIC_PREFIX))]
+        limit = asyncio.Semaphore(16)
+
+        async def describe(topic: str) -> tuple[str, list[str]]:
+            # mqadmin leaves a topic's cluster / groups empty when they cannot be found
+            async with limit:
+                cluster = ""
+                groups: list[str] = []
+                try:
+                    route = await admin.examine_topic_route_info(topic)
+                    cluster = self._cluster_of(route, ci)
+                    groups = await admin.query_topic_consume_by_who(topic, route)
+                except Exception:
+                    pass
+                return cluster, groups
+
+        found = await asyncio.gather(*(describe(t) for t in topics))
+        table = Table(Col("#Cluster Name", 20), Col("#Topic", 48), Col("#Consumer Group", 48))
+        rows = []
+        for topic, (cluster, groups) in zip(topics, found):
+            for g in groups or [""]:
+                table.add(cluster, topic, g)
+            rows.append({"cluster": cluster, "topic": topic, "consumerGroups": groups})
+        out.emit(text=table.render(), data={"topics": rows})
+
+    @staticmethod
+    def _cluster_of(route: TopicRouteData, ci: ClusterInfo) -> str:
+        if not route.broker_datas:
+            return ""
+        bd = route.broker_datas[0]
+        for cluster in sorted(ci.cluster_addr_table):
+            if bd.broker_name in ci.cluster_addr_table[cluster]:
+                return cluster
+        return bd.cluster or ""
+
+
+@register
+class TopicRoute(Command):
+    name = "topicRoute"
+    help = "Examine topic route info"
+    options = (TOPIC.but(required=True),)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        route = await admin.examine_topic_route_info(args.topic.strip())
+        obj = route.to_obj()
+        out.emit(text=fastjson_pretty(obj), data=without_nulls(obj))
+
+
+@register
+class TopicStatus(Command):
+    name = "topicStatus"
+    help = "Examine topic Status info"
+    options = (TOPIC.but(required=True),)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        topic = args.topic.strip()
+        stats = await admin.examine_topic_stats(topic)
+        table = Table(Col("#Broker Name", 32), Col("#QID", 4), Col("#Min Offset", 20),
+                      Col("#Max Offset", 20), Col("#Last Updated", gap="    "))
+        rows = []
+        for mq, off in stats:
+            ts = off.last_update_timestamp
+            table.add(mq.broker_name, mq.queue_id, off.min_offset, off.max_offset,
+                      human_time(ts) if ts > 0 else "")
+            rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
+                         "minOffset": off.min_offset, "maxOffset": off.max_offset,
+                         "lastUpdateTimestamp": ts})
+        out.emit(text=table.render(), data={"topic": topic, "queues": rows})
+
+
+@register
+class UpdateTopic(Command):
+    name = "updateTopic"
+    help = "Update or create topic"
+    options = (
+        BROKER_ADDR.but(help="create topic to which broker"),
+        CLUSTER.but(help="create topic to which cluster (every master)"),
+        TOPIC.but(required=True),
+        Opt("r", "readQueueNums", "set read queue nums (default 8)", type=int, default=8,
+            metavar="N"),
+        Opt("w", "writeQueueNums", "set write queue nums (default 8)", type=int, default=8,
+            metavar="N"),
+        Opt("p", "perm", "set topic's permission(2|4|6), intro[2:W 4:R; 6:RW] (default 6)",
+            type=int, default=PermName.PERM_READ | PermName.PERM_WRITE, metavar="PERM"),
+        Opt("o", "order", "set topic's order(true|false)", type=java_bool, default=False,
+            metavar="BOOL"),
+        Opt("u", "unit", "is unit topic (true|false)", type=java_bool, default=False,
+            metavar="BOOL"),
+        Opt("s", "hasUnitSub", "has unit sub (true|false)", type=java_bool, default=False,
+            metavar="BOOL"),
+    )
+
+    def validate(self, args: argparse.Namespace) -> None:
+        if bool(args.brokerAddr) == bool(args.clusterName):
+            raise UsageError("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+        if args.readQueueNums < 0 or args.writeQueueNums < 0:
+            raise UsageError("queue numbers must not be negative")
+        if not 0 <= args.perm <= 15:
+            raise UsageError(f"perm {args.perm} is not a permission (2:W 4:R 6:RW)")
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        tc = TopicConfig(args.topic.strip(), args.readQueueNums, args.writeQueueNums, args.perm,
+                         topic_sys_flag=build_sys_flag(args.unit, args.hasUnitSub),
+                         order=args.order)
+        doc: dict[str, Any] = {"brokers": [], "topicConfig": without_nulls(tc.to_obj())}
+
+        def say(line: str) -> None:
+            if not out.json:
+                out.emit(text=line)
+
+        async def create(addr: str) -> None:
+            await admin.create_and_update_topic_config(addr, tc)
+            doc["brokers"].append(addr)
+
+        if args.brokerAddr:
+            addr = args.brokerAddr.strip()
+            await create(addr)
+            if tc.order:
+                broker_name = await admin.fetch_broker_name_by_addr(addr)
+                conf = await admin.create_or_update_order_conf(
+                    tc.topic_name, f"{broker_name}:{tc.write_queue_nums}", False)
+                doc["orderConf"] = conf
+                say(f"set broker orderConf. isOrder=true, orderConf=[{conf}]")
+            say(f"create topic to {addr} success.")
+        else:
+            cluster = args.clusterName.strip()
+            for addr in await admin.fetch_master_addr_by_cluster_name(cluster):
+                await create(addr)
+                say(f"create topic to {addr} success.")
+            if tc.order:
+                names = await admin.fetch_broker_name_by_cluster_name(cluster)
+                conf = ";".join(f"{n}:{tc.write_queue_nums}" for n in names)
+                await admin.create_or_update_order_conf(tc.topic_name, conf, True)
+                doc["orderConf"] = conf
+                say(f"set cluster orderConf. isOrder=true, orderConf=[{conf}]")
+        out.emit(text=topic_config_string(tc), data=doc)
