@@ -26,6 +26,21 @@ def _broker(args: argparse.Namespace) -> int:
     return broker_main(args.rest)
 
 
+def _produce(args: argparse.Namespace) -> int:
+    from rmq.client.tools import produce_main
+    return produce_main(args.rest)
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from rmq.client.tools import consume_main
+    return consume_main(args.rest)
+
+
+def _admin(args: argparse.Namespace) -> int:
+    from rmq.admin import main as admin_main
+    return admin_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible broker cluster in Python")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -43,6 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--data", default="./data", help="data directory (default ./data)")
     d.set_defaults(func=_dev)
 
+    pr = sub.add_parser("produce", help="send messages (rmq produce -t TOPIC [-n N] [--body ...])",
+                        add_help=False)
+    pr.add_argument("rest", nargs=argparse.REMAINDER)
+    pr.set_defaults(func=_produce)
+
+    co = sub.add_parser("consume", help="consume a topic (rmq consume -t TOPIC -g GROUP)",
+                        add_help=False)
+    co.add_argument("rest", nargs=argparse.REMAINDER)
+    co.set_defaults(func=_consume)
+
+    ad = sub.add_parser("admin", help="mqadmin-style administration (rmq admin help)",
+                        add_help=False)
+    ad.add_argument("rest", nargs=argparse.REMAINDER)
+    ad.set_defaults(func=_admin)
+
     c = sub.add_parser("store-check", help="open a store directory read-only and summarise it")
     c.add_argument("store", help="store root (holds commitlog/, consumequeue/)")
     c.add_argument("--commitlog-size", type=int, default=None,
@@ -53,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Subcommands that parse their own flags (flags may follow the subcommand freely).
-_PASSTHROUGH = {"namesrv": _namesrv, "broker": _broker}
+_PASSTHROUGH = {"namesrv": _namesrv, "broker": _broker, "produce": _produce,
+                "consume": _consume, "admin": _admin}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

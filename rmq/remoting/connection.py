@@ -369,7 +369,8 @@ class Connection(asyncio.Protocol):
         fut = self._pending.pop(cmd.opaque, None)
         if fut is None:
             self._stats.unmatched_responses += 1
-            logger.warning("%s: response opaque=%d code=%d from %s matches no pending "
+            # Normal after a timeout or a cancelled long poll; the counter keeps the tally.
+            logger.debug("%s: response opaque=%d code=%d from %s matches no pending "
                            "request (timed out?); dropped",
                            self._name, cmd.opaque, cmd.code, self.remote_address)
             return

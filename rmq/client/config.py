@@ -1,0 +1,97 @@
+"""ClientConfig: what every producer and consumer shares (Java ``ClientConfig``).
+
+Durations keep RocketMQ's names and units: milliseconds. The one rule for the whole
+client API is the same: every duration is in milliseconds, and a method parameter that
+takes one ends in ``_ms``.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+from rmq.protocol.codes import LanguageCode, SerializeType
+
+__all__ = ["ClientConfig", "local_ip", "DEFAULT_INSTANCE_NAME", "NAMESRV_ADDR_ENV"]
+
+DEFAULT_INSTANCE_NAME = "DEFAULT"
+#: Environment variable read when no NameServer address is configured (MixAll.NAMESRV_ADDR_ENV).
+NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
+
+
+def local_ip() -> str:
+    """The address other hosts would reach this process at (RemotingUtil.getLocalAddress).
+
+    A UDP "connect" sends nothing; it only asks the kernel which source address it
+    would use. Falls back to 127.0.0.1 on a host without a route.
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            ip = s.getsockname()[0]
+            if ip and not ip.startswith("0."):
+                return ip
+    except OSError:
+        pass
+    return "127.0.0.1"
+
+
+@dataclass
+class ClientConfig:
+    """Settings of one client process identity (``ip@instanceName``).
+
+    ``namesrv_addr`` is ``"host:port;host:port"`` (or None: the ``NAMESRV_ADDR``
+    environment variable). ``serialize_type`` is the header encoding of the requests
+    this client sends (JSON, as Java's default; ``SerializeType.ROCKETMQ`` for the
+    binary one); responses are decoded whatever their encoding.
+    """
+
+    namesrv_addr: str | None = None
+    client_ip: str = field(default_factory=local_ip)
+    instance_name: str = field(
+        default_factory=lambda: os.environ.get("ROCKETMQ_CLIENT_NAME", DEFAULT_INSTANCE_NAME))
+    unit_name: str | None = None
+    unit_mode: bool = False
+    poll_name_server_interval: int = 30000
+    heartbeat_broker_interval: int = 30000
+    persist_consumer_offset_interval: int = 5000
+    # Java: system property rocketmq.client.rebalance.waitInterval
+    rebalance_interval: int = 20000
+    pull_time_delay_millis_when_exception: int = 1000
+    mq_client_api_timeout: int = 3000
+    connect_timeout: int = 3000
+    serialize_type: int = SerializeType.JSON
+    language: int = LanguageCode.PYTHON
+
+    # ------------------------------------------------------------------ identity
+    def build_mq_client_id(self) -> str:
+        """``ip@instanceName[@unitName]``: the key of the shared MQClientInstance."""
+        cid = f"{self.client_ip}@{self.instance_name}"
+        if self.unit_name:
+            cid += f"@{self.unit_name}"
+        return cid
+
+    def change_instance_name_to_pid(self) -> None:
+        """4.9.x: the default instance name becomes ``pid#nanotime``, so two clients
+        started in one process get two identities (and two MQClientInstances)."""
+        if self.instance_name == DEFAULT_INSTANCE_NAME:
+            self.instance_name = f"{os.getpid()}#{time.monotonic_ns()}"
+
+    def namesrv_addr_list(self) -> list[str]:
+        raw = self.namesrv_addr if self.namesrv_addr is not None else os.environ.get(NAMESRV_ADDR_ENV, "")
+        return [a.strip() for a in raw.split(";") if a.strip()]
+
+    def client_ip_bytes(self) -> bytes:
+        """The client IP packed (4 or 16 bytes), for UNIQ_KEY generation."""
+        try:
+            addr = ipaddress.ip_address(self.client_ip)
+        except ValueError:
+            return b"\x7f\x00\x00\x01"
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        return addr.packed
+
+    def copy(self) -> ClientConfig:
+        return ClientConfig(**{f: getattr(self, f) for f in self.__dataclass_fields__})

@@ -1,0 +1,392 @@
+"""MQClientInstance: one per client id (``ip@instanceName``), shared by the producers and
+consumers of a process that use that id (Java ``MQClientInstance`` + ``MQClientManager``).
+
+It owns the connections (one ``RemotingClient``), the route table and broker address
+table, and the periodic work:
+
+* route refresh from the NameServer for every topic in use (``poll_name_server_interval``,
+  30 s), which also drops brokers no route mentions any more;
+* heartbeat to every broker (``heartbeat_broker_interval``, 30 s, and at once when a
+  producer or consumer starts) — to masters only when no consumer is registered;
+* consumer offset persistence (``persist_consumer_offset_interval``, 5 s);
+* rebalance every 20 s, and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED.
+
+``shutdown`` (once the last producer/consumer is gone) unregisters from the brokers and
+closes the connections.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Protocol
+
+from rmq.client._util import cancel_and_wait, sleep_unless
+from rmq.client.api import MQClientAPI
+from rmq.client.config import ClientConfig
+from rmq.client.errors import MQClientError
+from rmq.client.message import AUTO_CREATE_TOPIC_KEY
+from rmq.client.routes import (TopicPublishInfo, select_broker_addr, topic_route_changed,
+                               topic_route_to_publish_info, topic_route_to_subscribe_info)
+from rmq.protocol.codes import MQVersion, RequestCode
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.route import (MASTER_ID, ConsumerData, HeartbeatData, MessageQueue,
+                                ProducerData, SubscriptionData, TopicRouteData)
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.errors import RemotingError
+
+__all__ = ["MQClientInstance", "FindBrokerResult", "get_or_create_instance",
+           "ProducerInner", "ConsumerInner", "CLIENT_INNER_PRODUCER_GROUP"]
+
+log = logging.getLogger("rmq.client")
+
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+
+
+class ProducerInner(Protocol):
+    """What the instance needs from a producer (MQProducerInner)."""
+
+    def publish_topics(self) -> list[str]: ...
+    def is_publish_topic_need_update(self, topic: str) -> bool: ...
+    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None: ...
+
+
+class ConsumerInner(Protocol):
+    """What the instance needs from a consumer (MQConsumerInner)."""
+
+    group_name: str
+
+    def consumer_data(self) -> ConsumerData: ...
+    def subscriptions(self) -> list[SubscriptionData]: ...
+    def is_subscribe_topic_need_update(self, topic: str) -> bool: ...
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
+    async def do_rebalance(self) -> None: ...
+    async def persist_consumer_offset(self) -> None: ...
+
+
+@dataclass(slots=True)
+class FindBrokerResult:
+    broker_addr: str
+    slave: bool
+    broker_version: int = 0
+
+
+# --------------------------------------------------------------------------- manager
+_INSTANCES: dict[str, "MQClientInstance"] = {}
+
+
+def get_or_create_instance(config: ClientConfig) -> "MQClientInstance":
+    """MQClientManager.getOrCreateMQClientInstance: one instance per client id (and loop)."""
+    client_id = config.build_mq_client_id()
+    inst = _INSTANCES.get(client_id)
+    loop = asyncio.get_running_loop()
+    if inst is not None and (inst.closed or inst.loop is not loop):
+        inst = None
+    if inst is None:
+        inst = MQClientInstance(config.copy(), client_id)
+        _INSTANCES[client_id] = inst
+    return inst
+
+
+class MQClientInstance:
+    def __init__(self, config: ClientConfig, client_id: str) -> None:
+        self.config = config
+        self.client_id = client_id
+        self.loop = asyncio.get_running_loop()
+        self.remoting = RemotingClient(
+            serialize_type=config.serialize_type, language=config.language,
+            version=MQVersion.V4_9_8, connect_timeout=config.connect_timeout / 1000,
+            name=f"client-{client_id}")
+        self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                         self._process_notify_consumer_ids_changed)
+        self.api = MQClientAPI(self.remoting, config.namesrv_addr_list())
+        self.producer_table: dict[str, ProducerInner] = {}
+        self.consumer_table: dict[str, ConsumerInner] = {}
+        self.topic_route_table: dict[str, TopicRouteData] = {}
+        self.broker_addr_table: dict[str, dict[int, str]] = {}
+        self.broker_version_table: dict[str, dict[str, int]] = {}
+        self._namesrv_lock = asyncio.Lock()
+        self._heartbeat_lock = asyncio.Lock()
+        self._rebalance_event = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self.started = False
+        self.closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self.started:
+            return
+        if self.closed:
+            raise MQClientError(f"client instance {self.client_id} is shut down")
+        if not self.api.name_server_address_list:
+            raise MQClientError("No name server address, please set it (namesrv_addr or "
+                                "the NAMESRV_ADDR environment variable)")
+        self.started = True
+        c = self.config
+        spawn = self.loop.create_task
+        self._tasks = [
+            spawn(self._every(10, c.poll_name_server_interval,
+                              self.update_topic_route_info_from_name_server_all), name="route"),
+            spawn(self._every(1000, c.heartbeat_broker_interval, self._heartbeat_round),
+                  name="heartbeat"),
+            spawn(self._every(min(10000, c.persist_consumer_offset_interval),
+                              c.persist_consumer_offset_interval,
+                              self.persist_all_consumer_offset), name="persist-offsets"),
+            spawn(self._rebalance_service(), name="rebalance"),
+        ]
+
+    async def shutdown(self) -> None:
+        """Stop when no producer or consumer uses this instance any more."""
+        if self.producer_table or self.consumer_table or self.closed:
+            return
+        self.closed = True
+        self._stop.set()
+        await cancel_and_wait(self._tasks, 5.0, f"{self.client_id} service tasks")
+        self._tasks = []
+        await self.remoting.close()
+        if _INSTANCES.get(self.client_id) is self:
+            del _INSTANCES[self.client_id]
+        log.info("client instance %s shut down", self.client_id)
+
+    async def _every(self, initial_ms: int, period_ms: int, fn: Callable[[], Awaitable[object]]) -> None:
+        if await sleep_unless(self._stop, initial_ms / 1000):
+            return
+        while not self._stop.is_set():
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: periodic task %s failed", self.client_id,
+                              getattr(fn, "__name__", fn))
+            if await sleep_unless(self._stop, period_ms / 1000):
+                return
+
+    # ------------------------------------------------------------------ registration
+    def register_producer(self, group: str, producer: ProducerInner) -> bool:
+        if group in self.producer_table:
+            return False
+        self.producer_table[group] = producer
+        return True
+
+    async def unregister_producer(self, group: str) -> None:
+        self.producer_table.pop(group, None)
+        await self._unregister_client(group, None)
+
+    def register_consumer(self, group: str, consumer: ConsumerInner) -> bool:
+        if group in self.consumer_table:
+            return False
+        self.consumer_table[group] = consumer
+        return True
+
+    async def unregister_consumer(self, group: str) -> None:
+        self.consumer_table.pop(group, None)
+        await self._unregister_client(None, group)
+
+    async def _unregister_client(self, producer_group: str | None, consumer_group: str | None) -> None:
+        """UNREGISTER_CLIENT to every known broker at once (best effort, as Java)."""
+        async def one(name: str, bid: int, addr: str) -> None:
+            try:
+                await self.api.unregister_client(addr, self.client_id, producer_group,
+                                                 consumer_group, 3000)
+                log.info("unregister client[producer: %s consumer: %s] from broker[%s %d %s]",
+                         producer_group, consumer_group, name, bid, addr)
+            except Exception as e:
+                log.warning("unregister client from %s failed: %s", addr, e)
+        calls = [one(name, bid, addr) for name, addrs in list(self.broker_addr_table.items())
+                 for bid, addr in list(addrs.items())]
+        if calls:
+            await asyncio.gather(*calls)
+
+    # ------------------------------------------------------------------ routes
+    async def update_topic_route_info_from_name_server_all(self) -> None:
+        topics: set[str] = set()
+        for c in list(self.consumer_table.values()):
+            for sd in c.subscriptions():
+                topics.add(sd.topic)
+        for p in list(self.producer_table.values()):
+            topics.update(p.publish_topics())
+        for topic in topics:
+            await self.update_topic_route_info_from_name_server(topic)
+        self.clean_offline_broker()
+
+    async def update_topic_route_info_from_name_server(
+            self, topic: str, is_default: bool = False,
+            default_topic_queue_nums: int = 4) -> bool:
+        """Fetch ``topic``'s route (or TBW102's, when ``is_default``) and push it to every
+        producer and consumer that uses the topic; True when something changed."""
+        # No timeout on the lock: its holders only wait for bounded requests (and a
+        # wait_for around acquire() can swallow a cancellation on 3.11).
+        await self._namesrv_lock.acquire()
+        try:
+            if is_default:
+                route = await self.api.get_topic_route_info(
+                    AUTO_CREATE_TOPIC_KEY, self.config.mq_client_api_timeout)
+                if route is not None:
+                    for qd in route.queue_datas:
+                        n = min(default_topic_queue_nums, qd.read_queue_nums)
+                        qd.read_queue_nums = n
+                        qd.write_queue_nums = n
+            else:
+                route = await self.api.get_topic_route_info(topic, self.config.mq_client_api_timeout)
+            if route is None:
+                if not is_default and topic != AUTO_CREATE_TOPIC_KEY:
+                    log.debug("no route for topic %s on the name server", topic)
+                return False
+            old = self.topic_route_table.get(topic)
+            changed = topic_route_changed(old, route) or self._is_need_update_topic_route_info(topic)
+            if changed:
+                for bd in route.broker_datas:
+                    self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+                publish = topic_route_to_publish_info(topic, route)
+                for p in list(self.producer_table.values()):
+                    p.update_topic_publish_info(topic, publish)
+                if self.consumer_table:
+                    sub = topic_route_to_subscribe_info(topic, route)
+                    for c in list(self.consumer_table.values()):
+                        c.update_topic_subscribe_info(topic, sub)
+                self.topic_route_table[topic] = route
+                log.info("topic route of %s changed: %s", topic, route.to_obj())
+            return changed
+        except (RemotingError, MQClientError, Exception) as e:
+            if not is_default and topic != AUTO_CREATE_TOPIC_KEY:
+                log.warning("updateTopicRouteInfoFromNameServer %s failed: %s", topic, e)
+            return False
+        finally:
+            self._namesrv_lock.release()
+
+    def _is_need_update_topic_route_info(self, topic: str) -> bool:
+        for p in self.producer_table.values():
+            if p.is_publish_topic_need_update(topic):
+                return True
+        for c in self.consumer_table.values():
+            if c.is_subscribe_topic_need_update(topic):
+                return True
+        return False
+
+    def clean_offline_broker(self) -> None:
+        """Drop broker addresses that no topic route mentions any more."""
+        live: dict[str, set[str]] = {}
+        for route in self.topic_route_table.values():
+            for bd in route.broker_datas:
+                live.setdefault(bd.broker_name, set()).update(bd.broker_addrs.values())
+        for name in list(self.broker_addr_table):
+            addrs = self.broker_addr_table[name]
+            keep = {bid: a for bid, a in addrs.items() if a in live.get(name, ())}
+            if not keep:
+                del self.broker_addr_table[name]
+                log.info("broker %s is offline, removed from the broker address table", name)
+            elif len(keep) != len(addrs):
+                self.broker_addr_table[name] = keep
+
+    # ------------------------------------------------------------------ brokers
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        addrs = self.broker_addr_table.get(broker_name)
+        return addrs.get(MASTER_ID) if addrs else None
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
+                                         only_this_broker: bool) -> FindBrokerResult | None:
+        addrs = self.broker_addr_table.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        slave = broker_id != MASTER_ID
+        if addr is None and slave:
+            addr = addrs.get(broker_id + 1)
+        if addr is None and not only_this_broker:
+            bid, addr = next(iter(addrs.items()))
+            slave = bid != MASTER_ID
+        if addr is None:
+            return None
+        return FindBrokerResult(addr, slave, self.broker_version_table.get(broker_name, {}).get(addr, 0))
+
+    def find_broker_addr_by_topic(self, topic: str) -> str | None:
+        route = self.topic_route_table.get(topic)
+        if route is None or not route.broker_datas:
+            return None
+        bd = route.broker_datas[random.randrange(len(route.broker_datas))]
+        return select_broker_addr(bd)
+
+    async def find_consumer_id_list(self, topic: str, group: str) -> list[str] | None:
+        addr = self.find_broker_addr_by_topic(topic)
+        if addr is None:
+            await self.update_topic_route_info_from_name_server(topic)
+            addr = self.find_broker_addr_by_topic(topic)
+        if addr is None:
+            return None
+        try:
+            return await self.api.get_consumer_id_list_by_group(addr, group,
+                                                                self.config.mq_client_api_timeout)
+        except Exception as e:
+            log.warning("getConsumerIdListByGroup %s from %s failed: %s", group, addr, e)
+            return None
+
+    # ------------------------------------------------------------------ heartbeat
+    def prepare_heartbeat_data(self) -> HeartbeatData:
+        producers = [ProducerData(g) for g in self.producer_table]
+        producers.append(ProducerData(CLIENT_INNER_PRODUCER_GROUP))
+        consumers = [c.consumer_data() for c in self.consumer_table.values()]
+        return HeartbeatData(self.client_id, producers, consumers)
+
+    async def _heartbeat_round(self) -> None:
+        await self.send_heartbeat_to_all_brokers()
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        """Heartbeat every broker (masters only when no consumer is registered)."""
+        async with self._heartbeat_lock:
+            hb = self.prepare_heartbeat_data()
+            consumer_empty = not hb.consumer_data_set
+            sends = []
+            for name, addrs in list(self.broker_addr_table.items()):
+                for bid, addr in list(addrs.items()):
+                    if consumer_empty and bid != MASTER_ID:
+                        continue
+                    sends.append(self._heartbeat_one(name, addr, hb))
+            if sends:
+                await asyncio.gather(*sends)
+
+    async def _heartbeat_one(self, name: str, addr: str, hb: HeartbeatData) -> None:
+        try:
+            version = await self.api.send_heartbeat(addr, hb, self.config.mq_client_api_timeout)
+            self.broker_version_table.setdefault(name, {})[addr] = version
+        except Exception as e:
+            log.info("send heart beat to broker[%s %s] failed: %s", name, addr, e)
+
+    # ------------------------------------------------------------------ consumers
+    async def persist_all_consumer_offset(self) -> None:
+        for c in list(self.consumer_table.values()):
+            try:
+                await c.persist_consumer_offset()
+            except Exception:
+                log.exception("persisting offsets of %s failed", c.group_name)
+
+    def rebalance_immediately(self) -> None:
+        self._rebalance_event.set()
+
+    async def do_rebalance(self) -> None:
+        for c in list(self.consumer_table.values()):
+            try:
+                await c.do_rebalance()
+            except Exception:
+                log.exception("rebalance of %s failed", c.group_name)
+
+    async def _rebalance_service(self) -> None:
+        while not self._stop.is_set():
+            try:
+                async with asyncio.timeout(self.config.rebalance_interval / 1000):
+                    await self._rebalance_event.wait()
+            except TimeoutError:
+                pass
+            if self._stop.is_set():
+                return
+            self._rebalance_event.clear()
+            await self.do_rebalance()
+
+    def _process_notify_consumer_ids_changed(self, conn, cmd: RemotingCommand) -> None:
+        group = (cmd.ext_fields or {}).get("consumerGroup")
+        log.info("receive broker's notification[%s], the consumer group: %s changed, "
+                 "rebalance immediately", conn.remote_address, group)
+        self.rebalance_immediately()
+        return None

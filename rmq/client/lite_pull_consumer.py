@@ -1,0 +1,576 @@
+"""LitePullConsumer (Java ``DefaultLitePullConsumer``): the application polls.
+
+    c = LitePullConsumer("g", "127.0.0.1:9876")
+    c.subscribe("T", "*")            # group rebalance ...
+    # c.assign([mq0, mq1])           # ... or a fixed set of queues
+    await c.start()
+    msgs = await c.poll(1000)
+    await c.commit()
+
+Each owned queue has a pull task that long-polls the broker (LITE_PULL_MESSAGE with the
+subscription in every request) and queues the messages it gets; ``poll`` hands out one
+pulled batch at a time. Offsets: ``poll`` marks what it returned as consumed;
+``commit`` writes the consumed offsets to the broker; with ``auto_commit`` (default)
+``poll`` does that every ``auto_commit_interval_ms`` and ``shutdown`` once more — so a
+message is committed only after a later ``poll`` (at-least-once).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
+
+from rmq.client._util import cancel_and_wait
+from rmq.client.config import ClientConfig
+from rmq.client.errors import MQClientError
+from rmq.client.instance import MQClientInstance, get_or_create_instance
+from rmq.client.message import RETRY_GROUP_TOPIC_PREFIX, PullStatus
+from rmq.client.offset_store import OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from rmq.client.process_queue import ProcessQueue
+from rmq.client.pull_api import PullAPIWrapper
+from rmq.client.push_consumer import (ConsumeFromWhere, MessageModel,
+                                      compute_pull_from_where_push, parse_consume_timestamp)
+from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest, RebalanceImpl
+from rmq.client.routes import topic_route_to_subscribe_info
+from rmq.protocol.codes import PullSysFlag
+from rmq.protocol.message import MessageExt
+from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
+
+__all__ = ["LitePullConsumer"]
+
+log = logging.getLogger("rmq.client.lite")
+
+BROKER_SUSPEND_MAX_TIME_MILLIS = 20000
+CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30000
+PULL_TIME_DELAY_MILLS_WHEN_PAUSE = 1000
+PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL = 50
+PULL_TIME_DELAY_MILLS_ON_EXCEPTION = 1000
+
+_NONE, _SUBSCRIBE, _ASSIGN = "NONE", "SUBSCRIBE", "ASSIGN"
+_CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class _QueueState:
+    """AssignedMessageQueue's per-queue record."""
+
+    process_queue: ProcessQueue
+    pull_offset: int = -1
+    consume_offset: int = -1
+    seek_offset: int = -1
+    paused: bool = False
+    task: asyncio.Task | None = None
+
+
+@dataclass(eq=False)
+class _ConsumeRequest:
+    messages: list[MessageExt]
+    message_queue: MessageQueue
+    process_queue: ProcessQueue = field(repr=False)
+
+
+class RebalanceLitePullImpl(RebalanceImpl):
+    consume_type = "CONSUME_ACTIVELY"
+
+    def __init__(self, consumer: LitePullConsumer) -> None:
+        super().__init__(consumer.group, consumer.message_model.value, consumer.allocate_strategy,
+                         None)
+        self.consumer = consumer
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        return await self.consumer.compute_pull_from_where(mq)
+
+    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        await self.consumer.release_queue(mq)
+        return True
+
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        assert self.consumer.offset_store is not None
+        self.consumer.offset_store.remove_offset(mq)
+
+    def dispatch_pull_requests(self, requests: list[PullRequest]) -> None:
+        for r in requests:
+            self.consumer.take_queue(r.message_queue, r.process_queue, r.next_offset)
+
+
+class LitePullConsumer:
+    def __init__(self, group: str, namesrv_addr: str | None = None, *,
+                 config: ClientConfig | None = None,
+                 message_model: MessageModel | str = MessageModel.CLUSTERING,
+                 consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp: str | int | datetime | None = None,
+                 allocate_strategy: AllocateStrategy = AVG,
+                 auto_commit: bool = True,
+                 auto_commit_interval_ms: int = 5000,
+                 pull_batch_size: int = 10,
+                 pull_threshold_for_all: int = 10000,
+                 pull_threshold_for_queue: int = 1000,
+                 pull_threshold_size_for_queue: int = 100,
+                 consume_max_span: int = 2000,
+                 poll_timeout_ms: int = 5000,
+                 offset_store: OffsetStore | None = None,
+                 **config_kwargs: Any) -> None:
+        if not group:
+            raise MQClientError("consumerGroup is blank")
+        self.group = group
+        self.config = config.copy() if config is not None else ClientConfig(**config_kwargs)
+        if config is not None and config_kwargs:
+            for k, v in config_kwargs.items():
+                setattr(self.config, k, v)
+        if namesrv_addr is not None:
+            self.config.namesrv_addr = namesrv_addr
+        self.message_model = MessageModel(message_model)
+        self.consume_from_where = ConsumeFromWhere(consume_from_where)
+        self.consume_timestamp = consume_timestamp
+        self.allocate_strategy = allocate_strategy
+        self.auto_commit = auto_commit
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_all = pull_threshold_for_all
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        self.consume_max_span = consume_max_span
+        self.poll_timeout_ms = poll_timeout_ms
+        self.instance: MQClientInstance | None = None
+        self.offset_store: OffsetStore | None = offset_store
+        self.pull_api: PullAPIWrapper | None = None
+        self.rebalance = RebalanceLitePullImpl(self)
+        self._subscription_type = _NONE
+        self._subscriptions: dict[str, str] = {}
+        self._assigned: dict[MessageQueue, _QueueState] = {}
+        self._cache: asyncio.Queue[_ConsumeRequest] | None = None
+        self._state = _CREATE_JUST
+        self._next_auto_commit_deadline = 0
+        self._side_tasks: set[asyncio.Future] = set()
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe to ``topic``; queues come from the group's rebalance."""
+        if self._subscription_type == _ASSIGN:
+            raise MQClientError("Subscribe and assign are mutually exclusive.")
+        self._subscription_type = _SUBSCRIBE
+        self._subscriptions[topic] = expression or "*"
+        sd = SubscriptionData.build(topic, expression, None, _now_ms())
+        self.rebalance.subscription_inner[topic] = sd
+        if self._state == _RUNNING:
+            t = asyncio.ensure_future(self._after_subscription_change(topic))
+            self._side_tasks.add(t)
+            t.add_done_callback(self._side_tasks.discard)
+
+    async def _after_subscription_change(self, topic: str) -> None:
+        assert self.instance is not None
+        await self.instance.update_topic_route_info_from_name_server(topic)
+        await self.instance.send_heartbeat_to_all_brokers()
+        self.instance.rebalance_immediately()
+
+    def unsubscribe(self, topic: str) -> None:
+        self._subscriptions.pop(topic, None)
+        self.rebalance.subscription_inner.pop(topic, None)
+        for mq in [m for m in self._assigned if m.topic == topic]:
+            self._drop_state(mq)
+
+    def assign(self, mqs: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (no rebalance)."""
+        if self._subscription_type == _SUBSCRIBE:
+            raise MQClientError("Subscribe and assign are mutually exclusive.")
+        mqs = set(mqs)
+        if not mqs:
+            raise MQClientError("Message queues can not be null or empty.")
+        self._subscription_type = _ASSIGN
+        for mq in list(self._assigned):
+            if mq not in mqs:
+                self._drop_state(mq)
+        for mq in mqs:
+            if mq not in self._assigned:
+                self._assigned[mq] = _QueueState(ProcessQueue())
+                if self._state == _RUNNING:
+                    self._start_pull_task(mq)
+
+    def assignment(self) -> set[MessageQueue]:
+        return set(self._assigned)
+
+    def pause(self, mqs: Iterable[MessageQueue]) -> None:
+        for mq in mqs:
+            st = self._assigned.get(mq)
+            if st is not None:
+                st.paused = True
+
+    def resume(self, mqs: Iterable[MessageQueue]) -> None:
+        for mq in mqs:
+            st = self._assigned.get(mq)
+            if st is not None:
+                st.paused = False
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self._state == _RUNNING:
+            return
+        if self._state != _CREATE_JUST:
+            raise MQClientError(f"The LitePullConsumer service state not OK, {self._state}")
+        if self.message_model is MessageModel.CLUSTERING:
+            self.config.change_instance_name_to_pid()
+        inst = get_or_create_instance(self.config)
+        self.rebalance.instance = inst
+        self.pull_api = PullAPIWrapper(inst, self.group, self.config.unit_mode)
+        if self.offset_store is None:
+            if self.message_model is MessageModel.BROADCASTING:
+                raise MQClientError("BROADCASTING needs a local offset store (pass "
+                                    "offset_store=...)")
+            self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
+        self.offset_store.load()
+        self._cache = asyncio.Queue()
+        if not inst.register_consumer(self.group, self):
+            raise MQClientError(f"The consumer group[{self.group}] has been created before, "
+                                "specify another name please.")
+        self.instance = inst
+        try:
+            await inst.start()
+        except BaseException:
+            inst.consumer_table.pop(self.group, None)
+            raise
+        self._state = _RUNNING
+        self._next_auto_commit_deadline = _now_ms() + self.auto_commit_interval_ms
+        if self._subscription_type == _SUBSCRIBE:
+            for topic in list(self.rebalance.subscription_inner):
+                await inst.update_topic_route_info_from_name_server(topic)
+            await inst.send_heartbeat_to_all_brokers()
+            inst.rebalance_immediately()
+        else:
+            for mq in list(self._assigned):
+                self._start_pull_task(mq)
+        log.info("lite pull consumer %s started (client %s)", self.group, inst.client_id)
+
+    async def shutdown(self) -> None:
+        if self._state != _RUNNING:
+            return
+        self._state = _SHUTDOWN
+        tasks = [st.task for st in self._assigned.values() if st.task is not None]
+        await cancel_and_wait(tasks + list(self._side_tasks), 5.0, f"{self.group} pull tasks")
+        if self.auto_commit:
+            self._update_store_from_consumed()
+        await self._persist(list(self._assigned), oneway=False)
+        inst = self.instance
+        assert inst is not None
+        await inst.unregister_consumer(self.group)
+        await inst.shutdown()
+        self.rebalance.destroy()
+        log.info("lite pull consumer %s shut down", self.group)
+
+    async def __aenter__(self) -> LitePullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def _check_running(self) -> None:
+        if self._state != _RUNNING:
+            raise MQClientError(f"The consumer service state not OK, {self._state}")
+
+    # ------------------------------------------------------------------ polling
+    async def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
+        """The next pulled batch, or [] after ``timeout_ms`` (default ``poll_timeout_ms``)."""
+        self._check_running()
+        timeout = self.poll_timeout_ms if timeout_ms is None else timeout_ms
+        if timeout < 0:
+            raise MQClientError("Timeout must not be negative")
+        if self.auto_commit and _now_ms() >= self._next_auto_commit_deadline:
+            self._next_auto_commit_deadline = _now_ms() + self.auto_commit_interval_ms
+            await self.commit()
+        assert self._cache is not None
+        deadline = time.monotonic() + timeout / 1000
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    req = self._cache.get_nowait()
+                else:
+                    async with asyncio.timeout(left):
+                        req = await self._cache.get()
+            except (TimeoutError, asyncio.QueueEmpty):
+                return []
+            st = self._assigned.get(req.message_queue)
+            if req.process_queue.dropped or st is None or st.process_queue is not req.process_queue:
+                continue
+            offset = req.process_queue.remove_messages(req.messages)
+            if offset >= 0:
+                st.consume_offset = offset
+            return req.messages
+
+    # ------------------------------------------------------------------ offsets
+    def _update_store_from_consumed(self, only: Iterable[MessageQueue] | None = None) -> None:
+        store = self.offset_store
+        assert store is not None
+        for mq in (self._assigned if only is None else only):
+            st = self._assigned.get(mq)
+            if st is not None and st.consume_offset != -1 and not st.process_queue.dropped:
+                store.update_offset(mq, st.consume_offset, False)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Write consumed offsets (or the given ones) to the broker and wait for it."""
+        self._check_running()
+        store = self.offset_store
+        assert store is not None
+        if offsets is None:
+            self._update_store_from_consumed()
+            mqs = list(self._assigned)
+        else:
+            for mq, off in offsets.items():
+                store.update_offset(mq, off, False)
+            mqs = list(offsets)
+        await self._persist(mqs, oneway=False)
+
+    commit_sync = commit
+
+    async def _persist(self, mqs: list[MessageQueue], oneway: bool) -> None:
+        store = self.offset_store
+        if store is None:
+            return
+        if oneway:
+            await store.persist_all(set(mqs))
+        else:
+            for mq in mqs:
+                await store.persist(mq)
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset stored on the broker for ``mq`` (-1 if none)."""
+        self._check_running()
+        assert self.offset_store is not None
+        return await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue ``mq`` from ``offset`` (within the queue's [min, max])."""
+        self._check_running()
+        st = self._assigned.get(mq)
+        if st is None:
+            raise MQClientError(f"The message queue is not in assigned list, message queue: {mq}")
+        lo = await self.min_offset(mq)
+        hi = await self.max_offset(mq)
+        if offset < lo or offset > hi:
+            raise MQClientError(f"Seek offset illegal, seek offset = {offset}, min offset = {lo}, "
+                                f"max offset = {hi}")
+        st.seek_offset = offset
+        self._clear_cached(mq)
+        if st.task is not None:
+            st.task.cancel()
+            st.task = None
+        self._start_pull_task(mq)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self.min_offset(mq))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self.max_offset(mq))
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        addr = await self._master_addr(mq)
+        return await self.instance.api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)  # type: ignore[union-attr]
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        addr = await self._master_addr(mq)
+        return await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id)  # type: ignore[union-attr]
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        addr = await self._master_addr(mq)
+        return await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id)  # type: ignore[union-attr]
+
+    async def fetch_message_queues(self, topic: str) -> set[MessageQueue]:
+        """The topic's readable queues, from the NameServer."""
+        self._check_running()
+        assert self.instance is not None
+        route = await self.instance.api.get_topic_route_info(topic)
+        if route is None:
+            raise MQClientError(f"Can not find Message Queue for this topic, {topic}")
+        for bd in route.broker_datas:
+            self.instance.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+        return topic_route_to_subscribe_info(topic, route)
+
+    async def _master_addr(self, mq: MessageQueue) -> str:
+        inst = self.instance
+        assert inst is not None
+        addr = inst.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            await inst.update_topic_route_info_from_name_server(mq.topic)
+            addr = inst.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            route = await inst.api.get_topic_route_info(mq.topic)
+            for bd in (route.broker_datas if route else []):
+                inst.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+            addr = inst.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"The broker[{mq.broker_name}] not exist")
+        return addr
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """RebalanceLitePullImpl.computePullFromWhere (memory first, then the broker)."""
+        store = self.offset_store
+        assert store is not None
+        last = await store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
+        if last >= 0:
+            return last
+        if last != -1:
+            return -1
+        where = compute_pull_from_where_push(self.consume_from_where)
+        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET.value:
+            return 0
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return 0 if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value \
+                else await self.max_offset(mq)
+        if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value:
+            return await self.max_offset(mq)
+        return await self.offset_for_timestamp(mq, parse_consume_timestamp(self.consume_timestamp))
+
+    # ------------------------------------------------------------------ ConsumerInner
+    @property
+    def group_name(self) -> str:
+        return self.group
+
+    def subscriptions(self) -> list[SubscriptionData]:
+        return list(self.rebalance.subscription_inner.values())
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, "CONSUME_ACTIVELY", self.message_model.value,
+                            self.consume_from_where.value, self.subscriptions(),
+                            self.config.unit_mode)
+
+    def is_subscribe_topic_need_update(self, topic: str) -> bool:
+        return (topic in self.rebalance.subscription_inner
+                and topic not in self.rebalance.topic_subscribe_info_table)
+
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
+        if topic in self.rebalance.subscription_inner:
+            self.rebalance.topic_subscribe_info_table[topic] = mqs
+
+    async def do_rebalance(self) -> None:
+        if self._state == _RUNNING and self._subscription_type == _SUBSCRIBE:
+            await self.rebalance.do_rebalance()
+
+    async def persist_consumer_offset(self) -> None:
+        if self._state == _RUNNING:
+            await self._persist(list(self._assigned), oneway=True)
+
+    # ------------------------------------------------------------------ queue ownership
+    def take_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        """Rebalance gave us ``mq``, to be pulled from ``offset``."""
+        old = self._assigned.get(mq)
+        if old is not None:
+            self._drop_state(mq)
+        self._assigned[mq] = _QueueState(pq, pull_offset=offset)
+        if self._state == _RUNNING:
+            self._start_pull_task(mq)
+
+    async def release_queue(self, mq: MessageQueue) -> None:
+        """Rebalance took ``mq`` away: commit what was consumed, stop pulling it."""
+        store = self.offset_store
+        assert store is not None
+        if self.auto_commit:
+            self._update_store_from_consumed([mq])
+        await store.persist(mq)
+        store.remove_offset(mq)
+        self._drop_state(mq)
+
+    def _drop_state(self, mq: MessageQueue) -> None:
+        st = self._assigned.pop(mq, None)
+        if st is None:
+            return
+        st.process_queue.dropped = True
+        if st.task is not None:
+            st.task.cancel()
+        self._clear_cached(mq)
+
+    def _clear_cached(self, mq: MessageQueue) -> None:
+        st = self._assigned.get(mq)
+        if st is not None:
+            st.process_queue.clear()
+        q = self._cache
+        if q is None or q.empty():
+            return
+        keep = []
+        while not q.empty():
+            r = q.get_nowait()
+            if r.message_queue != mq:
+                keep.append(r)
+        for r in keep:
+            q.put_nowait(r)
+
+    def _start_pull_task(self, mq: MessageQueue) -> None:
+        st = self._assigned[mq]
+        if st.task is not None and not st.task.done():
+            return
+        st.task = asyncio.ensure_future(self._pull_loop(mq, st))
+
+    async def _pull_loop(self, mq: MessageQueue, st: _QueueState) -> None:
+        try:
+            while self._state == _RUNNING and self._assigned.get(mq) is st \
+                    and not st.process_queue.dropped:
+                delay = await self._pull_once(mq, st)
+                if delay:
+                    await asyncio.sleep(delay / 1000)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("pull task of %s crashed", mq)
+
+    async def _pull_once(self, mq: MessageQueue, st: _QueueState) -> int:
+        pq = st.process_queue
+        pq.last_pull_timestamp = _now_ms()
+        if st.paused:
+            return PULL_TIME_DELAY_MILLS_WHEN_PAUSE
+        assert self._cache is not None and self.pull_api is not None
+        if self._cache.qsize() * self.pull_batch_size > self.pull_threshold_for_all \
+                or pq.msg_count > self.pull_threshold_for_queue \
+                or pq.msg_size_mib > self.pull_threshold_size_for_queue \
+                or pq.max_span() > self.consume_max_span:
+            return PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
+        if st.seek_offset != -1:
+            offset = st.seek_offset
+            st.seek_offset = -1
+            st.pull_offset = offset
+            st.consume_offset = -1
+            pq.clear()
+        elif st.pull_offset == -1:
+            try:
+                offset = await self.compute_pull_from_where(mq)
+            except Exception as e:
+                log.warning("compute the pull offset of %s failed: %s", mq, e)
+                return PULL_TIME_DELAY_MILLS_ON_EXCEPTION
+            if offset < 0:
+                return PULL_TIME_DELAY_MILLS_ON_EXCEPTION
+            st.pull_offset = offset
+        else:
+            offset = st.pull_offset
+        sd = self.rebalance.subscription_inner.get(mq.topic) \
+            or SubscriptionData.build(mq.topic, "*", None, 0)
+        sys_flag = PullSysFlag.build(False, True, True, False, True)
+        try:
+            result = await self.pull_api.pull_kernel_impl(
+                mq, sd.sub_string, sd.expression_type, 0, offset, self.pull_batch_size,
+                sys_flag, 0, BROKER_SUSPEND_MAX_TIME_MILLIS, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("pull of %s at %d failed: %s", mq, offset, e)
+            return PULL_TIME_DELAY_MILLS_ON_EXCEPTION
+        if self._assigned.get(mq) is not st or pq.dropped or st.seek_offset != -1:
+            return 0
+        result = self.pull_api.process_pull_result(mq, result, sd)
+        if result.status is PullStatus.FOUND and result.msg_found_list:
+            pq.put_messages(result.msg_found_list)
+            self._cache.put_nowait(_ConsumeRequest(result.msg_found_list, mq, pq))
+            st.pull_offset = result.next_begin_offset
+            return 0
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("the pull request offset of %s is illegal (%d), continue at %d", mq,
+                        offset, result.next_begin_offset)
+        st.pull_offset = result.next_begin_offset
+        if pq.msg_count == 0 and result.status is not PullStatus.OFFSET_ILLEGAL:
+            # Nothing pulled is waiting for poll(): filtered-out messages count as consumed.
+            st.consume_offset = st.pull_offset
+        return 0
