@@ -125,6 +125,7 @@ class Broker:
                          (RequestCode.GET_ALL_TOPIC_CONFIG, a.get_all_topic_config),
                          (RequestCode.GET_TOPIC_STATS_INFO, a.get_topic_stats_info),
                          (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, a.query_topic_consume_by_who),
+                         (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, a.reset_offset),
                          (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info)):
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)

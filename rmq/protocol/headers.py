@@ -47,7 +47,7 @@ __all__ = [
     "RegisterBrokerRequestHeader", "RegisterBrokerResponseHeader",
     "UnRegisterBrokerRequestHeader", "GetRouteInfoRequestHeader",
     "GetConsumerListByGroupRequestHeader", "NotifyConsumerIdsChangedRequestHeader",
-    "UnregisterClientRequestHeader", "REQUEST_HEADERS",
+    "UnregisterClientRequestHeader", "ResetOffsetRequestHeader", "REQUEST_HEADERS",
     "parse_int", "parse_long", "parse_bool",
 ]
 
@@ -816,6 +816,24 @@ class UnregisterClientRequestHeader(Header):
     client_id: str
     producer_group: str | None = None
     consumer_group: str | None = None
+
+
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("group", "group", STR, REQUIRED),
+    ("timestamp", "timestamp", LONG, REQUIRED),
+    ("is_force", "isForce", BOOL, REQUIRED),
+)
+@dataclass(slots=True)
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220).
+
+    ``timestamp`` -1 means "the end of each queue"."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool
 
 
 #: Request code -> header class its ext fields parse into.

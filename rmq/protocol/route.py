@@ -307,6 +307,16 @@ def _expect(text: str, i: int, ch: str) -> int:
     return i + 1
 
 
+def dumps_object_keyed_map(field: str, entries: list[tuple[dict[str, Any], Any]]) -> bytes:
+    """fastjson's form of a Map with object keys (TopicStatsTable, ConsumeStats):
+    `{"offsetTable":{{"brokerName":..}:{..},..}}` — not strict JSON, but what Java
+    mqadmin reads. The reader is ``loads_object_keyed_map``."""
+    parts = []
+    for key, value in entries:
+        parts.append(dumps_fastjson(key).decode() + ":" + dumps_fastjson(value).decode())
+    return ('{"' + field + '":{' + ",".join(parts) + "}}").encode()
+
+
 def loads_object_keyed_map(data: bytes | bytearray | memoryview | str,
                            field: str) -> list[tuple[dict[str, Any], Any]]:
     """The entries of an object-keyed map in fastjson's output, in body order.

@@ -11,11 +11,10 @@ from rmq.admin.base import (COMMANDS, TOPIC, AdminError, Command, Output, descri
                             register)
 from rmq.admin.main import main
 from rmq.admin.output import Col, Table, fastjson_pretty, human_time, topic_config_string
-from rmq.broker.processors.admin import encode_object_keyed_map
 from rmq.client.errors import MQBrokerError
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.route import BrokerData, TopicConfig, TopicRouteData, QueueData, \
-    loads_object_keyed_map
+from rmq.protocol.route import (BrokerData, QueueData, TopicConfig, TopicRouteData,
+                                dumps_object_keyed_map, loads_object_keyed_map)
 from rmq.remoting.errors import RemotingTimeoutError
 
 
@@ -24,7 +23,7 @@ def test_object_keyed_map_round_trip_with_the_broker_encoder():
     entries = [({"brokerName": "b", "queueId": 0, "topic": 'T{0:}"x'},
                 {"lastUpdateTimestamp": 1, "maxOffset": 3, "minOffset": 0}),
                ({"brokerName": "b", "queueId": 1, "topic": "T"}, {"maxOffset": 5})]
-    body = encode_object_keyed_map("offsetTable", entries)
+    body = dumps_object_keyed_map("offsetTable", entries)
     assert loads_object_keyed_map(body, "offsetTable") == entries
 
 

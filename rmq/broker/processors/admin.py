@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
-from rmq.protocol.codes import ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
+    ResetOffsetRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
@@ -21,7 +22,7 @@ from rmq.protocol.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
-from rmq.protocol.route import KVTable, TopicConfig, dumps_fastjson, loads_object_keyed_map
+from rmq.protocol.route import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 
 if TYPE_CHECKING:
     from rmq.broker.broker import Broker
@@ -127,7 +128,51 @@ class AdminBrokerProcessor:
             last = store.get_message_store_timestamp(topic, qid, mx - 1) if mx > 0 else 0
             entries.append((mq, {"lastUpdateTimestamp": max(last, 0), "maxOffset": mx,
                                  "minOffset": mn}))
-        return _ok(request, body=encode_object_keyed_map("offsetTable", entries))
+        return _ok(request, body=dumps_object_keyed_map("offsetTable", entries))
+
+    def reset_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222): Broker2Client.resetOffset.
+
+        Offsets by timestamp per queue (only moved back unless isForce), committed here
+        and pushed to every live consumer of the group with RESET_CONSUMER_CLIENT_OFFSET;
+        the answer carries the table. Committing on the broker too means the reset holds
+        even for consumers that are offline (mqadmin's fallback does that by hand)."""
+        b = self.broker
+        try:
+            h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+        tc = b.topics.select(h.topic)
+        if tc is None:
+            return request.create_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
+        online = b.consumers.get_group(h.group)
+        entries = []
+        for qid in range(tc.write_queue_nums):
+            current = b.offsets.query_offset(h.group, h.topic, qid)
+            if h.timestamp == -1:
+                target = b.store.get_max_offset_in_queue(h.topic, qid)
+            else:
+                target = b.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp, "LOWER")
+            target = max(target, 0)
+            if not h.is_force and current >= 0 and target >= current:
+                target = current
+            b.offsets.commit_offset(conn.remote_address, h.group, h.topic, qid, target)
+            entries.append(({"brokerName": b.broker_config.brokerName, "queueId": qid,
+                             "topic": h.topic}, target))
+        body = dumps_object_keyed_map("offsetTable", entries)
+        log.info("reset offsets of group %s on %s to time %d (force=%s): %s",
+                 h.group, h.topic, h.timestamp, h.is_force, [e[1] for e in entries])
+        if online is not None:
+            push = RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                                   ext_fields=h.to_ext_fields(), body=body)
+            for c in online.channels.values():
+                try:
+                    c.conn.send_oneway(push)
+                except Exception as e:
+                    log.warning("pushing the offset reset to %s failed: %s", c.client_id, e)
+        return _ok(request, body=body)
 
     # --- runtime ---
     def get_broker_runtime_info(self, conn, request: RemotingCommand) -> RemotingCommand:
@@ -154,17 +199,3 @@ class AdminBrokerProcessor:
             "remotingProtocolErrors": str(b.server.stats.protocol_errors),
         }
         return _ok(request, body=KVTable(table).to_json())
-
-
-def encode_object_keyed_map(field: str, entries: list[tuple[dict, dict]]) -> bytes:
-    """fastjson's form of a Map with object keys (TopicStatsTable, ConsumeStats):
-    `{"offsetTable":{{"brokerName":..}:{..},..}}` — not strict JSON, but what Java
-    mqadmin reads. The reader is ``rmq.protocol.route.loads_object_keyed_map``."""
-    parts = []
-    for key, value in entries:
-        parts.append(dumps_fastjson(key).decode() + ":" + dumps_fastjson(value).decode())
-    return ('{"' + field + '":{' + ",".join(parts) + "}}").encode()
-
-
-# The reader lives with the other body codecs (the admin tool uses it too).
-decode_object_keyed_map = loads_object_keyed_map
