@@ -3,12 +3,30 @@
 The put path runs on the event-loop thread without awaiting, which makes it the
 "put lock" of RocketMQ: nothing else can interleave between assigning a queue offset
 and appending the record.
+
+Write buffer (RocketMQ's TransientStorePool + CommitRealTimeService, spec 6.4): records
+are encoded into an in-memory buffer and *committed* to the file with pwrite, one call
+for everything appended since the last commit. A commit runs
+
+* at the end of the loop iteration that appended (a `loop.call_soon` scheduled by the
+  first append after a commit),
+* before every flush plan (the flush services call `commit()`), before a roll to the
+  next file, before the buffer would overflow, and on shutdown/truncation.
+
+Readers (dispatch, pulls, HA, recovery) see committed bytes only: `max_offset` and every
+read check against a file's committed position (RocketMQ's getReadPosition with a
+write buffer). Bytes are the same as writing each record in place; a commit writes the
+first record's TOTALSIZE last (`write_size_last`), so a process killed in the middle of
+a commit leaves nothing recovery would accept.
 """
 from __future__ import annotations
 
+import asyncio
+import collections
 import logging
 import struct
 from typing import Callable, Sequence
+from zlib import crc32
 
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
@@ -18,7 +36,6 @@ from rmq.protocol.message import (
     MessageExtBatch,
     MessageExtBrokerInner,
     SysFlag,
-    body_crc,
     encode_record,
     host_sysflag,
     properties_to_string,
@@ -29,16 +46,31 @@ from rmq.store.dispatch_request import (
     DispatchRequest,
     check_message_and_return_size,
     diagnose_record,
+    dispatch_properties,
+    property_value,
+    tags_code_of,
 )
-from rmq.store.mapped_file import AllocateMappedFileService, MappedFile, MappedFileQueue
+from rmq.store.mapped_file import (
+    AllocateMappedFileService,
+    MappedFile,
+    MappedFileQueue,
+    write_size_last,
+)
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.store.commitlog")
 
 _I = struct.Struct(">i")
+_H = struct.Struct(">h")
 _Q = struct.Struct(">q")
-_BLANK_MAGIC = _I.pack(BLANK_MAGIC_CODE)
-_PREPARED_OR_ROLLBACK = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
+# Record length without the two host fields: 4+4+4+4+4+8+8+4+8+8+4+8+4 + 1 (topic
+# length) + 2 (properties length); each host adds 8 (IPv4) or 20 (IPv6).
+_FIXED_NO_HOSTS = 75
+# TOTALSIZE .. BODY LENGTH, per (born host, store host) length
+_HEAD_STRUCTS = {(b, h): struct.Struct(f">iiiiiqqiq{b}sq{h}siqi") for b in (8, 20) for h in (8, 20)}
+_BLANK = struct.Struct(">ii")
+_PUT_OK = PutMessageStatus.PUT_OK
+_DELAY = MessageConst.DELAY_TIME_LEVEL
 
 
 class _NoSpace(Exception):
@@ -51,6 +83,12 @@ class _NoSpace(Exception):
 
 
 class CommitLog:
+    # Smallest write buffer. It must also hold the largest record (+ a BLANK), and it
+    # bounds one commit, i.e. how far a torn commit can reach (see _dirty_end).
+    WRITE_BUFFER_MIN = 1 << 20
+    # Ready DispatchRequests kept for dispatch at most (more: it parses instead).
+    DISPATCH_READY_MAX = 1 << 17
+
     def __init__(self, store_path: str, file_size: int, max_message_size: int,
                  delay_levels_ms: Sequence[int],
                  allocator: AllocateMappedFileService | None = None) -> None:
@@ -60,6 +98,27 @@ class CommitLog:
         self.delay_levels_ms = list(delay_levels_ms)
         # RocketMQ keys this "topic-queueId"; a tuple is the same key without formatting.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
+        # Write buffer: bytes appended to _wfile after its committed position. _wfile
+        # is None or the last file (anything that adds or drops files resets it).
+        self._wcap = max(self.WRITE_BUFFER_MIN, max_message_size + 8)
+        self._wbuf = bytearray(self._wcap)
+        self._wview = memoryview(self._wbuf)
+        self._wlen = 0
+        self._wfile: MappedFile | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._commit_scheduled = False
+        self._commit_fut: asyncio.Future[PutMessageStatus] | None = None
+        self._commit_failed = False
+        self.on_commit: Callable[[], None] | None = None
+        self.on_commit_error: Callable[[OSError], None] | None = None
+        self.commits = 0
+        # The DispatchRequest of every record appended here, in offset order: the put
+        # path knows every field, so dispatch need not parse the record back (it does
+        # for what is not here: replicated data, records before a restart).
+        self.dispatch_ready: collections.deque[DispatchRequest] = collections.deque()
+        self._tag_cache: dict[str, int] = {}
+        self._topics: dict[str, bytes] = {}
+        self._structs: dict[tuple[int, int, int, int, int], struct.Struct] = {}
 
     # --- load / offsets ---
     def load(self) -> None:
@@ -72,7 +131,106 @@ class CommitLog:
 
     @property
     def max_offset(self) -> int:
+        """Readable end: everything committed (appended bytes still in the write
+        buffer are not readable yet)."""
         return self.mfq.get_max_offset()
+
+    @property
+    def wrote_offset(self) -> int:
+        """End of everything appended, committed or not."""
+        return self.mfq.get_max_wrote_offset()
+
+    # --- write buffer / commit ---
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on commits are deferred to the end of the loop iteration.
+        Without a loop (load, recovery, tests) every append is committed at once."""
+        self._loop = loop
+
+    def stop(self) -> None:
+        """Commit what is buffered and go back to committing at once."""
+        self._loop = None
+        self._commit_scheduled = False
+        self.commit()
+
+    def drop_uncommitted(self) -> None:
+        """Forget the write buffer, as a killed process would (crash tests)."""
+        mf = self._wfile
+        if mf is not None:
+            mf.wrote_position = mf.committed_position
+        self._wlen = 0
+        self.dispatch_ready.clear()
+
+    @property
+    def uncommitted_bytes(self) -> int:
+        return self._wlen
+
+    def _appended(self) -> None:
+        """After an append: make sure a commit follows."""
+        if not self._commit_scheduled:
+            loop = self._loop
+            if loop is None:
+                self.commit()
+                return
+            self._commit_scheduled = True
+            loop.call_soon(self._commit_soon)
+
+    def _commit_soon(self) -> None:
+        self._commit_scheduled = False
+        try:
+            self.commit()
+        except OSError:
+            # logged and reported by commit(); try again a little later
+            if self._loop is not None and not self._commit_scheduled:
+                self._commit_scheduled = True
+                self._loop.call_later(0.1, self._commit_soon)
+
+    def commit(self) -> None:
+        """pwrite everything appended since the last commit (loop thread)."""
+        n = self._wlen
+        if n:
+            mf = self._wfile
+            assert mf is not None
+            pos = mf.committed_position
+            try:
+                write_size_last(mf.fd, self._wview[:n], pos, 4)
+            except OSError as e:
+                if not self._commit_failed:
+                    log.error("committing %d bytes to CommitLog file %s at %d failed: %s",
+                              n, mf.file_name, pos, e)
+                self._commit_failed = True
+                fut = self._commit_fut
+                if fut is not None:
+                    self._commit_fut = None
+                    if not fut.done():
+                        fut.set_result(PutMessageStatus.UNKNOWN_ERROR)
+                if self.on_commit_error is not None:
+                    self.on_commit_error(e)
+                raise
+            self._commit_failed = False
+            mf.committed_position = pos + n
+            self._wlen = 0
+            self.commits += 1
+        fut = self._commit_fut
+        if fut is not None:
+            self._commit_fut = None
+            if not fut.done():
+                fut.set_result(PutMessageStatus.PUT_OK)
+        if n and self.on_commit is not None:
+            self.on_commit()
+
+    def commit_waiter(self, end_offset: int) -> "asyncio.Future[PutMessageStatus] | None":
+        """A future completed (PUT_OK) by the commit that makes [.., end_offset)
+        readable; None when it already is. One future is shared by every put of an
+        iteration: a commit always takes everything appended before it."""
+        if self.max_offset >= end_offset or self._wlen == 0:
+            return None
+        fut = self._commit_fut
+        if fut is None:
+            if self._loop is None:
+                self.commit()
+                return None
+            fut = self._commit_fut = self._loop.create_future()
+        return fut
 
     @property
     def flushed_where(self) -> int:
@@ -83,7 +241,8 @@ class CommitLog:
 
     # --- put path ---
     def _file_for(self, size: int) -> MappedFile:
-        """The file the next `size` bytes go to; writes BLANK and rolls when they do not fit."""
+        """The file the next `size` bytes go to, with room in the write buffer;
+        writes BLANK and rolls when they do not fit."""
         mfq = self.mfq
         files = mfq.mapped_files
         mf = files[-1] if files else None
@@ -91,83 +250,201 @@ class CommitLog:
             if mf is None or mf.is_full():
                 mf = mfq.get_last_mapped_file_for_write(0)
             if size + 8 > mf.remaining():
-                self._write_blank(mf)
+                self._bind(mf)
+                self._append_blank(mf)
+                # the old file is complete: its bytes go in before the next file's
+                self.commit()
                 mf = mfq.get_last_mapped_file_for_write(0)
         except OSError as e:
             log.error("cannot create the next CommitLog file after offset %d: %s",
-                      self.max_offset, e)
+                      self.wrote_offset, e)
             raise _NoSpace(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
                            f"create mapped file failed: {e}") from None
         if size + 8 > mf.remaining():
             raise _NoSpace(PutMessageStatus.MESSAGE_ILLEGAL,
                            f"a {size}-byte record does not fit a {self.file_size}-byte CommitLog file")
+        self._bind(mf)
+        if self._wlen + size > self._wcap:
+            self.commit()
         return mf
 
-    @staticmethod
-    def _write_blank(mf: MappedFile) -> None:
+    def _bind(self, mf: MappedFile) -> None:
+        """Point the write buffer at mf (it holds bytes of one file only)."""
+        if mf is not self._wfile:
+            self.commit()      # normally a no-op: a roll commits the old file first
+            self._wfile = mf
+
+    def _append_blank(self, mf: MappedFile) -> None:
         pos = mf.wrote_position
         remaining = mf.file_size - pos
-        # magic first, size last: a reader never sees a size without its magic
-        mf.mm[pos + 4:pos + 8] = _BLANK_MAGIC
-        mf.mm[pos:pos + 4] = _I.pack(remaining)
+        _BLANK.pack_into(self._wbuf, self._wlen, remaining, BLANK_MAGIC_CODE)
+        self._wlen += 8
         mf.wrote_position = mf.file_size
+        self._appended()
 
-    @staticmethod
-    def _append_record(mf: MappedFile, rec: bytes) -> None:
-        # TOTALSIZE last: a process killed mid-copy leaves 0 there (files are zeroed
-        # beyond the write position), so recovery stops before a torn record instead
-        # of trusting a record whose tail never arrived.
-        pos = mf.wrote_position
-        end = pos + len(rec)
-        mv = memoryview(rec)
-        mm = mf.mm
-        mm[pos + 4:end] = mv[4:]
-        mm[pos:pos + 4] = mv[:4]
-        mf.wrote_position = end
+    def _append_record(self, mf: MappedFile, rec: bytes) -> None:
+        n = len(rec)
+        w = self._wlen
+        self._wbuf[w:w + n] = rec
+        self._wlen = w + n
+        mf.wrote_position += n
+        self._appended()
+
+    def _topic_bytes(self, topic: str) -> bytes | None:
+        """UTF-8 of a topic (cached), or None if a version-1 record cannot hold it."""
+        b = self._topics.get(topic)
+        if b is None:
+            b = topic.encode("utf-8")
+            if len(b) > 127:
+                return None
+            if len(self._topics) >= 4096:
+                self._topics.clear()
+            self._topics[topic] = b
+        return b
+
+    def _record_struct(self, bh: int, sh: int, body_len: int, topic_len: int,
+                       props_len: int) -> struct.Struct | None:
+        """One Struct packing a whole record (head, body, topic, properties), cached per
+        shape; None once the cache is full (the caller packs in parts)."""
+        key = (bh, sh, body_len, topic_len, props_len)
+        st = self._structs.get(key)
+        if st is None and len(self._structs) < 1024:
+            st = self._structs[key] = struct.Struct(
+                f">iiiiiqqiq{bh}sq{sh}siqi{body_len}sB{topic_len}sh{props_len}s")
+        return st
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
         """Append one message (no waiting: flush/replication are the caller's)."""
         tran = msg.sys_flag & 0xC
-        if tran == 0 or tran == SysFlag.TRANSACTION_COMMIT_TYPE:
+        if _DELAY in msg.properties and (tran == 0 or tran == SysFlag.TRANSACTION_COMMIT_TYPE):
             level = msg.delay_time_level
             if level > 0:
                 self._rewrite_to_schedule(msg, level)
         topic = msg.topic
-        topic_b = topic.encode("utf-8")
-        props_b = msg.properties_bytes()
-        if len(props_b) > 32767:
+        topic_b = self._topics.get(topic)
+        if topic_b is None:
+            topic_b = self._topic_bytes(topic)
+        if topic_b is None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"properties are {len(props_b)} bytes; at most 32767")
-        born, store = msg.born_host, msg.store_host
-        sys_flag = (msg.sys_flag & ~0x30) | host_sysflag(born, store)
+                                    remark="topic is longer than 127 bytes")
+        props_s = msg.properties_string
+        if props_s is None:
+            props_s = msg.properties_string = properties_to_string(msg.properties)
+        props_b = props_s.encode("utf-8")
+        plen = len(props_b)
+        if plen > 32767:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"properties are {plen} bytes; at most 32767")
+        born = msg.born_host
+        store = msg.store_host
+        bh = len(born)
+        sh = len(store)
+        sys_flag = msg.sys_flag & ~0x30
+        if bh != 8:
+            if bh != 20:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        remark=f"born host must be 8 or 20 bytes, not {bh}")
+            sys_flag |= SysFlag.BORNHOST_V6
+        if sh != 8:
+            if sh != 20:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        remark=f"store host must be 8 or 20 bytes, not {sh}")
+            sys_flag |= SysFlag.STOREHOSTADDRESS_V6
         body = msg.body
-        total = record_length(sys_flag, len(body), len(topic_b), len(props_b))
+        blen = len(body)
+        tlen = len(topic_b)
+        total = _FIXED_NO_HOSTS + bh + sh + blen + tlen + plen
         if total > self.max_message_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"message of {total} bytes exceeds maxMessageSize "
                                            f"{self.max_message_size}")
-        try:
-            mf = self._file_for(total)
-        except _NoSpace as e:
-            return PutMessageResult(e.status, remark=e.remark)
-        key = (topic, msg.queue_id)
+        # fast path: room in the current file and in the write buffer (_wfile is None
+        # or the last file)
+        mf = self._wfile
+        w = self._wlen
+        if mf is None or mf.wrote_position + total + 8 > mf.file_size or w + total > self._wcap:
+            try:
+                mf = self._file_for(total)
+            except _NoSpace as e:
+                return PutMessageResult(e.status, remark=e.remark)
+            except OSError as e:
+                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR,
+                                        remark=f"commit failed: {e}")
+            w = self._wlen
+        queue_id = msg.queue_id
+        key = (topic, queue_id)
         table = self.topic_queue_table
-        qoff = table.get(key, 0)
-        rec_qoff = 0 if tran in _PREPARED_OR_ROLLBACK else qoff
+        # prepared/rollback transaction messages get queue offset 0 and take none
+        takes_offset = tran == 0 or tran == SysFlag.TRANSACTION_COMMIT_TYPE
+        rec_qoff = table.get(key, 0) if takes_offset else 0
         phys = mf.file_from_offset + mf.wrote_position
-        rec = encode_record(
-            topic=topic_b, body=body, properties=props_b, queue_id=msg.queue_id,
-            flag=msg.flag, queue_offset=rec_qoff, physical_offset=phys, sys_flag=sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=born, store_timestamp=now_ms,
-            store_host=store, reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset,
-            crc=body_crc(body))
-        self._append_record(mf, rec)
+        st = self._structs.get((bh, sh, blen, tlen, plen))
+        if st is None:
+            st = self._record_struct(bh, sh, blen, tlen, plen)
+        if st is not None:
+            st.pack_into(self._wbuf, w, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF,
+                         queue_id, msg.flag, rec_qoff, phys, sys_flag, msg.born_timestamp, born,
+                         now_ms, store, msg.reconsume_times, msg.prepared_transaction_offset,
+                         blen, body, tlen, topic_b, plen, props_b)
+        else:
+            self._pack_parts(w, (total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id,
+                                 msg.flag, rec_qoff, phys, sys_flag, msg.born_timestamp, born,
+                                 now_ms, store, msg.reconsume_times,
+                                 msg.prepared_transaction_offset, blen), body, topic_b, props_b)
+        # (pack_into raised nothing: the record is there; now take its queue offset)
+        if takes_offset:
+            table[key] = rec_qoff + 1
+        self._wlen = w + total
+        mf.wrote_position += total
+        if not self._commit_scheduled:
+            self._appended()
         mf.store_timestamp = now_ms
         self.mfq.store_timestamp = now_ms
-        if tran not in _PREPARED_OR_ROLLBACK:
-            table[key] = qoff + 1
-        return PutMessageResult(PutMessageStatus.PUT_OK, phys, total, rec_qoff, now_ms, 1, store)
+        # what dispatch would parse back from the record (check_message_and_return_size)
+        tags, keys, uniq = dispatch_properties(props_s)
+        if tags is not None:
+            tags_code = self._tag_cache.get(tags)
+            if tags_code is None or topic == SCHEDULE_TOPIC:
+                tags_code = self._tags_code(topic, tags, props_s, now_ms)
+        elif topic == SCHEDULE_TOPIC:
+            tags_code = self._tags_code(topic, tags, props_s, now_ms)
+        else:
+            tags_code = 0
+        ready = self.dispatch_ready
+        if len(ready) >= self.DISPATCH_READY_MAX:
+            ready.clear()   # dispatch is not running or far behind: it parses instead
+        ready.append(DispatchRequest(topic, queue_id, phys, total, tags_code, now_ms, rec_qoff,
+                                     keys, uniq, sys_flag, msg.prepared_transaction_offset))
+        return PutMessageResult(_PUT_OK, phys, total, rec_qoff, now_ms, 1, store)
+
+    def _tags_code(self, topic: str, tags: str | None, props_s: str, now_ms: int) -> int:
+        return tags_code_of(topic, tags,
+                            property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
+                            now_ms, self.delay_levels_ms, self._tag_cache)
+
+    def _pack_parts(self, w: int, args: tuple, body: bytes, topic_b: bytes,
+                    props_b: bytes) -> None:
+        """Encode a record whose shape has no cached Struct: head, then the rest."""
+        buf = self._wbuf
+        head = _HEAD_STRUCTS[len(args[9]), len(args[11])]
+        head.pack_into(buf, w, *args)
+        p = w + head.size
+        buf[p:p + len(body)] = body
+        p += len(body)
+        buf[p] = len(topic_b)
+        buf[p + 1:p + 1 + len(topic_b)] = topic_b
+        p += 1 + len(topic_b)
+        _H.pack_into(buf, p, len(props_b))
+        buf[p + 2:p + 2 + len(props_b)] = props_b
+
+    def _ready(self, req: DispatchRequest) -> None:
+        """Hand dispatch the request of a record just appended (it would parse the same
+        from the file: check_message_and_return_size)."""
+        ready = self.dispatch_ready
+        if len(ready) >= self.DISPATCH_READY_MAX:
+            # dispatch is not running or far behind: it parses the records instead
+            ready.clear()
+        ready.append(req)
 
     def _rewrite_to_schedule(self, msg: MessageExtBrokerInner, level: int) -> None:
         max_level = len(self.delay_levels_ms)
@@ -193,15 +470,16 @@ class CommitLog:
         topic_b = batch.topic.encode("utf-8")
         born, store = batch.born_host, batch.store_host
         sys_flag = (batch.sys_flag & ~0x30) | host_sysflag(born, store)
-        batch_props = properties_to_string(batch.properties).encode("utf-8") if batch.properties else b""
-        parts: list[tuple[int, bytes, bytes, int]] = []
+        batch_props = properties_to_string(batch.properties) if batch.properties else ""
+        parts: list[tuple[int, bytes, str, bytes, int]] = []
         total_all = 0
         for item in batch.items:
-            props_b = item.properties.encode("utf-8")
+            props_s = item.properties
             if batch_props:
-                if props_b and not props_b.endswith(b"\x02"):
-                    props_b += b"\x02"
-                props_b += batch_props
+                if props_s and not props_s.endswith("\x02"):
+                    props_s += "\x02"
+                props_s += batch_props
+            props_b = props_s.encode("utf-8")
             if len(props_b) > 32767:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                         remark=f"properties are {len(props_b)} bytes; at most 32767")
@@ -210,7 +488,7 @@ class CommitLog:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                         remark=f"message of {size} bytes exceeds maxMessageSize")
             total_all += size
-            parts.append((item.flag, item.body, props_b, size))
+            parts.append((item.flag, item.body, props_s, props_b, size))
         if total_all > self.max_message_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch of {total_all} bytes exceeds maxMessageSize "
@@ -219,13 +497,15 @@ class CommitLog:
             mf = self._file_for(total_all)
         except _NoSpace as e:
             return PutMessageResult(e.status, remark=e.remark)
+        except OSError as e:
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
         key = (batch.topic, batch.queue_id)
         qoff0 = self.topic_queue_table.get(key, 0)
         phys0 = mf.file_from_offset + mf.wrote_position
         recs: list[bytes] = []
         offsets: list[int] = []
         phys = phys0
-        for i, (flag, body, props_b, size) in enumerate(parts):
+        for i, (flag, body, _, props_b, size) in enumerate(parts):
             recs.append(encode_record(
                 topic=topic_b, body=body, properties=props_b, queue_id=batch.queue_id,
                 flag=flag, queue_offset=qoff0 + i, physical_offset=phys, sys_flag=sys_flag,
@@ -233,17 +513,33 @@ class CommitLog:
                 store_host=store))
             offsets.append(phys)
             phys += size
-        # one append: the first record's TOTALSIZE lands last, so the batch is all or nothing
+        # one append: a batch is never split between two commits
         self._append_record(mf, b"".join(recs))
         mf.store_timestamp = now_ms
         self.mfq.store_timestamp = now_ms
         self.topic_queue_table[key] = qoff0 + len(parts)
+        topic = batch.topic
+        levels = self.delay_levels_ms
+        cache = self._tag_cache
+        for i, (_, _, props_s, _, size) in enumerate(parts):
+            self._ready(DispatchRequest(
+                topic, batch.queue_id, offsets[i], size,
+                tags_code_of(topic, property_value(props_s, "TAGS"),
+                             property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
+                             now_ms, levels, cache),
+                now_ms, qoff0 + i, property_value(props_s, "KEYS"),
+                property_value(props_s, "UNIQ_KEY"), sys_flag, 0))
         return PutMessageResult(PutMessageStatus.PUT_OK, phys0, total_all, qoff0, now_ms,
                                 len(parts), store, offsets)
 
     # --- replication (slave side) ---
     def append_data(self, start_offset: int, data: bytes) -> bool:
-        """Write replicated bytes at exactly start_offset (must be the current end)."""
+        """Write replicated bytes at exactly start_offset (must be the current end).
+
+        Written straight into the file (no write buffer): a slave appends whole blocks
+        that need not end on a record boundary, and dispatch parses them."""
+        self.commit()
+        self._wfile = None   # it may not stay the last file
         if start_offset != self.max_offset and self.mfq.mapped_files:
             log.error("replicated data at %d does not continue the CommitLog end %d",
                       start_offset, self.max_offset)
@@ -268,7 +564,7 @@ class CommitLog:
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
-        if pos < 0 or pos + size > mf.wrote_position:
+        if pos < 0 or pos + size > mf.committed_position:
             return None
         return mf.mm[pos:pos + size]
 
@@ -278,7 +574,7 @@ class CommitLog:
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
-        end = mf.wrote_position
+        end = mf.committed_position
         if pos < 0 or pos >= end:
             return None
         if max_size is not None and end - pos > max_size:
@@ -290,7 +586,7 @@ class CommitLog:
         if mf is None:
             return -1
         pos = offset - mf.file_from_offset
-        if pos + 8 > mf.wrote_position:
+        if pos + 8 > mf.committed_position:
             return -1
         size, magic = struct.unpack_from(">ii", mf.mm, pos)
         if magic != MESSAGE_MAGIC_CODE:
@@ -303,7 +599,7 @@ class CommitLog:
         if mf is None:
             return -1
         pos = offset - mf.file_from_offset
-        if pos + 48 > mf.wrote_position:
+        if pos + 48 > mf.committed_position:
             return -1
         sys_flag = _I.unpack_from(mf.mm, pos + 36)[0]
         return _Q.unpack_from(mf.mm, pos + store_timestamp_position(sys_flag))[0]
@@ -392,12 +688,18 @@ class CommitLog:
             if magic != MESSAGE_MAGIC_CODE or size <= 0 or pos + size > size_limit:
                 break
             pos += size
-        return min(size_limit, pos + self.max_message_size + 8)
+        # A torn commit is at most one write buffer (its first TOTALSIZE is 0, so the
+        # walk above stops right at its start); a torn direct append at most one record.
+        return min(size_limit, pos + max(self._wcap, self.max_message_size) + 8)
 
     def truncate(self, offset: int) -> None:
         """Drop everything at and after offset (HA divergence, tests)."""
+        self.commit()
+        self.dispatch_ready.clear()
         self.mfq.truncate_dirty_files(offset, self._dirty_end)
+        self._wfile = None
 
     # --- lifetime ---
     def shutdown(self) -> None:
+        self.commit()
         self.mfq.shutdown()

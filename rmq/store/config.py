@@ -57,6 +57,9 @@ class MessageStoreConfig:
     mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
     mappedFileSizeConsumeQueue: int = 300000 * 20
     flushIntervalCommitLog: int = 500
+    # commitIntervalCommitLog, commitCommitLogLeastPages, commitCommitLogThoroughInterval:
+    # accepted, unused -- the write buffer is committed at the end of every loop
+    # iteration that appended (and before every flush), not on a timer.
     commitIntervalCommitLog: int = 200
     useReentrantLockWhenPutMessage: bool = True
     flushCommitLogTimed: bool = True
@@ -111,6 +114,9 @@ class MessageStoreConfig:
     diskFallRecorded: bool = True
     osPageCacheBusyTimeOutMills: int = 1000
     defaultQueryMaxNum: int = 32
+    # Documentation only: the CommitLog always appends into a write buffer and commits
+    # it with pwrite (RocketMQ's TransientStorePool + CommitRealTimeService idea, in
+    # both flush modes; see rmq/store/commitlog.py), so these keys change nothing.
     transientStorePoolEnable: bool = False
     transientStorePoolSize: int = 5
     fastFailIfNoBufferInStorePool: bool = False

@@ -4,9 +4,12 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
+
+if TYPE_CHECKING:
+    from rmq.store.dispatch_request import DispatchRequest
 
 log = logging.getLogger("rmq.store.consumequeue")
 
@@ -17,15 +20,30 @@ BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
 
 
 _ZERO_UNIT = bytes(CQ_STORE_UNIT_SIZE)
+# Units written by one pwrite at most (put_units). A write of many units puts the first
+# unit's offset and size in last (write_size_last), so a torn one reads as ending before
+# its first unit; its later units may be there, behind a unit that reads all-zero when
+# its tag code is 0: truncation zeroes at least this far.
+MAX_UNITS_PER_WRITE = 4096
 
 
 def _dirty_units_end(mf: MappedFile, pos: int) -> int:
-    """Units are written back to back, so stale ones end at the first all-zero unit."""
+    """How far stale units can reach past pos: written back to back, they end at the
+    first all-zero unit, or a torn write of up to MAX_UNITS_PER_WRITE units."""
     mm = mf.mm
     end = mf.file_size
+    start = pos
     while pos + CQ_STORE_UNIT_SIZE <= end and mm[pos:pos + CQ_STORE_UNIT_SIZE] != _ZERO_UNIT:
         pos += CQ_STORE_UNIT_SIZE
-    return pos
+    return max(pos, min(end, start + MAX_UNITS_PER_WRITE * CQ_STORE_UNIT_SIZE))
+
+
+class UnitsWriteError(OSError):
+    """Writing units failed after `done` requests of the batch were written."""
+
+    def __init__(self, done: int, cause: OSError) -> None:
+        super().__init__(cause.errno, str(cause))
+        self.done = done
 
 
 class ConsumeQueue:
@@ -42,6 +60,7 @@ class ConsumeQueue:
         self.mfq = MappedFileQueue(self.store_path, mapped_file_size, preallocate=False)
         self.max_physic_offset = -1   # end (offset + size) of the last unit written
         self.min_logic_offset = 0     # bytes
+        self._units_done = 0          # progress of put_units (for UnitsWriteError)
 
     # --- load / recover ---
     def load(self) -> None:
@@ -111,14 +130,76 @@ class ConsumeQueue:
                 log.error("[BUG] logic queue order maybe wrong: topic=%s queue=%d expect=%d "
                           "current=%d diff=%d", self.topic, self.queue_id, expect, current,
                           expect - current)
+        mf.append(_UNIT.pack(offset, size, tags_code), 12)
         self.max_physic_offset = offset + size
-        mf.append(_UNIT.pack(offset, size, tags_code))
         return True
+
+    def put_units(self, reqs: Sequence["DispatchRequest"]) -> int:
+        """put_message_position_info for each request of this queue, in order, with one
+        pwrite per run of consecutive units in one file (dispatch hands a queue's units
+        over in runs: one per dispatch batch). A failed write raises UnitsWriteError
+        saying how many requests were done; a retry from there is safe (units already
+        written are skipped as built before)."""
+        n = len(reqs)
+        try:
+            self._put_units(reqs, n)
+        except OSError as e:
+            raise UnitsWriteError(self._units_done, e) from e
+        return n
+
+    def _put_units(self, reqs: Sequence["DispatchRequest"], n: int) -> None:
+        i = self._units_done = 0
+        pack = _UNIT.pack
+        mfq = self.mfq
+        while i < n:
+            self._units_done = i
+            req = reqs[i]
+            off = req.commit_log_offset
+            size = req.msg_size
+            cq_offset = req.consume_queue_offset
+            if off + size <= self.max_physic_offset:
+                i += 1
+                continue  # built before (re-dispatch after recovery)
+            if cq_offset != 0 and mfq.mapped_files:
+                last = mfq.mapped_files[-1]
+                if not last.is_full() and cq_offset * CQ_STORE_UNIT_SIZE != \
+                        last.file_from_offset + last.wrote_position:
+                    # not the next unit: the one-by-one path logs and decides
+                    self.put_message_position_info(off, size, req.tags_code, cq_offset)
+                    i += 1
+                    continue
+            if not mfq.mapped_files or mfq.mapped_files[-1].is_full():
+                # a new file (and, for a new queue, its blank head): one by one too
+                self.put_message_position_info(off, size, req.tags_code, cq_offset)
+                i += 1
+                continue
+            mf = mfq.mapped_files[-1]
+            room = min((mf.file_size - mf.wrote_position) // CQ_STORE_UNIT_SIZE,
+                       MAX_UNITS_PER_WRITE)
+            units = [pack(off, size, req.tags_code)]
+            max_phy = off + size
+            # the next unit lands right after: it joins the run if that is where it
+            # belongs and it is not one built before (else the one-by-one path decides)
+            nxt = (mf.file_from_offset + mf.wrote_position) // CQ_STORE_UNIT_SIZE + 1
+            j = i + 1
+            while j < n and j - i < room:
+                r = reqs[j]
+                o = r.commit_log_offset
+                if r.consume_queue_offset != nxt or o + r.msg_size <= max_phy:
+                    break
+                units.append(pack(o, r.msg_size, r.tags_code))
+                max_phy = o + r.msg_size
+                nxt += 1
+                j += 1
+            mf.append(b"".join(units) if j - i > 1 else units[0], 12)
+            self.max_physic_offset = max_phy
+            i = j
+        return n
 
     def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
         n = (until_where % self.mapped_file_size) // CQ_STORE_UNIT_SIZE
         if n:
-            mf.append(BLANK_UNIT * n)
+            mf.append(BLANK_UNIT * n, 12)
 
     # --- read path ---
     def get_min_offset_in_queue(self) -> int:

@@ -18,7 +18,6 @@ from rmq.protocol.message import (
     SysFlag,
     decode_record,
     java_hash,
-    string_to_properties,
 )
 from rmq.protocol.errors import ProtocolError
 
@@ -56,6 +55,100 @@ def compute_deliver_timestamp(level: int, store_timestamp: int,
     if 1 <= level <= len(delay_levels_ms):
         return store_timestamp + delay_levels_ms[level - 1]
     return store_timestamp + 1000
+
+
+def property_value(props: str, name: str, end: int | None = None) -> str | None:
+    """string_to_properties(props).get(name), without building the dict.
+
+    name must not contain \x01 or \x02. The parse keeps, per segment (split on \x02),
+    name = text before the first \x01 and value = everything after it, only when both
+    are non-empty; the last such segment wins. So: the last occurrence of name+\x01
+    that starts a segment and has a non-empty value. (Occurrences of name+\x01 cannot
+    overlap each other: \x01 is only its last character.) With end, only occurrences
+    that start before end count.
+    """
+    key = name + "\x01"
+    klen = len(key)
+    if end is None:
+        end = len(props)
+    while True:
+        i = props.rfind(key, 0, end + klen - 1)
+        if i < 0:
+            return None
+        if i == 0 or props[i - 1] == "\x02":
+            j = props.find("\x02", i + klen)
+            if j < 0:
+                j = len(props)
+            if j > i + klen:
+                return props[i + klen:j]
+        end = i
+
+
+def dispatch_properties(props: str) -> tuple[str | None, str | None, str | None]:
+    """(TAGS, KEYS, UNIQ_KEY), each as property_value gives it.
+
+    The put path calls this for every message, so the common case is unrolled: the
+    last occurrence of the name is the one (it starts a segment and has a value);
+    otherwise property_value looks at the earlier ones.
+    """
+    n = len(props)
+    i = props.rfind("TAGS\x01")
+    tags = None
+    if i >= 0:
+        j = props.find("\x02", i + 5)
+        if j < 0:
+            j = n
+        if (i == 0 or props[i - 1] == "\x02") and j > i + 5:
+            tags = props[i + 5:j]
+        else:
+            tags = property_value(props, "TAGS", i)
+    i = props.rfind("KEYS\x01")
+    keys = None
+    if i >= 0:
+        j = props.find("\x02", i + 5)
+        if j < 0:
+            j = n
+        if (i == 0 or props[i - 1] == "\x02") and j > i + 5:
+            keys = props[i + 5:j]
+        else:
+            keys = property_value(props, "KEYS", i)
+    i = props.rfind("UNIQ_KEY\x01")
+    uniq = None
+    if i >= 0:
+        j = props.find("\x02", i + 9)
+        if j < 0:
+            j = n
+        if (i == 0 or props[i - 1] == "\x02") and j > i + 9:
+            uniq = props[i + 9:j]
+        else:
+            uniq = property_value(props, "UNIQ_KEY", i)
+    return tags, keys, uniq
+
+
+def tags_code_of(topic: str, tags: str | None, delay: str | None, store_timestamp: int,
+                 delay_levels_ms: Sequence[int], tag_cache: dict[str, int] | None = None) -> int:
+    """The ConsumeQueue tag code of a record (DispatchRequest.tags_code): the Java hash
+    of TAGS, or for SCHEDULE_TOPIC_XXXX with a DELAY level the delivery time."""
+    tags_code = 0
+    if tags:
+        if tag_cache is None:
+            tags_code = java_hash(tags)
+        else:
+            tags_code = tag_cache.get(tags)
+            if tags_code is None:
+                if len(tag_cache) > 65536:
+                    tag_cache.clear()
+                tags_code = tag_cache[tags] = java_hash(tags)
+    if topic == SCHEDULE_TOPIC and delay is not None:
+        try:
+            level = int(delay)
+        except ValueError:
+            level = 0
+        if level > len(delay_levels_ms):
+            level = len(delay_levels_ms)
+        if level > 0:
+            tags_code = compute_deliver_timestamp(level, store_timestamp, delay_levels_ms)
+    return tags_code
 
 
 def check_message_and_return_size(
@@ -113,30 +206,13 @@ def check_message_and_return_size(
         tags_code = 0
         keys = uniq = None
         if props_len > 0:
-            props = string_to_properties(bytes(buf[p:p + props_len]).decode("utf-8"))
-            keys = props.get("KEYS")
-            uniq = props.get("UNIQ_KEY")
-            tags = props.get("TAGS")
-            if tags:
-                if tag_cache is None:
-                    tags_code = java_hash(tags)
-                else:
-                    tags_code = tag_cache.get(tags)
-                    if tags_code is None:
-                        if len(tag_cache) > 65536:
-                            tag_cache.clear()
-                        tags_code = tag_cache[tags] = java_hash(tags)
-            if topic == SCHEDULE_TOPIC:
-                t = props.get("DELAY")
-                if t is not None:
-                    try:
-                        level = int(t)
-                    except ValueError:
-                        level = 0
-                    if level > len(delay_levels_ms):
-                        level = len(delay_levels_ms)
-                    if level > 0:
-                        tags_code = compute_deliver_timestamp(level, store_ts, delay_levels_ms)
+            props = bytes(buf[p:p + props_len]).decode("utf-8")
+            keys = property_value(props, "KEYS")
+            uniq = property_value(props, "UNIQ_KEY")
+            tags_code = tags_code_of(
+                topic, property_value(props, "TAGS"),
+                property_value(props, "DELAY") if topic == SCHEDULE_TOPIC else None,
+                store_ts, delay_levels_ms, tag_cache)
         return total, DispatchRequest(topic, queue_id, phys, total, tags_code, store_ts,
                                       queue_offset, keys, uniq, sys_flag, prepared)
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):

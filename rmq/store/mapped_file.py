@@ -4,6 +4,11 @@ Every file is reserved on disk with posix_fallocate when it is created, so a wri
 through the mapping can never fault (SIGBUS) on a full disk: a full disk shows up as
 a failed file creation, which the put path answers with an error instead.
 
+Data goes into the files with pwrite(2), never through the mapping; the mapping is for
+reading. pwrite into the page cache costs a fraction of first-touch page faults on a
+shared mapping, and makes fdatasync write about the bytes written (through the mapping
+the device wrote ~7.5x as much per sync). See `write_size_last` for crash safety.
+
 Threading: all bookkeeping (positions, the file list) belongs to the event-loop
 thread. Blocking work (creating a file, fdatasync, unlink) is done by the caller in a
 worker thread on objects it holds; `hold()`/`release()` keep a file's descriptor and
@@ -30,16 +35,54 @@ OS_PAGE_SIZE = 4096
 _ZERO_CHUNK = bytes(1 << 20)
 
 
-def zero_range(mm: mmap.mmap, start: int, end: int) -> None:
-    """Zero [start, end) of a mapping, writing only chunks that are not zero already
-    (so a clean tail costs a read, not a page-cache full of dirty zero pages)."""
+def zero_range(mm: mmap.mmap, start: int, end: int, fd: int | None = None) -> None:
+    """Zero [start, end) of a mapped file, writing only chunks that are not zero
+    already (so a clean tail costs a read, not a page cache full of dirty zero pages,
+    nor blocks allocated in the holes of a sparse file). With fd the zeros go in with
+    pwrite, else through the mapping."""
     pos = start
     while pos < end:
         n = min(len(_ZERO_CHUNK), end - pos)
         chunk = _ZERO_CHUNK if n == len(_ZERO_CHUNK) else bytes(n)
         if mm[pos:pos + n] != chunk:
-            mm[pos:pos + n] = chunk
+            if fd is None:
+                mm[pos:pos + n] = chunk
+            else:
+                pwrite_all(fd, chunk, pos)
         pos += n
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
+    """pwrite every byte of data at pos (a regular file may take fewer on a signal)."""
+    n = os.pwrite(fd, data, pos)
+    if n != len(data):
+        mv = memoryview(data)
+        while n < len(mv):
+            k = os.pwrite(fd, mv[n:], pos + n)
+            if k <= 0:
+                raise OSError(f"pwrite wrote nothing at {pos + n}")
+            n += k
+
+
+def write_size_last(fd: int, data: bytes | bytearray | memoryview, pos: int, head: int) -> None:
+    """Write data at pos so that its first `head` bytes land last.
+
+    A pwrite of many pages is not atomic: on SIGKILL the kernel stops between pages
+    (generic_perform_write checks fatal_signal_pending per page), leaving a prefix. The
+    format's readers stop at the first entry whose size field is 0 (zeros beyond the
+    write position are guaranteed by preallocation and by truncation zeroing the dirty
+    tail), so writing the first entry's size field last means a torn write is never
+    read back: until the second pwrite has returned, everything of this write is
+    behind an entry that reads as "end of data". CommitLog: head = 4 (TOTALSIZE of the
+    first record); ConsumeQueue: head = 12 (offset + size of the first unit). Callers
+    must bound one write, so that the truncation after a crash can zero all of it.
+    """
+    n = len(data)
+    if n > head:
+        pwrite_all(fd, memoryview(data)[head:], pos + head)
+        pwrite_all(fd, memoryview(data)[:head], pos)
+    else:
+        pwrite_all(fd, data, pos)
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -48,7 +91,13 @@ def offset_to_file_name(offset: int) -> str:
 
 
 class MappedFile:
-    """One fixed-size file mapped into memory, with wrote/committed/flushed positions."""
+    """One fixed-size file mapped into memory, with wrote/committed/flushed positions.
+
+    wrote_position: bytes appended (for the CommitLog this includes bytes still in its
+    write buffer); committed_position: bytes in the file (the page cache), the readable
+    end; flushed_position: bytes made durable by fdatasync. Files written directly
+    (ConsumeQueue, replicated CommitLog data) keep wrote == committed.
+    """
 
     __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
                  "wrote_position", "committed_position", "flushed_position",
@@ -117,7 +166,9 @@ class MappedFile:
     # --- positions ---
     @property
     def read_position(self) -> int:
-        return self.wrote_position
+        """Readable end: what is in the file (RocketMQ's getReadPosition with a write
+        buffer is its committed position)."""
+        return self.committed_position
 
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
@@ -133,32 +184,31 @@ class MappedFile:
         self.wrote_position = self.committed_position = self.flushed_position = pos
 
     # --- data ---
-    def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Write data at the wrote position; returns the position it was written at."""
+    def append(self, data: bytes | bytearray | memoryview, head: int = 0) -> int:
+        """Write data into the file at the wrote position (no buffering: wrote and
+        committed move together); returns the position it was written at. head > 0
+        writes the first head bytes last (see write_size_last)."""
         pos = self.wrote_position
+        if pos != self.committed_position:
+            raise StoreError(f"{self.file_name}: direct append while {self.wrote_position - pos} "
+                             "buffered bytes are not committed")
         end = pos + len(data)
         if end > self.file_size:
             raise StoreError(f"{self.file_name}: append of {len(data)} bytes at {pos} overflows")
-        if self.sparse:
-            os.pwrite(self.fd, data, pos)
+        if head:
+            write_size_last(self.fd, data, pos, head)
         else:
-            self.mm[pos:end] = data
-        self.wrote_position = end
+            pwrite_all(self.fd, data, pos)
+        self.wrote_position = self.committed_position = end
         return pos
-
-    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        if self.sparse:
-            os.pwrite(self.fd, data, pos)
-        else:
-            self.mm[pos:pos + len(data)] = data
 
     def read(self, pos: int, size: int) -> bytes:
         return self.mm[pos:pos + size]
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         flushed = self.flushed_position
-        write = self.wrote_position
-        if self.is_full() and flushed < write:
+        write = self.committed_position
+        if write >= self.file_size and flushed < write:
             return True
         if least_pages > 0:
             return (write // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) >= least_pages
@@ -226,7 +276,7 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return (f"MappedFile({self.file_name}, wrote={self.wrote_position}, "
-                f"flushed={self.flushed_position})")
+                f"committed={self.committed_position}, flushed={self.flushed_position})")
 
 
 class AllocateMappedFileService:
@@ -391,12 +441,14 @@ class MappedFileQueue:
         return self.mapped_files[0].file_from_offset if self.mapped_files else -1
 
     def get_max_offset(self) -> int:
-        """Readable end: start of the last file + its wrote position."""
+        """Readable end: start of the last file + its committed position."""
+        last = self.mapped_files[-1] if self.mapped_files else None
+        return last.file_from_offset + last.committed_position if last else 0
+
+    def get_max_wrote_offset(self) -> int:
+        """End of everything appended, including bytes not committed yet."""
         last = self.mapped_files[-1] if self.mapped_files else None
         return last.file_from_offset + last.wrote_position if last else 0
-
-    def get_max_wrote_position(self) -> int:
-        return self.get_max_offset()
 
     def remain_to_flush(self) -> int:
         return self.get_max_offset() - self.flushed_where
@@ -406,7 +458,8 @@ class MappedFileQueue:
         """What to fdatasync now (None when nothing is due). Loop thread only.
 
         Unlike RocketMQ (one file per call) the plan covers every file from the flushed
-        position to the write position, so one round flushes across a roll.
+        position to the committed position, so one round flushes across a roll. Bytes
+        still in a write buffer are not covered: commit them first.
         """
         files = self.mapped_files
         if not files:
@@ -418,12 +471,12 @@ class MappedFileQueue:
         plan: list[tuple[MappedFile, int]] = []
         for mf in files[i:]:
             if not mf.is_able_to_flush(least_pages):
-                if mf.flushed_position < mf.wrote_position:
+                if mf.flushed_position < mf.committed_position:
                     break  # below least_pages: leave the rest for later
                 continue
             if not mf.hold():
                 continue
-            plan.append((mf, mf.wrote_position))
+            plan.append((mf, mf.committed_position))
         if not plan:
             return None
         last_mf, last_pos = plan[-1]
@@ -469,11 +522,7 @@ class MappedFileQueue:
                     pos = offset - mf.file_from_offset
                     if dirty_end is not None:
                         end = min(dirty_end(mf, pos), mf.file_size)
-                        if mf.sparse:
-                            if end > pos:
-                                os.pwrite(mf.fd, bytes(end - pos), pos)
-                        else:
-                            zero_range(mf.mm, pos, end)
+                        zero_range(mf.mm, pos, end, mf.fd)
                     mf.set_positions(pos)
                     keep.append(mf)
                 else:

@@ -22,7 +22,7 @@ from rmq.protocol.message import (
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rmq.store.consume_queue import CQ_UNIT, ConsumeQueue
+from rmq.store.consume_queue import CQ_UNIT, ConsumeQueue, UnitsWriteError
 from rmq.store.dispatch import ReputMessageService
 from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError, StoreLockedError
@@ -42,6 +42,9 @@ from rmq.store.results import (
 log = logging.getLogger("rmq.store")
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_PUT_OK = PutMessageStatus.PUT_OK
+_time_ns = time.time_ns
+_WRITE_BLOCKING = RunningFlags._WRITE_BLOCKING
 _CQ_UNIT = 20
 
 ArrivingListener = Callable[[str, int, int], None]
@@ -86,6 +89,7 @@ class MessageStore:
         self.replica_waiter: ReplicaWaiter | None = None
         self.reput = ReputMessageService(self.commitlog, self.delay_levels_ms, self.dispatch_batch)
         self.flush_service: GroupCommitService | FlushRealTimeService | None = None
+        self._group_commit: GroupCommitService | None = None   # SYNC_FLUSH
         self.flush_cq_service: FlushConsumeQueueService | None = None
         self.shutdown_flag = True
         self.last_exit_ok = True
@@ -241,10 +245,15 @@ class MessageStore:
                  reput_from, self.commitlog.max_offset)
         with open(cfg.abort_path, "wb"):
             pass
+        cl = self.commitlog
+        cl.on_commit = self.reput.wakeup
+        cl.on_commit_error = self._on_commit_error
+        cl.start(asyncio.get_running_loop())
         if cfg.flushDiskType == FlushDiskType.SYNC_FLUSH:
-            self.flush_service = GroupCommitService(self.commitlog.mfq, self.checkpoint, cfg)
+            self.flush_service = self._group_commit = GroupCommitService(
+                cl.mfq, self.checkpoint, cfg, cl.commit)
         else:
-            self.flush_service = FlushRealTimeService(self.commitlog.mfq, self.checkpoint, cfg)
+            self.flush_service = FlushRealTimeService(cl.mfq, self.checkpoint, cfg, cl.commit)
         self.flush_service.start()
         self.flush_cq_service = FlushConsumeQueueService(
             self._iter_consume_queues, self.index_service, self.checkpoint, cfg)
@@ -259,6 +268,10 @@ class MessageStore:
             return
         self.shutdown_flag = True
         try:
+            try:
+                self.commitlog.stop()
+            except OSError:
+                pass  # logged; the abort file stays (not writeable)
             await self.reput.shutdown()
             if self.flush_service is not None:
                 await self.flush_service.shutdown()
@@ -296,9 +309,16 @@ class MessageStore:
             self.checkpoint.close()
 
     def close_after_crash_test(self) -> None:
-        """Release files and the lock without flushing (tests that simulate a crash)."""
+        """Release files and the lock without flushing (tests that simulate a crash;
+        like a killed process, what is still in the write buffer is lost)."""
+        self.commitlog.drop_uncommitted()
         self._close_files()
         self._release_lock()
+
+    def _on_commit_error(self, e: OSError) -> None:
+        if not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
+            log.error("writing the CommitLog failed (%s); refusing writes", e)
+        self.running_flags.set(RunningFlags.NOT_WRITEABLE)
 
     # ------------------------------------------------------------------ put path
     def _check_store_status(self) -> PutMessageStatus | None:
@@ -323,26 +343,57 @@ class MessageStore:
         return None
 
     def put_nowait(self, msg: MessageExtBrokerInner) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
-        """Append now; the awaitable (if any) completes when flush/replication allow an answer."""
-        status = self._check_store_status()
-        if status is not None:
-            return PutMessageResult(status, remark="store not writeable"), None
-        bad = self._check_topic(msg.topic)
-        if bad is not None:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
-        if msg.properties_string is not None and len(msg.properties_string) > 32767:
+        """Append now; the awaitable (if any) completes when flush/replication allow an answer.
+
+        Without an awaitable (ASYNC_FLUSH, or WAIT=false, and no replica wait) the
+        record is appended to the CommitLog's write buffer, not yet to the file: it is
+        committed (pwrite into the page cache, where a SIGKILL of the process cannot
+        lose it) by a callback that put_nowait has scheduled, if it was not scheduled
+        already, with ``loop.call_soon`` -- at the end of this loop iteration. Rules for
+        a caller that answers a producer PUT_OK from this result:
+
+        * Anything the caller schedules with ``loop.call_soon`` (or ``call_later``, or a
+          future's done callback) *after* put_nowait returned runs after that commit:
+          the loop runs ready callbacks in FIFO order.
+        * Output written to a socket synchronously, or by a callback scheduled *before*
+          put_nowait was called (e.g. a per-connection write flush already pending from
+          an earlier response of the same iteration), may leave the process before the
+          commit. Call ``commit_now()`` first (it costs nothing when nothing is pending
+          and takes everything appended so far in one pwrite), or wait on
+          ``commit_waiter(result)``.
+
+        With an awaitable, it completes after the commit (SYNC_FLUSH: after the
+        fdatasync that covers the record; a replica wait: after the slave has it).
+        Reads (pulls, lookups by offset, HA) see the record once it is committed.
+        """
+        if (self.shutdown_flag or self.running_flags.flags & _WRITE_BLOCKING
+                or self.config.brokerRole == BrokerRole.SLAVE):
+            status = self._check_store_status()
+            if status is not None:
+                return PutMessageResult(status, remark="store not writeable"), None
+        if msg.topic not in self._valid_topics:
+            bad = self._check_topic(msg.topic)
+            if bad is not None:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
+        ps = msg.properties_string
+        if ps is not None and len(ps) > 32767:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark="properties longer than 32767 characters"), None
         if not msg.store_host:
             msg.store_host = self.store_host
-        result = self.commitlog.put_message(msg, _now_ms())
-        if result.status is not PutMessageStatus.PUT_OK:
+        result = self.commitlog.put_message(msg, _time_ns() // 1_000_000)
+        if result.status is not _PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
                 log.error("CommitLog file creation failed (%s); refusing writes until space returns",
                           result.remark)
             return result, None
-        self.reput.wakeup()
+        if self.replica_waiter is None:
+            gc = self._group_commit
+            if gc is None:
+                return result, None
+            if msg.properties.get(MessageConst.WAIT_STORE_MSG_OK) != "false":
+                return result, gc.submit(result.wrote_offset + result.wrote_bytes)
         return result, self._waiter(result, msg.wait_store_msg_ok)
 
     def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
@@ -359,14 +410,13 @@ class MessageStore:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
             return result, None
-        self.reput.wakeup()
         wait = batch.properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false"
         return result, self._waiter(result, wait)
 
     def _waiter(self, result: PutMessageResult, wait: bool) -> Awaitable[PutMessageStatus] | None:
-        fs = self.flush_service
+        fs = self._group_commit
         flush_fut = None
-        if isinstance(fs, GroupCommitService):
+        if fs is not None:
             if wait:
                 flush_fut = fs.submit(result.end_offset)
             else:
@@ -378,46 +428,93 @@ class MessageStore:
             return flush_fut
         return _combine(flush_fut, replica_fut)
 
-    async def put(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        result, waiter = self.put_nowait(msg)
-        if waiter is not None:
-            status = await waiter
-            if status is not PutMessageStatus.PUT_OK:
-                result.status = status
+    def commit_now(self) -> None:
+        """Commit every appended record to the CommitLog file now (one pwrite; nothing
+        when nothing is pending). See put_nowait for when a caller needs it."""
+        if self.commitlog.uncommitted_bytes:
+            try:
+                self.commitlog.commit()
+            except OSError:
+                pass  # logged, store marked not writeable; the scheduled retry continues
+
+    def commit_waiter(self, result: PutMessageResult) -> "asyncio.Future[PutMessageStatus] | None":
+        """A future completed when the put of result is committed (None if it is).
+        Shared by all puts of a loop iteration; its result is PUT_OK, or UNKNOWN_ERROR
+        if writing the CommitLog failed."""
+        if not result.status.stored:
+            return None
+        return self.commitlog.commit_waiter(result.end_offset)
+
+    async def _await_put(self, result: PutMessageResult,
+                         waiter: Awaitable[PutMessageStatus] | None) -> PutMessageResult:
+        if waiter is None:
+            # ASYNC_FLUSH: answered once the record is at least in the page cache
+            waiter = self.commit_waiter(result)
+            if waiter is None:
+                return result
+        status = await waiter
+        if status is not PutMessageStatus.PUT_OK:
+            result.status = status
         return result
+
+    async def put(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """put_nowait and wait: returns once the record is committed to the file
+        (ASYNC_FLUSH), fdatasync'ed (SYNC_FLUSH) and replicated as configured."""
+        result, waiter = self.put_nowait(msg)
+        return await self._await_put(result, waiter)
 
     async def put_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         result, waiter = self.put_batch_nowait(batch)
-        if waiter is not None:
-            status = await waiter
-            if status is not PutMessageStatus.PUT_OK:
-                result.status = status
-        return result
+        return await self._await_put(result, waiter)
 
     # ------------------------------------------------------------------ dispatch
     def dispatch_batch(self, reqs: list[DispatchRequest]) -> int:
-        """Build CQ units and index entries; returns how many requests were handled."""
+        """Build CQ units and index entries; returns how many requests were handled.
+
+        Units are grouped per ConsumeQueue (a queue's units of one batch are one run:
+        one pwrite), then the index is built for the batch."""
         table = self.consume_queue_table
-        last_ts = 0
-        arrived: dict[tuple[str, int], int] = {}
-        done = 0
-        try:
-            for req in reqs:
-                tran = req.sys_flag & 0xC
-                if tran == 0 or tran == SysFlag.TRANSACTION_COMMIT_TYPE:
-                    qs = table.get(req.topic)
-                    cq = qs.get(req.queue_id) if qs is not None else None
-                    if cq is None:
-                        cq = self.find_consume_queue(req.topic, req.queue_id)
-                    cq.put_message_position_info(req.commit_log_offset, req.msg_size,
-                                                 req.tags_code, req.consume_queue_offset)
-                    last_ts = req.store_timestamp
-                    arrived[(req.topic, req.queue_id)] = req.consume_queue_offset + 1
-                done += 1
-        except OSError as e:
-            self.running_flags.set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR)
-            log.error("writing consume queue for %s-%d failed at CommitLog offset %d: %s",
-                      reqs[done].topic, reqs[done].queue_id, reqs[done].commit_log_offset, e)
+        groups: dict[ConsumeQueue, list[DispatchRequest]] = {}
+        last = None
+        topic = None
+        qs: dict[int, ConsumeQueue] | None = None
+        for req in reqs:
+            tran = req.sys_flag & 0xC
+            if tran == 0 or tran == SysFlag.TRANSACTION_COMMIT_TYPE:
+                if req.topic != topic:
+                    topic = req.topic
+                    qs = table.get(topic)
+                cq = qs.get(req.queue_id) if qs is not None else None
+                if cq is None:
+                    cq = self.find_consume_queue(req.topic, req.queue_id)
+                    qs = table[topic]
+                g = groups.get(cq)
+                if g is None:
+                    groups[cq] = [req]
+                else:
+                    g.append(req)
+                last = req
+        done = len(reqs)
+        arrived: list[tuple[ConsumeQueue, int]] = []
+        for cq, g in groups.items():
+            try:
+                cq.put_units(g)
+            except UnitsWriteError as e:
+                self.running_flags.set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR)
+                bad = g[e.done]
+                log.error("writing consume queue for %s-%d failed at CommitLog offset %d: %s",
+                          cq.topic, cq.queue_id, bad.commit_log_offset, e)
+                # retry from the first request not written (others are idempotent)
+                done = min(done, next(i for i, r in enumerate(reqs) if r is bad))
+                g = g[:e.done]
+                if not g:
+                    continue
+            arrived.append((cq, g[-1].consume_queue_offset + 1))
+        if done < len(reqs):
+            last = None
+            for r in reqs[:done]:
+                if r.sys_flag & 0xC in (0, SysFlag.TRANSACTION_COMMIT_TYPE):
+                    last = r
         if self.index_service is not None and done:
             try:
                 self.index_service.build_index_batch(reqs[:done] if done < len(reqs) else reqs)
@@ -425,14 +522,14 @@ class MessageStore:
                 self.running_flags.set(RunningFlags.WRITE_INDEX_FILE_ERROR)
                 log.error("building the index failed: %s", e)
                 done = 0
-        if last_ts and self.checkpoint is not None:
-            self.checkpoint.logics_msg_timestamp = last_ts
+        if last is not None and self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = last.store_timestamp
             if self.config.brokerRole == BrokerRole.SLAVE:
-                self.checkpoint.physic_msg_timestamp = last_ts
+                self.checkpoint.physic_msg_timestamp = last.store_timestamp
         listener = self.arriving_listener
         if listener is not None:
-            for (topic, qid), max_offset in arrived.items():
-                listener(topic, qid, max_offset)
+            for cq, max_offset in arrived:
+                listener(cq.topic, cq.queue_id, max_offset)
         return done
 
     # ------------------------------------------------------------------ consume queues

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from rmq.protocol.message import create_message_id
 
@@ -39,7 +40,7 @@ class PutMessageResult:
     msg_num: int = 1
     store_host: bytes = b""
     # Physical offsets of every record of a batch (empty for a single message).
-    batch_offsets: list[int] = field(default_factory=list)
+    batch_offsets: Sequence[int] = ()
     remark: str = ""
 
     @property
