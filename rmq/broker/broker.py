@@ -76,7 +76,8 @@ class Broker:
         self.transactions = TransactionalMessageService(self)
         # The send processor rewrites TRAN_MSG sends through this (None refuses them).
         self.transactional_prepare: Callable[[Any], Any] | None = self.transactions.prepare
-        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
+        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}",
+                                     before_write=self._commit_before_write)
         self.namesrv_client = RemotingClient()
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
         self.store: MessageStore | None = None
@@ -129,6 +130,13 @@ class Broker:
                          (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info)):
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
+
+    def _commit_before_write(self) -> None:
+        # An ASYNC_FLUSH put is answered without a waiter while its record may still
+        # sit in the CommitLog write buffer; commit it before any bytes leave.
+        store = self.store
+        if store is not None:
+            store.commit_now()
 
     def _on_connection_closed(self, conn) -> None:
         self.consumers.on_channel_closed(conn)

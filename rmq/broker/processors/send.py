@@ -152,7 +152,7 @@ class SendMessageProcessor:
         if reconsume >= max_times:
             dlq = DLQ_GROUP_TOPIC_PREFIX + group
             tc = self.broker.topics.create_topic_in_send_message_back_method(
-                dlq, DLQ_NUMS_PER_GROUP, 2, 0)
+                dlq, DLQ_NUMS_PER_GROUP, 6, 0)
             if tc is None:
                 return self._error(request, ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
             msg.topic = dlq
