@@ -64,6 +64,10 @@ class ClientConfig:
     connect_timeout: int = 3000
     serialize_type: int = SerializeType.JSON
     language: int = LanguageCode.PYTHON
+    #: Root of BROADCASTING consumers' offset files (``LocalFileOffsetStore``):
+    #: ``<dir>/<clientId>/<group>/offsets.json``. None: ``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``,
+    #: else ``~/.rocketmq_offsets`` (Java: rocketmq.client.localOffsetStoreDir).
+    local_offset_store_dir: str | None = None
 
     # ------------------------------------------------------------------ identity
     def build_mq_client_id(self) -> str:

@@ -11,6 +11,18 @@ table, and the periodic work:
 * consumer offset persistence (``persist_consumer_offset_interval``, 5 s);
 * rebalance every 20 s, and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED.
 
+Requests brokers send to the client (``ClientRemotingProcessor``):
+
+* NOTIFY_CONSUMER_IDS_CHANGED (40): rebalance now;
+* CHECK_TRANSACTION_STATE (39): handed to the producer of the half message's group
+  (PGROUP), which asks its ``TransactionListener`` and answers END_TRANSACTION;
+* RESET_CONSUMER_CLIENT_OFFSET (220): handed to the group's consumer, which drops what
+  it holds of those queues and continues from the new offsets.
+
+``default_producer()`` is the instance's own producer (group CLIENT_INNER_PRODUCER,
+Java ``mQClientFactory.getDefaultMQProducer()``): consumers send failed messages
+through it to ``%RETRY%<group>`` when CONSUMER_SEND_MSG_BACK cannot be used.
+
 ``shutdown`` (once the last producer/consumer is gone) unregisters from the brokers and
 closes the connections.
 """
@@ -30,9 +42,13 @@ from rmq.client.message import AUTO_CREATE_TOPIC_KEY
 from rmq.client.routes import (TopicPublishInfo, select_broker_addr, topic_route_changed,
                                topic_route_to_publish_info, topic_route_to_subscribe_info)
 from rmq.protocol.codes import MQVersion, RequestCode
+from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
+from rmq.protocol.message import MessageConst, decode_record
 from rmq.protocol.route import (MASTER_ID, ConsumerData, HeartbeatData, MessageQueue,
-                                ProducerData, SubscriptionData, TopicRouteData)
+                                ProducerData, SubscriptionData, TopicRouteData,
+                                loads_object_keyed_map)
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
@@ -100,6 +116,10 @@ class MQClientInstance:
             name=f"client-{client_id}")
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
                                          self._process_notify_consumer_ids_changed)
+        self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE,
+                                         self._process_check_transaction_state)
+        self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                                         self._process_reset_offset)
         self.api = MQClientAPI(self.remoting, config.namesrv_addr_list())
         self.producer_table: dict[str, ProducerInner] = {}
         self.consumer_table: dict[str, ConsumerInner] = {}
@@ -111,6 +131,10 @@ class MQClientInstance:
         self._rebalance_event = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._side_tasks: set[asyncio.Task] = set()
+        self._default_producer = None          # Producer of CLIENT_INNER_PRODUCER_GROUP
+        self._default_producer_lock = asyncio.Lock()
+        self._rebalance_later: asyncio.TimerHandle | None = None
         self.started = False
         self.closed = False
 
@@ -139,11 +163,19 @@ class MQClientInstance:
 
     async def shutdown(self) -> None:
         """Stop when no producer or consumer uses this instance any more."""
-        if self.producer_table or self.consumer_table or self.closed:
+        users = [g for g in self.producer_table if g != CLIENT_INNER_PRODUCER_GROUP]
+        if users or self.consumer_table or self.closed:
             return
         self.closed = True
         self._stop.set()
-        await cancel_and_wait(self._tasks, 5.0, f"{self.client_id} service tasks")
+        self.producer_table.pop(CLIENT_INNER_PRODUCER_GROUP, None)
+        if self._default_producer is not None:
+            self._default_producer.mark_shutdown()
+            self._default_producer = None
+        if self._rebalance_later is not None:
+            self._rebalance_later.cancel()
+        await cancel_and_wait(self._tasks + list(self._side_tasks), 5.0,
+                              f"{self.client_id} service tasks")
         self._tasks = []
         await self.remoting.close()
         if _INSTANCES.get(self.client_id) is self:
@@ -163,6 +195,23 @@ class MQClientInstance:
                               getattr(fn, "__name__", fn))
             if await sleep_unless(self._stop, period_ms / 1000):
                 return
+
+    def spawn(self, coro: Awaitable[object], name: str | None = None) -> asyncio.Task:
+        """A background task of this instance (cancelled by ``shutdown``)."""
+        t = self.loop.create_task(coro, name=name)   # type: ignore[arg-type]
+        self._side_tasks.add(t)
+        t.add_done_callback(self._side_tasks.discard)
+        return t
+
+    async def default_producer(self):
+        """The instance's own producer (group CLIENT_INNER_PRODUCER), started on first use."""
+        async with self._default_producer_lock:
+            if self._default_producer is None:
+                from rmq.client.producer import Producer
+                p = Producer(CLIENT_INNER_PRODUCER_GROUP, config=self.config)
+                await p.start_inner(self)
+                self._default_producer = p
+            return self._default_producer
 
     # ------------------------------------------------------------------ registration
     def register_producer(self, group: str, producer: ProducerInner) -> bool:
@@ -325,7 +374,8 @@ class MQClientInstance:
 
     # ------------------------------------------------------------------ heartbeat
     def prepare_heartbeat_data(self) -> HeartbeatData:
-        producers = [ProducerData(g) for g in self.producer_table]
+        producers = [ProducerData(g) for g in self.producer_table
+                     if g != CLIENT_INNER_PRODUCER_GROUP]
         producers.append(ProducerData(CLIENT_INNER_PRODUCER_GROUP))
         consumers = [c.consumer_data() for c in self.consumer_table.values()]
         return HeartbeatData(self.client_id, producers, consumers)
@@ -365,6 +415,19 @@ class MQClientInstance:
     def rebalance_immediately(self) -> None:
         self._rebalance_event.set()
 
+    def rebalance_later(self, delay_ms: int) -> None:
+        """Another rebalance in ``delay_ms`` (a queue could not be locked yet, or is
+        still being consumed before it can be given away)."""
+        if self.closed:
+            return
+        h = self._rebalance_later
+        due = self.loop.time() + delay_ms / 1000
+        if h is not None and not h.cancelled() and h.when() <= due:
+            return
+        if h is not None:
+            h.cancel()
+        self._rebalance_later = self.loop.call_at(due, self._rebalance_event.set)
+
     async def do_rebalance(self) -> None:
         for c in list(self.consumer_table.values()):
             try:
@@ -389,4 +452,51 @@ class MQClientInstance:
         log.info("receive broker's notification[%s], the consumer group: %s changed, "
                  "rebalance immediately", conn.remote_address, group)
         self.rebalance_immediately()
+        return None
+
+    def _broker_addr_of(self, conn) -> str:
+        for addr, c in self.remoting.connections.items():
+            if c is conn:
+                return addr
+        return conn.remote_address
+
+    def _process_check_transaction_state(self, conn, cmd: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (39): ClientRemotingProcessor.checkTransactionState."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
+            msg = decode_record(cmd.body or b"", decompress=True)
+        except ProtocolError as e:
+            log.warning("checkTransactionState from %s: bad request (%s)", conn.remote_address, e)
+            return None
+        group = msg.properties.get(MessageConst.PRODUCER_GROUP)
+        if not group:
+            log.warning("checkTransactionState, pick producer group failed (no PGROUP in %s)",
+                        msg.msg_id)
+            return None
+        producer = self.producer_table.get(group)
+        check = getattr(producer, "check_transaction_state", None)
+        if check is None:
+            log.debug("checkTransactionState, pick producer by group[%s] failed", group)
+            return None
+        check(self._broker_addr_of(conn), msg, header)
+        return None
+
+    def _process_reset_offset(self, conn, cmd: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (220): ClientRemotingProcessor.resetOffset."""
+        try:
+            header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+            table = {MessageQueue.from_obj(k): int(v) for k, v in
+                     loads_object_keyed_map(cmd.body, "offsetTable")} if cmd.body else {}
+        except (ProtocolError, ValueError, TypeError) as e:
+            log.warning("resetOffset from %s: bad request (%s)", conn.remote_address, e)
+            return None
+        log.info("invoke reset offset operation from broker. brokerAddr=%s, topic=%s, "
+                 "group=%s, timestamp=%d", conn.remote_address, header.topic, header.group,
+                 header.timestamp)
+        consumer = self.consumer_table.get(header.group)
+        reset = getattr(consumer, "reset_offset", None)
+        if reset is None:
+            log.info("[reset-offset] consumer dose not exist. group=%s", header.group)
+            return None
+        self.spawn(reset(header.topic, table), name=f"reset-offset-{header.group}")
         return None

@@ -13,6 +13,11 @@ pulled batch at a time. Offsets: ``poll`` marks what it returned as consumed;
 ``commit`` writes the consumed offsets to the broker; with ``auto_commit`` (default)
 ``poll`` does that every ``auto_commit_interval_ms`` and ``shutdown`` once more — so a
 message is committed only after a later ``poll`` (at-least-once).
+
+BROADCASTING consumers keep their offsets in a local file (``LocalFileOffsetStore``,
+``local_offset_store_dir``). An offset reset pushed by the broker
+(RESET_CONSUMER_CLIENT_OFFSET, ``rmq admin resetOffsetByTime``) acts like ``seek`` on
+the queues it names: what was pulled for them and not yet polled is dropped.
 """
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ from rmq.client.config import ClientConfig
 from rmq.client.errors import MQClientError
 from rmq.client.instance import MQClientInstance, get_or_create_instance
 from rmq.client.message import RETRY_GROUP_TOPIC_PREFIX, PullStatus
-from rmq.client.offset_store import OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from rmq.client.offset_store import (LocalFileOffsetStore, OffsetStore, ReadOffsetType,
+                                     RemoteBrokerOffsetStore)
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.pull_api import PullAPIWrapper
 from rmq.client.push_consumer import (ConsumeFromWhere, MessageModel,
@@ -221,9 +227,10 @@ class LitePullConsumer:
         self.pull_api = PullAPIWrapper(inst, self.group, self.config.unit_mode)
         if self.offset_store is None:
             if self.message_model is MessageModel.BROADCASTING:
-                raise MQClientError("BROADCASTING needs a local offset store (pass "
-                                    "offset_store=...)")
-            self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
+                self.offset_store = LocalFileOffsetStore(inst.client_id, self.group,
+                                                         self.config.local_offset_store_dir)
+            else:
+                self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
         self.offset_store.load()
         self._cache = asyncio.Queue()
         if not inst.register_consumer(self.group, self):
@@ -333,7 +340,7 @@ class LitePullConsumer:
         store = self.offset_store
         if store is None:
             return
-        if oneway:
+        if oneway or isinstance(store, LocalFileOffsetStore):
             await store.persist_all(set(mqs))
         else:
             for mq in mqs:
@@ -455,6 +462,28 @@ class LitePullConsumer:
     async def persist_consumer_offset(self) -> None:
         if self._state == _RUNNING:
             await self._persist(list(self._assigned), oneway=True)
+
+    async def reset_offset(self, topic: str, offset_table: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: ``seek`` the named queues of ``topic`` we own."""
+        if self._state != _RUNNING:
+            return
+        store = self.offset_store
+        assert store is not None
+        for mq, offset in offset_table.items():
+            st = self._assigned.get(mq)
+            if mq.topic != topic or st is None:
+                continue
+            st.seek_offset = offset
+            st.consume_offset = offset
+            store.update_offset(mq, offset, False)
+            self._clear_cached(mq)
+            if st.task is not None:
+                st.task.cancel()
+                st.task = None
+            self._start_pull_task(mq)
+            log.info("[reset-offset] %s %s continues at offset %d", self.group, mq, offset)
+        if isinstance(store, LocalFileOffsetStore):
+            await store.persist_all(set(self._assigned))
 
     # ------------------------------------------------------------------ queue ownership
     def take_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:

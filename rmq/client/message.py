@@ -59,7 +59,8 @@ class Message:
     ``keys`` is one key or several (sent space-separated in ``KEYS``); ``properties``
     are user properties (system ones are set from the other fields); ``delay_time_level``
     1..18 is RocketMQ's delay level (0 = none). ``wait_store_msg_ok`` False asks the
-    broker not to wait for the flush / slave before answering.
+    broker not to wait for the flush / slave before answering. ``transaction_id`` is set
+    by ``TransactionProducer.send_message_in_transaction`` (the message's UNIQ_KEY).
     """
 
     topic: str
@@ -70,6 +71,7 @@ class Message:
     delay_time_level: int = 0
     flag: int = 0
     wait_store_msg_ok: bool = True
+    transaction_id: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.body, str):

@@ -1,22 +1,33 @@
 """Consumer offset stores (Java ``OffsetStore`` / ``RemoteBrokerOffsetStore``).
 
 ``OffsetStore`` is the seam: clustering consumers keep offsets on the broker
-(``RemoteBrokerOffsetStore``); broadcasting consumers will keep them in a local file
-(``LocalFileOffsetStore``, consumption-semantics issue) behind the same interface.
+(``RemoteBrokerOffsetStore``); broadcasting consumers keep them in a local file
+(``LocalFileOffsetStore``) behind the same interface.
 
 Offsets are "next to consume". The table in memory is updated as messages are
-consumed and written to the broker every ``persist_consumer_offset_interval``, piggy-
-backed on pulls, when a queue moves to another consumer, and on shutdown.
+consumed and written to the broker (or the file) every
+``persist_consumer_offset_interval`` (5 s), piggy-backed on pulls (broker only), when
+a queue moves to another consumer, and on shutdown.
 """
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
+import os
+from pathlib import Path
 
 from rmq.client.errors import MQBrokerError, MQClientError
-from rmq.protocol.route import MASTER_ID, MessageQueue
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.route import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
+                                loads_object_keyed_map)
 
-__all__ = ["ReadOffsetType", "OffsetStore", "RemoteBrokerOffsetStore"]
+__all__ = ["ReadOffsetType", "OffsetStore", "RemoteBrokerOffsetStore", "LocalFileOffsetStore",
+           "LOCAL_OFFSET_STORE_DIR_ENV", "default_local_offset_store_dir"]
+
+#: Environment variable naming the root of local offset files (Java's system property
+#: ``rocketmq.client.localOffsetStoreDir``).
+LOCAL_OFFSET_STORE_DIR_ENV = "ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR"
 
 log = logging.getLogger("rmq.client.offsets")
 
@@ -139,3 +150,139 @@ class RemoteBrokerOffsetStore(OffsetStore):
         addr = await self._find_master(mq)
         return await self.instance.api.query_consumer_offset(
             addr, self.group_name, mq.topic, mq.queue_id, self.instance.config.mq_client_api_timeout)
+
+
+def default_local_offset_store_dir() -> str:
+    """``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``, else ``~/.rocketmq_offsets``."""
+    return (os.environ.get(LOCAL_OFFSET_STORE_DIR_ENV)
+            or os.path.join(os.path.expanduser("~"), ".rocketmq_offsets"))
+
+
+class LocalFileOffsetStore(OffsetStore):
+    """Offsets of a BROADCASTING consumer, in ``<dir>/<clientId>/<group>/offsets.json``.
+
+    The file is RocketMQ's ``OffsetSerializeWrapper`` (fastjson, MessageQueue keys):
+    ``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:42,...}}``, so a Java
+    client's file is read as is. Every write goes to ``offsets.json.tmp`` (fsynced),
+    the previous content is kept in ``offsets.json.bak``, and the temp file is renamed
+    over ``offsets.json``: a crash leaves the old or the new table, never a torn one
+    (``load`` falls back to the ``.bak`` when the main file is missing or unreadable).
+    Writes run in a thread. The consumer persists every
+    ``persist_consumer_offset_interval`` (5 s) and on shutdown, so after a crash at most
+    the messages consumed since the last write are delivered again.
+    """
+
+    FILE_NAME = "offsets.json"
+
+    def __init__(self, client_id: str, group_name: str, store_dir: str | os.PathLike | None = None) -> None:
+        super().__init__()
+        self.client_id = client_id
+        self.group_name = group_name
+        root = Path(store_dir) if store_dir is not None else Path(default_local_offset_store_dir())
+        self.store_path = root / client_id / group_name / self.FILE_NAME
+        self._write_lock: asyncio.Lock | None = None
+
+    # ------------------------------------------------------------------ file
+    @property
+    def bak_path(self) -> Path:
+        return self.store_path.with_name(self.FILE_NAME + ".bak")
+
+    @property
+    def tmp_path(self) -> Path:
+        return self.store_path.with_name(self.FILE_NAME + ".tmp")
+
+    def read_local_offset(self) -> dict[MessageQueue, int] | None:
+        """The table in the file (or its ``.bak``); None when neither can be read."""
+        for path in (self.store_path, self.bak_path):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                log.warning("reading local offsets %s failed: %s", path, e)
+                continue
+            if not data.strip():
+                continue
+            try:
+                return {MessageQueue.from_obj(k): int(v)
+                        for k, v in loads_object_keyed_map(data, "offsetTable")}
+            except (ProtocolError, ValueError, TypeError) as e:
+                log.warning("local offsets file %s is unreadable (%s); trying the next copy",
+                            path, e)
+        return None
+
+    def _write(self, data: bytes) -> None:
+        path = self.store_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.tmp_path
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            prev = path.read_bytes()
+        except FileNotFoundError:
+            prev = None
+        if prev:
+            bak_tmp = self.bak_path.with_name(self.FILE_NAME + ".bak.tmp")
+            with open(bak_tmp, "wb") as f:
+                f.write(prev)
+            os.replace(bak_tmp, self.bak_path)
+        os.replace(tmp, path)
+        try:
+            fd = os.open(path.parent, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------------ OffsetStore
+    def load(self) -> None:
+        table = self.read_local_offset()
+        if table:
+            self.offset_table.update(table)
+            for mq, off in sorted(table.items()):
+                log.info("load consumer's offset, %s %s %d", self.group_name, mq, off)
+
+    async def read_offset(self, mq: MessageQueue, type_: ReadOffsetType) -> int:
+        if type_ in (ReadOffsetType.READ_FROM_MEMORY, ReadOffsetType.MEMORY_FIRST_THEN_STORE):
+            off = self.offset_table.get(mq)
+            if off is not None:
+                return off
+            if type_ is ReadOffsetType.READ_FROM_MEMORY:
+                return -1
+        table = await asyncio.to_thread(self.read_local_offset)
+        off = (table or {}).get(mq)
+        if off is None:
+            return -1
+        self.update_offset(mq, off, False)
+        return off
+
+    async def persist_all(self, mqs: set[MessageQueue]) -> None:
+        if not mqs:
+            return
+        entries = [(mq.to_obj(), off) for mq, off in sorted(self.offset_table.items())
+                   if mq in mqs]
+        data = dumps_object_keyed_map("offsetTable", entries)
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        async with self._write_lock:
+            try:
+                await asyncio.to_thread(self._write, data)
+            except OSError as e:
+                log.warning("persisting local offsets to %s failed: %s", self.store_path, e)
+
+    async def persist(self, mq: MessageQueue) -> None:
+        """Writes the whole table (one file holds every queue)."""
+        await self.persist_all(set(self.offset_table))
+
+    def remove_offset(self, mq: MessageQueue) -> None:
+        """Kept, as Java does: the file only ever holds what ``persist_all`` was given."""
+
+    async def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int,
+                                              oneway: bool = True) -> None:
+        """Broadcasting offsets never go to the broker."""

@@ -3,19 +3,34 @@
 Messages are kept by queue offset. The offset a consumer may commit is the smallest
 offset still in flight (or, when none is, one past the largest offset seen), so a
 crash never skips a message that was pulled but not consumed.
+
+Orderly consumption takes messages in offset order (``take_messages``) into a
+"consuming" set, and either ``commit``s them (the next offset to consume) or puts them
+back (``make_message_to_consume_again``) to be taken again first. ``consume_lock`` is
+held while the listener runs, so rebalance can wait for in-flight work before it
+gives the queue away; ``locked`` / ``last_lock_timestamp`` mirror the broker-side lock
+(LOCK_BATCH_MQ), which the client treats as expired after ``REBALANCE_LOCK_MAX_LIVE_TIME_MS``
+without a renewal (the broker keeps it for 60 s, renewals come every 20 s).
 """
 from __future__ import annotations
 
+import asyncio
 import heapq
 import time
 from typing import Iterable
 
 from rmq.protocol.message import MessageConst, MessageExt
 
-__all__ = ["ProcessQueue", "PULL_MAX_IDLE_TIME_MS"]
+__all__ = ["ProcessQueue", "PULL_MAX_IDLE_TIME_MS", "REBALANCE_LOCK_MAX_LIVE_TIME_MS",
+           "REBALANCE_LOCK_INTERVAL_MS"]
 
 #: A queue not pulled for this long is considered stuck and re-created by rebalance.
 PULL_MAX_IDLE_TIME_MS = 120000
+#: Java rocketmq.client.rebalance.lockMaxLiveTime: a lock not renewed for this long is
+#: not trusted any more (the broker's lasts 60 s).
+REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30000
+#: Java rocketmq.client.rebalance.lockInterval: how often held locks are renewed.
+REBALANCE_LOCK_INTERVAL_MS = 20000
 
 
 def _now_ms() -> int:
@@ -25,7 +40,8 @@ def _now_ms() -> int:
 class ProcessQueue:
     __slots__ = ("_msgs", "_heap", "msg_count", "msg_size", "queue_offset_max", "dropped",
                  "last_pull_timestamp", "last_consume_timestamp", "msg_acc_cnt", "locked",
-                 "last_lock_timestamp", "consuming", "try_unlock_times")
+                 "last_lock_timestamp", "consuming", "try_unlock_times", "_consuming",
+                 "_consume_lock")
 
     def __init__(self) -> None:
         self._msgs: dict[int, MessageExt] = {}
@@ -42,10 +58,26 @@ class ProcessQueue:
         self.last_lock_timestamp = _now_ms()
         self.consuming = False
         self.try_unlock_times = 0
+        self._consuming: dict[int, MessageExt] = {}   # orderly: taken, not yet committed
+        self._consume_lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------ state
     def is_pull_expired(self) -> bool:
         return _now_ms() - self.last_pull_timestamp > PULL_MAX_IDLE_TIME_MS
+
+    def is_lock_expired(self) -> bool:
+        return _now_ms() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_MS
+
+    @property
+    def consume_lock(self) -> asyncio.Lock:
+        """Held while the listener runs on this queue (created on first use)."""
+        if self._consume_lock is None:
+            self._consume_lock = asyncio.Lock()
+        return self._consume_lock
+
+    def has_temp_message(self) -> bool:
+        """Pulled messages not taken for consumption yet."""
+        return bool(self._msgs)
 
     def _first(self) -> int | None:
         heap = self._heap
@@ -65,14 +97,17 @@ class ProcessQueue:
             return 0
         return self.queue_offset_max - first
 
+    def message_at(self, offset: int) -> MessageExt | None:
+        return self._msgs.get(offset)
+
     @property
     def msg_size_mib(self) -> float:
         return self.msg_size / (1024 * 1024)
 
     # ------------------------------------------------------------------ changes
     def put_messages(self, msgs: Iterable[MessageExt]) -> bool:
-        """Add pulled messages; True when there was nothing in flight (orderly dispatch)."""
-        was_empty = not self._msgs
+        """Add pulled messages; True when an orderly consume task must be started (there
+        are messages and none is running: ``consuming`` was False and is now True)."""
         last: MessageExt | None = None
         for m in msgs:
             off = m.queue_offset
@@ -90,7 +125,11 @@ class ProcessQueue:
                     self.msg_acc_cnt = max(int(max_offset) - last.queue_offset, 0)
                 except ValueError:
                     pass
-        return was_empty
+        dispatch = False
+        if self._msgs and not self.consuming:
+            dispatch = True
+            self.consuming = True
+        return dispatch
 
     def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Drop consumed messages; the offset to commit, or -1 if nothing was in flight."""
@@ -106,11 +145,61 @@ class ProcessQueue:
         first = self._first()
         if first is not None:
             result = first
+        elif not self._consuming:
+            self.consuming = False       # concurrent use: the next put starts afresh
         return result
 
+    # ------------------------------------------------------------------ orderly
+    def take_messages(self, batch_size: int) -> list[MessageExt]:
+        """The next ``batch_size`` messages in offset order, moved to the consuming set.
+        Nothing left: ``consuming`` becomes False (the consume task ends)."""
+        out: list[MessageExt] = []
+        now = _now_ms()
+        self.last_consume_timestamp = now
+        while len(out) < batch_size:
+            first = self._first()
+            if first is None:
+                break
+            heapq.heappop(self._heap)
+            m = self._msgs.pop(first)
+            self._consuming[first] = m
+            out.append(m)
+        if not out:
+            self.consuming = False
+        return out
+
+    def commit(self) -> int:
+        """The taken messages are done: the offset to commit (one past the largest), or
+        -1 when nothing was taken."""
+        if not self._consuming:
+            return -1
+        offset = max(self._consuming) + 1
+        self.msg_count -= len(self._consuming)
+        self.msg_size -= sum(len(m.body) for m in self._consuming.values())
+        self._consuming.clear()
+        return offset
+
+    def make_message_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
+        """Put taken messages back; they are taken again before anything later."""
+        for m in msgs:
+            off = m.queue_offset
+            self._consuming.pop(off, None)
+            if off not in self._msgs:
+                self._msgs[off] = m
+                heapq.heappush(self._heap, off)
+
+    def rollback(self) -> None:
+        """Put every taken message back."""
+        self.make_message_to_consume_again(list(self._consuming.values()))
+
+    @property
+    def consuming_count(self) -> int:
+        return len(self._consuming)
+
     def clear(self) -> None:
-        """Forget everything in flight (seek, re-balance)."""
+        """Forget everything in flight (seek, re-balance, offset reset)."""
         self._msgs.clear()
+        self._consuming.clear()
         self._heap.clear()
         self.msg_count = 0
         self.msg_size = 0

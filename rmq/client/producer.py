@@ -143,6 +143,21 @@ class Producer:
         await inst.send_heartbeat_to_all_brokers()
         log.info("producer %s started (client %s)", self.group, inst.client_id)
 
+    async def start_inner(self, inst: MQClientInstance) -> None:
+        """Start as ``inst``'s own producer (CLIENT_INNER_PRODUCER): registered with the
+        instance for routes, never heartbeating or stopping it on its own."""
+        if self._state != _CREATE_JUST:
+            raise MQClientError(f"The producer service state not OK, {self._state}")
+        self._ids = UniqueIdGenerator(self.config.client_ip_bytes())
+        inst.producer_table[self.group] = self
+        self.instance = inst
+        self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
+        self._state = _RUNNING
+
+    def mark_shutdown(self) -> None:
+        """The instance that owns this inner producer is going away."""
+        self._state = _SHUTDOWN
+
     async def shutdown(self) -> None:
         if self._state != _RUNNING:
             return

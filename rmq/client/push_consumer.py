@@ -1,4 +1,4 @@
-"""PushConsumer with a concurrent listener (Java ``DefaultMQPushConsumer``).
+"""PushConsumer (Java ``DefaultMQPushConsumer``): concurrent or orderly listener.
 
     def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeResult:
         ...
@@ -7,6 +7,10 @@
     consumer = PushConsumer("my-group", "127.0.0.1:9876", listener=listener)
     consumer.subscribe("T", "tagA || tagB")
     await consumer.start()
+
+An orderly listener (``register_message_listener_orderly`` or ``orderly=True``) gets
+each queue's messages in order, one batch at a time, under the queue's broker lock:
+see ``rmq.client.consume_orderly``.
 
 How it works, as RocketMQ does it:
 
@@ -26,9 +30,23 @@ How it works, as RocketMQ does it:
   shutdown.
 * RECONSUME_LATER (or an exception, or None): the message is handed back to the broker
   with CONSUMER_SEND_MSG_BACK (retry topic ``%RETRY%<group>``, subscribed
-  automatically in CLUSTERING mode). When the broker cannot take it, it is delivered
-  again locally after ``local_retry_delay_ms`` and its offset is not committed until it
-  succeeds. ``ConsumeMessageConcurrentlyService.send_message_back`` is the seam.
+  automatically in CLUSTERING mode; header ``maxReconsumeTimes`` = this consumer's
+  ``max_reconsume_times``, -1 = 16; past it the broker dead-letters the message into
+  ``%DLQ%<group>``). If that request fails, the message is sent to the retry topic
+  through the client's inner producer (RECONSUME_TIME / MAX_RECONSUME_TIMES
+  properties, as Java); if that fails too it is delivered again locally after
+  ``local_retry_delay_ms`` and its offset is not committed until it succeeds. The
+  listener sees a retried message under its original topic (RETRY_TOPIC), with
+  ``reconsume_times`` counting the deliveries before and ORIGIN_MESSAGE_ID set.
+* ``consume_timeout_ms`` (15 min): a message whose listener call has run that long is
+  handed back to the broker (delay level 3) and no longer holds the queue's offset.
+* BROADCASTING: every consumer of the group gets every message; offsets are kept per
+  client in a local file (``LocalFileOffsetStore``, ``<dir>/<clientId>/<group>/
+  offsets.json``, ``local_offset_store_dir``), written every 5 s and on shutdown.
+  Failed messages are not retried.
+* RESET_CONSUMER_CLIENT_OFFSET (``rmq admin resetOffsetByTime``): the queues named are
+  dropped with what was pulled for them, in-flight consumption is let finish (bounded),
+  and pulling continues from the new offsets; no restart.
 """
 from __future__ import annotations
 
@@ -42,12 +60,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable, Union
 
-from rmq.client._util import cancel_and_wait
+from rmq.client._util import cancel_and_wait, sleep_unless
 from rmq.client.config import ClientConfig
+from rmq.client.consume_orderly import (ConsumeMessageOrderlyService, ConsumeOrderlyContext,
+                                        ConsumeOrderlyResult, MessageListenerOrderly)
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.client.instance import MQClientInstance, get_or_create_instance
-from rmq.client.message import RETRY_GROUP_TOPIC_PREFIX, PullStatus, retry_topic
-from rmq.client.offset_store import OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from rmq.client.message import Message, RETRY_GROUP_TOPIC_PREFIX, PullStatus, retry_topic
+from rmq.client.offset_store import (LocalFileOffsetStore, OffsetStore, ReadOffsetType,
+                                     RemoteBrokerOffsetStore)
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.pull_api import PullAPIWrapper
 from rmq.client.rebalance import (AVG, BROADCASTING, CLUSTERING, AllocateStrategy, PullRequest,
@@ -57,7 +78,8 @@ from rmq.protocol.message import MessageConst, MessageExt
 from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
 
 __all__ = ["PushConsumer", "ConsumeResult", "ConsumeConcurrentlyContext", "ConsumeFromWhere",
-           "MessageModel", "MessageListener", "ConsumeMessageConcurrentlyService"]
+           "MessageModel", "MessageListener", "ConsumeMessageConcurrentlyService",
+           "ConsumeOrderlyResult", "ConsumeOrderlyContext", "MessageListenerOrderly"]
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -162,8 +184,30 @@ class RebalancePushImpl(RebalanceImpl):
         return await c.search_offset(mq, parse_consume_timestamp(c.consume_timestamp))
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        store = self.consumer.offset_store
+        c = self.consumer
+        store = c.offset_store
         assert store is not None
+        service = c.consume_service
+        if c.orderly and c.message_model is MessageModel.CLUSTERING \
+                and isinstance(service, ConsumeMessageOrderlyService):
+            # Give the queue away only after the batch in flight ended and its offset is
+            # written: the next owner locks it after our unlock and starts from there.
+            lock = service.mq_lock(mq)
+            try:
+                async with asyncio.timeout(1.0):
+                    await lock.acquire()
+            except TimeoutError:
+                pq.try_unlock_times += 1
+                log.warning("[WRONG]mq is consuming, so can not unlock it, %s. maybe hanged "
+                            "for a while, %d", mq, pq.try_unlock_times)
+                return False
+            try:
+                await store.persist(mq)
+                store.remove_offset(mq)
+                await self.unlock(mq, oneway=False)
+            finally:
+                lock.release()
+            return True
         await store.persist(mq)
         store.remove_offset(mq)
         return True
@@ -189,30 +233,54 @@ class ConsumeMessageConcurrentlyService:
         self.executor: ThreadPoolExecutor | None = None
         self.semaphore = asyncio.Semaphore(consumer.consume_thread_max)
         self.tasks: set[asyncio.Task] = set()
+        self.tasks_by_pq: dict[ProcessQueue, set[asyncio.Task]] = {}
         self._send_back_warned = False
+        self._stop = asyncio.Event()
 
     def start(self) -> None:
         if not self.is_async:
             self.executor = ThreadPoolExecutor(self.consumer.consume_thread_max,
                                                thread_name_prefix=f"consume-{self.consumer.group}")
+        if self.consumer.consume_timeout_ms > 0:
+            self._spawn(self._clean_expired_periodically())
 
     async def shutdown(self, await_terminate_ms: int) -> None:
+        self._stop.set()
         if self.tasks and await_terminate_ms > 0:
             await asyncio.wait(list(self.tasks), timeout=await_terminate_ms / 1000)
         await cancel_and_wait(list(self.tasks), 5.0, f"{self.consumer.group} consume tasks")
         if self.executor is not None:
             self.executor.shutdown(wait=False, cancel_futures=True)
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
+    def _spawn(self, coro: Awaitable[None], pq: ProcessQueue | None = None) -> None:
         t = asyncio.ensure_future(coro)
         self.tasks.add(t)
         t.add_done_callback(self.tasks.discard)
+        if pq is not None:
+            group = self.tasks_by_pq.setdefault(pq, set())
+            group.add(t)
+
+            def done(task: asyncio.Task, pq: ProcessQueue = pq) -> None:
+                g = self.tasks_by_pq.get(pq)
+                if g is not None:
+                    g.discard(task)
+                    if not g:
+                        del self.tasks_by_pq[pq]
+            t.add_done_callback(done)
+
+    async def wait_idle(self, pq: ProcessQueue, timeout: float) -> bool:
+        """Wait (bounded) for the consume tasks of ``pq`` to end; True when they did."""
+        tasks = list(self.tasks_by_pq.get(pq, ()))
+        if not tasks:
+            return True
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        return not pending
 
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue,
                                mq: MessageQueue) -> None:
         n = max(1, self.consumer.consume_message_batch_max_size)
         for i in range(0, len(msgs), n):
-            self._spawn(self._consume(msgs[i:i + n], pq, mq))
+            self._spawn(self._consume(msgs[i:i + n], pq, mq), pq)
 
     def submit_consume_request_later(self, msgs: list[MessageExt], pq: ProcessQueue,
                                      mq: MessageQueue) -> None:
@@ -309,12 +377,62 @@ class ConsumeMessageConcurrentlyService:
                 addr, msg, c.group, ctx.delay_level_when_next_consume, 5000,
                 c.effective_max_reconsume_times())
             return True
+        except asyncio.CancelledError:
+            raise
         except Exception as e:
             level = logging.DEBUG if self._send_back_warned else logging.WARNING
             self._send_back_warned = True
-            log.log(level, "sendMessageBack of %s to %s failed (%s); it will be consumed "
-                    "again locally", msg.msg_id, addr, e)
+            log.log(level, "sendMessageBack of %s to %s failed (%s); sending it to %s "
+                    "through the client's producer", msg.msg_id, addr, e, retry_topic(c.group))
+        try:
+            await c.send_back_through_producer(msg)
+            return True
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.log(logging.DEBUG if self._send_back_warned else logging.WARNING,
+                    "sending %s back to %s failed too (%s); it will be consumed again "
+                    "locally", msg.msg_id, retry_topic(c.group), e)
             return False
+
+    # ------------------------------------------------------------------ consume timeout
+    async def _clean_expired_periodically(self) -> None:
+        period = min(self.consumer.consume_timeout_ms, 60000) / 1000
+        while not await sleep_unless(self._stop, period):
+            try:
+                for mq, pq in list(self.consumer.rebalance.process_queue_table.items()):
+                    if not pq.dropped:
+                        await self.clean_expired_msg(mq, pq)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("cleanExpiredMsg of %s failed", self.consumer.group)
+
+    async def clean_expired_msg(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """ProcessQueue.cleanExpiredMsg: the oldest messages whose consumption started more
+        than ``consume_timeout_ms`` ago go back to the broker (delay level 3) and stop
+        holding the queue's offset (at most 16 per round)."""
+        c = self.consumer
+        if c.message_model is not MessageModel.CLUSTERING:
+            return
+        now = _now_ms()
+        for _ in range(16):
+            first = pq.min_offset
+            if first is None:
+                return
+            msg = pq.message_at(first)
+            start = msg.properties.get(MessageConst.CONSUME_START_TIMESTAMP) if msg else None
+            if msg is None or not start or now - int(start) <= c.consume_timeout_ms:
+                return
+            ctx = ConsumeConcurrentlyContext(mq, delay_level_when_next_consume=3)
+            log.info("send expire msg back. topic=%s, msgId=%s, queueId=%d, queueOffset=%d",
+                     msg.topic, msg.msg_id, msg.queue_id, msg.queue_offset)
+            if not await self.send_message_back(msg, ctx, mq):
+                return
+            offset = pq.remove_messages([msg])
+            if offset >= 0 and not pq.dropped:
+                assert c.offset_store is not None
+                c.offset_store.update_offset(mq, offset, True)
 
 
 # =========================================================================== consumer
@@ -342,6 +460,9 @@ class PushConsumer:
                  local_retry_delay_ms: int = 5000,
                  await_termination_ms: int = 5000,
                  offset_store: OffsetStore | None = None,
+                 orderly: bool = False,
+                 suspend_current_queue_time_millis: int = 1000,
+                 consume_timeout_ms: int = 15 * 60 * 1000,
                  **config_kwargs: Any) -> None:
         if not group:
             raise MQClientError("consumerGroup is blank")
@@ -371,12 +492,15 @@ class PushConsumer:
         self.send_back_to_broker = send_back_to_broker
         self.local_retry_delay_ms = local_retry_delay_ms
         self.await_termination_ms = await_termination_ms
+        self.orderly = orderly
+        self.suspend_current_queue_time_millis = suspend_current_queue_time_millis
+        self.consume_timeout_ms = consume_timeout_ms
         self._subscriptions: dict[str, str] = {}
         self.instance: MQClientInstance | None = None
         self.offset_store: OffsetStore | None = offset_store
         self.rebalance = RebalancePushImpl(self)
         self.pull_api: PullAPIWrapper | None = None
-        self.consume_service: ConsumeMessageConcurrentlyService | None = None
+        self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService | None = None
         self._pull_tasks: set[asyncio.Task] = set()
         self._state = _CREATE_JUST
         self._paused = False
@@ -405,7 +529,16 @@ class PushConsumer:
         self.rebalance.subscription_inner.pop(topic, None)
 
     def register_message_listener(self, listener: MessageListener) -> None:
+        """A concurrent listener (``msgs, ConsumeConcurrentlyContext -> ConsumeResult``)."""
         self.listener = listener
+        self.orderly = False
+
+    register_message_listener_concurrently = register_message_listener
+
+    def register_message_listener_orderly(self, listener: MessageListenerOrderly) -> None:
+        """An orderly listener (``msgs, ConsumeOrderlyContext -> ConsumeOrderlyResult``)."""
+        self.listener = listener        # type: ignore[assignment]
+        self.orderly = True
 
     def suspend(self) -> None:
         """Pause pulling (``resume`` to continue)."""
@@ -415,7 +548,10 @@ class PushConsumer:
         self._paused = False
 
     def effective_max_reconsume_times(self) -> int:
-        return 16 if self.max_reconsume_times == -1 else self.max_reconsume_times
+        """-1 means 16 for a concurrent listener and unbounded for an orderly one."""
+        if self.max_reconsume_times == -1:
+            return 2 ** 31 - 1 if self.orderly else 16
+        return self.max_reconsume_times
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -441,15 +577,19 @@ class PushConsumer:
         self.pull_api = PullAPIWrapper(inst, self.group, self.config.unit_mode)
         if self.offset_store is None:
             if self.message_model is MessageModel.BROADCASTING:
-                raise MQClientError("BROADCASTING needs a local offset store "
-                                    "(pass offset_store=...; LocalFileOffsetStore comes with "
-                                    "the consumption-semantics work)")
-            self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
+                self.offset_store = LocalFileOffsetStore(inst.client_id, self.group,
+                                                         self.config.local_offset_store_dir)
+            else:
+                self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
         self.offset_store.load()
         if not inst.register_consumer(self.group, self):
             raise MQClientError(f"The consumer group[{self.group}] has been created before, "
                                 "specify another name please.")
-        self.consume_service = ConsumeMessageConcurrentlyService(self, self.listener)
+        self.rebalance.is_order = self.orderly
+        if self.orderly:
+            self.consume_service = ConsumeMessageOrderlyService(self, self.listener)  # type: ignore[arg-type]
+        else:
+            self.consume_service = ConsumeMessageConcurrentlyService(self, self.listener)
         self.consume_service.start()
         self.instance = inst
         try:
@@ -475,6 +615,9 @@ class PushConsumer:
         assert self.consume_service is not None and self.instance is not None
         await self.consume_service.shutdown(self.await_termination_ms)
         await self.persist_consumer_offset(oneway=False)
+        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+            # after the offsets are written: whoever locks these queues next starts there
+            await self.rebalance.unlock_all(oneway=False)
         inst = self.instance
         await inst.unregister_consumer(self.group)
         await inst.shutdown()
@@ -518,7 +661,7 @@ class PushConsumer:
         if store is None:
             return
         mqs = set(self.rebalance.process_queue_table)
-        if oneway:
+        if oneway or isinstance(store, LocalFileOffsetStore):
             await store.persist_all(mqs)
         else:
             for mq in mqs:
@@ -548,6 +691,26 @@ class PushConsumer:
         if addr is None:
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         return addr
+
+    async def send_back_through_producer(self, msg: MessageExt) -> None:
+        """DefaultMQPushConsumerImpl.sendMessageBack's fallback: the failed message goes
+        to ``%RETRY%<group>`` through the instance's producer, RECONSUME_TIME = its
+        deliveries so far + 1 (the broker dead-letters it past MAX_RECONSUME_TIMES)."""
+        inst = self.instance
+        assert inst is not None
+        props = dict(msg.properties)
+        for k in (MessageConst.TRANSACTION_PREPARED, MessageConst.MIN_OFFSET,
+                  MessageConst.MAX_OFFSET, MessageConst.CONSUME_START_TIMESTAMP):
+            props.pop(k, None)
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = msg.msg_id
+        props[MessageConst.RETRY_TOPIC] = msg.topic
+        props[MessageConst.RECONSUME_TIME] = str(msg.reconsume_times + 1)
+        props[MessageConst.MAX_RECONSUME_TIMES] = str(self.effective_max_reconsume_times())
+        new = Message(retry_topic(self.group), msg.body, properties=props, flag=msg.flag,
+                      delay_time_level=3 + msg.reconsume_times)
+        producer = await inst.default_producer()
+        await producer.send(new)
 
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
         """Messages from ``%RETRY%<group>`` are shown under their original topic."""
@@ -587,7 +750,7 @@ class PushConsumer:
             return PULL_TIME_DELAY_MILLS_WHEN_SUSPEND
         if pq.msg_count > self.pull_threshold_for_queue \
                 or pq.msg_size_mib > self.pull_threshold_size_for_queue \
-                or pq.max_span() > self.consume_concurrently_max_span:
+                or (not self.orderly and pq.max_span() > self.consume_concurrently_max_span):
             self._flow_control_times += 1
             if self._flow_control_times % 1000 == 0:
                 log.warning("the cached messages of %s exceed the threshold (%d msgs, "
@@ -600,6 +763,28 @@ class PushConsumer:
             return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
         store = self.offset_store
         assert store is not None and self.pull_api is not None
+        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+            if not pq.locked:
+                log.info("pull message later because not locked in broker, %s", mq)
+                return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+            if not req.previously_locked:
+                # first pull under the lock: start where the previous owner committed
+                try:
+                    offset = await self.rebalance.compute_pull_from_where(mq)
+                except Exception as e:
+                    log.warning("compute the pull offset of %s failed: %s", mq, e)
+                    return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+                if offset < 0:
+                    return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+                if pq.dropped or self._state != _RUNNING:
+                    return 0
+                if offset < req.next_offset:
+                    log.info("[NOTIFYME]the first time to pull message, but pull request "
+                             "offset larger than broker consume offset, %s", mq)
+                log.info("the first time to pull message, so fix offset from broker. pull "
+                         "request: %s %d -> %d", mq, req.next_offset, offset)
+                req.previously_locked = True
+                req.next_offset = offset
         commit_offset = 0
         commit_enable = False
         if self.message_model is MessageModel.CLUSTERING:
@@ -633,9 +818,13 @@ class PushConsumer:
         if status is PullStatus.FOUND:
             req.next_offset = result.next_begin_offset
             if result.msg_found_list:
-                pq.put_messages(result.msg_found_list)
-                assert self.consume_service is not None
-                self.consume_service.submit_consume_request(result.msg_found_list, pq, mq)
+                dispatch = pq.put_messages(result.msg_found_list)
+                service = self.consume_service
+                assert service is not None
+                if isinstance(service, ConsumeMessageOrderlyService):
+                    service.submit_consume_request(result.msg_found_list, pq, mq, dispatch)
+                else:
+                    service.submit_consume_request(result.msg_found_list, pq, mq)
                 return self.pull_interval
             self._correct_tags_offset(req)
             return 0
@@ -649,6 +838,9 @@ class PushConsumer:
                     req.next_offset, result.next_begin_offset)
         req.next_offset = result.next_begin_offset
         pq.dropped = True
+        if isinstance(self.consume_service, ConsumeMessageOrderlyService):
+            async with self.consume_service.mq_lock(mq):      # the batch in flight first
+                pass
         store.update_offset(mq, req.next_offset, False)
         await store.persist(mq)
         await self.rebalance.remove_process_queue(mq)
@@ -670,3 +862,60 @@ class PushConsumer:
         if req.process_queue.msg_count == 0:
             assert self.offset_store is not None
             self.offset_store.update_offset(req.message_queue, req.next_offset, True)
+
+    # ------------------------------------------------------------------ offset reset
+    async def reset_offset(self, topic: str, offset_table: dict[MessageQueue, int],
+                           wait_inflight_ms: int = 10000) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: continue the named queues of ``topic`` from the
+        given offsets, without a restart (MQClientInstance.resetOffset).
+
+        What was pulled for those queues is dropped; consumption already running is let
+        finish (up to ``wait_inflight_ms``, Java sleeps 10 s) and its result ignored;
+        then each queue gets a fresh process queue and pull loop at its new offset (an
+        orderly consumer keeps the queue's lock)."""
+        if self._state != _RUNNING:
+            return
+        store = self.offset_store
+        assert store is not None
+        async with self.rebalance._lock:
+            affected = [(mq, pq) for mq, pq in self.rebalance.process_queue_table.items()
+                        if mq.topic == topic and mq in offset_table]
+            for mq, pq in affected:
+                pq.dropped = True
+                pq.clear()
+            deadline = time.monotonic() + wait_inflight_ms / 1000
+            service = self.consume_service
+            for mq, pq in affected:
+                left = max(deadline - time.monotonic(), 0.0)
+                if isinstance(service, ConsumeMessageOrderlyService):
+                    lock = service.mq_lock(mq)
+                    try:
+                        async with asyncio.timeout(left):
+                            await lock.acquire()
+                        lock.release()
+                    except TimeoutError:
+                        log.warning("[reset-offset] %s still consuming after %d ms", mq,
+                                    wait_inflight_ms)
+                elif isinstance(service, ConsumeMessageConcurrentlyService):
+                    if not await service.wait_idle(pq, left):
+                        log.warning("[reset-offset] %s still consuming after %d ms", mq,
+                                    wait_inflight_ms)
+            if self._state != _RUNNING:
+                return
+            requests = []
+            for mq, pq in affected:
+                if self.rebalance.process_queue_table.get(mq) is not pq:
+                    continue
+                offset = offset_table[mq]
+                store.update_offset(mq, offset, False)
+                fresh = ProcessQueue()
+                fresh.locked = pq.locked
+                fresh.last_lock_timestamp = pq.last_lock_timestamp
+                self.rebalance.process_queue_table[mq] = fresh
+                requests.append(PullRequest(self.group, mq, fresh, offset,
+                                            previously_locked=True))
+                log.info("[reset-offset] %s %s continues at offset %d", self.group, mq, offset)
+            for r in requests:
+                self.execute_pull_request_immediately(r)
+        if requests and isinstance(store, LocalFileOffsetStore):
+            await store.persist_all(set(self.rebalance.process_queue_table))

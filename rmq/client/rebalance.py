@@ -21,12 +21,14 @@ import asyncio
 import bisect
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from rmq.client.message import RETRY_GROUP_TOPIC_PREFIX
 from rmq.client.process_queue import ProcessQueue
-from rmq.protocol.route import MessageQueue, SubscriptionData
+from rmq.protocol.route import (MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData,
+                                UnlockBatchRequestBody)
 
 __all__ = [
     "AllocateStrategy", "AVG", "AVG_BY_CIRCLE", "consistent_hash", "by_config",
@@ -218,7 +220,16 @@ class RebalanceImpl:
     Subclasses (push / lite pull) say how to start and stop consuming a queue:
     ``compute_pull_from_where``, ``remove_unnecessary_message_queue``,
     ``dispatch_pull_requests``, ``message_queue_changed``, ``remove_dirty_offset``.
+
+    Orderly consumers (``is_order``, CLUSTERING) take a queue only once its master
+    broker granted them the queue's lock (LOCK_BATCH_MQ); ``lock_all`` renews every
+    held lock (every 20 s) and ``unlock``/``unlock_all`` give them back. A queue whose
+    lock is refused (its previous owner has not released it yet) is tried again by a
+    rebalance 1 s later rather than at the next 20 s round.
     """
+
+    #: Delay before another rebalance when a queue could not be locked / released yet.
+    RETRY_REBALANCE_MS = 1000
 
     consume_type = "CONSUME_PASSIVELY"
 
@@ -231,6 +242,7 @@ class RebalanceImpl:
         self.subscription_inner: dict[str, SubscriptionData] = {}
         self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
+        self.is_order = False
         self._lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ hooks
@@ -309,6 +321,11 @@ class RebalanceImpl:
                     self.process_queue_table.pop(mq, None)
                     changed = True
                     log.info("doRebalance, %s, remove unnecessary mq, %s", self.consumer_group, mq)
+            elif pq.dropped:
+                # left over from an earlier removal that had to wait for in-flight work
+                if await self.remove_unnecessary_message_queue(mq, pq):
+                    self.process_queue_table.pop(mq, None)
+                    changed = True
             elif pq.is_pull_expired() and self.consume_type == "CONSUME_PASSIVELY":
                 pq.dropped = True
                 if await self.remove_unnecessary_message_queue(mq, pq):
@@ -317,11 +334,21 @@ class RebalanceImpl:
                     log.warning("[BUG]doRebalance, %s, remove unnecessary mq, %s, because pull "
                                 "is pause, so try to fixed it", self.consumer_group, mq)
         requests: list[PullRequest] = []
+        lock_failed = False
+        ordered = self.is_order and self.message_model == CLUSTERING
         for mq in sorted(mq_set):
             if mq in self.process_queue_table:
                 continue
+            if ordered and not await self.lock(mq):
+                log.warning("doRebalance, %s, add a new mq failed, %s, because lock failed",
+                            self.consumer_group, mq)
+                lock_failed = True
+                continue
             self.remove_dirty_offset(mq)
             pq = ProcessQueue()
+            if ordered:
+                pq.locked = True
+                pq.last_lock_timestamp = int(time.time() * 1000)
             try:
                 next_offset = await self.compute_pull_from_where(mq)
             except Exception as e:
@@ -339,7 +366,100 @@ class RebalanceImpl:
                      next_offset)
         if requests:
             self.dispatch_pull_requests(requests)
+        if lock_failed or any(pq.dropped for mq, pq in self.process_queue_table.items()
+                              if mq.topic == topic):
+            self.instance.rebalance_later(self.RETRY_REBALANCE_MS)
         return changed
+
+    # ------------------------------------------------------------------ queue locks
+    async def _master_of(self, broker_name: str, topic: str | None = None) -> str | None:
+        inst = self.instance
+        found = inst.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
+        if found is None and topic is not None:
+            await inst.update_topic_route_info_from_name_server(topic)
+            found = inst.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
+        return found.broker_addr if found is not None else None
+
+    def _mark_locked(self, mqs: set[MessageQueue]) -> None:
+        now = int(time.time() * 1000)
+        for mq in mqs:
+            pq = self.process_queue_table.get(mq)
+            if pq is not None:
+                pq.locked = True
+                pq.last_lock_timestamp = now
+
+    async def lock(self, mq: MessageQueue) -> bool:
+        """LOCK_BATCH_MQ for one queue at its master; True when this client holds it."""
+        addr = await self._master_of(mq.broker_name, mq.topic)
+        if addr is None:
+            return False
+        body = LockBatchRequestBody(self.consumer_group, self.instance.client_id, {mq})
+        try:
+            locked = await self.instance.api.lock_batch_mq(addr, body, 1000)
+        except Exception as e:
+            log.error("lockBatchMQ %s at %s failed: %s", mq, addr, e)
+            return False
+        self._mark_locked(locked)
+        ok = mq in locked
+        log.info("the message queue lock %s, %s %s", "OK" if ok else "Failed",
+                 self.consumer_group, mq)
+        return ok
+
+    async def lock_all(self) -> None:
+        """Renew the locks of every queue held (per broker, one request each); queues
+        being given away (dropped) are left alone."""
+        by_broker: dict[str, set[MessageQueue]] = {}
+        for mq, pq in self.process_queue_table.items():
+            if not pq.dropped:
+                by_broker.setdefault(mq.broker_name, set()).add(mq)
+        for broker_name, mqs in by_broker.items():
+            addr = await self._master_of(broker_name)
+            if addr is None:
+                continue
+            body = LockBatchRequestBody(self.consumer_group, self.instance.client_id, set(mqs))
+            try:
+                locked = await self.instance.api.lock_batch_mq(addr, body, 1000)
+            except Exception as e:
+                log.error("lockBatchMQ at %s failed: %s", addr, e)
+                continue
+            self._mark_locked(locked)
+            for mq in mqs - locked:
+                pq = self.process_queue_table.get(mq)
+                if pq is not None and pq.locked:
+                    pq.locked = False
+                    log.info("the message queue locked Failed, Group: %s %s",
+                             self.consumer_group, mq)
+
+    async def unlock(self, mq: MessageQueue, oneway: bool = False) -> None:
+        addr = await self._master_of(mq.broker_name)
+        if addr is None:
+            return
+        body = UnlockBatchRequestBody(self.consumer_group, self.instance.client_id, {mq})
+        try:
+            await self.instance.api.unlock_batch_mq(addr, body, 1000, oneway)
+            log.info("unlock messageQueue. group:%s, clientId:%s, mq:%s", self.consumer_group,
+                     self.instance.client_id, mq)
+        except Exception as e:
+            log.error("unlockBatchMQ %s at %s failed: %s", mq, addr, e)
+
+    async def unlock_all(self, oneway: bool = False) -> None:
+        by_broker: dict[str, set[MessageQueue]] = {}
+        for mq in self.process_queue_table:
+            by_broker.setdefault(mq.broker_name, set()).add(mq)
+        for broker_name, mqs in by_broker.items():
+            addr = await self._master_of(broker_name)
+            if addr is None:
+                continue
+            body = UnlockBatchRequestBody(self.consumer_group, self.instance.client_id, set(mqs))
+            try:
+                await self.instance.api.unlock_batch_mq(addr, body, 1000, oneway)
+            except Exception as e:
+                log.error("unlockBatchMQ at %s failed: %s", addr, e)
+                continue
+            for mq in mqs:
+                pq = self.process_queue_table.get(mq)
+                if pq is not None:
+                    pq.locked = False
 
     def _truncate_message_queue_not_my_topic(self) -> None:
         for mq, pq in list(self.process_queue_table.items()):

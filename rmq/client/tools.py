@@ -2,6 +2,7 @@
 
     rmq produce -t TopicTest -n 10 --body "hello" [--tags a --keys k] [-s 4096] [--batch 16]
     rmq consume -t TopicTest -g my-group [--expression "a || b"] [--from first] [-c 10]
+                [--orderly] [--broadcast [--offset-dir DIR]]
 
 The NameServer comes from ``-a/--namesrv``, else ``NAMESRV_ADDR``, else 127.0.0.1:9876.
 ``produce`` prints one line per send result and exits 0 when every message was stored;
@@ -25,7 +26,8 @@ from rmq.client.config import ClientConfig
 from rmq.client.errors import MQBrokerError, MQClientError, RemotingError
 from rmq.client.message import Message, SendResult
 from rmq.client.producer import Producer
-from rmq.client.push_consumer import ConsumeFromWhere, ConsumeResult, PushConsumer
+from rmq.client.consume_orderly import ConsumeOrderlyResult
+from rmq.client.push_consumer import ConsumeFromWhere, ConsumeResult, MessageModel, PushConsumer
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.message import MessageExt
 
@@ -179,6 +181,14 @@ def _consume_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle", type=float, default=0,
                    help="exit after this many seconds without a message (0 = never)")
     p.add_argument("--no-body", action="store_true", help="do not print bodies")
+    p.add_argument("--orderly", action="store_true",
+                   help="orderly listener: each queue in order, under its broker lock")
+    p.add_argument("--broadcast", action="store_true",
+                   help="BROADCASTING: every consumer of the group gets every message; "
+                        "offsets in a local file")
+    p.add_argument("--offset-dir", default=None,
+                   help="root of the local offset files of --broadcast "
+                        "(default ~/.rocketmq_offsets)")
     return p
 
 
@@ -220,11 +230,23 @@ async def _consume(args: argparse.Namespace) -> int:
             loop.call_soon_threadsafe(stop.set)
         return ConsumeResult.SUCCESS
 
-    consumer = PushConsumer(args.group, config=_config(args), listener=on_message,
+    def on_message_orderly(msgs: list[MessageExt], ctx) -> ConsumeOrderlyResult:
+        if on_message(msgs, ctx) is ConsumeResult.SUCCESS:
+            return ConsumeOrderlyResult.SUCCESS
+        ctx.suspend_current_queue_time_millis = 30000
+        return ConsumeOrderlyResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
+
+    config = _config(args)
+    config.local_offset_store_dir = args.offset_dir
+    consumer = PushConsumer(args.group, config=config, listener=on_message,
                             consume_from_where=_FROM[args.from_where],
                             consume_timestamp=args.timestamp, consume_thread_max=1,
                             send_back_to_broker=False, local_retry_delay_ms=60000,
-                            await_termination_ms=1000)
+                            await_termination_ms=1000,
+                            message_model=(MessageModel.BROADCASTING if args.broadcast
+                                           else MessageModel.CLUSTERING))
+    if args.orderly:
+        consumer.register_message_listener_orderly(on_message_orderly)
     consumer.subscribe(args.topic, args.expression)
     await consumer.start()
     try:
