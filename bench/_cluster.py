@@ -1,0 +1,521 @@
+"""A small launcher for the benchmarks: a real NameServer and broker as subprocesses.
+
+    with Cluster(workdir, "ASYNC_FLUSH") as c:
+        c.namesrv_addr, c.broker_addr, c.broker_pid
+        c.cpu.seconds(t0, t1)          # broker CPU seconds between two wall-clock times
+
+Both processes run ``python -m rmq.cli ...`` with this interpreter (the broker under
+uvloop, as ``rmq broker`` does by default), on ephemeral ports, with their logs and the
+store under ``workdir``. A process that is not ready in time, or dies, raises with the
+tail of its log. ``stop()`` sends SIGTERM (clean shutdown), SIGKILL after a grace time.
+
+``stats=True`` or ``profile=True`` start the broker through this file instead
+(``python bench/_cluster.py inproc-broker ...``): the same ``Broker`` object on uvloop
+that ``rmq broker`` runs, in its own process, plus window signals: SIGUSR1 snapshots the
+store counters (and switches cProfile on), SIGUSR2 writes the counters' deltas to
+``window-<n>.json`` (and the profile to ``profile-<n>.pstats``), so only chosen windows
+are measured. Only the event-loop thread is profiled (the flush threads are not). The
+profiler's clock is wall time by default (cheap); ``profile_clock="cpu"`` uses that
+thread's CPU time (exact under preemption, but a syscall per profiler event).
+
+``CpuSampler`` reads ``/proc/<pid>/stat`` (utime + stime, all threads) and
+``/proc/<pid>/task/<pid>/stat`` (the main = event-loop thread) every 50 ms in a thread, so
+CPU over any window can be interpolated afterwards.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT = 60.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------------------------- CPU
+def proc_cpu(pid: int, tid: int | None = None) -> float:
+    """utime + stime in seconds of a process (or of one of its threads)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path, "rb") as f:
+        data = f.read()
+    # the command name may hold spaces and parentheses: split after the last ')'
+    fields = data[data.rindex(b")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def schedstat(path: str = "/proc/thread-self/schedstat") -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for a CPU) of a task, from
+    schedstat: a CPU-bound task that other processes keep off the CPU shows up as wait."""
+    with open(path) as f:
+        run, wait, _ = f.read().split()
+    return int(run) / 1e9, int(wait) / 1e9
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds per thread name (threads of one name summed)."""
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            cpu = proc_cpu(pid, int(tid))
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        if int(tid) == pid:
+            name = "main"
+        out[name] = out.get(name, 0.0) + cpu
+    return out
+
+
+class Sampler:
+    """Samples ``fn()`` (a tuple of cumulative counters) every ``period`` s in a thread,
+    with the wall time; ``delta(i, t0, t1)`` interpolates counter ``i`` between two times."""
+
+    def __init__(self, fn: Callable[[], tuple[float, ...]], period: float = 0.05,
+                 name: str = "sampler") -> None:
+        self.fn = fn
+        self.period = period
+        self.t: list[float] = []
+        self.v: list[tuple[float, ...]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> "Sampler":
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._sample()
+
+    def _sample(self) -> None:
+        try:
+            v = self.fn()
+        except (OSError, ValueError):
+            return      # the process is gone
+        with self._lock:
+            self.t.append(time.time())
+            self.v.append(v)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample()
+
+    def value(self, i: int, when: float) -> float:
+        with self._lock:
+            t = list(self.t)
+            v = [x[i] for x in self.v]
+        if not t:
+            return float("nan")
+        k = bisect.bisect_left(t, when)
+        if k <= 0:
+            return v[0]
+        if k >= len(t):
+            return v[-1]
+        t0, t1 = t[k - 1], t[k]
+        return v[k - 1] + (v[k] - v[k - 1]) * (when - t0) / max(t1 - t0, 1e-9)
+
+    def delta(self, i: int, t0: float, t1: float) -> float:
+        return self.value(i, t1) - self.value(i, t0)
+
+
+class CpuSampler(Sampler):
+    """CPU seconds of one process: counter 0 = all threads, 1 = the main (event-loop)
+    thread, 2 = seconds the main thread was runnable but waiting for a CPU."""
+
+    def __init__(self, pid: int, period: float = 0.05) -> None:
+        path = f"/proc/{pid}/task/{pid}/schedstat"
+        super().__init__(lambda: (proc_cpu(pid), proc_cpu(pid, pid), schedstat(path)[1]),
+                         period, f"cpu-{pid}")
+        self.pid = pid
+
+    def wait_percent(self, t0: float, t1: float) -> float:
+        return 100.0 * self.delta(2, t0, t1) / max(t1 - t0, 1e-9)
+
+    def seconds(self, t0: float, t1: float, main_only: bool = False) -> float:
+        return self.delta(1 if main_only else 0, t0, t1)
+
+    def percent(self, t0: float, t1: float, main_only: bool = False) -> float:
+        return 100.0 * self.seconds(t0, t1, main_only) / max(t1 - t0, 1e-9)
+
+
+class MachineSampler(Sampler):
+    """The whole machine: counters busy, total (CPU seconds over all CPUs) and steal."""
+
+    def __init__(self, period: float = 0.1) -> None:
+        super().__init__(lambda: (*machine_busy_seconds(), steal_seconds()), period, "cpu-machine")
+
+    def busy_percent(self, t0: float, t1: float) -> float:
+        """Busy share of all CPUs (100 = every CPU busy)."""
+        tot = self.delta(1, t0, t1)
+        return 100.0 * self.delta(0, t0, t1) / tot if tot > 0 else float("nan")
+
+    def steal_percent(self, t0: float, t1: float) -> float:
+        tot = self.delta(1, t0, t1)
+        return 100.0 * self.delta(2, t0, t1) / tot if tot > 0 else float("nan")
+
+
+def all_processes_cpu() -> dict[int, tuple[str, float]]:
+    """pid -> (command name, CPU seconds) for every process on the machine."""
+    out: dict[int, tuple[str, float]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        name = data[data.index(b"(") + 1:data.rindex(b")")].decode(errors="replace")
+        fields = data[data.rindex(b")") + 2:].split()
+        out[int(d)] = (name, (int(fields[11]) + int(fields[12])) / CLK_TCK)
+    return out
+
+
+def top_consumers(a: dict[int, tuple[str, float]], b: dict[int, tuple[str, float]],
+                  seconds: float, n: int = 6) -> list[tuple[int, str, float]]:
+    """The ``n`` processes that used the most CPU between two ``all_processes_cpu`` calls,
+    as (pid, name, % of one CPU)."""
+    rows = []
+    for pid, (name, cpu) in b.items():
+        before = a.get(pid, (name, 0.0))[1]
+        rows.append((pid, name, 100.0 * (cpu - before) / max(seconds, 1e-9)))
+    rows.sort(key=lambda r: -r[2])
+    return rows[:n]
+
+
+def steal_seconds() -> float:
+    """Machine-wide CPU time stolen by the hypervisor (noise indicator)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    total = sum(fields[:8])
+    idle = fields[3] + fields[4]
+    return (total - idle) / CLK_TCK, total / CLK_TCK
+
+
+# ------------------------------------------------------------------------------- processes
+class Proc:
+    def __init__(self, name: str, argv: list[str], workdir: Path, ready: str) -> None:
+        self.name = name
+        self.argv = argv
+        self.workdir = workdir
+        self.ready = re.compile(ready)
+        self.log_path = workdir / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.match: re.Match[str] | None = None
+        self._log = None
+
+    def start(self, timeout: float = READY_TIMEOUT) -> "Proc":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env, cwd=str(self.workdir), start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = self.ready.search(self.log_text())
+            if m:
+                self.match = m
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before it "
+                                   f"was ready:\n{self.tail()}")
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"{self.name} not ready within {timeout}s:\n{self.tail()}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail(self, n: int = 30) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        if self._log is not None and not self._log.closed:
+            self._log.close()
+
+
+class Cluster:
+    """One NameServer + one master broker (``flush`` = ASYNC_FLUSH / SYNC_FLUSH)."""
+
+    def __init__(self, workdir: Path, flush: str, *, profile: bool = False,
+                 stats: bool = False, profile_clock: str = "wall",
+                 switch_interval: float | None = None,
+                 conf: dict[str, object] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.flush = flush
+        self.profile = profile
+        self.profile_clock = profile_clock
+        self.switch_interval = switch_interval
+        # in-process launcher: window stats (and the profiler when asked)
+        self.inproc = profile or stats or switch_interval is not None
+        self.conf = conf or {}
+        self.namesrv: Proc | None = None
+        self.broker: Proc | None = None
+        self.cpu: CpuSampler | None = None
+        self._profile_n = 0
+
+    # --------------------------------------------------------------- lifecycle
+    def start(self) -> "Cluster":
+        py = sys.executable
+        nd = self.workdir / "namesrv"
+        self.namesrv = Proc("namesrv", [py, "-m", "rmq.cli", "namesrv", "-p", "0", "--host",
+                                        "127.0.0.1", "--kv-path", str(nd / "kv.msgpack")],
+                            nd, r"NameServer listening on [\d.]+:(\d+)")
+        try:
+            self.namesrv.start()
+        except BaseException:
+            self.stop()
+            raise
+        bd = self.workdir / "broker"
+        bd.mkdir(parents=True, exist_ok=True)
+        props: dict[str, object] = {
+            "brokerClusterName": "BenchCluster", "brokerName": "broker-a", "brokerId": 0,
+            "listenPort": 0, "brokerIP1": "127.0.0.1", "storePathRootDir": str(bd / "store"),
+            "flushDiskType": self.flush, "brokerRole": "ASYNC_MASTER",
+        }
+        props.update(self.conf)
+        conf_path = bd / "broker.conf"
+        conf_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        if self.inproc:
+            argv = [py, str(Path(__file__).resolve()), "inproc-broker", "-c", str(conf_path),
+                    "-n", self.namesrv_addr, "--out", str(bd)]
+            if self.profile:
+                argv += ["--profile", self.profile_clock]
+            if self.switch_interval is not None:
+                argv += ["--switch-interval", str(self.switch_interval)]
+        else:
+            argv = [py, "-m", "rmq.cli", "broker", "-c", str(conf_path), "-n", self.namesrv_addr]
+        self.broker = Proc("broker", argv, bd, r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success")
+        try:
+            self.broker.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.cpu = CpuSampler(self.broker.pid).start()
+        return self
+
+    def stop(self) -> None:
+        if self.cpu is not None:
+            self.cpu.stop()
+        if self.broker is not None:
+            self.broker.stop()
+        if self.namesrv is not None:
+            self.namesrv.stop()
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --------------------------------------------------------------- addresses
+    @property
+    def namesrv_addr(self) -> str:
+        assert self.namesrv is not None and self.namesrv.match is not None
+        return f"127.0.0.1:{self.namesrv.match.group(1)}"
+
+    @property
+    def broker_addr(self) -> str:
+        assert self.broker is not None and self.broker.match is not None
+        return self.broker.match.group(1)
+
+    @property
+    def broker_pid(self) -> int:
+        assert self.broker is not None
+        return self.broker.pid
+
+    def check_alive(self) -> None:
+        for p in (self.namesrv, self.broker):
+            if p is not None and not p.alive():
+                raise RuntimeError(f"{p.name} died:\n{p.tail()}")
+
+    # --------------------------------------------------------------- windows
+    def window_begin(self) -> None:
+        """Start of a measured window: the in-process broker snapshots its store
+        counters (and switches cProfile on)."""
+        if self.inproc and self.broker is not None:
+            self.broker.signal(signal.SIGUSR1)
+
+    def window_end(self) -> tuple[Path | None, dict | None]:
+        """End of the window: (pstats file or None, store counters over the window)."""
+        if not self.inproc or self.broker is None:
+            return None, None
+        self._profile_n += 1
+        d = self.workdir / "broker"
+        n = self._profile_n
+        self.broker.signal(signal.SIGUSR2)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if (d / f"window-{n}.json").exists():
+                import json
+                stats = json.loads((d / f"window-{n}.json").read_text())
+                path = d / f"profile-{n}.pstats"
+                return (path if path.exists() else None), stats
+            time.sleep(0.05)
+        return None, None
+
+
+# ------------------------------------------------------------------------------- in-process broker
+def _store_counters(broker) -> dict:  # type: ignore[no-untyped-def]
+    st = broker.store
+    out: dict[str, float] = {"put_msgs": broker.stats.put_msgs, "get_msgs": broker.stats.get_msgs}
+    fs = getattr(getattr(st, "flush_service", None), "stats", None)
+    if fs is not None:
+        for k in ("fsyncs", "rounds", "waiters", "fsync_seconds", "timeouts"):
+            v = getattr(fs, k, None)
+            if isinstance(v, (int, float)):
+                out[f"flush_{k}"] = v
+    for k in ("max_phy_offset",):
+        v = getattr(st, k, None)
+        if isinstance(v, (int, float)):
+            out[k] = v
+    return out
+
+
+def _inproc_broker(argv: list[str]) -> int:
+    """What ``rmq broker`` runs (the same Broker object on uvloop), plus: SIGUSR1 starts a
+    window (store counters snapshot; cProfile on with ``--profile``), SIGUSR2 ends it
+    (``window-<n>.json`` with the counters' deltas; ``profile-<n>.pstats``)."""
+    import argparse
+    import asyncio
+    import cProfile
+    import json
+    import logging
+
+    sys.path.insert(0, str(ROOT))
+    from rmq.broker.broker import Broker
+    from rmq.broker.config import load_broker_config
+
+    ap = argparse.ArgumentParser(prog="_cluster.py inproc-broker")
+    ap.add_argument("-c", "--config", required=True)
+    ap.add_argument("-n", "--namesrv", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--profile", choices=["cpu", "wall"], default=None,
+                    help="cProfile clock: cpu = the loop thread's CPU time "
+                         "(time.thread_time, immune to preemption), wall = perf_counter")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for the broker (an experiment: how long a "
+                         "thread coming back from fdatasync may wait for the GIL)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    loaded = load_broker_config(args.config, args.namesrv, {})
+    broker = Broker(loaded.broker, loaded.store)
+    state: dict[str, object] = {"prof": None, "n": 0, "c0": None, "t0": 0.0}
+    outdir = Path(args.out)
+
+    def begin() -> None:
+        state["c0"] = _store_counters(broker)
+        state["t0"] = time.time()
+        if args.profile and state["prof"] is None:
+            timer = time.thread_time if args.profile == "cpu" else time.perf_counter
+            p = cProfile.Profile(timer)
+            state["prof"] = p
+            p.enable()
+
+    def end() -> None:
+        n = int(state["n"]) + 1  # type: ignore[call-overload]
+        state["n"] = n
+        p = state["prof"]
+        if p is not None:
+            p.disable()  # type: ignore[attr-defined]
+            p.dump_stats(str(outdir / f"profile-{n}.pstats"))  # type: ignore[attr-defined]
+            state["prof"] = None
+        c0 = state["c0"] or {}
+        c1 = _store_counters(broker)
+        delta = {k: v - c0.get(k, 0) for k, v in c1.items()}  # type: ignore[union-attr]
+        delta["seconds"] = time.time() - float(state["t0"])  # type: ignore[arg-type]
+        tmp = outdir / f"window-{n}.json.tmp"
+        tmp.write_text(json.dumps(delta))
+        tmp.rename(outdir / f"window-{n}.json")
+
+    async def run() -> int:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, begin)
+        loop.add_signal_handler(signal.SIGUSR2, end)
+        await broker.start()
+        await stop.wait()
+        await asyncio.wait_for(broker.shutdown(), 10)
+        return 0
+
+    import uvloop
+    return uvloop.run(run())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "inproc-broker":
+        sys.exit(_inproc_broker(sys.argv[2:]))
+    print(__doc__)
