@@ -24,20 +24,24 @@ CPU over any window can be interpolated afterwards.
 """
 from __future__ import annotations
 
+import asyncio
 import bisect
+import collections
 import os
-import re
+import struct
 import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
+from rmq.child_process import ChildProcess
+
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 60.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+_LEN = struct.Struct(">i")
 
 
 # ------------------------------------------------------------------------------- CPU
@@ -219,87 +223,59 @@ def machine_busy_seconds() -> tuple[float, float]:
     return (total - idle) / CLK_TCK, total / CLK_TCK
 
 
+# ------------------------------------------------------------------------------- raw client
+class RawClient(asyncio.Protocol):
+    """Length-prefixed request/response on one connection, answers in FIFO order;
+    requests written in one loop iteration go out in one writelines (as rmq coalesces)."""
+
+    def __init__(self) -> None:
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.buf = bytearray()
+        self.out: list[bytes] = []
+        self.loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def send(self, frame: bytes) -> asyncio.Future[None]:
+        if not self.out:
+            self.loop.call_soon(self.flush)
+        self.out.append(frame)
+        fut = self.loop.create_future()
+        self.waiters.append(fut)
+        return fut
+
+    def flush(self) -> None:
+        out, self.out = self.out, []
+        self.transport.writelines(out)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (length,) = _LEN.unpack_from(buf, pos)
+            if n - pos - 4 < length:
+                break
+            pos += 4 + length
+            self.waiters.popleft().set_result(None)
+        del buf[:pos]
+
+
+
 # ------------------------------------------------------------------------------- processes
-class Proc:
+class Proc(ChildProcess):
+    """A benchmark child: this checkout first on its import path."""
+
     def __init__(self, name: str, argv: list[str], workdir: Path, ready: str) -> None:
-        self.name = name
-        self.argv = argv
-        self.workdir = workdir
-        self.ready = re.compile(ready)
-        self.log_path = workdir / f"{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.match: re.Match[str] | None = None
-        self._log = None
+        super().__init__(name, argv, workdir, ready, env={
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
 
     def start(self, timeout: float = READY_TIMEOUT) -> "Proc":
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=env, cwd=str(self.workdir), start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = self.ready.search(self.log_text())
-            if m:
-                self.match = m
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before it "
-                                   f"was ready:\n{self.tail()}")
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"{self.name} not ready within {timeout}s:\n{self.tail()}")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def tail(self, n: int = 30) -> str:
-        return "\n".join(self.log_text().splitlines()[-n:])
-
-    def signal(self, sig: int) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.send_signal(sig)
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._close()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        self._close()
-
-    def _close(self) -> None:
-        if self._log is not None and not self._log.closed:
-            self._log.close()
+        super().start(timeout)
+        return self
 
 
 class Cluster:

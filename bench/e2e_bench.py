@@ -100,14 +100,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _cluster import (Cluster, CpuSampler, MachineSampler, all_processes_cpu,  # noqa: E402
+from _cluster import (Cluster, RawClient, CpuSampler, MachineSampler, all_processes_cpu,  # noqa: E402
                       schedstat, top_consumers)
 
 from rmq.protocol.codes import (PullSysFlag, RequestCode, ResponseCode,  # noqa: E402
                                 SerializeType)
 from rmq.protocol.frame import RemotingCommand, encode  # noqa: E402
 from rmq.protocol.headers import (PullMessageRequestHeader,  # noqa: E402
-                                  PullMessageResponseHeader, SendMessageRequestHeader)
+                                  SendMessageRequestHeader)
 from rmq.protocol.message import (UniqueIdGenerator, decode_records,  # noqa: E402
                                   encode_batch, properties_to_string)
 
@@ -652,45 +652,6 @@ async def _decode_limit(addr: str, topic: str, nq: int, seconds: float) -> dict:
     return out_d
 
 
-class _RawClientProto(asyncio.Protocol):
-    """Length-prefixed request/response on one connection, answers in FIFO order;
-    requests written in one loop iteration go out in one writelines (as rmq coalesces)."""
-
-    def __init__(self) -> None:
-        import collections
-        self.waiters: Any = collections.deque()
-        self.buf = bytearray()
-        self.out: list[bytes] = []
-        self.loop = asyncio.get_running_loop()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-
-    def send(self, frame: bytes) -> asyncio.Future[None]:
-        if not self.out:
-            self.loop.call_soon(self.flush)
-        self.out.append(frame)
-        fut = self.loop.create_future()
-        self.waiters.append(fut)
-        return fut
-
-    def flush(self) -> None:
-        o, self.out = self.out, []
-        self.transport.writelines(o)  # type: ignore[attr-defined]
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        pos, n = 0, len(buf)
-        while n - pos >= 4:
-            (length,) = struct.unpack_from(">i", buf, pos)
-            if n - pos - 4 < length:
-                break
-            pos += 4 + length
-            self.waiters.popleft().set_result(None)
-        del buf[:pos]
-
-
 class _RawServerProto(asyncio.Protocol):
     """Answers every frame with a frame of the size its bytes 4..8 ask for."""
 
@@ -731,7 +692,7 @@ async def _raw_server_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore
 
 async def _raw_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-untyped-def]
     loop = asyncio.get_running_loop()
-    transport, proto = await loop.create_connection(_RawClientProto, "127.0.0.1", p["port"])
+    transport, proto = await loop.create_connection(RawClient, "127.0.0.1", p["port"])
     frame = struct.pack(">ii", p["req_size"] - 4, p["resp_size"]) + bytes(p["req_size"] - 8)
     await proto.send(frame)
     t_begin = await _handshake(conn, {"pid": os.getpid()})

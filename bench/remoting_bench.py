@@ -25,23 +25,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import json
 import multiprocessing as mp
 import os
 import platform
-import struct
 import sys
 import time
 from typing import Awaitable, Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _cluster import RawClient  # noqa: E402
 from rmq.protocol.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmq.protocol.frame import RemotingCommand, encode  # noqa: E402
 from rmq.remoting import RemotingClient, RemotingServer  # noqa: E402
 
-_LEN = struct.Struct(">i")
 
 
 def sample_request(body_size: int) -> RemotingCommand:
@@ -98,42 +97,6 @@ def _serve(kind: str, loop_name: str, coalesce_limit: int, pipe) -> None:  # typ
 
 
 # ---------------------------------------------------------------------- raw client
-class _RawClient(asyncio.Protocol):
-    def __init__(self) -> None:
-        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self.buf = bytearray()
-        self.out: list[bytes] = []
-        self.loop = asyncio.get_running_loop()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-
-    def send(self, frame: bytes) -> asyncio.Future[None]:
-        if not self.out:
-            self.loop.call_soon(self.flush)
-        self.out.append(frame)
-        fut = self.loop.create_future()
-        self.waiters.append(fut)
-        return fut
-
-    def flush(self) -> None:
-        out, self.out = self.out, []
-        self.transport.writelines(out)  # type: ignore[attr-defined]
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            (length,) = _LEN.unpack_from(buf, pos)
-            if n - pos - 4 < length:
-                break
-            pos += 4 + length
-            self.waiters.popleft().set_result(None)
-        del buf[:pos]
-
-
 # ---------------------------------------------------------------------- measurement
 async def _drive(call: Callable[[], Awaitable[object]], concurrency: int, warmup: float,
                  duration: float) -> tuple[float, float, float]:
@@ -191,7 +154,7 @@ def _client_run(kind: str, loop_name: str, port: int, concurrencies: list[int], 
         else:
             frame = encode(sample_request(body), st)
             loop = asyncio.get_running_loop()
-            transport, proto = await loop.create_connection(_RawClient, "127.0.0.1", port)
+            transport, proto = await loop.create_connection(RawClient, "127.0.0.1", port)
             for c in concurrencies:
                 results.append(await _drive(lambda: proto.send(frame), c, warmup, duration))
             transport.close()

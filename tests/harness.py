@@ -10,105 +10,27 @@ or dies, fails the test with the tail of its log.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterator
+
+from rmq.child_process import ChildProcess
 
 READY_TIMEOUT = 30.0
 
 
-class RmqProcess:
+class RmqProcess(ChildProcess):
+    """``python -m rmq.cli <args>`` with the test's interpreter."""
+
     def __init__(self, name: str, args: list[str], workdir: Path, ready: str,
                  env: dict[str, str] | None = None) -> None:
-        self.name = name
+        super().__init__(name, [sys.executable, "-m", "rmq.cli", *args], workdir, ready, env)
         self.args = args
-        self.workdir = workdir
-        self.ready = re.compile(ready)
-        self.log_path = workdir / f"{name}.log"
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.match: re.Match[str] | None = None
 
     def start(self, timeout: float = READY_TIMEOUT) -> "RmqProcess":
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        # A restart under the same name must not find the previous run's ready line.
-        if self.log_path.exists():
-            n = 1
-            while self.log_path.with_suffix(f".log.{n}").exists():
-                n += 1
-            self.log_path.rename(self.log_path.with_suffix(f".log.{n}"))
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        if self.env:
-            env.update(self.env)
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmq.cli", *self.args],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=str(self.workdir), start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = self.ready.search(self.log_text())
-            if m:
-                self.match = m
-                return self
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before it was "
-                                   f"ready:\n{self.tail()}")
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"{self.name} not ready within {timeout}s:\n{self.tail()}")
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def tail(self, n: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-n:])
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait (a clean shutdown); SIGKILL if it does not exit in time."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._close_log()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        """SIGKILL the process group (no cleanup runs: a crash)."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        self._close_log()
-
-    def _close_log(self) -> None:
-        log = getattr(self, "_log", None)
-        if log is not None and not log.closed:
-            log.close()
+        super().start(timeout)
+        return self
 
 
 class NameServerProcess(RmqProcess):
@@ -183,3 +105,12 @@ def start_broker(workdir: Path, namesrv: str | None, name: str = "broker-a",
         yield p.start()
     finally:
         p.stop()
+
+
+@contextlib.contextmanager
+def start_cluster(workdir: Path, conf: dict[str, object] | None = None,
+                  name: str = "broker-a") -> Iterator[SimpleNamespace]:
+    """A NameServer and one broker registered with it: ``.namesrv``, ``.broker`` (addresses),
+    ``.ns``, ``.br`` (the processes)."""
+    with start_namesrv(workdir) as ns, start_broker(workdir, ns.addr, name=name, conf=conf) as br:
+        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, ns=ns, br=br)

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import inspect
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 
-from rmq.client._util import cancel_and_wait, sleep_unless
+from rmq.client._util import sleep_unless
+from rmq.client.consume_service import ConsumeServiceBase
 from rmq.client.message import Message, retry_topic
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
 from rmq.protocol.message import MessageConst, MessageExt
@@ -87,17 +86,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class ConsumeMessageOrderlyService:
+class ConsumeMessageOrderlyService(ConsumeServiceBase):
     def __init__(self, consumer: PushConsumer, listener: MessageListenerOrderly) -> None:
-        self.consumer = consumer
-        self.listener = listener
-        call = getattr(listener, "__call__", None)
-        self.is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(call)
-        self.executor: ThreadPoolExecutor | None = None
-        self.semaphore = asyncio.Semaphore(consumer.consume_thread_max)
-        self.tasks: set[asyncio.Task] = set()
+        super().__init__(consumer, listener)
         self._mq_locks: dict[MessageQueue, asyncio.Lock] = {}
-        self._stop = asyncio.Event()
         self.stopped = False
 
     @property
@@ -113,9 +105,7 @@ class ConsumeMessageOrderlyService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if not self.is_async:
-            self.executor = ThreadPoolExecutor(self.consumer.consume_thread_max,
-                                               thread_name_prefix=f"consume-{self.consumer.group}")
+        self._start_executor()
         if self.clustering:
             self._spawn(self._lock_periodically())
 
@@ -141,14 +131,7 @@ class ConsumeMessageOrderlyService:
             deadline = time.monotonic() + await_terminate_ms / 1000
             while any(lock.locked() for lock in busy) and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-        await cancel_and_wait(list(self.tasks), 5.0, f"{self.consumer.group} consume tasks")
-        if self.executor is not None:
-            self.executor.shutdown(wait=False, cancel_futures=True)
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        t = asyncio.ensure_future(coro)
-        self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
+        await self._end_tasks()
 
     # ------------------------------------------------------------------ scheduling
     def submit_consume_request(self, msgs: list[MessageExt] | None, pq: ProcessQueue,
@@ -182,16 +165,6 @@ class ConsumeMessageOrderlyService:
         return await self.consumer.rebalance.lock(mq)
 
     # ------------------------------------------------------------------ consuming
-    async def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> Any:
-        if self.is_async:
-            async with self.semaphore:
-                return await self.listener(msgs, ctx)     # type: ignore[misc]
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self.executor, self.listener, msgs, ctx)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
     async def _consume_request(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         """ConsumeRequest.run: batches of one queue, in order, while the lock is good."""
         if pq.dropped:

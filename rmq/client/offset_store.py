@@ -53,6 +53,15 @@ class OffsetStore:
             self.offset_table[mq] = offset
 
     async def read_offset(self, mq: MessageQueue, type_: ReadOffsetType) -> int:
+        if type_ in (ReadOffsetType.READ_FROM_MEMORY, ReadOffsetType.MEMORY_FIRST_THEN_STORE):
+            off = self.offset_table.get(mq)
+            if off is not None:
+                return off
+            if type_ is ReadOffsetType.READ_FROM_MEMORY:
+                return -1
+        return await self._read_offset_from_store(mq)
+
+    async def _read_offset_from_store(self, mq: MessageQueue) -> int:
         raise NotImplementedError
 
     async def persist_all(self, mqs: set[MessageQueue]) -> None:
@@ -80,13 +89,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
         self.instance = instance          # MQClientInstance
         self.group_name = group_name
 
-    async def read_offset(self, mq: MessageQueue, type_: ReadOffsetType) -> int:
-        if type_ in (ReadOffsetType.READ_FROM_MEMORY, ReadOffsetType.MEMORY_FIRST_THEN_STORE):
-            off = self.offset_table.get(mq)
-            if off is not None:
-                return off
-            if type_ is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+    async def _read_offset_from_store(self, mq: MessageQueue) -> int:
         try:
             off = await self.fetch_consume_offset_from_broker(mq)
         except MQBrokerError:
@@ -248,13 +251,7 @@ class LocalFileOffsetStore(OffsetStore):
             for mq, off in sorted(table.items()):
                 log.info("load consumer's offset, %s %s %d", self.group_name, mq, off)
 
-    async def read_offset(self, mq: MessageQueue, type_: ReadOffsetType) -> int:
-        if type_ in (ReadOffsetType.READ_FROM_MEMORY, ReadOffsetType.MEMORY_FIRST_THEN_STORE):
-            off = self.offset_table.get(mq)
-            if off is not None:
-                return off
-            if type_ is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+    async def _read_offset_from_store(self, mq: MessageQueue) -> int:
         table = await asyncio.to_thread(self.read_local_offset)
         off = (table or {}).get(mq)
         if off is None:

@@ -52,16 +52,15 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import inspect
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable, Union
 
 from rmq.client._util import cancel_and_wait, sleep_unless
 from rmq.client.config import ClientConfig
+from rmq.client.consume_service import ConsumeServiceBase
 from rmq.client.consume_orderly import (ConsumeMessageOrderlyService, ConsumeOrderlyContext,
                                         ConsumeOrderlyResult, MessageListenerOrderly)
 from rmq.client.errors import MQBrokerError, MQClientError
@@ -222,25 +221,16 @@ class RebalancePushImpl(RebalanceImpl):
 
 
 # =========================================================================== consume service
-class ConsumeMessageConcurrentlyService:
+class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
     """Runs the listener and settles offsets (Java ``ConsumeMessageConcurrentlyService``)."""
 
     def __init__(self, consumer: PushConsumer, listener: MessageListener) -> None:
-        self.consumer = consumer
-        self.listener = listener
-        call = getattr(listener, "__call__", None)
-        self.is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(call)
-        self.executor: ThreadPoolExecutor | None = None
-        self.semaphore = asyncio.Semaphore(consumer.consume_thread_max)
-        self.tasks: set[asyncio.Task] = set()
+        super().__init__(consumer, listener)
         self.tasks_by_pq: dict[ProcessQueue, set[asyncio.Task]] = {}
         self._send_back_warned = False
-        self._stop = asyncio.Event()
 
     def start(self) -> None:
-        if not self.is_async:
-            self.executor = ThreadPoolExecutor(self.consumer.consume_thread_max,
-                                               thread_name_prefix=f"consume-{self.consumer.group}")
+        self._start_executor()
         if self.consumer.consume_timeout_ms > 0:
             self._spawn(self._clean_expired_periodically())
 
@@ -248,14 +238,10 @@ class ConsumeMessageConcurrentlyService:
         self._stop.set()
         if self.tasks and await_terminate_ms > 0:
             await asyncio.wait(list(self.tasks), timeout=await_terminate_ms / 1000)
-        await cancel_and_wait(list(self.tasks), 5.0, f"{self.consumer.group} consume tasks")
-        if self.executor is not None:
-            self.executor.shutdown(wait=False, cancel_futures=True)
+        await self._end_tasks()
 
-    def _spawn(self, coro: Awaitable[None], pq: ProcessQueue | None = None) -> None:
-        t = asyncio.ensure_future(coro)
-        self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
+    def _spawn(self, coro: Awaitable[None], pq: ProcessQueue | None = None) -> asyncio.Task:
+        t = super()._spawn(coro)
         if pq is not None:
             group = self.tasks_by_pq.setdefault(pq, set())
             group.add(t)
@@ -267,6 +253,7 @@ class ConsumeMessageConcurrentlyService:
                     if not g:
                         del self.tasks_by_pq[pq]
             t.add_done_callback(done)
+        return t
 
     async def wait_idle(self, pq: ProcessQueue, timeout: float) -> bool:
         """Wait (bounded) for the consume tasks of ``pq`` to end; True when they did."""
@@ -288,16 +275,6 @@ class ConsumeMessageConcurrentlyService:
             await asyncio.sleep(self.consumer.local_retry_delay_ms / 1000)
             self.submit_consume_request(msgs, pq, mq)
         self._spawn(later())
-
-    async def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> Any:
-        if self.is_async:
-            async with self.semaphore:
-                return await self.listener(msgs, ctx)     # type: ignore[misc]
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self.executor, self.listener, msgs, ctx)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
 
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:

@@ -26,7 +26,7 @@ from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Messa
                         MessageModel, Producer, PushConsumer)
 from rmq.client.config import local_ip
 from rmq.protocol.route import loads_object_keyed_map
-from tests.harness import start_broker, start_namesrv
+from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
     d = tmp_path_factory.mktemp("broadcast")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr, name="broker-a") as br:
-        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, br=br)
+    with start_cluster(d) as c:
+        yield c
 
 
 class Sink:

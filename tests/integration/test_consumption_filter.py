@@ -20,7 +20,7 @@ from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import decode_records, java_hash
 from rmq.protocol.route import SubscriptionData
 from rmq.remoting.client import RemotingClient
-from tests.harness import start_broker, start_namesrv
+from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
     d = tmp_path_factory.mktemp("filter")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr, name="broker-a") as br:
-        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, br=br)
+    with start_cluster(d) as c:
+        yield c
 
 
 TAGS = ["a", "b", "c", None, "Aa", "BB", "a ", "ab"]

@@ -24,7 +24,7 @@ import pytest
 from rmq.client import (ConsumeFromWhere, ConsumeOrderlyResult, Message, MessageQueue,
                         MQBrokerError, MQClientAPI, Producer, PushConsumer, select_by_hash)
 from rmq.remoting.client import RemotingClient
-from tests.harness import start_broker, start_namesrv
+from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,8 +35,8 @@ CONF = {"messageDelayLevel": "1s 1s 1s 1s 1s 1s 1s 1s"}
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
     d = tmp_path_factory.mktemp("orderly")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr, name="broker-a", conf=CONF) as br:
-        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, br=br)
+    with start_cluster(d, CONF) as c:
+        yield c
 
 
 @dataclass

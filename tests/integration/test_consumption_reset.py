@@ -18,7 +18,7 @@ import pytest
 
 from rmq.client import (ConsumeFromWhere, ConsumeOrderlyResult, ConsumeResult,
                         LitePullConsumer, Message, MessageQueue, Producer, PushConsumer)
-from tests.harness import start_broker, start_namesrv
+from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
     d = tmp_path_factory.mktemp("reset")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr, name="broker-a") as br:
-        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, br=br)
+    with start_cluster(d) as c:
+        yield c
 
 
 async def admin(*args: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ import pytest
 from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message,
                         MessageQueue, Producer, PushConsumer)
 from rmq.client.instance import CLIENT_INNER_PRODUCER_GROUP
-from tests.harness import start_broker, start_namesrv
+from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,8 +26,8 @@ CONF = {"messageDelayLevel": "1s 1s 1s 1s 1s 1s 1s 1s"}
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
     d = tmp_path_factory.mktemp("retry")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr, name="broker-a", conf=CONF) as br:
-        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, br=br)
+    with start_cluster(d, CONF) as c:
+        yield c
 
 
 async def setup(cluster, body: bytes = b"payload"):

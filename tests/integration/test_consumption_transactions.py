@@ -21,7 +21,7 @@ import pytest
 from rmq.client import (ConsumeFromWhere, ConsumeResult, LocalTransactionState, Message,
                         MQClientError, PushConsumer, SendStatus, TransactionListener,
                         TransactionProducer)
-from tests.harness import start_broker, start_namesrv
+from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,8 +34,8 @@ S = LocalTransactionState
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
     d = tmp_path_factory.mktemp("tx")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr, name="broker-a", conf=CONF) as br:
-        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, br=br)
+    with start_cluster(d, CONF) as c:
+        yield c
 
 
 class Visible:

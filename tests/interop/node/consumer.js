@@ -33,6 +33,7 @@ let retried = 0;
 let clientErrors = 0;
 let last = Date.now();
 let finishing = false;
+const RECONSUME_LATER_MARK = 'driver: reconsume later';
 let consumer;
 // ali-ons may deliver before ready() resolves; hold deliveries until the
 // started line is out so it is always the first line.
@@ -76,6 +77,7 @@ async function main() {
     logger: makeLogger(opts.log_level),
   });
   consumer.on('error', err => {
+    if (err && String(err.message).includes(RECONSUME_LATER_MARK)) return;
     clientErrors++;
     process.stderr.write(`[consumer error] ${err && err.stack || err}\n`);
   });
@@ -102,7 +104,10 @@ async function main() {
       store_size: msg.storeSize,
       properties: cleanProps(msg.properties),
     });
-    if (retry) return Consumer.ACTION_RETRY;
+    // Thrown, not returned: ali-ons wraps the handler of %RETRY% messages and drops its
+    // return value, so ACTION_RETRY works only on a first delivery; an exception
+    // makes it send the message back on every delivery.
+    if (retry) throw new Error(RECONSUME_LATER_MARK);
     if (opts.max_messages && received >= opts.max_messages) setImmediate(() => finish('max_messages'));
   });
   const startTimer = setTimeout(() => fatal(`consumer not ready after ${opts.start_timeout_ms} ms`),
