@@ -1,6 +1,7 @@
 """Fixtures shared by every test layer."""
 from __future__ import annotations
 
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -8,7 +9,9 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
+# The project's shared artefacts sit next to the checkout (../shared); RMQ_SHARED_DIR
+# points elsewhere for a clone made in another place.
+SHARED = Path(os.environ.get("RMQ_SHARED_DIR") or REPO_ROOT.parent / "shared")
 ROCKETMQ_STORE_TGZ = SHARED / "fixtures" / "rocketmq-4.9.8-store.tar.gz"
 
 
