@@ -33,6 +33,8 @@ class RmqProcess:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.match: re.Match[str] | None = None
+        # Run under another command (e.g. `unshare --mount sh -c '...; exec "$@"' sh`).
+        self.prefix: list[str] = []
 
     def start(self, timeout: float = READY_TIMEOUT) -> "RmqProcess":
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -47,7 +49,7 @@ class RmqProcess:
         if self.env:
             env.update(self.env)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmq.cli", *self.args],
+        self.proc = subprocess.Popen([*self.prefix, sys.executable, "-m", "rmq.cli", *self.args],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      cwd=str(self.workdir), start_new_session=True)
         deadline = time.monotonic() + timeout
