@@ -27,8 +27,11 @@ class RmqProcess(ChildProcess):
                  env: dict[str, str] | None = None) -> None:
         super().__init__(name, [sys.executable, "-m", "rmq.cli", *args], workdir, ready, env)
         self.args = args
+        # Run under another command (e.g. `unshare --mount sh -c '...; exec "$@"' sh`).
+        self.prefix: list[str] = []
 
     def start(self, timeout: float = READY_TIMEOUT) -> "RmqProcess":
+        self.argv = [*self.prefix, sys.executable, "-m", "rmq.cli", *self.args]
         super().start(timeout)
         return self
 

@@ -19,15 +19,23 @@ from typing import Any, Awaitable, Sequence, TypeVar
 from rmq.admin.base import AdminError
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
+from rmq.protocol.admin_bodies import ConsumeStats, ConsumerConnection, ProducerConnection
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import (BrokerPermRequestHeader, DeleteSubscriptionGroupRequestHeader,
+                                  DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,
+                                  GetConsumeStatsRequestHeader,
+                                  GetConsumerConnectionListRequestHeader,
+                                  GetProducerConnectionListRequestHeader)
+from rmq.protocol.message import MessageExt, decode_message_id
 from rmq.protocol.route import (MASTER_ID, BrokerData, ClusterInfo, MessageQueue, TopicConfig,
-                                TopicRouteData, loads_fastjson, loads_object_keyed_map)
+                                TopicRouteData, dumps_fastjson, loads_fastjson,
+                                loads_object_keyed_map)
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
-__all__ = ["MQAdmin", "TopicOffset", "DEFAULT_NAMESRV", "DEFAULT_TIMEOUT_MS",
+__all__ = ["MQAdmin", "TopicOffset", "ConsumerNotOnline", "DEFAULT_NAMESRV", "DEFAULT_TIMEOUT_MS",
            "NAMESPACE_ORDER_TOPIC_CONFIG", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -37,6 +45,10 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"       # MixAll
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 T = TypeVar("T")
+
+
+class ConsumerNotOnline(AdminError):
+    """No consumer of the group is connected (the brokers answer CONSUMER_NOT_ONLINE)."""
 
 
 @dataclass(slots=True)
@@ -166,6 +178,10 @@ class MQAdmin:
         return [ci.broker_addr_table[n] for n in sorted(set(names))
                 if n in ci.broker_addr_table]
 
+    async def fetch_cluster_brokers(self, cluster: str) -> list[BrokerData]:
+        """The cluster's broker groups (master and slaves each), by broker name."""
+        return await self._cluster_brokers(cluster)
+
     async def fetch_master_addr_by_cluster_name(self, cluster: str) -> list[str]:
         out = []
         for bd in await self._cluster_brokers(cluster):
@@ -234,8 +250,241 @@ class MQAdmin:
         return []
 
 
+    # ------------------------------------------------------------------ topics: delete
+    async def delete_topic_in_broker(self, addrs: Sequence[str], topic: str) -> None:
+        """DELETE_TOPIC_IN_BROKER (215) on each broker."""
+        fields = DeleteTopicRequestHeader(topic).to_ext_fields()
+        for addr in addrs:
+            await self.call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, dict(fields))
+
+    async def delete_topic_in_namesrv(self, topic: str, cluster: str | None = None) -> list[str]:
+        """DELETE_TOPIC_IN_NAMESRV (216) on every NameServer; returns their addresses."""
+        fields = DeleteTopicFromNamesrvRequestHeader(topic, cluster).to_ext_fields()
+        for addr in self.namesrv_addrs:
+            await self._namesrv_call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, dict(fields))
+        return list(self.namesrv_addrs)
+
+    async def _namesrv_call(self, addr: str, code: int, fields: dict[str, str]) -> RemotingCommand:
+        """A request to one given NameServer (not just any of the list)."""
+        try:
+            resp = await self.api.raw(addr, code, fields, None, self.timeout_ms)
+        except RemotingError as e:
+            raise AdminError(f"NameServer {addr} unreachable: {e}") from None
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        return resp
+
+    # ------------------------------------------------------------------ NameServer: perms
+    async def wipe_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (205): topics whose queue data lost PERM_WRITE."""
+        resp = await self._namesrv_call(namesrv_addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                        BrokerPermRequestHeader(broker_name).to_ext_fields())
+        return _int_field(resp, "wipeTopicCount", namesrv_addr)
+
+    async def add_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
+        """ADD_WRITE_PERM_OF_BROKER (327): topics whose queue data got PERM_WRITE back."""
+        resp = await self._namesrv_call(namesrv_addr, RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                                        BrokerPermRequestHeader(broker_name).to_ext_fields())
+        return _int_field(resp, "addTopicCount", namesrv_addr)
+
+    # ------------------------------------------------------------------ consumers / producers
+    async def _group_brokers(self, group: str) -> list[str]:
+        """Brokers serving a consumer group: those of its retry topic's route."""
+        retry = RETRY_GROUP_TOPIC_PREFIX + group
+        route = await self.namesrv(self.api.get_topic_route_info(retry, self.timeout_ms))
+        if route is None:
+            raise AdminError(f"consumer group {group} not found: the NameServer has no route "
+                             f"for its retry topic {retry} (no consumer of it ever connected)")
+        addrs = [a for a in (_select_broker_addr(bd) for bd in
+                             sorted(route.broker_datas, key=lambda b: b.broker_name)) if a]
+        if not addrs:
+            raise AdminError(f"consumer group {group}: no broker serves {retry}")
+        return addrs
+
+    async def examine_consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS (208) from every broker of the group, merged and sorted."""
+        result = ConsumeStats()
+        fields = GetConsumeStatsRequestHeader(group, topic).to_ext_fields()
+        for addr in await self._group_brokers(group):
+            resp = await self.call(addr, RequestCode.GET_CONSUME_STATS, dict(fields))
+            cs = ConsumeStats.from_json(resp.body or b"{}")
+            result.offset_table += cs.offset_table
+            result.consume_tps += cs.consume_tps
+        if not result.offset_table:
+            raise AdminError(f"consumer group {group} has no consume stats"
+                             + (f" for topic {topic}" if topic else "")
+                             + ": the offset table is empty, maybe the consumer has not "
+                               "consumed any message")
+        result.offset_table.sort(key=lambda e: e[0])
+        return result
+
+    async def examine_consumer_connection_info(self, group: str) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST (203) from the first broker of the group that
+        knows it online."""
+        last: MQBrokerError | None = None
+        for addr in await self._group_brokers(group):
+            try:
+                resp = await self.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                       GetConsumerConnectionListRequestHeader(group).to_ext_fields())
+            except MQBrokerError as e:
+                if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                    raise
+                last = e
+                continue
+            return ConsumerConnection.from_json(resp.body or b"{}")
+        assert last is not None
+        raise ConsumerNotOnline(f"consumer group {group} is not online: no consumer of it is connected "
+                         f"(broker {last.broker_addr} answered CONSUMER_NOT_ONLINE)")
+
+    async def examine_producer_connection_info(self, group: str, topic: str) -> ProducerConnection:
+        """GET_PRODUCER_CONNECTION_LIST (204) from the brokers of topic's route, merged."""
+        route = await self.examine_topic_route_info(topic)
+        seen: dict[str, object] = {}
+        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = _select_broker_addr(bd)
+            if not addr:
+                continue
+            try:
+                resp = await self.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                       GetProducerConnectionListRequestHeader(group).to_ext_fields())
+            except MQBrokerError as e:
+                if e.code == ResponseCode.SYSTEM_ERROR and "not exist" in (e.remark or ""):
+                    continue
+                raise
+            for c in ProducerConnection.from_json(resp.body or b"{}").connections:
+                seen.setdefault(c.client_id + "@" + c.client_addr, c)
+        if not seen:
+            raise AdminError(f"producer group {group} is not online: no producer of it is "
+                             f"connected to the brokers of topic {topic}")
+        return ProducerConnection(list(seen.values()))  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ subscription groups
+    async def create_and_update_subscription_group_config(self, addr: str,
+                                                          config: dict[str, object]) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); body: SubscriptionGroupConfig JSON."""
+        await self.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
+                        dumps_fastjson(config))
+
+    async def subscription_groups(self, addr: str) -> dict[str, dict[str, object]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): group name -> config."""
+        resp = await self.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        obj = loads_fastjson(resp.body or b"{}")
+        table = obj.get("subscriptionGroupTable") if isinstance(obj, dict) else None
+        if not isinstance(table, dict):
+            raise ProtocolError("SubscriptionGroupWrapper has no subscriptionGroupTable")
+        return {str(k): v for k, v in table.items() if isinstance(v, dict)}
+
+    async def delete_subscription_group(self, addr: str, group: str,
+                                        remove_offset: bool = False) -> None:
+        """DELETE_SUBSCRIPTIONGROUP (207)."""
+        header = DeleteSubscriptionGroupRequestHeader(group, remove_offset or None)
+        await self.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header.to_ext_fields())
+
+    # ------------------------------------------------------------------ broker config
+    async def get_broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG (26): the broker's properties."""
+        resp = await self.call(addr, RequestCode.GET_BROKER_CONFIG)
+        try:
+            text = (resp.body or b"").decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"broker config body is not UTF-8: {e.reason}") from None
+        # MixAll.properties2String: key=value lines (no escapes in what brokers write)
+        pairs = (ln.partition("=") for ln in text.splitlines() if ln.strip() and ln[0] not in "#!")
+        return {k.strip(): v.strip() for k, sep, v in pairs if sep}
+
+    async def update_broker_config(self, addr: str, props: dict[str, str]) -> str:
+        """UPDATE_BROKER_CONFIG (25); returns the broker's remark (what waits for a restart)."""
+        body = "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")
+        resp = await self.call(addr, RequestCode.UPDATE_BROKER_CONFIG, None, body)
+        return resp.remark or ""
+
+    # ------------------------------------------------------------------ messages
+    async def view_message(self, msg_id: str) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID (33) at the broker and offset an offset msgId names."""
+        try:
+            ip, port, offset = decode_message_id(msg_id)
+        except (ValueError, ProtocolError) as e:
+            raise AdminError(f"{msg_id} is not an offset message id: {e}") from None
+        addr = f"{ip}:{port}"
+        try:
+            return await self.api.view_message(addr, offset, self.timeout_ms)
+        except MQBrokerError as e:
+            raise AdminError(f"message {msg_id} not found: broker {addr} answered "
+                             f"{ResponseCode.name_of(e.code)} ({e.remark})") from None
+
+    async def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int,
+                            unique_key: bool = False) -> list[MessageExt]:
+        """QUERY_MESSAGE (12) on every broker of topic's route (MQAdminImpl.queryMessage)."""
+        route = await self.examine_topic_route_info(topic)
+        found: list[MessageExt] = []
+        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = _select_broker_addr(bd)
+            if not addr:
+                continue
+            try:
+                r = await self.api.query_message(addr, topic, key, max_num, begin, end,
+                                                 unique_key=unique_key, timeout_ms=self.timeout_ms)
+            except MQBrokerError as e:
+                if e.code == ResponseCode.QUERY_NOT_FOUND:
+                    continue
+                raise
+            found += r.messages
+        return found
+
+
+    async def message_track_detail(self, msg: MessageExt) -> list[dict[str, str | None]]:
+        """MessageTrack per group consuming msg's topic (DefaultMQAdminExtImpl): NOT_ONLINE,
+        PULL, CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET or UNKNOWN."""
+        tracks: list[dict[str, str | None]] = []
+        for group in await self.query_topic_consume_by_who(msg.topic):
+            track: dict[str, str | None] = {"consumerGroup": group, "trackType": "UNKNOWN",
+                                            "exceptionDesc": None}
+            tracks.append(track)
+            try:
+                cc = await self.examine_consumer_connection_info(group)
+            except ConsumerNotOnline as e:
+                track["trackType"] = "NOT_ONLINE"
+                track["exceptionDesc"] = f"CODE:{ResponseCode.CONSUMER_NOT_ONLINE} DESC:{e}"
+                continue
+            except Exception as e:
+                track["exceptionDesc"] = str(e)
+                continue
+            if cc.consume_type == "CONSUME_ACTIVELY":
+                track["trackType"] = "PULL"
+                continue
+            try:
+                consumed = await self._consumed(msg, group)
+            except Exception as e:
+                track["exceptionDesc"] = str(e)
+                continue
+            if not consumed:
+                track["trackType"] = "NOT_CONSUME_YET"
+                continue
+            track["trackType"] = "CONSUMED"
+            sd = cc.subscriptions.get(msg.topic)
+            if sd is not None and sd.tags_set and "*" not in sd.tags_set \
+                    and msg.tags not in sd.tags_set:
+                track["trackType"] = "CONSUMED_BUT_FILTERED"
+        return tracks
+
+    async def _consumed(self, msg: MessageExt, group: str) -> bool:
+        stats = await self.examine_consume_stats(group, msg.topic)
+        broker = await self.fetch_broker_name_by_addr(msg.store_host_str)
+        for mq, ow in stats.offset_table:
+            if (mq.topic, mq.broker_name, mq.queue_id) == (msg.topic, broker, msg.queue_id):
+                return ow.consumer_offset > msg.queue_offset
+        return False
+
 def _select_broker_addr(bd: BrokerData) -> str | None:
     """BrokerData.selectBrokerAddr: the master, else the lowest-id member."""
     if MASTER_ID in bd.broker_addrs:
         return bd.broker_addrs[MASTER_ID]
     return bd.broker_addrs[min(bd.broker_addrs)] if bd.broker_addrs else None
+
+
+def _int_field(resp: RemotingCommand, name: str, addr: str) -> int:
+    raw = (resp.ext_fields or {}).get(name)
+    try:
+        return int(raw or "0")
+    except ValueError:
+        raise ProtocolError(f"{addr} answered {name}={raw!r}") from None

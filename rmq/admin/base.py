@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdminError", "UsageError", "Opt", "Command", "Output", "register", "COMMANDS",
     "find_command", "NAMESRV", "TOPIC", "BROKER_ADDR", "CLUSTER", "GROUP", "MSG_ID", "MSG_KEY",
-    "java_bool", "describe_error",
+    "java_bool", "describe_error", "broker_or_cluster",
 ]
 
 
@@ -100,6 +100,12 @@ class Opt:
         parser.add_argument(*names, dest=self.long, required=self.required, type=self.type,
                             default=self.default, help=self.help,
                             metavar=self.metavar or self.long.upper())
+
+
+def broker_or_cluster(args: argparse.Namespace) -> None:
+    """The -b / -c pair most broker commands take: exactly one of them."""
+    if bool(args.brokerAddr) == bool(args.clusterName):
+        raise UsageError("exactly one of -b/--brokerAddr or -c/--clusterName is required")
 
 
 def java_bool(text: str) -> bool:

@@ -20,7 +20,7 @@ from rmq.protocol.codes import PermName
 from rmq.protocol.route import TopicConfig, dumps_fastjson
 
 __all__ = ["Col", "Table", "fastjson_pretty", "without_nulls", "human_time",
-           "topic_config_string"]
+           "topic_config_string", "mq_version_desc"]
 
 
 # =========================================================================== tables
@@ -152,3 +152,29 @@ def topic_config_string(tc: TopicConfig) -> str:
             f"writeQueueNums={tc.write_queue_nums}, perm={PermName.perm_to_string(tc.perm)}, "
             f"topicFilterType={tc.topic_filter_type}, topicSysFlag={tc.topic_sys_flag}, "
             f"order={'true' if tc.order else 'false'}]")
+
+
+def _mq_versions() -> tuple[str, ...]:
+    """MQVersion.Version's constants in ordinal order (what client versions count)."""
+    names = ["V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1"] + [f"V3_0_0_BETA{i}" for i in range(1, 6)]
+    for i in range(6, 10):
+        names += [f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}"]
+    names.append("V3_0_0_FINAL")
+    series = [(3, 0, range(1, 16)), (3, 1, range(10)), (3, 2, range(10))]
+    series += [(3, minor, range(1, 10)) for minor in range(3, 10)]
+    series += [(major, minor, range(10)) for major in (4, 5) for minor in range(10)]
+    for major, minor, patches in series:
+        for p in patches:
+            names += [f"V{major}_{minor}_{p}_SNAPSHOT", f"V{major}_{minor}_{p}"]
+    names.append("HIGHER_VERSION")
+    return tuple(names)
+
+
+MQ_VERSIONS = _mq_versions()
+
+
+def mq_version_desc(version: int) -> str:
+    """MQVersion.getVersionDesc: the name of a client's version ordinal (409 -> V4_9_8)."""
+    if version < 0:
+        return str(version)
+    return MQ_VERSIONS[min(version, len(MQ_VERSIONS) - 1)]

@@ -13,6 +13,7 @@ from rmq.broker.locks import RebalanceLockManager
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI
 from rmq.broker.processors.admin import AdminBrokerProcessor
+from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
 from rmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from rmq.broker.processors.end_transaction import EndTransactionProcessor
@@ -90,6 +91,8 @@ class Broker:
         self._stopping = False
         self.ha_server_addr = ""
         self.master_addr: str | None = None
+        # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
+        self.config_path: str | None = None
         self._register_processors()
 
     # ------------------------------------------------------------------ wiring
@@ -128,6 +131,19 @@ class Broker:
                          (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, a.query_topic_consume_by_who),
                          (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, a.reset_offset),
                          (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info)):
+            s.register_processor(code, fn)
+        ops = self.admin_ops = AdminOpsProcessor(self)
+        for code, fn in ((RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
+                         (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
+                         (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
+                         (RequestCode.GET_PRODUCER_CONNECTION_LIST, ops.get_producer_connection_list),
+                         (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                          ops.update_and_create_subscription_group),
+                         (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                          ops.get_all_subscription_group_config),
+                         (RequestCode.DELETE_SUBSCRIPTIONGROUP, ops.delete_subscription_group),
+                         (RequestCode.UPDATE_BROKER_CONFIG, ops.update_broker_config),
+                         (RequestCode.GET_BROKER_CONFIG, ops.get_broker_config)):
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
 
@@ -229,6 +245,7 @@ class Broker:
 
     def _tick(self) -> None:
         self.tps.tick()
+        self.admin_ops.tick()
 
     def _scan_channels(self) -> None:
         self.consumers.scan_not_active()

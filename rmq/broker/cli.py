@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{f.name}={getattr(v, 'value', v)}")
         return 0
     broker = Broker(loaded.broker, loaded.store)
+    broker.config_path = args.config
     try:
         import uvloop
         return uvloop.run(_run(broker))

@@ -148,6 +148,11 @@ class TopicConfigManager:
         log.info("topic %s %s: %s", tc.topic_name, "updated" if old else "created", tc)
         self._changed()
 
+    def bump_data_version(self) -> None:
+        """A new data version without a table change (brokerPermission changed): the
+        NameServers take the next registration's queue data again."""
+        self.data_version = self.data_version.next_version(_now_ms())
+
     def delete_topic_config(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False

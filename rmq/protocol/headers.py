@@ -48,6 +48,10 @@ __all__ = [
     "UnRegisterBrokerRequestHeader", "GetRouteInfoRequestHeader",
     "GetConsumerListByGroupRequestHeader", "NotifyConsumerIdsChangedRequestHeader",
     "UnregisterClientRequestHeader", "ResetOffsetRequestHeader", "REQUEST_HEADERS",
+    "DeleteTopicRequestHeader", "DeleteTopicFromNamesrvRequestHeader",
+    "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader",
+    "GetProducerConnectionListRequestHeader", "DeleteSubscriptionGroupRequestHeader",
+    "BrokerPermRequestHeader",
     "parse_int", "parse_long", "parse_bool",
 ]
 
@@ -836,6 +840,71 @@ class ResetOffsetRequestHeader(Header):
     is_force: bool
 
 
+# --------------------------------------------------------------------------- admin (mqadmin)
+@_wire(("topic", "topic", STR, REQUIRED))
+@dataclass(slots=True)
+class DeleteTopicRequestHeader(Header):
+    """DELETE_TOPIC_IN_BROKER (215)."""
+
+    topic: str
+
+
+@_wire(("topic", "topic", STR, REQUIRED), ("cluster_name", "clusterName", STR, OPTIONAL))
+@dataclass(slots=True)
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    """DELETE_TOPIC_IN_NAMESRV (216); without clusterName the whole topic goes."""
+
+    topic: str
+    cluster_name: str | None = None
+
+
+@_wire(("consumer_group", "consumerGroup", STR, REQUIRED), ("topic", "topic", STR, OPTIONAL))
+@dataclass(slots=True)
+class GetConsumeStatsRequestHeader(Header):
+    """GET_CONSUME_STATS (208); no topic = every topic the group has offsets for."""
+
+    consumer_group: str
+    topic: str | None = None
+
+
+@_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
+@dataclass(slots=True)
+class GetConsumerConnectionListRequestHeader(Header):
+    """GET_CONSUMER_CONNECTION_LIST (203)."""
+
+    consumer_group: str
+
+
+@_wire(("producer_group", "producerGroup", STR, REQUIRED))
+@dataclass(slots=True)
+class GetProducerConnectionListRequestHeader(Header):
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+
+    producer_group: str
+
+
+@_wire(("group_name", "groupName", STR, REQUIRED),
+       ("remove_offset", "removeOffset", BOOL, OPTIONAL),
+       ("clean_offset", "cleanOffset", BOOL, OPTIONAL))
+@dataclass(slots=True)
+class DeleteSubscriptionGroupRequestHeader(Header):
+    """DELETE_SUBSCRIPTIONGROUP (207): ``removeOffset`` is 4.9.x's name for also dropping
+    the group's offsets, ``cleanOffset`` 5.x's."""
+
+    group_name: str
+    remove_offset: bool | None = None
+    clean_offset: bool | None = None
+
+
+@_wire(("broker_name", "brokerName", STR, REQUIRED))
+@dataclass(slots=True)
+class BrokerPermRequestHeader(Header):
+    """WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327) to a NameServer;
+    the answer carries ``wipeTopicCount`` / ``addTopicCount``."""
+
+    broker_name: str
+
+
 #: Request code -> header class its ext fields parse into.
 REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
@@ -861,4 +930,12 @@ REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
     RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
     RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+    RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
+    RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: GetConsumerConnectionListRequestHeader,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: BrokerPermRequestHeader,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: BrokerPermRequestHeader,
 })

@@ -50,6 +50,24 @@ def parse_delay_levels(spec: str) -> list[int]:
     return out
 
 
+def parse_delete_when(spec: str) -> list[int]:
+    """deleteWhen ("04", "04;16") -> hours of the day; ConfigError names the key."""
+    hours = []
+    for part in spec.split(";"):
+        p = part.strip()
+        if not p:
+            continue
+        try:
+            h = int(p)
+        except ValueError:
+            raise ConfigError(f"deleteWhen: {part!r} is not an hour of the day (00-23); "
+                              "several are separated by ';' as in 04;16") from None
+        if not 0 <= h <= 23:
+            raise ConfigError(f"deleteWhen: {h} is not an hour of the day (00-23)")
+        hours.append(h)
+    return hours
+
+
 @dataclass
 class MessageStoreConfig:
     storePathRootDir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
@@ -173,6 +191,17 @@ class MessageStoreConfig:
         if self.maxMessageSize < 1:
             raise ConfigError("maxMessageSize must be positive")
         parse_delay_levels(self.messageDelayLevel)
+        parse_delete_when(self.deleteWhen)
+        if self.fileReservedTime < 0:
+            raise ConfigError("fileReservedTime: hours must not be negative")
+        for key in ("diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio",
+                    "diskSpaceCleanForciblyRatio"):
+            if not 1 <= getattr(self, key) <= 100:
+                raise ConfigError(f"{key}: a percentage of the disk, 1 to 100")
+        if self.deleteFileBatchMax < 1:
+            raise ConfigError("deleteFileBatchMax: must be >= 1")
+        if self.cleanResourceInterval < 1:
+            raise ConfigError("cleanResourceInterval: must be >= 1 ms")
 
 
 def _convert(key: str, raw: str, typ: Any) -> Any:

@@ -319,7 +319,17 @@ class ConsumeQueue:
 
     def delete_expired_file(self, min_commit_log_offset: int) -> int:
         """Delete leading files whose last unit points below the CommitLog minimum."""
-        doomed: list[MappedFile] = []
+        doomed = self.detach_expired_files(min_commit_log_offset)
+        for mf in doomed:
+            mf.destroy()
+        return len(doomed)
+
+    def detach_expired_files(self, min_commit_log_offset: int) -> list[MappedFile]:
+        """Take leading files (never the last) whose last unit points below the CommitLog
+        minimum out of the queue, and correct the min offset (always: a queue whose one
+        file is all below the minimum must still read as starting past it). The caller
+        deletes the returned files, off the event loop (cleanup.destroy_files)."""
+        n = 0
         files = self.mfq.mapped_files
         for mf in files[:-1]:
             last = mf.wrote_position - CQ_STORE_UNIT_SIZE
@@ -327,13 +337,12 @@ class ConsumeQueue:
                 break
             off, sz, _ = _UNIT.unpack_from(mf.mm, last)
             if off + sz <= min_commit_log_offset and sz != 0x7FFFFFFF:
-                doomed.append(mf)
+                n += 1
             else:
                 break
-        n = self.mfq.delete_files(doomed)
-        if n:
-            self.correct_min_offset(min_commit_log_offset)
-        return n
+        doomed = self.mfq.detach_first(n)
+        self.correct_min_offset(min_commit_log_offset)
+        return doomed
 
     def get_offset_in_queue_by_time(self, timestamp: int,
                                     store_time_of: Callable[[int, int], int],

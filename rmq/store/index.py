@@ -722,18 +722,26 @@ class IndexService:
 
     def delete_expired_file(self, min_phy_offset: int) -> int:
         """Delete the oldest files (never the last) whose endPhyOffset < min_phy_offset."""
+        doomed = self.detach_expired_files(min_phy_offset)
+        for f in doomed:
+            f.destroy()
+        return len(doomed)
+
+    def detach_expired_files(self, min_phy_offset: int) -> list[IndexFile]:
+        """Take the oldest files (never the last) whose endPhyOffset < min_phy_offset out
+        of the service; the caller deletes them (off the event loop in the store)."""
         files = self._files
         n = 0
         while n < len(files) - 1 and files[n].end_phy_offset < min_phy_offset:
             n += 1
         if n == 0:
-            return 0
+            return []
         doomed = files[:n]
         self._files = files[n:]
         doomed_ids = {id(f) for f in doomed}
         self._full_unflushed = [f for f in self._full_unflushed if id(f) not in doomed_ids]
         for f in doomed:
-            log.info("deleting expired index file %s (endPhyOffset %d < commit-log min %d)",
-                     f.file_name, f.end_phy_offset, min_phy_offset)
-            f.destroy()
-        return n
+            f.destroyed = True
+            log.info("deleting expired index file %s (phy [%d, %d], endPhyOffset < commit-log "
+                     "min %d)", f.file_name, f.begin_phy_offset, f.end_phy_offset, min_phy_offset)
+        return doomed

@@ -260,6 +260,20 @@ class MappedFile:
             pass
         self.close()
 
+    def detach(self) -> bool:
+        """Loop thread: the file is leaving its queue; no new holder is accepted. True
+        when nobody holds it now: the caller may then destroy() it from any thread.
+        False: a holder's release() unmaps it, the caller only unlink()s."""
+        self._destroyed = True
+        return self._refs <= 0
+
+    def unlink(self) -> None:
+        """Delete the file from the directory (blocking); the mapping stays valid."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
     def truncate_file(self) -> None:
         """Shrink the file on disk to its data (only for preallocated files that hold none)."""
         self.close()
@@ -551,6 +565,13 @@ class MappedFileQueue:
                 keep.append(mf)
         self.mapped_files = keep
         return n
+
+    def detach_first(self, n: int) -> list[MappedFile]:
+        """Take the first n files out of the queue (loop thread; retention). The caller
+        deletes them (MappedFile.detach, then destroy or unlink in a worker thread)."""
+        doomed = self.mapped_files[:n]
+        self.mapped_files = self.mapped_files[n:]
+        return doomed
 
     def reset_to(self, offset: int) -> None:
         """Set an empty queue's positions so its next write lands at offset."""

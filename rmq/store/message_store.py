@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import logging
 import os
@@ -20,6 +21,7 @@ from rmq.protocol.message import (
     pack_host,
 )
 from rmq.store.checkpoint import StoreCheckpoint
+from rmq.store.cleanup import StoreCleaner, destroy_files
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rmq.store.consume_queue import CQ_UNIT, ConsumeQueue, UnitsWriteError
@@ -97,6 +99,10 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._memory_budget = _total_physical_memory() * config.accessMessageInMemoryMaxRatio // 100
         self._loaded = False
+        # NOT_WRITEABLE was set because a file could not be created or written for lack
+        # of space: the cleaner lifts it once the disk has room again.
+        self._no_space = False
+        self.cleaner = StoreCleaner(self)
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
@@ -260,6 +266,7 @@ class MessageStore:
         self.flush_cq_service.start()
         self.reput.start()
         await self.reput.wait_caught_up()
+        self.cleaner.start()
         self.shutdown_flag = False
 
     async def shutdown(self) -> None:
@@ -267,6 +274,7 @@ class MessageStore:
         if self._lock_fd is None:
             return
         self.shutdown_flag = True
+        await self.cleaner.shutdown()
         try:
             try:
                 self.commitlog.stop()
@@ -318,7 +326,38 @@ class MessageStore:
     def _on_commit_error(self, e: OSError) -> None:
         if not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
             log.error("writing the CommitLog failed (%s); refusing writes", e)
+            self._no_space = e.errno in (errno.ENOSPC, errno.EDQUOT)
         self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+
+    def space_returned(self) -> None:
+        """The cleaner measured room on the CommitLog's disk: writes refused because a
+        file could not be created or committed for lack of space resume, once the write
+        buffer has been committed (its retry runs on its own)."""
+        if (self._no_space and self.running_flags.is_set(RunningFlags.NOT_WRITEABLE)
+                and self.commitlog.uncommitted_bytes == 0):
+            self._no_space = False
+            self.running_flags.clear(RunningFlags.NOT_WRITEABLE)
+            log.warning("the CommitLog's disk has room again (%.1f%% used); accepting writes",
+                        self.cleaner.commitlog_service.commitlog_ratio * 100)
+
+    def not_writeable_reason(self) -> str:
+        """Why puts are refused, for the send response's remark."""
+        flags = self.running_flags
+        if self.shutdown_flag:
+            return "message store has been shut down"
+        if self.config.brokerRole == BrokerRole.SLAVE:
+            return "messages are put to the slave"
+        if flags.is_set(RunningFlags.DISK_FULL):
+            c = self.cleaner.commitlog_service
+            return (f"the disk is full: the CommitLog's disk is {c.commitlog_ratio * 100:.1f}% "
+                    f"used, above diskSpaceWarningLevelRatio {self.config.diskSpaceWarningLevelRatio}%")
+        if flags.is_set(RunningFlags.NOT_WRITEABLE) and self._no_space:
+            return "the disk is full: no space left for the CommitLog"
+        if flags.is_set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR):
+            return "store not writeable: writing a consume queue failed"
+        if flags.is_set(RunningFlags.WRITE_INDEX_FILE_ERROR):
+            return "store not writeable: writing an index file failed"
+        return "store not writeable"
 
     # ------------------------------------------------------------------ put path
     def _check_store_status(self) -> PutMessageStatus | None:
@@ -370,7 +409,7 @@ class MessageStore:
                 or self.config.brokerRole == BrokerRole.SLAVE):
             status = self._check_store_status()
             if status is not None:
-                return PutMessageResult(status, remark="store not writeable"), None
+                return PutMessageResult(status, remark=self.not_writeable_reason()), None
         if msg.topic not in self._valid_topics:
             bad = self._check_topic(msg.topic)
             if bad is not None:
@@ -385,6 +424,7 @@ class MessageStore:
         if result.status is not _PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+                self._no_space = True
                 log.error("CommitLog file creation failed (%s); refusing writes until space returns",
                           result.remark)
             return result, None
@@ -399,7 +439,7 @@ class MessageStore:
     def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
         status = self._check_store_status()
         if status is not None:
-            return PutMessageResult(status, remark="store not writeable"), None
+            return PutMessageResult(status, remark=self.not_writeable_reason()), None
         bad = self._check_topic(batch.topic)
         if bad is not None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
@@ -409,6 +449,7 @@ class MessageStore:
         if result.status is not PutMessageStatus.PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+                self._no_space = True
             return result, None
         wait = batch.properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false"
         return result, self._waiter(result, wait)
@@ -536,6 +577,32 @@ class MessageStore:
     def _iter_consume_queues(self) -> Iterable[ConsumeQueue]:
         for qs in self.consume_queue_table.values():
             yield from qs.values()
+
+    def iter_consume_queues(self) -> Iterable[ConsumeQueue]:
+        return self._iter_consume_queues()
+
+    async def delete_topics(self, topics: Iterable[str]) -> int:
+        """Drop the consume queues of topics (and their queue offsets: a topic created
+        again starts at 0), as deleteTopic does; the CommitLog keeps the records until
+        retention. Files are deleted off the event loop. Returns queues dropped."""
+        topics = list(topics)
+        doomed = []
+        n = 0
+        for topic in topics:
+            qs = self.consume_queue_table.pop(topic, None)
+            if not qs:
+                continue
+            for cq in qs.values():
+                doomed += cq.mfq.detach_first(len(cq.mfq.mapped_files))
+                self.commitlog.topic_queue_table.pop((topic, cq.queue_id), None)
+                log.info("deleteTopics: %s-%d consume queue destroyed", topic, cq.queue_id)
+                n += 1
+        self._valid_topics.difference_update(topics)
+        await destroy_files(doomed)
+        root = self.config.consume_queue_dir
+        await asyncio.get_running_loop().run_in_executor(
+            None, _remove_empty_dirs, [os.path.join(root, t) for t in topics])
+        return n
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         qs = self.consume_queue_table.get(topic)
@@ -768,6 +835,21 @@ class MessageStore:
             if result.buffers or last_query_time < begin:
                 break
         return result
+
+
+def _remove_empty_dirs(topic_dirs: list[str]) -> None:
+    for d in topic_dirs:
+        if not os.path.isdir(d):
+            continue
+        for q in os.listdir(d):
+            try:
+                os.rmdir(os.path.join(d, q))
+            except OSError:
+                pass
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
 
 
 async def _combine(flush_fut: Awaitable[PutMessageStatus],

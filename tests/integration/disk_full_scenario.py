@@ -19,7 +19,9 @@ from rmq.store.results import PutMessageStatus
 def config(root: str) -> MessageStoreConfig:
     return MessageStoreConfig(storePathRootDir=root, mappedFileSizeCommitLog=128 * 1024,
                               mappedFileSizeConsumeQueue=20 * 400, maxHashSlotNum=64,
-                              maxIndexNum=4096, flushDiskType=FlushDiskType.SYNC_FLUSH)
+                              maxIndexNum=4096, flushDiskType=FlushDiskType.SYNC_FLUSH,
+                              # retention must not delete what this test checks is kept
+                              cleanFileForciblyEnable=False)
 
 
 def body_of(i: int) -> bytes:

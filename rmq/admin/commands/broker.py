@@ -1,11 +1,11 @@
-"""brokerStatus (mqadmin's BrokerStatusSubCommand)."""
+"""brokerStatus, updateBrokerConfig, getBrokerConfig (mqadmin's broker/ commands)."""
 from __future__ import annotations
 
 import argparse
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import (BROKER_ADDR, CLUSTER, Command, Output, UsageError, describe_error,
-                            register)
+from rmq.admin.base import (BROKER_ADDR, CLUSTER, Command, Opt, Output, UsageError,
+                            broker_or_cluster, describe_error, register)
 
 
 @register
@@ -16,8 +16,7 @@ class BrokerStatus(Command):
                CLUSTER.but(help="which cluster (every master and slave)"))
 
     def validate(self, args: argparse.Namespace) -> None:
-        if bool(args.brokerAddr) == bool(args.clusterName):
-            raise UsageError("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+        broker_or_cluster(args)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         if args.brokerAddr:
@@ -37,4 +36,86 @@ class BrokerStatus(Command):
                 continue
             lines += ["%-24s %-32s: %s" % (addr, k, kv[k]) for k in sorted(kv)]
             doc[addr] = dict(sorted(kv.items()))
+        out.emit(text="\n".join(lines), data=doc)
+
+
+@register
+class UpdateBrokerConfig(Command):
+    name = "updateBrokerConfig"
+    help = "Update broker's config"
+    description = ("Update a broker config key on one broker or every master of a cluster. "
+                   "The broker checks the key and value, applies what it can at run time and "
+                   "writes the change to its config file; other keys take effect at its next "
+                   "start (the answer says which).")
+    options = (BROKER_ADDR.but(help="update which broker"),
+               CLUSTER.but(help="update which cluster (every master)"),
+               Opt("k", "key", "config key", required=True, metavar="KEY"),
+               Opt("v", "value", "config value", required=True, metavar="VALUE"))
+
+    def validate(self, args: argparse.Namespace) -> None:
+        broker_or_cluster(args)
+        if not args.key.strip():
+            raise UsageError("-k/--key must not be empty")
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        key, value = args.key.strip(), args.value.strip()
+        if args.brokerAddr:
+            addrs = [args.brokerAddr.strip()]
+        else:
+            addrs = await admin.fetch_master_addr_by_cluster_name(args.clusterName.strip())
+        done = []
+        for addr in addrs:
+            try:
+                remark = await admin.update_broker_config(addr, {key: value})
+            except Exception as e:
+                if len(addrs) == 1:
+                    raise
+                out.error(f"broker {addr}: {describe_error(e)}")
+                continue
+            if not out.json:
+                out.emit(text=f"update broker config success, {addr}"
+                         + (f" ({remark})" if remark else ""))
+            done.append({"brokerAddr": addr, "remark": remark})
+        if out.json:
+            out.emit(data={"key": key, "value": value, "brokers": done})
+
+
+@register
+class GetBrokerConfig(Command):
+    name = "getBrokerConfig"
+    help = "Get broker config by cluster or special broker."
+    options = (BROKER_ADDR.but(help="get which broker"),
+               CLUSTER.but(help="get which cluster (masters and their slaves)"))
+
+    def validate(self, args: argparse.Namespace) -> None:
+        broker_or_cluster(args)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        if args.brokerAddr:
+            addr = args.brokerAddr.strip()
+            targets = [(f"============{addr}============", addr)]
+        else:
+            targets = []
+            for bd in await admin.fetch_cluster_brokers(args.clusterName.strip()):
+                master = bd.broker_addrs.get(0)
+                if master:
+                    targets.append((f"============Master: {master}============", master))
+                for bid in sorted(i for i in bd.broker_addrs if i != 0):
+                    slave = bd.broker_addrs[bid]
+                    targets.append((f"============My Master: {master or 'NO_MASTER'}=====Slave: "
+                                    f"{slave}============", slave))
+        doc: dict[str, dict[str, str]] = {}
+        lines: list[str] = []
+        for title, addr in targets:
+            try:
+                props = await admin.get_broker_config(addr)
+            except Exception as e:
+                if len(targets) == 1:
+                    raise
+                out.error(f"broker {addr}: {describe_error(e)}")
+                continue
+            lines.append(title)
+            lines += ["%-50s=  %s" % (k, props[k]) for k in sorted(props)]
+            lines.append("")
+            doc[addr] = dict(sorted(props.items()))
         out.emit(text="\n".join(lines), data=doc)

@@ -1,4 +1,4 @@
-"""topicList, topicRoute, topicStatus, updateTopic (mqadmin's topic/ commands)."""
+"""topicList, topicRoute, topicStatus, updateTopic, deleteTopic (mqadmin's topic/ commands)."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from rmq.admin.admin import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin
-from rmq.admin.base import (BROKER_ADDR, CLUSTER, TOPIC, Command, Opt, Output, UsageError,
-                            java_bool, register)
+from rmq.admin.base import (BROKER_ADDR, CLUSTER, TOPIC, AdminError, Command, Opt, Output,
+                            UsageError, broker_or_cluster, java_bool, register)
 from rmq.admin.output import (Col, Table, fastjson_pretty, human_time, topic_config_string,
                               without_nulls)
 from rmq.protocol.codes import PermName
@@ -129,8 +129,7 @@ class UpdateTopic(Command):
     )
 
     def validate(self, args: argparse.Namespace) -> None:
-        if bool(args.brokerAddr) == bool(args.clusterName):
-            raise UsageError("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+        broker_or_cluster(args)
         if args.readQueueNums < 0 or args.writeQueueNums < 0:
             raise UsageError("queue numbers must not be negative")
         if not 0 <= args.perm <= 15:
@@ -172,3 +171,31 @@ class UpdateTopic(Command):
                 doc["orderConf"] = conf
                 say(f"set cluster orderConf. isOrder=true, orderConf=[{conf}]")
         out.emit(text=topic_config_string(tc), data=doc)
+
+
+@register
+class DeleteTopic(Command):
+    name = "deleteTopic"
+    help = "Delete topic from broker and NameServer."
+    description = ("Delete topic from every broker (master and slaves) of the cluster, with "
+                   "its consume queues and consumer offsets, then from the NameServers.")
+    options = (TOPIC.but(required=True),
+               CLUSTER.but(required=True, help="delete topic from which cluster"))
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        topic = args.topic.strip()
+        cluster = args.clusterName.strip()
+        addrs = await admin.fetch_master_and_slave_addr_by_cluster_name(cluster)
+        route = await admin.examine_topic_route_info(topic)
+        names = set(await admin.fetch_broker_name_by_cluster_name(cluster))
+        on = sorted(bd.broker_name for bd in route.broker_datas)
+        if not names.intersection(on):
+            raise AdminError(f"topic {topic} is not on cluster {cluster} "
+                             f"(its brokers: {', '.join(on) or 'none'})")
+        await admin.delete_topic_in_broker(addrs, topic)
+        if not out.json:
+            out.emit(text=f"delete topic [{topic}] from cluster [{cluster}] success.")
+        namesrvs = await admin.delete_topic_in_namesrv(topic, cluster)
+        out.emit(text="delete topic [%s] from NameServer success." % topic,
+                 data={"topic": topic, "cluster": cluster, "brokers": addrs,
+                       "nameServers": namesrvs})

@@ -198,4 +198,9 @@ class AdminBrokerProcessor:
             "pageCacheLockTimeMills": "0",
             "remotingProtocolErrors": str(b.server.stats.protocol_errors),
         }
+        # As measured by the last cleanup run (RocketMQ measures on each request).
+        disk = st.cleaner.commitlog_service
+        if disk.commitlog_ratio >= 0:
+            table["commitLogDiskRatio"] = f"{disk.commitlog_ratio:.4f}"
+            table["consumeQueueDiskRatio"] = f"{disk.logics_ratio:.4f}"
         return _ok(request, body=KVTable(table).to_json())

@@ -140,6 +140,12 @@ class PullMessageProcessor:
         if code == ResponseCode.PULL_OFFSET_MOVED and role == BrokerRole.SLAVE \
                 and not b.store_config.offsetCheckInSlave:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        elif code == ResponseCode.PULL_OFFSET_MOVED:
+            log.warning("PULL_OFFSET_MOVED: correction offset. topic=%s queue=%d group=%s "
+                        "requestOffset=%d newOffset=%d (queue min %d, max %d) client=%s",
+                        h.topic, h.queue_id, h.consumer_group, h.queue_offset,
+                        result.next_begin_offset, result.min_offset, result.max_offset,
+                        conn.remote_address)
 
         response: RemotingCommand | None
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:

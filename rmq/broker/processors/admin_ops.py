@@ -1,0 +1,248 @@
+"""The rest of AdminBrokerProcessor that mqadmin's operations commands use:
+
+DELETE_TOPIC_IN_BROKER (215), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203),
+GET_PRODUCER_CONNECTION_LIST (204), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
+UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26). Bodies are RocketMQ's JSON
+(rmq.protocol.admin_bodies) so the Java mqadmin works against this broker.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
+from rmq.broker.persist import atomic_write
+from rmq.broker.processors.send import validate_topic
+from rmq.broker.runtime_config import (all_config_properties, check_update, properties_text,
+                                       rewrite_properties)
+from rmq.broker.subscriptions import SubscriptionGroupConfig
+from rmq.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from rmq.protocol.admin_bodies import (SUBSCRIPTION_GROUP_KEYS, Connection, ConsumerConnection,
+                                       ProducerConnection)
+from rmq.protocol.codes import LanguageCode, ResponseCode
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import (DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+                                  GetConsumeStatsRequestHeader,
+                                  GetConsumerConnectionListRequestHeader,
+                                  GetProducerConnectionListRequestHeader)
+from rmq.protocol.route import DataVersion, dumps_fastjson, loads_fastjson
+from rmq.store.config import ConfigError, parse_properties_text
+
+if TYPE_CHECKING:
+    from rmq.broker.broker import Broker
+
+log = logging.getLogger("rmq.broker.admin")
+
+VALID_GROUP = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+GROUP_MAX_LENGTH = 255
+
+
+def _error(request: RemotingCommand, remark: str,
+           code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
+    return request.create_response(code, remark)
+
+
+def _ok(request: RemotingCommand, body: bytes | None = None, remark: str | None = None,
+        ext: dict[str, str] | None = None) -> RemotingCommand:
+    resp = request.create_response(ResponseCode.SUCCESS, remark, body=body)
+    if ext is not None:
+        resp.ext_fields = ext
+    return resp
+
+
+def _connection(info: Any) -> Connection:
+    lang = info.language
+    return Connection(info.client_id, info.conn.remote_address,
+                      LanguageCode.name_of(lang) if isinstance(lang, int) else str(lang),
+                      int(info.version))
+
+
+def _persist_config_file(path: str, changes: dict[str, str]) -> None:
+    """Blocking: rewrite broker.conf with changes (atomic replace)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))
+
+
+class AdminOpsProcessor:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.group_tps = GroupGetTps(broker.stats)
+        self.config_version = DataVersion(timestamp=0, counter=0)
+
+    def tick(self) -> None:
+        self.group_tps.tick()
+
+    # ------------------------------------------------------------------ topics
+    def delete_topic(self, conn, request: RemotingCommand):
+        """4.9.8: the topic config goes, then its consume queues; offsets of every group
+        on it too (cleanOffsetByTopic), so a topic created again starts clean."""
+        b = self.broker
+        try:
+            h = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return _error(request, str(e))
+        topic = h.topic
+        bad = validate_topic(topic)
+        if bad is not None:
+            return _error(request, bad)
+        if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX) \
+                or topic in (b.broker_config.brokerClusterName, b.broker_config.brokerName):
+            return _error(request, f"The topic[{topic}] is conflict with system topic.")
+        log.info("deleteTopic %s called by %s", topic, conn.remote_address)
+        existed = b.topics.delete_topic_config(topic)
+        b.offsets.remove_topic(topic)
+
+        async def deleted() -> RemotingCommand:
+            assert b.store is not None
+            queues = await b.store.delete_topics([topic])
+            await b.persist_metadata()
+            log.info("deleteTopic %s: config %s, %d consume queue(s) destroyed", topic,
+                     "removed" if existed else "was not there", queues)
+            return _ok(request)
+        return deleted()
+
+    # ------------------------------------------------------------------ consumers / producers
+    def get_consume_stats(self, conn, request: RemotingCommand) -> RemotingCommand:
+        try:
+            h = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return _error(request, str(e))
+        stats = build_consume_stats(self.broker, h.consumer_group, h.topic or None,
+                                    self.group_tps)
+        return _ok(request, stats.to_json())
+
+    def get_consumer_connection_list(self, conn, request: RemotingCommand) -> RemotingCommand:
+        try:
+            h = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return _error(request, str(e))
+        g = self.broker.consumers.get_group(h.consumer_group)
+        if g is None:
+            return _error(request, f"the consumer group[{h.consumer_group}] not online",
+                          ResponseCode.CONSUMER_NOT_ONLINE)
+        body = ConsumerConnection([_connection(c) for c in g.channels.values()],
+                                  dict(g.subscriptions), g.consume_type, g.message_model,
+                                  g.consume_from_where)
+        return _ok(request, body.to_json())
+
+    def get_producer_connection_list(self, conn, request: RemotingCommand) -> RemotingCommand:
+        try:
+            h = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return _error(request, str(e))
+        chans = self.broker.producers.table.get(h.producer_group)
+        if not chans:
+            return _error(request, f"the producer group[{h.producer_group}] not exist")
+        return _ok(request, ProducerConnection([_connection(c) for c in chans.values()]).to_json())
+
+    # ------------------------------------------------------------------ subscription groups
+    def update_and_create_subscription_group(self, conn, request: RemotingCommand) -> RemotingCommand:
+        try:
+            obj = loads_fastjson(request.body or b"")
+        except ProtocolError as e:
+            return _error(request, f"bad SubscriptionGroupConfig body: {e}")
+        if not isinstance(obj, dict):
+            return _error(request, "bad SubscriptionGroupConfig body: not an object")
+        values: dict[str, Any] = {}
+        for key, typ in SUBSCRIPTION_GROUP_KEYS:
+            v = obj.get(key)
+            if v is None:
+                continue
+            if typ is int and (isinstance(v, bool) or not isinstance(v, int)) \
+                    or typ is not int and not isinstance(v, typ):
+                return _error(request, f"SubscriptionGroupConfig.{key}: expected "
+                                       f"{'a boolean' if typ is bool else typ.__name__}, got {v!r:.40}")
+            values[key] = v
+        group = values.get("groupName") or ""
+        if not group or not VALID_GROUP.match(group) or len(group) > GROUP_MAX_LENGTH:
+            return _error(request, f"SubscriptionGroupConfig.groupName {group!r} is not a valid "
+                                   f"group name (^[%|a-zA-Z0-9_-]+$, at most {GROUP_MAX_LENGTH})")
+        for key in ("retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly"):
+            if values.get(key, 0) < 0:
+                return _error(request, f"SubscriptionGroupConfig.{key}: must not be negative")
+        cfg = SubscriptionGroupConfig.from_dict(values)
+        log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_address, cfg)
+        self.broker.subscriptions.update(cfg)
+        return _ok(request)
+
+    def get_all_subscription_group_config(self, conn, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, dumps_fastjson(self.broker.subscriptions.snapshot()))
+
+    def delete_subscription_group(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        try:
+            h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
+        except ProtocolError as e:
+            return _error(request, str(e))
+        log.info("deleteSubscriptionGroup %s called by %s", h.group_name, conn.remote_address)
+        if not b.subscriptions.delete(h.group_name):
+            log.warning("delete subscription group failed, subscription groupName: %s not exist",
+                        h.group_name)
+        if h.remove_offset or h.clean_offset:
+            b.offsets.remove_group(h.group_name)
+            log.info("offsets of group %s removed", h.group_name)
+        return _ok(request)
+
+    # ------------------------------------------------------------------ broker config
+    def update_broker_config(self, conn, request: RemotingCommand):
+        b = self.broker
+        if not request.body:
+            return _ok(request)
+        try:
+            props = parse_properties_text(request.body.decode("utf-8"))
+        except (UnicodeDecodeError, ConfigError) as e:
+            return _error(request, f"string2Properties error: {e}")
+        try:
+            upd = check_update(b.broker_config, b.store_config, props)
+        except ConfigError as e:
+            return _error(request, str(e))
+        log.info("updateBrokerConfig called by %s: %s", conn.remote_address, upd.text)
+
+        async def apply() -> RemotingCommand:
+            path = b.config_path
+            if path:
+                try:
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, _persist_config_file, path, upd.text)
+                except OSError as e:
+                    return _error(request, f"cannot write {path}: {e}; nothing changed")
+            for key in upd.at_once:
+                target = b.broker_config if hasattr(b.broker_config, key) else b.store_config
+                setattr(target, key, upd.values[key])
+            self._side_effects(upd.at_once)
+            self.config_version = self.config_version.next_version(time.time_ns() // 1_000_000)
+            notes = []
+            if upd.on_restart:
+                notes.append("takes effect after a restart: " + ", ".join(upd.on_restart))
+            if not path:
+                notes.append("not persisted: the broker was started without a config file")
+            elif upd.on_restart or upd.at_once:
+                notes.append(f"persisted to {os.path.basename(path)}")
+            if "brokerPermission" in upd.at_once:
+                b.topics.bump_data_version()
+                await b.register_broker_all()
+            return _ok(request, remark="; ".join(notes) or None)
+        return apply()
+
+    def _side_effects(self, keys: list[str]) -> None:
+        b = self.broker
+        if "autoCreateTopicEnable" in keys:
+            b.topics.auto_create_topic = b.broker_config.autoCreateTopicEnable
+        if "autoCreateSubscriptionGroup" in keys:
+            b.subscriptions.auto_create = b.broker_config.autoCreateSubscriptionGroup
+
+    def get_broker_config(self, conn, request: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        text = properties_text(all_config_properties(b.broker_config, b.store_config))
+        return _ok(request, text.encode("utf-8"),
+                   ext={"version": self.config_version.to_json().decode()})

@@ -1,0 +1,124 @@
+"""The broker's configuration at run time: UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26).
+
+RocketMQ's Configuration object sets every key it is given on the live config beans,
+whether or not the running broker reads it again, and writes all its configs over the
+file given with ``-c``. Here:
+
+* every key is checked first with the parser broker.conf goes through (type, range,
+  cross-key rules); an unknown key or a bad value rejects the whole update, the error
+  naming the key;
+* keys the running broker reads at use time (``RUNTIME_KEYS``) take effect at once;
+  the others are written to the file only and take effect at the next start (the
+  answer's remark names them), so the live view never claims what is not in force;
+* the file given with ``-c`` keeps its comments and layout: changed keys are rewritten
+  in place, new ones appended (atomic replace).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from rmq.broker.config import BrokerConfig
+from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties
+
+__all__ = ["RUNTIME_KEYS", "ConfigUpdate", "all_config_properties", "properties_text",
+           "check_update", "rewrite_properties"]
+
+#: Keys whose new value the running broker uses at once (each is read where it is used).
+RUNTIME_KEYS = frozenset({
+    # BrokerConfig
+    "brokerPermission", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
+    "longPollingEnable", "shortPollingTimeMills", "slaveReadEnable",
+    "notifyConsumerIdsChangedEnable", "rejectTransactionMessage", "traceOn",
+    "transactionTimeOut", "transactionCheckMax", "transactionCheckInterval",
+    # MessageStoreConfig: retention and disk watermarks (read on every cleanup run)
+    "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio",
+    "diskSpaceCleanForciblyRatio", "cleanFileForciblyEnable", "deleteFileBatchMax",
+    "cleanResourceInterval", "deleteCommitLogFilesInterval",
+    # ... pulls, queries, flushing
+    "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory",
+    "maxTransferBytesOnMessageInDisk", "maxTransferCountOnMessageInDisk",
+    "offsetCheckInSlave", "defaultQueryMaxNum", "maxMsgsNumBatch", "syncFlushTimeout",
+    "flushIntervalCommitLog", "flushCommitLogLeastPages", "flushCommitLogThoroughInterval",
+    "flushIntervalConsumeQueue", "flushConsumeQueueLeastPages",
+    "flushConsumeQueueThoroughInterval",
+})
+
+_KEY_LINE = re.compile(r"\s*([^=:#!\s][^=:]*?)\s*[=:]")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, enum.Enum):
+        return str(v.value)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def all_config_properties(bc: BrokerConfig, sc: MessageStoreConfig) -> dict[str, str]:
+    """Every key of both config objects with its value as broker.conf would spell it."""
+    out: dict[str, str] = {}
+    for obj in (bc, sc):
+        for f in dataclasses.fields(obj):
+            out[f.name] = _fmt(getattr(obj, f.name))
+    return out
+
+
+def properties_text(props: Mapping[str, str]) -> str:
+    """MixAll.properties2String: one ``key=value`` line each (sorted here)."""
+    return "".join(f"{k}={props[k]}\n" for k in sorted(props))
+
+
+@dataclass
+class ConfigUpdate:
+    """A checked update: the converted values, split by when they take effect."""
+
+    values: dict[str, Any]
+    at_once: list[str]
+    on_restart: list[str]
+    text: dict[str, str]          # key -> value as written to the file
+
+
+def check_update(bc: BrokerConfig, sc: MessageStoreConfig,
+                 props: Mapping[str, str]) -> ConfigUpdate:
+    """Convert and validate props against copies of the live configs; ConfigError
+    names the first bad key. Nothing live changes here."""
+    if not props:
+        raise ConfigError("no key=value given")
+    nb = dataclasses.replace(bc)
+    ns = dataclasses.replace(sc)
+    unknown = set(apply_properties(nb, props)) & set(apply_properties(ns, props))
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ConfigError(f"{key}: not a broker config key")
+    nb.validate(ns)
+    ns.validate()
+    values: dict[str, Any] = {}
+    for key in props:
+        values[key] = getattr(nb, key) if hasattr(nb, key) else getattr(ns, key)
+    at_once = [k for k in props if k in RUNTIME_KEYS]
+    on_restart = [k for k in props if k not in RUNTIME_KEYS]
+    return ConfigUpdate(values, at_once, on_restart, {k: _fmt(v) for k, v in values.items()})
+
+
+def rewrite_properties(text: str, changes: Mapping[str, str]) -> str:
+    """broker.conf text with changes applied: a key's (first) line rewritten in place,
+    later duplicates dropped, new keys appended; comments and other lines kept."""
+    out: list[str] = []
+    done: set[str] = set()
+    for line in text.splitlines():
+        m = _KEY_LINE.match(line)
+        key = m.group(1) if m else None
+        if key is not None and key in changes:
+            if key not in done:
+                out.append(f"{key}={changes[key]}")
+                done.add(key)
+            continue
+        out.append(line)
+    out += [f"{k}={v}" for k, v in changes.items() if k not in done]
+    return "\n".join(out) + "\n"

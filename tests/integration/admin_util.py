@@ -1,0 +1,74 @@
+"""`rmq admin` run as a real subprocess, and checks on what it prints (shared by the
+admin test modules)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+def admin(*args: str, env: dict[str, str] | None = None) -> Run:
+    e = dict(os.environ)
+    e.pop("NAMESRV_ADDR", None)
+    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True,
+                       text=True, timeout=60, cwd=REPO, env=e)
+    return Run(p.returncode, p.stdout, p.stderr)
+
+
+def ok(*args: str, **kw) -> Run:
+    r = admin(*args, **kw)
+    assert r.rc == 0, (args, r)
+    assert r.err == "", (args, r.err)
+    return r
+
+
+def failed(cmd: str, *args: str, rc: int = 1) -> str:
+    """Runs a failing command; returns its one stderr line (without the prefix)."""
+    r = admin(cmd, *args)
+    assert r.rc == rc, (cmd, args, r)
+    assert r.out == "", r.out
+    lines = r.err.splitlines()
+    assert len(lines) == 1, r.err
+    prefix = f"rmq admin {cmd}: "
+    assert lines[0].startswith(prefix), lines[0]
+    return lines[0][len(prefix):]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def header_cols(line: str) -> list[tuple[int, str]]:
+    """(start column, title) of each `#Title` in a header line."""
+    return [(m.start(), m.group()) for m in re.finditer(r"#\S+(?: [^#\s]\S*)*", line)]
+
+
+def wait_route(ns: str, topic: str, timeout: float = 10.0) -> Run:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = admin("topicRoute", "-t", topic, "-n", ns)
+        if r.rc == 0 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.2)
