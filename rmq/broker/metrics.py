@@ -124,6 +124,11 @@ class BrokerMetrics:
         b = self.broker
         b.server.set_rpc_observer(None)
         b.stats.message_size_observer = None
+        fs = b.store.flush_service if b.store is not None else None
+        if fs is not None:
+            fs.flush_observer = None
+            if hasattr(fs, "batch_observer"):
+                fs.batch_observer = None
         await asyncio.to_thread(self.exporter.stop)
 
     # ------------------------------------------------------------------ collector protocol

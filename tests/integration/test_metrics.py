@@ -210,3 +210,21 @@ async def test_a_busy_metrics_port_is_a_warning_not_a_crash(tmp_path):
             assert ns.alive() and br.alive()
     finally:
         busy.close()
+
+
+async def test_sync_flush_reports_group_commit_rounds(tmp_path):
+    (port,) = free_ports(1)
+    with start_namesrv(tmp_path) as ns, \
+            start_broker(tmp_path, ns.addr, conf={"metricsPromExporterPort": port,
+                                                  "metricsPromExporterHost": "127.0.0.1",
+                                                  "flushDiskType": "SYNC_FLUSH"}) as br:
+        topic = unique("MS")
+        await create_topic(ns.addr, br.addr, topic, queues=2)
+        async with Producer(unique("pg"), ns.addr) as p:
+            for _ in range(10):                      # one after the other: one put per round
+                assert (await p.send(Message(topic, b"x" * 100))).status is SendStatus.SEND_OK
+        s = scrape(port)
+        assert s.value("rocketmq_group_commit_batch_size_sum") == 10
+        assert s.value("rocketmq_group_commit_batch_size_bucket", le="1.0") == 10
+        assert s.value("rocketmq_flush_latency_seconds_count") >= 10
+        assert 0 < s.value("rocketmq_flush_latency_seconds_sum") < 10
