@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import socket
 import sys
 from typing import Sequence
 
@@ -39,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="answer route data in standard JSON to every client")
     p.add_argument("--order-message-enable", action="store_true",
                    help="add orderTopicConf (KV namespace ORDER_TOPIC_CONFIG) to route data")
+    p.add_argument("--metrics-port", type=int, default=0,
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics (default 0: off)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
     return p
@@ -68,8 +71,15 @@ async def run(args: argparse.Namespace) -> int:
             logger.error("NameServer cannot start on %s:%d: %s", args.host, args.port, e)
             return 1
         logger.info("NameServer listening on %s:%d", server.host, server.port)
+        if args.metrics_port:
+            from nameserver.metrics import NameServerMetrics
+            host = server.host if server.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+            server.metrics = NameServerMetrics(server, f"{host}:{server.port}")
+            server.metrics.start(args.host, args.metrics_port)
         await stop.wait()
         logger.info("NameServer shutting down")
+        if server.metrics is not None:
+            await server.metrics.stop()
         await server.stop()
         return 0
     finally:
@@ -78,7 +88,10 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 <= args.metrics_port < 65536:
+        parser.error(f"--metrics-port {args.metrics_port}: not a TCP port (0 = off)")
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import os
 import zlib
-from typing import Awaitable, Callable, Mapping, Union
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Union
 
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -33,6 +33,9 @@ from rmq.remoting.server import RemotingServer
 
 from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager, monotonic_ms
+
+if TYPE_CHECKING:
+    from nameserver.metrics import NameServerMetrics
 
 __all__ = ["NameServer", "TOPIC_NOT_EXIST_REMARK_SUFFIX"]
 
@@ -93,6 +96,9 @@ class NameServer:
         self.routes = RouteInfoManager(monotonic_ms)
         self.kv = KVConfigManager(kv_path if kv_path is not None else default_kv_path())
         self._remoting = RemotingServer(host, port, name="namesrv")
+        # NameServerMetrics when /metrics is served (rmq namesrv --metrics-port);
+        # the failover controller reports through metrics.record_failover.
+        self.metrics: NameServerMetrics | None = None
         self._kv_write_lock = asyncio.Lock()
         self._scan_task: asyncio.Task[None] | None = None
         self._started = False
@@ -109,6 +115,10 @@ class NameServer:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def remoting(self) -> RemotingServer:
+        return self._remoting
 
     async def start(self) -> None:
         if self._started:

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs what the interop tests need, next to the project venv:
+# Installs what the interop tests (and the compose deployment test) need, next to the
+# project venv:
 #
 #   .venv-interop-cpp2/        PyPI rocketmq-python-cvs==2.1.0.3 (RocketMQ C++ client 2.1.0)
 #   .venv-interop-cpp1/        PyPI rocketmq==0.4.4              (RocketMQ C++ client 1.x)
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
 #   java                       Debian default-jre-headless, only if no `java` is on PATH
+#   prometheus                 Debian prometheus, only if no `prometheus` is on PATH
+#                              (tests/integration/test_compose_deployment.py runs it)
 #
 # Idempotent and quiet: work already done is skipped (stamp files + cheap checks),
 # so a second run takes about a second; it prints nothing unless something fails,
@@ -189,6 +192,14 @@ ensure_java() {
     command -v java >/dev/null 2>&1 || die "installed default-jre-headless but still no java on PATH"
 }
 
+# ----------------------------------------------------------------------------- prometheus
+ensure_prometheus() {
+    command -v prometheus >/dev/null 2>&1 && return 0
+    apt_install prometheus
+    command -v prometheus >/dev/null 2>&1 || die "installed prometheus but still no prometheus on PATH"
+    run "check prometheus" prometheus --version
+}
+
 # ----------------------------------------------------------------------------- main
 ensure_venv "$CPP2_VENV" "$CPP2_SPEC"
 check_native "$CPP2_VENV"
@@ -200,4 +211,5 @@ verify_venv "$CPP1_VENV" rocketmq
 
 ensure_node
 ensure_java
-say "all interop dependencies present"
+ensure_prometheus
+say "all test dependencies present"

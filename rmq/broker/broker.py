@@ -10,6 +10,7 @@ from typing import Any, Callable
 from rmq.broker.client_manager import CHANGE, ClientChannelInfo, ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.locks import RebalanceLockManager
+from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI
 from rmq.broker.processors.admin import AdminBrokerProcessor
@@ -93,6 +94,7 @@ class Broker:
         self.master_addr: str | None = None
         # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
         self.config_path: str | None = None
+        self.metrics: BrokerMetrics | None = None
         self._register_processors()
 
     # ------------------------------------------------------------------ wiring
@@ -227,6 +229,9 @@ class Broker:
             loop.create_task(self._every(10, self._scan_channels), name="scan-channels"),
             loop.create_task(self._every(1, self._tick), name="tps"),
         ]
+        if bc.metricsPromExporterPort:
+            self.metrics = BrokerMetrics(self)
+            self.metrics.start()
         self.stats.boot_timestamp = int(time.time() * 1000)
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  bc.brokerName, self.broker_addr, bc.namesrvAddr or "(none)")
@@ -318,6 +323,8 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self.pull_hold.wake_all()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if bc.namesrv_addrs:
             try:
                 await asyncio.wait_for(self.outer_api.unregister_broker_all(

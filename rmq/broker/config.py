@@ -72,7 +72,12 @@ class BrokerConfig:
     transactionCheckInterval: int = 60000
     flushConsumerOffsetInterval: int = 5000
     channelNotActiveInterval: int = 120000  # a client silent this long is dropped
+    # /metrics is served only when the port is set (RocketMQ enables it with
+    # metricsExporterType=PROM; here the port alone decides, 0 = off). An empty host
+    # binds every interface, not brokerIP1 as RocketMQ does: in a container
+    # brokerIP1 is the docker host's address, which the container cannot bind.
     metricsPromExporterPort: int = 0
+    metricsPromExporterHost: str = ""
     # NettyServerConfig
     listenPort: int = 10911
     serverWorkerThreads: int = 8
@@ -104,6 +109,9 @@ class BrokerConfig:
             raise ConfigError("brokerName: must not be empty")
         if not 0 <= self.listenPort < 65536:
             raise ConfigError(f"listenPort: {self.listenPort} is not a TCP port (0 = any free port)")
+        if not 0 <= self.metricsPromExporterPort < 65536:
+            raise ConfigError(f"metricsPromExporterPort: {self.metricsPromExporterPort} is not a "
+                              "TCP port (0 = no /metrics)")
         if self.brokerId < 0:
             raise ConfigError("brokerId: must be >= 0")
         if store.brokerRole == BrokerRole.SLAVE and self.brokerId == 0:

@@ -31,7 +31,7 @@ class GroupGetTps:
         now = time.monotonic() if now is None else now
         if self._samples and now - self._samples[-1][0] < self.step_s:
             return
-        self._samples.append((now, dict(self.stats.get_by_group_topic)))
+        self._samples.append((now, {k: c[0] for k, c in self.stats.get_by_group_topic.items()}))
         while len(self._samples) > 1 and now - self._samples[0][0] > self.window_s:
             self._samples.popleft()
 
@@ -42,7 +42,8 @@ class GroupGetTps:
         t0, counts = self._samples[0]
         if now - t0 < 1.0:
             return 0.0
-        got = self.stats.get_by_group_topic.get((group, topic), 0) - counts.get((group, topic), 0)
+        now_count = self.stats.get_by_group_topic.get((group, topic), (0, 0))[0]
+        got = now_count - counts.get((group, topic), 0)
         return max(got, 0) / (now - t0)
 
 

@@ -5,7 +5,7 @@ Per message only integer additions; rates are derived from snapshots by readers.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from typing import Callable
 
 from rmq.store.results import GetMessageResult, PutMessageResult
 
@@ -18,18 +18,42 @@ class BrokerStats:
         self.put_failures = 0
         self.get_msgs = 0
         self.get_bytes = 0
-        self.put_by_topic: defaultdict[str, int] = defaultdict(int)
-        self.get_by_group_topic: defaultdict[tuple[str, str], int] = defaultdict(int)
+        # topic -> [messages, bytes] stored by sends
+        self.put_by_topic: dict[str, list[int]] = {}
+        # (group, topic) -> [messages, bytes] handed out by pulls
+        self.get_by_group_topic: dict[tuple[str, str], list[int]] = {}
+        # (group, topic, queue id) -> next offset after the last pull that found
+        # messages; pulled but not committed = this - the committed offset
+        self.pull_offsets: dict[tuple[str, str, int], int] = {}
+        # set by the metrics: called with the average record size of each stored put
+        self.message_size_observer: Callable[[float], None] | None = None
 
-    def on_put(self, result: PutMessageResult, request) -> None:
+    def on_put(self, result: PutMessageResult, request, topic: str = "") -> None:
         if result.status.stored:
-            self.put_msgs += result.msg_num
-            self.put_bytes += result.wrote_bytes
+            n = result.msg_num
+            wrote = result.wrote_bytes
+            self.put_msgs += n
+            self.put_bytes += wrote
+            c = self.put_by_topic.get(topic)
+            if c is None:
+                c = self.put_by_topic[topic] = [0, 0]
+            c[0] += n
+            c[1] += wrote
+            if self.message_size_observer is not None:
+                self.message_size_observer(wrote / n)
         else:
             self.put_failures += 1
 
-    def on_get(self, group: str, topic: str, result: GetMessageResult) -> None:
+    def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None:
         n = len(result.buffers)
+        size = result.buffer_total_size
         self.get_msgs += n
-        self.get_bytes += result.buffer_total_size
-        self.get_by_group_topic[(group, topic)] += n
+        self.get_bytes += size
+        key = (group, topic)
+        c = self.get_by_group_topic.get(key)
+        if c is None:
+            c = self.get_by_group_topic[key] = [0, 0]
+        c[0] += n
+        c[1] += size
+        if queue_id >= 0:
+            self.pull_offsets[(group, topic, queue_id)] = result.next_begin_offset

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from rmq.protocol.frame import MAX_FRAME_LENGTH
 from rmq.remoting.connection import Connection, ConnectionCallback, RemotingStats
-from rmq.remoting.dispatch import Processor, RequestDispatcher
+from rmq.remoting.dispatch import Processor, RequestDispatcher, RpcObserver
 
 __all__ = ["RemotingServer"]
 
@@ -55,6 +55,11 @@ class RemotingServer:
     def register_default_processor(self, fn: Processor) -> None:
         """Handles every code without its own processor (instead of NOT_SUPPORTED)."""
         self._dispatcher.register_default(fn)
+
+    def set_rpc_observer(self, observer: RpcObserver | None) -> None:
+        """``observer(request code, response code, seconds)`` per answered request
+        (metrics); None removes it."""
+        self._dispatcher.rpc_observer = observer
 
     def on_connection_made(self, callback: ConnectionCallback) -> None:
         self._made_callbacks.append(callback)

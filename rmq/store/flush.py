@@ -47,8 +47,15 @@ class FlushStats:
         self.timeouts = 0
 
 
+FlushObserver = Callable[[float], None]
+"""Seconds one flush plan (the fdatasync calls of a round) took; optional, for metrics."""
+BatchObserver = Callable[[int], None]
+"""Puts answered by one group-commit round; optional, for metrics."""
+
+
 async def _run_plan(mfq: MappedFileQueue, plan: FlushPlan,
-                    executor: concurrent.futures.Executor, stats: FlushStats) -> bool:
+                    executor: concurrent.futures.Executor, stats: FlushStats,
+                    observer: FlushObserver | None = None) -> bool:
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter()
     try:
@@ -60,8 +67,11 @@ async def _run_plan(mfq: MappedFileQueue, plan: FlushPlan,
     except BaseException:
         mfq.abandon_flush(plan)
         raise
-    stats.fsync_seconds += time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    stats.fsync_seconds += took
     stats.fsyncs += len(plan.files)
+    if observer is not None:
+        observer(took)
     mfq.apply_flush(plan)
     return True
 
@@ -102,6 +112,8 @@ class GroupCommitService:
         self.checkpoint = checkpoint
         self.config = config
         self.stats = FlushStats()
+        self.flush_observer: FlushObserver | None = None
+        self.batch_observer: BatchObserver | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="rmq-groupcommit")
         self._round: asyncio.Future[PutMessageStatus] | None = None
@@ -163,13 +175,16 @@ class GroupCommitService:
         plan = self.mfq.flush_plan(0)
         ok = True
         if plan is not None:
-            ok = await _run_plan(self.mfq, plan, self._executor, self.stats)
+            ok = await _run_plan(self.mfq, plan, self._executor, self.stats,
+                                 self.flush_observer)
             if ok and plan.store_timestamp > 0:
                 self.checkpoint.physic_msg_timestamp = plan.store_timestamp
         if fut is not None:
             self.stats.rounds += 1
             self.stats.waiters += n
             self.stats.last_batch = n
+            if self.batch_observer is not None:
+                self.batch_observer(n)
             if not fut.done():
                 fut.set_result(PutMessageStatus.PUT_OK if ok and self.mfq.flushed_where >= target
                                else PutMessageStatus.FLUSH_DISK_TIMEOUT)
@@ -196,6 +211,7 @@ class FlushRealTimeService:
         self.checkpoint = checkpoint
         self.config = config
         self.stats = FlushStats()
+        self.flush_observer: FlushObserver | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="rmq-flush")
         self._stop: asyncio.Event | None = None
@@ -218,7 +234,7 @@ class FlushRealTimeService:
         plan = self.mfq.flush_plan(least_pages)
         if plan is None:
             return True
-        ok = await _run_plan(self.mfq, plan, self._executor, self.stats)
+        ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.flush_observer)
         if ok and plan.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = plan.store_timestamp
         return ok

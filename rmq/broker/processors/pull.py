@@ -158,7 +158,7 @@ class PullMessageProcessor:
                 suggest, result.next_begin_offset, result.min_offset, result.max_offset).to_ext_fields()
             if code == ResponseCode.SUCCESS:
                 response.body = result.body()
-                b.stats.on_get(h.consumer_group, h.topic, result)
+                b.stats.on_get(h.consumer_group, h.topic, result, h.queue_id)
 
         if allow_suspend and has_commit and role != BrokerRole.SLAVE:
             b.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id,

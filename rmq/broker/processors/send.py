@@ -161,7 +161,7 @@ class SendMessageProcessor:
         return None
 
     def _response(self, request: RemotingCommand, result: PutMessageResult,
-                  uniq_key: str | None, queue_id: int) -> RemotingCommand:
+                  uniq_key: str | None, queue_id: int, topic: str = "") -> RemotingCommand:
         code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.value))
         if result.status.stored:
             resp = request.create_response(code, remark)
@@ -173,7 +173,7 @@ class SendMessageProcessor:
         ext["MSG_REGION"] = self.broker.broker_config.regionId
         ext["TRACE_ON"] = "true" if self.broker.broker_config.traceOn else "false"
         resp.ext_fields = ext
-        self.broker.stats.on_put(result, request)
+        self.broker.stats.on_put(result, request, topic)
         return resp
 
     # --- entry point ---
@@ -230,14 +230,14 @@ class SendMessageProcessor:
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         result, waiter = b.store.put_nowait(msg)
         if waiter is None:
-            return self._response(request, result, uniq, msg.queue_id)
-        return self._await_put(request, result, waiter, uniq, msg.queue_id)
+            return self._response(request, result, uniq, msg.queue_id, msg.topic)
+        return self._await_put(request, result, waiter, uniq, msg.queue_id, msg.topic)
 
-    async def _await_put(self, request, result, waiter, uniq, qid) -> RemotingCommand:
+    async def _await_put(self, request, result, waiter, uniq, qid, topic: str = "") -> RemotingCommand:
         status = await waiter
         if status is not PutMessageStatus.PUT_OK:
             result.status = status
-        return self._response(request, result, uniq, qid)
+        return self._response(request, result, uniq, qid, topic)
 
     # --- CONSUMER_SEND_MSG_BACK (36): retry and dead letter (spec 7.2) ---
     def consumer_send_msg_back(self, conn, request: RemotingCommand
@@ -336,7 +336,7 @@ class SendMessageProcessor:
         if wait == "false" and waiter is not None:
             waiter = None
         if waiter is None:
-            return self._response(request, result, None, qid)
-        return self._await_put(request, result, waiter, None, qid)
+            return self._response(request, result, None, qid, header.topic)
+        return self._await_put(request, result, waiter, None, qid, header.topic)
 
 

@@ -1,0 +1,255 @@
+"""docker-compose.yml -> local processes: the compose deployment without a Docker engine.
+
+``ComposeDeployment`` reads the compose file and, for every service whose command is
+``rmq ...``, runs that same command as a local process (``tests.harness``) with the
+service's environment and mounted files. Nothing is copied by hand from the compose
+file; what a container would have differently is translated:
+
+* every container port a service declares (``ports:`` container side, ``expose:``)
+  gets a free port on 127.0.0.1; a command argument equal to such a port, and a
+  ``*Port`` key of a mounted config file with that value, take the local port;
+* ``service:port`` anywhere (NAMESRV_ADDR, config values, Prometheus targets) becomes
+  ``127.0.0.1:<local port>``; a service name as the value of an address key
+  (``brokerIP2=broker-a``) becomes 127.0.0.1;
+* a named volume becomes a directory under the work dir; container paths below a
+  mount point (storePathRootDir, --kv-path) point there; a bind-mounted config file is
+  copied with its values translated, and the command gets the copy;
+* ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}`` and ``$$`` are interpolated as
+  compose does, from the environment given (not the test's own).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from tests.harness import BrokerProcess, NameServerProcess, RmqProcess
+from tests.metrics_util import free_ports
+
+_INTERP = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+# keys whose value is a host (brokerIP2=broker-a); brokerName=broker-a is not one
+_ADDRESS_KEY = re.compile(r"(IP\d*|Host|Addr)$")
+_PORT_SPEC = re.compile(r"^(?:(?:[\d.]+|\[[0-9a-f:]+\]):)?(?:(?P<host>[\d-]+):)?(?P<ctr>\d+)(?:/\w+)?$")
+
+
+def load_yaml(path: Path) -> Any:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        expr = m.group("braced") if m.group("braced") is not None else m.group("bare")
+        for op in (":-", "-", ":?", "?"):
+            name, sep, default = expr.partition(op)
+            if sep:
+                have = env.get(name)
+                if op.startswith(":") and not have:
+                    have = None
+                if have is not None:
+                    return have
+                if "?" in op:
+                    raise ValueError(f"compose: required variable {name} is not set: {default}")
+                return default
+        return env.get(expr, "")
+    return _INTERP.sub(sub, value)
+
+
+def _interp_all(obj: Any, env: dict[str, str]) -> Any:
+    if isinstance(obj, str):
+        return interpolate(obj, env)
+    if isinstance(obj, list):
+        return [_interp_all(x, env) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _interp_all(v, env) for k, v in obj.items()}
+    return obj
+
+
+def _container_ports(svc: dict[str, Any]) -> list[int]:
+    ports: list[int] = []
+    for p in svc.get("ports") or []:
+        if isinstance(p, dict):
+            ports.append(int(p["target"]))
+            continue
+        m = _PORT_SPEC.match(str(p))
+        if m is None or "-" in (m.group("host") or ""):
+            raise ValueError(f"compose: port spec {p!r} is not supported here")
+        ports.append(int(m.group("ctr")))
+    for e in svc.get("expose") or []:
+        ports.append(int(str(e).split("/")[0]))
+    return ports
+
+
+@dataclass
+class Mount:
+    target: str          # path in the container
+    source: Path         # path here
+    named: bool          # a named volume (a directory we create) or a bind mount
+
+
+@dataclass
+class LocalService:
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    ports: dict[int, int]                         # container port -> local port
+    mounts: list[Mount] = field(default_factory=list)
+
+
+class ComposeDeployment:
+    def __init__(self, compose_file: Path, workdir: Path,
+                 env: dict[str, str] | None = None) -> None:
+        self.file = compose_file
+        self.root = compose_file.parent
+        self.workdir = workdir
+        self.doc = _interp_all(load_yaml(compose_file), env or {})
+        self.services: dict[str, dict[str, Any]] = self.doc["services"]
+        names = list(self.services)
+        declared = [(n, p) for n in names for p in _container_ports(self.services[n])]
+        self.port_map: dict[str, dict[int, int]] = {n: {} for n in names}
+        for (n, p), local in zip(declared, free_ports(len(declared))):
+            self.port_map[n][p] = local
+        self.local: dict[str, LocalService] = {}
+        for n in names:
+            self._local_service(n)
+
+    # ------------------------------------------------------------------ reading
+    def rmq_services(self) -> list[str]:
+        """Services running ``rmq ...``, in depends_on order."""
+        rmq = [n for n, s in self.services.items() if (s.get("command") or [None])[0] == "rmq"]
+        done: list[str] = []
+
+        def visit(n: str, path: tuple[str, ...] = ()) -> None:
+            if n in done:
+                return
+            if n in path:
+                raise ValueError(f"compose: depends_on cycle {path + (n,)}")
+            for d in self._depends_on(n):
+                visit(d, path + (n,))
+            if n in rmq:
+                done.append(n)
+        for n in rmq:
+            visit(n)
+        return done
+
+    def _depends_on(self, name: str) -> list[str]:
+        dep = self.services[name].get("depends_on") or []
+        return list(dep) if isinstance(dep, (list, dict)) else []
+
+    def _mounts(self, name: str) -> list[Mount]:
+        out = []
+        for v in self.services[name].get("volumes") or []:
+            if isinstance(v, dict):
+                src, dst, kind = v.get("source", ""), v["target"], v.get("type", "volume")
+                named = kind == "volume"
+            else:
+                src, _, rest = str(v).partition(":")
+                dst = rest.split(":")[0]
+                named = not src.startswith((".", "/", "~"))
+            if named:
+                path = self.workdir / name / "volumes" / (src or dst.strip("/").replace("/", "_"))
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                path = (self.root / src).resolve()
+            out.append(Mount(dst.rstrip("/") or "/", path, named))
+        # longest target first: the most specific mount wins
+        return sorted(out, key=lambda m: len(m.target), reverse=True)
+
+    # ------------------------------------------------------------------ translation
+    def translate(self, name: str, value: str, key: str = "") -> str:
+        """A value as the service would read it here (see the module docstring)."""
+        for m in self.local[name].mounts:
+            if value == m.target or value.startswith(m.target + "/"):
+                return str(m.source) + value[len(m.target):]
+        if value in self.services and _ADDRESS_KEY.search(key):
+            return "127.0.0.1"
+        if value.isdigit() and (not key or key.endswith("Port")) \
+                and int(value) in self.port_map[name]:
+            return str(self.port_map[name][int(value)])
+
+        def ref(m: re.Match[str]) -> str:
+            svc, port = m.group(1), int(m.group(2))
+            local = self.port_map.get(svc, {}).get(port)
+            return f"127.0.0.1:{local}" if local is not None else m.group(0)
+        return re.sub(r"(?<![\w.-])([A-Za-z0-9][\w.-]*):(\d+)\b", ref, value)
+
+    def _translate_arg(self, name: str, arg: str, files: dict[str, Path]) -> str:
+        if arg in files:
+            return str(files[arg])
+        k, sep, v = arg.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z][\w.]*", k):      # -D key=value
+            return f"{k}={self.translate(name, v, k)}"
+        return self.translate(name, arg)
+
+    def _copy_config(self, name: str, mount: Mount) -> Path:
+        """A bind-mounted properties file, copied with its values translated."""
+        lines = []
+        for line in mount.source.read_text().splitlines():
+            k, sep, v = line.partition("=")
+            if sep and not line.lstrip().startswith("#"):
+                line = f"{k}={self.translate(name, v.strip(), k.strip())}"
+            lines.append(line)
+        out = self.workdir / name / Path(mount.target).name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(lines) + "\n")
+        return out
+
+    def _local_service(self, name: str) -> LocalService:
+        svc = self.services[name]
+        mounts = self._mounts(name)
+        ls = LocalService(name, [], {}, self.port_map[name], mounts)
+        self.local[name] = ls   # translate() below sees the mounts
+        command = [str(c) for c in (svc.get("command") or [])]
+        files = {m.target: self._copy_config(name, m) for m in mounts
+                 if not m.named and m.source.is_file() and m.target in command}
+        ls.command = [self._translate_arg(name, c, files) for c in command]
+        env = svc.get("environment") or {}
+        if isinstance(env, list):
+            env = dict(e.split("=", 1) if "=" in e else (e, "") for e in env)
+        ls.env = {k: self.translate(name, str(v)) for k, v in env.items() if v is not None}
+        return ls
+
+    # ------------------------------------------------------------------ running
+    def process(self, name: str, extra_args: list[str] | tuple[str, ...] = ()) -> RmqProcess:
+        """The service as a harness process (not started); extra_args are appended to
+        its command (a test's own additions, e.g. small store files)."""
+        ls = self.local[name]
+        if ls.command[:1] != ["rmq"] or len(ls.command) < 2:
+            raise ValueError(f"{name}: not an rmq service: {ls.command}")
+        role, args = ls.command[1], [*ls.command[2:], *extra_args]
+        wd = self.workdir / name
+        if role == "namesrv":
+            return NameServerProcess(name, ["namesrv", *args], wd,
+                                     r"NameServer listening on [\d.]+:(\d+)", env=ls.env)
+        if role == "broker":
+            conf = Path(args[args.index("-c") + 1])
+            return BrokerProcess(name, ["broker", *args], wd,
+                                 r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success",
+                                 env=ls.env, store_dir=wd, conf_path=conf)
+        raise ValueError(f"{name}: rmq {role} is not a server role")
+
+    def mounted_file(self, name: str, target: str) -> Path:
+        for m in self.local[name].mounts:
+            if m.target == target:
+                return m.source
+        raise KeyError(f"{name}: nothing mounted at {target}")
+
+    def prometheus_config(self, name: str = "prometheus", scrape_interval: str = "1s") -> str:
+        """The Prometheus service's scrape config with its targets pointed here (JSON,
+        which Prometheus reads as YAML)."""
+        args = [str(a) for a in self.services[name].get("command") or []]
+        path = next(a.split("=", 1)[1] for a in args if a.startswith("--config.file="))
+        cfg = load_yaml(self.mounted_file(name, path))
+        cfg.setdefault("global", {})
+        cfg["global"]["scrape_interval"] = scrape_interval
+        cfg["global"]["evaluation_interval"] = scrape_interval
+        for job in cfg.get("scrape_configs", []):
+            job["scrape_timeout"] = scrape_interval
+            for sc in job.get("static_configs", []):
+                sc["targets"] = [self.translate(name, t) for t in sc["targets"]]
+        return json.dumps(cfg, indent=2)
