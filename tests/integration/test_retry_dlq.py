@@ -96,3 +96,48 @@ async def test_delay_minus_one_goes_straight_to_dlq_and_errors(tmp_path):
             assert (await api.client.invoke(api.addr, old, 5)).code == ResponseCode.SUCCESS
             [m] = await _one(api, f"%RETRY%{group}")
             assert m.reconsume_times == 1
+
+
+async def test_group_retry_queue_nums_and_max_times_are_honoured(tmp_path):
+    """The subscription group's retryQueueNums and retryMaxTimes (set with
+    `rmq admin updateSubGroup`) decide the retry topic's queues and, for a client older
+    than V3_4_9 (no maxReconsumeTimes in its header), when a message goes to the DLQ."""
+    import subprocess
+    import sys
+    from rmq.protocol.frame import RemotingCommand
+    with start_namesrv(tmp_path) as ns, start_broker(tmp_path, ns.addr, conf=CONF) as br:
+        async with BrokerApi(br.addr) as api:
+            topic, group = unique("GrpT"), unique("GrpG")
+            out = subprocess.run([sys.executable, "-m", "rmq.cli", "admin", "updateSubGroup",
+                                  "-n", ns.addr, "-b", br.addr, "-g", group, "-q", "3", "-r", "1"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            await api.create_topic(topic, queues=1)
+            await api.send_ok(topic, b"g", properties=props(uniq=uniq_key()))
+            [orig] = await _one(api, topic)
+
+            async def old_client_send_back(offset: int) -> None:
+                h = ConsumerSendMsgBackRequestHeader(offset, group, 0, None, None, False, None)
+                req = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                      ext_fields=h.to_ext_fields(), version=MQVersion.V3_4_9 - 1)
+                r = await api.client.invoke(api.addr, req, 5)
+                assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+
+            await old_client_send_back(orig.commit_log_offset)
+            retry = f"%RETRY%{group}"
+            assert (await api.topics())[retry].write_queue_nums == 3
+            found = []
+
+            async def retried() -> bool:
+                for q in range(3):
+                    rr = await api.pull(retry, q, 0)
+                    if rr.code == ResponseCode.SUCCESS:
+                        found[:] = decode_records(rr.body)
+                        return True
+                return False
+            await wait_until(retried, 10, "the retried message")
+            assert found[0].reconsume_times == 1
+            # reconsumeTimes 1 >= the group's retryMaxTimes 1: dead letter
+            await old_client_send_back(found[0].commit_log_offset)
+            [d] = await _one(api, f"%DLQ%{group}", timeout=5)
+            assert d.reconsume_times == 2 and d.body == b"g"
