@@ -622,6 +622,10 @@ class IndexService:
                                                         begin, end))
                 if f.begin_timestamp < begin or len(offsets) >= max_num:
                     break
+        if len(offsets) > 1:
+            # Recovery re-indexes the record at a file's endPhyOffset (RocketMQ skips only
+            # offsets below it), so one message may have two entries: answer it once.
+            offsets = list(dict.fromkeys(offsets))
         return QueryOffsetResult(offsets, last_ts, last_phy)
 
     # --- flushing ---

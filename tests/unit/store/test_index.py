@@ -752,3 +752,12 @@ def test_rebuilt_index_is_byte_identical_to_rocketmq(rocketmq_index, tmp_path: P
         assert diff.size == 0, f"{mode}: first differing byte at {diff[:5]}"
         s.destroy()
         s.checkpoint.close()
+
+
+def test_a_record_indexed_twice_by_recovery_is_answered_once(svc: IndexService) -> None:
+    # re-dispatch after recovery replays the record at endPhyOffset (as RocketMQ does)
+    svc.build_index(req(100, 1_000, uniq="U1", keys="k"))
+    svc.build_index(req(200, 2_000, uniq="U2", keys="k"))
+    svc.build_index(req(200, 2_000, uniq="U2", keys="k"))
+    assert svc.query_offset("T", "U2", 10, 0, FAR_FUTURE).phy_offsets == [200]
+    assert svc.query_offset("T", "k", 10, 0, FAR_FUTURE).phy_offsets == [200, 100]
