@@ -64,6 +64,8 @@ FIXED_LENGTH_FORMAT = "org.apache.spark.input.FixedLengthBinaryInputFormat"
 RECORD_LENGTH_KEY = "org.apache.spark.input.FixedLengthBinaryInputFormat.recordLength"
 # Segment ids: a Hadoop split's is file << 32 | partition; driver-made ones start here.
 EXTRA_SEG_BASE = 1 << 62
+# Below this many bytes of CommitLog per Spark task, ranges are grouped into tasks.
+MIN_TASK_BYTES = 16 << 20
 # Spark's own logging: errors only, on stderr (the job prints its progress itself).
 LOG4J2_PROPERTIES = """\
 rootLogger.level = error
@@ -179,12 +181,12 @@ def _is_local(master: str | None) -> bool:
         master.startswith("local-cluster")
 
 
-def start_spark(opts: Options):
+def start_spark(master: str | None = None, spark_ui: bool = False):
     """(SparkContext, created): the active context if there is one (under spark-submit,
-    or a caller's), else a new one on opts.master (local[*] by default), quiet and
-    without the web UI."""
+    or a caller's), else a new one on master (local[*] by default), quiet and without
+    the web UI unless spark_ui."""
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-    master = opts.master or (None if submitted else "local[*]")
+    master = master or (None if submitted else "local[*]")
     if _is_local(master) and not submitted:
         # Python workers must import rmq: use this very interpreter (a venv need not be
         # activated), and keep a local run on the loopback interface.
@@ -198,7 +200,7 @@ def start_spark(opts: Options):
     conf = SparkConf().setAppName("rmq-rebuild-cq")
     if master:
         conf.setMaster(master)
-    conf.set("spark.ui.enabled", "true" if opts.spark_ui else "false")
+    conf.set("spark.ui.enabled", "true" if spark_ui else "false")
     conf.set("spark.ui.showConsoleProgress", "false")
     if submitted:
         sc = SparkContext.getOrCreate(conf)
@@ -272,14 +274,14 @@ class HadoopFiles:
 
     def read(self, uri: str, pos: int, n: int) -> bytes:
         p, fs = self._fs(uri)
-        arr = self.sc._gateway.new_array(self.jvm.byte, n)
         stream = fs.open(p)
         try:
-            stream.readFully(pos, arr)
+            stream.seek(pos)
+            # a byte[] returned by a call crosses py4j as bytes (one passed in does not
+            # come back filled)
+            return bytes(stream.readNBytes(n))
         finally:
             stream.close()
-        # a byte[] returned by a call crosses py4j as bytes
-        return bytes(self.jvm.java.util.Arrays.copyOf(arr, n))
 
 
 def _chunk_length(file_len: int, split_size: int) -> int:
@@ -436,7 +438,7 @@ class Rebuild:
         tmp = self.check_outputs()
         try:
             t0 = time.monotonic()
-            sc, created = start_spark(opts)
+            sc, created = start_spark(opts.master, opts.spark_ui)
             self.say(f"spark: {sc.master} ({sc.defaultParallelism} cores) started in "
                      f"{time.monotonic() - t0:.1f} s")
             hadoop = HadoopFiles(sc) if opts.hadoop else None
@@ -494,7 +496,9 @@ class Rebuild:
 
         if hadoop is None:
             scan = functools.partial(scan_local_split, opts=scan_opts)
-            rdd = sc.parallelize(splits, len(splits)).map(lambda s: counted(scan(s)))
+            # A Spark task costs milliseconds of its own: tiny ranges share tasks.
+            tasks = min(len(splits), max(sc.defaultParallelism * 4, total_bytes // MIN_TASK_BYTES))
+            rdd = sc.parallelize(splits, tasks).map(lambda s: counted(scan(s)))
             ntasks = len(splits)
         else:
             rdds = []
@@ -749,12 +753,13 @@ def run(opts: Options, out=None) -> int:
     return Rebuild(opts, out).run()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, out=None) -> int:
+    """The command line; out receives the report (default stdout), errors go to stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         opts = options_from_args(args)
-        return run(opts)
+        return run(opts, out)
     except RebuildError as e:
         print(f"rmq rebuild-cq: error: {e}", file=sys.stderr)
         return EXIT_USAGE
