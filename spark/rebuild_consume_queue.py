@@ -66,6 +66,9 @@ RECORD_LENGTH_KEY = "org.apache.spark.input.FixedLengthBinaryInputFormat.recordL
 EXTRA_SEG_BASE = 1 << 62
 # Below this many bytes of CommitLog per Spark task, ranges are grouped into tasks.
 MIN_TASK_BYTES = 16 << 20
+# ConsumeQueue units per writing task (2M units: 40 MB of ConsumeQueue), at least one
+# task per core.
+UNITS_PER_TASK = 2_000_000
 # Spark's own logging: errors only, on stderr (the job prints its progress itself).
 LOG4J2_PROPERTIES = """\
 rootLogger.level = error
@@ -390,6 +393,10 @@ class Report:
     diffs: list[QueueDiff] = field(default_factory=list)
     verified_queues: int = 0
     exit_code: int = EXIT_OK
+    startup_seconds: float = 0.0     # Spark start-up (0 when a context was running)
+    scan_seconds: float = 0.0        # stage 1 (scan and the chain check)
+    queue_seconds: float = 0.0       # stage 2 (shuffle, layout, write/verify)
+    index_seconds: float = 0.0       # stage 3
 
 
 class Rebuild:
@@ -439,6 +446,7 @@ class Rebuild:
         try:
             t0 = time.monotonic()
             sc, created = start_spark(opts.master, opts.spark_ui)
+            self.report.startup_seconds = time.monotonic() - t0 if created else 0.0
             self.say(f"spark: {sc.master} ({sc.defaultParallelism} cores) started in "
                      f"{time.monotonic() - t0:.1f} s")
             hadoop = HadoopFiles(sc) if opts.hadoop else None
@@ -553,6 +561,7 @@ class Rebuild:
                  + (f", {chain.rescans} rescanned" if chain.rescans else "")
                  + (f", {chain.spills} records across Hadoop splits" if chain.spills else ""))
         self._report_chain(chain, files, taken)
+        rep.scan_seconds = time.monotonic() - t_scan
 
         accepted = chain.accepted
         payload = rdd.filter(lambda r: r.seg_id in accepted)
@@ -660,7 +669,8 @@ class Rebuild:
         outcomes: list[QueueOutcome] = []
         t0 = time.monotonic()
         if sizes:
-            parts = max(1, min(len(sizes), sc.defaultParallelism * 4))
+            units = sum(sizes.values())
+            parts = max(1, min(len(sizes), max(sc.defaultParallelism, units // UNITS_PER_TASK)))
             assign = _balance(sizes, parts)
             grouped = payload.flatMap(lambda r: list(r.queues.items())) \
                 .groupByKey(parts, functools.partial(_partition_of, assign))
@@ -689,7 +699,7 @@ class Rebuild:
         for o in anomalies[:10]:
             self.say(f"warning: {o.topic} queue {o.queue_id}: {o.anomalies} unit(s) with "
                      f"queue offsets out of sequence, laid out as the broker would")
-        dt = time.monotonic() - t0
+        dt = rep.queue_seconds = time.monotonic() - t0
         if cq_root:
             self.say(f"consumequeue: {len(outcomes)} queues, {rep.units:,} units, "
                      f"{rep.cq_files} files ({cq_file_size} bytes each) in {dt:.1f} s "
@@ -745,6 +755,7 @@ class Rebuild:
         for b, name in zip(built, file_names([b.first_timestamp for b in built])):
             os.rename(b.path, os.path.join(idx_tmp, name))
         rep.index_files = len(built)
+        rep.index_seconds = time.monotonic() - t0
         self.say(f"index: {len(built)} files, {p.total:,} keys in {time.monotonic() - t0:.1f} s "
                  f"-> {os.path.join(self.opts.out, 'index')}")
 

@@ -52,7 +52,7 @@ _MAGIC_BLANK = struct.pack(">i", BLANK_MAGIC_CODE)
 # TOTALSIZE .. PROPERTIES LENGTH without body, topic, properties and the two hosts.
 _FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 _TRAN_MASK = 0xC
-_MISSING = object()
+_MADV_POPULATE_READ = 22        # Linux >= 5.14; older kernels say EINVAL
 _ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 _COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
 
@@ -316,19 +316,21 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
         index = opts.index
         check_crc = split.crc
         crc32 = zlib.crc32
-        topic_cache: dict[bytes, object] = {}
-        tag_cache: dict[str, int] = {}
-        # Output columns for the records taken (ConsumeQueue + index decisions below).
-        tags_out = np.zeros(n, dtype=np.int64)
-        topic_id = np.zeros(n, dtype=np.int32)
-        take = np.ones(n, dtype=bool)          # False: skipped ("fields do not add up")
         topics: list[str] = []
         topic_ids: dict[str, int] = {}
+        topic_of: dict[bytes, int] = {}        # topic bytes -> id (-1: not UTF-8)
+        tag_cache: dict[str, int] = {}
+        # Per record: topic id, tag code, index keys (Python lists: cheaper per element
+        # than numpy in a loop); `take` False: skipped ("fields do not add up").
+        tid_l = [0] * n
+        tags_l = [0] * n
+        keyc_l = [0] * n
+        take = np.ones(n, dtype=bool)
         key_strs: list[str] = []
-        key_counts = np.zeros(n, dtype=np.int64) if index else None
         stop: Stop | None = None
         cut = n
         for i in range(n):
+            keys = uniq = None
             if common_l[i]:
                 if check_crc:
                     b0 = body_start[i]
@@ -338,38 +340,36 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
                         break
                 t0 = t_start[i]
                 tb = buf[t0:t0 + t_len[i]]
-                topic = topic_cache.get(tb, _MISSING)
-                if topic is _MISSING:
-                    try:
-                        topic = tb.decode("utf-8")
-                    except UnicodeDecodeError:
-                        topic = None
-                    topic_cache[tb] = topic
+                tid = topic_of.get(tb)
+                if tid is None:
+                    tid = topic_of[tb] = _topic_id(tb, topics, topic_ids)
                 pl = p_len[i]
-                tags = keys = uniq = delay = None
-                ok = topic is not None
-                if ok and pl > 0:
+                props = ""
+                if tid >= 0 and pl > 0:
                     p0 = p_start[i]
                     try:
                         props = buf[p0:p0 + pl].decode("utf-8")
                     except UnicodeDecodeError:
-                        ok = False
-                    else:
-                        if index:
-                            tags, keys, uniq = dispatch_properties(props)
-                        else:
-                            tags = property_value(props, "TAGS")
-                        if topic == SCHEDULE_TOPIC:
-                            delay = property_value(props, "DELAY")
-                if not ok:
+                        tid = -1
+                if tid < 0:
                     # check_message_and_return_size says what an undecodable one is
                     stop = Stop("invalid", positions[i],
                                 diagnose_record(buf, positions[i] - off, check_crc))
                     cut = i
                     break
-                tags_code = 0
-                if pl > 0:
-                    tags_code = tags_code_of(topic, tags, delay, ts_l[i], levels, tag_cache)
+                if props:
+                    topic = topics[tid]
+                    if index:
+                        tags, keys, uniq = dispatch_properties(props)
+                    else:
+                        tags = _tags(props)
+                    if topic == SCHEDULE_TOPIC:
+                        tags_l[i] = tags_code_of(topic, tags, property_value(props, "DELAY"),
+                                                 ts_l[i], levels, tag_cache)
+                    elif tags:
+                        code = tag_cache.get(tags)
+                        tags_l[i] = code if code is not None else \
+                            tags_code_of(topic, tags, None, ts_l[i], levels, tag_cache)
             else:
                 size, req = check_message_and_return_size(
                     buf, positions[i] - off, check_crc, levels, tag_cache)
@@ -391,35 +391,36 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
                                 f"record's offset {split.file_base + positions[i]}")
                     cut = i
                     break
-                topic, tags_code = req.topic, req.tags_code
+                tid = topic_ids.get(req.topic)
+                if tid is None:
+                    tid = topic_ids[req.topic] = len(topics)
+                    topics.append(req.topic)
+                tags_l[i] = req.tags_code
                 keys, uniq = req.keys, req.uniq_key
                 qid_l[i], qoff_l[i], ts_l[i] = req.queue_id, req.consume_queue_offset, \
                     req.store_timestamp
                 tran_l[i] = req.sys_flag & _TRAN_MASK
-            tid = topic_ids.get(topic)
-            if tid is None:
-                tid = topic_ids[topic] = len(topics)
-                topics.append(topic)
-            topic_id[i] = tid
-            tags_out[i] = tags_code
-            if index and tran_l[i] != _ROLLBACK and (want is None or topic in want):
+            tid_l[i] = tid
+            if index and tran_l[i] != _ROLLBACK and (want is None or topics[tid] in want):
                 before = len(key_strs)
-                prefix = topic + "#"
+                prefix = topics[tid] + "#"
                 if uniq is not None:
                     key_strs.append(prefix + uniq)
                 if keys:
                     for k in keys.split(" "):
                         if k:
                             key_strs.append(prefix + k)
-                key_counts[i] = len(key_strs) - before
+                keyc_l[i] = len(key_strs) - before
         taken = take[:cut]
         res.records = int(np.count_nonzero(taken))
         if cut:
-            _emit_units(res, topics, topic_id[:cut], taken, np.array(qid_l[:cut], np.int64),
-                        np.array(qoff_l[:cut], np.int64), split.file_base + pos[:cut],
-                        total[:cut], tags_out[:cut], np.array(tran_l[:cut], np.int64), want)
+            _emit_units(res, topics, np.array(tid_l[:cut], np.int64), taken,
+                        np.array(qid_l[:cut], np.int64), np.array(qoff_l[:cut], np.int64),
+                        split.file_base + pos[:cut], total[:cut],
+                        np.array(tags_l[:cut], np.int64), np.array(tran_l[:cut], np.int64),
+                        want)
         if index:
-            counts = key_counts[:cut]
+            counts = np.array(keyc_l[:cut], np.int64)
             ts_arr = np.array(ts_l[:cut], dtype=np.int64)
             res.keys = len(key_strs)
             res.index = (index_key_hashes(key_strs),
@@ -429,6 +430,33 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
     finally:
         mv.release()
         del a
+
+
+def _topic_id(raw: bytes, topics: list[str], topic_ids: dict[str, int]) -> int:
+    """The id of a topic (its bytes as stored), -1 if they are not UTF-8."""
+    try:
+        topic = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return -1
+    tid = topic_ids.get(topic)
+    if tid is None:
+        tid = topic_ids[topic] = len(topics)
+        topics.append(topic)
+    return tid
+
+
+def _tags(props: str) -> str | None:
+    """property_value(props, "TAGS"), with its usual case first: the last TAGS starts
+    a segment and has a value."""
+    i = props.rfind("TAGS\x01")
+    if i < 0:
+        return None
+    j = props.find("\x02", i + 5)
+    if j < 0:
+        j = len(props)
+    if j > i + 5 and (i == 0 or props[i - 1] == "\x02"):
+        return props[i + 5:j]
+    return property_value(props, "TAGS", i)
 
 
 def _emit_units(res: ScanResult, topics: list[str], topic_id: np.ndarray, taken: np.ndarray,
@@ -472,10 +500,13 @@ def scan_local_split(split: Split, opts: ScanOptions, seg_id: int | None = None,
     with open(split.path, "rb") as f:
         mm = mmap.mmap(f.fileno(), split.file_len, access=mmap.ACCESS_READ)
     try:
-        if hasattr(mm, "madvise"):
-            start = split.lo - split.lo % mmap.PAGESIZE
-            mm.madvise(mmap.MADV_SEQUENTIAL, start, split.file_len - start)
-            mm.madvise(mmap.MADV_WILLNEED, start, min(split.hi, split.file_len) - start)
+        start = split.lo - split.lo % mmap.PAGESIZE
+        end = min(split.hi + (1 << 20), split.file_len)
+        try:
+            # map the range's pages now, in one call, rather than fault them one by one
+            mm.madvise(_MADV_POPULATE_READ, start, end - start)
+        except (OSError, AttributeError):
+            pass
         return scan_buffer(mm, 0, split, opts, at_file_end=True, seg_id=seg_id,
                            forced_start=forced_start)
     finally:

@@ -103,9 +103,12 @@ class CommitLogWriter:
         self._pos += len(data)
         return at
 
-    def close(self, fill: bool = True) -> None:
-        """End the last file (full size, zeros after the data, unless fill is False)."""
+    def close(self, fill: bool = True, blank: bool = False) -> None:
+        """End the last file: full size with zeros after the data (unless fill is
+        False); with blank, a BLANK record after the data as if the file had rolled."""
         if self._f is not None:
+            if blank and self._pos + 8 <= self.file_size:
+                self._f.write(encode_blank(self.file_size - self._pos))
             if fill:
                 self._f.truncate(self.file_size)
             self._f.close()
