@@ -224,7 +224,14 @@ def start_spark(master: str | None = None, spark_ui: bool = False):
     sc.setLogLevel("ERROR")
     if not _is_local(sc.master) and not submitted:
         sc.addPyFile(_package_zip())
+    # Start the Python workers (and their imports) now: part of start-up, not of the scan.
+    n = sc.defaultParallelism
+    sc.parallelize(range(n), n).foreach(_warm_up)
     return sc, True
+
+
+def _warm_up(_: int) -> None:
+    import spark.scan  # noqa: F401
 
 
 def _forward_jvm_stderr(stream) -> None:
@@ -317,6 +324,18 @@ def _scan_hadoop_partition(f: CommitLogFile, fi: int, file_size: int, chunk: int
     split = Split((fi << 32) | index, fi, f.path, f.start, f.length, file_size, lo, hi, crc,
                   recovery)
     yield scan_buffer(buf, lo, split, opts, at_file_end=hi >= f.length)
+
+
+class _BytesPerFile:
+    """Accumulator of bytes scanned per CommitLog file (for "files done")."""
+
+    def zero(self, value: dict[int, int]) -> dict[int, int]:
+        return {}
+
+    def addInPlace(self, a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
+        for k, v in b.items():
+            a[k] = a.get(k, 0) + v
+        return a
 
 
 # ----------------------------------------------------------------------------- queue stage
@@ -494,12 +513,14 @@ class Rebuild:
         acc_bytes = sc.accumulator(0)
         acc_records = sc.accumulator(0)
         acc_tasks = sc.accumulator(0)
+        acc_files = sc.accumulator({}, _BytesPerFile())
         scan_opts = self.scan_opts
 
         def counted(r: ScanResult) -> ScanResult:
             acc_bytes.add(r.hi - r.lo)
             acc_records.add(r.records)
             acc_tasks.add(1)
+            acc_files.add({r.file_idx: r.hi - r.lo})
             return r
 
         if hadoop is None:
@@ -534,7 +555,9 @@ class Rebuild:
 
         def render() -> str:
             dt = time.monotonic() - t_scan
-            return (f"scan: {acc_tasks.value}/{ntasks} ranges, {len(files)} files, "
+            per_file = acc_files.value
+            done = sum(1 for i, f in enumerate(files) if per_file.get(i, -1) >= f.length)
+            return (f"scan: {acc_tasks.value}/{ntasks} ranges, {done}/{len(files)} files, "
                     f"{fmt_bytes(acc_bytes.value)} / {fmt_bytes(total_bytes)}, "
                     f"{acc_records.value:,} records, {fmt_rate(acc_bytes.value, acc_records.value, dt)}")
 
