@@ -173,7 +173,11 @@ def options_from_args(a: argparse.Namespace) -> Options:
         raise RebuildError("--index needs --out")
     if a.verify and not os.path.isdir(a.verify):
         raise RebuildError(f"--verify {a.verify}: not a directory")
-    return Options(a.store, a.out, a.master, topics, parse_size(a.split_size), a.verify,
+    # Executors resolve paths from their own working directory: make them absolute.
+    store = a.store if "://" in a.store else os.path.abspath(a.store)
+    out = a.out if a.out is None or "://" in a.out else os.path.abspath(a.out)
+    verify = os.path.abspath(a.verify) if a.verify else None
+    return Options(store, out, a.master, topics, parse_size(a.split_size), verify,
                    a.index, a.check_crc == "all", a.write_on, a.spark_ui, a.quiet, cfg,
                    commitlog_size, a.broker_conf)
 
@@ -649,10 +653,11 @@ class Rebuild:
 
     def _report_chain(self, chain: Chain, files: list[CommitLogFile],
                       taken: list[ScanResult]) -> None:
-        skipped = [s for r in taken for s in r.skipped]
-        for pos_rel, size, why in skipped[:10]:
-            self.say(f"warning: skipped a record of {size} bytes: {why} (as the broker's "
-                     f"dispatch skips it)")
+        skipped = [(files[r.file_idx].start + pos, size, why)
+                   for r in taken for pos, size, why in r.skipped]
+        for at, size, why in skipped[:10]:
+            self.say(f"warning: skipped the record of {size} bytes at offset {at}: {why} "
+                     f"(as the broker's dispatch skips it)")
         if len(skipped) > 10:
             self.say(f"warning: ... {len(skipped) - 10} more records skipped")
         st = chain.stop
@@ -668,8 +673,7 @@ class Rebuild:
             self.say(f"commitlog: data ends at offset {at} ({st.reason})")
         elif later == 0:
             self.say(f"commitlog: torn tail at offset {at} in {f.name}: {st.reason}; "
-                     f"everything before it is rebuilt, the {f.length - st.pos} bytes from "
-                     f"there to the end of the file are not")
+                     f"everything before it is rebuilt")
         else:
             rest = sum(g.length for g in files[st.file_idx + 1:])
             what = "data ends" if st.kind == "end" else "invalid record"
@@ -706,10 +710,12 @@ class Rebuild:
                     acc.add(1)
                     yield o
             what = "writing" if cq_root else "verifying"
-            self.progress.start(lambda: f"queues: {what} {acc.value}/{len(sizes)} queues")
+            self.progress.start(lambda: f"queues: {what} {acc.value + len(outcomes)}/"
+                                        f"{len(sizes)} queues")
             try:
                 if self._write_on_driver(sc):
-                    outcomes = [o for kv in grouped.toLocalIterator() for o in work([kv])]
+                    for kv in grouped.toLocalIterator():
+                        outcomes.extend(work([kv]))
                 else:
                     outcomes = grouped.mapPartitions(counted).collect()
             finally:

@@ -194,7 +194,7 @@ def _walk(buf, off: int, pos: int, hi: int, at_file_end: bool) -> tuple[list[int
             if magic == blank:
                 return out, pos, Stop("blank", pos)
             if total == 0 and magic == 0:
-                return out, pos, Stop("end", pos, "end of data (zeros)")
+                return out, pos, Stop("end", pos, "zeros follow")
             return out, pos, Stop("invalid", pos, f"bad magic code 0x{magic & 0xFFFFFFFF:08X}")
         if total <= 0:
             return out, pos, Stop("invalid", pos, f"TOTALSIZE {total}")
@@ -213,7 +213,7 @@ def _walk(buf, off: int, pos: int, hi: int, at_file_end: bool) -> tuple[list[int
             return out, pos, Stop("blank", pos)
         if magic != v1 and magic != v2:
             if total == 0 and magic == 0:
-                return out, pos, Stop("end", pos, "end of data (zeros)")
+                return out, pos, Stop("end", pos, "zeros follow")
             return out, pos, Stop("invalid", pos, f"bad magic code 0x{magic & 0xFFFFFFFF:08X}")
         if total <= 0:
             return out, pos, Stop("invalid", pos, f"TOTALSIZE {total}")
@@ -251,10 +251,8 @@ def scan_buffer(buf, off: int, split: Split, opts: ScanOptions, *, at_file_end: 
     if first is None:
         return res
     positions, reached, stop = _walk(buf, off, first, split.hi, at_file_end)
-    n = len(positions)
-    cut = n                                   # records [0, cut) are taken
-    if n:
-        cut, stop2 = _classify(buf, off, split, opts, positions, res)
+    if positions:
+        _cut, stop2 = _classify(buf, off, split, opts, positions, res)
         if stop2 is not None:
             stop = stop2
     if stop is None:
