@@ -220,11 +220,13 @@ def start_spark(master: str | None = None, spark_ui: bool = False):
             conf.set("spark.driver.host", "127.0.0.1")
             conf.set("spark.driver.bindAddress", "127.0.0.1")
         from pyspark.java_gateway import launch_gateway
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-        threading.Thread(target=_forward_jvm_stderr, args=(gateway.proc.stderr,),
-                         name="jvm-stderr", daemon=True).start()
-        sc = SparkContext(conf=conf, gateway=gateway)
-        os.unlink(log_conf)
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+            threading.Thread(target=_forward_jvm_stderr, args=(gateway.proc.stderr,),
+                             name="jvm-stderr", daemon=True).start()
+            sc = SparkContext(conf=conf, gateway=gateway)
+        finally:
+            os.unlink(log_conf)     # read once, at the JVM's start
     sc.setLogLevel("ERROR")
     if not _is_local(sc.master) and not submitted:
         sc.addPyFile(_package_zip())
