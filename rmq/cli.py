@@ -41,6 +41,11 @@ def _admin(args: argparse.Namespace) -> int:
     return admin_main(args.rest)
 
 
+def _rebuild_cq(args: argparse.Namespace) -> int:
+    from spark.rebuild_consume_queue import main as rebuild_main
+    return rebuild_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible broker cluster in Python")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -73,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("rest", nargs=argparse.REMAINDER)
     ad.set_defaults(func=_admin)
 
+    rb = sub.add_parser("rebuild-cq", help="rebuild ConsumeQueues (and the index) from a store's "
+                        "CommitLog with Spark (rmq rebuild-cq --store DIR --out DIR)",
+                        add_help=False)
+    rb.add_argument("rest", nargs=argparse.REMAINDER)
+    rb.set_defaults(func=_rebuild_cq)
+
     c = sub.add_parser("store-check", help="open a store directory read-only and summarise it")
     c.add_argument("store", help="store root (holds commitlog/, consumequeue/)")
     c.add_argument("--commitlog-size", type=int, default=None,
@@ -84,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Subcommands that parse their own flags (flags may follow the subcommand freely).
 _PASSTHROUGH = {"namesrv": _namesrv, "broker": _broker, "produce": _produce,
-                "consume": _consume, "admin": _admin}
+                "consume": _consume, "admin": _admin, "rebuild-cq": _rebuild_cq}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,7 +5,8 @@
 #   .venv-interop-cpp2/        PyPI rocketmq-python-cvs==2.1.0.3 (RocketMQ C++ client 2.1.0)
 #   .venv-interop-cpp1/        PyPI rocketmq==0.4.4              (RocketMQ C++ client 1.x)
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
-#   java                       Debian default-jre-headless, only if no `java` is on PATH
+#   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
+#                              (the interop tests and PySpark 4 in tests/spark)
 #   prometheus                 Debian prometheus, only if no `prometheus` is on PATH
 #                              (tests/integration/test_compose_deployment.py runs it)
 #
@@ -186,10 +187,16 @@ for (const k of ['Producer', 'Consumer', 'Message']) if (typeof ons[k] !== 'func
 }
 
 # ----------------------------------------------------------------------------- java
+# Major version of the java on PATH (0 if none): PySpark 4 (tests/spark) needs 17+.
+java_major() {
+    command -v java >/dev/null 2>&1 || { echo 0; return; }
+    java -version 2>&1 | sed -n 's/.*version "\(1\.\)\{0,1\}\([0-9]*\).*/\2/p' | head -n1
+}
+
 ensure_java() {
-    command -v java >/dev/null 2>&1 && return 0
+    [[ "$(java_major)" -ge 17 ]] && return 0
     apt_install default-jre-headless
-    command -v java >/dev/null 2>&1 || die "installed default-jre-headless but still no java on PATH"
+    [[ "$(java_major)" -ge 17 ]] || die "need Java 17+ on PATH for Spark (have: $(java -version 2>&1 | head -n1))"
 }
 
 # ----------------------------------------------------------------------------- prometheus

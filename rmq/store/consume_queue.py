@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+from rmq.store.cq_codec import BLANK_UNIT, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
 
 if TYPE_CHECKING:
@@ -13,10 +13,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.store.consumequeue")
 
-CQ_STORE_UNIT_SIZE = 20
-CQ_UNIT = _UNIT = struct.Struct(">qiq")
-# Blank unit used to back-fill a queue that starts at a non-zero offset.
-BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
+_UNIT = CQ_UNIT
 
 
 _ZERO_UNIT = bytes(CQ_STORE_UNIT_SIZE)

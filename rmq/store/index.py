@@ -18,119 +18,40 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-import struct
 import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from rmq.protocol.message import SysFlag, java_hash
+from rmq.protocol.message import SysFlag
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
 from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError
+from rmq.store.index_codec import (  # noqa: F401  (re-exported: tests, bench)
+    ENTRY_DTYPE,
+    FILE_NAME_LENGTH,
+    HASH_SLOT_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_SIZE,
+    INT_MAX,
+    INVALID_INDEX,
+    index_file_size,
+    index_key_hash,
+    index_key_hashes,
+    put_hashes,
+)
+from rmq.store.index_codec import INDEX_ENTRY as _ENTRY
+from rmq.store.index_codec import INDEX_HEADER as _HEADER
+from rmq.store.index_codec import SLOT as _SLOT
+from rmq.store.index_codec import format_file_name as _format_file_name
+from rmq.store.index_codec import time_diff as _time_diff
 from rmq.store.mapped_file import MappedFile
 
 log = logging.getLogger("rmq.store.index")
 
-INDEX_HEADER_SIZE = 40
-HASH_SLOT_SIZE = 4
-INDEX_SIZE = 20
-INVALID_INDEX = 0
-INT_MAX = 0x7FFFFFFF
-FILE_NAME_LENGTH = 17  # yyyyMMddHHmmssSSS
-
-# beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount
-_HEADER = struct.Struct(">qqqqii")
-# keyHash, phyOffset, timeDiff (seconds), prevIndex
-_ENTRY = struct.Struct(">iqii")
-_SLOT = struct.Struct(">i")
-ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
-                        ("time_diff", ">i4"), ("prev_index", ">i4")])
-assert ENTRY_DTYPE.itemsize == INDEX_SIZE
-
 _ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
-
-
-def index_file_size(hash_slot_num: int, index_num: int) -> int:
-    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
-
-
-def index_key_hash(key: str) -> int:
-    """IndexFile.indexKeyHashMethod: abs(hashCode), with Integer.MIN_VALUE -> 0."""
-    h = java_hash(key)
-    if h < 0:
-        h = -h
-        # Java's Math.abs(Integer.MIN_VALUE) stays negative and RocketMQ maps it to 0.
-        if h > INT_MAX:
-            h = 0
-    return h
-
-
-def _pow31_table(n: int) -> np.ndarray:
-    """31**k mod 2**32 for k in 0..n-1 (uint32 products wrap, which is the modulus)."""
-    t = np.full(n, 31, dtype=np.uint32)
-    t[0] = 1
-    return np.cumprod(t, dtype=np.uint32)
-
-
-_POW31 = _pow31_table(1024)
-_POW31.flags.writeable = False
-
-
-def index_key_hashes(keys: Sequence[str]) -> np.ndarray:
-    """index_key_hash of every key, computed in one pass over all their characters.
-
-    String.hashCode is sum(c[i] * 31**(len-1-i)) mod 2**32 over UTF-16 code units, so
-    each character gets its weight from a table and one segmented sum per key finishes
-    the job. Returns int64 values in [0, 2**31).
-    """
-    n = len(keys)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    joined = "".join(keys)
-    if joined.isascii():
-        units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
-        lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    else:
-        units = np.frombuffer(joined.encode("utf-16-le"), dtype="<u2")
-        # Characters outside the BMP are two code units, as in Java.
-        lens = np.fromiter((len(k.encode("utf-16-le")) >> 1 for k in keys),
-                           dtype=np.int64, count=n)
-    total = units.shape[0]
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    max_len = int(lens.max())
-    table = _POW31 if max_len <= _POW31.shape[0] else _pow31_table(max_len)
-    exponent = np.repeat(ends - 1, lens) - np.arange(total, dtype=np.int64)
-    # A zero sentinel keeps every start index valid for reduceat, even that of an
-    # empty last key; reduceat yields the start element for an empty segment, so
-    # empty keys are zeroed afterwards.
-    weighted = np.empty(total + 1, dtype=np.uint32)
-    np.multiply(units, table[exponent], out=weighted[:total], dtype=np.uint32)
-    weighted[total] = 0
-    sums = np.add.reduceat(weighted, starts, dtype=np.uint32)
-    if lens.min() == 0:
-        sums[lens == 0] = 0
-    signed = sums.view(np.int32).astype(np.int64)
-    h = np.abs(signed)
-    h[h > INT_MAX] = 0
-    return h
-
-
-def _time_diff(store_timestamp: int, begin_timestamp: int) -> int:
-    """Seconds since the file's begin timestamp, clamped as IndexFile.putKey does."""
-    if begin_timestamp <= 0:
-        return 0
-    d = (store_timestamp - begin_timestamp) // 1000
-    # Java truncates toward zero, Python floors; both land at or below 0 for a negative
-    # difference and that clamps to 0, so the results agree.
-    if d > INT_MAX:
-        return INT_MAX
-    if d < 0:
-        return 0
-    return d
 
 
 class IndexFile:
@@ -252,73 +173,10 @@ class IndexFile:
 
         Writes as many as fit and returns how many that was. Arrays are int64.
         """
-        n = self.index_count
-        m = min(int(key_hashes.shape[0]), self.index_num - n)
-        if m <= 0:
-            return 0
-        kh = key_hashes[:m]
-        phy = phy_offsets[:m]
-        ts = store_timestamps[:m]
-        entry_no = np.arange(n, n + m, dtype=np.int64)
-        slots = kh % self.hash_slot_num
-        mm = self._mm
-        # Views into the mapping live only inside this call: an exported buffer would
-        # stop MappedFile.close() from unmapping.
-        table = np.frombuffer(mm, dtype=">i4", count=self.hash_slot_num,
-                              offset=INDEX_HEADER_SIZE)
-        try:
-            prev = table[slots].astype(np.int64)
-            prev[(prev <= INVALID_INDEX) | (prev > entry_no)] = INVALID_INDEX
-            if m > 1:
-                # Keys of one slot within the run chain to each other in run order:
-                # a stable sort groups them, each links to its predecessor in the group,
-                # and only the group's last entry number lands in the slot.
-                order = np.argsort(slots, kind="stable")
-                sorted_slots = slots[order]
-                sorted_entry = entry_no[order]
-                sorted_prev = prev[order]
-                same = sorted_slots[1:] == sorted_slots[:-1]
-                tail = sorted_prev[1:]
-                tail[same] = sorted_entry[:-1][same]
-                prev[order] = sorted_prev
-                last = np.empty(m, dtype=bool)
-                np.logical_not(same, out=last[:-1])
-                last[-1] = True
-                table[sorted_slots[last]] = sorted_entry[last]
-            else:
-                table[slots] = entry_no
-        finally:
-            del table
-
-        td = np.empty(m, dtype=np.int64)
-        begin = self.begin_timestamp
-        first = 0
-        if n <= 1:
-            td[0] = _time_diff(int(ts[0]), begin)
-            begin = self.begin_timestamp = int(ts[0])
-            self.begin_phy_offset = int(phy[0])
-            first = 1
-        if first < m:
-            if begin <= 0:
-                td[first:] = 0
-            else:
-                np.clip((ts[first:] - begin) // 1000, 0, INT_MAX, out=td[first:])
-
-        base = self._entries_base + n * INDEX_SIZE
-        out = np.frombuffer(mm, dtype=ENTRY_DTYPE, count=m, offset=base)
-        try:
-            out["key_hash"] = kh
-            out["phy_offset"] = phy
-            out["time_diff"] = td
-            out["prev_index"] = prev
-        finally:
-            del out
-
-        self.hash_slot_count += int(np.count_nonzero(prev == INVALID_INDEX))
-        self.index_count = n + m
-        self.end_phy_offset = int(phy[m - 1])
-        self.end_timestamp = int(ts[m - 1])
-        self._write_header()
+        m = put_hashes(self, self._mm, self.hash_slot_num, self.index_num,
+                       key_hashes, phy_offsets, store_timestamps)
+        if m:
+            self._write_header()
         return m
 
     # --- reading ---
@@ -385,10 +243,6 @@ class QueryOffsetResult:
 
 def _is_index_file_name(name: str) -> bool:
     return len(name) == FILE_NAME_LENGTH and name.isdigit()
-
-
-def _format_file_name(t: _dt.datetime) -> str:
-    return t.strftime("%Y%m%d%H%M%S") + f"{t.microsecond // 1000:03d}"
 
 
 def _parse_file_name(name: str) -> _dt.datetime | None:
