@@ -24,6 +24,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/store_bench.py
 	$(BIN)/python bench/e2e_bench.py
+	$(BIN)/python bench/rebuild_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
