@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import struct
 from typing import Callable, Sequence
 from zlib import crc32
@@ -50,10 +51,12 @@ from rmq.store.dispatch_request import (
     property_value,
     tags_code_of,
 )
+from rmq.store.errors import StoreError
 from rmq.store.mapped_file import (
     AllocateMappedFileService,
     MappedFile,
     MappedFileQueue,
+    pwrite_all,
     write_size_last,
 )
 from rmq.store.results import PutMessageResult, PutMessageStatus
@@ -208,6 +211,11 @@ class CommitLog:
                 raise
             self._commit_failed = False
             mf.committed_position = pos + n
+            if mf.wrote_position >= mf.file_size:
+                # The file ends with BLANK; the padding after it is zeros already
+                # (preallocated). Readers, HA above all, see the whole file, as after
+                # RocketMQ's commit of the blank's padding.
+                mf.committed_position = mf.file_size
             self._wlen = 0
             self.commits += 1
         fut = self._commit_fut
@@ -533,28 +541,79 @@ class CommitLog:
                                 len(parts), store, offsets)
 
     # --- replication (slave side) ---
-    def append_data(self, start_offset: int, data: bytes) -> bool:
-        """Write replicated bytes at exactly start_offset (must be the current end).
+    def replica_file(self, offset: int) -> MappedFile | None:
+        """The file replicated bytes at offset go into, or None when it does not exist
+        yet (create it with make_replica_file off the loop, then add_replica_file).
+        offset must be the CommitLog end, or anything when the CommitLog is empty."""
+        files = self.mfq.mapped_files
+        if not files:
+            return None
+        last = files[-1]
+        if last.is_full():
+            return None
+        return last
 
-        Written straight into the file (no write buffer): a slave appends whole blocks
-        that need not end on a record boundary, and dispatch parses them."""
+    def make_replica_file(self, offset: int) -> MappedFile:
+        """Blocking (a worker thread): the file that holds offset, not yet in the queue."""
+        return self.mfq.make_file(offset - offset % self.file_size)
+
+    def add_replica_file(self, mf: MappedFile, offset: int) -> None:
+        """Put a file made by make_replica_file into the queue (loop thread); in an empty
+        CommitLog its positions start at offset (a slave that starts mid-stream)."""
+        mfq = self.mfq
+        if not mfq.mapped_files:
+            pos = offset - mf.file_from_offset
+            mf.set_positions(pos)
+            mfq.reset_to(offset)
+        mfq.add_file(mf)
+        self._wfile = None
+
+    def append_replica(self, offset: int, blocks: Sequence[memoryview | bytes]) -> int:
+        """Write contiguous replicated blocks at exactly offset, the end of replica_file().
+
+        Straight into the file with one pwritev per 512 blocks (no write buffer: a
+        master's blocks need not end on a record boundary, and dispatch parses them).
+        Returns the new CommitLog end. Raises StoreError when the bytes do not continue
+        the file or overflow it, OSError when the write fails."""
         self.commit()
-        self._wfile = None   # it may not stay the last file
-        if start_offset != self.max_offset and self.mfq.mapped_files:
+        mf = self.replica_file(offset)
+        if mf is None:
+            raise StoreError(f"no CommitLog file for replicated offset {offset}")
+        pos = offset - mf.file_from_offset
+        n = sum(len(b) for b in blocks)
+        if pos != mf.wrote_position or pos != mf.committed_position or pos + n > mf.file_size:
+            raise StoreError(f"replicated block [{offset}, {offset + n}) does not continue "
+                             f"{mf.file_name} at {mf.file_from_offset + mf.wrote_position}")
+        fd = mf.fd
+        done = 0
+        for i in range(0, len(blocks), 512):
+            part = blocks[i:i + 512]
+            want = sum(len(b) for b in part)
+            k = os.pwritev(fd, part, pos + done)
+            if k != want:
+                # short write (signal, nearly full disk): finish it block by block
+                joined = b"".join(bytes(b) for b in part)
+                pwrite_all(fd, memoryview(joined)[k:], pos + done + k)
+            done += want
+        mf.wrote_position = mf.committed_position = pos + n
+        if n and self.on_commit is not None:
+            self.on_commit()
+        return mf.file_from_offset + pos + n
+
+    def append_data(self, start_offset: int, data: bytes) -> bool:
+        """Blocking convenience for tools and tests: append_replica, creating the file
+        in this thread when needed. False when the bytes do not continue the CommitLog."""
+        if self.mfq.mapped_files and start_offset != self.max_offset:
             log.error("replicated data at %d does not continue the CommitLog end %d",
                       start_offset, self.max_offset)
             return False
         try:
-            mf = self.mfq.get_last_mapped_file_for_write(start_offset)
-        except OSError as e:
-            log.error("cannot create CommitLog file for replicated offset %d: %s", start_offset, e)
+            if self.replica_file(start_offset) is None:
+                self.add_replica_file(self.make_replica_file(start_offset), start_offset)
+            self.append_replica(start_offset, [data])
+        except (OSError, StoreError) as e:
+            log.error("appending replicated bytes at %d failed: %s", start_offset, e)
             return False
-        pos = start_offset - mf.file_from_offset
-        if pos != mf.wrote_position or pos + len(data) > mf.file_size:
-            log.error("replicated block [%d, %d) does not fit file %s at %d",
-                      start_offset, start_offset + len(data), mf.file_name, mf.wrote_position)
-            return False
-        mf.append(data)
         return True
 
     # --- reads ---

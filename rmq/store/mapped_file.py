@@ -390,18 +390,32 @@ class MappedFileQueue:
     def get_last_mapped_file(self) -> MappedFile | None:
         return self.mapped_files[-1] if self.mapped_files else None
 
+    def path_for(self, start_offset: int) -> str:
+        return os.path.join(self.store_path, offset_to_file_name(start_offset))
+
+    def make_file(self, start_offset: int) -> MappedFile:
+        """Create (or take the preallocated) file at start_offset without adding it to
+        the queue. Blocking, and touches no bookkeeping: a worker thread may run it."""
+        os.makedirs(self.store_path, exist_ok=True)
+        path = self.path_for(start_offset)
+        if self.allocator is not None:
+            return self.allocator.take(path, self.mapped_file_size)
+        return MappedFile.create(path, self.mapped_file_size, self.preallocate)
+
+    def add_file(self, mf: MappedFile) -> None:
+        """Append a file made by make_file (loop thread) and preallocate the next one."""
+        last = self.mapped_files[-1] if self.mapped_files else None
+        if last is not None and mf.file_from_offset != last.file_from_offset + self.mapped_file_size:
+            raise StoreError(f"{mf.file_name} does not follow {last.file_name}")
+        self.mapped_files.append(mf)
+        if self.allocator is not None:
+            nxt = mf.file_from_offset + self.mapped_file_size
+            self.allocator.request(self.path_for(nxt), self.mapped_file_size)
+
     def create_mapped_file(self, start_offset: int) -> MappedFile:
         """Create the file that starts at start_offset (a multiple of the file size)."""
-        os.makedirs(self.store_path, exist_ok=True)
-        path = os.path.join(self.store_path, offset_to_file_name(start_offset))
-        size = self.mapped_file_size
-        if self.allocator is not None:
-            mf = self.allocator.take(path, size)
-            self.allocator.request(
-                os.path.join(self.store_path, offset_to_file_name(start_offset + size)), size)
-        else:
-            mf = MappedFile.create(path, size, self.preallocate)
-        self.mapped_files.append(mf)
+        mf = self.make_file(start_offset)
+        self.add_file(mf)
         return mf
 
     def get_last_mapped_file_for_write(self, start_offset: int = 0) -> MappedFile:

@@ -87,6 +87,8 @@ class MessageStore:
         self.index_service: IndexService | None = None
         self.arriving_listener = arriving_listener
         self.replica_waiter: ReplicaWaiter | None = None
+        # Called after every commit (new readable CommitLog bytes): HA wakes its writers.
+        self._commit_listeners: list[Callable[[], None]] = []
         self.reput = ReputMessageService(self.commitlog, self.delay_levels_ms, self.dispatch_batch)
         self.flush_service: GroupCommitService | FlushRealTimeService | None = None
         self._group_commit: GroupCommitService | None = None   # SYNC_FLUSH
@@ -246,7 +248,7 @@ class MessageStore:
         with open(cfg.abort_path, "wb"):
             pass
         cl = self.commitlog
-        cl.on_commit = self.reput.wakeup
+        cl.on_commit = self._on_commit
         cl.on_commit_error = self._on_commit_error
         cl.start(asyncio.get_running_loop())
         if cfg.flushDiskType == FlushDiskType.SYNC_FLUSH:
@@ -315,6 +317,20 @@ class MessageStore:
         self._close_files()
         self._release_lock()
 
+    def _on_commit(self) -> None:
+        self.reput.wakeup()
+        for fn in self._commit_listeners:
+            fn()
+
+    def add_commit_listener(self, fn: Callable[[], None]) -> None:
+        """fn() after every commit that made CommitLog bytes readable (loop thread)."""
+        if fn not in self._commit_listeners:
+            self._commit_listeners.append(fn)
+
+    def remove_commit_listener(self, fn: Callable[[], None]) -> None:
+        if fn in self._commit_listeners:
+            self._commit_listeners.remove(fn)
+
     def _on_commit_error(self, e: OSError) -> None:
         if not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
             log.error("writing the CommitLog failed (%s); refusing writes", e)
@@ -368,9 +384,9 @@ class MessageStore:
         """
         if (self.shutdown_flag or self.running_flags.flags & _WRITE_BLOCKING
                 or self.config.brokerRole == BrokerRole.SLAVE):
-            status = self._check_store_status()
-            if status is not None:
-                return PutMessageResult(status, remark="store not writeable"), None
+            refused = self._refused()
+            if refused is not None:
+                return refused, None
         if msg.topic not in self._valid_topics:
             bad = self._check_topic(msg.topic)
             if bad is not None:
@@ -396,10 +412,19 @@ class MessageStore:
                 return result, gc.submit(result.wrote_offset + result.wrote_bytes)
         return result, self._waiter(result, msg.wait_store_msg_ok)
 
-    def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+    def _refused(self) -> PutMessageResult | None:
         status = self._check_store_status()
-        if status is not None:
-            return PutMessageResult(status, remark="store not writeable"), None
+        if status is None:
+            return None
+        if self.config.brokerRole == BrokerRole.SLAVE and not self.shutdown_flag:
+            return PutMessageResult(status, remark="message store is slave mode, so putMessage "
+                                                   "is forbidden")
+        return PutMessageResult(status, remark="store not writeable")
+
+    def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+        refused = self._refused()
+        if refused is not None:
+            return refused, None
         bad = self._check_topic(batch.topic)
         if bad is not None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
@@ -466,6 +491,40 @@ class MessageStore:
     async def put_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         result, waiter = self.put_batch_nowait(batch)
         return await self._await_put(result, waiter)
+
+    # ------------------------------------------------------------------ replication
+    def get_commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
+        """Committed CommitLog bytes from offset, at most max_bytes, never past the end
+        of offset's file (RocketMQ's getCommitLogData for the HA writer). None when
+        nothing is readable there (no data yet, or the file was deleted)."""
+        got = self.commitlog.get_data(offset, max_bytes)
+        if got is None:
+            return None
+        mf, pos, end = got
+        if mf.file_from_offset + pos != offset:
+            return None     # offset is not in the returned file (deleted / not written)
+        return mf.mm[pos:end]
+
+    def replica_file_ready(self, offset: int) -> bool:
+        """False when replicated bytes at offset need a new CommitLog file first."""
+        return self.commitlog.replica_file(offset) is not None
+
+    async def create_replica_file(self, offset: int) -> None:
+        """Create the CommitLog file for replicated offset in a worker thread."""
+        cl = self.commitlog
+        mf = await asyncio.get_running_loop().run_in_executor(None, cl.make_replica_file, offset)
+        if cl.replica_file(offset) is not None:    # someone else made it meanwhile
+            mf.close()
+            return
+        cl.add_replica_file(mf, offset)
+        if self.reput.reput_from_offset < cl.min_offset:
+            # a slave that starts mid-stream: nothing to dispatch below its first file
+            self.reput.reput_from_offset = cl.min_offset
+
+    def append_replicated(self, offset: int, blocks: list[memoryview]) -> int:
+        """Append a master's contiguous bytes at offset (one file); returns the new end.
+        Dispatch is woken and builds ConsumeQueues and the index from them."""
+        return self.commitlog.append_replica(offset, blocks)
 
     # ------------------------------------------------------------------ dispatch
     def dispatch_batch(self, reqs: list[DispatchRequest]) -> int:
