@@ -44,6 +44,9 @@ AcceptHook = Callable[[MasterAccept], "Awaitable[None] | None"]
 BACKOFF_MIN = 0.2
 BACKOFF_MAX = 5.0          # RocketMQ waits 5 s after a failed connect
 CONNECT_TIMEOUT = 3.0
+# While catching up, dispatch (the same loop) waits this long between its batches: the
+# CommitLog copy goes first, ConsumeQueues follow (their lag is reported).
+CATCHUP_DISPATCH_PAUSE = 0.05
 
 
 def _now_ms() -> int:
@@ -69,6 +72,9 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         self._reported = -1
         self.last_read = self.last_write = _now_ms()
         self.bytes_received = 0
+        # catching up with the master's end as of the ACCEPT
+        self._catchup: tuple[int, int, float] | None = None   # (from, target, t accept)
+        self._first_data = 0.0
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -84,6 +90,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        self.store.reput.throttle = 0.0
         self.transport = None
         if not self.closed.done():
             self.closed.set_result(None)
@@ -117,6 +124,12 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                 self.accepted = ev
                 log.info("HA master %s accepted this slave (master epoch %d, max offset %d)",
                          self.client.master_address, ev.epoch, ev.master_max_offset)
+                here = self.store.max_phy_offset
+                if ev.master_max_offset > here:
+                    self._catchup = (here, ev.master_max_offset, time.perf_counter())
+                    # appending first: dispatch takes one batch per CATCHUP_DISPATCH_PAUSE
+                    # until the slave has what the master had at the handshake
+                    self.store.reput.throttle = CATCHUP_DISPATCH_PAUSE
                 self.client.on_accepted(self)
                 hook = self.client.accept_hook
                 r = hook(ev) if hook is not None else None
@@ -161,8 +174,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
             while i < n:
                 expect = store.max_phy_offset
                 t = pending[i]
-                if t.offset != expect and (expect != 0 or store.min_phy_offset != 0
-                                           or not self._store_empty()):
+                # an empty slave takes the master's first offset, whatever it is
+                if t.offset != expect and not self._store_empty():
                     self._fail(f"master sent offset {t.offset}, this slave's CommitLog ends "
                                f"at {expect}")
                     return
@@ -186,13 +199,31 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                         run.append(u.data)
                         end += u.size
                     j += 1
-                store.append_replicated(t.offset, run)
+                if not self._first_data:
+                    self._first_data = time.perf_counter()
+                reached = store.append_replicated(t.offset, run)
+                if self._catchup is not None and reached >= self._catchup[1]:
+                    self._caught_up(reached)
                 i = j
         except (StoreError, OSError) as e:
             self._fail(f"appending replicated data failed: {e}")
             return
         pending.clear()
         self._report()
+
+    def _caught_up(self, reached: int) -> None:
+        start, _, t_accept = self._catchup  # type: ignore[misc]
+        self._catchup = None
+        self.store.reput.throttle = 0.0
+        now = time.perf_counter()
+        n = reached - start
+        secs = max(now - self._first_data, 1e-9)
+        self.client.last_catchup = {"bytes": n, "micros": int(secs * 1e6),
+                                    "microsSinceAccept": int((now - t_accept) * 1e6)}
+        log.info("HA: caught up with master %s at offset %d: %d bytes in %.3f s (%.0f MB/s; "
+                 "%.3f s since the handshake); dispatch is %d bytes behind",
+                 self.client.master_address, reached, n, secs, n / secs / 1e6, now - t_accept,
+                 self.store.dispatch_behind_bytes)
 
     def _store_empty(self) -> bool:
         return not self.store.commitlog.mfq.mapped_files
@@ -279,6 +310,7 @@ class HAClient:
         self.conn: ReplicaProtocol | None = None
         self.connects = 0
         self.last_reject: str | None = None
+        self.last_catchup: dict[str, int] | None = None
         self.bytes_per_s = 0
         self._received_at_tick = 0
 
@@ -414,4 +446,4 @@ class HAClient:
                     "lastReadTimestamp": int(wall - (mono - c.last_read)) if c else 0,
                     "lastWriteTimestamp": int(wall - (mono - c.last_write)) if c else 0,
                     "masterFlushOffset": 0, "isActivated": self.connected,
-                    "lastReject": self.last_reject}}
+                    "lastReject": self.last_reject, "lastCatchUp": self.last_catchup}}

@@ -61,7 +61,6 @@ class HAConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self._pump_scheduled = False
-        self._read_error_logged = False
         now = _now_ms()
         self.connected_at = now
         self.last_read = now
@@ -198,11 +197,11 @@ class HAConnection(asyncio.Protocol):
         while nxt < end and written < PUMP_BUDGET:
             data = store.get_commitlog_data(nxt, batch)
             if data is None:
-                if not self._read_error_logged:
-                    self._read_error_logged = True
-                    log.error("HA slave %s: no CommitLog data at %d (master %d..%d)", self.addr,
-                              nxt, store.min_phy_offset, end)
-                break
+                # below the readable end but not readable: its file is gone (cleaned up)
+                log.error("HA slave %s: no CommitLog data at %d (master %d..%d); closing the "
+                          "connection", self.addr, nxt, store.min_phy_offset, end)
+                self.abort()
+                return
             n = len(data)
             frames.append(encode_transfer_header(nxt, n))
             frames.append(data)

@@ -286,7 +286,8 @@ class MessageStore:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
                                                        self.commitlog.mfq.store_timestamp)
             self.checkpoint.flush()
-            clean = self.running_flags.is_writeable() and self.reput.behind == 0
+            # (a slave's CommitLog may end in an incomplete record: recovery drops it)
+            clean = self.running_flags.is_writeable() and self.reput.is_caught_up()
             self._close_files()
             if clean:
                 try:
