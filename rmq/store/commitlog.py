@@ -32,6 +32,7 @@ from zlib import crc32
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     SCHEDULE_TOPIC,
     MessageConst,
     MessageExtBatch,
@@ -56,6 +57,7 @@ from rmq.store.mapped_file import (
     AllocateMappedFileService,
     MappedFile,
     MappedFileQueue,
+    TruncatePlan,
     pwrite_all,
     write_size_last,
 )
@@ -73,6 +75,9 @@ _FIXED_NO_HOSTS = 75
 _HEAD_STRUCTS = {(b, h): struct.Struct(f">iiiiiqqiq{b}sq{h}siqi") for b in (8, 20) for h in (8, 20)}
 _BLANK = struct.Struct(">ii")
 _PUT_OK = PutMessageStatus.PUT_OK
+# PHYSICALOFFSET: TOTALSIZE 4, MAGIC 4, BODYCRC 4, QUEUEID 4, FLAG 4, QUEUEOFFSET 8
+_PHYS_AT = 28
+_PHYS_END = _PHYS_AT + 8
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 
 
@@ -757,6 +762,69 @@ class CommitLog:
         self.dispatch_ready.clear()
         self.mfq.truncate_dirty_files(offset, self._dirty_end)
         self._wfile = None
+
+    def record_boundary_error(self, offset: int, dispatched_to: int = -1) -> str | None:
+        """Why offset is not where a record starts (None if it is): the check before
+        truncating at it (RocketMQ's isOffsetAligned, stricter).
+
+        A boundary is the end of the log, a file start (records never span files), a
+        BLANK that pads exactly to the end of its file, or a record that passes the
+        recovery check (CRC included) and whose own PHYSICALOFFSET field names offset.
+        A record cut short (a slave's tail ends mid-record) counts when its header is
+        all there and names offset. dispatched_to is where dispatch stopped: it parsed
+        every record before it, so it is the end of one.
+        """
+        end = self.max_offset
+        if offset == end or offset == dispatched_to:
+            return None
+        if offset > end:
+            return f"it is past the end of the CommitLog ({end})"
+        if offset < self.min_offset:
+            return (f"it is before the first CommitLog file ({self.min_offset}): those "
+                    "records were deleted, so the history before them cannot be checked")
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return f"no CommitLog file holds it (files start at {self.min_offset})"
+        pos = offset - mf.file_from_offset
+        if pos == 0:
+            return None
+        avail = mf.committed_position - pos
+        mm = mf.mm
+        if avail < 8:
+            return f"only {avail} bytes of a record header are there"
+        size, magic = struct.unpack_from(">ii", mm, pos)
+        if magic == BLANK_MAGIC_CODE:
+            if pos + size == mf.file_size:
+                return None
+            return f"a BLANK record of {size} bytes that does not end its file"
+        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size <= 0:
+            return f"no record starts there (size {size}, magic {magic & 0xFFFFFFFF:#010x})"
+        if avail < size:
+            if avail < _PHYS_END:
+                return f"a record cut short after {avail} bytes, before its offset field"
+            phys = _Q.unpack_from(mm, pos + _PHYS_AT)[0]
+            if phys != offset:
+                return f"the bytes there name offset {phys}"
+            return None
+        rec_size, req = check_message_and_return_size(mm, pos, True, self.delay_levels_ms)
+        if req is None:
+            return f"the record there is invalid: {diagnose_record(mm, pos, True)}"
+        if req.commit_log_offset != offset:
+            return f"the record there says it is at offset {req.commit_log_offset}"
+        return None
+
+    def truncate_plan(self, offset: int) -> TruncatePlan:
+        """Drop everything at and after offset, bookkeeping only (see TruncatePlan);
+        the caller checked record_boundary_error and runs the plan. Commits the write
+        buffer first (OSError if that fails)."""
+        self.commit()
+        self.dispatch_ready.clear()
+        self._wfile = None
+        old_end = self.max_offset
+        plan = self.mfq.detach_from(offset)
+        log.warning("CommitLog truncated at offset %d: %d bytes dropped (end was %d), "
+                    "%d file(s) deleted", offset, old_end - offset, old_end, len(plan.doomed))
+        return plan
 
     # --- lifetime ---
     def shutdown(self) -> None:
