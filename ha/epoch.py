@@ -135,6 +135,12 @@ class EpochFile:
         """The newest epoch, -1 if there is none (RocketMQ's lastEpoch)."""
         return self._entries[-1].epoch if self._entries else -1
 
+    def epoch_and_start(self) -> tuple[int, int]:
+        """(last epoch, its start offset), (0, -1) with no history: the shape of the
+        HA service's and HA client's epoch_provider."""
+        last = self.last_entry()
+        return (last.epoch, last.start_offset) if last is not None else (0, -1)
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -3,4 +3,4 @@
 A new command: a ``Command`` subclass decorated with ``@register`` in one of these
 modules (or a new module imported below). See ``rmq.admin.base``.
 """
-from rmq.admin.commands import broker, cluster, ha, offset, topic  # noqa: F401
+from rmq.admin.commands import broker, cluster, controller, ha, offset, topic  # noqa: F401

@@ -12,6 +12,7 @@ from rmq.protocol.epoch import EpochEntry
 async def test_new_store_has_no_history(tmp_path):
     ef = EpochFile.load(str(tmp_path))
     assert ef.last_epoch() == -1 and ef.last_entry() is None and ef.entries() == []
+    assert ef.epoch_and_start() == (0, -1)
     assert not (tmp_path / EPOCH_FILE_NAME).exists()
 
 
@@ -24,6 +25,7 @@ async def test_append_persists_in_rocketmq_format(tmp_path):
     assert again.entries() == [EpochEntry(1, 0, 4096), EpochEntry(2, 4096, None)]
     assert again.entries(max_offset=5000)[-1] == EpochEntry(2, 4096, 5000)
     assert again.last_epoch() == 2
+    assert again.epoch_and_start() == (2, 4096)
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
