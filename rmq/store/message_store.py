@@ -413,6 +413,17 @@ class MessageStore:
                     end - offset)
         return end - offset
 
+    async def drop_incomplete_tail(self) -> int:
+        """Cut a started SLAVE's CommitLog back to the end of its last complete record
+        (replicated blocks need not end on one): what a slave must do before it takes
+        writes as master (RocketMQ's truncateInvalidMsg). Returns the bytes dropped;
+        0 for a store not started (recovery at load already dropped such a tail)."""
+        if self.shutdown_flag:
+            return 0
+        while self.reput.do_reput(self.reput.batch_limit):
+            await asyncio.sleep(0)
+        return await self.truncate_to(self.reput.reput_from_offset)
+
     async def _stop_flush_services(self) -> None:
         if self.flush_service is not None:
             await self.flush_service.shutdown()

@@ -296,6 +296,12 @@ async def test_slave_tail_cut_mid_record(tmp_path, clock):
         assert s.commitlog.max_offset == ends[20] + 17
         assert "cut short" in s.commitlog.record_boundary_error(ends[20])
         assert await s.truncate_to(ends[20]) == 17
+        assert await s.drop_incomplete_tail() == 0
+        # a tail shorter than a record header: only dispatch knows where records end
+        assert s.commitlog.append_data(ends[20], bytes(cl_m.mfq.mapped_files[0].mm[
+            ends[20]:ends[20] + 5]))
+        assert s.commitlog.record_boundary_error(ends[20]) is not None
+        assert await s.drop_incomplete_tail() == 5
         assert s.commitlog.max_offset == ends[20]
         # units for the 21 complete records only (i % 3 == 0 goes to TopicA, queue i % 4)
         assert sum(s.get_max_offset_in_queue("TopicA", q) for q in range(4)) == 7
