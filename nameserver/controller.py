@@ -176,7 +176,7 @@ class Controller:
         try:
             obj = msgpack.unpackb(raw, raw=False)
             if not isinstance(obj, dict) or obj.get("version") != _FILE_VERSION:
-                raise ValueError(f"unknown version {obj.get('version') if isinstance(obj, dict) else obj!r}")
+                raise ValueError("not a version-1 controller snapshot")
             groups = {}
             for name, d in obj["groups"].items():
                 g = _Group(str(d["cluster"]), str(name), int(d["epoch"]),
@@ -200,7 +200,8 @@ class Controller:
         if g is None:
             g = self.groups[hb.broker_name] = _Group(hb.cluster_name, hb.broker_name,
                                                      since_ms=now_ms)
-        elif g.cluster != hb.cluster_name:
+        elif g.cluster != hb.cluster_name and g.warned != f"cluster:{hb.broker_addr}":
+            g.warned = f"cluster:{hb.broker_addr}"
             log.warning("controller: broker %s of group %s says cluster %s, the group is in %s",
                         hb.broker_addr, g.name, hb.cluster_name, g.cluster)
         m = g.members.get(hb.broker_addr)
