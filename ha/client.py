@@ -358,6 +358,7 @@ class HAClient:
         except asyncio.CancelledError:
             pass
         self.conn = None
+        self.store.reput.throttle = 0.0
 
     def on_accepted(self, conn: ReplicaProtocol) -> None:
         self.last_reject = None

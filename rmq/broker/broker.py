@@ -255,6 +255,7 @@ class Broker:
         epoch, start = self._epoch()
         info.update({"brokerRole": role.value, "brokerName": self.broker_config.brokerName,
                      "brokerId": self.broker_config.brokerId, "epoch": epoch,
+                     "haServerAddr": self.ha_addr if self.ha_service is not None else "",
                      "epochStartOffset": start,
                      "commitLogMaxOffset": st.max_phy_offset if st is not None else 0,
                      "dispatchBehindBytes": st.dispatch_behind_bytes if st is not None else 0})
