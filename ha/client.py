@@ -90,7 +90,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        self.store.reput.throttle = 0.0
+        self.store.set_dispatch_throttle(0.0)
         self.transport = None
         if not self.closed.done():
             self.closed.set_result(None)
@@ -129,7 +129,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                     self._catchup = (here, ev.master_max_offset, time.perf_counter())
                     # appending first: dispatch takes one batch per CATCHUP_DISPATCH_PAUSE
                     # until the slave has what the master had at the handshake
-                    self.store.reput.throttle = CATCHUP_DISPATCH_PAUSE
+                    self.store.set_dispatch_throttle(CATCHUP_DISPATCH_PAUSE)
                 self.client.on_accepted(self)
                 hook = self.client.accept_hook
                 r = hook(ev) if hook is not None else None
@@ -175,7 +175,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                 expect = store.max_phy_offset
                 t = pending[i]
                 # an empty slave takes the master's first offset, whatever it is
-                if t.offset != expect and not self._store_empty():
+                if t.offset != expect and not store.commitlog_empty:
                     self._fail(f"master sent offset {t.offset}, this slave's CommitLog ends "
                                f"at {expect}")
                     return
@@ -214,7 +214,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     def _caught_up(self, reached: int) -> None:
         start, _, t_accept = self._catchup  # type: ignore[misc]
         self._catchup = None
-        self.store.reput.throttle = 0.0
+        self.store.set_dispatch_throttle(0.0)
         now = time.perf_counter()
         n = reached - start
         secs = max(now - self._first_data, 1e-9)
@@ -224,9 +224,6 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                  "%.3f s since the handshake); dispatch is %d bytes behind",
                  self.client.master_address, reached, n, secs, n / secs / 1e6, now - t_accept,
                  self.store.dispatch_behind_bytes)
-
-    def _store_empty(self) -> bool:
-        return not self.store.commitlog.mfq.mapped_files
 
     def _make_file(self, offset: int) -> None:
         self._busy = True
@@ -358,7 +355,7 @@ class HAClient:
         except asyncio.CancelledError:
             pass
         self.conn = None
-        self.store.reput.throttle = 0.0
+        self.store.set_dispatch_throttle(0.0)
 
     def on_accepted(self, conn: ReplicaProtocol) -> None:
         self.last_reject = None
@@ -420,10 +417,11 @@ class HAClient:
         """Reports as heartbeats (haSendHeartbeatInterval) and housekeeping (no read for
         haHousekeepingInterval closes the connection)."""
         cfg = self.config
+        period = min(1.0, cfg.haSendHeartbeatInterval / 2000)
         while not proto.closing:
-            await asyncio.sleep(1)
+            await asyncio.sleep(period)
             now = _now_ms()
-            self.bytes_per_s = proto.bytes_received - self._received_at_tick
+            self.bytes_per_s = int((proto.bytes_received - self._received_at_tick) / period)
             self._received_at_tick = proto.bytes_received
             if now - proto.last_read > cfg.haHousekeepingInterval:
                 log.warning("HA: nothing from master %s for %d ms; reconnecting",

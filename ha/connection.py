@@ -235,9 +235,9 @@ class HAConnection(asyncio.Protocol):
         self.last_write = _now_ms()
         self.bytes_sent += sum(len(p) for p in parts)
 
-    def tick(self) -> None:
-        """Once a second (HAService): transfer rate."""
-        self.bytes_per_s = self.bytes_sent - self._sent_at_tick
+    def tick(self, seconds: float) -> None:
+        """Every HAService timer tick: transfer rate."""
+        self.bytes_per_s = int((self.bytes_sent - self._sent_at_tick) / seconds)
         self._sent_at_tick = self.bytes_sent
 
     # ------------------------------------------------------------------ closing

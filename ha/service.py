@@ -3,8 +3,9 @@
 One object per master role, no global state: ``start()``/``stop()`` are idempotent
 coroutines, so a broker can start or stop the service at runtime (role changes after
 a failover). Per-slave work is in ``HAConnection``; waiting SYNC_MASTER puts are in
-``GroupTransferService``. One 1-second timer does heartbeats, housekeeping and the
-transfer rates for every connection.
+``GroupTransferService``. One timer (every second, or half the heartbeat interval when
+that is shorter) does heartbeats, housekeeping and the transfer rates for every
+connection.
 
 The failover side plugs in through two callables: ``epoch_provider() -> (epoch, start
 offset)`` (what the master announces) and ``hello_check(hello) -> reason | None`` (an
@@ -78,7 +79,7 @@ class HAService:
                                                 self.port, reuse_address=True, backlog=64)
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.add_commit_listener(self._on_commit)
-        self._timer = loop.create_task(self._every_second(), name="HAService-timer")
+        self._timer = loop.create_task(self._tick(), name="HAService-timer")
         log.info("HA service of %s listening on %s:%d (haTransferBatchSize %d, slaveTimeout %d ms)",
                  self.broker_name, self.host, self.port, self.transfer_batch,
                  self.config.slaveTimeout)
@@ -152,13 +153,14 @@ class HAService:
         for c in self.slaves:
             c.pump()
 
-    async def _every_second(self) -> None:
+    async def _tick(self) -> None:
         cfg = self.config
+        period = min(1.0, cfg.haSendHeartbeatInterval / 2000)
         while True:
-            await asyncio.sleep(1)
+            await asyncio.sleep(period)
             now = _now_ms()
             for c in list(self.connections):
-                c.tick()
+                c.tick(period)
                 if now - c.last_read > cfg.haHousekeepingInterval:
                     log.warning("HA connection %s: nothing read for %d ms; closing it",
                                 c.addr, now - c.last_read)

@@ -646,6 +646,16 @@ class MessageStore:
             return None     # offset is not in the returned file (deleted / not written)
         return mf.mm[pos:end]
 
+    @property
+    def commitlog_empty(self) -> bool:
+        """No CommitLog file at all (a new slave takes any first offset its master sends)."""
+        return not self.commitlog.mfq.mapped_files
+
+    def set_dispatch_throttle(self, seconds: float) -> None:
+        """Dispatch pauses this long between its batches (0: it only yields): a slave
+        catching up lets the CommitLog copy go first."""
+        self.reput.throttle = seconds
+
     def replica_file_ready(self, offset: int) -> bool:
         """False when replicated bytes at offset need a new CommitLog file first."""
         return self.commitlog.replica_file(offset) is not None
