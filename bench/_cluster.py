@@ -279,12 +279,16 @@ class Proc(ChildProcess):
 
 
 class Cluster:
-    """One NameServer + one master broker (``flush`` = ASYNC_FLUSH / SYNC_FLUSH)."""
+    """One NameServer + one master broker (``flush`` = ASYNC_FLUSH / SYNC_FLUSH), and with
+    ``slave=True`` its slave (brokerId 1, ``slave_conf`` on top; ``start_slave`` /
+    ``stop_slave`` also work on their own). ``conf={"brokerRole": "SYNC_MASTER"}`` makes
+    the master a SYNC_MASTER."""
 
     def __init__(self, workdir: Path, flush: str, *, profile: bool = False,
                  stats: bool = False, profile_clock: str = "wall",
                  switch_interval: float | None = None,
-                 conf: dict[str, object] | None = None) -> None:
+                 conf: dict[str, object] | None = None, slave: bool = False,
+                 slave_conf: dict[str, object] | None = None) -> None:
         self.workdir = Path(workdir)
         self.flush = flush
         self.profile = profile
@@ -293,9 +297,13 @@ class Cluster:
         # in-process launcher: window stats (and the profiler when asked)
         self.inproc = profile or stats or switch_interval is not None
         self.conf = conf or {}
+        self.with_slave = slave
+        self.slave_conf = slave_conf or {}
         self.namesrv: Proc | None = None
         self.broker: Proc | None = None
+        self.slave: Proc | None = None
         self.cpu: CpuSampler | None = None
+        self.slave_cpu: CpuSampler | None = None
         self._profile_n = 0
 
     # --------------------------------------------------------------- lifecycle
@@ -336,9 +344,47 @@ class Cluster:
             self.stop()
             raise
         self.cpu = CpuSampler(self.broker.pid).start()
+        if self.with_slave:
+            try:
+                self.start_slave()
+            except BaseException:
+                self.stop()
+                raise
         return self
 
+    def start_slave(self) -> Proc:
+        """The master's slave as ``rmq broker`` (same store settings, brokerId 1)."""
+        self.stop_slave()
+        sd = self.workdir / "slave"
+        sd.mkdir(parents=True, exist_ok=True)
+        props: dict[str, object] = {
+            "brokerClusterName": "BenchCluster", "brokerName": "broker-a", "listenPort": 0,
+            "brokerIP1": "127.0.0.1", "storePathRootDir": str(sd / "store"),
+            "flushDiskType": self.flush, **self.conf, "brokerRole": "SLAVE", "brokerId": 1,
+            **self.slave_conf}
+        conf_path = sd / "broker.conf"
+        conf_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.slave = Proc("slave", [sys.executable, "-m", "rmq.cli", "broker", "-c",
+                                    str(conf_path), "-n", self.namesrv_addr], sd,
+                          r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success")
+        self.slave.start()
+        self.slave_cpu = CpuSampler(self.slave.pid).start()
+        return self.slave
+
+    def stop_slave(self) -> None:
+        if self.slave_cpu is not None:
+            self.slave_cpu.stop()
+            self.slave_cpu = None
+        if self.slave is not None:
+            self.slave.stop()
+
+    @property
+    def slave_addr(self) -> str:
+        assert self.slave is not None and self.slave.match is not None
+        return self.slave.match.group(1)
+
     def stop(self) -> None:
+        self.stop_slave()
         if self.cpu is not None:
             self.cpu.stop()
         if self.broker is not None:
@@ -369,7 +415,7 @@ class Cluster:
         return self.broker.pid
 
     def check_alive(self) -> None:
-        for p in (self.namesrv, self.broker):
+        for p in (self.namesrv, self.broker, self.slave):
             if p is not None and not p.alive():
                 raise RuntimeError(f"{p.name} died:\n{p.tail()}")
 

@@ -330,12 +330,14 @@ async def _send_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-un
         closers.append(client.close)
         ids = UniqueIdGenerator()
         qctr = [random.randrange(nq)]
+        # ha_bench counts only SUCCESS: a SLAVE_NOT_AVAILABLE answer is not a replicated put
+        ok_codes = frozenset(p["ok_codes"]) if p.get("ok_codes") else SEND_OK_CODES
 
         async def send_one(body: bytes) -> bool:
             qid = qctr[0] % nq
             qctr[0] = qid + 1
             resp = await client.invoke(addr, send_command(PRODUCER_GROUP, topic, qid, body, ids), 3.0)
-            if resp.code in SEND_OK_CODES:
+            if resp.code in ok_codes:
                 return True
             if st.first_error is None:
                 st.first_error = f"code {resp.code} {resp.remark}"
@@ -1062,7 +1064,7 @@ class Bench:
             return
         own = {os.getpid()} | {k.proc.pid for k in kids} | {c.proc.pid for c in self.children}
         if self.cluster is not None:
-            for p in (self.cluster.broker, self.cluster.namesrv):
+            for p in (self.cluster.broker, self.cluster.namesrv, self.cluster.slave):
                 if p is not None and p.proc is not None:
                     own.add(p.proc.pid)
         rows = [r for r in top_consumers(snap0[1], snap1[1], snap1[0] - snap0[0], 1000)
@@ -1146,14 +1148,14 @@ def split(n: int, procs: int) -> list[int]:
 
 
 def send_step(b: Bench, sender: str, threads: int, procs: int, warmup: float,
-              duration: float) -> dict:
+              duration: float, ok_codes: list[int] | None = None) -> dict:
     c = b.cluster
     assert c is not None
     a = b.args
     per = split(threads, procs)
     specs = [("send", {"namesrv": c.namesrv_addr, "topic": a.topic, "threads": n,
                        "size": a.size, "sender": sender, "warmup": warmup,
-                       "duration": duration}) for n in per]
+                       "duration": duration, "ok_codes": ok_codes}) for n in per]
     every = max(1, round(a.report_interval / SNAP_PERIOD))
     k0 = round(warmup / SNAP_PERIOD)
     k1 = k0 + round(duration / SNAP_PERIOD)

@@ -19,6 +19,11 @@ import zlib
 from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Union
 
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
+from rmq.protocol.controller import (
+    BrokerHeartbeatRequestHeader, BrokerHeartbeatResponseHeader, ElectMasterRequestHeader,
+    ElectMasterResponseHeader, GetSyncStateDataRequestHeader, HeartbeatBody,
+    encode_group_statuses,
+)
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -31,6 +36,8 @@ from rmq.protocol.route import (
 from rmq.remoting.connection import Connection
 from rmq.remoting.server import RemotingServer
 
+from nameserver.controller import (CONTROLLER_FILE_NAME, Controller, ControllerConfig,
+                                   ControllerError)
 from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager, monotonic_ms
 
@@ -76,6 +83,8 @@ class NameServer:
     ``orderMessageEnable`` (default false, as in RocketMQ): only then does route
     data carry ``orderTopicConf`` from the ORDER_TOPIC_CONFIG KV namespace.
     ``kv_path`` None means RocketMQ's place, ``~/namesrv/`` (file kvConfig.msgpack).
+    ``controller``: run the failover controller (``nameserver.controller``), its
+    decisions kept in controller.msgpack next to the KV file.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9876, *,
@@ -83,7 +92,8 @@ class NameServer:
                  scan_interval_ms: int = 10_000,
                  kv_path: str | os.PathLike[str] | None = None,
                  accept_standard_json_only: bool = False,
-                 order_message_enable: bool = False) -> None:
+                 order_message_enable: bool = False,
+                 controller: ControllerConfig | None = None) -> None:
         if broker_expire_ms <= 0 or scan_interval_ms <= 0:
             raise ValueError("broker_expire_ms and scan_interval_ms must be positive")
         self.host = host
@@ -102,6 +112,16 @@ class NameServer:
         self._kv_write_lock = asyncio.Lock()
         self._scan_task: asyncio.Task[None] | None = None
         self._started = False
+        self.controller: Controller | None = None
+        self._controller_file: KVConfigManager | None = None
+        self._controller_task: asyncio.Task[None] | None = None
+        self._controller_lock = asyncio.Lock()
+        self._controller_persisted = 0
+        if controller is not None:
+            self.controller = Controller(controller)
+            # KVConfigManager.write_file is the NameServer's atomic file replace
+            self._controller_file = KVConfigManager(
+                None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME)
         for code, handler in self._handlers().items():
             self._remoting.register_processor(code, self._guard(code, handler))
         self._remoting.on_connection_closed(self._on_connection_closed)
@@ -124,10 +144,15 @@ class NameServer:
         if self._started:
             raise RuntimeError("NameServer already started")
         await asyncio.to_thread(self.kv.load)
+        if self.controller is not None:
+            await asyncio.to_thread(self._load_controller)
         await self._remoting.start()
         self._started = True
         self._scan_task = asyncio.get_running_loop().create_task(
             self._scan_loop(), name="namesrv-scan-not-active-broker")
+        if self.controller is not None:
+            self._controller_task = asyncio.get_running_loop().create_task(
+                self._controller_loop(), name="namesrv-controller")
         logger.info("NameServer started on %s (broker expiry %d ms, scan every %d ms, KV %s)",
                     self.address, self.broker_expire_ms, self.scan_interval_ms, self.kv.path)
 
@@ -135,14 +160,17 @@ class NameServer:
         if not self._started:
             return
         self._started = False
-        task, self._scan_task = self._scan_task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        for task in (self._scan_task, self._controller_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._scan_task = self._controller_task = None
         await self._remoting.stop()
+        async with self._controller_lock:
+            pass
         # A KV write in flight finishes before we return: the file is never half-updated
         # anyway (atomic rename), but the caller may want the last change on disk.
         async with self._kv_write_lock:
@@ -189,8 +217,89 @@ class NameServer:
         async with self._kv_write_lock:
             await asyncio.to_thread(self.kv.write_file, self.kv.snapshot())
 
+    # ------------------------------------------------------------------ controller
+    def _load_controller(self) -> None:
+        """Read controller.msgpack (blocking). A damaged file stops the start: epochs
+        handed out again would let two masters write one epoch."""
+        assert self.controller is not None and self._controller_file is not None
+        path = self._controller_file.path
+        if path is None or not path.exists():
+            return
+        try:
+            self.controller.restore(path.read_bytes(), monotonic_ms())
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
+        self._controller_persisted = self.controller.version
+
+    async def _persist_controller(self) -> None:
+        """Write the controller's state if it changed; returns once it is durable."""
+        ctl, f = self.controller, self._controller_file
+        assert ctl is not None and f is not None
+        async with self._controller_lock:
+            version = ctl.version
+            if version == self._controller_persisted:
+                return
+            await asyncio.to_thread(f.write_file, ctl.snapshot())
+            self._controller_persisted = version
+
+    async def _controller_loop(self) -> None:
+        assert self.controller is not None
+        interval = self.controller.config.controllerScanInterval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.controller.scan(monotonic_ms())
+                await self._persist_controller()
+            except Exception:
+                logger.exception("controller scan failed")
+
+    async def _broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        assert self.controller is not None
+        h = BrokerHeartbeatRequestHeader.from_ext_fields(cmd.ext_fields)
+        h.check()
+        body = HeartbeatBody.from_json(cmd.body)
+        # RocketMQ 5: a broker heartbeat also keeps its registration alive
+        self.routes.update_broker_info_update_timestamp(h.broker_addr)
+        a = self.controller.on_heartbeat(h, body, monotonic_ms())
+        await self._persist_controller()
+        if a.master_addr is None:
+            return cmd.create_response(ResponseCode.SUCCESS, ext_fields={})
+        return cmd.create_response(ResponseCode.SUCCESS, ext_fields=BrokerHeartbeatResponseHeader(
+            a.master_addr, a.master_ha_addr, 0, a.epoch, a.epoch_start_offset,
+            a.broker_id).to_ext_fields())
+
+    async def _elect_master(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        assert self.controller is not None
+        h = ElectMasterRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            rec = self.controller.elect_master(h.broker_name, h.broker_addr or None,
+                                               monotonic_ms())
+        except ControllerError as e:
+            logger.warning("electMaster %s %s from %s refused: %s", h.broker_name,
+                           h.broker_addr or "", conn.remote_address, e)
+            return cmd.create_response(e.code, str(e))
+        await self._persist_controller()
+        logger.info("electMaster from %s: group %s epoch %d master %s", conn.remote_address,
+                    h.broker_name, rec.epoch, rec.master_addr)
+        return cmd.create_response(ResponseCode.SUCCESS, ext_fields=ElectMasterResponseHeader(
+            0, rec.master_addr, rec.epoch, rec.start_offset).to_ext_fields())
+
+    def _get_sync_state_data(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        assert self.controller is not None
+        h = GetSyncStateDataRequestHeader.from_ext_fields(cmd.ext_fields)
+        groups = self.controller.status(monotonic_ms(), h.broker_name or None)
+        return cmd.create_response(ResponseCode.SUCCESS, body=encode_group_statuses(groups))
+
     # ------------------------------------------------------------------ dispatch
     def _handlers(self) -> dict[int, _Handler]:
+        handlers = self._route_handlers()
+        if self.controller is not None:
+            handlers[RequestCode.BROKER_HEARTBEAT] = self._broker_heartbeat
+            handlers[RequestCode.CONTROLLER_ELECT_MASTER] = self._elect_master
+            handlers[RequestCode.CONTROLLER_GET_SYNC_STATE_DATA] = self._get_sync_state_data
+        return handlers
+
+    def _route_handlers(self) -> dict[int, _Handler]:
         return {
             RequestCode.PUT_KV_CONFIG: self._put_kv_config,
             RequestCode.GET_KV_CONFIG: self._get_kv_config,
@@ -303,8 +412,16 @@ class NameServer:
                        else TopicConfigSerializeWrapper())
             filter_servers = None
 
+        broker_id = header.broker_id
+        if self.controller is not None:
+            broker_id = self.controller.registration_id(header.broker_name, header.broker_addr,
+                                                        broker_id)
+            if broker_id != header.broker_id:
+                logger.warning("registerBroker: %s registers group %s as master (id 0) but the "
+                               "controller's master is another broker; recorded as id %d",
+                               header.broker_addr, header.broker_name, broker_id)
         result = self.routes.register_broker(
-            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
+            header.cluster_name, header.broker_addr, header.broker_name, broker_id,
             header.ha_server_addr, wrapper, filter_servers, conn)
         logger.debug("registerBroker: cluster=%s broker=%s id=%d addr=%s topics=%d "
                      "dataVersion=%s from %s", header.cluster_name, header.broker_name,
@@ -422,7 +539,15 @@ class NameServer:
             "brokerExpiredTimeMillis": str(self.broker_expire_ms),
             "scanNotActiveBrokerInterval": str(self.scan_interval_ms),
             "acceptStandardJsonOnly": "true" if self.accept_standard_json_only else "false",
+            "enableControllerInNamesrv": "true" if self.controller is not None else "false",
         }
+        if self.controller is not None:
+            c = self.controller.config
+            props.update({"controllerMasterTimeout": str(c.controllerMasterTimeout),
+                          "haSlaveFallbehindMax": str(c.haSlaveFallbehindMax),
+                          "enableElectUncleanMaster":
+                              "true" if c.enableElectUncleanMaster else "false",
+                          "controllerScanInterval": str(c.controllerScanInterval)})
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         return cmd.create_response(ResponseCode.SUCCESS, body=text.encode())
 

@@ -24,10 +24,13 @@ from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
 from rmq.broker.schedule import ScheduleMessageService
+from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
 from rmq.broker.transaction import TransactionalMessageService
+from ha.client import HAClient
+from ha.service import HAService
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.message import pack_host
@@ -78,6 +81,7 @@ class Broker:
         self.transactions = TransactionalMessageService(self)
         # The send processor rewrites TRAN_MSG sends through this (None refuses them).
         self.transactional_prepare: Callable[[Any], Any] | None = self.transactions.prepare
+        self.listen_host = listen_host
         self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}",
                                      before_write=self._commit_before_write)
         self.namesrv_client = RemotingClient()
@@ -95,6 +99,13 @@ class Broker:
         # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
         self.config_path: str | None = None
         self.metrics: BrokerMetrics | None = None
+        # Replication: the master's HAService or the slave's HAClient (None otherwise);
+        # both can be started and stopped on a live broker (role changes).
+        self.ha_service: HAService | None = None
+        self.ha_client: HAClient | None = None
+        self.slave_sync = SlaveSynchronize(self)
+        # Set by the failover side: () -> (epoch, epoch start offset); (0, -1) = none.
+        self.epoch_provider: Callable[[], tuple[int, int]] | None = None
         self._register_processors()
 
     # ------------------------------------------------------------------ wiring
@@ -129,6 +140,11 @@ class Broker:
                          (RequestCode.GET_EARLIEST_MSG_STORETIME, a.get_earliest_msg_storetime),
                          (RequestCode.UPDATE_AND_CREATE_TOPIC, a.update_and_create_topic),
                          (RequestCode.GET_ALL_TOPIC_CONFIG, a.get_all_topic_config),
+                         (RequestCode.GET_ALL_CONSUMER_OFFSET, a.get_all_consumer_offset),
+                         (RequestCode.GET_ALL_DELAY_OFFSET, a.get_all_delay_offset),
+                         (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                          a.get_all_subscription_group),
+                         (RequestCode.GET_BROKER_HA_STATUS, a.get_broker_ha_status),
                          (RequestCode.GET_TOPIC_STATS_INFO, a.get_topic_stats_info),
                          (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, a.query_topic_consume_by_who),
                          (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, a.reset_offset),
@@ -188,6 +204,81 @@ class Broker:
     def ha_addr(self) -> str:
         return f"{self.broker_config.brokerIP2}:{self.store_config.haListenPort}"
 
+    # ------------------------------------------------------------------ replication
+    def _epoch(self) -> tuple[int, int]:
+        return self.epoch_provider() if self.epoch_provider is not None else (0, -1)
+
+    async def start_ha_service(self) -> HAService:
+        """Master: accept slaves on haListenPort (idempotent). A SYNC_MASTER's puts then
+        wait for a slave's ack."""
+        assert self.store is not None
+        svc = self.ha_service
+        if svc is None:
+            bc = self.broker_config
+            svc = HAService(self.store, cluster=bc.brokerClusterName, broker_name=bc.brokerName,
+                            host=self.listen_host, port=self.store_config.haListenPort,
+                            epoch_provider=self._epoch)
+            self.ha_service = svc
+        await svc.start()
+        self.store_config.haListenPort = svc.port
+        if self.store_config.brokerRole == BrokerRole.SYNC_MASTER:
+            self.store.replica_waiter = svc.replica_waiter
+        return svc
+
+    async def stop_ha_service(self) -> None:
+        svc = self.ha_service
+        if svc is None:
+            return
+        if self.store is not None and self.store.replica_waiter == svc.replica_waiter:
+            self.store.replica_waiter = None
+        self.ha_service = None
+        await svc.stop()
+
+    async def start_ha_client(self, master_ha_addr: str | None = None) -> HAClient:
+        """Slave: replicate from the master (haMasterAddress, else the NameServer's
+        answer); idempotent."""
+        assert self.store is not None
+        client = self.ha_client
+        if client is None:
+            bc = self.broker_config
+            client = HAClient(self.store, cluster=bc.brokerClusterName,
+                              broker_name=bc.brokerName, broker_id=bc.brokerId,
+                              epoch_provider=self._epoch)
+            self.ha_client = client
+        addr = master_ha_addr or self.store_config.haMasterAddress or self.ha_server_addr
+        if addr:
+            client.update_master_address(addr)
+        await client.start()
+        return client
+
+    async def stop_ha_client(self) -> None:
+        client = self.ha_client
+        if client is None:
+            return
+        self.ha_client = None
+        await client.stop()
+
+    def ha_runtime_info(self) -> dict[str, Any]:
+        role = self.store_config.brokerRole
+        if self.ha_service is not None:
+            info = self.ha_service.runtime_info()
+        elif self.ha_client is not None:
+            info = self.ha_client.runtime_info()
+        else:
+            info = {"master": role != BrokerRole.SLAVE, "inSyncSlaveNums": 0,
+                    "haConnectionInfo": [], "haClientRuntimeInfo": {}}
+        st = self.store
+        info["masterCommitLogMaxOffset"] = info.get("masterCommitLogMaxOffset") or (
+            st.max_phy_offset if st is not None and role != BrokerRole.SLAVE else 0)
+        epoch, start = self._epoch()
+        info.update({"brokerRole": role.value, "brokerName": self.broker_config.brokerName,
+                     "brokerId": self.broker_config.brokerId, "epoch": epoch,
+                     "haServerAddr": self.ha_addr if self.ha_service is not None else "",
+                     "epochStartOffset": start,
+                     "commitLogMaxOffset": st.max_phy_offset if st is not None else 0,
+                     "dispatchBehindBytes": st.dispatch_behind_bytes if st is not None else 0})
+        return info
+
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         bc = self.broker_config
@@ -213,6 +304,9 @@ class Broker:
         if self.store_config.brokerRole != BrokerRole.SLAVE:
             self.schedule.start()
             self.transactions.start()
+            await self.start_ha_service()
+        else:
+            await self.start_ha_client()
         self.topics.on_change = self.schedule_register
         self.subscriptions.on_change = self.schedule_persist
         # Adopted RocketMQ JSON metadata becomes msgpack right away.
@@ -232,6 +326,11 @@ class Broker:
         if bc.metricsPromExporterPort:
             self.metrics = BrokerMetrics(self)
             self.metrics.start()
+        if self.store_config.brokerRole == BrokerRole.SLAVE:
+            await self.slave_sync.sync_all()
+            self._tasks.append(loop.create_task(
+                self._every(max(bc.slaveSyncInterval, 100) / 1000, self._slave_sync),
+                name="slave-sync"))
         self.stats.boot_timestamp = int(time.time() * 1000)
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  bc.brokerName, self.broker_addr, bc.namesrvAddr or "(none)")
@@ -251,6 +350,10 @@ class Broker:
     def _tick(self) -> None:
         self.tps.tick()
         self.admin_ops.tick()
+
+    async def _slave_sync(self) -> None:
+        if self.store_config.brokerRole == BrokerRole.SLAVE:
+            await self.slave_sync.sync_all()
 
     def _scan_channels(self) -> None:
         self.consumers.scan_not_active()
@@ -305,6 +408,9 @@ class Broker:
                     self.master_addr = r.master_addr
                 if r.ha_server_addr:
                     self.ha_server_addr = r.ha_server_addr
+                    # RocketMQ: the NameServer's answer only when haMasterAddress is unset
+                    if self.ha_client is not None and not self.store_config.haMasterAddress:
+                        self.ha_client.update_master_address(r.ha_server_addr)
             if r.order_topics:
                 self.topics.update_order_topic_config(r.order_topics)
 
@@ -333,6 +439,8 @@ class Broker:
             except asyncio.TimeoutError:
                 log.warning("unregistering from the NameServers timed out")
         await self.server.stop()
+        await self.stop_ha_client()
+        await self.stop_ha_service()
         await self.transactions.shutdown()
         if self.schedule is not None:
             await self.schedule.shutdown()

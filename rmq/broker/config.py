@@ -65,6 +65,9 @@ class BrokerConfig:
     notifyConsumerIdsChangedEnable: bool = True
     transferMsgByHeap: bool = True
     slaveReadEnable: bool = False
+    # Ours: how often a slave copies topics/offsets/delay offsets/groups from its master
+    # (RocketMQ's SlaveSynchronize runs every 10 s, not configurable).
+    slaveSyncInterval: int = 10000
     regionId: str = "DefaultRegion"
     traceOn: bool = True
     transactionTimeOut: int = 6000

@@ -85,6 +85,18 @@ class ConsumerOffsetManager:
                 del self.offset_table[key]
                 self.dirty = True
 
+    def merge_all(self, table: dict[str, dict[int, int]]) -> bool:
+        """A slave takes its master's offsets key by key (RocketMQ's putAll); True if
+        anything changed."""
+        changed = False
+        for k, v in table.items():
+            if self.offset_table.get(k) != v:
+                self.offset_table[k] = dict(v)
+                changed = True
+        if changed:
+            self.dirty = True
+        return changed
+
     def replace_all(self, table: dict[str, dict[int, int]]) -> None:
         """A slave takes its master's table wholesale."""
         self.offset_table = {k: dict(v) for k, v in table.items()}

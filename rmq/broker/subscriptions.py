@@ -99,6 +99,12 @@ class SubscriptionGroupManager:
         self._changed()
         return True
 
-    def replace_all(self, table: dict[str, SubscriptionGroupConfig]) -> None:
+    def replace_all(self, table: dict[str, SubscriptionGroupConfig],
+                    data_version: dict[str, int] | None = None) -> None:
+        """Take a whole table (a slave copying its master: with the master's version)."""
         self.table = dict(table)
-        self._changed()
+        if data_version is None:
+            self._changed()
+            return
+        self.data_version = dict(data_version)
+        self.dirty = True

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import struct
 from typing import Callable, Sequence
 from zlib import crc32
@@ -31,6 +32,7 @@ from zlib import crc32
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     SCHEDULE_TOPIC,
     MessageConst,
     MessageExtBatch,
@@ -50,10 +52,13 @@ from rmq.store.dispatch_request import (
     property_value,
     tags_code_of,
 )
+from rmq.store.errors import StoreError
 from rmq.store.mapped_file import (
     AllocateMappedFileService,
     MappedFile,
     MappedFileQueue,
+    TruncatePlan,
+    pwrite_all,
     write_size_last,
 )
 from rmq.store.results import PutMessageResult, PutMessageStatus
@@ -70,6 +75,9 @@ _FIXED_NO_HOSTS = 75
 _HEAD_STRUCTS = {(b, h): struct.Struct(f">iiiiiqqiq{b}sq{h}siqi") for b in (8, 20) for h in (8, 20)}
 _BLANK = struct.Struct(">ii")
 _PUT_OK = PutMessageStatus.PUT_OK
+# PHYSICALOFFSET: TOTALSIZE 4, MAGIC 4, BODYCRC 4, QUEUEID 4, FLAG 4, QUEUEOFFSET 8
+_PHYS_AT = 28
+_PHYS_END = _PHYS_AT + 8
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 
 
@@ -208,6 +216,11 @@ class CommitLog:
                 raise
             self._commit_failed = False
             mf.committed_position = pos + n
+            if mf.wrote_position >= mf.file_size:
+                # The file ends with BLANK; the padding after it is zeros already
+                # (preallocated). Readers, HA above all, see the whole file, as after
+                # RocketMQ's commit of the blank's padding.
+                mf.committed_position = mf.file_size
             self._wlen = 0
             self.commits += 1
         fut = self._commit_fut
@@ -533,28 +546,79 @@ class CommitLog:
                                 len(parts), store, offsets)
 
     # --- replication (slave side) ---
-    def append_data(self, start_offset: int, data: bytes) -> bool:
-        """Write replicated bytes at exactly start_offset (must be the current end).
+    def replica_file(self, offset: int) -> MappedFile | None:
+        """The file replicated bytes at offset go into, or None when it does not exist
+        yet (create it with make_replica_file off the loop, then add_replica_file).
+        offset must be the CommitLog end, or anything when the CommitLog is empty."""
+        files = self.mfq.mapped_files
+        if not files:
+            return None
+        last = files[-1]
+        if last.is_full():
+            return None
+        return last
 
-        Written straight into the file (no write buffer): a slave appends whole blocks
-        that need not end on a record boundary, and dispatch parses them."""
+    def make_replica_file(self, offset: int) -> MappedFile:
+        """Blocking (a worker thread): the file that holds offset, not yet in the queue."""
+        return self.mfq.make_file(offset - offset % self.file_size)
+
+    def add_replica_file(self, mf: MappedFile, offset: int) -> None:
+        """Put a file made by make_replica_file into the queue (loop thread); in an empty
+        CommitLog its positions start at offset (a slave that starts mid-stream)."""
+        mfq = self.mfq
+        if not mfq.mapped_files:
+            pos = offset - mf.file_from_offset
+            mf.set_positions(pos)
+            mfq.reset_to(offset)
+        mfq.add_file(mf)
+        self._wfile = None
+
+    def append_replica(self, offset: int, blocks: Sequence[memoryview | bytes]) -> int:
+        """Write contiguous replicated blocks at exactly offset, the end of replica_file().
+
+        Straight into the file with one pwritev per 512 blocks (no write buffer: a
+        master's blocks need not end on a record boundary, and dispatch parses them).
+        Returns the new CommitLog end. Raises StoreError when the bytes do not continue
+        the file or overflow it, OSError when the write fails."""
         self.commit()
-        self._wfile = None   # it may not stay the last file
-        if start_offset != self.max_offset and self.mfq.mapped_files:
+        mf = self.replica_file(offset)
+        if mf is None:
+            raise StoreError(f"no CommitLog file for replicated offset {offset}")
+        pos = offset - mf.file_from_offset
+        n = sum(len(b) for b in blocks)
+        if pos != mf.wrote_position or pos != mf.committed_position or pos + n > mf.file_size:
+            raise StoreError(f"replicated block [{offset}, {offset + n}) does not continue "
+                             f"{mf.file_name} at {mf.file_from_offset + mf.wrote_position}")
+        fd = mf.fd
+        done = 0
+        for i in range(0, len(blocks), 512):
+            part = blocks[i:i + 512]
+            want = sum(len(b) for b in part)
+            k = os.pwritev(fd, part, pos + done)
+            if k != want:
+                # short write (signal, nearly full disk): finish it block by block
+                joined = b"".join(bytes(b) for b in part)
+                pwrite_all(fd, memoryview(joined)[k:], pos + done + k)
+            done += want
+        mf.wrote_position = mf.committed_position = pos + n
+        if n and self.on_commit is not None:
+            self.on_commit()
+        return mf.file_from_offset + pos + n
+
+    def append_data(self, start_offset: int, data: bytes) -> bool:
+        """Blocking convenience for tools and tests: append_replica, creating the file
+        in this thread when needed. False when the bytes do not continue the CommitLog."""
+        if self.mfq.mapped_files and start_offset != self.max_offset:
             log.error("replicated data at %d does not continue the CommitLog end %d",
                       start_offset, self.max_offset)
             return False
         try:
-            mf = self.mfq.get_last_mapped_file_for_write(start_offset)
-        except OSError as e:
-            log.error("cannot create CommitLog file for replicated offset %d: %s", start_offset, e)
+            if self.replica_file(start_offset) is None:
+                self.add_replica_file(self.make_replica_file(start_offset), start_offset)
+            self.append_replica(start_offset, [data])
+        except (OSError, StoreError) as e:
+            log.error("appending replicated bytes at %d failed: %s", start_offset, e)
             return False
-        pos = start_offset - mf.file_from_offset
-        if pos != mf.wrote_position or pos + len(data) > mf.file_size:
-            log.error("replicated block [%d, %d) does not fit file %s at %d",
-                      start_offset, start_offset + len(data), mf.file_name, mf.wrote_position)
-            return False
-        mf.append(data)
         return True
 
     # --- reads ---
@@ -698,6 +762,69 @@ class CommitLog:
         self.dispatch_ready.clear()
         self.mfq.truncate_dirty_files(offset, self._dirty_end)
         self._wfile = None
+
+    def record_boundary_error(self, offset: int, dispatched_to: int = -1) -> str | None:
+        """Why offset is not where a record starts (None if it is): the check before
+        truncating at it (RocketMQ's isOffsetAligned, stricter).
+
+        A boundary is the end of the log, a file start (records never span files), a
+        BLANK that pads exactly to the end of its file, or a record that passes the
+        recovery check (CRC included) and whose own PHYSICALOFFSET field names offset.
+        A record cut short (a slave's tail ends mid-record) counts when its header is
+        all there and names offset. dispatched_to is where dispatch stopped: it parsed
+        every record before it, so it is the end of one.
+        """
+        end = self.max_offset
+        if offset == end or offset == dispatched_to:
+            return None
+        if offset > end:
+            return f"it is past the end of the CommitLog ({end})"
+        if offset < self.min_offset:
+            return (f"it is before the first CommitLog file ({self.min_offset}): those "
+                    "records were deleted, so the history before them cannot be checked")
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return f"no CommitLog file holds it (files start at {self.min_offset})"
+        pos = offset - mf.file_from_offset
+        if pos == 0:
+            return None
+        avail = mf.committed_position - pos
+        mm = mf.mm
+        if avail < 8:
+            return f"only {avail} bytes of a record header are there"
+        size, magic = struct.unpack_from(">ii", mm, pos)
+        if magic == BLANK_MAGIC_CODE:
+            if pos + size == mf.file_size:
+                return None
+            return f"a BLANK record of {size} bytes that does not end its file"
+        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size <= 0:
+            return f"no record starts there (size {size}, magic {magic & 0xFFFFFFFF:#010x})"
+        if avail < size:
+            if avail < _PHYS_END:
+                return f"a record cut short after {avail} bytes, before its offset field"
+            phys = _Q.unpack_from(mm, pos + _PHYS_AT)[0]
+            if phys != offset:
+                return f"the bytes there name offset {phys}"
+            return None
+        rec_size, req = check_message_and_return_size(mm, pos, True, self.delay_levels_ms)
+        if req is None:
+            return f"the record there is invalid: {diagnose_record(mm, pos, True)}"
+        if req.commit_log_offset != offset:
+            return f"the record there says it is at offset {req.commit_log_offset}"
+        return None
+
+    def truncate_plan(self, offset: int) -> TruncatePlan:
+        """Drop everything at and after offset, bookkeeping only (see TruncatePlan);
+        the caller checked record_boundary_error and runs the plan. Commits the write
+        buffer first (OSError if that fails)."""
+        self.commit()
+        self.dispatch_ready.clear()
+        self._wfile = None
+        old_end = self.max_offset
+        plan = self.mfq.detach_from(offset)
+        log.warning("CommitLog truncated at offset %d: %d bytes dropped (end was %d), "
+                    "%d file(s) deleted", offset, old_end - offset, old_end, len(plan.doomed))
+        return plan
 
     # --- lifetime ---
     def shutdown(self) -> None:

@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from rmq.store.cq_codec import BLANK_UNIT, CQ_STORE_UNIT_SIZE, CQ_UNIT
-from rmq.store.mapped_file import MappedFile, MappedFileQueue
+from rmq.store.mapped_file import MappedFile, MappedFileQueue, TruncatePlan
 
 if TYPE_CHECKING:
     from rmq.store.dispatch_request import DispatchRequest
@@ -277,6 +277,45 @@ class ConsumeQueue:
         else:
             self.min_logic_offset = 0
             mfq.flushed_where = mfq.committed_where = 0
+
+    def first_unit_at_or_beyond(self, phy_offset: int) -> int:
+        """Byte position (queue address space) of the first unit whose message starts
+        at or beyond phy_offset; the queue's end if there is none. Units are in
+        CommitLog order (back-filled blanks point at 0), so each file is a binary
+        search, and only the files at the end are looked at."""
+        files = self.mfq.mapped_files
+        cut = files[-1].file_from_offset + files[-1].wrote_position if files else 0
+        for mf in reversed(files):
+            mm = mf.mm
+            n = mf.wrote_position // CQ_STORE_UNIT_SIZE
+            if n and _UNIT.unpack_from(mm, 0)[0] < phy_offset:
+                lo, hi = 1, n
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if _UNIT.unpack_from(mm, mid * CQ_STORE_UNIT_SIZE)[0] >= phy_offset:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                return mf.file_from_offset + lo * CQ_STORE_UNIT_SIZE
+            cut = mf.file_from_offset
+        return cut
+
+    def truncate_plan(self, phy_offset: int) -> tuple[TruncatePlan, bool]:
+        """Drop every unit whose message starts at or beyond phy_offset, bookkeeping
+        only (the plan does the I/O). Returns (plan, emptied): emptied means no unit a
+        consumer could read is left, the whole queue goes (files and directory) and
+        the caller forgets it."""
+        cut = self.first_unit_at_or_beyond(phy_offset)
+        if cut <= self.min_logic_offset:
+            self.max_physic_offset = -1
+            self.min_logic_offset = 0
+            plan = self.mfq.detach_all()
+            plan.dirs.append(os.path.dirname(self.store_path))   # the topic's, if now empty
+            return plan, True
+        plan = self.mfq.detach_from(cut)
+        self.max_physic_offset = -1
+        self._recompute_max_physic_offset()
+        return plan, False
 
     def _recompute_max_physic_offset(self) -> None:
         mf = self.mfq.mapped_files[-1]

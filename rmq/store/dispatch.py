@@ -40,6 +40,12 @@ class ReputMessageService:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._stalled_at = -1
+        # Pause between batches while something more urgent shares the loop (a slave
+        # catching up appends first, dispatches after); 0 = only yield.
+        self.throttle = 0.0
+        # (offset, CommitLog end then) of a record dispatch waits to see complete (a
+        # slave's CommitLog may end in the middle of one)
+        self._incomplete = (-1, -1)
 
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -58,7 +64,9 @@ class ReputMessageService:
         return max(self.commitlog.max_offset - self.reput_from_offset, 0)
 
     def is_caught_up(self) -> bool:
-        return self.reput_from_offset >= self.commitlog.max_offset
+        """Everything readable is dispatched, but for an incomplete last record."""
+        end = self.commitlog.max_offset
+        return self.reput_from_offset >= end or self._incomplete == (self.reput_from_offset, end)
 
     async def wait_caught_up(self, timeout: float | None = None) -> bool:
         """Until dispatch has reached the CommitLog end (as of each check)."""
@@ -84,7 +92,7 @@ class ReputMessageService:
             while not self._stopped and self.reput_from_offset < self.commitlog.max_offset:
                 if self.do_reput(self.batch_limit) == 0:
                     break
-                await asyncio.sleep(0)
+                await asyncio.sleep(self.throttle)
             self._idle.set()
 
     def do_reput(self, limit: int) -> int:
@@ -143,6 +151,7 @@ class ReputMessageService:
                 size, req = check_message_and_return_size(mm, pos, False, levels, cache)
                 if size > 0 and pos + size > end:
                     stop = True     # not all of it is here yet (a slave mid-record)
+                    self._incomplete = (base + pos, max_offset)
                     break
                 if req is not None:
                     append(req)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
+import struct
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -47,9 +48,11 @@ from rmq.store.index_codec import INDEX_HEADER as _HEADER
 from rmq.store.index_codec import SLOT as _SLOT
 from rmq.store.index_codec import format_file_name as _format_file_name
 from rmq.store.index_codec import time_diff as _time_diff
-from rmq.store.mapped_file import MappedFile
+from rmq.store.mapped_file import MappedFile, TruncatePlan
 
 log = logging.getLogger("rmq.store.index")
+
+_Q = struct.Struct(">q")
 
 _ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 
@@ -215,6 +218,65 @@ class IndexFile:
         finally:
             self.mapped_file.release()
         return out
+
+    # --- truncation ---
+    def first_entry_at_or_beyond(self, phy_offset: int) -> int:
+        """Number of the first entry whose phy offset is >= phy_offset (index_count if
+        none): entries are appended in CommitLog order."""
+        mm = self._mm
+        base = self._entries_base + 4
+        lo, hi = 1, self.index_count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _Q.unpack_from(mm, base + mid * INDEX_SIZE)[0] >= phy_offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def truncate_entries(self, first: int, end_timestamp_of: Callable[[int], int]) -> tuple[int, int]:
+        """Forget entries first..index_count-1, as if they had never been put; returns
+        the byte range they occupy, for the caller to zero (off the loop).
+
+        Undoing puts newest first would set each slot back to the removed entry's
+        prevIndex; the net effect is that every slot a removed entry touched gets the
+        prevIndex of the *oldest* removed entry in it, the value it had before. Each
+        removed entry that found its slot empty had counted one hashSlotCount. The end
+        phy offset/timestamp become the last kept entry's (the timestamp read back from
+        its record by end_timestamp_of(phy), which returns -1 when it is gone; the
+        entry's timeDiff, whole seconds, is the fallback). first must be >= 2: a file
+        left without entries is deleted instead.
+        """
+        n = self.index_count
+        if not 2 <= first <= n:
+            raise ValueError(f"index file {self.file_name}: cannot keep {first - 1} of "
+                             f"{n - 1} entries")
+        m = n - first
+        start = self._entries_base + first * INDEX_SIZE
+        if m == 0:
+            return start, start
+        mm = self._mm
+        removed = np.frombuffer(mm, dtype=ENTRY_DTYPE, count=m, offset=start)
+        try:
+            slots = removed["key_hash"].astype(np.int64) % self.hash_slot_num
+            prev = removed["prev_index"].astype(np.int64)
+        finally:
+            del removed
+        uniq, oldest = np.unique(slots, return_index=True)
+        table = np.frombuffer(mm, dtype=">i4", count=self.hash_slot_num,
+                              offset=INDEX_HEADER_SIZE)
+        try:
+            table[uniq] = prev[oldest]
+        finally:
+            del table
+        self.hash_slot_count -= int(np.count_nonzero(prev == INVALID_INDEX))
+        self.index_count = first
+        _h, phy, td, _p = _ENTRY.unpack_from(mm, self._entries_base + (first - 1) * INDEX_SIZE)
+        self.end_phy_offset = phy
+        ts = end_timestamp_of(phy)
+        self.end_timestamp = ts if ts >= 0 else self.begin_timestamp + td * 1000
+        self._write_header()
+        return start, start + m * INDEX_SIZE
 
     # --- lifetime ---
     def sync(self) -> None:
@@ -577,6 +639,45 @@ class IndexService:
         if durable < self.checkpoint.index_msg_timestamp:
             self.checkpoint.index_msg_timestamp = durable
         return rebuild_from
+
+    def truncate_plan(self, phy_offset: int,
+                      end_timestamp_of: Callable[[int], int]) -> TruncatePlan:
+        """Forget every entry at or beyond phy_offset, bookkeeping only: files left
+        without entries are detached, the one that keeps some is cut back in place
+        (IndexFile.truncate_entries); the plan zeroes the dropped entries, syncs that
+        file and unlinks the others. Unlike truncate_beyond, nothing is rebuilt: the
+        kept entries stay exactly as they were written.
+
+        indexMsgTimestamp falls back to the newest full file left (a cut file is no
+        longer full, and a deleted one may have set it)."""
+        plan = TruncatePlan.empty()
+        files = self._files
+        while files:
+            f = files[-1]
+            first = f.first_entry_at_or_beyond(phy_offset)
+            if first >= f.index_count:
+                break
+            if first <= 1:
+                files.pop()
+                f.destroyed = True
+                plan.doomed.append(f.mapped_file)
+                log.warning("truncating index at phy offset %d: deleting %s (phy [%d, %d], "
+                            "%d entries)", phy_offset, f.file_name, f.begin_phy_offset,
+                            f.end_phy_offset, f.entry_count)
+                continue
+            dropped = f.index_count - first
+            a, b = f.truncate_entries(first, end_timestamp_of)
+            plan.zero.append((f.mapped_file, a, b))
+            log.warning("truncating index at phy offset %d: %s keeps %d entries, %d dropped",
+                        phy_offset, f.file_name, f.entry_count, dropped)
+            break
+        kept = {id(f) for f in files}
+        self._full_unflushed = [f for f in self._full_unflushed
+                                if id(f) in kept and f.is_write_full()]
+        durable = max((f.end_timestamp for f in files if f.is_write_full()), default=0)
+        if durable < self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = durable
+        return plan
 
     def delete_expired_file(self, min_phy_offset: int) -> int:
         """Delete the oldest files (never the last) whose endPhyOffset < min_phy_offset."""

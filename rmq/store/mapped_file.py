@@ -358,6 +358,52 @@ class FlushPlan:
             mf.sync()
 
 
+@dataclass(slots=True)
+class TruncatePlan:
+    """The disk half of a truncation whose bookkeeping is done (HA: a returning old
+    master drops what the new master does not have).
+
+    Readers on the loop already see the shortened files; what is left touches only
+    bytes and files nobody can reach any more: zero the dropped tail of each kept file
+    and fdatasync it, unlink the detached files (`run`, blocking: a worker thread),
+    then unmap them (`finish`, loop thread).
+    """
+
+    zero: list[tuple[MappedFile, int, int]]
+    doomed: list[MappedFile]
+    dirs: list[str]
+
+    @classmethod
+    def empty(cls) -> "TruncatePlan":
+        return cls([], [], [])
+
+    def add(self, other: "TruncatePlan") -> None:
+        self.zero.extend(other.zero)
+        self.doomed.extend(other.doomed)
+        self.dirs.extend(other.dirs)
+
+    def run(self) -> None:
+        for mf, start, end in self.zero:
+            # pwrite, not the mapping: sparse ConsumeQueue files must not fault on a
+            # full disk, and the page cache is shared with the mapping anyway.
+            zero_range(mf.mm, start, end, mf.fd)
+            mf.sync()
+        for mf in self.doomed:
+            try:
+                os.unlink(mf.path)
+            except FileNotFoundError:
+                pass
+        for d in self.dirs:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass  # not empty (another queue of the topic) or gone
+
+    def finish(self) -> None:
+        for mf in self.doomed:
+            mf.close()
+
+
 class MappedFileQueue:
     """The ordered files of one CommitLog or ConsumeQueue."""
 
@@ -404,18 +450,32 @@ class MappedFileQueue:
     def get_last_mapped_file(self) -> MappedFile | None:
         return self.mapped_files[-1] if self.mapped_files else None
 
+    def path_for(self, start_offset: int) -> str:
+        return os.path.join(self.store_path, offset_to_file_name(start_offset))
+
+    def make_file(self, start_offset: int) -> MappedFile:
+        """Create (or take the preallocated) file at start_offset without adding it to
+        the queue. Blocking, and touches no bookkeeping: a worker thread may run it."""
+        os.makedirs(self.store_path, exist_ok=True)
+        path = self.path_for(start_offset)
+        if self.allocator is not None:
+            return self.allocator.take(path, self.mapped_file_size)
+        return MappedFile.create(path, self.mapped_file_size, self.preallocate)
+
+    def add_file(self, mf: MappedFile) -> None:
+        """Append a file made by make_file (loop thread) and preallocate the next one."""
+        last = self.mapped_files[-1] if self.mapped_files else None
+        if last is not None and mf.file_from_offset != last.file_from_offset + self.mapped_file_size:
+            raise StoreError(f"{mf.file_name} does not follow {last.file_name}")
+        self.mapped_files.append(mf)
+        if self.allocator is not None:
+            nxt = mf.file_from_offset + self.mapped_file_size
+            self.allocator.request(self.path_for(nxt), self.mapped_file_size)
+
     def create_mapped_file(self, start_offset: int) -> MappedFile:
         """Create the file that starts at start_offset (a multiple of the file size)."""
-        os.makedirs(self.store_path, exist_ok=True)
-        path = os.path.join(self.store_path, offset_to_file_name(start_offset))
-        size = self.mapped_file_size
-        if self.allocator is not None:
-            mf = self.allocator.take(path, size)
-            self.allocator.request(
-                os.path.join(self.store_path, offset_to_file_name(start_offset + size)), size)
-        else:
-            mf = MappedFile.create(path, size, self.preallocate)
-        self.mapped_files.append(mf)
+        mf = self.make_file(start_offset)
+        self.add_file(mf)
         return mf
 
     def get_last_mapped_file_for_write(self, start_offset: int = 0) -> MappedFile:
@@ -548,6 +608,49 @@ class MappedFileQueue:
             self.flushed_where = offset
         if self.committed_where > offset:
             self.committed_where = offset
+
+    def detach_from(self, offset: int) -> TruncatePlan:
+        """Bookkeeping half of dropping every byte at and after offset, no I/O.
+
+        Files that start at or past offset leave the queue, except the first one when
+        offset > 0 (kept empty, it says where the next byte goes); the file holding
+        offset keeps its head, with every position set to offset. The plan zeroes the
+        dropped bytes of that file (everything past its old write position is zero
+        already: preallocation, and truncate_dirty_files on recovery, see to that) and
+        unlinks the detached files.
+        """
+        files = self.mapped_files
+        if files and offset < files[0].file_from_offset:
+            raise ValueError(f"{self.store_path}: offset {offset} is before the first file "
+                             f"({files[0].file_from_offset})")
+        plan = TruncatePlan.empty()
+        keep: list[MappedFile] = []
+        for i, mf in enumerate(files):
+            if mf.end_offset <= offset:
+                keep.append(mf)
+            elif mf.file_from_offset < offset or (i == 0 and offset > 0):
+                pos = offset - mf.file_from_offset
+                old_end = max(mf.wrote_position, mf.committed_position)
+                if pos > old_end:
+                    raise ValueError(f"{mf.path}: offset {offset} is past the data "
+                                     f"(position {old_end})")
+                if old_end > pos:
+                    plan.zero.append((mf, pos, old_end))
+                mf.set_positions(pos)
+                keep.append(mf)
+            else:
+                plan.doomed.append(mf)
+        self.mapped_files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+        self.committed_where = min(self.committed_where, offset)
+        return plan
+
+    def detach_all(self) -> TruncatePlan:
+        """Every file leaves the queue (and the directory goes once it is empty)."""
+        plan = TruncatePlan([], list(self.mapped_files), [self.store_path])
+        self.mapped_files = []
+        self.flushed_where = self.committed_where = 0
+        return plan
 
     def delete_last_mapped_file(self) -> None:
         if self.mapped_files:

@@ -30,7 +30,7 @@ from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError, StoreLockedError
 from rmq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from rmq.store.index import IndexService
-from rmq.store.mapped_file import AllocateMappedFileService
+from rmq.store.mapped_file import AllocateMappedFileService, TruncatePlan
 from rmq.store.message_filter import MessageFilter
 from rmq.store.results import (
     GetMessageResult,
@@ -89,6 +89,8 @@ class MessageStore:
         self.index_service: IndexService | None = None
         self.arriving_listener = arriving_listener
         self.replica_waiter: ReplicaWaiter | None = None
+        # Called after every commit (new readable CommitLog bytes): HA wakes its writers.
+        self._commit_listeners: list[Callable[[], None]] = []
         self.reput = ReputMessageService(self.commitlog, self.delay_levels_ms, self.dispatch_batch)
         self.flush_service: GroupCommitService | FlushRealTimeService | None = None
         self._group_commit: GroupCommitService | None = None   # SYNC_FLUSH
@@ -252,9 +254,19 @@ class MessageStore:
         with open(cfg.abort_path, "wb"):
             pass
         cl = self.commitlog
-        cl.on_commit = self.reput.wakeup
+        cl.on_commit = self._on_commit
         cl.on_commit_error = self._on_commit_error
         cl.start(asyncio.get_running_loop())
+        self._start_flush_services()
+        self.reput.start()
+        await self.reput.wait_caught_up()
+        self.cleaner.start()
+        self.shutdown_flag = False
+
+    def _start_flush_services(self) -> None:
+        cfg = self.config
+        assert self.checkpoint is not None
+        cl = self.commitlog
         if cfg.flushDiskType == FlushDiskType.SYNC_FLUSH:
             self.flush_service = self._group_commit = GroupCommitService(
                 cl.mfq, self.checkpoint, cfg, cl.commit)
@@ -264,10 +276,6 @@ class MessageStore:
         self.flush_cq_service = FlushConsumeQueueService(
             self._iter_consume_queues, self.index_service, self.checkpoint, cfg)
         self.flush_cq_service.start()
-        self.reput.start()
-        await self.reput.wait_caught_up()
-        self.cleaner.start()
-        self.shutdown_flag = False
 
     async def shutdown(self) -> None:
         """Stop taking puts, finish dispatch, flush everything, remove `abort`."""
@@ -292,7 +300,8 @@ class MessageStore:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
                                                        self.commitlog.mfq.store_timestamp)
             self.checkpoint.flush()
-            clean = self.running_flags.is_writeable() and self.reput.behind == 0
+            # (a slave's CommitLog may end in an incomplete record: recovery drops it)
+            clean = self.running_flags.is_writeable() and self.reput.is_caught_up()
             self._close_files()
             if clean:
                 try:
@@ -323,6 +332,154 @@ class MessageStore:
         self._close_files()
         self._release_lock()
 
+    def _on_commit(self) -> None:
+        self.reput.wakeup()
+        for fn in self._commit_listeners:
+            fn()
+
+    def add_commit_listener(self, fn: Callable[[], None]) -> None:
+        """fn() after every commit that made CommitLog bytes readable (loop thread)."""
+        if fn not in self._commit_listeners:
+            self._commit_listeners.append(fn)
+
+    def remove_commit_listener(self, fn: Callable[[], None]) -> None:
+        if fn in self._commit_listeners:
+            self._commit_listeners.remove(fn)
+
+    # ------------------------------------------------------------------ truncation (HA)
+    async def truncate_to(self, offset: int) -> int:
+        """Make the store what it would be had nothing at or after CommitLog offset
+        been written (a returning old master drops what the new master does not have;
+        RocketMQ 5's truncateFiles). Returns the number of CommitLog bytes dropped.
+
+        offset must start a record (CommitLog.record_boundary_error; StoreError says
+        what is there otherwise, and nothing changes). Then: the CommitLog files past
+        it go and the one holding it is cut; every ConsumeQueue loses the units of the
+        dropped records (a queue left with none goes entirely); the index forgets their
+        entries in place (no rebuild: IndexService.truncate_plan); the queue-offset
+        table is rebuilt from the queues; dispatch resumes from offset; the
+        checkpoint's timestamps fall back to the newest record left, so an abnormal
+        restart recovers from a point the truncated files support.
+
+        A started store must be a SLAVE, and HA must not append until this returns:
+        nothing may write meanwhile. Dispatch is run to the last complete record (it
+        then has nothing to do); the flush services are stopped (after flushing what
+        they had) and started again, so no flush in flight can record a position past
+        the cut.
+        The file work (zeroing dropped tails, fdatasync, unlink) runs in a worker
+        thread; readers on the loop see the shortened store at once, in one step.
+        """
+        if not self._loaded:
+            raise StoreError("truncate_to needs a loaded store (call load() first)")
+        running = not self.shutdown_flag
+        if running and self.config.brokerRole != BrokerRole.SLAVE:
+            raise StoreError(f"truncate_to refuses to cut a writable store "
+                             f"({self.config.brokerRole.value}): make it a SLAVE first")
+        cl = self.commitlog
+        try:
+            cl.commit()
+        except OSError as e:
+            raise StoreError(f"cannot commit the CommitLog before truncating: {e}") from e
+        dispatched_to = -1
+        if running:
+            # dispatch every complete record (a slave's tail may end mid-record:
+            # wait_caught_up would wait for the rest); it is idle afterwards
+            while self.reput.do_reput(self.reput.batch_limit):
+                await asyncio.sleep(0)
+            dispatched_to = self.reput.reput_from_offset
+        end = cl.max_offset
+        problem = cl.record_boundary_error(offset, dispatched_to)
+        if problem is not None:
+            raise StoreError(f"cannot truncate the CommitLog at offset {offset}: {problem}")
+        if offset == end:
+            return 0
+        log.warning("truncating the store at CommitLog offset %d (end %d, %d bytes)",
+                    offset, end, end - offset)
+        if running:
+            await self._stop_flush_services()
+        try:
+            plan = self._truncate_bookkeeping(offset)
+            checkpoint = self.checkpoint
+            assert checkpoint is not None
+
+            def disk_work() -> None:
+                plan.run()
+                checkpoint.sync()
+
+            try:
+                await asyncio.to_thread(disk_work)
+            except OSError as e:
+                self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+                raise StoreError(f"truncating the store files at {offset} failed: {e}; "
+                                 "the store refuses writes") from e
+            finally:
+                plan.finish()
+        finally:
+            if running:
+                self._start_flush_services()
+        log.warning("store truncated at CommitLog offset %d: %d bytes dropped", offset,
+                    end - offset)
+        return end - offset
+
+    async def drop_incomplete_tail(self) -> int:
+        """Cut a started SLAVE's CommitLog back to the end of its last complete record
+        (replicated blocks need not end on one): what a slave must do before it takes
+        writes as master (RocketMQ's truncateInvalidMsg). Returns the bytes dropped;
+        0 for a store not started (recovery at load already dropped such a tail)."""
+        if self.shutdown_flag:
+            return 0
+        while self.reput.do_reput(self.reput.batch_limit):
+            await asyncio.sleep(0)
+        return await self.truncate_to(self.reput.reput_from_offset)
+
+    async def _stop_flush_services(self) -> None:
+        if self.flush_service is not None:
+            await self.flush_service.shutdown()
+        if self.flush_cq_service is not None:
+            await self.flush_cq_service.shutdown()
+
+    def _truncate_bookkeeping(self, offset: int) -> TruncatePlan:
+        """Everything of truncate_to that is not file I/O, in one synchronous step."""
+        plan = self.commitlog.truncate_plan(offset)
+        for topic, qs in list(self.consume_queue_table.items()):
+            for qid, cq in list(qs.items()):
+                p, emptied = cq.truncate_plan(offset)
+                plan.add(p)
+                if emptied:
+                    del qs[qid]
+            if not qs:
+                del self.consume_queue_table[topic]
+        cl = self.commitlog
+        if self.index_service is not None:
+            plan.add(self.index_service.truncate_plan(
+                offset, lambda phy: cl.pick_store_timestamp(phy, 0)))
+        self._recover_topic_queue_table()
+        if self.reput.reput_from_offset > offset:
+            self.reput.reput_from_offset = offset
+        ts = self._last_dispatched_store_timestamp()
+        ck = self.checkpoint
+        assert ck is not None
+        ck.physic_msg_timestamp = min(ck.physic_msg_timestamp, ts)
+        ck.logics_msg_timestamp = min(ck.logics_msg_timestamp, ts)
+        ck.master_flushed_offset = min(ck.master_flushed_offset, offset)
+        ck.confirm_phy_offset = min(ck.confirm_phy_offset, offset)
+        ck.write()
+        cl.mfq.store_timestamp = min(cl.mfq.store_timestamp, ts)
+        return plan
+
+    def _last_dispatched_store_timestamp(self) -> int:
+        """Store time of the newest record any ConsumeQueue points at (0 if none)."""
+        best_off, best_size = -1, 0
+        for cq in self._iter_consume_queues():
+            n = cq.get_max_offset_in_queue()
+            if n > cq.get_min_offset_in_queue():
+                u = cq.read_unit(n - 1)
+                if u is not None and u[0] > best_off and u[1] != 0x7FFFFFFF:
+                    best_off, best_size = u[0], u[1]
+        if best_off < 0:
+            return 0
+        return max(self.commitlog.pick_store_timestamp(best_off, best_size), 0)
+
     def _on_commit_error(self, e: OSError) -> None:
         if not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
             log.error("writing the CommitLog failed (%s); refusing writes", e)
@@ -346,7 +503,7 @@ class MessageStore:
         if self.shutdown_flag:
             return "message store has been shut down"
         if self.config.brokerRole == BrokerRole.SLAVE:
-            return "messages are put to the slave"
+            return "message store is slave mode, so putMessage is forbidden"
         if flags.is_set(RunningFlags.DISK_FULL):
             c = self.cleaner.commitlog_service
             return (f"the disk is full: the CommitLog's disk is {c.commitlog_ratio * 100:.1f}% "
@@ -407,9 +564,9 @@ class MessageStore:
         """
         if (self.shutdown_flag or self.running_flags.flags & _WRITE_BLOCKING
                 or self.config.brokerRole == BrokerRole.SLAVE):
-            status = self._check_store_status()
-            if status is not None:
-                return PutMessageResult(status, remark=self.not_writeable_reason()), None
+            refused = self._refused()
+            if refused is not None:
+                return refused, None
         if msg.topic not in self._valid_topics:
             bad = self._check_topic(msg.topic)
             if bad is not None:
@@ -436,10 +593,16 @@ class MessageStore:
                 return result, gc.submit(result.wrote_offset + result.wrote_bytes)
         return result, self._waiter(result, msg.wait_store_msg_ok)
 
-    def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+    def _refused(self) -> PutMessageResult | None:
         status = self._check_store_status()
-        if status is not None:
-            return PutMessageResult(status, remark=self.not_writeable_reason()), None
+        if status is None:
+            return None
+        return PutMessageResult(status, remark=self.not_writeable_reason())
+
+    def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+        refused = self._refused()
+        if refused is not None:
+            return refused, None
         bad = self._check_topic(batch.topic)
         if bad is not None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
@@ -507,6 +670,50 @@ class MessageStore:
     async def put_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         result, waiter = self.put_batch_nowait(batch)
         return await self._await_put(result, waiter)
+
+    # ------------------------------------------------------------------ replication
+    def get_commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
+        """Committed CommitLog bytes from offset, at most max_bytes, never past the end
+        of offset's file (RocketMQ's getCommitLogData for the HA writer). None when
+        nothing is readable there (no data yet, or the file was deleted)."""
+        got = self.commitlog.get_data(offset, max_bytes)
+        if got is None:
+            return None
+        mf, pos, end = got
+        if mf.file_from_offset + pos != offset:
+            return None     # offset is not in the returned file (deleted / not written)
+        return mf.mm[pos:end]
+
+    @property
+    def commitlog_empty(self) -> bool:
+        """No CommitLog file at all (a new slave takes any first offset its master sends)."""
+        return not self.commitlog.mfq.mapped_files
+
+    def set_dispatch_throttle(self, seconds: float) -> None:
+        """Dispatch pauses this long between its batches (0: it only yields): a slave
+        catching up lets the CommitLog copy go first."""
+        self.reput.throttle = seconds
+
+    def replica_file_ready(self, offset: int) -> bool:
+        """False when replicated bytes at offset need a new CommitLog file first."""
+        return self.commitlog.replica_file(offset) is not None
+
+    async def create_replica_file(self, offset: int) -> None:
+        """Create the CommitLog file for replicated offset in a worker thread."""
+        cl = self.commitlog
+        mf = await asyncio.get_running_loop().run_in_executor(None, cl.make_replica_file, offset)
+        if cl.replica_file(offset) is not None:    # someone else made it meanwhile
+            mf.close()
+            return
+        cl.add_replica_file(mf, offset)
+        if self.reput.reput_from_offset < cl.min_offset:
+            # a slave that starts mid-stream: nothing to dispatch below its first file
+            self.reput.reput_from_offset = cl.min_offset
+
+    def append_replicated(self, offset: int, blocks: list[memoryview]) -> int:
+        """Append a master's contiguous bytes at offset (one file); returns the new end.
+        Dispatch is woken and builds ConsumeQueues and the index from them."""
+        return self.commitlog.append_replica(offset, blocks)
 
     # ------------------------------------------------------------------ dispatch
     def dispatch_batch(self, reqs: list[DispatchRequest]) -> int:

@@ -3,5 +3,5 @@
 A new command: a ``Command`` subclass decorated with ``@register`` in one of these
 modules (or a new module imported below). See ``rmq.admin.base``.
 """
-from rmq.admin.commands import (broker, cluster, connection, consumer, message,  # noqa: F401
-                                namesrv, offset, topic)
+from rmq.admin.commands import (broker, cluster, connection, consumer, controller,  # noqa: F401
+                                ha, message, namesrv, offset, topic)

@@ -113,6 +113,26 @@ class AdminBrokerProcessor:
     def get_all_topic_config(self, conn, request: RemotingCommand) -> RemotingCommand:
         return _ok(request, body=self.broker.topics.serialize_wrapper().to_json())
 
+    # --- what a slave copies from its master (rmq/broker/slave_sync.py) ---
+    def get_all_consumer_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_CONSUMER_OFFSET (43): ConsumerOffsetSerializeWrapper."""
+        return _ok(request, body=dumps_fastjson(self.broker.offsets.snapshot()))
+
+    def get_all_delay_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_DELAY_OFFSET (45): the schedule service's offsets (delayOffset.json)."""
+        sched = self.broker.schedule
+        table = sched.snapshot() if sched is not None else {"offsetTable": {}}
+        return _ok(request, body=dumps_fastjson(table))
+
+    def get_all_subscription_group(self, conn, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): SubscriptionGroupWrapper."""
+        return _ok(request, body=dumps_fastjson(self.broker.subscriptions.snapshot()))
+
+    def get_broker_ha_status(self, conn, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_HA_STATUS (907): RocketMQ 5.x HARuntimeInfo, plus our brokerRole,
+        epoch and brokerId (what `rmq admin haStatus` prints)."""
+        return _ok(request, body=dumps_fastjson(self.broker.ha_runtime_info()))
+
     def get_topic_stats_info(self, conn, request: RemotingCommand) -> RemotingCommand:
         b = self.broker
         topic = (request.ext_fields or {}).get("topic", "")

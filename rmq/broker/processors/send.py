@@ -1,12 +1,13 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) — spec 2.4."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import re
 from typing import TYPE_CHECKING, Awaitable
 
-from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
+from rmq.protocol.codes import MQVersion, RemotingFlag, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -231,7 +232,33 @@ class SendMessageProcessor:
         result, waiter = b.store.put_nowait(msg)
         if waiter is None:
             return self._response(request, result, uniq, msg.queue_id, msg.topic)
-        return self._await_put(request, result, waiter, uniq, msg.queue_id, msg.topic)
+        return self._answer_later(conn, request, result, waiter, uniq, msg.queue_id, msg.topic)
+
+    def _answer_later(self, conn, request: RemotingCommand, result: PutMessageResult,
+                      waiter: Awaitable[PutMessageStatus], uniq: str | None,
+                      qid: int, topic: str = "") -> Awaitable[RemotingCommand] | None:
+        """Answer when the put's waiter completes (flush / replication).
+
+        A waiter that is a Future (a group-commit or group-transfer round, shared by
+        the puts of a loop iteration) gets a done-callback that sends the response: no
+        task per message. Anything else is awaited in a task."""
+        if not asyncio.isfuture(waiter):
+            return self._await_put(request, result, waiter, uniq, qid, topic)
+
+        def done(f: asyncio.Future) -> None:
+            if f.cancelled():
+                resp = request.create_response(ResponseCode.SYSTEM_ERROR,
+                                               "request processing was cancelled")
+            else:
+                status = f.result()
+                if status is not PutMessageStatus.PUT_OK:
+                    result.status = status
+                resp = self._response(request, result, uniq, qid, topic)
+            if not request.flag & RemotingFlag.ONEWAY:   # (a oneway one is finished already)
+                conn.send_response(resp)
+
+        waiter.add_done_callback(done)
+        return None
 
     async def _await_put(self, request, result, waiter, uniq, qid, topic: str = "") -> RemotingCommand:
         status = await waiter
@@ -337,6 +364,6 @@ class SendMessageProcessor:
             waiter = None
         if waiter is None:
             return self._response(request, result, None, qid, header.topic)
-        return self._await_put(request, result, waiter, None, qid, header.topic)
+        return self._answer_later(conn, request, result, waiter, None, qid, header.topic)
 
 

@@ -1,0 +1,252 @@
+"""Failover controller requests (sans-IO): headers and bodies spoken between brokers,
+``rmq admin`` and the controller running inside a NameServer.
+
+Codes are RocketMQ 5's: BROKER_HEARTBEAT (904), CONTROLLER_ELECT_MASTER (1002),
+CONTROLLER_GET_SYNC_STATE_DATA (1006). Header field names follow RocketMQ 5's
+``BrokerHeartbeatRequestHeader`` / ``ElectMasterRequestHeader`` /
+``ElectMasterResponseHeader`` where it has them; what RocketMQ does not carry there is
+ours and says so below. Bodies are JSON.
+
+BROKER_HEARTBEAT (a broker, every second, to the controller NameServer):
+
+* header ``clusterName``, ``brokerName``, ``brokerAddr``, ``brokerId`` (its id now),
+  ``epoch`` (its epoch file's last epoch, 0 if none), ``maxOffset`` (CommitLog max
+  offset), and ours: ``role`` (ASYNC_MASTER / SYNC_MASTER / SLAVE),
+  ``epochStartOffset`` (start of that epoch; -1 if none).
+* body ``{"haServerAddr": "ip:port", "slaveAckOffsets": {"<slave>": offset}}``: a
+  master's view of each slave's acked CommitLog offset. A slave is named by its
+  broker address (``ip:port``) or, when the master only knows that, by its broker id
+  as a decimal string.
+* response header (ours; RocketMQ's 904 answers nothing): ``masterAddr``,
+  ``masterHaAddr``, ``masterBrokerId`` (always 0), ``masterEpoch``,
+  ``epochStartOffset`` (where the group's current epoch began), ``brokerId`` (the id
+  the asking broker must register with: 0 if it is the master). All absent while the
+  group has no master.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.headers import BOOL, INT, LONG, OPTIONAL, REQUIRED, STR, Header, _wire
+
+__all__ = [
+    "ROLE_SLAVE", "MASTER_ROLES", "BrokerHeartbeatRequestHeader",
+    "BrokerHeartbeatResponseHeader", "HeartbeatBody", "ElectMasterRequestHeader",
+    "ElectMasterResponseHeader", "GetSyncStateDataRequestHeader", "MemberStatus",
+    "EpochRecord", "GroupStatus", "encode_group_statuses", "decode_group_statuses",
+]
+
+ROLE_SLAVE = "SLAVE"
+MASTER_ROLES = frozenset({"ASYNC_MASTER", "SYNC_MASTER"})
+_ROLES = MASTER_ROLES | {ROLE_SLAVE}
+
+
+@_wire(
+    ("cluster_name", "clusterName", STR, REQUIRED),
+    ("broker_name", "brokerName", STR, REQUIRED),
+    ("broker_addr", "brokerAddr", STR, REQUIRED),
+    ("broker_id", "brokerId", LONG, REQUIRED),
+    ("role", "role", STR, REQUIRED),
+    ("epoch", "epoch", INT, OPTIONAL),
+    ("max_offset", "maxOffset", LONG, OPTIONAL),
+    ("epoch_start_offset", "epochStartOffset", LONG, OPTIONAL),
+    ("heartbeat_timeout_millis", "heartbeatTimeoutMills", LONG, OPTIONAL),
+)
+@dataclass(slots=True)
+class BrokerHeartbeatRequestHeader(Header):
+    cluster_name: str
+    broker_name: str
+    broker_addr: str
+    broker_id: int
+    role: str
+    epoch: int = 0
+    max_offset: int = 0
+    epoch_start_offset: int = -1
+    heartbeat_timeout_millis: int | None = None   # RocketMQ 5's; not used by rmq
+
+    def check(self) -> None:
+        """ProtocolError for values no broker sends."""
+        if self.role not in _ROLES:
+            raise ProtocolError(f"header field role must be one of {', '.join(sorted(_ROLES))}, "
+                                f"not {self.role!r}")
+        if self.broker_id < 0 or self.epoch < 0 or self.max_offset < 0:
+            raise ProtocolError("brokerId, epoch and maxOffset must not be negative")
+        if not self.broker_name or not self.broker_addr or ":" not in self.broker_addr:
+            raise ProtocolError(f"bad brokerName/brokerAddr {self.broker_name!r} "
+                                f"{self.broker_addr!r}")
+
+
+@_wire(
+    ("master_addr", "masterAddr", STR, OPTIONAL),
+    ("master_ha_addr", "masterHaAddr", STR, OPTIONAL),
+    ("master_broker_id", "masterBrokerId", LONG, OPTIONAL),
+    ("master_epoch", "masterEpoch", INT, OPTIONAL),
+    ("epoch_start_offset", "epochStartOffset", LONG, OPTIONAL),
+    ("broker_id", "brokerId", LONG, OPTIONAL),
+)
+@dataclass(slots=True)
+class BrokerHeartbeatResponseHeader(Header):
+    master_addr: str | None = None
+    master_ha_addr: str | None = None
+    master_broker_id: int | None = None
+    master_epoch: int | None = None
+    epoch_start_offset: int | None = None
+    broker_id: int | None = None
+
+
+@dataclass(slots=True)
+class HeartbeatBody:
+    ha_server_addr: str | None = None
+    slave_ack_offsets: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        obj: dict[str, Any] = {"slaveAckOffsets": self.slave_ack_offsets}
+        if self.ha_server_addr is not None:
+            obj["haServerAddr"] = self.ha_server_addr
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | None) -> "HeartbeatBody":
+        if not raw:
+            return cls()
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ProtocolError(f"heartbeat body is not JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise ProtocolError("heartbeat body is not a JSON object")
+        ha = obj.get("haServerAddr")
+        if ha is not None and not isinstance(ha, str):
+            raise ProtocolError("heartbeat body: haServerAddr is not a string")
+        acks = obj.get("slaveAckOffsets") or {}
+        if not isinstance(acks, dict) or not all(
+                isinstance(k, str) and type(v) is int and v >= 0 for k, v in acks.items()):
+            raise ProtocolError("heartbeat body: slaveAckOffsets must map names to offsets >= 0")
+        return cls(ha, dict(acks))
+
+
+@_wire(
+    ("broker_name", "brokerName", STR, REQUIRED),
+    ("cluster_name", "clusterName", STR, OPTIONAL),
+    ("broker_id", "brokerId", LONG, OPTIONAL),
+    ("designate_elect", "designateElect", BOOL, OPTIONAL),
+    ("broker_addr", "brokerAddr", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class ElectMasterRequestHeader(Header):
+    """CONTROLLER_ELECT_MASTER (1002). brokerAddr (ours) names the broker to promote;
+    without it the controller picks, and only when the master is gone."""
+
+    broker_name: str
+    cluster_name: str | None = None
+    broker_id: int | None = None
+    designate_elect: bool | None = None
+    broker_addr: str | None = None
+
+
+@_wire(
+    ("master_broker_id", "masterBrokerId", LONG, OPTIONAL),
+    ("master_address", "masterAddress", STR, OPTIONAL),
+    ("master_epoch", "masterEpoch", INT, OPTIONAL),
+    ("epoch_start_offset", "epochStartOffset", LONG, OPTIONAL),
+)
+@dataclass(slots=True)
+class ElectMasterResponseHeader(Header):
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_epoch: int | None = None
+    epoch_start_offset: int | None = None
+
+
+@_wire(("broker_name", "brokerName", STR, OPTIONAL))
+@dataclass(slots=True)
+class GetSyncStateDataRequestHeader(Header):
+    """CONTROLLER_GET_SYNC_STATE_DATA (1006); brokerName (ours) narrows to one group
+    (RocketMQ sends a JSON list of names in the body)."""
+
+    broker_name: str | None = None
+
+
+# ---------------------------------------------------------------- status body (1006)
+@dataclass(slots=True)
+class MemberStatus:
+    addr: str
+    broker_id: int
+    role: str
+    epoch: int
+    max_offset: int
+    ack_offset: int | None      # as the group's master last reported it
+    in_sync: bool
+    alive: bool
+    last_heartbeat_ago_ms: int
+
+
+@dataclass(slots=True)
+class EpochRecord:
+    """One decision: epoch began at start_offset with master_addr, and why."""
+
+    epoch: int
+    start_offset: int
+    master_addr: str
+    reason: str
+    time_ms: int                # wall clock
+
+
+@dataclass(slots=True)
+class GroupStatus:
+    cluster: str
+    broker_name: str
+    epoch: int
+    epoch_start_offset: int
+    master_addr: str | None
+    master_alive: bool
+    members: list[MemberStatus]
+    history: list[EpochRecord]
+
+
+_CAMEL = {"broker_id": "brokerId", "max_offset": "maxOffset", "ack_offset": "ackOffset",
+          "in_sync": "inSync", "last_heartbeat_ago_ms": "lastHeartbeatAgoMs",
+          "start_offset": "startOffset", "master_addr": "masterAddr", "time_ms": "timeMs",
+          "broker_name": "brokerName", "epoch_start_offset": "epochStartOffset",
+          "master_alive": "masterAlive"}
+_SNAKE = {v: k for k, v in _CAMEL.items()}
+
+
+def _camel(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {_CAMEL.get(k, k): v for k, v in d.items()}
+
+
+def _snake(d: Any, what: str) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise ProtocolError(f"sync state data: {what} is not an object")
+    return {_SNAKE.get(k, k): v for k, v in d.items()}
+
+
+def encode_group_statuses(groups: list[GroupStatus]) -> bytes:
+    out = []
+    for g in groups:
+        d = _camel(asdict(g))
+        d["members"] = [_camel(m) for m in d["members"]]
+        d["history"] = [_camel(h) for h in d["history"]]
+        out.append(d)
+    return json.dumps({"groups": out}, separators=(",", ":")).encode()
+
+
+def decode_group_statuses(raw: bytes | None) -> list[GroupStatus]:
+    try:
+        obj = json.loads(raw or b"{}")
+        groups = obj["groups"]
+        out = []
+        for g in groups:
+            d = _snake(g, "group")
+            d["members"] = [MemberStatus(**_snake(m, "member")) for m in d["members"]]
+            d["history"] = [EpochRecord(**_snake(h, "history entry")) for h in d["history"]]
+            out.append(GroupStatus(**d))
+        return out
+    except ProtocolError:
+        raise
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"sync state data is malformed: {e}") from None
