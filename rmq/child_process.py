@@ -22,11 +22,12 @@ class ChildProcess:
 
     ``start()`` returns once ``ready`` (a regex) matches the log; ``match`` keeps the
     match (e.g. the port it bound). A restart under the same name first moves the
-    previous log aside, so it cannot find the previous run's ready line.
+    previous log aside (``append_log``: keeps one log and looks for the ready line in
+    what this run wrote), so it cannot find the previous run's ready line.
     """
 
     def __init__(self, name: str, argv: list[str], workdir: Path, ready: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, append_log: bool = False) -> None:
         self.name = name
         self.argv = argv
         self.workdir = workdir
@@ -36,10 +37,14 @@ class ChildProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.match: re.Match[str] | None = None
         self._log: IO[bytes] | None = None
+        self._append_log = append_log
+        self._log_start = 0
 
     def start(self, timeout: float = 30.0) -> "ChildProcess":
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if self.log_path.exists():
+        if self._append_log:
+            self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        elif self.log_path.exists():
             n = 1
             while self.log_path.with_suffix(f".log.{n}").exists():
                 n += 1
@@ -53,7 +58,7 @@ class ChildProcess:
                                      env=env, cwd=str(self.workdir), start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = self.ready.search(self.log_text())
+            m = self.ready.search(self.log_text(self._log_start))
             if m:
                 self.match = m
                 return self
@@ -64,9 +69,12 @@ class ChildProcess:
         self.kill()
         raise RuntimeError(f"{self.name} not ready within {timeout}s:\n{self.tail()}")
 
-    def log_text(self) -> str:
+    def log_text(self, start: int = 0) -> str:
+        """The log from byte ``start`` on."""
         try:
-            return self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
 

@@ -11,13 +11,11 @@ master, then the NameServer, each cleanly.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from rmq.child_process import ChildProcess
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.errors import ProtocolError
@@ -44,43 +42,22 @@ mappedFileSizeCommitLog=134217728
 """
 
 
-class Child:
-    def __init__(self, name: str, args: list[str], log: Path) -> None:
-        self.name = name
-        self.log = log
-        self._fh = open(log, "ab")
-        # the log is appended to across runs: look for readiness in this run's part only
-        self._start = self._fh.tell()
-        # Own session: Ctrl-C reaches only `rmq dev`, which stops children in order.
-        self.proc = subprocess.Popen([sys.executable, "-m", "rmq.cli", *args],
-                                     stdout=self._fh, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+def _child(name: str, args: list[str], root: Path, ready: str, log_name: str) -> ChildProcess:
+    # Own session (ChildProcess): Ctrl-C reaches only `rmq dev`, which stops children in
+    # order. One log per child across runs, under the data directory.
+    c = ChildProcess(log_name, [sys.executable, "-m", "rmq.cli", *args], root, ready,
+                     append_log=True)
+    c.name = name
+    return c
 
-    def wait_for(self, text: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            with open(self.log, "rb") as f:
-                f.seek(self._start)
-                if text in f.read().decode(errors="replace"):
-                    return True
-            time.sleep(0.1)
+
+def _start(c: ChildProcess, timeout: float, hint: str = "") -> bool:
+    try:
+        c.start(timeout)
+        return True
+    except RuntimeError as e:
+        print(f"rmq dev: the {c.name} did not start{hint}: {e}", file=sys.stderr)
         return False
-
-    def stop(self, timeout: float = 15.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._fh.close()
-        return self.proc.returncode
-
-    def tail(self, n: int = 15) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
 
 async def _request(client: RemotingClient, addr: str, code: int) -> bytes | None:
@@ -149,34 +126,27 @@ def run_dev(data: str) -> int:
         slave_conf.write_text(BROKER_CONF.format(what="slave of broker-a", broker_id=1,
                                                  role="SLAVE", port=SLAVE_PORT,
                                                  store=root / "broker-a-s" / "store"))
-    ns = Child("namesrv", ["namesrv", "-p", str(NAMESRV_PORT), "--host", "127.0.0.1",
-                           "--kv-path", str(root / "namesrv" / "kvConfig.msgpack")],
-               root / "namesrv.log")
-    if not ns.wait_for("NameServer listening", 15):
-        print(f"rmq dev: the NameServer did not start (port {NAMESRV_PORT} in use?):\n{ns.tail()}",
-              file=sys.stderr)
+    ns = _child("NameServer", ["namesrv", "-p", str(NAMESRV_PORT), "--host", "127.0.0.1",
+                               "--kv-path", str(root / "namesrv" / "kvConfig.msgpack")],
+                root, "NameServer listening", "namesrv")
+    if not _start(ns, 15, f" (port {NAMESRV_PORT} in use?)"):
+        return 1
+    broker = _child("broker", ["broker", "-c", str(conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
+                    root, "boot success", "broker-a")
+    if not _start(broker, 60):
         ns.stop()
         return 1
-    broker = Child("broker", ["broker", "-c", str(conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
-                   root / "broker-a.log")
-    if not broker.wait_for("boot success", 60):
-        print(f"rmq dev: the broker did not start:\n{broker.tail()}", file=sys.stderr)
-        broker.stop()
-        ns.stop()
-        return 1
-    slave = Child("slave", ["broker", "-c", str(slave_conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
-                  root / "broker-a-s.log")
-    if not slave.wait_for("boot success", 60):
-        print(f"rmq dev: the slave did not start:\n{slave.tail()}", file=sys.stderr)
-        slave.stop()
+    slave = _child("slave", ["broker", "-c", str(slave_conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
+                   root, "boot success", "broker-a-s")
+    if not _start(slave, 60):
         broker.stop()
         ns.stop()
         return 1
     print(f"rmq dev: NameServer 127.0.0.1:{NAMESRV_PORT}, broker-a master 127.0.0.1:{BROKER_PORT} "
           f"+ slave 127.0.0.1:{SLAVE_PORT} (DevCluster); data and logs under {root}; "
           f"Ctrl-C stops them", flush=True)
-    print(f"  try: rmq produce -n 127.0.0.1:{NAMESRV_PORT} -t DevTopic -n 1000   /   "
-          f"rmq consume -n 127.0.0.1:{NAMESRV_PORT} -t DevTopic -g DevGroup", flush=True)
+    print(f"  try: rmq produce -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -n 1000   /   "
+          f"rmq consume -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -g DevGroup", flush=True)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -185,7 +155,7 @@ def run_dev(data: str) -> int:
             loop.add_signal_handler(sig, stop.set)
         status = asyncio.create_task(_status(f"127.0.0.1:{BROKER_PORT}", stop))
         while not stop.is_set():
-            if any(c.proc.poll() is not None for c in (broker, slave, ns)):
+            if not all(c.alive() for c in (broker, slave, ns)):
                 print("\nrmq dev: a child process exited unexpectedly", file=sys.stderr)
                 stop.set()
                 break
