@@ -156,6 +156,9 @@ class Controller:
         self._wall = wall_clock
         self.groups: dict[str, _Group] = {}
         self.version = 0          # bumped by every change worth persisting
+        # (cluster, brokerName) on every new master after the first: the NameServer
+        # counts failovers with it (rocketmq_namesrv failover metric)
+        self.on_failover: Callable[[str, str], None] | None = None
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self) -> bytes:
@@ -382,6 +385,7 @@ class Controller:
     def _decide(self, g: _Group, master: str, ha_addr: str | None, epoch: int, start: int,
                 why: str) -> EpochRecord:
         rec = EpochRecord(epoch, start, master, why, self._wall())
+        failover = g.master_addr is not None and g.master_addr != master
         g.master_addr, g.master_ha_addr = master, ha_addr
         g.epoch, g.epoch_start_offset = epoch, start
         g.ids[master] = 0
@@ -391,6 +395,8 @@ class Controller:
         self.version += 1
         log.warning("controller: group %s: epoch %d from offset %d, master %s (%s)",
                     g.name, epoch, start, master, why)
+        if failover and self.on_failover is not None:
+            self.on_failover(g.cluster, g.name)
         return rec
 
     def elect_master(self, broker_name: str, broker_addr: str | None,

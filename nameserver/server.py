@@ -119,6 +119,7 @@ class NameServer:
         self._controller_persisted = 0
         if controller is not None:
             self.controller = Controller(controller)
+            self.controller.on_failover = self._record_failover
             # KVConfigManager.write_file is the NameServer's atomic file replace
             self._controller_file = KVConfigManager(
                 None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME)
@@ -291,6 +292,10 @@ class NameServer:
         return cmd.create_response(ResponseCode.SUCCESS, body=encode_group_statuses(groups))
 
     # ------------------------------------------------------------------ dispatch
+    def _record_failover(self, cluster: str, broker_name: str) -> None:
+        if self.metrics is not None:
+            self.metrics.record_failover(cluster, broker_name)
+
     def _handlers(self) -> dict[int, _Handler]:
         handlers = self._route_handlers()
         if self.controller is not None:

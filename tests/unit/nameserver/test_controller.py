@@ -257,3 +257,15 @@ def test_status_body_roundtrip():
 def test_config_validation():
     with pytest.raises(ValueError, match="controllerMasterTimeout"):
         Controller(ControllerConfig(controllerMasterTimeout=0))
+
+
+def test_failovers_are_reported_but_the_first_master_is_not():
+    c = ctl()
+    events: list[tuple[str, str]] = []
+    c.on_failover = lambda cluster, name: events.append((cluster, name))
+    slaves = {S1: (1, 900), S2: (2, 1000)}
+    _cluster(c, 0, {S1: 900, S2: 1000}, slaves)
+    assert events == []                                # adopting the first master
+    _slaves_beat(c, TIMEOUT + 1, slaves)
+    c.scan(TIMEOUT + 1)
+    assert events == [("C", "broker-a")]
