@@ -1,14 +1,14 @@
 """A store written by our real broker, for the Spark job to rebuild.
 
-`write_store(workdir)` starts `rmq namesrv` + `rmq broker` (tests/harness.py), sends
-through rmq.client what the ConsumeQueue rules care about, waits for the delays and
-transaction checks to play out, stops the broker cleanly and returns where its store
-and broker.conf are. Small files everywhere (CommitLog 32 KiB, ConsumeQueue 6 units,
+`write_stores(workdir)` starts `rmq namesrv` + a master `rmq broker` + its slave
+(tests/harness.py), sends through rmq.client what the ConsumeQueue rules care about, waits
+for the delays and transaction checks to play out, stops the brokers cleanly and returns
+where their stores and broker.conf files are. Small files everywhere (CommitLog 32 KiB, ConsumeQueue 6 units,
 index 400 entries) so every kind of file rolls several times.
 
-A slave's store can be used the same way once replication exists: anything that yields
-a `BrokerStore` (store root + the broker.conf it was written with) plugs into the tests
-(tests/spark/test_rebuild_broker.py's `store` fixture).
+The slave (HA, ASYNC_MASTER) has caught up before both stop: its CommitLog arrived over
+the HA port and its ConsumeQueues/index were built by its own dispatch, which is the store
+the Spark job is meant to read.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rmq.client import LocalTransactionState, Message, Producer, TransactionListener, \
     TransactionProducer
+from tests.cluster.ha_util import HAGroup, wait_in_sync
 from tests.harness import start_broker, start_namesrv
 from tests.integration.test_client import create_topic
 
@@ -94,10 +95,14 @@ async def _produce(namesrv: str, broker: str) -> int:
     return sent
 
 
-def write_store(workdir: Path) -> BrokerStore:
+def write_stores(workdir: Path) -> tuple[BrokerStore, BrokerStore]:
+    """(master, slave) stores of one broker group; the slave caught up before both stop."""
+    slave_conf = {**BROKER_CONF, "brokerRole": "SLAVE", "brokerId": 1}
     with start_namesrv(workdir) as ns, \
-            start_broker(workdir, ns.addr, name="broker-a", conf=BROKER_CONF) as br:
+            start_broker(workdir, ns.addr, name="broker-a", conf=BROKER_CONF) as br, \
+            start_broker(workdir / "slave", ns.addr, name="broker-a", conf=slave_conf) as sl:
         sent = asyncio.run(_produce(ns.addr, br.addr))
-        store, conf = br.store_dir, br.conf_path
-    # the broker has stopped cleanly: every unit and index entry is on disk
-    return BrokerStore(store, conf, sent)
+        asyncio.run(wait_in_sync(HAGroup(ns, br, sl, workdir), timeout=60))
+        stores = (BrokerStore(br.store_dir, br.conf_path, sent),
+                  BrokerStore(sl.store_dir, sl.conf_path, sent))
+    return stores

@@ -5,8 +5,8 @@ The store (tests/spark/broker_store.py): 22 topics x 4 queues, batches, delay le
 rolled back and decided by the broker's check, five 32 KiB CommitLog files, 6-unit
 ConsumeQueue files, 400-entry index files.
 
-Replication is not built yet: when a slave's store exists, add it to `store`'s params
-(anything that gives a BrokerStore works) and every test here runs on it too.
+Every test runs on the master's store and on its slave's (replicated over HA, ConsumeQueues
+and index built by the slave's own dispatch).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 
 from rmq.protocol.message import SCHEDULE_TOPIC, decode_record
 from rmq.store.index import IndexFile
-from tests.spark.broker_store import BROKER_CONF, TOPICS, BrokerStore, write_store
+from tests.spark.broker_store import BROKER_CONF, TOPICS, BrokerStore, write_stores
 from tests.spark.reference import cq_files
 
 pytestmark = pytest.mark.timeout(300)
@@ -28,13 +28,13 @@ CQ_FILE = BROKER_CONF["mappedFileSizeConsumeQueue"]
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory) -> BrokerStore:
-    return write_store(tmp_path_factory.mktemp("broker"))
+def written(tmp_path_factory) -> tuple[BrokerStore, BrokerStore]:
+    return write_stores(tmp_path_factory.mktemp("broker"))
 
 
-@pytest.fixture(scope="module", params=["master"])
+@pytest.fixture(scope="module", params=["master", "slave"])
 def store(request, written) -> BrokerStore:
-    return written
+    return written[0] if request.param == "master" else written[1]
 
 
 @pytest.fixture(scope="module")
