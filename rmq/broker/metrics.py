@@ -176,6 +176,10 @@ class BrokerMetrics:
                 k = (group, *_client_labels(c.language, c.version), mode)
                 consumers[k] = consumers.get(k, 0) + 1
         epoch = getattr(b, "epoch", None)
+        if epoch is None:
+            # the failover side's (epoch, start); static roles have no epochs: 0
+            provider = getattr(b, "epoch_provider", None)
+            epoch = provider()[0] if provider is not None else 0
         return BrokerSnapshot(
             messages_in=[(t, c[0], c[1]) for t, c in st.put_by_topic.items()],
             messages_out=[(t, g, c[0], c[1]) for (g, t), c in st.get_by_group_topic.items()],
