@@ -770,3 +770,14 @@ async def test_cli_produce_and_consume(cluster):
     assert all(f"topic={topic} " in l for l in first + second)
     bad = await loop.run_in_executor(None, lambda: _rmq("produce", "-a", "127.0.0.1:1", "-t", topic))
     assert bad.returncode != 0
+
+
+async def test_cli_async_produce_of_many_to_a_new_topic(cluster):
+    """--mode async keeps a bounded window in flight: thousands of sends to a topic
+    created on the way (TBW102 route) all answer within sendMsgTimeout."""
+    topic = unique("cli-async")
+    loop = asyncio.get_running_loop()
+    out = await loop.run_in_executor(None, lambda: _rmq(
+        "produce", "-a", cluster.namesrv, "-t", topic, "-n", "6000", "--mode", "async", "-q"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "sent 6000 message(s)" in out.stdout and "0 failed" in out.stdout
