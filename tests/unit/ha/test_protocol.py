@@ -25,7 +25,7 @@ from ha.protocol import (
 )
 from rmq.protocol.errors import ProtocolError
 
-FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 HELLO = SlaveHello("TestCluster", "broker-a", 1, epoch=3, last_epoch_start_offset=4096,
                    max_offset=123456, commitlog_file_size=1 << 30, flags=FLAG_FULL_SYNC)

@@ -677,7 +677,7 @@ def normalised(cmd: RemotingCommand) -> RemotingCommand:
 
 
 @given(commands(binary=False))
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_json_round_trip(cmd):
     frame = encode(cmd)
     assert feed_all(frame) == [normalised(cmd)]
@@ -689,13 +689,13 @@ def test_json_round_trip(cmd):
 
 
 @given(commands(binary=True))
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_binary_round_trip(cmd):
     assert feed_all(encode(cmd)) == [normalised(cmd)]
 
 
 @given(commands(binary=True))
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_cross_encoding_round_trip(cmd):
     # a command read from one encoding and written in the other keeps its meaning
     first = normalised(cmd)
@@ -707,7 +707,7 @@ def test_cross_encoding_round_trip(cmd):
 
 @given(st.lists(commands(binary=False) | commands(binary=True), min_size=1, max_size=5),
        st.integers(1, 50))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_stream_of_mixed_frames_in_fixed_chunks(cmds, chunk):
     stream = b"".join(encode(c) for c in cmds)
     if len(stream) > 20_000:

@@ -594,7 +594,7 @@ def _check_decoded(m, f, props):
     assert m.msg_id == create_message_id(f["store_host"], f["physical_offset"])
 
 
-@settings(deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(rec=records(), prefix=st.binary(max_size=12))
 def test_record_round_trip(rec, prefix: bytes):
     f, props = rec
@@ -621,7 +621,7 @@ def test_record_round_trip(rec, prefix: bytes):
         decode_record(raw[:-1])
 
 
-@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(recs=st.lists(records(compressed_ok=False), min_size=1, max_size=5),
        tail=st.sampled_from([b"", b"\x00" * 7, encode_blank(64) + bytes(56), b"\x00" * 30]))
 def test_decode_records_concatenated(recs, tail: bytes):
@@ -766,7 +766,7 @@ def _tail_field_positions(raw: bytes) -> list[int]:
     return [bl_pos, tpos, tpos + 1 + raw[tpos]]
 
 
-@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), rec=records())
 def test_fuzz_mutated_records(data, rec):
     raw = _small_record(rec)
@@ -823,7 +823,7 @@ def test_fuzz_decode_properties(raw: bytes):
             assert k and v and "\x02" not in k + v and "\x01" not in k
 
 
-@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), rec=records())
 def test_flipped_body_byte_fails_crc(data, rec):
     f, _ = rec
