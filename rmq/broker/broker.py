@@ -21,6 +21,7 @@ from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
+from rmq.broker.role import ControllerRole
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.stats import BrokerStats
@@ -101,6 +102,11 @@ class Broker:
         self.slave_sync = SlaveSynchronize(self)
         # Set by the failover side: () -> (epoch, epoch start offset); (0, -1) = none.
         self.epoch_provider: Callable[[], tuple[int, int]] | None = None
+        # Extra HAService / HAClient arguments (controller mode: epochs, hooks).
+        self.ha_service_options: dict[str, Any] = {}
+        self.ha_client_options: dict[str, Any] = {}
+        # Controller mode (automatic failover): the controller decides the role.
+        self.controller_role = ControllerRole(self) if bc.controller_mode else None
         self._register_processors()
 
     # ------------------------------------------------------------------ wiring
@@ -199,7 +205,7 @@ class Broker:
             bc = self.broker_config
             svc = HAService(self.store, cluster=bc.brokerClusterName, broker_name=bc.brokerName,
                             host=self.listen_host, port=self.store_config.haListenPort,
-                            epoch_provider=self._epoch)
+                            epoch_provider=self._epoch, **self.ha_service_options)
             self.ha_service = svc
         await svc.start()
         self.store_config.haListenPort = svc.port
@@ -225,7 +231,7 @@ class Broker:
             bc = self.broker_config
             client = HAClient(self.store, cluster=bc.brokerClusterName,
                               broker_name=bc.brokerName, broker_id=bc.brokerId,
-                              epoch_provider=self._epoch)
+                              epoch_provider=self._epoch, **self.ha_client_options)
             self.ha_client = client
         addr = master_ha_addr or self.store_config.haMasterAddress or self.ha_server_addr
         if addr:
@@ -283,7 +289,9 @@ class Broker:
             self.store, self.store_config.delay_levels_ms, self.store_config.config_dir,
             self.store_config.flushDelayOffsetInterval)
         self.schedule.load()
-        if self.store_config.brokerRole != BrokerRole.SLAVE:
+        if self.controller_role is not None:
+            await self.controller_role.start()
+        elif self.store_config.brokerRole != BrokerRole.SLAVE:
             self.schedule.start()
             self.transactions.start()
             await self.start_ha_service()
@@ -305,8 +313,10 @@ class Broker:
             loop.create_task(self._every(10, self._scan_channels), name="scan-channels"),
             loop.create_task(self._every(1, self._tick), name="tps"),
         ]
-        if self.store_config.brokerRole == BrokerRole.SLAVE:
-            await self.slave_sync.sync_all()
+        if self.controller_role is not None or self.store_config.brokerRole == BrokerRole.SLAVE:
+            if self.controller_role is None:
+                await self.slave_sync.sync_all()
+            # (controller mode: it runs whenever the broker is a slave)
             self._tasks.append(loop.create_task(
                 self._every(max(bc.slaveSyncInterval, 100) / 1000, self._slave_sync),
                 name="slave-sync"))
@@ -387,7 +397,9 @@ class Broker:
                 if r.ha_server_addr:
                     self.ha_server_addr = r.ha_server_addr
                     # RocketMQ: the NameServer's answer only when haMasterAddress is unset
-                    if self.ha_client is not None and not self.store_config.haMasterAddress:
+                    # (in controller mode the controller's answer decides)
+                    if self.ha_client is not None and not self.store_config.haMasterAddress \
+                            and self.controller_role is None:
                         self.ha_client.update_master_address(r.ha_server_addr)
             if r.order_topics:
                 self.topics.update_order_topic_config(r.order_topics)
@@ -406,6 +418,8 @@ class Broker:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
+        if self.controller_role is not None:
+            await self.controller_role.shutdown()
         self.pull_hold.wake_all()
         if bc.namesrv_addrs:
             try:
