@@ -108,9 +108,9 @@ class ControllerRole:
             await asyncio.shield(self._transition)
         self._loop_task = asyncio.get_running_loop().create_task(self._run(),
                                                                  name="controller-heartbeat")
-        log.info("controller mode: broker %s (%s) is %s (leads as %s; controllers %s)",
-                 b.broker_config.brokerName, b.broker_addr, self.state, self.master_role.value,
-                 ";".join(b.broker_config.controller_addrs))
+        log.info("controller mode: broker %s (%s, HA %s) is %s (leads as %s; controllers %s)",
+                 b.broker_config.brokerName, b.broker_addr, b.ha_addr, self.state,
+                 self.master_role.value, ";".join(b.broker_config.controller_addrs))
 
     async def shutdown(self) -> None:
         for t in (self._loop_task, self._transition):

@@ -146,6 +146,8 @@ class ReputMessageService:
                 offset = nxt
             if n >= limit or offset >= max_offset:
                 break
+            if ready and ready[0].commit_log_offset == offset:
+                break       # the next record (complete) ends past the dispatch limit
             # slow path: parse from the file up to the next ready request (if any)
             stop_at = ready[0].commit_log_offset if ready else -1
             got = cl.get_data(offset)
