@@ -19,8 +19,12 @@ had shown at its previous report, is *confirmed* once it has what dispatch had s
 and leaves when its connection ends. While the set is not empty the store dispatches
 (shows consumers) only up to the lowest ack in it, so whichever confirmed slave the
 controller elects holds every message a consumer may have seen; ``synced_acks()``
-(confirmed slaves only) is what the master reports to the controller. A member that
-stops acking holds dispatch back until its connection is closed (housekeeping).
+(confirmed slaves only) is what the master reports to the controller. A slave that
+left keeps holding dispatch at its last ack until the controller has heard the
+smaller set and still names this broker master (``release_departed``, called by the
+broker after such a heartbeat answer): it may have left because it was promoted. A
+member that stops acking holds dispatch back until its connection is closed
+(housekeeping).
 """
 from __future__ import annotations
 
@@ -57,7 +61,8 @@ class HAService:
                  epoch_provider: EpochProvider | None = None,
                  hello_check: HelloCheck | None = None,
                  epochs_provider: EpochsProvider | None = None,
-                 confirm_reads: bool = False) -> None:
+                 confirm_reads: bool = False,
+                 on_shrink: Callable[[], None] | None = None) -> None:
         cfg = store.config
         self.store = store
         self.config = cfg
@@ -69,10 +74,15 @@ class HAService:
         self.hello_check = hello_check
         self.epochs_provider = epochs_provider
         self.confirm_reads = confirm_reads
+        # called when a slave leaves the in-sync set (the broker tells the controller)
+        self.on_shrink = on_shrink
         # in-sync set (confirm_reads): member -> dispatched offset when it joined
         self._members: dict[HAConnection, int] = {}
         self._confirmed: set[HAConnection] = set()
         self._dispatched_at_report: dict[HAConnection, int] = {}
+        # slaves that left the set: (last ack, shrink generation) until released
+        self._departed: list[tuple[int, int]] = []
+        self._generation = 0
         self.transfer_batch = max(cfg.haTransferBatchSize, 1)
         # enough to keep a fast link busy while the loop does other work, small enough
         # that a slow slave does not pin much memory
@@ -127,6 +137,7 @@ class HAService:
             self._members.clear()
             self._confirmed.clear()
             self._dispatched_at_report.clear()
+            self._departed.clear()
             self.store.set_dispatch_limit(None)
         try:
             await asyncio.wait_for(server.wait_closed(), 2)
@@ -156,6 +167,10 @@ class HAService:
         self._dispatched_at_report.pop(conn, None)
         if self._members.pop(conn, None) is not None:
             self._confirmed.discard(conn)
+            self._generation += 1
+            self._departed.append((conn.ack, self._generation))
+            if self.on_shrink is not None:
+                self.on_shrink()
             log.warning("HA slave %s (id %d) left the in-sync set at ack %d", conn.addr,
                         conn.hello.broker_id if conn.hello else -1, conn.ack)
             self._update_limit()
@@ -217,8 +232,22 @@ class HAService:
     def _update_limit(self) -> None:
         if not self.confirm_reads:
             return
-        acks = [c.ack for c in self._members]
+        acks = [c.ack for c in self._members] + [a for a, _ in self._departed]
         self.store.set_dispatch_limit(min(acks) if acks else None)
+
+    @property
+    def shrink_generation(self) -> int:
+        """Counts departures from the in-sync set (read it before reporting acks)."""
+        return self._generation
+
+    def release_departed(self, generation: int) -> None:
+        """The controller heard a report made after departures up to generation and
+        still names this broker master: those slaves stop holding dispatch back."""
+        if any(g <= generation for _, g in self._departed):
+            self._departed = [(a, g) for a, g in self._departed if g > generation]
+            log.info("HA: the controller keeps this master with the smaller in-sync set; "
+                     "dispatch limit released")
+            self._update_limit()
 
     def synced_acks(self) -> dict[str, int]:
         """Broker id (decimal) -> acked offset of the slaves a successor may be chosen

@@ -89,7 +89,8 @@ class ControllerRole:
         # change, recording passed epochs
         self._lock = asyncio.Lock()
         broker.ha_service_options = {"epochs_provider": self._epochs_for_handshake,
-                                     "hello_check": self._hello_check, "confirm_reads": True}
+                                     "hello_check": self._hello_check, "confirm_reads": True,
+                                     "on_shrink": self.kick}
         broker.ha_client_options = {"epochs_provider": self._epochs_for_handshake,
                                     "accept_hook": self._on_accept}
 
@@ -188,6 +189,8 @@ class ControllerRole:
         b = self.broker
         bc = b.broker_config
         timeout = bc.sendHeartbeatTimeoutMillis / 1000
+        svc = b.ha_service if self.state == MASTER else None
+        generation = svc.shrink_generation if svc is not None else 0
         cmd = self._request()
 
         async def one(addr: str) -> BrokerHeartbeatResponseHeader | None:
@@ -213,6 +216,10 @@ class ControllerRole:
         answers = await asyncio.gather(*(one(a) for a in bc.controller_addrs))
         for a in answers:
             if a is not None and a.master_addr:
+                if (svc is not None and a.master_addr == b.broker_addr
+                        and self.state == MASTER and b.ha_service is svc):
+                    # the controller saw the in-sync set this report named and keeps us
+                    svc.release_departed(generation)
                 self._on_answer(a)
                 return
 
