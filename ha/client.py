@@ -77,6 +77,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         # catching up with the master's end as of the ACCEPT
         self._catchup: tuple[int, int, float] | None = None   # (from, target, t accept)
         self._first_data = 0.0
+        self._aux: set[asyncio.Task[None]] = set()   # file creation / accept hook in flight
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -139,7 +140,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                 if r is not None:
                     self._busy = True
                     self.transport.pause_reading()
-                    asyncio.ensure_future(self._after_hook(r, events[i + 1:]))
+                    self._spawn(self._after_hook(r, events[i + 1:]))
                     return
                 self._report(force=True)
             elif isinstance(ev, MasterReject):
@@ -228,11 +229,16 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                  self.client.master_address, reached, n, secs, n / secs / 1e6, now - t_accept,
                  self.store.dispatch_behind_bytes)
 
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._aux.add(task)
+        task.add_done_callback(self._aux.discard)
+
     def _make_file(self, offset: int) -> None:
         self._busy = True
         if self.transport is not None:
             self.transport.pause_reading()
-        asyncio.ensure_future(self._file_then_resume(offset))
+        self._spawn(self._file_then_resume(offset))
 
     async def _file_then_resume(self, offset: int) -> None:
         try:
