@@ -99,8 +99,17 @@ async def test_histories_cross_and_dispatch_waits_for_the_in_sync_slave(tmp_path
         assert m.dispatched_offset == frozen
         assert m.get_max_offset_in_queue("TopicA", 0) == 100
 
-        # it leaves the set when its connection ends: dispatch shows everything
+        # it leaves the set when its connection ends, but holds dispatch until the
+        # controller has heard of it (it may have been promoted)
+        gen = svc.shrink_generation
         await client.stop()
+        await _until(lambda: svc.shrink_generation == gen + 1)
+        await asyncio.sleep(0.05)
+        assert m.dispatched_offset == frozen and svc.synced_acks() == {}
+        svc.release_departed(gen)                          # a report from before it left
+        await asyncio.sleep(0.05)
+        assert m.dispatched_offset == frozen
+        svc.release_departed(gen + 1)
         await _until(lambda: m.dispatch_behind_bytes == 0)
         assert m.get_max_offset_in_queue("TopicA", 0) == 200
         assert svc.synced_acks() == {}
