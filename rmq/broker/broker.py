@@ -391,15 +391,14 @@ class Broker:
             wrapper=wrapper, compressed=bc.compressedRegister,
             timeout_ms=bc.registerBrokerTimeoutMills)
         for r in results:
-            if self.store_config.brokerRole == BrokerRole.SLAVE:
+            # (in controller mode the controller's answer names the master, not this)
+            if self.store_config.brokerRole == BrokerRole.SLAVE and self.controller_role is None:
                 if r.master_addr:
                     self.master_addr = r.master_addr
                 if r.ha_server_addr:
                     self.ha_server_addr = r.ha_server_addr
                     # RocketMQ: the NameServer's answer only when haMasterAddress is unset
-                    # (in controller mode the controller's answer decides)
-                    if self.ha_client is not None and not self.store_config.haMasterAddress \
-                            and self.controller_role is None:
+                    if self.ha_client is not None and not self.store_config.haMasterAddress:
                         self.ha_client.update_master_address(r.ha_server_addr)
             if r.order_topics:
                 self.topics.update_order_topic_config(r.order_topics)
