@@ -14,9 +14,9 @@ may say hello from beyond this master's end) and ``hello_check(hello) -> reason 
 None`` (an extra reason to refuse a slave, e.g. a newer epoch than this master's).
 
 ``confirm_reads`` (controller mode) keeps an in-sync set, RocketMQ 5's SyncStateSet
-on a small scale: a slave joins once it has what dispatch shows consumers now or
-had shown at its previous report, is *confirmed* once it has what dispatch had shown when it joined,
-and leaves when its connection ends. While the set is not empty the store dispatches
+on a small scale: a slave joins once it has what dispatch shows consumers now or had
+shown at its previous report, is *confirmed* once it has what dispatch had shown when
+it joined, and leaves when its connection ends. While the set is not empty the store dispatches
 (shows consumers) only up to the lowest ack in it, so whichever confirmed slave the
 controller elects holds every message a consumer may have seen; ``synced_acks()``
 (confirmed slaves only) is what the master reports to the controller. A slave that
@@ -138,7 +138,9 @@ class HAService:
             self._confirmed.clear()
             self._dispatched_at_report.clear()
             self._departed.clear()
-            self.store.set_dispatch_limit(None)
+            # the dispatch limit stays: a master stepping down shows nothing more until
+            # its new master's history says what of its tail stays (the broker clears
+            # it then; the store clears it at shutdown)
         try:
             await asyncio.wait_for(server.wait_closed(), 2)
         except asyncio.TimeoutError:

@@ -442,6 +442,8 @@ class ControllerRole:
             self.truncations += 1
             log.warning("truncated this broker's store to CommitLog offset %d (epochs dropped: "
                         "%s)", point, ", ".join(map(str, dropped)) or "none")
+        # what is left is the master's: a limit kept from leading is lifted
+        st.set_dispatch_limit(None)
         last = ef.last_epoch()
         self._pending_epochs = [EpochEntry(e.epoch, e.start_offset) for e in theirs
                                 if e.epoch > last]

@@ -172,6 +172,12 @@ class ReputMessageService:
                     n += 1
                     pos += size
                 elif size == 0:
+                    if end < mf.file_size:
+                        # a BLANK is complete with its padding: a slave may have only
+                        # part of it (or the dispatch limit cuts it); wait for the rest
+                        stop = True
+                        self._incomplete = (base + pos, max_offset)
+                        break
                     pos = mf.file_size  # BLANK: the rest of this file is padding
                     break
                 elif size > 0:

@@ -275,6 +275,7 @@ class MessageStore:
         if self._lock_fd is None:
             return
         self.shutdown_flag = True
+        self.reput.limit = None      # (a restart dispatches everything anyway)
         try:
             try:
                 self.commitlog.stop()
@@ -427,10 +428,10 @@ class MessageStore:
     # ------------------------------------------------------------------ role changes (failover)
     def switch_to_slave(self) -> None:
         """Stop taking writes now (a master told to step down): puts are refused from
-        here on; what was appended is committed so HA and readers see it whole."""
+        here on; what was appended is committed so HA and readers see it whole. A
+        dispatch limit stays: what the in-sync slaves never acked is not shown until
+        the new master's history says whether it stays."""
         self.config.brokerRole = BrokerRole.SLAVE
-        self.reput.limit = None
-        self.reput.wakeup()
         self.commit_now()
 
     async def prepare_to_lead(self) -> int:
@@ -440,6 +441,7 @@ class MessageStore:
         dropped. Nothing may append meanwhile; set_role then opens the store."""
         if self.config.brokerRole != BrokerRole.SLAVE:
             raise StoreError("prepare_to_lead needs a SLAVE store (switch_to_slave first)")
+        self.reput.limit = None      # all of this log is the group's now
         dropped = await self.drop_incomplete_tail()
         while self.reput.do_reput(self.reput.batch_limit):
             await asyncio.sleep(0)
