@@ -260,7 +260,7 @@ class ControllerRole:
         epoch = a.master_epoch or 0
         if a.master_addr == b.broker_addr:
             if self.state != MASTER or epoch > self.epoch_file.last_epoch():
-                await self.become_master(epoch)
+                await self.become_master(epoch, a.epoch_start_offset)
                 return True
             return False
         bid = a.broker_id if a.broker_id is not None and a.broker_id > 0 else None
@@ -279,7 +279,7 @@ class ControllerRole:
         return False
 
     # ------------------------------------------------------------------ become master
-    async def become_master(self, epoch: int) -> None:
+    async def become_master(self, epoch: int, announced_start: int | None = None) -> None:
         b = self.broker
         bc = b.broker_config
         st = b.store
@@ -300,6 +300,10 @@ class ControllerRole:
             self._pending_epochs = []
             start = st.max_phy_offset
             last = ef.last_entry()
+            if last is None and was == PENDING and announced_start is not None:
+                # adopted as a new group's first master: the epoch covers what it wrote
+                # before (the controller says from 0), which its slaves copied too
+                start = min(max(announced_start, 0), start)
             if last is None or epoch > last.epoch:
                 # durable before the first write of the epoch
                 await ef.append(epoch, start)
