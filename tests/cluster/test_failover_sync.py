@@ -17,7 +17,8 @@ import pytest
 from tests.cluster.failover_util import (SendLog, create_topic, duplicates, failover_group,
                                          produce_through, wait_dispatched, wait_master)
 from tests.cluster.ha_util import ha_status, uniq_keys_on, wait_topic_on
-from tests.integration.broker_util import wait_until
+from rmq.remoting.client import RemotingClient
+from tests.integration.broker_util import route, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -48,11 +49,23 @@ async def test_sync_master_killed_mid_stream_every_send_ok_is_on_the_new_master(
             if len(lg.acked) >= KILL_AFTER:
                 half.set()
 
+        routed_at = 0.0
+
         async def killer() -> None:
-            nonlocal killed_at
+            nonlocal killed_at, routed_at
             await half.wait()
             g.a.kill()
             killed_at = time.monotonic()
+            client = RemotingClient()
+            try:
+                while True:         # the NameServer's route names the new master
+                    _, rd = await route(client, g.ns.addr, topic)
+                    if rd is not None and rd.broker_datas[0].broker_addrs == {0: g.b.addr}:
+                        routed_at = time.monotonic()
+                        return
+                    await asyncio.sleep(0.02)
+            finally:
+                await client.close()
 
         t0 = time.monotonic()
         kill = asyncio.create_task(killer())
@@ -68,6 +81,7 @@ async def test_sync_master_killed_mid_stream_every_send_ok_is_on_the_new_master(
         on_a, on_b = log.stored_on(g.a.addr), log.stored_on(g.b.addr)
         assert len(on_a) >= KILL_AFTER and on_b, (len(on_a), len(on_b))
         failover_s = log.first_at[g.b.addr] - killed_at
+        assert routed_at and routed_at <= log.first_at[g.b.addr] + 0.5
 
         await wait_dispatched(g.b.addr)
         keys = await uniq_keys_on(g.b.addr, topic, QUEUES)
@@ -83,6 +97,7 @@ async def test_sync_master_killed_mid_stream_every_send_ok_is_on_the_new_master(
             statuses[st] = statuses.get(st, 0) + 1
         print(f"\n[failover sync] {TOTAL} messages from 8 producers in {took:.1f} s; master "
               f"SIGKILLed after {KILL_AFTER} SEND_OK; failover (SIGKILL -> first send answered "
-              f"by the new master) {failover_s:.2f} s; answers {statuses}; send errors "
+              f"by the new master) {failover_s:.2f} s (route at brokerId 0 after "
+              f"{routed_at - killed_at:.2f} s); answers {statuses}; send errors "
               f"during the failover {dict(log.errors)}; resent {len(log.resent)}; on the new "
               f"master {len(keys)} messages, {len(dups)} duplicates (all resent messages)")
