@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from ha.protocol import (
     FLAG_FULL_SYNC,
@@ -31,6 +31,7 @@ from ha.protocol import (
     encode_hello,
     encode_offset_report,
 )
+from rmq.protocol.epoch import EpochEntry
 from rmq.store.errors import StoreError
 from rmq.store.message_store import MessageStore
 
@@ -61,7 +62,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     def __init__(self, client: "HAClient") -> None:
         self.client = client
         self.store = client.store
-        self.reader = SlaveStreamReader(client.buffer_size)
+        self.reader = SlaveStreamReader(client.buffer_size,
+                                        expect_epochs=client.epochs_provider is not None)
         self.transport: asyncio.Transport | None = None
         self.accepted: MasterAccept | None = None
         self.rejected: MasterReject | None = None
@@ -84,9 +86,10 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         c = self.client
         epoch, start = c.epoch_provider()
         cfg = self.store.config
+        epochs = tuple(c.epochs_provider()) if c.epochs_provider is not None else None
         hello = SlaveHello(c.cluster, c.broker_name, c.broker_id, epoch, start,
                            self.store.max_phy_offset, cfg.mappedFileSizeCommitLog,
-                           FLAG_FULL_SYNC if cfg.haFullSync else 0)
+                           FLAG_FULL_SYNC if cfg.haFullSync else 0, epochs)
         self._write(encode_hello(hello))
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -298,6 +301,7 @@ class HAClient:
     def __init__(self, store: MessageStore, *, cluster: str, broker_name: str, broker_id: int,
                  master_address: str = "", epoch_provider: EpochProvider | None = None,
                  accept_hook: AcceptHook | None = None,
+                 epochs_provider: "Callable[[], Sequence[EpochEntry]] | None" = None,
                  buffer_size: int = 4 * 1024 * 1024) -> None:
         self.store = store
         self.config = store.config
@@ -306,6 +310,8 @@ class HAClient:
         self.broker_id = broker_id
         self.epoch_provider = epoch_provider or _no_epoch
         self.accept_hook = accept_hook
+        # (controller mode) this slave's epoch history, sent in the HELLO
+        self.epochs_provider = epochs_provider
         self.buffer_size = buffer_size
         self._master = master_address
         self._changed: asyncio.Event | None = None

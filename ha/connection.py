@@ -126,7 +126,9 @@ class HAConnection(asyncio.Protocol):
         log.info("HA slave %s (%s id %d, epoch %d, at offset %d, full sync %s) accepted",
                  self.addr, hello.broker_name, hello.broker_id, hello.epoch, hello.max_offset,
                  hello.full_sync)
-        self._write([encode_accept(MasterAccept(epoch, self.store.max_phy_offset))])
+        # the history goes to a slave that sent its own (FLAG_EPOCHS), even if empty
+        epochs = (svc.epoch_list() or ()) if hello.epochs is not None else None
+        self._write([encode_accept(MasterAccept(epoch, self.store.max_phy_offset, epochs))])
         svc.on_handshake(self)
 
     # ------------------------------------------------------------------ read side

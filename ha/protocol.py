@@ -20,15 +20,23 @@ Handshake frame (big-endian)::
 
     HELLO   str cluster, str brokerName, int64 brokerId, int64 epoch (0 = none),
             int64 lastEpochStartOffset (-1 = none), int64 maxOffset,
-            int64 commitLogFileSize, int32 flags (bit 0: full sync)
-    ACCEPT  int64 epoch, int64 masterMaxOffset
+            int64 commitLogFileSize, int32 flags (bit 0: full sync, bit 1: epochs
+            follow) [, epochs]
+    ACCEPT  int64 epoch, int64 masterMaxOffset [, epochs: when the HELLO had bit 1]
     REJECT  int64 epoch, str reason
 
     str = int16 length + UTF-8 bytes
+    epochs = the sender's epoch history, rmq.protocol.epoch's list codec (int32 count
+             + 20 bytes per entry), oldest first
 
 Readers ignore payload bytes after the fields they know, so a later version may append
 fields without breaking an older peer; a different magic or a version they do not
-speak is an error.
+speak is an error. The epoch lists were added that way (still version 1): a slave in
+controller mode sets HELLO flag bit 1 and appends its history; a master that knows
+the flag answers with its own history appended to the ACCEPT (an empty list if it
+has none), one that does not ignores both, and the slave sees no list. A HELLO with
+a list announces a slave that compares histories and truncates after the handshake,
+so its maxOffset may be beyond the master's.
 
 Two readers, one per direction: ``MasterStreamReader`` (what the master reads from a
 slave) and ``SlaveStreamReader`` (what a slave reads from its master; it can receive
@@ -42,10 +50,12 @@ import struct
 from dataclasses import dataclass
 from typing import Final, Union
 
+from rmq.protocol.epoch import EpochEntry, decode_epoch_list, encode_epoch_list
 from rmq.protocol.errors import ProtocolError
 
 __all__ = [
     "HAProtocolError", "MAGIC", "VERSION", "HELLO", "ACCEPT", "REJECT", "FLAG_FULL_SYNC",
+    "FLAG_EPOCHS",
     "MAX_HANDSHAKE_PAYLOAD", "REPORT_SIZE", "TRANSFER_HEADER_SIZE",
     "SlaveHello", "MasterAccept", "MasterReject", "OffsetReport", "Transfer",
     "encode_hello", "encode_accept", "encode_reject", "encode_offset_report",
@@ -58,6 +68,7 @@ HELLO: Final = 1
 ACCEPT: Final = 2
 REJECT: Final = 3
 FLAG_FULL_SYNC: Final = 0x1
+FLAG_EPOCHS: Final = 0x2
 MAX_HANDSHAKE_PAYLOAD: Final = 64 * 1024
 REPORT_SIZE: Final = 8
 TRANSFER_HEADER_SIZE: Final = 12
@@ -90,6 +101,8 @@ class SlaveHello:
     max_offset: int = 0
     commitlog_file_size: int = 0
     flags: int = 0
+    # None: a classic slave; encode_hello sets FLAG_EPOCHS when there is a list
+    epochs: tuple[EpochEntry, ...] | None = None
 
     @property
     def full_sync(self) -> bool:
@@ -100,6 +113,8 @@ class SlaveHello:
 class MasterAccept:
     epoch: int
     master_max_offset: int
+    # the master's history, sent only to a slave that sent its own (None: not sent)
+    epochs: tuple[EpochEntry, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,14 +159,19 @@ def _frame(kind: int, payload: bytes) -> bytes:
     return _HS_HEAD.pack(MAGIC, VERSION, kind, len(payload)) + payload
 
 
+def _epochs(entries: tuple[EpochEntry, ...] | None) -> bytes:
+    return b"" if entries is None else encode_epoch_list(entries)
+
+
 def encode_hello(h: SlaveHello) -> bytes:
+    flags = h.flags | FLAG_EPOCHS if h.epochs is not None else h.flags & ~FLAG_EPOCHS
     return _frame(HELLO, _str(h.cluster) + _str(h.broker_name) + _HELLO_TAIL.pack(
         h.broker_id, h.epoch, h.last_epoch_start_offset, h.max_offset,
-        h.commitlog_file_size, h.flags))
+        h.commitlog_file_size, flags) + _epochs(h.epochs))
 
 
 def encode_accept(a: MasterAccept) -> bytes:
-    return _frame(ACCEPT, _QQ.pack(a.epoch, a.master_max_offset))
+    return _frame(ACCEPT, _QQ.pack(a.epoch, a.master_max_offset) + _epochs(a.epochs))
 
 
 def encode_reject(r: MasterReject) -> bytes:
@@ -197,6 +217,19 @@ class _Fields:
         self.pos += st.size
         return v
 
+    def epochs(self) -> tuple[EpochEntry, ...]:
+        """An epoch list (rmq.protocol.epoch codec) at the current position."""
+        self.need(4, "epoch list count")
+        (n,) = struct.unpack_from(">i", self.mv, self.pos)
+        size = 4 + 20 * n if n >= 0 else 0
+        self.need(size, f"epoch list of {n} entries")
+        try:
+            out = decode_epoch_list(self.mv[self.pos:self.pos + size])
+        except ProtocolError as e:
+            raise HAProtocolError(f"handshake epoch list: {e}") from None
+        self.pos += size
+        return tuple(out)
+
 
 def _parse_handshake_head(mv: memoryview, pos: int, expect: tuple[int, ...]) -> tuple[int, int] | None:
     """(type, payload length) of the frame at pos, None if its head is incomplete."""
@@ -224,14 +257,20 @@ def decode_hello(payload: memoryview) -> SlaveHello:
     cluster = f.string("cluster")
     name = f.string("brokerName")
     broker_id, epoch, start, max_off, fsize, flags = f.unpack(_HELLO_TAIL, "HELLO fields")
-    return SlaveHello(cluster, name, broker_id, epoch, start, max_off, fsize, flags)
+    epochs = f.epochs() if flags & FLAG_EPOCHS else None
+    return SlaveHello(cluster, name, broker_id, epoch, start, max_off, fsize, flags, epochs)
 
 
-def decode_answer(kind: int, payload: memoryview) -> MasterAccept | MasterReject:
+def decode_answer(kind: int, payload: memoryview,
+                  expect_epochs: bool = False) -> MasterAccept | MasterReject:
+    """expect_epochs: the HELLO asked for the master's history (FLAG_EPOCHS); it is
+    then read when the payload goes on (a master that does not know the flag sends
+    none)."""
     f = _Fields(payload)
     if kind == ACCEPT:
         epoch, max_off = f.unpack(_QQ, "ACCEPT fields")
-        return MasterAccept(epoch, max_off)
+        epochs = f.epochs() if expect_epochs and f.pos < len(payload) else None
+        return MasterAccept(epoch, max_off, epochs)
     (epoch,) = f.unpack(_Q, "REJECT epoch")
     return MasterReject(epoch, f.string("reject reason"))
 
@@ -306,9 +345,11 @@ class SlaveStreamReader:
     buffer, valid until the next ``get_buffer``/``feed``.
     """
 
-    __slots__ = ("_buf", "_mv", "_cap", "_r", "_w", "_answered", "_error", "_min_free")
+    __slots__ = ("_buf", "_mv", "_cap", "_r", "_w", "_answered", "_error", "_min_free",
+                 "expect_epochs")
 
-    def __init__(self, capacity: int = DEFAULT_SLAVE_BUFFER, min_free: int = 64 * 1024) -> None:
+    def __init__(self, capacity: int = DEFAULT_SLAVE_BUFFER, min_free: int = 64 * 1024,
+                 expect_epochs: bool = False) -> None:
         if capacity < MAX_HANDSHAKE_PAYLOAD + _HS_HEAD.size:
             raise ValueError("the buffer must hold a whole handshake frame")
         self._buf = bytearray(capacity)
@@ -319,6 +360,7 @@ class SlaveStreamReader:
         self._w = 0
         self._answered = False
         self._error: str | None = None
+        self.expect_epochs = expect_epochs     # the HELLO carried FLAG_EPOCHS
 
     @property
     def max_body(self) -> int:
@@ -377,7 +419,7 @@ class SlaveStreamReader:
             end = r + _HS_HEAD.size + length
             if w < end:
                 return out
-            ans = decode_answer(kind, mv[r + _HS_HEAD.size:end])
+            ans = decode_answer(kind, mv[r + _HS_HEAD.size:end], self.expect_epochs)
             out.append(ans)
             self._answered = True
             r = end

@@ -7,9 +7,24 @@ a failover). Per-slave work is in ``HAConnection``; waiting SYNC_MASTER puts are
 that is shorter) does heartbeats, housekeeping and the transfer rates for every
 connection.
 
-The failover side plugs in through two callables: ``epoch_provider() -> (epoch, start
-offset)`` (what the master announces) and ``hello_check(hello) -> reason | None`` (an
-extra reason to refuse a slave, e.g. an epoch it must truncate first).
+The failover side plugs in through callables: ``epoch_provider() -> (epoch, start
+offset)`` (what the master announces), ``epochs_provider() -> [EpochEntry]`` (the
+history sent in the ACCEPT; a slave that sends its own compares and truncates, so it
+may say hello from beyond this master's end) and ``hello_check(hello) -> reason |
+None`` (an extra reason to refuse a slave, e.g. a newer epoch than this master's).
+
+``confirm_reads`` (controller mode) keeps an in-sync set, RocketMQ 5's SyncStateSet
+on a small scale: a slave joins once it has what dispatch shows consumers now or had
+shown at its previous report, is *confirmed* once it has what dispatch had shown when
+it joined, and leaves when its connection ends. While the set is not empty the store dispatches
+(shows consumers) only up to the lowest ack in it, so whichever confirmed slave the
+controller elects holds every message a consumer may have seen; ``synced_acks()``
+(confirmed slaves only) is what the master reports to the controller. A slave that
+left keeps holding dispatch at its last ack until the controller has heard the
+smaller set and still names this broker master (``release_departed``, called by the
+broker after such a heartbeat answer): it may have left because it was promoted. A
+member that stops acking holds dispatch back until its connection is closed
+(housekeeping).
 """
 from __future__ import annotations
 
@@ -21,6 +36,7 @@ from typing import Any, Callable
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
 from ha.protocol import SlaveHello
+from rmq.protocol.epoch import EpochEntry
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
@@ -28,6 +44,7 @@ log = logging.getLogger("rmq.ha")
 
 EpochProvider = Callable[[], "tuple[int, int]"]
 HelloCheck = Callable[[SlaveHello], "str | None"]
+EpochsProvider = Callable[[], "list[EpochEntry]"]
 
 
 def _no_epoch() -> tuple[int, int]:
@@ -42,7 +59,10 @@ class HAService:
     def __init__(self, store: MessageStore, *, cluster: str, broker_name: str,
                  host: str = "0.0.0.0", port: int = 0,
                  epoch_provider: EpochProvider | None = None,
-                 hello_check: HelloCheck | None = None) -> None:
+                 hello_check: HelloCheck | None = None,
+                 epochs_provider: EpochsProvider | None = None,
+                 confirm_reads: bool = False,
+                 on_shrink: Callable[[], None] | None = None) -> None:
         cfg = store.config
         self.store = store
         self.config = cfg
@@ -52,6 +72,17 @@ class HAService:
         self.port = port
         self.epoch_provider = epoch_provider or _no_epoch
         self.hello_check = hello_check
+        self.epochs_provider = epochs_provider
+        self.confirm_reads = confirm_reads
+        # called when a slave leaves the in-sync set (the broker tells the controller)
+        self.on_shrink = on_shrink
+        # in-sync set (confirm_reads): member -> dispatched offset when it joined
+        self._members: dict[HAConnection, int] = {}
+        self._confirmed: set[HAConnection] = set()
+        self._dispatched_at_report: dict[HAConnection, int] = {}
+        # slaves that left the set: (last ack, shrink generation) until released
+        self._departed: list[tuple[int, int]] = []
+        self._generation = 0
         self.transfer_batch = max(cfg.haTransferBatchSize, 1)
         # enough to keep a fast link busy while the loop does other work, small enough
         # that a slow slave does not pin much memory
@@ -102,11 +133,25 @@ class HAService:
         for c in list(self.connections):
             c.abort()
         self.group_transfer.fail_all(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        if self.confirm_reads:
+            self._members.clear()
+            self._confirmed.clear()
+            self._dispatched_at_report.clear()
+            self._departed.clear()
+            # the dispatch limit stays: a master stepping down shows nothing more until
+            # its new master's history says what of its tail stays (the broker clears
+            # it then; the store clears it at shutdown)
         try:
             await asyncio.wait_for(server.wait_closed(), 2)
         except asyncio.TimeoutError:
             pass
         log.info("HA service of %s stopped", self.broker_name)
+
+    def drop_slaves(self) -> None:
+        """Close every slave connection (they reconnect and handshake again: after
+        this master recorded a new epoch, so that they learn it)."""
+        for c in list(self.connections):
+            c.close()
 
     # ------------------------------------------------------------------ connections
     def on_connection_made(self, conn: HAConnection) -> None:
@@ -121,6 +166,16 @@ class HAService:
         if conn in self.slaves:
             self.slaves.discard(conn)
             log.info("HA slave %s disconnected (acked %d)", conn.addr, conn.ack)
+        self._dispatched_at_report.pop(conn, None)
+        if self._members.pop(conn, None) is not None:
+            self._confirmed.discard(conn)
+            self._generation += 1
+            self._departed.append((conn.ack, self._generation))
+            if self.on_shrink is not None:
+                self.on_shrink()
+            log.warning("HA slave %s (id %d) left the in-sync set at ack %d", conn.addr,
+                        conn.hello.broker_id if conn.hello else -1, conn.ack)
+            self._update_limit()
 
     def check_hello(self, h: SlaveHello) -> str | None:
         if h.cluster != self.cluster:
@@ -133,7 +188,9 @@ class HAService:
         if h.commitlog_file_size != size:
             return (f"mappedFileSizeCommitLog {h.commitlog_file_size} differs from the "
                     f"master's {size}")
-        if h.max_offset > self.store.max_phy_offset:
+        if h.max_offset > self.store.max_phy_offset and h.epochs is None:
+            # (a slave with an epoch list truncates after the handshake; its first
+            # report is checked against this master's end like any other)
             return (f"the slave is at offset {h.max_offset}, beyond this master's "
                     f"{self.store.max_phy_offset}")
         if self.hello_check is not None:
@@ -146,8 +203,61 @@ class HAService:
     def on_handshake(self, conn: HAConnection) -> None:
         self.slaves.add(conn)
 
+    def epoch_list(self) -> tuple[EpochEntry, ...] | None:
+        """The history an ACCEPT carries (None without an epochs_provider)."""
+        p = self.epochs_provider
+        return tuple(p()) if p is not None else None
+
     def on_ack(self, conn: HAConnection, offset: int) -> None:
         self.group_transfer.on_ack(offset)
+        if self.confirm_reads:
+            self._confirm_ack(conn, offset)
+
+    # ------------------------------------------------------------------ in-sync set
+    def _confirm_ack(self, conn: HAConnection, offset: int) -> None:
+        dispatched = self.store.dispatched_offset
+        joined = self._members.get(conn)
+        if joined is None:
+            before = self._dispatched_at_report.get(conn)
+            self._dispatched_at_report[conn] = dispatched
+            if offset < dispatched and (before is None or offset < before):
+                return
+            self._members[conn] = joined = dispatched
+            log.info("HA slave %s (id %d) joined the in-sync set at ack %d (dispatched %d)",
+                     conn.addr, conn.hello.broker_id if conn.hello else -1, offset, dispatched)
+        if conn not in self._confirmed and offset >= joined:
+            self._confirmed.add(conn)
+            log.info("HA slave %s (id %d) confirmed in sync at ack %d", conn.addr,
+                     conn.hello.broker_id if conn.hello else -1, offset)
+        self._update_limit()
+
+    def _update_limit(self) -> None:
+        if not self.confirm_reads:
+            return
+        acks = [c.ack for c in self._members] + [a for a, _ in self._departed]
+        self.store.set_dispatch_limit(min(acks) if acks else None)
+
+    @property
+    def shrink_generation(self) -> int:
+        """Counts departures from the in-sync set (read it before reporting acks)."""
+        return self._generation
+
+    def release_departed(self, generation: int) -> None:
+        """The controller heard a report made after departures up to generation and
+        still names this broker master: those slaves stop holding dispatch back."""
+        if any(g <= generation for _, g in self._departed):
+            self._departed = [(a, g) for a, g in self._departed if g > generation]
+            log.info("HA: the controller keeps this master with the smaller in-sync set; "
+                     "dispatch limit released")
+            self._update_limit()
+
+    def synced_acks(self) -> dict[str, int]:
+        """Broker id (decimal) -> acked offset of the slaves a successor may be chosen
+        from: the confirmed in-sync set with confirm_reads, else every slave that
+        reported (what the master tells the controller)."""
+        conns = self._confirmed if self.confirm_reads else self.slaves
+        return {str(c.hello.broker_id): c.ack for c in conns
+                if c.hello is not None and c.ack >= 0}
 
     def _on_commit(self) -> None:
         for c in self.slaves:

@@ -23,6 +23,7 @@ from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
+from rmq.broker.role import ControllerRole
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.stats import BrokerStats
@@ -106,6 +107,11 @@ class Broker:
         self.slave_sync = SlaveSynchronize(self)
         # Set by the failover side: () -> (epoch, epoch start offset); (0, -1) = none.
         self.epoch_provider: Callable[[], tuple[int, int]] | None = None
+        # Extra HAService / HAClient arguments (controller mode: epochs, hooks).
+        self.ha_service_options: dict[str, Any] = {}
+        self.ha_client_options: dict[str, Any] = {}
+        # Controller mode (automatic failover): the controller decides the role.
+        self.controller_role = ControllerRole(self) if bc.controller_mode else None
         self._register_processors()
 
     # ------------------------------------------------------------------ wiring
@@ -217,7 +223,7 @@ class Broker:
             bc = self.broker_config
             svc = HAService(self.store, cluster=bc.brokerClusterName, broker_name=bc.brokerName,
                             host=self.listen_host, port=self.store_config.haListenPort,
-                            epoch_provider=self._epoch)
+                            epoch_provider=self._epoch, **self.ha_service_options)
             self.ha_service = svc
         await svc.start()
         self.store_config.haListenPort = svc.port
@@ -243,7 +249,7 @@ class Broker:
             bc = self.broker_config
             client = HAClient(self.store, cluster=bc.brokerClusterName,
                               broker_name=bc.brokerName, broker_id=bc.brokerId,
-                              epoch_provider=self._epoch)
+                              epoch_provider=self._epoch, **self.ha_client_options)
             self.ha_client = client
         addr = master_ha_addr or self.store_config.haMasterAddress or self.ha_server_addr
         if addr:
@@ -301,7 +307,9 @@ class Broker:
             self.store, self.store_config.delay_levels_ms, self.store_config.config_dir,
             self.store_config.flushDelayOffsetInterval)
         self.schedule.load()
-        if self.store_config.brokerRole != BrokerRole.SLAVE:
+        if self.controller_role is not None:
+            await self.controller_role.start()
+        elif self.store_config.brokerRole != BrokerRole.SLAVE:
             self.schedule.start()
             self.transactions.start()
             await self.start_ha_service()
@@ -326,8 +334,10 @@ class Broker:
         if bc.metricsPromExporterPort:
             self.metrics = BrokerMetrics(self)
             self.metrics.start()
-        if self.store_config.brokerRole == BrokerRole.SLAVE:
-            await self.slave_sync.sync_all()
+        if self.controller_role is not None or self.store_config.brokerRole == BrokerRole.SLAVE:
+            if self.controller_role is None:
+                await self.slave_sync.sync_all()
+            # (controller mode: it runs whenever the broker is a slave)
             self._tasks.append(loop.create_task(
                 self._every(max(bc.slaveSyncInterval, 100) / 1000, self._slave_sync),
                 name="slave-sync"))
@@ -403,7 +413,8 @@ class Broker:
             wrapper=wrapper, compressed=bc.compressedRegister,
             timeout_ms=bc.registerBrokerTimeoutMills)
         for r in results:
-            if self.store_config.brokerRole == BrokerRole.SLAVE:
+            # (in controller mode the controller's answer names the master, not this)
+            if self.store_config.brokerRole == BrokerRole.SLAVE and self.controller_role is None:
                 if r.master_addr:
                     self.master_addr = r.master_addr
                 if r.ha_server_addr:
@@ -428,6 +439,8 @@ class Broker:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
+        if self.controller_role is not None:
+            await self.controller_role.shutdown()
         self.pull_hold.wake_all()
         if self.metrics is not None:
             await self.metrics.stop()

@@ -81,6 +81,15 @@ class BrokerConfig:
     # brokerIP1 is the docker host's address, which the container cannot bind.
     metricsPromExporterPort: int = 0
     metricsPromExporterHost: str = ""
+    # Controller mode (RocketMQ 5's keys): automatic failover driven by the controller
+    # in a NameServer (nameserver/controller.py; rmq/broker/role.py). brokerRole then
+    # names the role this broker takes while it leads (SYNC_MASTER or ASYNC_MASTER);
+    # whether it leads is the controller's decision. brokerId 0 lets the controller
+    # adopt it as the group's first master; brokerId > 0 starts it as a slave.
+    enableControllerMode: bool = False
+    controllerAddr: str = ""            # "host:port;..."; empty: the NameServers
+    brokerHeartbeatInterval: int = 1000
+    sendHeartbeatTimeoutMillis: int = 1000
     # NettyServerConfig
     listenPort: int = 10911
     serverWorkerThreads: int = 8
@@ -107,6 +116,15 @@ class BrokerConfig:
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrvAddr.split(";") if a.strip()]
 
+    @property
+    def controller_mode(self) -> bool:
+        return self.enableControllerMode or bool(self.controllerAddr.strip())
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        own = [a.strip() for a in self.controllerAddr.split(";") if a.strip()]
+        return own or self.namesrv_addrs
+
     def validate(self, store: MessageStoreConfig) -> None:
         if not self.brokerName:
             raise ConfigError("brokerName: must not be empty")
@@ -117,9 +135,11 @@ class BrokerConfig:
                               "TCP port (0 = no /metrics)")
         if self.brokerId < 0:
             raise ConfigError("brokerId: must be >= 0")
-        if store.brokerRole == BrokerRole.SLAVE and self.brokerId == 0:
+        if self.controller_mode:
+            self._validate_controller_mode(store)
+        elif store.brokerRole == BrokerRole.SLAVE and self.brokerId == 0:
             raise ConfigError("brokerId: a SLAVE needs brokerId > 0")
-        if store.brokerRole != BrokerRole.SLAVE and self.brokerId != 0:
+        elif store.brokerRole != BrokerRole.SLAVE and self.brokerId != 0:
             raise ConfigError(f"brokerId: a {store.brokerRole.value} must have brokerId 0")
         if self.defaultTopicQueueNums < 1:
             raise ConfigError("defaultTopicQueueNums: must be >= 1")
@@ -127,6 +147,23 @@ class BrokerConfig:
             host, _, port = addr.rpartition(":")
             if not host or not port.isdigit():
                 raise ConfigError(f"namesrvAddr: {addr!r} is not host:port")
+
+
+    def _validate_controller_mode(self, store: MessageStoreConfig) -> None:
+        if store.brokerRole == BrokerRole.SLAVE:
+            raise ConfigError(
+                "brokerRole: in controller mode brokerRole is the role this broker takes "
+                "while it leads (SYNC_MASTER or ASYNC_MASTER); the controller decides "
+                "whether it leads; brokerId > 0 starts it as a slave")
+        if not self.controller_addrs:
+            raise ConfigError("controllerAddr: controller mode needs controllerAddr or namesrvAddr")
+        for addr in self.controller_addrs:
+            host, _, port = addr.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"controllerAddr: {addr!r} is not host:port")
+        for key in ("brokerHeartbeatInterval", "sendHeartbeatTimeoutMillis"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}: must be positive")
 
 
 @dataclass

@@ -8,7 +8,10 @@ Sends:
 * ``send`` — awaited; up to ``1 + retry_times_when_send_failed`` attempts (3) on network
   errors and the retryable codes, each retry on another broker than the last when the
   topic has one; the whole call stays within ``send_msg_timeout``. A message that was
-  not stored raises ``MQBrokerError(code, remark)``.
+  not stored raises ``MQBrokerError(code, remark)``. A failed attempt also refreshes
+  the topic's route from the NameServer (at most every ROUTE_REFRESH_ON_ERROR_MS per
+  topic; Java waits for its 30 s poll), so sends follow a failed-over master within
+  a retry or two.
 * ``send_async`` — returns a Future at once; network failures are retried on another
   broker up to ``retry_times_when_send_async_failed`` times, broker answers are not.
 * ``send_oneway`` — one attempt, nothing awaited but the write.
@@ -18,7 +21,8 @@ Sends:
 
 Bodies of ``compress_msg_body_over_howmuch`` (4096) bytes or more are zlib-compressed
 (level 5) with the COMPRESSED sys flag. Properties are set as the Java client does:
-UNIQ_KEY (the returned ``msg_id``), WAIT, TAGS, KEYS, DELAY.
+UNIQ_KEY (the returned ``msg_id``; kept in the message's properties as Java does, so
+sending the same Message again is recognisable as a duplicate), WAIT, TAGS, KEYS, DELAY.
 """
 from __future__ import annotations
 
@@ -58,6 +62,11 @@ RETRY_RESPONSE_CODES = frozenset({
 })
 
 _SYNC, _ASYNC, _ONEWAY = "SYNC", "ASYNC", "ONEWAY"
+
+#: A failed send refreshes its topic's route at most this often, and waits for the
+#: NameServer's answer at most ROUTE_REFRESH_WAIT_MS before its next attempt.
+ROUTE_REFRESH_ON_ERROR_MS = 500
+ROUTE_REFRESH_WAIT_MS = 500
 
 _CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
 
@@ -119,6 +128,7 @@ class Producer:
         self._state = _CREATE_JUST
         self._ids: UniqueIdGenerator | None = None
         self._async_tasks: set[asyncio.Future] = set()
+        self._route_refreshed: dict[str, float] = {}     # topic -> monotonic time
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -224,6 +234,8 @@ class Producer:
         assert self._ids is not None
         props = msg.wire_properties(self._ids.next_id())
         uniq = props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+        # MessageClientIDSetter.setUniqID: the id stays with the message
+        msg.properties.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq)
         body = msg.body
         sys_flag = 0
         if len(body) >= self.compress_msg_body_over_howmuch:
@@ -329,12 +341,15 @@ class Producer:
                 self._update_fault(mq, start, True)
                 log.warning("send to %s failed (%s), resend at once", mq, e)
                 last_exc = e
+                info = await self._refresh_route_after_error(p.topic, info, begin, timeout_ms)
                 continue
             except MQBrokerError as e:
                 self._update_fault(mq, start, True)
                 last_exc = e
                 if e.code in RETRY_RESPONSE_CODES:
                     log.warning("send to %s refused: %s; resend", mq, e)
+                    info = await self._refresh_route_after_error(p.topic, info, begin,
+                                                                 timeout_ms)
                     continue
                 if result is not None:
                     return result
@@ -353,6 +368,26 @@ class Producer:
         last_exc.add_note(f"send to topic {p.topic} failed {len(brokers_sent)} time(s); "
                           f"brokers tried: {brokers_sent}")
         raise last_exc
+
+    async def _refresh_route_after_error(self, topic: str, info: TopicPublishInfo,
+                                         begin: float, timeout_ms: int) -> TopicPublishInfo:
+        """After a failed attempt: the broker may be gone or no longer the master (a
+        failover); fetch the route again, rate-limited per topic, and wait a little
+        for it within the send's time budget. Returns the route to use next."""
+        inst = self.instance
+        now = time.monotonic()
+        if not isinstance(inst, MQClientInstance) or now - self._route_refreshed.get(topic, 0.0) \
+                < ROUTE_REFRESH_ON_ERROR_MS / 1000:
+            return info
+        self._route_refreshed[topic] = now
+        budget = min(ROUTE_REFRESH_WAIT_MS / 1000, timeout_ms / 1000 - (now - begin))
+        task = inst.spawn(inst.update_topic_route_info_from_name_server(topic),
+                          name=f"route-refresh-{topic}")
+        if budget > 0:
+            # (the refresh goes on in the background if the NameServer is slow)
+            await asyncio.wait({task}, timeout=budget)
+        fresh = self.topic_publish_info_table.get(topic)
+        return fresh if fresh is not None and fresh.ok() else info
 
     def _update_fault(self, mq: MessageQueue, start: float, isolation: bool) -> None:
         self.fault_strategy.update_fault_item(mq.broker_name,

@@ -775,10 +775,10 @@ class CommitLog:
         every record before it, so it is the end of one.
         """
         end = self.max_offset
-        if offset == end or offset == dispatched_to:
-            return None
         if offset > end:
             return f"it is past the end of the CommitLog ({end})"
+        if offset == end or offset == dispatched_to:
+            return None
         if offset < self.min_offset:
             return (f"it is before the first CommitLog file ({self.min_offset}): those "
                     "records were deleted, so the history before them cannot be checked")

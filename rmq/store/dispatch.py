@@ -46,6 +46,10 @@ class ReputMessageService:
         # (offset, CommitLog end then) of a record dispatch waits to see complete (a
         # slave's CommitLog may end in the middle of one)
         self._incomplete = (-1, -1)
+        # A master in controller mode dispatches (shows consumers) only what its
+        # in-sync slaves acked, so a successor has everything a consumer may have
+        # seen (RocketMQ 5's confirm offset); None = up to the CommitLog end.
+        self.limit: int | None = None
 
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -89,11 +93,15 @@ class ReputMessageService:
         while not self._stopped:
             await self._wake.wait()
             self._wake.clear()
-            while not self._stopped and self.reput_from_offset < self.commitlog.max_offset:
+            while not self._stopped and self.reput_from_offset < self._end():
                 if self.do_reput(self.batch_limit) == 0:
                     break
                 await asyncio.sleep(self.throttle)
             self._idle.set()
+
+    def _end(self) -> int:
+        end = self.commitlog.max_offset
+        return end if self.limit is None or self.limit >= end else self.limit
 
     def do_reput(self, limit: int) -> int:
         """Dispatch up to limit records from reput_from_offset; returns how many.
@@ -114,6 +122,8 @@ class ReputMessageService:
         levels = self.delay_levels_ms
         cache = self._tag_cache
         max_offset = cl.max_offset
+        if self.limit is not None and self.limit < max_offset:
+            max_offset = self.limit
         ready = cl.dispatch_ready
         popleft = ready.popleft
         n = 0
@@ -136,6 +146,8 @@ class ReputMessageService:
                 offset = nxt
             if n >= limit or offset >= max_offset:
                 break
+            if ready and ready[0].commit_log_offset == offset:
+                break       # the next record (complete) ends past the dispatch limit
             # slow path: parse from the file up to the next ready request (if any)
             stop_at = ready[0].commit_log_offset if ready else -1
             got = cl.get_data(offset)
@@ -143,6 +155,8 @@ class ReputMessageService:
                 break
             mf, pos, end = got
             base = mf.file_from_offset
+            if base + end > max_offset:
+                end = max_offset - base
             mm = mf.mm
             stop = False
             while pos < end and n < limit:
@@ -158,6 +172,12 @@ class ReputMessageService:
                     n += 1
                     pos += size
                 elif size == 0:
+                    if end < mf.file_size:
+                        # a BLANK is complete with its padding: a slave may have only
+                        # part of it (or the dispatch limit cuts it); wait for the rest
+                        stop = True
+                        self._incomplete = (base + pos, max_offset)
+                        break
                     pos = mf.file_size  # BLANK: the rest of this file is padding
                     break
                 elif size > 0:

@@ -283,6 +283,7 @@ class MessageStore:
             return
         self.shutdown_flag = True
         await self.cleaner.shutdown()
+        self.reput.limit = None      # (a restart dispatches everything anyway)
         try:
             try:
                 self.commitlog.stop()
@@ -431,6 +432,44 @@ class MessageStore:
         while self.reput.do_reput(self.reput.batch_limit):
             await asyncio.sleep(0)
         return await self.truncate_to(self.reput.reput_from_offset)
+
+    # ------------------------------------------------------------------ role changes (failover)
+    def switch_to_slave(self) -> None:
+        """Stop taking writes now (a master told to step down): puts are refused from
+        here on; what was appended is committed so HA and readers see it whole. A
+        dispatch limit stays: what the in-sync slaves never acked is not shown until
+        the new master's history says whether it stays."""
+        self.config.brokerRole = BrokerRole.SLAVE
+        self.commit_now()
+
+    async def prepare_to_lead(self) -> int:
+        """A SLAVE about to take writes (its HA client stopped): cut an incomplete
+        replicated tail, dispatch every record, rebuild the queue-offset table from the
+        ConsumeQueues (a slave's dispatch does not keep it). Returns the CommitLog bytes
+        dropped. Nothing may append meanwhile; set_role then opens the store."""
+        if self.config.brokerRole != BrokerRole.SLAVE:
+            raise StoreError("prepare_to_lead needs a SLAVE store (switch_to_slave first)")
+        self.reput.limit = None      # all of this log is the group's now
+        dropped = await self.drop_incomplete_tail()
+        while self.reput.do_reput(self.reput.batch_limit):
+            await asyncio.sleep(0)
+        self._recover_topic_queue_table()
+        return dropped
+
+    def set_role(self, role: BrokerRole) -> None:
+        """Take role now (a master role: puts are accepted from here on)."""
+        if role == BrokerRole.SLAVE:
+            self.switch_to_slave()
+        else:
+            self.config.brokerRole = role
+
+    def set_dispatch_limit(self, offset: int | None) -> None:
+        """Dispatch (what consumers see) stops at offset; None: at the CommitLog end.
+        A master in controller mode sets it to what its in-sync slaves acked."""
+        old = self.reput.limit
+        self.reput.limit = offset
+        if offset is None or old is None or offset > old:
+            self.reput.wakeup()
 
     async def _stop_flush_services(self) -> None:
         if self.flush_service is not None:
@@ -850,6 +889,11 @@ class MessageStore:
     @property
     def min_phy_offset(self) -> int:
         return self.commitlog.min_offset
+
+    @property
+    def dispatched_offset(self) -> int:
+        """CommitLog offset dispatch has reached (ConsumeQueues cover what is before)."""
+        return self.reput.reput_from_offset
 
     @property
     def dispatch_behind_bytes(self) -> int:
