@@ -25,6 +25,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/store_bench.py
 	$(BIN)/python bench/e2e_bench.py
 	$(BIN)/python bench/rebuild_bench.py
+	$(BIN)/python bench/ha_bench.py
+	$(BIN)/python bench/failover_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
