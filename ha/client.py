@@ -42,6 +42,11 @@ EpochProvider = Callable[[], "tuple[int, int]"]
 # truncate there); may return an awaitable.
 AcceptHook = Callable[[MasterAccept], "Awaitable[None] | None"]
 
+
+class HandshakeRefused(Exception):
+    """Raised by an accept hook that declines this master on purpose (no common epoch
+    history, a stale master ...): logged as a line, not as a crash."""
+
 BACKOFF_MIN = 0.2
 BACKOFF_MAX = 5.0          # RocketMQ waits 5 s after a failed connect
 CONNECT_TIMEOUT = 3.0
@@ -154,6 +159,10 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     async def _after_hook(self, r: Awaitable[None], rest: list) -> None:
         try:
             await r
+        except HandshakeRefused as e:
+            log.warning("HA master %s not followed: %s", self.client.master_address, e)
+            self._fail(f"accept hook refused: {e}")
+            return
         except Exception as e:
             log.exception("HA accept hook failed")
             self._fail(f"accept hook failed: {e}")

@@ -39,6 +39,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from ha.client import HandshakeRefused
 from ha.epoch import EpochFile
 from ha.protocol import MasterAccept, SlaveHello
 from rmq.protocol.codes import RequestCode, ResponseCode
@@ -60,7 +61,7 @@ PENDING, MASTER, SLAVE = "PENDING", "MASTER", "SLAVE"
 HANDSHAKE_EPOCHS = 1024
 
 
-class FailoverError(Exception):
+class FailoverError(HandshakeRefused):
     """The HA handshake cannot go on (no common history, a stale master...)."""
 
 
