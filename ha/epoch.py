@@ -25,6 +25,7 @@ import os
 from typing import Callable, Sequence
 
 from rmq.protocol.epoch import EpochEntry, close_last, validate_history
+from rmq.store.atomic_file import atomic_write
 
 __all__ = ["EPOCH_FILE_NAME", "EpochFile", "EpochFileError"]
 
@@ -69,23 +70,6 @@ def _parse(path: str, text: str) -> list[EpochEntry]:
 def _format(entries: Sequence[EpochEntry]) -> bytes:
     lines = [str(len(entries))] + [f"{e.epoch}-{e.start_offset}" for e in entries]
     return ("\n".join(lines) + "\n").encode("ascii")
-
-
-def _replace(path: str, data: bytes) -> None:
-    """Atomically make path hold data (blocking)."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 class EpochFile:
@@ -194,5 +178,5 @@ class EpochFile:
     async def _save(self, entries: list[EpochEntry]) -> None:
         """Write entries, then adopt them (a failed write changes nothing). Caller
         holds the write lock: checks and the write see one history."""
-        await asyncio.to_thread(_replace, self.path, _format(entries))
+        await asyncio.to_thread(atomic_write, self.path, _format(entries))
         self._entries = entries

@@ -76,7 +76,7 @@ async def test_failed_write_changes_nothing(tmp_path, monkeypatch):
     def disk_full(path, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("ha.epoch._replace", disk_full)
+    monkeypatch.setattr("ha.epoch.atomic_write", disk_full)
     with pytest.raises(OSError):
         await ef.append(2, 10)
     with pytest.raises(OSError):
