@@ -25,7 +25,7 @@ import os
 from typing import Callable, Sequence
 
 from rmq.protocol.epoch import EpochEntry, close_last, validate_history
-from rmq.store.atomic_file import atomic_write
+from rmq.common.fs import atomic_write
 
 __all__ = ["EPOCH_FILE_NAME", "EpochFile", "EpochFileError"]
 

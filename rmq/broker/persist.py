@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 
-from rmq.store.atomic_file import atomic_write
+from rmq.common.fs import atomic_write
 
 log = logging.getLogger("rmq.broker.persist")
 

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
-from rmq.store.atomic_file import atomic_write
+from rmq.common.fs import atomic_write
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.runtime_config import (all_config_properties, check_update, properties_text,
                                        rewrite_properties)
