@@ -57,6 +57,23 @@ def per_op_us(fn, number: int, repeat: int) -> float:
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
+def frame_rows(what: str, name: str, cmd: RemotingCommand, number: int, repeat: int,
+               pipelined: bool = False) -> list[tuple[str, float, str]]:
+    """Decode and encode rows for one command in one serialize type (name)."""
+    frame = encode(cmd)
+    # feed() of one whole frame (fresh decoder each time is the worst case:
+    # allocation included); then pipelined: 100 frames in one read.
+    rows = [(f"{what} decode, 1 frame/feed ({name})" if pipelined else f"{what} decode ({name})",
+             per_op_us(lambda: FrameDecoder().feed(frame), number, repeat), f"{len(frame)} B")]
+    if pipelined:
+        hundred = frame * 100
+        rows.append((f"{what} decode, 100 frames/feed ({name}) per frame",
+                     per_op_us(lambda: FrameDecoder().feed(hundred), number // 100 or 1, repeat) / 100,
+                     ""))
+    rows.append((f"{what} encode ({name})", per_op_us(lambda: encode(cmd), number, repeat), ""))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
@@ -66,28 +83,9 @@ def main() -> None:
     rows: list[tuple[str, float, str]] = []
 
     for st, name in ((JSON, "JSON"), (BIN, "ROCKETMQ")):
-        req = sample_request(st)
-        frame = encode(req)
-        # feed() of one whole frame (fresh decoder each time is the worst case:
-        # allocation included); then pipelined: 100 frames in one read.
-        rows.append((f"SEND_MESSAGE_V2 decode, 1 frame/feed ({name})",
-                     per_op_us(lambda f=frame: FrameDecoder().feed(f), number, repeat),
-                     f"{len(frame)} B"))
-        hundred = frame * 100
-        rows.append((f"SEND_MESSAGE_V2 decode, 100 frames/feed ({name}) per frame",
-                     per_op_us(lambda b=hundred: FrameDecoder().feed(b), number // 100 or 1,
-                               repeat) / 100, ""))
-        rows.append((f"SEND_MESSAGE_V2 encode ({name})",
-                     per_op_us(lambda c=req: encode(c), number, repeat), ""))
-
+        rows += frame_rows("SEND_MESSAGE_V2", name, sample_request(st), number, repeat, pipelined=True)
     for st, name in ((JSON, "JSON"), (BIN, "ROCKETMQ")):
-        resp = sample_response(st)
-        frame = encode(resp)
-        rows.append((f"SendMessageResponse decode ({name})",
-                     per_op_us(lambda f=frame: FrameDecoder().feed(f), number, repeat),
-                     f"{len(frame)} B"))
-        rows.append((f"SendMessageResponse encode ({name})",
-                     per_op_us(lambda c=resp: encode(c), number, repeat), ""))
+        rows += frame_rows("SendMessageResponse", name, sample_response(st), number, repeat)
 
     ext_v2 = sample_request(JSON).ext_fields
     v1 = SendMessageRequestHeader.from_v2_ext_fields(ext_v2)

@@ -77,6 +77,7 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
+import contextlib
 import io
 import json
 import math
@@ -91,10 +92,12 @@ import string
 import struct
 import sys
 import tempfile
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Self
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -865,21 +868,16 @@ class Reporter:
                 f"{self._interval_max(k0, k1, 's2c_max'):.0f} | Consume Fail: {int(b['fail'])}")
 
 
-class DispatchLagSampler:
-    """Polls the broker's GET_BROKER_RUNTIME_INFO ``dispatchBehindBytes`` (CommitLog bytes
-    not yet in a ConsumeQueue, so not visible to consumers) every ``period`` s from a
-    thread with its own event loop."""
+class BrokerPoller:
+    """Calls ``sample(rc)`` every ``period`` s from a thread with its own event loop, over one
+    RemotingClient; a failed sample is skipped (a broker may be restarting or gone)."""
 
-    def __init__(self, broker_addr: str, period: float = 0.1) -> None:
-        import threading
-        self.addr = broker_addr
+    def __init__(self, period: float, name: str) -> None:
         self.period = period
-        self.t: list[float] = []
-        self.v: list[int] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="dispatch-lag", daemon=True)
+        self._thread = threading.Thread(target=lambda: uvrun(self._poll()), name=name, daemon=True)
 
-    def start(self) -> "DispatchLagSampler":
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -887,25 +885,39 @@ class DispatchLagSampler:
         self._stop.set()
         self._thread.join(10)
 
-    def _main(self) -> None:
-        uvrun(self._poll())
+    async def sample(self, rc: Any) -> None:
+        raise NotImplementedError
 
     async def _poll(self) -> None:
-        from rmq.client.api import MQClientAPI
         from rmq.remoting.client import RemotingClient
         rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
-        api = MQClientAPI(rc)
         try:
             while not self._stop.is_set():
                 try:
-                    info = await api.get_broker_runtime_info(self.addr, timeout_ms=2000)
-                    self.t.append(time.time())
-                    self.v.append(int(info.get("dispatchBehindBytes", "0")))
+                    await self.sample(rc)
                 except Exception:
                     pass
                 await asyncio.sleep(self.period)
         finally:
             await rc.close()
+
+
+class DispatchLagSampler(BrokerPoller):
+    """Polls the broker's GET_BROKER_RUNTIME_INFO ``dispatchBehindBytes`` (CommitLog bytes
+    not yet in a ConsumeQueue, so not visible to consumers) every ``period`` s from a
+    thread with its own event loop."""
+
+    def __init__(self, broker_addr: str, period: float = 0.1) -> None:
+        super().__init__(period, "dispatch-lag")
+        self.addr = broker_addr
+        self.t: list[float] = []
+        self.v: list[int] = []
+
+    async def sample(self, rc: Any) -> None:
+        from rmq.client.api import MQClientAPI
+        info = await MQClientAPI(rc).get_broker_runtime_info(self.addr, timeout_ms=2000)
+        self.t.append(time.time())
+        self.v.append(int(info.get("dispatchBehindBytes", "0")))
 
     def window(self, t0: float, t1: float) -> tuple[float, float]:
         """(max, mean) bytes behind over [t0, t1]; NaN without samples."""
@@ -985,15 +997,7 @@ class Bench:
                 if prof_off is not None and now >= prof_off and prof_on is None:
                     self._profile_end()
                     prof_off = None
-                while True:
-                    try:
-                        item = self.q.get_nowait()
-                    except Exception:
-                        break
-                    for r in reporters:
-                        r.add(*item)
-                for r in reporters:
-                    r.pump()
+                self._hand_reports(reporters, None)
                 pending = [c for c in pending if not c.poll_result()]
                 if self.cluster is not None:
                     self.cluster.check_alive()
@@ -1005,15 +1009,7 @@ class Bench:
             if snap1 is None:
                 snap1 = (time.time(), all_processes_cpu())
             self._others(snap0, snap1, kids)
-            while True:
-                try:
-                    item = self.q.get(timeout=0.1)
-                except Exception:
-                    break
-                for r in reporters:
-                    r.add(*item)
-            for r in reporters:
-                r.pump()
+            self._hand_reports(reporters, 0.1)
             return kids, t_begin
         finally:
             for c in kids:
@@ -1056,6 +1052,19 @@ class Bench:
 
     current_step = ""
     others: tuple[float, list[tuple[int, str, float]]] = (float("nan"), [])
+
+    def _hand_reports(self, reporters: list[Reporter], wait: float | None) -> None:
+        """Give the children's queued reports to the reporters, then let them print; with
+        `wait`, wait up to that long for each next report (the children are finishing)."""
+        while True:
+            try:
+                item = self.q.get_nowait() if wait is None else self.q.get(timeout=wait)
+            except Exception:
+                break
+            for r in reporters:
+                r.add(*item)
+        for r in reporters:
+            r.pump()
 
     def _others(self, snap0: Any, snap1: Any, kids: list[Child]) -> None:
         """CPU used in the window by processes that are not part of this benchmark."""
@@ -1147,6 +1156,18 @@ def split(n: int, procs: int) -> list[int]:
     return [n // procs + (1 if i < n % procs else 0) for i in range(procs)]
 
 
+def report_bounds(report_interval: float, warmup: float, duration: float) -> tuple[int, list[int]]:
+    """(snapshots per report line, the snapshot indexes a report line ends at): one every
+    report_interval over the measured window, and one at its end."""
+    every = max(1, round(report_interval / SNAP_PERIOD))
+    k0 = round(warmup / SNAP_PERIOD)
+    k1 = k0 + round(duration / SNAP_PERIOD)
+    bounds = list(range(k0, k1 + 1, every))
+    if bounds[-1] != k1:
+        bounds.append(k1)
+    return every, bounds
+
+
 def send_step(b: Bench, sender: str, threads: int, procs: int, warmup: float,
               duration: float, ok_codes: list[int] | None = None) -> dict:
     c = b.cluster
@@ -1156,12 +1177,7 @@ def send_step(b: Bench, sender: str, threads: int, procs: int, warmup: float,
     specs = [("send", {"namesrv": c.namesrv_addr, "topic": a.topic, "threads": n,
                        "size": a.size, "sender": sender, "warmup": warmup,
                        "duration": duration, "ok_codes": ok_codes}) for n in per]
-    every = max(1, round(a.report_interval / SNAP_PERIOD))
-    k0 = round(warmup / SNAP_PERIOD)
-    k1 = k0 + round(duration / SNAP_PERIOD)
-    bounds = list(range(k0, k1 + 1, every))
-    if bounds[-1] != k1:
-        bounds.append(k1)
+    every, bounds = report_bounds(a.report_interval, warmup, duration)
     rep = Reporter("send", list(range(len(specs))), bounds, every, "")
     b.current_step = f"{c.flush} producer {sender} {threads} threads x{procs} procs"
     kids, t_begin = b.run(specs, [rep], (warmup, duration), warmup + duration + 120)
@@ -1397,12 +1413,7 @@ def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float,
     group = f"{CONSUMER_GROUP}_e2e_{consumer}"
     if consumer == "client":
         commit_offsets(c.namesrv_addr, a.topic, group, max_offsets(c.namesrv_addr, a.topic))
-    every = max(1, round(a.report_interval / SNAP_PERIOD))
-    k0 = round(warmup / SNAP_PERIOD)
-    k1 = k0 + round(duration / SNAP_PERIOD)
-    bounds = list(range(k0, k1 + 1, every))
-    if bounds[-1] != k1:
-        bounds.append(k1)
+    every, bounds = report_bounds(a.report_interval, warmup, duration)
     specs = [("consume", {"namesrv": c.namesrv_addr, "topic": a.topic, "purpose": "e2e",
                           "consumer": consumer, "group": group,
                           "consume_threads": a.consume_threads, "warmup": warmup,
@@ -1741,6 +1752,24 @@ def _clean(v: Any) -> Any:
 
 
 # =================================================================================== main
+def add_run_args(ap: argparse.ArgumentParser) -> None:
+    """The options Bench and bench_session read, shared with ha_bench.py."""
+    ap.add_argument("--topic", default="BenchmarkTest")
+    ap.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
+    ap.add_argument("--duration", type=float, default=20.0, help="measured seconds per point")
+    ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--report-interval", type=float, default=10.0,
+                    help="Java-style report line period, s (the tool's -ri, default 10)")
+    ap.add_argument("--profile-clock", choices=["cpu", "wall"], default="wall",
+                    help="cProfile timer: wall (default; perf_counter, cheap; time the loop "
+                         "is preempted is charged to the function running, i.e. roughly in "
+                         "proportion; blocking shows) or cpu (time.thread_time: exact CPU but "
+                         "a syscall per event, which slows the broker several times)")
+    ap.add_argument("--workdir", default=None, help="parent directory for the temp store")
+    ap.add_argument("--keep", action="store_true", help="keep the store / logs directory")
+    ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1756,12 +1785,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="drain consumers: lean (bare long-poll loops), client (PushConsumer)")
     ap.add_argument("--procs", default="auto",
                     help="sender processes: 1, 2 or auto (default: 2 more when 1 is CPU-bound)")
-    ap.add_argument("--topic", default="BenchmarkTest")
-    ap.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
-    ap.add_argument("--duration", type=float, default=20.0, help="measured seconds per point")
-    ap.add_argument("--warmup", type=float, default=5.0)
-    ap.add_argument("--report-interval", type=float, default=10.0,
-                    help="Java-style report line period, s (the tool's -ri, default 10)")
+    add_run_args(ap)
     ap.add_argument("--backlog", type=int, default=500_000)
     ap.add_argument("--consume-threads", type=int, default=20)
     ap.add_argument("--e2e-threads", type=int, default=16)
@@ -1779,11 +1803,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--profile-broker", action="store_true",
                     help="broker under cProfile during each measured window; prints top functions")
     ap.add_argument("--profile-top", type=int, default=25)
-    ap.add_argument("--profile-clock", choices=["cpu", "wall"], default="wall",
-                    help="cProfile timer: wall (default; perf_counter, cheap; time the loop "
-                         "is preempted is charged to the function running, i.e. roughly in "
-                         "proportion; blocking shows) or cpu (time.thread_time: exact CPU but "
-                         "a syscall per event, which slows the broker several times)")
     ap.add_argument("--broker-stats", action="store_true",
                     help="start the broker through bench/_cluster.py (same Broker object) to "
                          "report store flush counters per window (fdatasync/s, msgs per round)")
@@ -1792,9 +1811,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "in-process launcher); Python's default is 0.005")
     ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker.conf line (repeatable), e.g. messageIndexEnable=false")
-    ap.add_argument("--workdir", default=None, help="parent directory for the temp store")
-    ap.add_argument("--keep", action="store_true", help="keep the store / logs directory")
-    ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
     a = ap.parse_args(argv)
     if a.quick:   # shorter defaults; values given on the command line win
         quick = {"duration": 3.0, "warmup": 1.0, "report_interval": 1.0, "backlog": 50_000,
@@ -1826,25 +1842,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def main(argv: list[str] | None = None) -> int:
-    a = parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="rmq-e2e-bench-", dir=a.workdir))
-    out(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
-        f"modes {','.join(a.modes)}; run {','.join(a.run)}; threads {a.threads}; body {a.size} B; "
-        f"{a.warmup:g} s warm-up + {a.duration:g} s per point" + ("; QUICK" if a.quick else "")
-        + (f"; broker.conf extra {a.broker_conf}" if a.broker_conf else "")
-        + (f"; broker switch interval {a.broker_switch_interval:g} s"
-           if a.broker_switch_interval is not None else "")
-        + ("; BROKER UNDER cProfile (slowed)" if a.profile_broker else ""))
+@contextlib.contextmanager
+def bench_session(a: argparse.Namespace, prefix: str) -> Iterator[tuple[Bench, Path]]:
+    """A Bench and a scratch directory for one run: however the run ends, the bench is
+    closed and the directory removed (kept with --keep); the run's total time is printed."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=a.workdir))
     b = Bench(a)
-    results: dict[str, dict] = {}
     t_start = time.time()
     try:
-        for flush in a.modes:
-            results[flush] = run_mode(b, flush, root)
-        report(results, a)
-        if b.profiles:
-            print_profiles(b.profiles, a.profile_top)
+        yield b, root
     finally:
         b.close()
         if a.keep:
@@ -1852,6 +1858,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(root, ignore_errors=True)
     out(f"\ntotal time {time.time() - t_start:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    out(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"modes {','.join(a.modes)}; run {','.join(a.run)}; threads {a.threads}; body {a.size} B; "
+        f"{a.warmup:g} s warm-up + {a.duration:g} s per point" + ("; QUICK" if a.quick else "")
+        + (f"; broker.conf extra {a.broker_conf}" if a.broker_conf else "")
+        + (f"; broker switch interval {a.broker_switch_interval:g} s"
+           if a.broker_switch_interval is not None else "")
+        + ("; BROKER UNDER cProfile (slowed)" if a.profile_broker else ""))
+    results: dict[str, dict] = {}
+    with bench_session(a, "rmq-e2e-bench-") as (b, root):
+        for flush in a.modes:
+            results[flush] = run_mode(b, flush, root)
+        report(results, a)
+        if b.profiles:
+            print_profiles(b.profiles, a.profile_top)
     if a.json:
         j = {"config": {k: v for k, v in vars(a).items()},
              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

@@ -41,17 +41,13 @@ catch-up >= 300 MB/s.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import multiprocessing as mp
 import os
 import platform
-import shutil
 import socket
 import statistics
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -61,10 +57,11 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from _cluster import Cluster  # noqa: E402
-from e2e_bench import (Bench, DispatchLagSampler, fill_backlog, out,  # noqa: E402
-                       prime_queues, print_profiles, send_step, uvrun)
+from e2e_bench import (Bench, BrokerPoller, DispatchLagSampler, add_run_args,  # noqa: E402
+                       bench_session, fill_backlog, out, prime_queues, print_profiles, send_step,
+                       uvrun)
 
-from rmq.protocol.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
+from rmq.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from rmq.protocol.frame import RemotingCommand  # noqa: E402
 
 MB = 1e6
@@ -129,41 +126,21 @@ def loopback_limit(nbytes: int, path: str | None) -> float:
 
 
 # ============================================================================ sampling
-class HALagSampler:
+class HALagSampler(BrokerPoller):
     """Polls GET_BROKER_HA_STATUS of the master (replication lag = CommitLog end minus
     the slave's ack) and of the slave (its dispatch lag) every `period` s in a thread."""
 
     def __init__(self, master: str, slave: str, period: float = 0.1) -> None:
-        self.master, self.slave, self.period = master, slave, period
+        super().__init__(period, "ha-lag")
+        self.master, self.slave = master, slave
         self.samples: list[tuple[float, int, int]] = []     # (time, repl lag, slave dispatch lag)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: uvrun(self._poll()), daemon=True,
-                                        name="ha-lag")
 
-    def start(self) -> "HALagSampler":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    async def _poll(self) -> None:
-        from rmq.remoting.client import RemotingClient
-        rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
-        try:
-            while not self._stop.is_set():
-                try:
-                    m = await ha_status(rc, self.master)
-                    s = await ha_status(rc, self.slave)
-                    conns = m.get("haConnectionInfo") or []
-                    lag = max((c["diff"] for c in conns), default=-1)
-                    self.samples.append((time.time(), lag, s.get("dispatchBehindBytes", 0)))
-                except Exception:
-                    pass
-                await asyncio.sleep(self.period)
-        finally:
-            await rc.close()
+    async def sample(self, rc: Any) -> None:
+        m = await ha_status(rc, self.master)
+        s = await ha_status(rc, self.slave)
+        conns = m.get("haConnectionInfo") or []
+        lag = max((c["diff"] for c in conns), default=-1)
+        self.samples.append((time.time(), lag, s.get("dispatchBehindBytes", 0)))
 
     def window(self, t0: float, t1: float) -> dict[str, float]:
         rows = [r for r in self.samples if t0 <= r[0] <= t1]
@@ -346,23 +323,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--run", default="produce,catchup")
     ap.add_argument("--threads", type=int, default=64)
     ap.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
-    ap.add_argument("--topic", default="BenchmarkTest")
-    ap.add_argument("--size", type=int, default=1024)
-    ap.add_argument("--warmup", type=float, default=5.0)
-    ap.add_argument("--duration", type=float, default=20.0)
-    ap.add_argument("--report-interval", type=float, default=10.0)
+    add_run_args(ap)
     ap.add_argument("--catchup-mb", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=2,
                     help="produce runs per mode, the modes alternating (default 2)")
     ap.add_argument("--quick", action="store_true", help="3 s points, 1 s warm-up, 100 MB catch-up")
-    ap.add_argument("--json", action="store_true")
     ap.add_argument("--profile-broker", action="store_true",
                     help="the master under cProfile during each produce window (slowed); "
                          "prints the top functions")
-    ap.add_argument("--profile-clock", choices=["cpu", "wall"], default="wall",
-                    help="cProfile timer (see e2e_bench.py): wall (cheap) or cpu (exact, slow)")
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--workdir", default=None)
     a = ap.parse_args(argv)
     if a.quick:
         a.warmup, a.duration, a.report_interval, a.catchup_mb, a.rounds = 1.0, 3.0, 1.0, 100, 1
@@ -373,14 +341,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="rmq-ha-bench-", dir=a.workdir))
     out(f"python {platform.python_version()}, {os.cpu_count()} CPUs; {','.join(a.run)}; "
         f"modes {','.join(a.modes)}; {a.threads} senders; body {a.size} B; catch-up "
         f"{a.catchup_mb} MB" + ("; QUICK" if a.quick else ""))
-    b = Bench(a)
     res: dict[str, Any] = {"config": {k: v for k, v in vars(a).items()}}
-    t_start = time.time()
-    try:
+    with bench_session(a, "rmq-ha-bench-") as (b, root):
         if "produce" in a.run:
             # alternating modes, so that a noisy neighbour does not hit one mode only
             res["produce"] = []
@@ -393,13 +358,6 @@ def main(argv: list[str] | None = None) -> int:
         report(res)
         if b.profiles:
             print_profiles(b.profiles, 30)
-    finally:
-        b.close()
-        if a.keep:
-            out(f"\nkept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    out(f"\ntotal time {time.time() - t_start:.0f} s")
     if a.json:
         sys.stdout.write(json.dumps(res, default=str, separators=(",", ":")) + "\n")
     return 0

@@ -66,6 +66,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import uvloop  # noqa: E402
 
+from _cluster import steal_seconds  # noqa: E402  (bench/ is sys.path[0] when run as a script)
+
 from rmq.protocol.message import MessageExtBrokerInner, UniqueIdGenerator  # noqa: E402
 from rmq.store.config import FlushDiskType, MessageStoreConfig  # noqa: E402
 from rmq.store.mapped_file import MappedFile  # noqa: E402
@@ -185,19 +187,6 @@ def device_writes(stat_path: str | None) -> tuple[int, int]:
         return 0, 0
 
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_steal_seconds() -> float:
-    """Machine-wide CPU time stolen by the hypervisor so far (all CPUs), in seconds."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-        return int(fields[8]) / _CLK_TCK
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 class SyncTimer:
     """Time spent inside fdatasync itself for the CommitLog's files (measured in the flush
     thread), to tell the syscall apart from the executor/GIL round trip around it."""
@@ -282,7 +271,7 @@ def snapshot(ctx: RunCtx, gct: GcTimer) -> Snapshot:
                     fs.fsyncs, fs.rounds, fs.waiters, fs.fsync_seconds,
                     st.reput.dispatched_records, tr.ru_utime, tr.ru_stime, tr.ru_minflt,
                     pr.ru_utime, pr.ru_stime, gct.seconds, gct.collections,
-                    *device_writes(ctx.dev_stat), cpu_steal_seconds(),
+                    *device_writes(ctx.dev_stat), steal_seconds(),
                     st.flush_cq_service.stats.fsyncs, SYNC_TIMER.seconds, SYNC_TIMER.calls,
                     getattr(st.commitlog, "commits", 0))
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import zlib
 
 from rmq.protocol.message import MessageExtBrokerInner, decode_record
 from rmq.store.config import FlushDiskType, MessageStoreConfig

@@ -9,24 +9,13 @@ import pytest
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_message_id, decode_records
 from rmq.protocol.route import TopicConfigSerializeWrapper
-from tests.harness import start_broker, start_namesrv
-from tests.integration.broker_util import (
-    BrokerApi,
-    broker_in_route,
-    cluster_info,
-    route,
-    unique,
-    wait_until,
-)
+from tests.integration.broker_util import BrokerApi, broker_in_route, cluster_info, route, unique, wait_until
+from tests.integration.rigs import ns_and_broker
 
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    d = tmp_path_factory.mktemp("broker-admin")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr) as br:
-        yield ns, br
+cluster = ns_and_broker("broker-admin")
 
 
 async def test_tbw102_created_and_registered_at_start(cluster):
@@ -95,47 +84,41 @@ async def test_update_and_create_topic_registers_within_one_second(cluster):
     ("SCHEDULE_TOPIC_XXXX", "The topic[SCHEDULE_TOPIC_XXXX] is conflict with system topic."),
     ("TBW102", "The topic[TBW102] is conflict with system topic."),
 ])
-async def test_update_and_create_topic_rejects_bad_names(cluster, topic, remark):
-    ns, br = cluster
-    async with BrokerApi(br.addr) as api:
-        before = await api.topics()
-        r = await api.create_topic(topic, 3)
-        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark)
-        after = await api.topics()
-        assert after.get(topic) == before.get(topic)
+async def test_update_and_create_topic_rejects_bad_names(api, topic, remark):
+    before = await api.topics()
+    r = await api.create_topic(topic, 3)
+    assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark)
+    after = await api.topics()
+    assert after.get(topic) == before.get(topic)
 
 
-async def test_update_and_create_topic_missing_header_field(cluster):
-    ns, br = cluster
-    async with BrokerApi(br.addr) as api:
-        r = await api.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": unique("NoQueues")})
-        assert r.code == ResponseCode.SYSTEM_ERROR
+async def test_update_and_create_topic_missing_header_field(api):
+    r = await api.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": unique("NoQueues")})
+    assert r.code == ResponseCode.SYSTEM_ERROR
 
 
-async def test_broker_runtime_info(cluster):
-    ns, br = cluster
+async def test_broker_runtime_info(api):
     topic = unique("Runtime")
-    async with BrokerApi(br.addr) as api:
-        info0 = await api.runtime_info()
-        for k in ("brokerVersionDesc", "brokerVersion", "bootTimestamp", "msgPutTotalTodayNow",
-                  "msgGetTotalTodayNow", "putTps", "getFoundTps", "commitLogMinOffset",
-                  "commitLogMaxOffset", "dispatchBehindBytes", "remainHowManyDataToFlush",
-                  "brokerRole", "flushDiskType", "runtime"):
-            assert k in info0, k
-        assert info0["brokerVersionDesc"] == "V4_9_8" and info0["brokerVersion"] == "409"
-        assert info0["brokerRole"] == "ASYNC_MASTER" and info0["flushDiskType"] == "ASYNC_FLUSH"
-        last = None
-        for i in range(5):
-            last = await api.send_ok(topic, b"rt-%d" % i, queue_id=0)
-        await api.wait_max_offset(topic, 0, 5)
-        r = await api.pull(topic, 0, 0)
-        assert r.code == ResponseCode.SUCCESS
-        info = await api.runtime_info()
-        assert int(info["msgPutTotalTodayNow"]) - int(info0["msgPutTotalTodayNow"]) == 5
-        assert int(info["msgGetTotalTodayNow"]) - int(info0["msgGetTotalTodayNow"]) == 5
-        end = decode_records(r.body)[-1]
-        assert end.msg_id == last.ext_fields["msgId"]
-        assert int(info["commitLogMaxOffset"]) >= end.commit_log_offset + end.store_size
-        assert int(info["commitLogMinOffset"]) == 0
-        assert int(info["bootTimestamp"]) > 0
-        assert decode_message_id(last.ext_fields["msgId"])[2] == end.commit_log_offset
+    info0 = await api.runtime_info()
+    for k in ("brokerVersionDesc", "brokerVersion", "bootTimestamp", "msgPutTotalTodayNow",
+              "msgGetTotalTodayNow", "putTps", "getFoundTps", "commitLogMinOffset",
+              "commitLogMaxOffset", "dispatchBehindBytes", "remainHowManyDataToFlush",
+              "brokerRole", "flushDiskType", "runtime"):
+        assert k in info0, k
+    assert info0["brokerVersionDesc"] == "V4_9_8" and info0["brokerVersion"] == "409"
+    assert info0["brokerRole"] == "ASYNC_MASTER" and info0["flushDiskType"] == "ASYNC_FLUSH"
+    last = None
+    for i in range(5):
+        last = await api.send_ok(topic, b"rt-%d" % i, queue_id=0)
+    await api.wait_max_offset(topic, 0, 5)
+    r = await api.pull(topic, 0, 0)
+    assert r.code == ResponseCode.SUCCESS
+    info = await api.runtime_info()
+    assert int(info["msgPutTotalTodayNow"]) - int(info0["msgPutTotalTodayNow"]) == 5
+    assert int(info["msgGetTotalTodayNow"]) - int(info0["msgGetTotalTodayNow"]) == 5
+    end = decode_records(r.body)[-1]
+    assert end.msg_id == last.ext_fields["msgId"]
+    assert int(info["commitLogMaxOffset"]) >= end.commit_log_offset + end.store_size
+    assert int(info["commitLogMinOffset"]) == 0
+    assert int(info["bootTimestamp"]) > 0
+    assert decode_message_id(last.ext_fields["msgId"])[2] == end.commit_log_offset

@@ -11,6 +11,7 @@ records byte for byte.
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 from pathlib import Path
 
@@ -29,41 +30,31 @@ TOPIC = "InteropCpp14789"
 FILE_SIZE = 1048576
 OFFSETS = {0: 10, 1: 20, 2: 30, 3: 40}
 
-TOPICS_JSON = """{
-\t"dataVersion":{
-\t\t"counter":7,
-\t\t"timestamp":1763778789483
-\t},
-\t"topicConfigTable":{
-\t\t"SCHEDULE_TOPIC_XXXX":{
-\t\t\t"order":false,
-\t\t\t"perm":6,
-\t\t\t"readQueueNums":18,
-\t\t\t"topicFilterType":"SINGLE_TAG",
-\t\t\t"topicName":"SCHEDULE_TOPIC_XXXX",
-\t\t\t"topicSysFlag":0,
-\t\t\t"writeQueueNums":18
-\t\t},
-\t\t"%s":{
-\t\t\t"order":false,
-\t\t\t"perm":6,
-\t\t\t"readQueueNums":4,
-\t\t\t"topicFilterType":"SINGLE_TAG",
-\t\t\t"topicName":"%s",
-\t\t\t"topicSysFlag":0,
-\t\t\t"writeQueueNums":4
-\t\t},
-\t\t"OnlyInJson":{
-\t\t\t"order":false,
-\t\t\t"perm":6,
-\t\t\t"readQueueNums":2,
-\t\t\t"topicFilterType":"SINGLE_TAG",
-\t\t\t"topicName":"OnlyInJson",
-\t\t\t"topicSysFlag":0,
-\t\t\t"writeQueueNums":2
-\t\t}
-\t}
-}""" % (TOPIC, TOPIC)
+
+def _fastjson_pretty(obj: object, depth: int = 0) -> str:
+    """JSON as RocketMQ 4.9.8 writes its config files (fastjson PrettyFormat: tabs, no spaces)."""
+    if not isinstance(obj, dict):
+        return json.dumps(obj)
+    inner = "\t" * (depth + 1)
+    items = ",\n".join(f'{inner}"{k}":{_fastjson_pretty(v, depth + 1)}' for k, v in obj.items())
+    return "{\n" + items + "\n" + "\t" * depth + "}"
+
+
+def _topic_config(name: str, queues: int) -> dict[str, object]:
+    return {"order": False, "perm": 6, "readQueueNums": queues, "topicFilterType": "SINGLE_TAG",
+            "topicName": name, "topicSysFlag": 0, "writeQueueNums": queues}
+
+
+def _group_config(name: str, consume_enable: bool, retry_max_times: int) -> dict[str, object]:
+    return {"brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": consume_enable,
+            "consumeFromMinEnable": True, "groupName": name, "notifyConsumerIdsChangedEnable": True,
+            "retryMaxTimes": retry_max_times, "retryQueueNums": 1, "whichBrokerWhenConsumeSlowly": 1}
+
+
+TOPICS_JSON = _fastjson_pretty({
+    "dataVersion": {"counter": 7, "timestamp": 1763778789483},
+    "topicConfigTable": {name: _topic_config(name, queues) for name, queues in
+                         (("SCHEDULE_TOPIC_XXXX", 18), (TOPIC, 4), ("OnlyInJson", 2))}})
 
 # fastjson writes Map<Integer, Long> keys bare: {0:10,1:20}
 OFFSETS_JSON = """{
@@ -75,36 +66,10 @@ OFFSETS_JSON = """{
 \t}
 }""" % TOPIC
 
-GROUPS_JSON = """{
-\t"dataVersion":{
-\t\t"counter":3,
-\t\t"timestamp":1763778789000
-\t},
-\t"subscriptionGroupTable":{
-\t\t"G1":{
-\t\t\t"brokerId":0,
-\t\t\t"consumeBroadcastEnable":true,
-\t\t\t"consumeEnable":true,
-\t\t\t"consumeFromMinEnable":true,
-\t\t\t"groupName":"G1",
-\t\t\t"notifyConsumerIdsChangedEnable":true,
-\t\t\t"retryMaxTimes":5,
-\t\t\t"retryQueueNums":1,
-\t\t\t"whichBrokerWhenConsumeSlowly":1
-\t\t},
-\t\t"GOff":{
-\t\t\t"brokerId":0,
-\t\t\t"consumeBroadcastEnable":true,
-\t\t\t"consumeEnable":false,
-\t\t\t"consumeFromMinEnable":true,
-\t\t\t"groupName":"GOff",
-\t\t\t"notifyConsumerIdsChangedEnable":true,
-\t\t\t"retryMaxTimes":16,
-\t\t\t"retryQueueNums":1,
-\t\t\t"whichBrokerWhenConsumeSlowly":1
-\t\t}
-\t}
-}"""
+GROUPS_JSON = _fastjson_pretty({
+    "dataVersion": {"counter": 3, "timestamp": 1763778789000},
+    "subscriptionGroupTable": {"G1": _group_config("G1", True, 5),
+                               "GOff": _group_config("GOff", False, 16)}})
 
 
 def _digest(paths: list[Path]) -> dict[str, str]:

@@ -15,17 +15,13 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 from rmq.protocol.route import ConsumerIdList
 from rmq.remoting.client import RemotingClient
-from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, broker_in_route, unique, wait_until
+from tests.integration.rigs import ns_and_broker
 
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    d = tmp_path_factory.mktemp("broker-clients")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr) as br:
-        yield ns, br
+cluster = ns_and_broker("broker-clients")
 
 
 async def consumer_list(api: BrokerApi, group: str):

@@ -22,17 +22,18 @@ from rmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rmq.protocol.message import decode_records
-from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, RawConn, unique, wait_until
+from tests.integration.rigs import ns_and_broker
 
 pytestmark = pytest.mark.timeout(60)
 
 
+cluster = ns_and_broker("broker-protocol")
+
+
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    d = tmp_path_factory.mktemp("broker-protocol")
-    with start_namesrv(d) as ns, start_broker(d, ns.addr) as br:
-        yield br
+def broker(cluster):
+    return cluster[1]
 
 
 # --------------------------------------------------------------------------- spec 1.5

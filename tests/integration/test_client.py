@@ -88,6 +88,41 @@ class Collector:
         return [m.body for m in self.msgs]
 
 
+async def start_push_from_first(group: str, namesrv: str, topic: str,
+                                expression: str = "*") -> tuple[PushConsumer, Collector]:
+    """A started PushConsumer of topic (from the first offset) and what it receives."""
+    got = Collector()
+    c = PushConsumer(group, namesrv, listener=got,
+                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c.subscribe(topic, expression)
+    await c.start()
+    return c, got
+
+
+async def poll_at_least(c: LitePullConsumer, n: int, what: str, timeout: float = 20.0) -> list:
+    """Poll a started consumer until n messages arrived; all of them, in arrival order."""
+    got: list = []
+
+    async def enough() -> bool:
+        got.extend(await c.poll(200))
+        return len(got) >= n
+    await wait_until(enough, timeout, what=what)
+    return got
+
+
+async def lite_pull_at_least(namesrv: str, queues: list[MessageQueue], n: int, what: str,
+                             timeout: float = 20.0) -> list:
+    """Poll the queues (from the first offset, a fresh group) until n messages arrived."""
+    c = LitePullConsumer(unique("lg"), namesrv,
+                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c.assign(queues)
+    await c.start()
+    try:
+        return await poll_at_least(c, n, what, timeout)
+    finally:
+        await c.shutdown()
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SimpleNamespace]:
     with tempfile.TemporaryDirectory(prefix="rmq-client-", ignore_cleanup_errors=True) as d:
@@ -123,11 +158,7 @@ async def test_sync_send_and_push_consume_keep_tags_keys_properties_and_compress
     # round robin: consecutive sends walk the 4 queues
     assert len({r.message_queue.queue_id for _, r in sent.values()}) == 4
 
-    got = Collector()
-    c = PushConsumer(unique("cg"), cluster.namesrv, listener=got,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    c.subscribe(topic, "*")
-    await c.start()
+    c, got = await start_push_from_first(unique("cg"), cluster.namesrv, topic)
     try:
         await wait_until(lambda: len(got.msgs) >= 11, what="11 messages")
     finally:
@@ -170,18 +201,8 @@ async def test_async_oneway_and_batch_sends(cluster):
         assert len(r2.msg_id.split(",")) == 2
     assert len(done) == 20
     # everything is there, batch members in order at consecutive offsets of one queue
-    c = LitePullConsumer(unique("lg"), cluster.namesrv,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    c.assign([MessageQueue(topic, "broker-a", i) for i in range(4)])
-    await c.start()
-    got = []
-    try:
-        async def enough() -> bool:
-            got.extend(await c.poll(200))
-            return len(got) >= 42
-        await wait_until(enough, what="42 messages")
-    finally:
-        await c.shutdown()
+    got = await lite_pull_at_least(cluster.namesrv, [MessageQueue(topic, "broker-a", i) for i in range(4)],
+                                   42, "42 messages")
     bodies = sorted(m.body.decode() for m in got)
     expected = sorted([f"async-{i}" for i in range(20)] + [f"oneway-{i}" for i in range(10)]
                       + [f"batch-{i}" for i in range(10)] + ["ab-1", "ab-2"])
@@ -211,18 +232,8 @@ async def test_send_to_chosen_queue_and_by_selector_keeps_order(cluster):
         assert all(len(q) == 1 for q in queues.values())
         with pytest.raises(MQClientError):
             await p.send(Message(topic, b"x"), queue=MessageQueue("other", "broker-a", 0))
-    c = LitePullConsumer(unique("lg"), cluster.namesrv,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    c.assign([MessageQueue(topic, "broker-a", i) for i in range(4)])
-    await c.start()
-    got = []
-    try:
-        async def enough() -> bool:
-            got.extend(await c.poll(200))
-            return len(got) >= 42
-        await wait_until(enough, what="42 messages")
-    finally:
-        await c.shutdown()
+    got = await lite_pull_at_least(cluster.namesrv, [MessageQueue(topic, "broker-a", i) for i in range(4)],
+                                   42, "42 messages")
     assert [m.body for m in got if m.queue_id == 2][0] == b"to-q2"
     assert [m.body for m in got if m.queue_id == 3][0] == b"oneway-q3"
     per_order: dict[str, list[tuple[int, int]]] = {}
@@ -323,11 +334,7 @@ async def test_offset_committed_on_shutdown_survives_a_consumer_restart(cluster)
             assert total == 20
         for i in range(10):
             await p.send(Message(topic, f"second-{i}".encode()))
-    got2 = Collector()
-    c2 = PushConsumer(group, cluster.namesrv, listener=got2,
-                      consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    c2.subscribe(topic)
-    await c2.start()
+    c2, got2 = await start_push_from_first(group, cluster.namesrv, topic)
     try:
         await wait_until(lambda: len(got2.msgs) >= 10, what="second 10")
         await asyncio.sleep(0.5)
@@ -351,14 +358,9 @@ async def test_tag_filtering_push_and_lite(cluster):
     lite.subscribe(topic, "b")
     await c.start()
     await lite.start()
-    lite_got = []
     try:
         await wait_until(lambda: len(got.msgs) >= 20, what="tags a and c")
-
-        async def lite_enough() -> bool:
-            lite_got.extend(await lite.poll(200))
-            return len(lite_got) >= 10
-        await wait_until(lite_enough, what="tag b")
+        lite_got = await poll_at_least(lite, 10, "tag b")
         await asyncio.sleep(0.5)
         lite_got.extend(await lite.poll(100))
     finally:
@@ -493,18 +495,8 @@ async def test_reconsume_later_goes_back_through_the_broker(cluster):
     assert props["ORIGIN_MESSAGE_ID"] == r.offset_msg_id
     assert props["UNIQ_KEY"] == r.msg_id
     assert [x for x in seen if x[0] == b"to-dlq"] and all(x[2] == 0 for x in seen if x[0] == b"to-dlq")
-    dlq = LitePullConsumer(unique("lg"), cluster.namesrv,
-                           consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    dlq.assign([MessageQueue(f"%DLQ%{group}", "broker-a", 0)])
-    await dlq.start()
-    got = []
-    try:
-        async def dead() -> bool:
-            got.extend(await dlq.poll(200))
-            return bool(got)
-        await wait_until(dead, what="the DLQ message")
-    finally:
-        await dlq.shutdown()
+    got = await lite_pull_at_least(cluster.namesrv, [MessageQueue(f"%DLQ%{group}", "broker-a", 0)],
+                                   1, "the DLQ message")
     assert [m.body for m in got] == [b"to-dlq"]
 
 
@@ -613,23 +605,14 @@ async def test_lite_pull_assign_poll_commit_seek(cluster):
                              consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         c.assign(mqs)
         await c.start()
-        got = []
         try:
-            async def enough() -> bool:
-                got.extend(await c.poll(200))
-                return len(got) >= 10
-            await wait_until(enough, what="10 messages")
+            got = await poll_at_least(c, 10, "10 messages")
             assert await c.committed(mqs[0]) == 0          # nothing committed yet (spec 2.6)
             await c.commit()
             assert [await c.committed(mq) for mq in mqs] == [5, 5]
             # seek back: the queue is read again from there
             await c.seek(mqs[0], 2)
-            again = []
-
-            async def reread() -> bool:
-                again.extend(await c.poll(200))
-                return len(again) >= 3
-            await wait_until(reread, what="re-read after seek")
+            again = await poll_at_least(c, 3, "re-read after seek")
             assert [m.queue_offset for m in again] == [2, 3, 4]
             with pytest.raises(MQClientError):
                 await c.seek(mqs[0], 99)
@@ -643,12 +626,8 @@ async def test_lite_pull_assign_poll_commit_seek(cluster):
     c2 = LitePullConsumer(group, cluster.namesrv)
     c2.assign(mqs)
     await c2.start()
-    got2 = []
     try:
-        async def enough2() -> bool:
-            got2.extend(await c2.poll(200))
-            return len(got2) >= 4
-        await wait_until(enough2, what="4 new messages")
+        got2 = await poll_at_least(c2, 4, "4 new messages")
         assert await c2.poll(300) == []
     finally:
         await c2.shutdown()       # auto-commit: the polled messages are committed

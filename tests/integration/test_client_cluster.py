@@ -11,14 +11,15 @@ from typing import Iterator
 
 import pytest
 
-from rmq.client import (ClientErrorCode, ConsumeFromWhere, Message, MQBrokerError,
+from rmq.client import (ClientErrorCode, Message, MQBrokerError,
                         MQClientAPI, MQClientError, Producer, PushConsumer, RemotingError,
                         SendStatus)
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.route import MessageQueue
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
-from tests.integration.test_client import Collector, create_topic, unique, wait_until
+from tests.integration.test_client import (Collector, create_topic, start_push_from_first, unique,
+                                           wait_until)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -99,11 +100,7 @@ async def test_sends_go_to_the_other_broker_when_one_is_killed(workdir):
             await plain.shutdown()
             await faulty.shutdown()
         # everything acknowledged is on broker-b
-        got = Collector()
-        c = PushConsumer(unique("cg"), ns.addr, listener=got,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-        c.subscribe(topic)
-        await c.start()
+        c, got = await start_push_from_first(unique("cg"), ns.addr, topic)
         try:
             await wait_until(lambda: sum(m.body.startswith(b"after-") for m in got.msgs) >= 40,
                              what="the messages sent after the kill")
@@ -159,11 +156,7 @@ async def test_committed_offsets_survive_a_broker_restart(workdir):
             assert sorted(got.bodies()) == sorted([f"a-{i}".encode() for i in range(10)]
                                                   + [f"b-{i}".encode() for i in range(6)])
             # and a new consumer of the group starts from the committed offsets
-            got2 = Collector()
-            c2 = PushConsumer(group, ns.addr, listener=got2,
-                              consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-            c2.subscribe(topic)
-            await c2.start()
+            c2, got2 = await start_push_from_first(group, ns.addr, topic)
             try:
                 async with Producer(unique("pg"), ns.addr) as p:
                     await p.send(Message(topic, b"c-0"))

@@ -17,8 +17,6 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 
@@ -26,19 +24,15 @@ from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Messa
                         MessageModel, Producer, PushConsumer)
 from rmq.client.config import local_ip
 from rmq.protocol.route import loads_object_keyed_map
-from tests.harness import start_cluster
-from tests.integration.test_client import create_topic, unique, wait_until
+from tests.integration.rigs import module_cluster
+from tests.integration.test_client import create_topic, poll_at_least, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
-    d = tmp_path_factory.mktemp("broadcast")
-    with start_cluster(d) as c:
-        yield c
+cluster = module_cluster("broadcast")
 
 
 class Sink:
@@ -193,12 +187,8 @@ async def test_lite_pull_broadcast_keeps_local_offsets(cluster, tmp_path):
     await send(cluster, topic, [f"x{i}".encode() for i in range(10)])
     c = lite()
     await c.start()
-    got: list[bytes] = []
     try:
-        async def ten() -> bool:
-            got.extend(m.body for m in await c.poll(200))
-            return len(got) >= 10
-        await wait_until(ten, 20, what="10 polled")
+        await poll_at_least(c, 10, "10 polled", 20)
         await c.commit()
     finally:
         await c.shutdown()
@@ -206,12 +196,8 @@ async def test_lite_pull_broadcast_keeps_local_offsets(cluster, tmp_path):
     await send(cluster, topic, [b"y0", b"y1"])
     c = lite()
     await c.start()
-    more: list[bytes] = []
     try:
-        async def two() -> bool:
-            more.extend(m.body for m in await c.poll(200))
-            return len(more) >= 2
-        await wait_until(two, 20, what="the 2 new ones")
+        more = [m.body for m in await poll_at_least(c, 2, "the 2 new ones", 20)]
         more.extend(m.body for m in await c.poll(500))
     finally:
         await c.shutdown()

@@ -7,8 +7,6 @@ unit's tagsCode), the client re-checks the tag string.
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 
@@ -20,17 +18,13 @@ from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import decode_records, java_hash
 from rmq.protocol.route import SubscriptionData
 from rmq.remoting.client import RemotingClient
-from tests.harness import start_cluster
-from tests.integration.test_client import create_topic, unique, wait_until
+from tests.integration.rigs import module_cluster
+from tests.integration.test_client import create_topic, poll_at_least, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
-    d = tmp_path_factory.mktemp("filter")
-    with start_cluster(d) as c:
-        yield c
+cluster = module_cluster("filter")
 
 
 TAGS = ["a", "b", "c", None, "Aa", "BB", "a ", "ab"]
@@ -66,18 +60,13 @@ async def test_or_expression_and_a_hash_collision_push_and_lite(cluster):
     lite = LitePullConsumer(unique("FlL"), cluster.namesrv,
                             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     lite.subscribe(topic, "BB")
-    lite_got: list = []
     try:
         for c in consumers:
             await c.start()
         await lite.start()
         await wait_until(lambda: len(got["or"]) >= 6 and len(got["Aa"]) >= 3, 20,
                          what="the matching messages")
-
-        async def lite_three() -> bool:
-            lite_got.extend(await lite.poll(200))
-            return len(lite_got) >= 3
-        await wait_until(lite_three, 20, what="BB for the lite consumer")
+        lite_got = await poll_at_least(lite, 3, "BB for the lite consumer", 20)
         await asyncio.sleep(0.5)
         lite_got.extend(await lite.poll(100))
         # consumed offsets pass the matched messages (and move over filtered ones when

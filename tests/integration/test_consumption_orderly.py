@@ -16,15 +16,13 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 
 from rmq.client import (ConsumeFromWhere, ConsumeOrderlyResult, Message, MessageQueue,
                         MQBrokerError, MQClientAPI, Producer, PushConsumer, select_by_hash)
 from rmq.remoting.client import RemotingClient
-from tests.harness import start_cluster
+from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -32,11 +30,7 @@ pytestmark = pytest.mark.timeout(120)
 CONF = {"messageDelayLevel": "1s 1s 1s 1s 1s 1s 1s 1s"}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
-    d = tmp_path_factory.mktemp("orderly")
-    with start_cluster(d, CONF) as c:
-        yield c
+cluster = module_cluster("orderly", CONF)
 
 
 @dataclass

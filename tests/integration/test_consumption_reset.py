@@ -11,14 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 
 from rmq.client import (ConsumeFromWhere, ConsumeOrderlyResult, ConsumeResult,
                         LitePullConsumer, Message, MessageQueue, Producer, PushConsumer)
-from tests.harness import start_cluster
+from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,11 +24,7 @@ pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
-    d = tmp_path_factory.mktemp("reset")
-    with start_cluster(d) as c:
-        yield c
+cluster = module_cluster("reset")
 
 
 async def admin(*args: str) -> subprocess.CompletedProcess:

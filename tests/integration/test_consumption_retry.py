@@ -7,27 +7,21 @@ CONSUMER_SEND_MSG_BACK header) decides when a message is dead-lettered.
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 
-from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message,
+from rmq.client import (ConsumeFromWhere, ConsumeResult, Message,
                         MessageQueue, Producer, PushConsumer)
 from rmq.client.instance import CLIENT_INNER_PRODUCER_GROUP
-from tests.harness import start_cluster
-from tests.integration.test_client import create_topic, unique, wait_until
+from tests.integration.rigs import module_cluster
+from tests.integration.test_client import create_topic, lite_pull_at_least, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 CONF = {"messageDelayLevel": "1s 1s 1s 1s 1s 1s 1s 1s"}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
-    d = tmp_path_factory.mktemp("retry")
-    with start_cluster(d, CONF) as c:
-        yield c
+cluster = module_cluster("retry", CONF)
 
 
 async def setup(cluster, body: bytes = b"payload"):
@@ -46,19 +40,8 @@ def consumer(cluster, group: str, topic: str, listener, **kw) -> PushConsumer:
 
 
 async def pull_all(cluster, topic: str, expect: int, timeout: float = 15) -> list:
-    lc = LitePullConsumer(unique("RtL"), cluster.namesrv,
-                          consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    lc.assign([MessageQueue(topic, "broker-a", 0)])
-    await lc.start()
-    got: list = []
-    try:
-        async def enough() -> bool:
-            got.extend(await lc.poll(200))
-            return len(got) >= expect
-        await wait_until(enough, timeout, what=f"{expect} message(s) in {topic}")
-    finally:
-        await lc.shutdown()
-    return got
+    return await lite_pull_at_least(cluster.namesrv, [MessageQueue(topic, "broker-a", 0)], expect,
+                                    f"{expect} message(s) in {topic}", timeout)
 
 
 @pytest.mark.slow

@@ -13,15 +13,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Iterator
 
 import pytest
 
 from rmq.client import (ConsumeFromWhere, ConsumeResult, LocalTransactionState, Message,
                         MQClientError, PushConsumer, SendStatus, TransactionListener,
                         TransactionProducer)
-from tests.harness import start_cluster
+from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,11 +29,7 @@ CONF = {"transactionTimeOut": 1000, "transactionCheckInterval": 500, "transactio
 S = LocalTransactionState
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
-    d = tmp_path_factory.mktemp("tx")
-    with start_cluster(d, CONF) as c:
-        yield c
+cluster = module_cluster("tx", CONF)
 
 
 class Visible:

@@ -14,6 +14,8 @@ from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, props, uniq_key, unique, wait_until
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
 CONF = {"transactionTimeOut": 1000, "transactionCheckInterval": 500, "transactionCheckMax": 3}
 
 
@@ -63,8 +65,6 @@ class Producer:
         assert r.code == ResponseCode.SUCCESS
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
 async def test_commit_rollback_check_and_max_checks(tmp_path):
     with start_namesrv(tmp_path) as ns, start_broker(tmp_path, ns.addr, conf=CONF) as br:
         async with BrokerApi(br.addr) as api:

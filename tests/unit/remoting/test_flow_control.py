@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -71,7 +72,9 @@ async def test_inflight_bound_pauses_reading(make_server, raw_conns):
     await wait_until(lambda: not conn.reading_paused)
 
 
-async def test_inflight_resumes_at_half(make_server, make_client):
+def _holding_processor() -> tuple[list[tuple], Callable]:
+    """A processor that answers nothing until the test completes the future it returned:
+    (the (future, request) pairs so far, the processor)."""
     loop = asyncio.get_running_loop()
     held: list[tuple] = []
 
@@ -79,7 +82,11 @@ async def test_inflight_resumes_at_half(make_server, make_client):
         fut = loop.create_future()
         held.append((fut, cmd))
         return fut
+    return held, hold
 
+
+async def test_inflight_resumes_at_half(make_server, make_client):
+    held, hold = _holding_processor()
     server = await make_server(max_inflight_per_connection=10)
     server.register_processor(1000, hold)
     client = make_client()
@@ -196,14 +203,7 @@ def _count_writes(transport) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("limit", [16 << 10, 1 << 20], ids=["default-16KiB", "1MiB"])
 async def test_responses_completing_together_share_writes(make_server, make_client, limit):
-    loop = asyncio.get_running_loop()
-    held: list[tuple] = []
-
-    def hold(conn, cmd):
-        fut = loop.create_future()
-        held.append((fut, cmd))
-        return fut
-
+    held, hold = _holding_processor()
     server = await make_server(coalesce_limit=limit)
     server.register_processor(1000, hold)
     client = make_client()
