@@ -16,9 +16,9 @@ import timeit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode, SerializeType  # noqa: E402
-from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode, encode_parts  # noqa: E402
-from rmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader  # noqa: E402
+from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode, SerializeType
+from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode, encode_parts
+from rmq.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
 
 JSON, BIN = SerializeType.JSON, SerializeType.ROCKETMQ
 

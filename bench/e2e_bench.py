@@ -95,9 +95,9 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Self
+from typing import Any, Self
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -585,7 +585,7 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
         try:
             await asyncio.wait_for(st.done.wait(), p["timeout"])
             res["complete"] = True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             res["complete"] = False
             st.t_done, st.count_done, st.bytes_done = st.t_last, st.count, st.bytes
             st.b2c_done, st.s2c_done = st.b2c_sum, st.s2c_sum

@@ -64,15 +64,15 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import uvloop  # noqa: E402
+import uvloop
 
-from _cluster import steal_seconds  # noqa: E402  (bench/ is sys.path[0] when run as a script)
+from _cluster import steal_seconds
 
-from rmq.protocol.message import MessageExtBrokerInner, UniqueIdGenerator  # noqa: E402
-from rmq.store.config import FlushDiskType, MessageStoreConfig  # noqa: E402
-from rmq.store.mapped_file import MappedFile  # noqa: E402
-from rmq.store.message_store import MessageStore  # noqa: E402
-from rmq.store.results import PutMessageStatus  # noqa: E402
+from rmq.protocol.message import MessageExtBrokerInner, UniqueIdGenerator
+from rmq.store.config import FlushDiskType, MessageStoreConfig
+from rmq.store.mapped_file import MappedFile
+from rmq.store.message_store import MessageStore
+from rmq.store.results import PutMessageStatus
 
 try:
     import numpy as np
@@ -160,7 +160,7 @@ class GcTimer:
             self.seconds += time.perf_counter() - self._t0
             self.collections += 1
 
-    def __enter__(self) -> "GcTimer":
+    def __enter__(self) -> GcTimer:
         gc.callbacks.append(self)
         return self
 

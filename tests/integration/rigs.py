@@ -11,7 +11,8 @@ for the file and stopped after its last test.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pytest
 

@@ -15,7 +15,8 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Coroutine, Iterator
+from typing import Any
+from collections.abc import Coroutine, Iterator
 
 import msgpack
 import pytest

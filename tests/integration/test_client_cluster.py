@@ -7,7 +7,7 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
