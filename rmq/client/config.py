@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 
+from rmq.common.net import local_ip
 from rmq.protocol.codes import LanguageCode, SerializeType
 
 __all__ = ["ClientConfig", "local_ip", "DEFAULT_INSTANCE_NAME", "NAMESRV_ADDR_ENV"]
@@ -19,23 +19,6 @@ __all__ = ["ClientConfig", "local_ip", "DEFAULT_INSTANCE_NAME", "NAMESRV_ADDR_EN
 DEFAULT_INSTANCE_NAME = "DEFAULT"
 #: Environment variable read when no NameServer address is configured (MixAll.NAMESRV_ADDR_ENV).
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
-
-
-def local_ip() -> str:
-    """The address other hosts would reach this process at (RemotingUtil.getLocalAddress).
-
-    A UDP "connect" sends nothing; it only asks the kernel which source address it
-    would use. Falls back to 127.0.0.1 on a host without a route.
-    """
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            ip = s.getsockname()[0]
-            if ip and not ip.startswith("0."):
-                return ip
-    except OSError:
-        pass
-    return "127.0.0.1"
 
 
 @dataclass

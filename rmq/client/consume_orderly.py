@@ -40,8 +40,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 
 from rmq.client._util import sleep_unless
 from rmq.client.consume_service import ConsumeServiceBase
-from rmq.client.message import Message, retry_topic
+from rmq.client.message import Message
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
+from rmq.common.clock import now_ms
+from rmq.common.mixall import retry_topic
 from rmq.protocol.message import MessageConst, MessageExt
 from rmq.protocol.route import MessageQueue
 
@@ -80,10 +82,6 @@ class ConsumeOrderlyContext:
 MessageListenerOrderly = Callable[
     [list[MessageExt], ConsumeOrderlyContext],
     Union[ConsumeOrderlyResult, None, Awaitable[Union[ConsumeOrderlyResult, None]]]]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ConsumeMessageOrderlyService(ConsumeServiceBase):
@@ -194,7 +192,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                         break
                     c.reset_retry_topic(msgs)
                     ctx = ConsumeOrderlyContext(mq)
-                    start = str(_now_ms())
+                    start = str(now_ms())
                     for m in msgs:
                         m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
                     status: Any = None

@@ -38,9 +38,9 @@ from rmq.client._util import cancel_and_wait, sleep_unless
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQClientError
-from rmq.client.message import AUTO_CREATE_TOPIC_KEY
 from rmq.client.routes import (TopicPublishInfo, select_broker_addr, topic_route_changed,
                                topic_route_to_publish_info, topic_route_to_subscribe_info)
+from rmq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
 from rmq.protocol.codes import MQVersion, RequestCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -56,8 +56,6 @@ __all__ = ["MQClientInstance", "FindBrokerResult", "get_or_create_instance",
            "ProducerInner", "ConsumerInner", "CLIENT_INNER_PRODUCER_GROUP"]
 
 log = logging.getLogger("rmq.client")
-
-CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 
 
 class ProducerInner(Protocol):
@@ -272,7 +270,7 @@ class MQClientInstance:
         try:
             if is_default:
                 route = await self.api.get_topic_route_info(
-                    AUTO_CREATE_TOPIC_KEY, self.config.mq_client_api_timeout)
+                    AUTO_CREATE_TOPIC_KEY_TOPIC, self.config.mq_client_api_timeout)
                 if route is not None:
                     for qd in route.queue_datas:
                         n = min(default_topic_queue_nums, qd.read_queue_nums)
@@ -281,7 +279,7 @@ class MQClientInstance:
             else:
                 route = await self.api.get_topic_route_info(topic, self.config.mq_client_api_timeout)
             if route is None:
-                if not is_default and topic != AUTO_CREATE_TOPIC_KEY:
+                if not is_default and topic != AUTO_CREATE_TOPIC_KEY_TOPIC:
                     log.debug("no route for topic %s on the name server", topic)
                 return False
             old = self.topic_route_table.get(topic)
@@ -300,7 +298,7 @@ class MQClientInstance:
                 log.info("topic route of %s changed: %s", topic, route.to_obj())
             return changed
         except (RemotingError, MQClientError, Exception) as e:
-            if not is_default and topic != AUTO_CREATE_TOPIC_KEY:
+            if not is_default and topic != AUTO_CREATE_TOPIC_KEY_TOPIC:
                 log.warning("updateTopicRouteInfoFromNameServer %s failed: %s", topic, e)
             return False
         finally:

@@ -41,6 +41,7 @@ from rmq.client.push_consumer import (ConsumeFromWhere, MessageModel,
                                       compute_pull_from_where_push, parse_consume_timestamp)
 from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest, RebalanceImpl
 from rmq.client.routes import topic_route_to_subscribe_info
+from rmq.common.clock import now_ms
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.message import MessageExt
 from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
@@ -57,10 +58,6 @@ PULL_TIME_DELAY_MILLS_ON_EXCEPTION = 1000
 
 _NONE, _SUBSCRIBE, _ASSIGN = "NONE", "SUBSCRIBE", "ASSIGN"
 _CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(eq=False)
@@ -163,7 +160,7 @@ class LitePullConsumer:
             raise MQClientError("Subscribe and assign are mutually exclusive.")
         self._subscription_type = _SUBSCRIBE
         self._subscriptions[topic] = expression or "*"
-        sd = SubscriptionData.build(topic, expression, None, _now_ms())
+        sd = SubscriptionData.build(topic, expression, None, now_ms())
         self.rebalance.subscription_inner[topic] = sd
         if self._state == _RUNNING:
             t = asyncio.ensure_future(self._after_subscription_change(topic))
@@ -243,7 +240,7 @@ class LitePullConsumer:
             inst.consumer_table.pop(self.group, None)
             raise
         self._state = _RUNNING
-        self._next_auto_commit_deadline = _now_ms() + self.auto_commit_interval_ms
+        self._next_auto_commit_deadline = now_ms() + self.auto_commit_interval_ms
         if self._subscription_type == _SUBSCRIBE:
             for topic in list(self.rebalance.subscription_inner):
                 await inst.update_topic_route_info_from_name_server(topic)
@@ -288,8 +285,8 @@ class LitePullConsumer:
         timeout = self.poll_timeout_ms if timeout_ms is None else timeout_ms
         if timeout < 0:
             raise MQClientError("Timeout must not be negative")
-        if self.auto_commit and _now_ms() >= self._next_auto_commit_deadline:
-            self._next_auto_commit_deadline = _now_ms() + self.auto_commit_interval_ms
+        if self.auto_commit and now_ms() >= self._next_auto_commit_deadline:
+            self._next_auto_commit_deadline = now_ms() + self.auto_commit_interval_ms
             await self.commit()
         assert self._cache is not None
         deadline = time.monotonic() + timeout / 1000
@@ -549,7 +546,7 @@ class LitePullConsumer:
 
     async def _pull_once(self, mq: MessageQueue, st: _QueueState) -> int:
         pq = st.process_queue
-        pq.last_pull_timestamp = _now_ms()
+        pq.last_pull_timestamp = now_ms()
         if st.paused:
             return PULL_TIME_DELAY_MILLS_WHEN_PAUSE
         assert self._cache is not None and self.pull_api is not None

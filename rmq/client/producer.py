@@ -36,10 +36,13 @@ from rmq.client.config import ClientConfig
 from rmq.client.errors import ClientErrorCode, MQBrokerError, MQClientError
 from rmq.client.fault import MQFaultStrategy
 from rmq.client.instance import MQClientInstance, get_or_create_instance
-from rmq.client.message import (AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, Message,
-                                SendResult, SendStatus, compress_body, validate_message)
+from rmq.client.message import (Message, SendResult, SendStatus, compress_body,
+                                validate_message)
 from rmq.client.routes import TopicPublishInfo
 from rmq.client.selector import MessageQueueSelector
+from rmq.common.clock import now_ms
+from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP,
+                               RETRY_GROUP_TOPIC_PREFIX)
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, encode_batch,
@@ -50,8 +53,6 @@ from rmq.remoting.errors import RemotingError, RemotingTimeoutError
 __all__ = ["Producer", "RETRY_RESPONSE_CODES", "DEFAULT_PRODUCER_GROUP"]
 
 log = logging.getLogger("rmq.client.producer")
-
-DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 
 #: Broker codes a sync send retries on (spec 2.4, DefaultMQProducer.retryResponseCodes:
 #: the 4.9.8 set plus SYSTEM_BUSY and GO_AWAY, which 5.x added).
@@ -69,10 +70,6 @@ ROUTE_REFRESH_ON_ERROR_MS = 500
 ROUTE_REFRESH_WAIT_MS = 500
 
 _CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -101,7 +98,7 @@ class Producer:
                  compress_level: int = 5,
                  max_message_size: int = 4 * 1024 * 1024,
                  default_topic_queue_nums: int = 4,
-                 create_topic_key: str = AUTO_CREATE_TOPIC_KEY,
+                 create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
                  send_latency_fault_enable: bool = False,
                  **config_kwargs: Any) -> None:
         if not group:
@@ -300,7 +297,7 @@ class Producer:
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         header = SendMessageRequestHeader(
             self.group, p.topic, self.create_topic_key, self.default_topic_queue_nums,
-            mq.queue_id, p.sys_flag, _now_ms(), p.flag, p.properties,
+            mq.queue_id, p.sys_flag, now_ms(), p.flag, p.properties,
             0 if p.reconsume_times is None else p.reconsume_times, False, p.batch,
             p.max_reconsume_times)
         if mode == _ONEWAY:

@@ -72,6 +72,7 @@ from rmq.client.process_queue import ProcessQueue
 from rmq.client.pull_api import PullAPIWrapper
 from rmq.client.rebalance import (AVG, BROADCASTING, CLUSTERING, AllocateStrategy, PullRequest,
                                   RebalanceImpl)
+from rmq.common.clock import now_ms
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt
 from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
@@ -128,15 +129,11 @@ MessageListener = Callable[[list[MessageExt], ConsumeConcurrentlyContext],
                            Union[ConsumeResult, None, Awaitable[Union[ConsumeResult, None]]]]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def parse_consume_timestamp(value: str | int | datetime | None) -> int:
     """``yyyyMMddHHmmss`` (local time, as UtilAll.parseDate), ms since the epoch, or a
     datetime; None = half an hour ago (Java's default consumeTimestamp)."""
     if value is None:
-        return int((time.time() - 1800) * 1000)
+        return now_ms() - 1_800_000
     if isinstance(value, datetime):
         return int(value.timestamp() * 1000)
     if isinstance(value, int):
@@ -283,7 +280,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             return
         ctx = ConsumeConcurrentlyContext(mq)
         self.consumer.reset_retry_topic(msgs)
-        start = str(_now_ms())
+        start = str(now_ms())
         for m in msgs:
             m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
         status: Any = None
@@ -392,7 +389,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         c = self.consumer
         if c.message_model is not MessageModel.CLUSTERING:
             return
-        now = _now_ms()
+        now = now_ms()
         for _ in range(16):
             first = pq.min_offset
             if first is None:
@@ -489,7 +486,7 @@ class PushConsumer:
         """Subscribe to ``topic`` with a TAG expression (``*`` or ``a || b``)."""
         self._subscriptions[topic] = expression or "*"
         if self._state == _RUNNING:
-            sd = SubscriptionData.build(topic, expression, None, _now_ms())
+            sd = SubscriptionData.build(topic, expression, None, now_ms())
             self.rebalance.subscription_inner[topic] = sd
             t = asyncio.ensure_future(self._after_subscription_change(topic))
             self._pull_tasks.add(t)
@@ -541,7 +538,7 @@ class PushConsumer:
             raise MQClientError("messageListener is null")
         if not self._subscriptions:
             raise MQClientError("no subscription: call subscribe(topic, expression) first")
-        now = _now_ms()
+        now = now_ms()
         for topic, expr in self._subscriptions.items():
             self.rebalance.subscription_inner[topic] = SubscriptionData.build(topic, expr, None, now)
         if self.message_model is MessageModel.CLUSTERING:
@@ -722,7 +719,7 @@ class PushConsumer:
         before the next step."""
         pq = req.process_queue
         mq = req.message_queue
-        pq.last_pull_timestamp = _now_ms()
+        pq.last_pull_timestamp = now_ms()
         if self._paused:
             return PULL_TIME_DELAY_MILLS_WHEN_SUSPEND
         if pq.msg_count > self.pull_threshold_for_queue \
