@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmq.client.errors import MQBrokerError, MQClientError, ClientErrorCode
 from rmq.client.message import (PULL_STATUS_BY_CODE, SEND_STATUS_BY_CODE, PullResult,

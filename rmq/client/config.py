@@ -10,6 +10,7 @@ import ipaddress
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmq.common.net import local_ip
 from rmq.protocol.codes import LanguageCode, SerializeType
@@ -51,6 +52,19 @@ class ClientConfig:
     #: ``<dir>/<clientId>/<group>/offsets.json``. None: ``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``,
     #: else ``~/.rocketmq_offsets`` (Java: rocketmq.client.localOffsetStoreDir).
     local_offset_store_dir: str | None = None
+
+    @classmethod
+    def of_client(cls, config: ClientConfig | None, namesrv_addr: str | None,
+                  overrides: dict[str, Any]) -> ClientConfig:
+        """A producer's or consumer's own copy: ``config`` (or the defaults) with the
+        keyword overrides and the NameServer address given to its constructor."""
+        own = config.copy() if config is not None else cls(**overrides)
+        if config is not None:
+            for k, v in overrides.items():
+                setattr(own, k, v)
+        if namesrv_addr is not None:
+            own.namesrv_addr = namesrv_addr
+        return own
 
     # ------------------------------------------------------------------ identity
     def build_mq_client_id(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from rmq.client.routes import TopicPublishInfo, RoundRobinIndex
 from rmq.protocol.route import MessageQueue

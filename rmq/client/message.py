@@ -10,7 +10,7 @@ import enum
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rmq.client.errors import MQClientError
 from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, DLQ_GROUP_TOPIC_PREFIX,

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from rmq.client.errors import MQBrokerError, MQClientError
+from rmq.client.instance import MQClientInstance
 from rmq.common.fs import atomic_write
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.route import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
@@ -85,9 +86,9 @@ class OffsetStore:
 class RemoteBrokerOffsetStore(OffsetStore):
     """Offsets kept by the master broker of each queue (CLUSTERING)."""
 
-    def __init__(self, instance, group_name: str) -> None:
+    def __init__(self, instance: MQClientInstance, group_name: str) -> None:
         super().__init__()
-        self.instance = instance          # MQClientInstance
+        self.instance = instance
         self.group_name = group_name
 
     async def _read_offset_from_store(self, mq: MessageQueue) -> int:
@@ -130,11 +131,8 @@ class RemoteBrokerOffsetStore(OffsetStore):
             log.warning("updateConsumeOffsetToBroker %s failed: %s", mq, e)
 
     async def _find_master(self, mq: MessageQueue) -> str:
-        inst = self.instance
-        found = inst.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
-        if found is None:
-            await inst.update_topic_route_info_from_name_server(mq.topic)
-            found = inst.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
+        found = await self.instance.find_broker_address_in_subscribe_or_update(
+            mq.broker_name, MASTER_ID, True, mq.topic)
         if found is None:
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         return found.broker_addr

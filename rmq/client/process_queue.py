@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from typing import Iterable
+from collections.abc import Iterable
 
 from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageConst, MessageExt

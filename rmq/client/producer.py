@@ -30,8 +30,10 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
+from rmq.client._util import CREATE_JUST, RUNNING, SHUTDOWN_ALREADY
 from rmq.client.config import ClientConfig
 from rmq.client.errors import ClientErrorCode, MQBrokerError, MQClientError
 from rmq.client.fault import MQFaultStrategy
@@ -41,8 +43,8 @@ from rmq.client.message import (Message, SendResult, SendStatus, compress_body,
 from rmq.client.routes import TopicPublishInfo
 from rmq.client.selector import MessageQueueSelector
 from rmq.common.clock import now_ms
-from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP,
-                               RETRY_GROUP_TOPIC_PREFIX)
+from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP,
+                               DEFAULT_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX)
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, encode_batch,
@@ -50,7 +52,7 @@ from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, enco
 from rmq.protocol.route import MessageQueue
 from rmq.remoting.errors import RemotingError, RemotingTimeoutError
 
-__all__ = ["Producer", "RETRY_RESPONSE_CODES", "DEFAULT_PRODUCER_GROUP"]
+__all__ = ["Producer", "RETRY_RESPONSE_CODES", "DEFAULT_PRODUCER_GROUP", "new_inner_producer"]
 
 log = logging.getLogger("rmq.client.producer")
 
@@ -68,9 +70,6 @@ _SYNC, _ASYNC, _ONEWAY = "SYNC", "ASYNC", "ONEWAY"
 #: NameServer's answer at most ROUTE_REFRESH_WAIT_MS before its next attempt.
 ROUTE_REFRESH_ON_ERROR_MS = 500
 ROUTE_REFRESH_WAIT_MS = 500
-
-_CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
-
 
 @dataclass(slots=True)
 class _Prepared:
@@ -104,12 +103,7 @@ class Producer:
         if not group:
             raise MQClientError("producerGroup is blank")
         self.group = group
-        self.config = config.copy() if config is not None else ClientConfig(**config_kwargs)
-        if config is not None and config_kwargs:
-            for k, v in config_kwargs.items():
-                setattr(self.config, k, v)
-        if namesrv_addr is not None:
-            self.config.namesrv_addr = namesrv_addr
+        self.config = ClientConfig.of_client(config, namesrv_addr, config_kwargs)
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
@@ -122,16 +116,16 @@ class Producer:
         self.fault_strategy = MQFaultStrategy(send_latency_fault_enable)
         self.topic_publish_info_table: dict[str, TopicPublishInfo] = {}
         self.instance: MQClientInstance | None = None
-        self._state = _CREATE_JUST
+        self._state = CREATE_JUST
         self._ids: UniqueIdGenerator | None = None
         self._async_tasks: set[asyncio.Future] = set()
         self._route_refreshed: dict[str, float] = {}     # topic -> monotonic time
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             return
-        if self._state != _CREATE_JUST:
+        if self._state != CREATE_JUST:
             raise MQClientError(f"The producer service state not OK, maybe started once, {self._state}")
         self.config.change_instance_name_to_pid()
         self._ids = UniqueIdGenerator(self.config.client_ip_bytes())
@@ -146,29 +140,29 @@ class Producer:
         except BaseException:
             inst.producer_table.pop(self.group, None)
             raise
-        self._state = _RUNNING
+        self._state = RUNNING
         await inst.send_heartbeat_to_all_brokers()
         log.info("producer %s started (client %s)", self.group, inst.client_id)
 
     async def start_inner(self, inst: MQClientInstance) -> None:
         """Start as ``inst``'s own producer (CLIENT_INNER_PRODUCER): registered with the
         instance for routes, never heartbeating or stopping it on its own."""
-        if self._state != _CREATE_JUST:
+        if self._state != CREATE_JUST:
             raise MQClientError(f"The producer service state not OK, {self._state}")
         self._ids = UniqueIdGenerator(self.config.client_ip_bytes())
         inst.producer_table[self.group] = self
         self.instance = inst
         self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
-        self._state = _RUNNING
+        self._state = RUNNING
 
     def mark_shutdown(self) -> None:
         """The instance that owns this inner producer is going away."""
-        self._state = _SHUTDOWN
+        self._state = SHUTDOWN_ALREADY
 
     async def shutdown(self) -> None:
-        if self._state != _RUNNING:
+        if self._state != RUNNING:
             return
-        self._state = _SHUTDOWN
+        self._state = SHUTDOWN_ALREADY
         if self._async_tasks:
             # in-flight async sends finish (each is bounded by its send timeout)
             await asyncio.wait(list(self._async_tasks), timeout=self.send_msg_timeout / 1000 + 1)
@@ -186,7 +180,7 @@ class Producer:
         await self.shutdown()
 
     def _make_sure_state_ok(self) -> MQClientInstance:
-        if self._state != _RUNNING or self.instance is None:
+        if self._state != RUNNING or self.instance is None:
             raise MQClientError(f"The producer service state not OK, {self._state}")
         return self.instance
 
@@ -527,3 +521,11 @@ class Producer:
                 if info is not None:
                     mq = self.select_one_message_queue(info, mq.broker_name)
         raise AssertionError("unreachable")
+
+
+async def new_inner_producer(inst: MQClientInstance) -> Producer:
+    """The factory of ``inst``'s own producer (CLIENT_INNER_PRODUCER), which a push
+    consumer hands to ``get_or_create_instance``."""
+    p = Producer(CLIENT_INNER_PRODUCER_GROUP, config=inst.config)
+    await p.start_inner(inst)
+    return p

@@ -22,7 +22,7 @@ import bisect
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
@@ -373,11 +373,8 @@ class RebalanceImpl:
 
     # ------------------------------------------------------------------ queue locks
     async def _master_of(self, broker_name: str, topic: str | None = None) -> str | None:
-        inst = self.instance
-        found = inst.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
-        if found is None and topic is not None:
-            await inst.update_topic_route_info_from_name_server(topic)
-            found = inst.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
+        found = await self.instance.find_broker_address_in_subscribe_or_update(
+            broker_name, MASTER_ID, True, topic)
         return found.broker_addr if found is not None else None
 
     def _mark_locked(self, mqs: set[MessageQueue]) -> None:
@@ -424,9 +421,9 @@ class RebalanceImpl:
                 continue
             self._mark_locked(locked)
             for mq in mqs - locked:
-                pq = self.process_queue_table.get(mq)
-                if pq is not None and pq.locked:
-                    pq.locked = False
+                held = self.process_queue_table.get(mq)
+                if held is not None and held.locked:
+                    held.locked = False
                     log.info("the message queue locked Failed, Group: %s %s",
                              self.consumer_group, mq)
 

@@ -20,14 +20,16 @@ import signal
 import string
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQBrokerError, MQClientError, RemotingError
 from rmq.client.message import Message, SendResult
 from rmq.client.producer import Producer
+from rmq.client.consume_concurrently import ConsumeResult
 from rmq.client.consume_orderly import ConsumeOrderlyResult
-from rmq.client.push_consumer import ConsumeFromWhere, ConsumeResult, MessageModel, PushConsumer
+from rmq.client.consumer_base import ConsumeFromWhere, MessageModel
+from rmq.client.push_consumer import PushConsumer
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.message import MessageExt
 
