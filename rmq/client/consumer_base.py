@@ -141,11 +141,7 @@ class ConsumerBase:
 
     async def _start_instance(self, inst: MQClientInstance) -> None:
         self.instance = inst
-        try:
-            await inst.start()
-        except BaseException:
-            inst.consumer_table.pop(self.group, None)
-            raise
+        await inst.start_registered(inst.consumer_table, self.group)
         self._state = RUNNING
 
     async def _announce_subscriptions(self, inst: MQClientInstance) -> None:

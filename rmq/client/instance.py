@@ -35,7 +35,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from rmq.client._util import BoundedTaskSet, PeriodicService
 from rmq.client.api import MQClientAPI
@@ -63,6 +63,8 @@ __all__ = ["MQClientInstance", "FindBrokerResult", "get_or_create_instance",
            "CLIENT_INNER_PRODUCER_GROUP"]
 
 log = logging.getLogger("rmq.client")
+
+_T = TypeVar("_T")
 
 
 class ProducerInner(Protocol):
@@ -186,6 +188,15 @@ class MQClientInstance:
         ]
         for service in self._services:
             service.start()
+
+    async def start_registered(self, table: dict[str, Any], group: str) -> None:
+        """``start`` for the producer or consumer just registered in ``table`` under
+        ``group``; a failed start takes the registration back."""
+        try:
+            await self.start()
+        except BaseException:
+            table.pop(group, None)
+            raise
 
     async def shutdown(self) -> None:
         """Stop when no producer or consumer uses this instance any more."""
@@ -346,22 +357,22 @@ class MQClientInstance:
     async def find_broker_address_in_publish_or_update(self, broker_name: str,
                                                        topic: str) -> str | None:
         """The master's address, after a route update of ``topic`` when not known yet."""
-        addr = self.find_broker_address_in_publish(broker_name)
-        if addr is None:
-            await self.update_topic_route_info_from_name_server(topic)
-            addr = self.find_broker_address_in_publish(broker_name)
-        return addr
+        return await self._find_or_update(
+            topic, lambda: self.find_broker_address_in_publish(broker_name))
 
     async def find_broker_address_in_subscribe_or_update(
             self, broker_name: str, broker_id: int, only_this_broker: bool,
             topic: str | None) -> FindBrokerResult | None:
         """As ``find_broker_address_in_subscribe``, after a route update of ``topic``
         (when given) if the broker is not known yet."""
-        found = self.find_broker_address_in_subscribe(broker_name, broker_id, only_this_broker)
+        return await self._find_or_update(topic, lambda: self.find_broker_address_in_subscribe(
+            broker_name, broker_id, only_this_broker))
+
+    async def _find_or_update(self, topic: str | None, find: Callable[[], _T | None]) -> _T | None:
+        found = find()
         if found is None and topic is not None:
             await self.update_topic_route_info_from_name_server(topic)
-            found = self.find_broker_address_in_subscribe(broker_name, broker_id,
-                                                          only_this_broker)
+            found = find()
         return found
 
     def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,

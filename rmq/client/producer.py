@@ -135,11 +135,7 @@ class Producer:
                                 "specify another name please.")
         self.instance = inst
         self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
-        try:
-            await inst.start()
-        except BaseException:
-            inst.producer_table.pop(self.group, None)
-            raise
+        await inst.start_registered(inst.producer_table, self.group)
         self._state = RUNNING
         await inst.send_heartbeat_to_all_brokers()
         log.info("producer %s started (client %s)", self.group, inst.client_id)
