@@ -5,7 +5,9 @@ everywhere (``*_ms`` parameters, Java-named config fields).
 """
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
+from rmq.client.consume_concurrently import ConsumeConcurrentlyContext, ConsumeResult
 from rmq.client.consume_orderly import ConsumeOrderlyContext, ConsumeOrderlyResult
+from rmq.client.consumer_base import ConsumeFromWhere, MessageModel
 from rmq.client.errors import (ClientErrorCode, MQBrokerError, MQClientError, MQError,
                                RemotingClosedError, RemotingConnectError, RemotingError,
                                RemotingTimeoutError)
@@ -17,8 +19,7 @@ from rmq.client.message import (Message, MessageExt, MessageQueue, PullResult, P
 from rmq.client.offset_store import (LocalFileOffsetStore, OffsetStore, ReadOffsetType,
                                      RemoteBrokerOffsetStore)
 from rmq.client.producer import Producer
-from rmq.client.push_consumer import (ConsumeConcurrentlyContext, ConsumeFromWhere,
-                                      ConsumeResult, MessageModel, PushConsumer)
+from rmq.client.push_consumer import PushConsumer
 from rmq.client.rebalance import (AVG, AVG_BY_CIRCLE, AllocateStrategy, by_config,
                                   by_machine_room, consistent_hash, machine_room_nearby)
 from rmq.client.selector import select_by_hash, select_by_random

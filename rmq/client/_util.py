@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from typing import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any
+
+from rmq.common.service import ServiceLoop, TaskSet
 
 log = logging.getLogger("rmq.client")
+
+#: ServiceState names (Java's enum values) of the producer and the consumers.
+CREATE_JUST, RUNNING, SHUTDOWN_ALREADY = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Future], timeout: float = 5.0,
@@ -44,3 +51,44 @@ async def sleep_unless(event: asyncio.Event, seconds: float) -> bool:
         return True
     except TimeoutError:
         return event.is_set()
+
+
+class BoundedTaskSet(TaskSet):
+    """A ``TaskSet`` whose shutdown waits a bounded time (see ``cancel_and_wait``)."""
+
+    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
+        """The tasks running now (a snapshot)."""
+        return iter(list(self._tasks))
+
+    async def close_within(self, timeout: float, what: str) -> None:
+        await cancel_and_wait(list(self), timeout, what)
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """A coroutine function, or an object whose ``__call__`` is one (run on the loop,
+    not in a thread)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None))  # noqa: B004 - the method itself, not callable()
+
+
+class PeriodicService(ServiceLoop):
+    """One of MQClientInstance's scheduled tasks on the loop: ``fn`` ``initial_ms`` after
+    start, then ``period_ms`` after each run ends; a failed run is logged, the next one
+    comes as planned."""
+
+    def __init__(self, name: str, initial_ms: int, period_ms: int,
+                 fn: Callable[[], Awaitable[object]], logger: logging.Logger) -> None:
+        super().__init__(name, logger)
+        self._initial_ms = initial_ms
+        self._period_ms = period_ms
+        self._fn = fn
+        self._first = True
+
+    def interval(self) -> float:
+        if self._first:
+            self._first = False
+            return self._initial_ms / 1000
+        return self._period_ms / 1000
+
+    async def run_once(self) -> None:
+        await self._fn()

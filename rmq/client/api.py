@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmq.client.errors import MQBrokerError, MQClientError, ClientErrorCode
 from rmq.client.message import (PULL_STATUS_BY_CODE, SEND_STATUS_BY_CODE, PullResult,
                                 QueryResult, SendResult)
+from rmq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -369,7 +370,7 @@ class MQClientAPI:
 
     # ------------------------------------------------------------------ admin
     async def create_topic(self, addr: str, topic_config: TopicConfig,
-                           default_topic: str = "TBW102", timeout_ms: int = 3000) -> None:
+                           default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC, timeout_ms: int = 3000) -> None:
         """UPDATE_AND_CREATE_TOPIC (17) on one broker."""
         tc = topic_config
         header = CreateTopicRequestHeader(tc.topic_name, default_topic, tc.read_queue_nums,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from rmq.common.net import local_ip
 from rmq.protocol.codes import LanguageCode, SerializeType
 
 __all__ = ["ClientConfig", "local_ip", "DEFAULT_INSTANCE_NAME", "NAMESRV_ADDR_ENV"]
@@ -19,23 +20,6 @@ __all__ = ["ClientConfig", "local_ip", "DEFAULT_INSTANCE_NAME", "NAMESRV_ADDR_EN
 DEFAULT_INSTANCE_NAME = "DEFAULT"
 #: Environment variable read when no NameServer address is configured (MixAll.NAMESRV_ADDR_ENV).
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
-
-
-def local_ip() -> str:
-    """The address other hosts would reach this process at (RemotingUtil.getLocalAddress).
-
-    A UDP "connect" sends nothing; it only asks the kernel which source address it
-    would use. Falls back to 127.0.0.1 on a host without a route.
-    """
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            ip = s.getsockname()[0]
-            if ip and not ip.startswith("0."):
-                return ip
-    except OSError:
-        pass
-    return "127.0.0.1"
 
 
 @dataclass
@@ -68,6 +52,19 @@ class ClientConfig:
     #: ``<dir>/<clientId>/<group>/offsets.json``. None: ``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``,
     #: else ``~/.rocketmq_offsets`` (Java: rocketmq.client.localOffsetStoreDir).
     local_offset_store_dir: str | None = None
+
+    @classmethod
+    def of_client(cls, config: ClientConfig | None, namesrv_addr: str | None,
+                  overrides: dict[str, Any]) -> ClientConfig:
+        """A producer's or consumer's own copy: ``config`` (or the defaults) with the
+        keyword overrides and the NameServer address given to its constructor."""
+        own = config.copy() if config is not None else cls(**overrides)
+        if config is not None:
+            for k, v in overrides.items():
+                setattr(own, k, v)
+        if namesrv_addr is not None:
+            own.namesrv_addr = namesrv_addr
+        return own
 
     # ------------------------------------------------------------------ identity
     def build_mq_client_id(self) -> str:

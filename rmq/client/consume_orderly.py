@@ -35,18 +35,16 @@ import asyncio
 import enum
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
+from typing import Any
 
-from rmq.client._util import sleep_unless
-from rmq.client.consume_service import ConsumeServiceBase
-from rmq.client.message import Message, retry_topic
+from rmq.client._util import PeriodicService, sleep_unless
+from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
+from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageConst, MessageExt
 from rmq.protocol.route import MessageQueue
-
-if TYPE_CHECKING:
-    from rmq.client.push_consumer import PushConsumer
 
 __all__ = ["ConsumeOrderlyResult", "ConsumeOrderlyContext", "MessageListenerOrderly",
            "ConsumeMessageOrderlyService", "MAX_TIME_CONSUME_CONTINUOUSLY_MS"]
@@ -79,18 +77,16 @@ class ConsumeOrderlyContext:
 
 MessageListenerOrderly = Callable[
     [list[MessageExt], ConsumeOrderlyContext],
-    Union[ConsumeOrderlyResult, None, Awaitable[Union[ConsumeOrderlyResult, None]]]]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+    ConsumeOrderlyResult | None | Awaitable[ConsumeOrderlyResult | None]]
 
 
 class ConsumeMessageOrderlyService(ConsumeServiceBase):
-    def __init__(self, consumer: PushConsumer, listener: MessageListenerOrderly) -> None:
+    def __init__(self, consumer: PushConsumerView, listener: MessageListenerOrderly) -> None:
         super().__init__(consumer, listener)
         self._mq_locks: dict[MessageQueue, asyncio.Lock] = {}
-        self.stopped = False
+        # lockMQPeriodically: the held queues' locks renewed every 20 s
+        self._lock_renewal = PeriodicService(f"{consumer.group} lock-renewal", 1000,
+                                             REBALANCE_LOCK_INTERVAL_MS, self._lock_all, log)
 
     @property
     def clustering(self) -> bool:
@@ -107,25 +103,16 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
     def start(self) -> None:
         self._start_executor()
         if self.clustering:
-            self._spawn(self._lock_periodically())
+            self._lock_renewal.start()
 
-    async def _lock_periodically(self) -> None:
-        if await sleep_unless(self._stop, 1.0):
-            return
-        while not self.stopped:
-            try:
-                await self.consumer.rebalance.lock_all()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("lockMQPeriodically of %s failed", self.consumer.group)
-            if await sleep_unless(self._stop, REBALANCE_LOCK_INTERVAL_MS / 1000):
-                return
+    async def _lock_all(self) -> None:
+        await self.consumer.rebalance.lock_all()
 
     async def shutdown(self, await_terminate_ms: int) -> None:
         """Stop starting batches; let the ones in flight end (bounded)."""
         self.stopped = True
         self._stop.set()
+        await self._lock_renewal.stop(cancel=True)
         busy = [lock for lock in self._mq_locks.values() if lock.locked()]
         if busy and await_terminate_ms > 0:
             deadline = time.monotonic() + await_terminate_ms / 1000
@@ -137,7 +124,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
     def submit_consume_request(self, msgs: list[MessageExt] | None, pq: ProcessQueue,
                                mq: MessageQueue, dispatch_to_consume: bool) -> None:
         if dispatch_to_consume and not self.stopped:
-            self._spawn(self._consume_request(pq, mq))
+            self._spawn(self._consume_request(pq, mq), f"consume {mq}")
 
     def submit_consume_request_later(self, pq: ProcessQueue, mq: MessageQueue,
                                      suspend_ms: int) -> None:
@@ -148,7 +135,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
             if await sleep_unless(self._stop, delay / 1000):
                 return
             self.submit_consume_request(None, pq, mq, True)
-        self._spawn(later())
+        self._spawn(later(), f"consume later {mq}")
 
     def try_lock_later_and_reconsume(self, mq: MessageQueue, pq: ProcessQueue,
                                      delay_ms: int) -> None:
@@ -157,7 +144,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                 return
             ok = await self.lock_one_mq(mq)
             self.submit_consume_request_later(pq, mq, 10 if ok else 3000)
-        self._spawn(later())
+        self._spawn(later(), f"lock later {mq}")
 
     async def lock_one_mq(self, mq: MessageQueue) -> bool:
         if self.stopped:
@@ -194,7 +181,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                         break
                     c.reset_retry_topic(msgs)
                     ctx = ConsumeOrderlyContext(mq)
-                    start = str(_now_ms())
+                    start = str(now_ms())
                     for m in msgs:
                         m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
                     status: Any = None
@@ -293,24 +280,11 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
         """To ``%RETRY%<group>`` through the inner producer, with RECONSUME_TIME = the
         local retries and MAX_RECONSUME_TIMES (so the broker dead-letters it)."""
         c = self.consumer
-        inst = c.instance
-        if inst is None or not c.send_back_to_broker:
+        if c.instance is None or not c.send_back_to_broker:
             return False
-        props = dict(msg.properties)
-        props.pop(MessageConst.TRANSACTION_PREPARED, None)
-        for k in (MessageConst.MIN_OFFSET, MessageConst.MAX_OFFSET,
-                  MessageConst.CONSUME_START_TIMESTAMP):
-            props.pop(k, None)
-        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
-            props[MessageConst.ORIGIN_MESSAGE_ID] = msg.msg_id
-        props[MessageConst.RETRY_TOPIC] = msg.topic
-        props[MessageConst.RECONSUME_TIME] = str(msg.reconsume_times)
-        props[MessageConst.MAX_RECONSUME_TIMES] = str(self.max_reconsume_times())
-        new = Message(retry_topic(c.group), msg.body, properties=props,
-                      delay_time_level=3 + msg.reconsume_times, flag=msg.flag)
         try:
-            producer = await inst.default_producer()
-            await producer.send(new)
+            await c.send_back_through_producer(msg, msg.reconsume_times,
+                                               self.max_reconsume_times())
             log.info("orderly message %s of %s reconsumed %d times: sent back to the broker",
                      msg.msg_id, c.group, msg.reconsume_times)
             return True

@@ -1,32 +1,63 @@
 """What the concurrent and the orderly consume services share: running the listener
-(a coroutine function on the loop, anything else on a thread pool) and owning tasks."""
+(a coroutine function on the loop, anything else on a thread pool) and owning tasks.
+
+The services see their push consumer through ``PushConsumerView``, so they need not
+import it (the consumer imports them)."""
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Protocol
 
-from rmq.client._util import cancel_and_wait
+from rmq.client._util import BoundedTaskSet, is_async_callable
+from rmq.client.consumer_base import MessageModel
+from rmq.client.instance import MQClientInstance
+from rmq.client.offset_store import OffsetStore
+from rmq.client.rebalance import RebalanceImpl
+from rmq.protocol.message import MessageExt
 
-if TYPE_CHECKING:
-    from rmq.client.push_consumer import PushConsumer
+__all__ = ["ConsumeServiceBase", "PushConsumerView"]
 
-__all__ = ["ConsumeServiceBase"]
+log = logging.getLogger("rmq.client.consumer")
+
+
+class PushConsumerView(Protocol):
+    """What a consume service uses of its PushConsumer."""
+
+    group: str
+    instance: MQClientInstance | None
+    offset_store: OffsetStore | None
+    rebalance: RebalanceImpl
+    message_model: MessageModel
+    consume_thread_max: int
+    consume_message_batch_max_size: int
+    max_reconsume_times: int
+    send_back_to_broker: bool
+    local_retry_delay_ms: int
+    consume_timeout_ms: int
+    suspend_current_queue_time_millis: int
+
+    def reset_retry_topic(self, msgs: list[MessageExt]) -> None: ...
+    def effective_max_reconsume_times(self) -> int: ...
+    async def send_back_through_producer(self, msg: MessageExt, reconsume_times: int,
+                                         max_reconsume_times: int) -> None: ...
 
 
 class ConsumeServiceBase:
-    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any]) -> None:
+    def __init__(self, consumer: PushConsumerView, listener: Callable[..., Any]) -> None:
         self.consumer = consumer
         self.listener = listener
-        call = getattr(listener, "__call__", None)
-        self.is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(call)
+        self.is_async = is_async_callable(listener)
         self.executor: ThreadPoolExecutor | None = None
         # an async listener runs on the loop: this bounds how many run at once, as the
         # thread pool bounds a blocking one
         self.semaphore = asyncio.Semaphore(consumer.consume_thread_max)
-        self.tasks: set[asyncio.Task] = set()
-        self._stop = asyncio.Event()
+        self.tasks = BoundedTaskSet(log)
+        self.stopped = False
+        self._stop = asyncio.Event()        # set with ``stopped``: ends the waits at once
 
     def _start_executor(self) -> None:
         if not self.is_async:
@@ -34,17 +65,14 @@ class ConsumeServiceBase:
                                                thread_name_prefix=f"consume-{self.consumer.group}")
 
     async def _end_tasks(self) -> None:
-        await cancel_and_wait(list(self.tasks), 5.0, f"{self.consumer.group} consume tasks")
+        await self.tasks.close_within(5.0, f"{self.consumer.group} consume tasks")
         if self.executor is not None:
             self.executor.shutdown(wait=False, cancel_futures=True)
 
-    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task:
-        t = asyncio.ensure_future(coro)
-        self.tasks.add(t)
-        t.add_done_callback(self.tasks.discard)
-        return t
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[Any]:
+        return self.tasks.spawn(coro, f"{self.consumer.group} {name}")
 
-    async def _call_listener(self, msgs: list, ctx: object) -> Any:
+    async def _call_listener(self, msgs: list[MessageExt], ctx: object) -> Any:
         if self.is_async:
             async with self.semaphore:
                 return await self.listener(msgs, ctx)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from rmq.client.routes import TopicPublishInfo, RoundRobinIndex
 from rmq.protocol.route import MessageQueue
@@ -28,8 +28,10 @@ NOT_AVAILABLE_DURATION: tuple[int, ...] = (0, 0, 30000, 60000, 120000, 180000, 6
 ISOLATION_LATENCY = 30000
 
 
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
+def _monotonic_ms() -> int:
+    # Not rmq.common.clock.now_ms: an isolation window is a duration, which a wall-clock
+    # step must neither stretch nor cut short.
+    return time.monotonic_ns() // 1_000_000
 
 
 def compute_not_available_duration(latency_ms: int,
@@ -59,7 +61,7 @@ class FaultItem:
 class LatencyFaultTolerance:
     """Broker name -> FaultItem (LatencyFaultToleranceImpl)."""
 
-    def __init__(self, clock: Callable[[], int] = _now_ms, rng: random.Random | None = None) -> None:
+    def __init__(self, clock: Callable[[], int] = _monotonic_ms, rng: random.Random | None = None) -> None:
         self.clock = clock
         self.fault_item_table: dict[str, FaultItem] = {}
         self._which_item_worst = RoundRobinIndex()

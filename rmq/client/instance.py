@@ -21,7 +21,9 @@ Requests brokers send to the client (``ClientRemotingProcessor``):
 
 ``default_producer()`` is the instance's own producer (group CLIENT_INNER_PRODUCER,
 Java ``mQClientFactory.getDefaultMQProducer()``): consumers send failed messages
-through it to ``%RETRY%<group>`` when CONSUMER_SEND_MSG_BACK cannot be used.
+through it to ``%RETRY%<group>`` when CONSUMER_SEND_MSG_BACK cannot be used. The
+producer is made by a factory the consumer hands to ``get_or_create_instance`` (this
+module never imports the producer, which imports it).
 
 ``shutdown`` (once the last producer/consumer is gone) unregisters from the brokers and
 closes the connections.
@@ -31,16 +33,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol
+from typing import Any, Protocol, TypeVar
 
-from rmq.client._util import cancel_and_wait, sleep_unless
+from rmq.client._util import BoundedTaskSet, PeriodicService
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQClientError
-from rmq.client.message import AUTO_CREATE_TOPIC_KEY
+from rmq.client.message import Message, SendResult
 from rmq.client.routes import (TopicPublishInfo, select_broker_addr, topic_route_changed,
                                topic_route_to_publish_info, topic_route_to_subscribe_info)
+from rmq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
 from rmq.protocol.codes import MQVersion, RequestCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -50,14 +54,17 @@ from rmq.protocol.route import (MASTER_ID, ConsumerData, HeartbeatData, MessageQ
                                 ProducerData, SubscriptionData, TopicRouteData,
                                 loads_object_keyed_map)
 from rmq.remoting.client import RemotingClient
+from rmq.common.service import ServiceLoop
+from rmq.remoting.connection import Connection
 from rmq.remoting.errors import RemotingError
 
 __all__ = ["MQClientInstance", "FindBrokerResult", "get_or_create_instance",
-           "ProducerInner", "ConsumerInner", "CLIENT_INNER_PRODUCER_GROUP"]
+           "ProducerInner", "ConsumerInner", "InnerProducer", "InnerProducerFactory",
+           "CLIENT_INNER_PRODUCER_GROUP"]
 
 log = logging.getLogger("rmq.client")
 
-CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+_T = TypeVar("_T")
 
 
 class ProducerInner(Protocol):
@@ -71,7 +78,8 @@ class ProducerInner(Protocol):
 class ConsumerInner(Protocol):
     """What the instance needs from a consumer (MQConsumerInner)."""
 
-    group_name: str
+    @property
+    def group_name(self) -> str: ...
 
     def consumer_data(self) -> ConsumerData: ...
     def subscriptions(self) -> list[SubscriptionData]: ...
@@ -79,6 +87,17 @@ class ConsumerInner(Protocol):
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
     async def do_rebalance(self) -> None: ...
     async def persist_consumer_offset(self) -> None: ...
+
+
+class InnerProducer(Protocol):
+    """What the instance and its consumers need from the inner producer."""
+
+    async def send(self, msg: Message) -> SendResult: ...
+    def mark_shutdown(self) -> None: ...
+
+
+#: Makes and starts an instance's inner producer (``rmq.client.producer.new_inner_producer``).
+InnerProducerFactory = Callable[["MQClientInstance"], Awaitable[InnerProducer]]
 
 
 @dataclass(slots=True)
@@ -89,24 +108,31 @@ class FindBrokerResult:
 
 
 # --------------------------------------------------------------------------- manager
-_INSTANCES: dict[str, "MQClientInstance"] = {}
+_INSTANCES: dict[str, MQClientInstance] = {}
 
 
-def get_or_create_instance(config: ClientConfig) -> "MQClientInstance":
-    """MQClientManager.getOrCreateMQClientInstance: one instance per client id (and loop)."""
+def get_or_create_instance(config: ClientConfig,
+                           inner_producer_factory: InnerProducerFactory | None = None
+                           ) -> MQClientInstance:
+    """MQClientManager.getOrCreateMQClientInstance: one instance per client id (and loop).
+    ``inner_producer_factory``: given by a consumer that may send messages back through
+    the instance's producer; kept by an instance made without one."""
     client_id = config.build_mq_client_id()
     inst = _INSTANCES.get(client_id)
     loop = asyncio.get_running_loop()
     if inst is not None and (inst.closed or inst.loop is not loop):
         inst = None
     if inst is None:
-        inst = MQClientInstance(config.copy(), client_id)
+        inst = MQClientInstance(config.copy(), client_id, inner_producer_factory)
         _INSTANCES[client_id] = inst
+    elif inst.inner_producer_factory is None:
+        inst.inner_producer_factory = inner_producer_factory
     return inst
 
 
 class MQClientInstance:
-    def __init__(self, config: ClientConfig, client_id: str) -> None:
+    def __init__(self, config: ClientConfig, client_id: str,
+                 inner_producer_factory: InnerProducerFactory | None = None) -> None:
         self.config = config
         self.client_id = client_id
         self.loop = asyncio.get_running_loop()
@@ -128,11 +154,11 @@ class MQClientInstance:
         self.broker_version_table: dict[str, dict[str, int]] = {}
         self._namesrv_lock = asyncio.Lock()
         self._heartbeat_lock = asyncio.Lock()
-        self._rebalance_event = asyncio.Event()
-        self._stop = asyncio.Event()
-        self._tasks: list[asyncio.Task] = []
-        self._side_tasks: set[asyncio.Task] = set()
-        self._default_producer = None          # Producer of CLIENT_INNER_PRODUCER_GROUP
+        self._rebalance_service = RebalanceService(self)
+        self._services: list[ServiceLoop] = []
+        self._side_tasks = BoundedTaskSet(log)
+        self.inner_producer_factory = inner_producer_factory
+        self._default_producer: InnerProducer | None = None   # group CLIENT_INNER_PRODUCER
         self._default_producer_lock = asyncio.Lock()
         self._rebalance_later: asyncio.TimerHandle | None = None
         self.started = False
@@ -149,17 +175,28 @@ class MQClientInstance:
                                 "the NAMESRV_ADDR environment variable)")
         self.started = True
         c = self.config
-        spawn = self.loop.create_task
-        self._tasks = [
-            spawn(self._every(10, c.poll_name_server_interval,
-                              self.update_topic_route_info_from_name_server_all), name="route"),
-            spawn(self._every(1000, c.heartbeat_broker_interval, self._heartbeat_round),
-                  name="heartbeat"),
-            spawn(self._every(min(10000, c.persist_consumer_offset_interval),
-                              c.persist_consumer_offset_interval,
-                              self.persist_all_consumer_offset), name="persist-offsets"),
-            spawn(self._rebalance_service(), name="rebalance"),
+        cid = self.client_id
+        self._services = [
+            PeriodicService(f"{cid} route", 10, c.poll_name_server_interval,
+                            self.update_topic_route_info_from_name_server_all, log),
+            PeriodicService(f"{cid} heartbeat", 1000, c.heartbeat_broker_interval,
+                            self.send_heartbeat_to_all_brokers, log),
+            PeriodicService(f"{cid} persist-offsets", min(10000, c.persist_consumer_offset_interval),
+                            c.persist_consumer_offset_interval, self.persist_all_consumer_offset,
+                            log),
+            self._rebalance_service,
         ]
+        for service in self._services:
+            service.start()
+
+    async def start_registered(self, table: dict[str, Any], group: str) -> None:
+        """``start`` for the producer or consumer just registered in ``table`` under
+        ``group``; a failed start takes the registration back."""
+        try:
+            await self.start()
+        except BaseException:
+            table.pop(group, None)
+            raise
 
     async def shutdown(self) -> None:
         """Stop when no producer or consumer uses this instance any more."""
@@ -167,50 +204,32 @@ class MQClientInstance:
         if users or self.consumer_table or self.closed:
             return
         self.closed = True
-        self._stop.set()
         self.producer_table.pop(CLIENT_INNER_PRODUCER_GROUP, None)
         if self._default_producer is not None:
             self._default_producer.mark_shutdown()
             self._default_producer = None
         if self._rebalance_later is not None:
             self._rebalance_later.cancel()
-        await cancel_and_wait(self._tasks + list(self._side_tasks), 5.0,
-                              f"{self.client_id} service tasks")
-        self._tasks = []
+        # cancel: a heartbeat or route request in flight is not waited for
+        await asyncio.gather(*(s.stop(cancel=True) for s in self._services))
+        self._services = []
+        await self._side_tasks.close_within(5.0, f"{self.client_id} service tasks")
         await self.remoting.close()
         if _INSTANCES.get(self.client_id) is self:
             del _INSTANCES[self.client_id]
         log.info("client instance %s shut down", self.client_id)
 
-    async def _every(self, initial_ms: int, period_ms: int, fn: Callable[[], Awaitable[object]]) -> None:
-        if await sleep_unless(self._stop, initial_ms / 1000):
-            return
-        while not self._stop.is_set():
-            try:
-                await fn()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("%s: periodic task %s failed", self.client_id,
-                              getattr(fn, "__name__", fn))
-            if await sleep_unless(self._stop, period_ms / 1000):
-                return
-
-    def spawn(self, coro: Awaitable[object], name: str | None = None) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """A background task of this instance (cancelled by ``shutdown``)."""
-        t = self.loop.create_task(coro, name=name)   # type: ignore[arg-type]
-        self._side_tasks.add(t)
-        t.add_done_callback(self._side_tasks.discard)
-        return t
+        return self._side_tasks.spawn(coro, name)
 
-    async def default_producer(self):
+    async def default_producer(self) -> InnerProducer:
         """The instance's own producer (group CLIENT_INNER_PRODUCER), started on first use."""
         async with self._default_producer_lock:
             if self._default_producer is None:
-                from rmq.client.producer import Producer
-                p = Producer(CLIENT_INNER_PRODUCER_GROUP, config=self.config)
-                await p.start_inner(self)
-                self._default_producer = p
+                if self.inner_producer_factory is None:
+                    raise MQClientError(f"client instance {self.client_id} has no inner producer")
+                self._default_producer = await self.inner_producer_factory(self)
             return self._default_producer
 
     # ------------------------------------------------------------------ registration
@@ -272,7 +291,7 @@ class MQClientInstance:
         try:
             if is_default:
                 route = await self.api.get_topic_route_info(
-                    AUTO_CREATE_TOPIC_KEY, self.config.mq_client_api_timeout)
+                    AUTO_CREATE_TOPIC_KEY_TOPIC, self.config.mq_client_api_timeout)
                 if route is not None:
                     for qd in route.queue_datas:
                         n = min(default_topic_queue_nums, qd.read_queue_nums)
@@ -281,7 +300,7 @@ class MQClientInstance:
             else:
                 route = await self.api.get_topic_route_info(topic, self.config.mq_client_api_timeout)
             if route is None:
-                if not is_default and topic != AUTO_CREATE_TOPIC_KEY:
+                if not is_default and topic != AUTO_CREATE_TOPIC_KEY_TOPIC:
                     log.debug("no route for topic %s on the name server", topic)
                 return False
             old = self.topic_route_table.get(topic)
@@ -300,7 +319,7 @@ class MQClientInstance:
                 log.info("topic route of %s changed: %s", topic, route.to_obj())
             return changed
         except (RemotingError, MQClientError, Exception) as e:
-            if not is_default and topic != AUTO_CREATE_TOPIC_KEY:
+            if not is_default and topic != AUTO_CREATE_TOPIC_KEY_TOPIC:
                 log.warning("updateTopicRouteInfoFromNameServer %s failed: %s", topic, e)
             return False
         finally:
@@ -334,6 +353,27 @@ class MQClientInstance:
     def find_broker_address_in_publish(self, broker_name: str) -> str | None:
         addrs = self.broker_addr_table.get(broker_name)
         return addrs.get(MASTER_ID) if addrs else None
+
+    async def find_broker_address_in_publish_or_update(self, broker_name: str,
+                                                       topic: str) -> str | None:
+        """The master's address, after a route update of ``topic`` when not known yet."""
+        return await self._find_or_update(
+            topic, lambda: self.find_broker_address_in_publish(broker_name))
+
+    async def find_broker_address_in_subscribe_or_update(
+            self, broker_name: str, broker_id: int, only_this_broker: bool,
+            topic: str | None) -> FindBrokerResult | None:
+        """As ``find_broker_address_in_subscribe``, after a route update of ``topic``
+        (when given) if the broker is not known yet."""
+        return await self._find_or_update(topic, lambda: self.find_broker_address_in_subscribe(
+            broker_name, broker_id, only_this_broker))
+
+    async def _find_or_update(self, topic: str | None, find: Callable[[], _T | None]) -> _T | None:
+        found = find()
+        if found is None and topic is not None:
+            await self.update_topic_route_info_from_name_server(topic)
+            found = find()
+        return found
 
     def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
                                          only_this_broker: bool) -> FindBrokerResult | None:
@@ -380,9 +420,6 @@ class MQClientInstance:
         consumers = [c.consumer_data() for c in self.consumer_table.values()]
         return HeartbeatData(self.client_id, producers, consumers)
 
-    async def _heartbeat_round(self) -> None:
-        await self.send_heartbeat_to_all_brokers()
-
     async def send_heartbeat_to_all_brokers(self) -> None:
         """Heartbeat every broker (masters only when no consumer is registered)."""
         async with self._heartbeat_lock:
@@ -413,7 +450,7 @@ class MQClientInstance:
                 log.exception("persisting offsets of %s failed", c.group_name)
 
     def rebalance_immediately(self) -> None:
-        self._rebalance_event.set()
+        self._rebalance_service.wakeup()
 
     def rebalance_later(self, delay_ms: int) -> None:
         """Another rebalance in ``delay_ms`` (a queue could not be locked yet, or is
@@ -426,7 +463,7 @@ class MQClientInstance:
             return
         if h is not None:
             h.cancel()
-        self._rebalance_later = self.loop.call_at(due, self._rebalance_event.set)
+        self._rebalance_later = self.loop.call_at(due, self._rebalance_service.wakeup)
 
     async def do_rebalance(self) -> None:
         for c in list(self.consumer_table.values()):
@@ -435,32 +472,20 @@ class MQClientInstance:
             except Exception:
                 log.exception("rebalance of %s failed", c.group_name)
 
-    async def _rebalance_service(self) -> None:
-        while not self._stop.is_set():
-            try:
-                async with asyncio.timeout(self.config.rebalance_interval / 1000):
-                    await self._rebalance_event.wait()
-            except TimeoutError:
-                pass
-            if self._stop.is_set():
-                return
-            self._rebalance_event.clear()
-            await self.do_rebalance()
-
-    def _process_notify_consumer_ids_changed(self, conn, cmd: RemotingCommand) -> None:
+    def _process_notify_consumer_ids_changed(self, conn: Connection, cmd: RemotingCommand) -> None:
         group = (cmd.ext_fields or {}).get("consumerGroup")
         log.info("receive broker's notification[%s], the consumer group: %s changed, "
                  "rebalance immediately", conn.remote_address, group)
         self.rebalance_immediately()
         return None
 
-    def _broker_addr_of(self, conn) -> str:
+    def _broker_addr_of(self, conn: Connection) -> str:
         for addr, c in self.remoting.connections.items():
             if c is conn:
                 return addr
         return conn.remote_address
 
-    def _process_check_transaction_state(self, conn, cmd: RemotingCommand) -> None:
+    def _process_check_transaction_state(self, conn: Connection, cmd: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE (39): ClientRemotingProcessor.checkTransactionState."""
         try:
             header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -481,7 +506,7 @@ class MQClientInstance:
         check(self._broker_addr_of(conn), msg, header)
         return None
 
-    def _process_reset_offset(self, conn, cmd: RemotingCommand) -> None:
+    def _process_reset_offset(self, conn: Connection, cmd: RemotingCommand) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET (220): ClientRemotingProcessor.resetOffset."""
         try:
             header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -500,3 +525,28 @@ class MQClientInstance:
             return None
         self.spawn(reset(header.topic, table), name=f"reset-offset-{header.group}")
         return None
+
+
+class RebalanceService(ServiceLoop):
+    """Java's RebalanceService: every ``rebalance_interval`` (20 s) and on ``wakeup``
+    (NOTIFY_CONSUMER_IDS_CHANGED, a consumer starting, a queue to retry)."""
+
+    def __init__(self, instance: MQClientInstance) -> None:
+        super().__init__(f"{instance.client_id} rebalance", log)
+        self.instance = instance
+        self._woken_early = False
+
+    def interval(self) -> float:
+        return self.instance.config.rebalance_interval / 1000
+
+    def wakeup(self) -> None:
+        # a wakeup before start is kept for the first wait, as the Event used to be
+        self._woken_early = not self.started
+        super().wakeup()
+
+    async def on_start(self) -> None:
+        if self._woken_early:
+            self.wakeup()
+
+    async def run_once(self) -> None:
+        await self.instance.do_rebalance()

@@ -24,26 +24,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 
-from rmq.client._util import cancel_and_wait
 from rmq.client.config import ClientConfig
+from rmq.client.consumer_base import (CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, ConsumeFromWhere,
+                                      ConsumerBase, ConsumerRebalanceImpl, MessageModel)
 from rmq.client.errors import MQClientError
-from rmq.client.instance import MQClientInstance, get_or_create_instance
-from rmq.client.message import RETRY_GROUP_TOPIC_PREFIX, PullStatus
-from rmq.client.offset_store import (LocalFileOffsetStore, OffsetStore, ReadOffsetType,
-                                     RemoteBrokerOffsetStore)
+from rmq.client.instance import MQClientInstance
+from rmq.client.message import PullStatus
+from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType
 from rmq.client.process_queue import ProcessQueue
-from rmq.client.pull_api import PullAPIWrapper
-from rmq.client.push_consumer import (ConsumeFromWhere, MessageModel,
-                                      compute_pull_from_where_push, parse_consume_timestamp)
-from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest, RebalanceImpl
+from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest
 from rmq.client.routes import topic_route_to_subscribe_info
+from rmq.common.clock import now_ms
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.message import MessageExt
-from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
+from rmq.protocol.route import MessageQueue, SubscriptionData
 
 __all__ = ["LitePullConsumer"]
 
@@ -56,11 +55,6 @@ PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL = 50
 PULL_TIME_DELAY_MILLS_ON_EXCEPTION = 1000
 
 _NONE, _SUBSCRIBE, _ASSIGN = "NONE", "SUBSCRIBE", "ASSIGN"
-_CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(eq=False)
@@ -72,7 +66,7 @@ class _QueueState:
     consume_offset: int = -1
     seek_offset: int = -1
     paused: bool = False
-    task: asyncio.Task | None = None
+    task: asyncio.Task[None] | None = None
 
 
 @dataclass(eq=False)
@@ -82,31 +76,22 @@ class _ConsumeRequest:
     process_queue: ProcessQueue = field(repr=False)
 
 
-class RebalanceLitePullImpl(RebalanceImpl):
+class RebalanceLitePullImpl(ConsumerRebalanceImpl):
     consume_type = "CONSUME_ACTIVELY"
-
-    def __init__(self, consumer: LitePullConsumer) -> None:
-        super().__init__(consumer.group, consumer.message_model.value, consumer.allocate_strategy,
-                         None)
-        self.consumer = consumer
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        return await self.consumer.compute_pull_from_where(mq)
+    consumer: LitePullConsumer
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         await self.consumer.release_queue(mq)
         return True
-
-    def remove_dirty_offset(self, mq: MessageQueue) -> None:
-        assert self.consumer.offset_store is not None
-        self.consumer.offset_store.remove_offset(mq)
 
     def dispatch_pull_requests(self, requests: list[PullRequest]) -> None:
         for r in requests:
             self.consumer.take_queue(r.message_queue, r.process_queue, r.next_offset)
 
 
-class LitePullConsumer:
+class LitePullConsumer(ConsumerBase):
+    OFFSET_READ_TYPE = ReadOffsetType.MEMORY_FIRST_THEN_STORE
+
     def __init__(self, group: str, namesrv_addr: str | None = None, *,
                  config: ClientConfig | None = None,
                  message_model: MessageModel | str = MessageModel.CLUSTERING,
@@ -123,19 +108,8 @@ class LitePullConsumer:
                  poll_timeout_ms: int = 5000,
                  offset_store: OffsetStore | None = None,
                  **config_kwargs: Any) -> None:
-        if not group:
-            raise MQClientError("consumerGroup is blank")
-        self.group = group
-        self.config = config.copy() if config is not None else ClientConfig(**config_kwargs)
-        if config is not None and config_kwargs:
-            for k, v in config_kwargs.items():
-                setattr(self.config, k, v)
-        if namesrv_addr is not None:
-            self.config.namesrv_addr = namesrv_addr
-        self.message_model = MessageModel(message_model)
-        self.consume_from_where = ConsumeFromWhere(consume_from_where)
-        self.consume_timestamp = consume_timestamp
-        self.allocate_strategy = allocate_strategy
+        super().__init__(group, namesrv_addr, config, config_kwargs, message_model,
+                         consume_from_where, consume_timestamp, allocate_strategy, offset_store)
         self.auto_commit = auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.pull_batch_size = pull_batch_size
@@ -144,17 +118,14 @@ class LitePullConsumer:
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
         self.consume_max_span = consume_max_span
         self.poll_timeout_ms = poll_timeout_ms
-        self.instance: MQClientInstance | None = None
-        self.offset_store: OffsetStore | None = offset_store
-        self.pull_api: PullAPIWrapper | None = None
-        self.rebalance = RebalanceLitePullImpl(self)
         self._subscription_type = _NONE
         self._subscriptions: dict[str, str] = {}
         self._assigned: dict[MessageQueue, _QueueState] = {}
         self._cache: asyncio.Queue[_ConsumeRequest] | None = None
-        self._state = _CREATE_JUST
         self._next_auto_commit_deadline = 0
-        self._side_tasks: set[asyncio.Future] = set()
+
+    def _new_rebalance(self) -> RebalanceLitePullImpl:
+        return RebalanceLitePullImpl(self)
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, topic: str, expression: str = "*") -> None:
@@ -163,18 +134,9 @@ class LitePullConsumer:
             raise MQClientError("Subscribe and assign are mutually exclusive.")
         self._subscription_type = _SUBSCRIBE
         self._subscriptions[topic] = expression or "*"
-        sd = SubscriptionData.build(topic, expression, None, _now_ms())
+        sd = SubscriptionData.build(topic, expression, None, now_ms())
         self.rebalance.subscription_inner[topic] = sd
-        if self._state == _RUNNING:
-            t = asyncio.ensure_future(self._after_subscription_change(topic))
-            self._side_tasks.add(t)
-            t.add_done_callback(self._side_tasks.discard)
-
-    async def _after_subscription_change(self, topic: str) -> None:
-        assert self.instance is not None
-        await self.instance.update_topic_route_info_from_name_server(topic)
-        await self.instance.send_heartbeat_to_all_brokers()
-        self.instance.rebalance_immediately()
+        self._subscription_changed(topic)
 
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
@@ -196,7 +158,7 @@ class LitePullConsumer:
         for mq in mqs:
             if mq not in self._assigned:
                 self._assigned[mq] = _QueueState(ProcessQueue())
-                if self._state == _RUNNING:
+                if self._state == RUNNING:
                     self._start_pull_task(mq)
 
     def assignment(self) -> set[MessageQueue]:
@@ -216,69 +178,34 @@ class LitePullConsumer:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             return
-        if self._state != _CREATE_JUST:
+        if self._state != CREATE_JUST:
             raise MQClientError(f"The LitePullConsumer service state not OK, {self._state}")
-        if self.message_model is MessageModel.CLUSTERING:
-            self.config.change_instance_name_to_pid()
-        inst = get_or_create_instance(self.config)
-        self.rebalance.instance = inst
-        self.pull_api = PullAPIWrapper(inst, self.group, self.config.unit_mode)
-        if self.offset_store is None:
-            if self.message_model is MessageModel.BROADCASTING:
-                self.offset_store = LocalFileOffsetStore(inst.client_id, self.group,
-                                                         self.config.local_offset_store_dir)
-            else:
-                self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
-        self.offset_store.load()
         self._cache = asyncio.Queue()
-        if not inst.register_consumer(self.group, self):
-            raise MQClientError(f"The consumer group[{self.group}] has been created before, "
-                                "specify another name please.")
-        self.instance = inst
-        try:
-            await inst.start()
-        except BaseException:
-            inst.consumer_table.pop(self.group, None)
-            raise
-        self._state = _RUNNING
-        self._next_auto_commit_deadline = _now_ms() + self.auto_commit_interval_ms
+        inst = self._create_instance()
+        await self._start_instance(inst)
+        self._next_auto_commit_deadline = now_ms() + self.auto_commit_interval_ms
         if self._subscription_type == _SUBSCRIBE:
-            for topic in list(self.rebalance.subscription_inner):
-                await inst.update_topic_route_info_from_name_server(topic)
-            await inst.send_heartbeat_to_all_brokers()
-            inst.rebalance_immediately()
+            await self._announce_subscriptions(inst)
         else:
             for mq in list(self._assigned):
                 self._start_pull_task(mq)
         log.info("lite pull consumer %s started (client %s)", self.group, inst.client_id)
 
     async def shutdown(self) -> None:
-        if self._state != _RUNNING:
+        if self._state != RUNNING:
             return
-        self._state = _SHUTDOWN
-        tasks = [st.task for st in self._assigned.values() if st.task is not None]
-        await cancel_and_wait(tasks + list(self._side_tasks), 5.0, f"{self.group} pull tasks")
+        self._state = SHUTDOWN_ALREADY
+        await self._end_side_tasks("pull tasks")
         if self.auto_commit:
             self._update_store_from_consumed()
         await self._persist(list(self._assigned), oneway=False)
-        inst = self.instance
-        assert inst is not None
-        await inst.unregister_consumer(self.group)
-        await inst.shutdown()
-        self.rebalance.destroy()
+        await self._shutdown_instance()
         log.info("lite pull consumer %s shut down", self.group)
 
-    async def __aenter__(self) -> LitePullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
-
     def _check_running(self) -> None:
-        if self._state != _RUNNING:
+        if self._state != RUNNING:
             raise MQClientError(f"The consumer service state not OK, {self._state}")
 
     # ------------------------------------------------------------------ polling
@@ -288,8 +215,8 @@ class LitePullConsumer:
         timeout = self.poll_timeout_ms if timeout_ms is None else timeout_ms
         if timeout < 0:
             raise MQClientError("Timeout must not be negative")
-        if self.auto_commit and _now_ms() >= self._next_auto_commit_deadline:
-            self._next_auto_commit_deadline = _now_ms() + self.auto_commit_interval_ms
+        if self.auto_commit and now_ms() >= self._next_auto_commit_deadline:
+            self._next_auto_commit_deadline = now_ms() + self.auto_commit_interval_ms
             await self.commit()
         assert self._cache is not None
         deadline = time.monotonic() + timeout / 1000
@@ -336,16 +263,6 @@ class LitePullConsumer:
 
     commit_sync = commit
 
-    async def _persist(self, mqs: list[MessageQueue], oneway: bool) -> None:
-        store = self.offset_store
-        if store is None:
-            return
-        if oneway or isinstance(store, LocalFileOffsetStore):
-            await store.persist_all(set(mqs))
-        else:
-            for mq in mqs:
-                await store.persist(mq)
-
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored on the broker for ``mq`` (-1 if none)."""
         self._check_running()
@@ -377,16 +294,7 @@ class LitePullConsumer:
         await self.seek(mq, await self.max_offset(mq))
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        addr = await self._master_addr(mq)
-        return await self.instance.api.search_offset(addr, mq.topic, mq.queue_id, timestamp_ms)  # type: ignore[union-attr]
-
-    async def max_offset(self, mq: MessageQueue) -> int:
-        addr = await self._master_addr(mq)
-        return await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id)  # type: ignore[union-attr]
-
-    async def min_offset(self, mq: MessageQueue) -> int:
-        addr = await self._master_addr(mq)
-        return await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id)  # type: ignore[union-attr]
+        return await self.search_offset(mq, timestamp_ms)
 
     async def fetch_message_queues(self, topic: str) -> set[MessageQueue]:
         """The topic's readable queues, from the NameServer."""
@@ -399,73 +307,24 @@ class LitePullConsumer:
             self.instance.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
         return topic_route_to_subscribe_info(topic, route)
 
-    async def _master_addr(self, mq: MessageQueue) -> str:
-        inst = self.instance
-        assert inst is not None
-        addr = inst.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            await inst.update_topic_route_info_from_name_server(mq.topic)
-            addr = inst.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            route = await inst.api.get_topic_route_info(mq.topic)
-            for bd in (route.broker_datas if route else []):
-                inst.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
-            addr = inst.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"The broker[{mq.broker_name}] not exist")
-        return addr
+    async def _master_addr_fallback(self, inst: MQClientInstance, mq: MessageQueue) -> str | None:
+        # An assigned queue's topic may be in no route table yet: ask the NameServer.
+        route = await inst.api.get_topic_route_info(mq.topic)
+        for bd in (route.broker_datas if route else []):
+            inst.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+        return inst.find_broker_address_in_publish(mq.broker_name)
 
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """RebalanceLitePullImpl.computePullFromWhere (memory first, then the broker)."""
-        store = self.offset_store
-        assert store is not None
-        last = await store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1
-        where = compute_pull_from_where_push(self.consume_from_where)
-        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET.value:
-            return 0
-        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return 0 if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value \
-                else await self.max_offset(mq)
-        if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value:
-            return await self.max_offset(mq)
-        return await self.offset_for_timestamp(mq, parse_consume_timestamp(self.consume_timestamp))
-
-    # ------------------------------------------------------------------ ConsumerInner
-    @property
-    def group_name(self) -> str:
-        return self.group
-
-    def subscriptions(self) -> list[SubscriptionData]:
-        return list(self.rebalance.subscription_inner.values())
-
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(self.group, "CONSUME_ACTIVELY", self.message_model.value,
-                            self.consume_from_where.value, self.subscriptions(),
-                            self.config.unit_mode)
-
-    def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        return (topic in self.rebalance.subscription_inner
-                and topic not in self.rebalance.topic_subscribe_info_table)
-
-    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info_table[topic] = mqs
-
-    async def do_rebalance(self) -> None:
-        if self._state == _RUNNING and self._subscription_type == _SUBSCRIBE:
-            await self.rebalance.do_rebalance()
+    # ------------------------------------------------------------------ MQConsumerInner
+    def _rebalance_enabled(self) -> bool:
+        return self._state == RUNNING and self._subscription_type == _SUBSCRIBE
 
     async def persist_consumer_offset(self) -> None:
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             await self._persist(list(self._assigned), oneway=True)
 
     async def reset_offset(self, topic: str, offset_table: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: ``seek`` the named queues of ``topic`` we own."""
-        if self._state != _RUNNING:
+        if self._state != RUNNING:
             return
         store = self.offset_store
         assert store is not None
@@ -492,7 +351,7 @@ class LitePullConsumer:
         if old is not None:
             self._drop_state(mq)
         self._assigned[mq] = _QueueState(pq, pull_offset=offset)
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             self._start_pull_task(mq)
 
     async def release_queue(self, mq: MessageQueue) -> None:
@@ -533,11 +392,11 @@ class LitePullConsumer:
         st = self._assigned[mq]
         if st.task is not None and not st.task.done():
             return
-        st.task = asyncio.ensure_future(self._pull_loop(mq, st))
+        st.task = self._tasks.spawn(self._pull_loop(mq, st), f"pull {mq}")
 
     async def _pull_loop(self, mq: MessageQueue, st: _QueueState) -> None:
         try:
-            while self._state == _RUNNING and self._assigned.get(mq) is st \
+            while self._state == RUNNING and self._assigned.get(mq) is st \
                     and not st.process_queue.dropped:
                 delay = await self._pull_once(mq, st)
                 if delay:
@@ -549,7 +408,7 @@ class LitePullConsumer:
 
     async def _pull_once(self, mq: MessageQueue, st: _QueueState) -> int:
         pq = st.process_queue
-        pq.last_pull_timestamp = _now_ms()
+        pq.last_pull_timestamp = now_ms()
         if st.paused:
             return PULL_TIME_DELAY_MILLS_WHEN_PAUSE
         assert self._cache is not None and self.pull_api is not None

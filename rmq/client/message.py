@@ -10,9 +10,12 @@ import enum
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from rmq.client.errors import MQClientError
+from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, DLQ_GROUP_TOPIC_PREFIX,
+                               NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX,
+                               TOPIC_MAX_LENGTH, retry_topic)
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt, SysFlag
 from rmq.protocol.route import MessageQueue
@@ -24,15 +27,8 @@ __all__ = [
     "retry_topic", "compress_body", "decompress_body",
 ]
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-AUTO_CREATE_TOPIC_KEY = "TBW102"          # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
-TOPIC_MAX_LENGTH = 127
+AUTO_CREATE_TOPIC_KEY = AUTO_CREATE_TOPIC_KEY_TOPIC    # the client's historical name
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC"})
 
 #: Property names ``put_user_property`` refuses (MessageConst.STRING_HASH_SET, the ones
 #: the client and broker give a meaning to).
@@ -45,11 +41,6 @@ RESERVED_PROPERTIES = frozenset({
     "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER",
     "MSG_TYPE", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET", "__SHARDINGKEY",
 })
-
-
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``: the group's retry topic (MixAll.getRetryTopic)."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
 
 
 @dataclass(eq=False)

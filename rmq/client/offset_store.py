@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 
 from rmq.client.errors import MQBrokerError, MQClientError
+from rmq.client.instance import MQClientInstance
+from rmq.common.fs import atomic_write
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.route import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
                                 loads_object_keyed_map)
@@ -84,9 +86,9 @@ class OffsetStore:
 class RemoteBrokerOffsetStore(OffsetStore):
     """Offsets kept by the master broker of each queue (CLUSTERING)."""
 
-    def __init__(self, instance, group_name: str) -> None:
+    def __init__(self, instance: MQClientInstance, group_name: str) -> None:
         super().__init__()
-        self.instance = instance          # MQClientInstance
+        self.instance = instance
         self.group_name = group_name
 
     async def _read_offset_from_store(self, mq: MessageQueue) -> int:
@@ -129,11 +131,8 @@ class RemoteBrokerOffsetStore(OffsetStore):
             log.warning("updateConsumeOffsetToBroker %s failed: %s", mq, e)
 
     async def _find_master(self, mq: MessageQueue) -> str:
-        inst = self.instance
-        found = inst.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
-        if found is None:
-            await inst.update_topic_route_info_from_name_server(mq.topic)
-            found = inst.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
+        found = await self.instance.find_broker_address_in_subscribe_or_update(
+            mq.broker_name, MASTER_ID, True, mq.topic)
         if found is None:
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         return found.broker_addr
@@ -166,9 +165,9 @@ class LocalFileOffsetStore(OffsetStore):
 
     The file is RocketMQ's ``OffsetSerializeWrapper`` (fastjson, MessageQueue keys):
     ``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:42,...}}``, so a Java
-    client's file is read as is. Every write goes to ``offsets.json.tmp`` (fsynced),
-    the previous content is kept in ``offsets.json.bak``, and the temp file is renamed
-    over ``offsets.json``: a crash leaves the old or the new table, never a torn one
+    client's file is read as is. Every write first keeps the previous content in
+    ``offsets.json.bak``, then replaces ``offsets.json`` (``rmq.common.fs.atomic_write``:
+    temp file, fsync, rename): a crash leaves the old or the new table, never a torn one
     (``load`` falls back to the ``.bak`` when the main file is missing or unreadable).
     Writes run in a thread. The consumer persists every
     ``persist_consumer_offset_interval`` (5 s) and on shutdown, so after a crash at most
@@ -192,7 +191,8 @@ class LocalFileOffsetStore(OffsetStore):
 
     @property
     def tmp_path(self) -> Path:
-        return self.store_path.with_name(self.FILE_NAME + ".tmp")
+        """Where ``atomic_write`` stages a new table (gone once a write returns)."""
+        return Path(f"{self.store_path}.tmp.{os.getpid()}")
 
     def read_local_offset(self) -> dict[MessageQueue, int] | None:
         """The table in the file (or its ``.bak``); None when neither can be read."""
@@ -215,33 +215,16 @@ class LocalFileOffsetStore(OffsetStore):
         return None
 
     def _write(self, data: bytes) -> None:
+        """MixAll.string2File's layout: the previous content becomes ``offsets.json.bak``
+        before the new table replaces ``offsets.json``, each replacement atomic."""
         path = self.store_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.tmp_path
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         try:
             prev = path.read_bytes()
         except FileNotFoundError:
             prev = None
         if prev:
-            bak_tmp = self.bak_path.with_name(self.FILE_NAME + ".bak.tmp")
-            with open(bak_tmp, "wb") as f:
-                f.write(prev)
-            os.replace(bak_tmp, self.bak_path)
-        os.replace(tmp, path)
-        try:
-            fd = os.open(path.parent, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+            atomic_write(str(self.bak_path), prev)
+        atomic_write(str(path), data)
 
     # ------------------------------------------------------------------ OffsetStore
     def load(self) -> None:

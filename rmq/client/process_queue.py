@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import time
-from typing import Iterable
+from collections.abc import Iterable
 
+from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageConst, MessageExt
 
 __all__ = ["ProcessQueue", "PULL_MAX_IDLE_TIME_MS", "REBALANCE_LOCK_MAX_LIVE_TIME_MS",
@@ -31,10 +31,6 @@ PULL_MAX_IDLE_TIME_MS = 120000
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30000
 #: Java rocketmq.client.rebalance.lockInterval: how often held locks are renewed.
 REBALANCE_LOCK_INTERVAL_MS = 20000
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ProcessQueue:
@@ -50,12 +46,12 @@ class ProcessQueue:
         self.msg_size = 0
         self.queue_offset_max = 0
         self.dropped = False
-        self.last_pull_timestamp = _now_ms()
-        self.last_consume_timestamp = _now_ms()
+        self.last_pull_timestamp = now_ms()
+        self.last_consume_timestamp = now_ms()
         self.msg_acc_cnt = 0                 # messages behind the broker's max offset
         # Orderly consumption (consumption-semantics issue) uses these.
         self.locked = False
-        self.last_lock_timestamp = _now_ms()
+        self.last_lock_timestamp = now_ms()
         self.consuming = False
         self.try_unlock_times = 0
         self._consuming: dict[int, MessageExt] = {}   # orderly: taken, not yet committed
@@ -63,10 +59,10 @@ class ProcessQueue:
 
     # ------------------------------------------------------------------ state
     def is_pull_expired(self) -> bool:
-        return _now_ms() - self.last_pull_timestamp > PULL_MAX_IDLE_TIME_MS
+        return now_ms() - self.last_pull_timestamp > PULL_MAX_IDLE_TIME_MS
 
     def is_lock_expired(self) -> bool:
-        return _now_ms() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_MS
+        return now_ms() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_MS
 
     @property
     def consume_lock(self) -> asyncio.Lock:
@@ -133,7 +129,7 @@ class ProcessQueue:
 
     def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Drop consumed messages; the offset to commit, or -1 if nothing was in flight."""
-        self.last_consume_timestamp = _now_ms()
+        self.last_consume_timestamp = now_ms()
         if not self._msgs:
             return -1
         result = self.queue_offset_max + 1
@@ -154,7 +150,7 @@ class ProcessQueue:
         """The next ``batch_size`` messages in offset order, moved to the consuming set.
         Nothing left: ``consuming`` becomes False (the consume task ends)."""
         out: list[MessageExt] = []
-        now = _now_ms()
+        now = now_ms()
         self.last_consume_timestamp = now
         while len(out) < batch_size:
             first = self._first()

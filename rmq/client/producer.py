@@ -30,16 +30,21 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
+from rmq.client._util import CREATE_JUST, RUNNING, SHUTDOWN_ALREADY
 from rmq.client.config import ClientConfig
 from rmq.client.errors import ClientErrorCode, MQBrokerError, MQClientError
 from rmq.client.fault import MQFaultStrategy
 from rmq.client.instance import MQClientInstance, get_or_create_instance
-from rmq.client.message import (AUTO_CREATE_TOPIC_KEY, RETRY_GROUP_TOPIC_PREFIX, Message,
-                                SendResult, SendStatus, compress_body, validate_message)
+from rmq.client.message import (Message, SendResult, SendStatus, compress_body,
+                                validate_message)
 from rmq.client.routes import TopicPublishInfo
 from rmq.client.selector import MessageQueueSelector
+from rmq.common.clock import now_ms
+from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP,
+                               DEFAULT_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX)
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, encode_batch,
@@ -47,11 +52,9 @@ from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, enco
 from rmq.protocol.route import MessageQueue
 from rmq.remoting.errors import RemotingError, RemotingTimeoutError
 
-__all__ = ["Producer", "RETRY_RESPONSE_CODES", "DEFAULT_PRODUCER_GROUP"]
+__all__ = ["Producer", "RETRY_RESPONSE_CODES", "DEFAULT_PRODUCER_GROUP", "new_inner_producer"]
 
 log = logging.getLogger("rmq.client.producer")
-
-DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 
 #: Broker codes a sync send retries on (spec 2.4, DefaultMQProducer.retryResponseCodes:
 #: the 4.9.8 set plus SYSTEM_BUSY and GO_AWAY, which 5.x added).
@@ -67,13 +70,6 @@ _SYNC, _ASYNC, _ONEWAY = "SYNC", "ASYNC", "ONEWAY"
 #: NameServer's answer at most ROUTE_REFRESH_WAIT_MS before its next attempt.
 ROUTE_REFRESH_ON_ERROR_MS = 500
 ROUTE_REFRESH_WAIT_MS = 500
-
-_CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 @dataclass(slots=True)
 class _Prepared:
@@ -101,18 +97,13 @@ class Producer:
                  compress_level: int = 5,
                  max_message_size: int = 4 * 1024 * 1024,
                  default_topic_queue_nums: int = 4,
-                 create_topic_key: str = AUTO_CREATE_TOPIC_KEY,
+                 create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
                  send_latency_fault_enable: bool = False,
                  **config_kwargs: Any) -> None:
         if not group:
             raise MQClientError("producerGroup is blank")
         self.group = group
-        self.config = config.copy() if config is not None else ClientConfig(**config_kwargs)
-        if config is not None and config_kwargs:
-            for k, v in config_kwargs.items():
-                setattr(self.config, k, v)
-        if namesrv_addr is not None:
-            self.config.namesrv_addr = namesrv_addr
+        self.config = ClientConfig.of_client(config, namesrv_addr, config_kwargs)
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
@@ -125,16 +116,16 @@ class Producer:
         self.fault_strategy = MQFaultStrategy(send_latency_fault_enable)
         self.topic_publish_info_table: dict[str, TopicPublishInfo] = {}
         self.instance: MQClientInstance | None = None
-        self._state = _CREATE_JUST
+        self._state = CREATE_JUST
         self._ids: UniqueIdGenerator | None = None
         self._async_tasks: set[asyncio.Future] = set()
         self._route_refreshed: dict[str, float] = {}     # topic -> monotonic time
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             return
-        if self._state != _CREATE_JUST:
+        if self._state != CREATE_JUST:
             raise MQClientError(f"The producer service state not OK, maybe started once, {self._state}")
         self.config.change_instance_name_to_pid()
         self._ids = UniqueIdGenerator(self.config.client_ip_bytes())
@@ -144,34 +135,30 @@ class Producer:
                                 "specify another name please.")
         self.instance = inst
         self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
-        try:
-            await inst.start()
-        except BaseException:
-            inst.producer_table.pop(self.group, None)
-            raise
-        self._state = _RUNNING
+        await inst.start_registered(inst.producer_table, self.group)
+        self._state = RUNNING
         await inst.send_heartbeat_to_all_brokers()
         log.info("producer %s started (client %s)", self.group, inst.client_id)
 
     async def start_inner(self, inst: MQClientInstance) -> None:
         """Start as ``inst``'s own producer (CLIENT_INNER_PRODUCER): registered with the
         instance for routes, never heartbeating or stopping it on its own."""
-        if self._state != _CREATE_JUST:
+        if self._state != CREATE_JUST:
             raise MQClientError(f"The producer service state not OK, {self._state}")
         self._ids = UniqueIdGenerator(self.config.client_ip_bytes())
         inst.producer_table[self.group] = self
         self.instance = inst
         self.topic_publish_info_table[self.create_topic_key] = TopicPublishInfo()
-        self._state = _RUNNING
+        self._state = RUNNING
 
     def mark_shutdown(self) -> None:
         """The instance that owns this inner producer is going away."""
-        self._state = _SHUTDOWN
+        self._state = SHUTDOWN_ALREADY
 
     async def shutdown(self) -> None:
-        if self._state != _RUNNING:
+        if self._state != RUNNING:
             return
-        self._state = _SHUTDOWN
+        self._state = SHUTDOWN_ALREADY
         if self._async_tasks:
             # in-flight async sends finish (each is bounded by its send timeout)
             await asyncio.wait(list(self._async_tasks), timeout=self.send_msg_timeout / 1000 + 1)
@@ -189,7 +176,7 @@ class Producer:
         await self.shutdown()
 
     def _make_sure_state_ok(self) -> MQClientInstance:
-        if self._state != _RUNNING or self.instance is None:
+        if self._state != RUNNING or self.instance is None:
             raise MQClientError(f"The producer service state not OK, {self._state}")
         return self.instance
 
@@ -300,7 +287,7 @@ class Producer:
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         header = SendMessageRequestHeader(
             self.group, p.topic, self.create_topic_key, self.default_topic_queue_nums,
-            mq.queue_id, p.sys_flag, _now_ms(), p.flag, p.properties,
+            mq.queue_id, p.sys_flag, now_ms(), p.flag, p.properties,
             0 if p.reconsume_times is None else p.reconsume_times, False, p.batch,
             p.max_reconsume_times)
         if mode == _ONEWAY:
@@ -530,3 +517,11 @@ class Producer:
                 if info is not None:
                     mq = self.select_one_message_queue(info, mq.broker_name)
         raise AssertionError("unreachable")
+
+
+async def new_inner_producer(inst: MQClientInstance) -> Producer:
+    """The factory of ``inst``'s own producer (CLIENT_INNER_PRODUCER), which a push
+    consumer hands to ``get_or_create_instance``."""
+    p = Producer(CLIENT_INNER_PRODUCER_GROUP, config=inst.config)
+    await p.start_inner(inst)
+    return p

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from rmq.client.instance import MQClientInstance
 from rmq.client.errors import MQClientError
 from rmq.client.message import PullResult, PullStatus
 from rmq.protocol.codes import PullSysFlag
@@ -22,8 +23,9 @@ log = logging.getLogger("rmq.client.pull")
 
 
 class PullAPIWrapper:
-    def __init__(self, instance, consumer_group: str, unit_mode: bool = False) -> None:
-        self.instance = instance          # MQClientInstance
+    def __init__(self, instance: MQClientInstance, consumer_group: str,
+                 unit_mode: bool = False) -> None:
+        self.instance = instance
         self.consumer_group = consumer_group
         self.unit_mode = unit_mode
         self.pull_from_which_node: dict[MessageQueue, int] = {}
@@ -40,10 +42,8 @@ class PullAPIWrapper:
                                broker_suspend_max_ms: int, timeout_ms: int) -> PullResult:
         inst = self.instance
         broker_id = self.recalculate_pull_from_which_node(mq)
-        found = inst.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
-        if found is None:
-            await inst.update_topic_route_info_from_name_server(mq.topic)
-            found = inst.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
+        found = await inst.find_broker_address_in_subscribe_or_update(mq.broker_name, broker_id,
+                                                                      False, mq.topic)
         if found is None:
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         if found.slave:

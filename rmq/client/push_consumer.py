@@ -51,34 +51,38 @@ How it works, as RocketMQ does it:
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Awaitable, Callable, Union
+from typing import Any
 
-from rmq.client._util import cancel_and_wait, sleep_unless
 from rmq.client.config import ClientConfig
-from rmq.client.consume_service import ConsumeServiceBase
+from rmq.client.consume_concurrently import (ConsumeConcurrentlyContext,
+                                             ConsumeMessageConcurrentlyService, ConsumeResult,
+                                             MessageListener)
 from rmq.client.consume_orderly import (ConsumeMessageOrderlyService, ConsumeOrderlyContext,
                                         ConsumeOrderlyResult, MessageListenerOrderly)
+from rmq.client.consumer_base import (CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, ConsumeFromWhere,
+                                      ConsumerBase,
+                                      ConsumerRebalanceImpl, MessageModel,
+                                      compute_pull_from_where_push, parse_consume_timestamp)
 from rmq.client.errors import MQBrokerError, MQClientError
-from rmq.client.instance import MQClientInstance, get_or_create_instance
-from rmq.client.message import Message, RETRY_GROUP_TOPIC_PREFIX, PullStatus, retry_topic
-from rmq.client.offset_store import (LocalFileOffsetStore, OffsetStore, ReadOffsetType,
-                                     RemoteBrokerOffsetStore)
+from rmq.client.instance import InnerProducerFactory
+from rmq.client.message import Message, PullStatus
+from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType
 from rmq.client.process_queue import ProcessQueue
-from rmq.client.pull_api import PullAPIWrapper
-from rmq.client.rebalance import (AVG, BROADCASTING, CLUSTERING, AllocateStrategy, PullRequest,
-                                  RebalanceImpl)
+from rmq.client.producer import new_inner_producer
+from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest
+from rmq.common.clock import now_ms
+from rmq.common.mixall import is_retry_topic, retry_topic
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt
-from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
+from rmq.protocol.route import MessageQueue, SubscriptionData
 
 __all__ = ["PushConsumer", "ConsumeResult", "ConsumeConcurrentlyContext", "ConsumeFromWhere",
            "MessageModel", "MessageListener", "ConsumeMessageConcurrentlyService",
-           "ConsumeOrderlyResult", "ConsumeOrderlyContext", "MessageListenerOrderly"]
+           "ConsumeOrderlyResult", "ConsumeOrderlyContext", "MessageListenerOrderly",
+           "RebalancePushImpl", "parse_consume_timestamp", "compute_pull_from_where_push"]
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -89,98 +93,9 @@ PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL = 50
 PULL_TIME_DELAY_MILLS_WHEN_SUSPEND = 1000
 
 
-class ConsumeResult(enum.Enum):
-    """ConsumeConcurrentlyStatus."""
-
-    SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"     # alias of SUCCESS (Java's name)
-
-
-class ConsumeFromWhere(str, enum.Enum):
-    """Where a group with no committed offset starts (the deprecated values act as LAST)."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = \
-        "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
-    CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
-    CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
-
-
-class MessageModel(str, enum.Enum):
-    CLUSTERING = CLUSTERING
-    BROADCASTING = BROADCASTING
-
-
-@dataclass
-class ConsumeConcurrentlyContext:
-    """Handed to the listener. ``ack_index``: messages after it count as failed;
-    ``delay_level_when_next_consume``: 0 = broker decides, -1 = straight to the DLQ."""
-
-    message_queue: MessageQueue
-    delay_level_when_next_consume: int = 0
-    ack_index: int = 2 ** 31 - 1
-
-
-MessageListener = Callable[[list[MessageExt], ConsumeConcurrentlyContext],
-                           Union[ConsumeResult, None, Awaitable[Union[ConsumeResult, None]]]]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def parse_consume_timestamp(value: str | int | datetime | None) -> int:
-    """``yyyyMMddHHmmss`` (local time, as UtilAll.parseDate), ms since the epoch, or a
-    datetime; None = half an hour ago (Java's default consumeTimestamp)."""
-    if value is None:
-        return int((time.time() - 1800) * 1000)
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, int):
-        return value
-    try:
-        return int(datetime.strptime(value, "%Y%m%d%H%M%S").timestamp() * 1000)
-    except ValueError:
-        raise MQClientError(f"consumeTimestamp {value!r} is not yyyyMMddHHmmss") from None
-
-
-def compute_pull_from_where_push(consume_from_where: ConsumeFromWhere) -> str:
-    if consume_from_where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                              ConsumeFromWhere.CONSUME_FROM_TIMESTAMP):
-        return consume_from_where.value
-    return ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value
-
-
-# =========================================================================== rebalance
-class RebalancePushImpl(RebalanceImpl):
+class RebalancePushImpl(ConsumerRebalanceImpl):
     consume_type = "CONSUME_PASSIVELY"
-
-    def __init__(self, consumer: PushConsumer) -> None:
-        super().__init__(consumer.group, consumer.message_model.value, consumer.allocate_strategy,
-                         None)
-        self.consumer = consumer
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        c = self.consumer
-        store = c.offset_store
-        assert store is not None and self.instance is not None
-        last = await store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-        if last >= 0:
-            return last
-        if last != -1:
-            return -1          # could not tell: try again at the next rebalance
-        where = compute_pull_from_where_push(c.consume_from_where)
-        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET.value:
-            return 0
-        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return 0 if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value \
-                else await c.max_offset(mq)
-        if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value:
-            return await c.max_offset(mq)
-        return await c.search_offset(mq, parse_consume_timestamp(c.consume_timestamp))
+    consumer: PushConsumer
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         c = self.consumer
@@ -211,212 +126,12 @@ class RebalancePushImpl(RebalanceImpl):
         store.remove_offset(mq)
         return True
 
-    def remove_dirty_offset(self, mq: MessageQueue) -> None:
-        assert self.consumer.offset_store is not None
-        self.consumer.offset_store.remove_offset(mq)
-
     def dispatch_pull_requests(self, requests: list[PullRequest]) -> None:
         for r in requests:
             self.consumer.execute_pull_request_immediately(r)
 
 
-# =========================================================================== consume service
-class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
-    """Runs the listener and settles offsets (Java ``ConsumeMessageConcurrentlyService``)."""
-
-    def __init__(self, consumer: PushConsumer, listener: MessageListener) -> None:
-        super().__init__(consumer, listener)
-        self.tasks_by_pq: dict[ProcessQueue, set[asyncio.Task]] = {}
-        self._send_back_warned = False
-
-    def start(self) -> None:
-        self._start_executor()
-        if self.consumer.consume_timeout_ms > 0:
-            self._spawn(self._clean_expired_periodically())
-
-    async def shutdown(self, await_terminate_ms: int) -> None:
-        self._stop.set()
-        if self.tasks and await_terminate_ms > 0:
-            await asyncio.wait(list(self.tasks), timeout=await_terminate_ms / 1000)
-        await self._end_tasks()
-
-    def _spawn(self, coro: Awaitable[None], pq: ProcessQueue | None = None) -> asyncio.Task:
-        t = super()._spawn(coro)
-        if pq is not None:
-            group = self.tasks_by_pq.setdefault(pq, set())
-            group.add(t)
-
-            def done(task: asyncio.Task, pq: ProcessQueue = pq) -> None:
-                g = self.tasks_by_pq.get(pq)
-                if g is not None:
-                    g.discard(task)
-                    if not g:
-                        del self.tasks_by_pq[pq]
-            t.add_done_callback(done)
-        return t
-
-    async def wait_idle(self, pq: ProcessQueue, timeout: float) -> bool:
-        """Wait (bounded) for the consume tasks of ``pq`` to end; True when they did."""
-        tasks = list(self.tasks_by_pq.get(pq, ()))
-        if not tasks:
-            return True
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
-        return not pending
-
-    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue,
-                               mq: MessageQueue) -> None:
-        n = max(1, self.consumer.consume_message_batch_max_size)
-        for i in range(0, len(msgs), n):
-            self._spawn(self._consume(msgs[i:i + n], pq, mq), pq)
-
-    def submit_consume_request_later(self, msgs: list[MessageExt], pq: ProcessQueue,
-                                     mq: MessageQueue) -> None:
-        async def later() -> None:
-            await asyncio.sleep(self.consumer.local_retry_delay_ms / 1000)
-            self.submit_consume_request(msgs, pq, mq)
-        self._spawn(later())
-
-    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        if pq.dropped:
-            log.info("the message queue not be able to consume, because it's dropped. "
-                     "group=%s %s", self.consumer.group, mq)
-            return
-        ctx = ConsumeConcurrentlyContext(mq)
-        self.consumer.reset_retry_topic(msgs)
-        start = str(_now_ms())
-        for m in msgs:
-            m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
-        status: Any = None
-        try:
-            status = await self._call_listener(msgs, ctx)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("consumeMessage exception, group=%s %s", self.consumer.group, mq)
-        if not isinstance(status, ConsumeResult):
-            if status is not None:
-                log.warning("listener returned %r, not a ConsumeResult; treated as "
-                            "RECONSUME_LATER", status)
-            else:
-                log.warning("consumeMessage return null (or raised), group=%s msgs=%s",
-                            self.consumer.group, [m.msg_id for m in msgs])
-            status = ConsumeResult.RECONSUME_LATER
-        if pq.dropped:
-            log.warning("processQueue is dropped without process consume result. %s", mq)
-            return
-        await self.process_consume_result(status, ctx, msgs, pq, mq)
-
-    async def process_consume_result(self, status: ConsumeResult, ctx: ConsumeConcurrentlyContext,
-                                     msgs: list[MessageExt], pq: ProcessQueue,
-                                     mq: MessageQueue) -> None:
-        if not msgs:
-            return
-        ack_index = ctx.ack_index
-        if status is ConsumeResult.SUCCESS:
-            ack_index = min(ack_index, len(msgs) - 1)
-        else:
-            ack_index = -1
-        done = msgs
-        if self.consumer.message_model is MessageModel.BROADCASTING:
-            for m in msgs[ack_index + 1:]:
-                log.warning("BROADCASTING, the message consume failed, drop it, %s", m.msg_id)
-        else:
-            failed = []
-            for m in msgs[ack_index + 1:]:
-                if not await self.send_message_back(m, ctx, mq):
-                    m.reconsume_times += 1
-                    failed.append(m)
-            if failed:
-                ids = {id(m) for m in failed}
-                done = [m for m in msgs if id(m) not in ids]
-                self.submit_consume_request_later(failed, pq, mq)
-        offset = pq.remove_messages(done)
-        if offset >= 0 and not pq.dropped:
-            assert self.consumer.offset_store is not None
-            self.consumer.offset_store.update_offset(mq, offset, True)
-
-    async def send_message_back(self, msg: MessageExt, ctx: ConsumeConcurrentlyContext,
-                                mq: MessageQueue) -> bool:
-        """Hand a failed message back to the broker; False = redeliver it locally.
-
-        This is the seam for retry / DLQ: with CONSUMER_SEND_MSG_BACK the broker puts
-        the message in ``%RETRY%<group>`` with a growing delay (or in the DLQ after
-        ``max_reconsume_times``).
-        """
-        c = self.consumer
-        if not c.send_back_to_broker:
-            return False
-        inst = c.instance
-        assert inst is not None
-        addr = inst.find_broker_address_in_publish(mq.broker_name) or msg.store_host_str
-        try:
-            await inst.api.consumer_send_message_back(
-                addr, msg, c.group, ctx.delay_level_when_next_consume, 5000,
-                c.effective_max_reconsume_times())
-            return True
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            level = logging.DEBUG if self._send_back_warned else logging.WARNING
-            self._send_back_warned = True
-            log.log(level, "sendMessageBack of %s to %s failed (%s); sending it to %s "
-                    "through the client's producer", msg.msg_id, addr, e, retry_topic(c.group))
-        try:
-            await c.send_back_through_producer(msg)
-            return True
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            log.log(logging.DEBUG if self._send_back_warned else logging.WARNING,
-                    "sending %s back to %s failed too (%s); it will be consumed again "
-                    "locally", msg.msg_id, retry_topic(c.group), e)
-            return False
-
-    # ------------------------------------------------------------------ consume timeout
-    async def _clean_expired_periodically(self) -> None:
-        period = min(self.consumer.consume_timeout_ms, 60000) / 1000
-        while not await sleep_unless(self._stop, period):
-            try:
-                for mq, pq in list(self.consumer.rebalance.process_queue_table.items()):
-                    if not pq.dropped:
-                        await self.clean_expired_msg(mq, pq)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("cleanExpiredMsg of %s failed", self.consumer.group)
-
-    async def clean_expired_msg(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        """ProcessQueue.cleanExpiredMsg: the oldest messages whose consumption started more
-        than ``consume_timeout_ms`` ago go back to the broker (delay level 3) and stop
-        holding the queue's offset (at most 16 per round)."""
-        c = self.consumer
-        if c.message_model is not MessageModel.CLUSTERING:
-            return
-        now = _now_ms()
-        for _ in range(16):
-            first = pq.min_offset
-            if first is None:
-                return
-            msg = pq.message_at(first)
-            start = msg.properties.get(MessageConst.CONSUME_START_TIMESTAMP) if msg else None
-            if msg is None or not start or now - int(start) <= c.consume_timeout_ms:
-                return
-            ctx = ConsumeConcurrentlyContext(mq, delay_level_when_next_consume=3)
-            log.info("send expire msg back. topic=%s, msgId=%s, queueId=%d, queueOffset=%d",
-                     msg.topic, msg.msg_id, msg.queue_id, msg.queue_offset)
-            if not await self.send_message_back(msg, ctx, mq):
-                return
-            offset = pq.remove_messages([msg])
-            if offset >= 0 and not pq.dropped:
-                assert c.offset_store is not None
-                c.offset_store.update_offset(mq, offset, True)
-
-
-# =========================================================================== consumer
-_CREATE_JUST, _RUNNING, _SHUTDOWN = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
-
-
-class PushConsumer:
+class PushConsumer(ConsumerBase):
     def __init__(self, group: str, namesrv_addr: str | None = None, *,
                  listener: MessageListener | None = None,
                  config: ClientConfig | None = None,
@@ -441,22 +156,11 @@ class PushConsumer:
                  suspend_current_queue_time_millis: int = 1000,
                  consume_timeout_ms: int = 15 * 60 * 1000,
                  **config_kwargs: Any) -> None:
-        if not group:
-            raise MQClientError("consumerGroup is blank")
-        self.group = group
-        self.config = config.copy() if config is not None else ClientConfig(**config_kwargs)
-        if config is not None and config_kwargs:
-            for k, v in config_kwargs.items():
-                setattr(self.config, k, v)
-        if namesrv_addr is not None:
-            self.config.namesrv_addr = namesrv_addr
-        self.listener = listener
-        self.message_model = MessageModel(message_model)
-        self.consume_from_where = ConsumeFromWhere(consume_from_where)
-        self.consume_timestamp = consume_timestamp
+        super().__init__(group, namesrv_addr, config, config_kwargs, message_model,
+                         consume_from_where, consume_timestamp, allocate_strategy, offset_store)
+        self.listener: MessageListener | MessageListenerOrderly | None = listener
         if self.consume_timestamp is None:
             self.consume_timestamp = (datetime.now() - timedelta(minutes=30)).strftime("%Y%m%d%H%M%S")
-        self.allocate_strategy = allocate_strategy
         self.consume_thread_max = consume_thread_max
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.pull_batch_size = pull_batch_size
@@ -473,33 +177,25 @@ class PushConsumer:
         self.suspend_current_queue_time_millis = suspend_current_queue_time_millis
         self.consume_timeout_ms = consume_timeout_ms
         self._subscriptions: dict[str, str] = {}
-        self.instance: MQClientInstance | None = None
-        self.offset_store: OffsetStore | None = offset_store
-        self.rebalance = RebalancePushImpl(self)
-        self.pull_api: PullAPIWrapper | None = None
         self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService | None = None
-        self._pull_tasks: set[asyncio.Task] = set()
-        self._state = _CREATE_JUST
         self._paused = False
         self._flow_control_times = 0
         self._last_forced_heartbeat = 0.0
+
+    def _new_rebalance(self) -> RebalancePushImpl:
+        return RebalancePushImpl(self)
+
+    def _inner_producer_factory(self) -> InnerProducerFactory:
+        return new_inner_producer
 
     # ------------------------------------------------------------------ configuration
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """Subscribe to ``topic`` with a TAG expression (``*`` or ``a || b``)."""
         self._subscriptions[topic] = expression or "*"
-        if self._state == _RUNNING:
-            sd = SubscriptionData.build(topic, expression, None, _now_ms())
+        if self._state == RUNNING:
+            sd = SubscriptionData.build(topic, expression, None, now_ms())
             self.rebalance.subscription_inner[topic] = sd
-            t = asyncio.ensure_future(self._after_subscription_change(topic))
-            self._pull_tasks.add(t)
-            t.add_done_callback(self._pull_tasks.discard)
-
-    async def _after_subscription_change(self, topic: str) -> None:
-        assert self.instance is not None
-        await self.instance.update_topic_route_info_from_name_server(topic)
-        await self.instance.send_heartbeat_to_all_brokers()
-        self.instance.rebalance_immediately()
+            self._subscription_changed(topic)
 
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
@@ -514,7 +210,7 @@ class PushConsumer:
 
     def register_message_listener_orderly(self, listener: MessageListenerOrderly) -> None:
         """An orderly listener (``msgs, ConsumeOrderlyContext -> ConsumeOrderlyResult``)."""
-        self.listener = listener        # type: ignore[assignment]
+        self.listener = listener
         self.orderly = True
 
     def suspend(self) -> None:
@@ -532,147 +228,66 @@ class PushConsumer:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        if self._state == _RUNNING:
+        if self._state == RUNNING:
             return
-        if self._state != _CREATE_JUST:
+        if self._state != CREATE_JUST:
             raise MQClientError(f"The PushConsumer service state not OK, maybe started once, "
                                 f"{self._state}")
         if self.listener is None:
             raise MQClientError("messageListener is null")
         if not self._subscriptions:
             raise MQClientError("no subscription: call subscribe(topic, expression) first")
-        now = _now_ms()
+        now = now_ms()
         for topic, expr in self._subscriptions.items():
             self.rebalance.subscription_inner[topic] = SubscriptionData.build(topic, expr, None, now)
         if self.message_model is MessageModel.CLUSTERING:
             rt = retry_topic(self.group)
             self.rebalance.subscription_inner[rt] = SubscriptionData.build(rt, "*", None, now)
-            self.config.change_instance_name_to_pid()
-        inst = get_or_create_instance(self.config)
-        self.rebalance.instance = inst
         self.rebalance.message_model = self.message_model.value
-        self.pull_api = PullAPIWrapper(inst, self.group, self.config.unit_mode)
-        if self.offset_store is None:
-            if self.message_model is MessageModel.BROADCASTING:
-                self.offset_store = LocalFileOffsetStore(inst.client_id, self.group,
-                                                         self.config.local_offset_store_dir)
-            else:
-                self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
-        self.offset_store.load()
-        if not inst.register_consumer(self.group, self):
-            raise MQClientError(f"The consumer group[{self.group}] has been created before, "
-                                "specify another name please.")
+        inst = self._create_instance()
         self.rebalance.is_order = self.orderly
+        service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService
         if self.orderly:
-            self.consume_service = ConsumeMessageOrderlyService(self, self.listener)  # type: ignore[arg-type]
+            service = ConsumeMessageOrderlyService(self, self.listener)  # type: ignore[arg-type]  # orderly=True: an orderly listener
         else:
-            self.consume_service = ConsumeMessageConcurrentlyService(self, self.listener)
-        self.consume_service.start()
-        self.instance = inst
+            service = ConsumeMessageConcurrentlyService(self, self.listener)  # type: ignore[arg-type]  # orderly=False: a concurrent listener
+        self.consume_service = service
+        service.start()
         try:
-            await inst.start()
+            await self._start_instance(inst)
         except BaseException:
-            inst.consumer_table.pop(self.group, None)
-            await self.consume_service.shutdown(0)
+            await service.shutdown(0)
             raise
-        self._state = _RUNNING
-        for topic in list(self.rebalance.subscription_inner):
-            await inst.update_topic_route_info_from_name_server(topic)
-        await inst.send_heartbeat_to_all_brokers()
-        inst.rebalance_immediately()
+        await self._announce_subscriptions(inst)
         log.info("push consumer %s started (client %s)", self.group, inst.client_id)
 
     async def shutdown(self) -> None:
         """Stop pulling, let in-flight consumption finish (``await_termination_ms``),
         commit offsets, unregister from the brokers."""
-        if self._state != _RUNNING:
+        if self._state != RUNNING:
             return
-        self._state = _SHUTDOWN
-        await cancel_and_wait(list(self._pull_tasks), 5.0, f"{self.group} pull tasks")
-        assert self.consume_service is not None and self.instance is not None
+        self._state = SHUTDOWN_ALREADY
+        await self._end_side_tasks("pull tasks")
+        assert self.consume_service is not None
         await self.consume_service.shutdown(self.await_termination_ms)
         await self.persist_consumer_offset(oneway=False)
         if self.orderly and self.message_model is MessageModel.CLUSTERING:
             # after the offsets are written: whoever locks these queues next starts there
             await self.rebalance.unlock_all(oneway=False)
-        inst = self.instance
-        await inst.unregister_consumer(self.group)
-        await inst.shutdown()
-        self.rebalance.destroy()
+        await self._shutdown_instance()
         log.info("push consumer %s shut down", self.group)
 
-    async def __aenter__(self) -> PushConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
-
-    # ------------------------------------------------------------------ ConsumerInner
-    @property
-    def group_name(self) -> str:
-        return self.group
-
-    def subscriptions(self) -> list[SubscriptionData]:
-        return list(self.rebalance.subscription_inner.values())
-
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(self.group, "CONSUME_PASSIVELY", self.message_model.value,
-                            self.consume_from_where.value, self.subscriptions(),
-                            self.config.unit_mode)
-
-    def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        return (topic in self.rebalance.subscription_inner
-                and topic not in self.rebalance.topic_subscribe_info_table)
-
-    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info_table[topic] = mqs
-
-    async def do_rebalance(self) -> None:
-        if self._state == _RUNNING:
-            await self.rebalance.do_rebalance()
-
+    # ------------------------------------------------------------------ MQConsumerInner
     async def persist_consumer_offset(self, oneway: bool = True) -> None:
-        store = self.offset_store
-        if store is None:
-            return
-        mqs = set(self.rebalance.process_queue_table)
-        if oneway or isinstance(store, LocalFileOffsetStore):
-            await store.persist_all(mqs)
-        else:
-            for mq in mqs:
-                await store.persist(mq)
+        await self._persist(list(self.rebalance.process_queue_table), oneway)
 
-    # ------------------------------------------------------------------ admin helpers
-    async def max_offset(self, mq: MessageQueue) -> int:
-        addr = await self._master_addr(mq)
-        return await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id)  # type: ignore[union-attr]
-
-    async def min_offset(self, mq: MessageQueue) -> int:
-        addr = await self._master_addr(mq)
-        return await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id)  # type: ignore[union-attr]
-
-    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        addr = await self._master_addr(mq)
-        return await self.instance.api.search_offset(addr, mq.topic, mq.queue_id,  # type: ignore[union-attr]
-                                                     timestamp_ms)
-
-    async def _master_addr(self, mq: MessageQueue) -> str:
-        inst = self.instance
-        assert inst is not None
-        addr = inst.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            await inst.update_topic_route_info_from_name_server(mq.topic)
-            addr = inst.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"The broker[{mq.broker_name}] not exist")
-        return addr
-
-    async def send_back_through_producer(self, msg: MessageExt) -> None:
-        """DefaultMQPushConsumerImpl.sendMessageBack's fallback: the failed message goes
-        to ``%RETRY%<group>`` through the instance's producer, RECONSUME_TIME = its
-        deliveries so far + 1 (the broker dead-letters it past MAX_RECONSUME_TIMES)."""
+    # ------------------------------------------------------------------ sending back
+    async def send_back_through_producer(self, msg: MessageExt, reconsume_times: int,
+                                         max_reconsume_times: int) -> None:
+        """DefaultMQPushConsumerImpl.sendMessageBack's fallback (and the orderly service's
+        way back): the failed message goes to ``%RETRY%<group>`` through the instance's
+        producer with RECONSUME_TIME / MAX_RECONSUME_TIMES (the broker dead-letters it
+        past the maximum)."""
         inst = self.instance
         assert inst is not None
         props = dict(msg.properties)
@@ -682,8 +297,8 @@ class PushConsumer:
         if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
             props[MessageConst.ORIGIN_MESSAGE_ID] = msg.msg_id
         props[MessageConst.RETRY_TOPIC] = msg.topic
-        props[MessageConst.RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        props[MessageConst.MAX_RECONSUME_TIMES] = str(self.effective_max_reconsume_times())
+        props[MessageConst.RECONSUME_TIME] = str(reconsume_times)
+        props[MessageConst.MAX_RECONSUME_TIMES] = str(max_reconsume_times)
         new = Message(retry_topic(self.group), msg.body, properties=props, flag=msg.flag,
                       delay_time_level=3 + msg.reconsume_times)
         producer = await inst.default_producer()
@@ -699,14 +314,12 @@ class PushConsumer:
 
     # ------------------------------------------------------------------ pulling
     def execute_pull_request_immediately(self, req: PullRequest) -> None:
-        t = asyncio.ensure_future(self._pull_loop(req))
-        self._pull_tasks.add(t)
-        t.add_done_callback(self._pull_tasks.discard)
+        self._tasks.spawn(self._pull_loop(req), f"pull {req.message_queue}")
 
     async def _pull_loop(self, req: PullRequest) -> None:
         try:
             delay = 0
-            while self._state == _RUNNING and not req.process_queue.dropped:
+            while self._state == RUNNING and not req.process_queue.dropped:
                 if delay:
                     await asyncio.sleep(delay / 1000)
                     delay = 0
@@ -722,7 +335,7 @@ class PushConsumer:
         before the next step."""
         pq = req.process_queue
         mq = req.message_queue
-        pq.last_pull_timestamp = _now_ms()
+        pq.last_pull_timestamp = now_ms()
         if self._paused:
             return PULL_TIME_DELAY_MILLS_WHEN_SUSPEND
         if pq.msg_count > self.pull_threshold_for_queue \
@@ -753,7 +366,7 @@ class PushConsumer:
                     return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
                 if offset < 0:
                     return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
-                if pq.dropped or self._state != _RUNNING:
+                if pq.dropped or self._state != RUNNING:
                     return 0
                 if offset < req.next_offset:
                     log.info("[NOTIFYME]the first time to pull message, but pull request "
@@ -780,7 +393,7 @@ class PushConsumer:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            if not mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if not is_retry_topic(mq.topic):
                 log.warning("execute the pull request of %s failed: %s", mq, e)
             if isinstance(e, MQBrokerError) and e.code in (ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                                            ResponseCode.SUBSCRIPTION_NOT_LATEST):
@@ -788,7 +401,7 @@ class PushConsumer:
                 # it again now rather than at the next 30 s heartbeat.
                 self._heartbeat_soon()
             return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
-        if pq.dropped or self._state != _RUNNING:
+        if pq.dropped or self._state != RUNNING:
             return 0
         result = self.pull_api.process_pull_result(mq, result, sd)
         status = result.status
@@ -830,9 +443,7 @@ class PushConsumer:
         if now - self._last_forced_heartbeat < 1.0 or self.instance is None:
             return
         self._last_forced_heartbeat = now
-        t = asyncio.ensure_future(self.instance.send_heartbeat_to_all_brokers())
-        self._pull_tasks.add(t)
-        t.add_done_callback(self._pull_tasks.discard)
+        self._tasks.spawn(self.instance.send_heartbeat_to_all_brokers(), "heartbeat-soon")
 
     def _correct_tags_offset(self, req: PullRequest) -> None:
         """Nothing in flight: the consumed offset may move to the next pull offset."""
@@ -850,14 +461,14 @@ class PushConsumer:
         finish (up to ``wait_inflight_ms``, Java sleeps 10 s) and its result ignored;
         then each queue gets a fresh process queue and pull loop at its new offset (an
         orderly consumer keeps the queue's lock)."""
-        if self._state != _RUNNING:
+        if self._state != RUNNING:
             return
         store = self.offset_store
         assert store is not None
         async with self.rebalance._lock:
             affected = [(mq, pq) for mq, pq in self.rebalance.process_queue_table.items()
                         if mq.topic == topic and mq in offset_table]
-            for mq, pq in affected:
+            for _, pq in affected:
                 pq.dropped = True
                 pq.clear()
             deadline = time.monotonic() + wait_inflight_ms / 1000
@@ -877,7 +488,7 @@ class PushConsumer:
                     if not await service.wait_idle(pq, left):
                         log.warning("[reset-offset] %s still consuming after %d ms", mq,
                                     wait_inflight_ms)
-            if self._state != _RUNNING:
+            if self._state != RUNNING:
                 return
             requests = []
             for mq, pq in affected:

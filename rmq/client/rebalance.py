@@ -21,12 +21,12 @@ import asyncio
 import bisect
 import hashlib
 import logging
-import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from rmq.client.message import RETRY_GROUP_TOPIC_PREFIX
 from rmq.client.process_queue import ProcessQueue
+from rmq.common.clock import now_ms
+from rmq.common.mixall import is_retry_topic
 from rmq.protocol.route import (MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData,
                                 UnlockBatchRequestBody)
 
@@ -269,7 +269,7 @@ class RebalanceImpl:
                 try:
                     await self.rebalance_by_topic(topic)
                 except Exception:
-                    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    if not is_retry_topic(topic):
                         log.exception("rebalance of %s for %s failed", topic, self.consumer_group)
             self._truncate_message_queue_not_my_topic()
 
@@ -277,7 +277,7 @@ class RebalanceImpl:
         mq_set = self.topic_subscribe_info_table.get(topic)
         if self.message_model == BROADCASTING:
             if mq_set is None:
-                if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                if not is_retry_topic(topic):
                     log.warning("doRebalance, %s, but the topic[%s] not exist.",
                                 self.consumer_group, topic)
                 return
@@ -286,7 +286,7 @@ class RebalanceImpl:
             return
         cid_all = await self.instance.find_consumer_id_list(topic, self.consumer_group)
         if mq_set is None:
-            if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if not is_retry_topic(topic):
                 log.warning("doRebalance, %s, but the topic[%s] not exist.",
                             self.consumer_group, topic)
             return
@@ -348,7 +348,7 @@ class RebalanceImpl:
             pq = ProcessQueue()
             if ordered:
                 pq.locked = True
-                pq.last_lock_timestamp = int(time.time() * 1000)
+                pq.last_lock_timestamp = now_ms()
             try:
                 next_offset = await self.compute_pull_from_where(mq)
             except Exception as e:
@@ -373,15 +373,12 @@ class RebalanceImpl:
 
     # ------------------------------------------------------------------ queue locks
     async def _master_of(self, broker_name: str, topic: str | None = None) -> str | None:
-        inst = self.instance
-        found = inst.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
-        if found is None and topic is not None:
-            await inst.update_topic_route_info_from_name_server(topic)
-            found = inst.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
+        found = await self.instance.find_broker_address_in_subscribe_or_update(
+            broker_name, MASTER_ID, True, topic)
         return found.broker_addr if found is not None else None
 
     def _mark_locked(self, mqs: set[MessageQueue]) -> None:
-        now = int(time.time() * 1000)
+        now = now_ms()
         for mq in mqs:
             pq = self.process_queue_table.get(mq)
             if pq is not None:
@@ -424,9 +421,9 @@ class RebalanceImpl:
                 continue
             self._mark_locked(locked)
             for mq in mqs - locked:
-                pq = self.process_queue_table.get(mq)
-                if pq is not None and pq.locked:
-                    pq.locked = False
+                held = self.process_queue_table.get(mq)
+                if held is not None and held.locked:
+                    held.locked = False
                     log.info("the message queue locked Failed, Group: %s %s",
                              self.consumer_group, mq)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from rmq.client.message import Message
 from rmq.protocol.message import java_hash

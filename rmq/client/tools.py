@@ -20,14 +20,16 @@ import signal
 import string
 import sys
 import time
-from typing import Sequence
+from collections.abc import Awaitable, Sequence
 
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQBrokerError, MQClientError, RemotingError
 from rmq.client.message import Message, SendResult
 from rmq.client.producer import Producer
+from rmq.client.consume_concurrently import ConsumeResult
 from rmq.client.consume_orderly import ConsumeOrderlyResult
-from rmq.client.push_consumer import ConsumeFromWhere, ConsumeResult, MessageModel, PushConsumer
+from rmq.client.consumer_base import ConsumeFromWhere, MessageModel
+from rmq.client.push_consumer import PushConsumer
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.message import MessageExt
 
@@ -67,6 +69,18 @@ def _format_result(i: int, r: SendResult) -> str:
 
 
 # --------------------------------------------------------------------------- produce
+async def _sent(i: int, send: Awaitable[SendResult], quiet: bool) -> bool:
+    """Await one send and print its result (or its failure); True when it was stored."""
+    try:
+        r = await send
+    except (MQBrokerError, MQClientError, RemotingError) as e:
+        print(f"#{i} send failed: {e}", file=sys.stderr, flush=True)
+        return False
+    if not quiet:
+        print(_format_result(i, r), flush=True)
+    return True
+
+
 def _produce_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq produce", description="send messages to a topic")
     _common(p)
@@ -136,24 +150,16 @@ async def _produce(args: argparse.Namespace) -> int:
             for base in range(0, len(msgs), window):
                 futs = [producer.send_async(m) for m in msgs[base:base + window]]
                 for i, f in enumerate(futs, base):
-                    try:
-                        r = await f
+                    if await _sent(i, f, args.quiet):
                         sent += 1
-                        if not args.quiet:
-                            print(_format_result(i, r), flush=True)
-                    except (MQBrokerError, MQClientError, RemotingError) as e:
+                    else:
                         failed += 1
-                        print(f"#{i} send failed: {e}", file=sys.stderr, flush=True)
         else:
             for i, m in enumerate(msgs):
-                try:
-                    r = await producer.send(m)
+                if await _sent(i, producer.send(m), args.quiet):
                     sent += 1
-                    if not args.quiet:
-                        print(_format_result(i, r), flush=True)
-                except (MQBrokerError, MQClientError, RemotingError) as e:
+                else:
                     failed += 1
-                    print(f"#{i} send failed: {e}", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - start
     print(f"sent {sent} message(s) to {args.topic}, {failed} failed, in {elapsed:.2f}s", flush=True)
     return 0 if failed == 0 else 1

@@ -44,8 +44,10 @@ import inspect
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Union
+from typing import Any
+from collections.abc import Awaitable, Callable
 
+from rmq.client._util import BoundedTaskSet, is_async_callable
 from rmq.client.errors import MQClientError
 from rmq.client.message import Message, SendResult, SendStatus, validate_message
 from rmq.client.producer import Producer
@@ -72,7 +74,7 @@ COMMIT_OR_ROLLBACK = {
     LocalTransactionState.UNKNOW: SysFlag.TRANSACTION_NOT_TYPE,
 }
 
-StateResult = Union[LocalTransactionState, None, Awaitable[Union[LocalTransactionState, None]]]
+StateResult = LocalTransactionState | None | Awaitable[LocalTransactionState | None]
 
 
 class TransactionListener:
@@ -105,11 +107,6 @@ class TransactionSendResult(SendResult):
     local_transaction_state: LocalTransactionState | None = None
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None))
-
-
 class TransactionProducer(Producer):
     def __init__(self, group: str, namesrv_addr: str | None = None, *,
                  transaction_listener: TransactionListener | None = None,
@@ -122,7 +119,7 @@ class TransactionProducer(Producer):
         self.check_request_hold_max = check_request_hold_max
         self._check_executor: ThreadPoolExecutor | None = None
         self._check_sem: asyncio.Semaphore | None = None
-        self._check_tasks: set[asyncio.Task] = set()
+        self._check_tasks = BoundedTaskSet(log)
         #: END_TRANSACTION answers sent for broker checks (for tests and monitoring).
         self.checks_answered = 0
 
@@ -220,9 +217,8 @@ class TransactionProducer(Producer):
             log.warning("too many transaction checks waiting (%d); dropped the check of %s",
                         len(self._check_tasks), header.msg_id)
             return
-        t = asyncio.get_running_loop().create_task(self._check_logged(broker_addr, msg, header))
-        self._check_tasks.add(t)
-        t.add_done_callback(self._check_tasks.discard)
+        self._check_tasks.spawn(self._check_logged(broker_addr, msg, header),
+                                f"tx-check {header.msg_id}")
 
     async def _check_logged(self, broker_addr: str, msg: MessageExt,
                             header: CheckTransactionStateRequestHeader) -> None:
@@ -280,7 +276,7 @@ class TransactionProducer(Producer):
     @staticmethod
     async def _call(fn: Callable[..., Any], *args: Any,
                     executor: ThreadPoolExecutor | None = None) -> Any:
-        if _is_async(fn):
+        if is_async_callable(fn):
             return await fn(*args)
         result = await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
         if inspect.isawaitable(result):

@@ -221,6 +221,9 @@ class _Instance:
     def find_broker_address_in_subscribe(self, *a):
         return _Found()
 
+    async def find_broker_address_in_subscribe_or_update(self, *a):
+        return _Found()
+
 
 MQ = MessageQueue("T", "b", 0)
 
