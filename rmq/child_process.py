@@ -40,7 +40,7 @@ class ChildProcess:
         self._append_log = append_log
         self._log_start = 0
 
-    def start(self, timeout: float = 30.0) -> "ChildProcess":
+    def start(self, timeout: float = 30.0) -> ChildProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self._append_log:
             self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0

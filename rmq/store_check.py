@@ -92,7 +92,7 @@ def run_store_check(root: str, commitlog_size: int | None, cq_size: int | None) 
                             print(f"  {topic}/{q}: unit {expect_q} points at queue offset {r[2]}")
                             problems += 1
     print(f"ConsumeQueues: {units} units checked")
-    for (topic, qid), n in sorted(per_queue.items())[:50]:
-        print(f"  {topic:<40} queue {qid:<3} {n} records")
+    for (topic, qid), count in sorted(per_queue.items())[:50]:
+        print(f"  {topic:<40} queue {qid:<3} {count} records")
     print("OK" if not problems else f"{problems} problem(s)")
     return 0 if not problems else 1

@@ -13,7 +13,7 @@ record (or end of data) ends the whole CommitLog, as RocketMQ's recovery would c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from spark.scan import ScanResult, Split, Stop
 

@@ -71,7 +71,7 @@ def _layout_slow(rows: np.ndarray, file_size: int) -> QueueLayout:
     start = cur = -1
     blanks = anomalies = 0
     for qoff, phy, size, tags in zip(rows["qoff"].tolist(), rows["phy"].tolist(),
-                                     rows["size"].tolist(), rows["tags"].tolist()):
+                                     rows["size"].tolist(), rows["tags"].tolist(), strict=True):
         if phy + size <= max_phy:
             anomalies += 1
             continue                       # built before
@@ -171,7 +171,7 @@ def read_existing(d: str, file_size: int) -> dict[int, np.ndarray]:
             continue
         buf = np.zeros(file_size, dtype=np.uint8)
         with open(os.path.join(d, name), "rb") as f:
-            got = f.readinto(memoryview(buf))
+            got = f.readinto(buf.data)
         del got
         out[int(name)] = buf.view(CQ_UNIT_DTYPE)
     return out

@@ -13,7 +13,7 @@ import datetime as _dt
 import mmap
 import os
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from typing import Callable, TextIO
+from typing import TextIO
+from collections.abc import Callable
 
 
 def fmt_bytes(n: float) -> str:

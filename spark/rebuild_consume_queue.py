@@ -37,27 +37,28 @@ import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
 
 if __name__ == "__main__" and __package__ in (None, ""):
     # spark-submit runs this file as a script: make `spark` and `rmq` importable from
     # the checkout when they are not installed or shipped with --py-files.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties, \
-    parse_properties_text  # noqa: E402
-from spark.chain import Chain, assemble  # noqa: E402
+    parse_properties_text
+from spark.chain import Chain, assemble
 from spark.commitlog_files import CommitLogFile, RebuildError, check_files, list_local, \
-    make_splits, parse_size  # noqa: E402
+    make_splits, parse_size
 from spark.cq_files import QueueDiff, existing_queues, layout_queue, verify_queue, \
-    write_queue  # noqa: E402
+    write_queue
 from spark.index_files import BuiltIndexFile, KeyChunk, build_file, file_names, plan, \
-    route  # noqa: E402
-from spark.progress import Progress, fmt_bytes, fmt_rate  # noqa: E402
+    route
+from spark.progress import Progress, fmt_bytes, fmt_rate
 from spark.scan import ScanOptions, ScanResult, Split, Stop, scan_buffer, \
-    scan_local_split  # noqa: E402
+    scan_local_split
 
 EXIT_OK, EXIT_DIFF, EXIT_USAGE, EXIT_CUT = 0, 1, 2, 3
 FIXED_LENGTH_FORMAT = "org.apache.spark.input.FixedLengthBinaryInputFormat"
@@ -388,7 +389,7 @@ def _partition_of(assign: dict[tuple[str, int], int], key: tuple[str, int]) -> i
 
 
 def _index_chunks(starts: dict[int, int], per_file: int,
-                  r: ScanResult) -> Iterator[tuple[int, KeyChunk]]:
+                  r: ScanResult) -> Iterable[tuple[int, KeyChunk]]:
     if r.index is None or not r.keys:
         return iter(())
     h, phy, ts = r.index
@@ -617,7 +618,7 @@ class Rebuild:
             out.append(Split(r.seg_id, r.file_idx, p.path, p.file_base, p.file_len,
                              file_size, r.lo, r.hi, p.crc, p.recovery))
             seen.add(r.file_idx)
-        for fi, f in enumerate(files):
+        for fi in range(len(files)):
             if fi not in seen:
                 p = proto[fi]
                 out.append(Split((fi << 32) | 0xFFFFFFFF, fi, p.path, p.file_base, 0,
@@ -732,22 +733,23 @@ class Rebuild:
                      f"queue offsets out of sequence, laid out as the broker would")
         dt = rep.queue_seconds = time.monotonic() - t0
         if cq_root:
+            assert opts.out is not None     # cq_root is under --out
             self.say(f"consumequeue: {len(outcomes)} queues, {rep.units:,} units, "
                      f"{rep.cq_files} files ({cq_file_size} bytes each) in {dt:.1f} s "
                      f"-> {os.path.join(opts.out, 'consumequeue')}")
         if opts.verify:
-            self._verify_rest(outcomes, cq_file_size, commitlog_min)
+            self._verify_rest(opts.verify, outcomes, cq_file_size, commitlog_min)
 
-    def _verify_rest(self, outcomes: list[QueueOutcome], cq_file_size: int,
+    def _verify_rest(self, verify_root: str, outcomes: list[QueueOutcome], cq_file_size: int,
                      commitlog_min: int) -> None:
-        """Queues in the existing directory that the rebuild has no unit for."""
+        """Queues in verify_root that the rebuild has no unit for."""
         opts = self.opts
         rep = self.report
         done = {(o.topic, o.queue_id) for o in outcomes}
-        extra = [k for k in existing_queues(opts.verify)
+        extra = [k for k in existing_queues(verify_root)
                  if k not in done and (opts.topics is None or k[0] in opts.topics)]
         for topic, qid in extra:
-            d = verify_queue(opts.verify, topic, qid, None, cq_file_size, commitlog_min)
+            d = verify_queue(verify_root, topic, qid, None, cq_file_size, commitlog_min)
             if d is not None:
                 rep.diffs.append(d)
         rep.diffs.sort(key=lambda d: (d.topic, d.queue_id))
@@ -756,7 +758,7 @@ class Rebuild:
             print(f"DIFF {d.describe()}", file=self.out, flush=True)
         units = sum(d.count for d in rep.diffs)
         self.say(f"verify: {len(rep.diffs)} of {rep.verified_queues} queues differ "
-                 f"({units} units) from {opts.verify}")
+                 f"({units} units) from {verify_root}")
 
     def _write_on_driver(self, sc) -> bool:
         if self.opts.write_on is not None:
@@ -764,7 +766,7 @@ class Rebuild:
         return not _is_local(sc.master)
 
     def _index(self, sc, payload, chain: Chain, taken: list[ScanResult], tmp: str | None) -> None:
-        assert tmp is not None
+        assert tmp is not None and self.opts.out is not None     # --index needs --out
         rep = self.report
         cfg = self.cfg
         counts = {r.seg_id: r.keys for r in taken}
@@ -783,7 +785,7 @@ class Rebuild:
             else:
                 built = chunks.mapPartitions(work).collect()
         built.sort(key=lambda b: b.file_no)
-        for b, name in zip(built, file_names([b.first_timestamp for b in built])):
+        for b, name in zip(built, file_names([b.first_timestamp for b in built]), strict=True):
             os.rename(b.path, os.path.join(idx_tmp, name))
         rep.index_files = len(built)
         rep.index_seconds = time.monotonic() - t0

@@ -24,7 +24,7 @@ import mmap
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -114,7 +114,7 @@ class ScanResult:
     index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # hash, phy, store ts
     queue_units: dict[tuple[str, int], int] = field(default_factory=dict)  # summary only
 
-    def summary(self) -> "ScanResult":
+    def summary(self) -> ScanResult:
         """The same result without its payload (queue sizes stay, as queue_units)."""
         return ScanResult(self.seg_id, self.file_idx, self.lo, self.hi, self.first,
                           self.next, self.stop, self.records, self.units, self.keys,
@@ -241,6 +241,7 @@ def scan_buffer(buf, off: int, split: Split, opts: ScanOptions, *, at_file_end: 
     levels = opts.delay_levels_ms
     res = ScanResult(split.split_id if seg_id is None else seg_id, split.file_idx,
                      split.lo, split.hi)
+    first: int | None
     if forced_start is not None:
         first = forced_start
     elif split.lo == 0:
@@ -479,7 +480,7 @@ def _emit_units(res: ScanResult, topics: list[str], topic_id: np.ndarray, taken:
     rows["tags"] = tags[idx]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     ends = np.r_[starts[1:], idx.size]
-    for s, e in zip(starts.tolist(), ends.tolist()):
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         k = int(key[s])
         q = k & 0xFFFFFFFF
         if q >= 0x80000000:

@@ -13,7 +13,7 @@ Uses ``rmq.client``, ``rmq.remoting`` and ``rmq.protocol`` only.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["main"]
 

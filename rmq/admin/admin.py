@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Awaitable, Sequence, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Awaitable, Sequence
 
 from rmq.admin.base import AdminError
 from rmq.client.api import MQClientAPI

@@ -26,7 +26,8 @@ import asyncio
 import json
 import sys
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
+from collections.abc import Callable
 
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.protocol.codes import ResponseCode

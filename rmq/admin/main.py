@@ -13,7 +13,8 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import Sequence, TextIO
+from typing import TextIO
+from collections.abc import Sequence
 
 from rmq.admin.admin import DEFAULT_NAMESRV, DEFAULT_TIMEOUT_MS, MQAdmin
 from rmq.admin.base import (COMMANDS, NAMESRV, Command, Opt, Output, UsageError, describe_error,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from rmq.protocol.codes import PermName
 from rmq.protocol.route import TopicConfig, dumps_fastjson
@@ -59,7 +60,7 @@ class Table:
     def _line(self, cells: Sequence[str], widths: Sequence[int]) -> str:
         parts = []
         last = len(cells) - 1
-        for i, (col, cell, w) in enumerate(zip(self.cols, cells, widths)):
+        for i, (col, cell, w) in enumerate(zip(self.cols, cells, widths, strict=True)):
             if i:
                 parts.append(col.gap)
             if col.right:
@@ -143,7 +144,7 @@ def _key_order(k: Any) -> tuple[int, Any]:
 def human_time(ms: int) -> str:
     """UtilAll.timeMillisToHumanString2: local ``yyyy-MM-dd HH:mm:ss,SSS``."""
     t = time.localtime(ms // 1000)
-    return time.strftime("%Y-%m-%d %H:%M:%S", t) + ",%03d" % (ms % 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", t) + f",{ms % 1000:03d}"
 
 
 def topic_config_string(tc: TopicConfig) -> str:

@@ -98,10 +98,10 @@ def rebuild_in_process(store: str, opts: ScanOptions, split_size: int,
         r = full[seg]
         for k, rows in r.queues.items():
             out.queues[k].extend(zip(rows["qoff"].tolist(), rows["phy"].tolist(),
-                                     rows["size"].tolist(), rows["tags"].tolist()))
+                                     rows["size"].tolist(), rows["tags"].tolist(), strict=True))
         if r.index is not None:
             h, phy, ts = r.index
-            out.keys.extend(zip(h.tolist(), phy.tolist(), ts.tolist()))
+            out.keys.extend(zip(h.tolist(), phy.tolist(), ts.tolist(), strict=True))
     st = chain.stop
     if st is not None:
         out.stop = (st.kind, st.file_idx, st.pos)
@@ -123,5 +123,5 @@ def as_array(units: list[Unit]) -> np.ndarray:
     from spark.scan import UNIT_ROW
     a = np.empty(len(units), UNIT_ROW)
     if units:
-        a["qoff"], a["phy"], a["size"], a["tags"] = zip(*units)
+        a["qoff"], a["phy"], a["size"], a["tags"] = zip(*units, strict=True)
     return a

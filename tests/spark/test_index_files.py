@@ -71,7 +71,7 @@ def test_rebuilt_index_files_equal_the_store_index_service(tmp_path):
     for seg, ks in enumerate(segs):
         if not ks:
             continue
-        h, phy, ts = (np.array(c, dtype=np.int64) for c in zip(*ks))
+        h, phy, ts = (np.array(c, dtype=np.int64) for c in zip(*ks, strict=True))
         for f, chunk in route(p.starts[seg], h, phy, ts, p.per_file):
             by_file.setdefault(f, []).append(chunk)
     built = []
@@ -81,7 +81,7 @@ def test_rebuilt_index_files_equal_the_store_index_service(tmp_path):
         if b is not None:
             built.append(b)
     assert len(built) == len(want) == p.files
-    for b, w_bytes in zip(built, want):
+    for b, w_bytes in zip(built, want, strict=True):
         assert open(b.path, "rb").read() == w_bytes, f"index file {b.file_no}"
 
     # and the store's reader finds records by key in them

@@ -108,7 +108,7 @@ def test_rebuilt_index_is_the_brokers(store, full):
     mine = sorted(os.listdir(out / "index"))
     theirs = sorted(os.listdir(store.store / "index"))
     assert len(mine) == len(theirs) >= 2
-    for a, b in zip(mine, theirs):
+    for a, b in zip(mine, theirs, strict=True):
         assert (out / "index" / a).read_bytes() == (store.store / "index" / b).read_bytes()
     slots, num = BROKER_CONF["maxHashSlotNum"], BROKER_CONF["maxIndexNum"]
     files_mine = [IndexFile.load(str(out / "index" / n), slots, num) for n in mine]
@@ -118,14 +118,15 @@ def test_rebuilt_index_is_the_brokers(store, full):
         keys = {(m.topic, m.uniq_key) for m in recs if m.uniq_key} | \
                {(m.topic, k) for m in recs for k in (m.keys or "").split(" ") if k}
         assert len(keys) > 300
+
+        def query(files, full_key):
+            return [o for f in reversed(files)
+                    for o in f.select_phy_offsets(full_key, 64, 0, 2**62)]
+
         for topic, key in sorted(keys):
             full_key = f"{topic}#{key}"
-
-            def query(files):
-                return [o for f in reversed(files)
-                        for o in f.select_phy_offsets(full_key, 64, 0, 2**62)]
-            got = query(files_mine)
-            assert got == query(files_theirs)
+            got = query(files_mine, full_key)
+            assert got == query(files_theirs, full_key)
             assert any(m.commit_log_offset in got for m in recs if m.topic == topic and
                        (m.uniq_key == key or key in (m.keys or "").split(" ")))
     finally:

@@ -22,7 +22,7 @@ class BrokerStatus(Command):
         if args.brokerAddr:
             addr = args.brokerAddr.strip()
             kv = await admin.fetch_broker_runtime_stats(addr)
-            text = "\n".join("%-32s: %s" % (k, kv[k]) for k in sorted(kv))
+            text = "\n".join(f"{k:<32}: {kv[k]}" for k in sorted(kv))
             out.emit(text=text, data={addr: dict(sorted(kv.items()))})
             return
         doc: dict[str, dict[str, str]] = {}
@@ -34,7 +34,7 @@ class BrokerStatus(Command):
             except Exception as e:   # the other brokers are still reported; exit status 1
                 out.error(f"broker {addr}: {describe_error(e)}")
                 continue
-            lines += ["%-24s %-32s: %s" % (addr, k, kv[k]) for k in sorted(kv)]
+            lines += [f"{addr:<24} {k:<32}: {kv[k]}" for k in sorted(kv)]
             doc[addr] = dict(sorted(kv.items()))
         out.emit(text="\n".join(lines), data=doc)
 
@@ -115,7 +115,7 @@ class GetBrokerConfig(Command):
                 out.error(f"broker {addr}: {describe_error(e)}")
                 continue
             lines.append(title)
-            lines += ["%-50s=  %s" % (k, props[k]) for k in sorted(props)]
+            lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
             lines.append("")
             doc[addr] = dict(sorted(props.items()))
         out.emit(text="\n".join(lines), data=doc)

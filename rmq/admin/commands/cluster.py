@@ -31,6 +31,13 @@ def _delta(table: dict[str, str], what: str, start: str, end: str) -> int:
     return _long(table, f"msg{what}Total{end}") - _long(table, f"msg{what}Total{start}")
 
 
+def _tps_load(tps: float, kv: dict[str, str], pool: str) -> str:
+    """clusterList's ``TPS(queue size,head wait ms)`` cell for the send or pull pool."""
+    size = kv.get(f"{pool}ThreadPoolQueueSize", "-")
+    wait = kv.get(f"{pool}ThreadPoolQueueHeadWaitTimeMills", "-")
+    return f"{tps:9.2f}({size},{wait}ms)"
+
+
 _LOAD_KEYS = ("sendThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills",
               "pullThreadPoolQueueSize", "pullThreadPoolQueueHeadWaitTimeMills",
               "pageCacheLockTimeMills")
@@ -75,7 +82,7 @@ class ClusterList(Command):
                 return e
 
         stats = await asyncio.gather(*(fetch(m[3]) for m in members))
-        for (_, broker, bid, addr), st in zip(members, stats):
+        for (_, broker, bid, addr), st in zip(members, stats, strict=True):
             if isinstance(st, BaseException):
                 out.warn(f"broker {broker} ({bid}, {addr}): {describe_error(st)}")
         if args.moreStats:
@@ -94,7 +101,7 @@ class ClusterList(Command):
                       Col("#SPACE", 6, right=True, gap=" "))
         rows = []
         now = int(time.time() * 1000)
-        for (cluster, broker, bid, addr), st in zip(members, stats):
+        for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
             kv: dict[str, str] = st if isinstance(st, dict) else {}
             tps_in = _first_number(kv.get("putTps"))
             tps_out = _first_number(kv.get("getTransferedTps", kv.get("getFoundTps")))
@@ -109,16 +116,9 @@ class ClusterList(Command):
                 space = float(kv.get("commitLogDiskRatio") or 0.0)
             except ValueError:
                 space = 0.0
-
-            def g(key: str) -> str:
-                return kv.get(key, "-")
-
             table.add(cluster, broker, bid, addr, kv.get("brokerVersionDesc", ""),
-                      "%9.2f(%s,%sms)" % (tps_in, g("sendThreadPoolQueueSize"),
-                                          g("sendThreadPoolQueueHeadWaitTimeMills")),
-                      "%9.2f(%s,%sms)" % (tps_out, g("pullThreadPoolQueueSize"),
-                                          g("pullThreadPoolQueueHeadWaitTimeMills")),
-                      g("pageCacheLockTimeMills"), "%2.2f" % hour, "%.4f" % space)
+                      _tps_load(tps_in, kv, "send"), _tps_load(tps_out, kv, "pull"),
+                      kv.get("pageCacheLockTimeMills", "-"), f"{hour:2.2f}", f"{space:.4f}")
             row: dict[str, Any] = {
                 "cluster": cluster, "brokerName": broker, "brokerId": bid, "addr": addr,
                 "version": kv.get("brokerVersionDesc"), "inTps": tps_in, "outTps": tps_out}
@@ -137,7 +137,7 @@ class ClusterList(Command):
                       Col("#InTotalToday", 14, right=True, gap=" "),
                       Col("#OutTotalToday", 14, right=True, gap=" "))
         rows = []
-        for (cluster, broker, bid, addr), st in zip(members, stats):
+        for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
             in_yest = out_yest = in_today = out_today = 0
             if isinstance(st, dict):
                 try:   # mqadmin: all four or none

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import GROUP, TOPIC, Command, Output, register

@@ -38,7 +38,7 @@ async def print_msg(admin: MQAdmin, msg: MessageExt, charset: str | None) -> tup
     body_text = msg.body.decode(charset, "replace") if charset else None
     if body_text is not None:
         fields.append(("Message Body:", body_text))
-    lines = ["%-20s %s" % (k, v) for k, v in fields]
+    lines = [f"{k:<20} {v}" for k, v in fields]
     tracks = await admin.message_track_detail(msg)
     if not tracks:
         lines += ["", "", "WARN: No Consumer"]

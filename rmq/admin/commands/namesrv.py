@@ -9,7 +9,7 @@ registers new queue data.
 from __future__ import annotations
 
 import argparse
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import AdminError, Command, Opt, Output, describe_error, register

@@ -55,7 +55,7 @@ class TopicList(Command):
         found = await asyncio.gather(*(describe(t) for t in topics))
         table = Table(Col("#Cluster Name", 20), Col("#Topic", 48), Col("#Consumer Group", 48))
         rows = []
-        for topic, (cluster, groups) in zip(topics, found):
+        for topic, (cluster, groups) in zip(topics, found, strict=True):
             for g in groups or [""]:
                 table.add(cluster, topic, g)
             rows.append({"cluster": cluster, "topic": topic, "consumerGroups": groups})
@@ -196,6 +196,6 @@ class DeleteTopic(Command):
         if not out.json:
             out.emit(text=f"delete topic [{topic}] from cluster [{cluster}] success.")
         namesrvs = await admin.delete_topic_in_namesrv(topic, cluster)
-        out.emit(text="delete topic [%s] from NameServer success." % topic,
+        out.emit(text=f"delete topic [{topic}] from NameServer success.",
                  data={"topic": topic, "cluster": cluster, "brokers": addrs,
                        "nameServers": namesrvs})
