@@ -32,8 +32,12 @@ from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    POS_BORNHOST,
+    POS_PHYSICALOFFSET,
+    POS_SYSFLAG,
     SCHEDULE_TOPIC,
     SysFlag,
+    record_length,
 )
 from rmq.store.dispatch_request import (
     check_message_and_return_size,
@@ -50,8 +54,8 @@ _MAGIC_V1 = struct.pack(">i", MESSAGE_MAGIC_CODE)
 _MAGIC_V2 = struct.pack(">i", MESSAGE_MAGIC_CODE_V2)
 _MAGIC_BLANK = struct.pack(">i", BLANK_MAGIC_CODE)
 # TOTALSIZE .. PROPERTIES LENGTH without body, topic, properties and the two hosts.
-_FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
-_TRAN_MASK = 0xC
+_FIXED = record_length(0, 0, 0, 0) - 2 * 8       # less the two IPv4 hosts
+_TRAN_MASK = SysFlag.TRANSACTION_ROLLBACK_TYPE   # both transaction bits (getTransactionValue)
 _MADV_POPULATE_READ = 22        # Linux >= 5.14; older kernels say EINVAL
 _ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 _COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
@@ -127,10 +131,10 @@ def _proves_record(buf, off: int, p: int, end: int, split: Split, levels: Sequen
                    at_file_end: bool) -> bool:
     """Is there a record at file position p? (magic was found at p + 4)"""
     rel = p - off
-    if p + 36 > end:
+    if p + POS_PHYSICALOFFSET + 8 > end:
         return False
     total = _II.unpack_from(buf, rel)[0]
-    if total <= 0 or _Q.unpack_from(buf, rel + 28)[0] != split.file_base + p:
+    if total <= 0 or _Q.unpack_from(buf, rel + POS_PHYSICALOFFSET)[0] != split.file_base + p:
         return False
     if p + total > end:
         # Only a buffer that stops before the file does (a Hadoop split) can cut a
@@ -277,11 +281,11 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
         crc = _gather(a, rel + 8, 4, ">i4")
         qid = _gather(a, rel + 12, 4, ">i4")
         qoff = _gather(a, rel + 20, 8, ">i8")
-        phys = _gather(a, rel + 28, 8, ">i8")
-        sysflag = _gather(a, rel + 36, 4, ">i4")
+        phys = _gather(a, rel + POS_PHYSICALOFFSET, 8, ">i8")
+        sysflag = _gather(a, rel + POS_SYSFLAG, 4, ">i4")
         bh = np.where(sysflag & SysFlag.BORNHOST_V6, 20, 8)
         sh = np.where(sysflag & SysFlag.STOREHOSTADDRESS_V6, 20, 8)
-        ts_rel = rel + 48 + bh
+        ts_rel = rel + POS_BORNHOST + bh
         store_ts = _gather(a, ts_rel, 8, ">i8")
         bl_rel = ts_rel + 8 + sh + 4 + 8
         body_len = _gather(a, bl_rel, 4, ">i4").astype(np.int64)

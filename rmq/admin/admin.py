@@ -30,20 +30,19 @@ from rmq.protocol.headers import (BrokerPermRequestHeader, DeleteSubscriptionGro
                                   GetConsumerConnectionListRequestHeader,
                                   GetProducerConnectionListRequestHeader)
 from rmq.protocol.message import MessageExt, decode_message_id
-from rmq.protocol.route import (MASTER_ID, BrokerData, ClusterInfo, MessageQueue, TopicConfig,
+from rmq.common.mixall import MASTER_ID, retry_topic
+from rmq.protocol.route import (BrokerData, ClusterInfo, MessageQueue, TopicConfig,
                                 TopicRouteData, dumps_fastjson, loads_fastjson,
                                 loads_object_keyed_map)
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
 __all__ = ["MQAdmin", "TopicOffset", "ConsumerNotOnline", "DEFAULT_NAMESRV", "DEFAULT_TIMEOUT_MS",
-           "NAMESPACE_ORDER_TOPIC_CONFIG", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX"]
+           "NAMESPACE_ORDER_TOPIC_CONFIG"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 DEFAULT_TIMEOUT_MS = 5000                  # DefaultMQAdminExt.timeoutMillis
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"   # NamesrvUtil
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"       # MixAll
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 T = TypeVar("T")
 
@@ -291,7 +290,7 @@ class MQAdmin:
     # ------------------------------------------------------------------ consumers / producers
     async def _group_brokers(self, group: str) -> list[str]:
         """Brokers serving a consumer group: those of its retry topic's route."""
-        retry = RETRY_GROUP_TOPIC_PREFIX + group
+        retry = retry_topic(group)
         route = await self.namesrv(self.api.get_topic_route_info(retry, self.timeout_ms))
         if route is None:
             raise AdminError(f"consumer group {group} not found: the NameServer has no route "

@@ -1,16 +1,8 @@
 """What every ``rmq admin`` subcommand is made of: options, the command class, output.
 
-A subcommand is a ``Command`` subclass registered with ``@register``::
-
-    @register
-    class TopicRoute(Command):
-        name = "topicRoute"
-        help = "Examine topic route info"
-        options = (TOPIC.but(required=True),)
-
-        async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-            route = await admin.examine_topic_route_info(args.topic)
-            out.emit(text=fastjson_pretty(route.to_obj()), data=route.to_obj())
+A subcommand is a ``Command`` subclass registered with ``@register``: a ``name`` (as
+mqadmin spells it), a ``help`` line, its ``options`` and ``async def run(admin, args,
+out)``. ``TopicRoute`` in ``rmq/admin/commands/topic.py`` is the smallest whole one.
 
 The framework (``rmq.admin.main``) builds the argparse parser from ``options`` (plus the
 common ``-n``, ``--json``, ``--timeout`` and ``-h``), opens one ``MQAdmin`` for the run,

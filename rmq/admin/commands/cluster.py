@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import Command, Opt, Output, describe_error, register
 from rmq.admin.output import Col, Table
+from rmq.common.clock import now_ms
 
 
 def _first_number(value: str | None) -> float:
@@ -100,7 +100,7 @@ class ClusterList(Command):
                       Col("#Hour", 5, right=True, gap=" "),
                       Col("#SPACE", 6, right=True, gap=" "))
         rows = []
-        now = int(time.time() * 1000)
+        now = now_ms()
         for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
             kv: dict[str, str] = st if isinstance(st, dict) else {}
             tps_in = _first_number(kv.get("putTps"))

@@ -5,10 +5,11 @@ import argparse
 import time
 from typing import Any
 
-from rmq.admin.admin import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin
+from rmq.admin.admin import MQAdmin
 from rmq.admin.base import (BROKER_ADDR, CLUSTER, GROUP, TOPIC, AdminError, Command, Opt, Output,
                             broker_or_cluster, java_bool, register)
 from rmq.admin.output import Col, Table, mq_version_desc
+from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
 from rmq.protocol.admin_bodies import subscription_group_string
 
 
@@ -62,8 +63,7 @@ class ConsumerProgress(Command):
                       Col("#Diff Total"))
         rows = []
         groups = sorted(t[len(RETRY_GROUP_TOPIC_PREFIX):]
-                        for t in await admin.fetch_all_topic_list()
-                        if t.startswith(RETRY_GROUP_TOPIC_PREFIX))
+                        for t in await admin.fetch_all_topic_list() if is_retry_topic(t))
         for group in groups:
             row: dict[str, Any] = {"group": group, "count": 0, "version": "OFFLINE",
                                    "type": "", "model": "", "tps": 0, "diffTotal": 0}
@@ -185,7 +185,7 @@ class DeleteSubGroup(Command):
                          + (f" in cluster [{cluster}]" if cluster else "") + " success.")
         if cluster is not None:
             # as mqadmin: the group's retry and dead-letter topics go with it
-            for topic in (RETRY_GROUP_TOPIC_PREFIX + group, DLQ_GROUP_TOPIC_PREFIX + group):
+            for topic in (retry_topic(group), dlq_topic(group)):
                 route = await admin.namesrv(admin.api.get_topic_route_info(topic, admin.timeout_ms))
                 if route is None:
                     continue

@@ -10,13 +10,12 @@ from rmq.admin.admin import MQAdmin
 from rmq.admin.base import MSG_ID, MSG_KEY, TOPIC, AdminError, Command, Opt, Output, UsageError, register
 from rmq.admin.output import Col, Table, human_time
 from rmq.client.message import PullStatus
+from rmq.common.mixall import MASTER_ID, TOOLS_CONSUMER_GROUP
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import MessageExt, decode_message_id, decode_records
-from rmq.protocol.route import MASTER_ID
 
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"      # MixAll.TOOLS_CONSUMER_GROUP
 QUERY_MAX_NUM = 64                           # QueryMsgByKeySubCommand
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable, Callable
+from typing import ClassVar
 
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import AdminError, Command, Opt, Output, describe_error, register
@@ -41,23 +42,26 @@ async def _each_namesrv(admin: MQAdmin, out: Output, broker: str, verb: str,
         out.emit(data={"brokerName": broker, "nameServers": results})
 
 
+class _WritePerm(Command):
+    """The two commands differ only in what each NameServer is asked to do."""
+
+    options = (_BROKER_NAME,)
+    verb: ClassVar[str]     # "wipe" | "add", as mqadmin's output says it
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        call = admin.wipe_write_perm_of_broker if self.verb == "wipe" else admin.add_write_perm_of_broker
+        await _each_namesrv(admin, out, args.brokerName.strip(), self.verb, call)
+
+
 @register
-class WipeWritePerm(Command):
+class WipeWritePerm(_WritePerm):
     name = "wipeWritePerm"
     help = "Wipe write perm of broker in all name server"
-    options = (_BROKER_NAME,)
-
-    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        await _each_namesrv(admin, out, args.brokerName.strip(), "wipe",
-                            admin.wipe_write_perm_of_broker)
+    verb = "wipe"
 
 
 @register
-class AddWritePerm(Command):
+class AddWritePerm(_WritePerm):
     name = "addWritePerm"
     help = "Add write perm of broker in all name server you defined in the -n param"
-    options = (_BROKER_NAME,)
-
-    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        await _each_namesrv(admin, out, args.brokerName.strip(), "add",
-                            admin.add_write_perm_of_broker)
+    verb = "add"

@@ -12,7 +12,6 @@ restart. The table printed is mqadmin's: brokerName, queueId, new offset.
 from __future__ import annotations
 
 import argparse
-import time
 from datetime import datetime
 
 from rmq.admin.admin import MQAdmin
@@ -20,9 +19,11 @@ from rmq.admin.base import (GROUP, TOPIC, AdminError, Command, Opt, Output, Usag
                             java_bool, register)
 from rmq.admin.output import Col, Table
 from rmq.client.errors import MQBrokerError
+from rmq.common.clock import now_ms
+from rmq.common.mixall import MASTER_ID
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import ResetOffsetRequestHeader
-from rmq.protocol.route import MASTER_ID, MessageQueue, loads_object_keyed_map
+from rmq.protocol.route import MessageQueue, loads_object_keyed_map
 
 #: UtilAll.YYYY_MM_DD_HH_MM_SS_SSS
 TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"
@@ -33,7 +34,7 @@ def parse_reset_timestamp(text: str) -> int:
     (local time), as ResetOffsetByTimeCommand reads ``-s``."""
     t = text.strip()
     if t == "now":
-        return int(time.time() * 1000)
+        return now_ms()
     try:
         return int(t)
     except ValueError:

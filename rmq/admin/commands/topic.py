@@ -5,11 +5,12 @@ import argparse
 import asyncio
 from typing import Any
 
-from rmq.admin.admin import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin
+from rmq.admin.admin import MQAdmin
 from rmq.admin.base import (BROKER_ADDR, CLUSTER, TOPIC, AdminError, Command, Opt, Output,
                             UsageError, broker_or_cluster, java_bool, register)
 from rmq.admin.output import (Col, Table, fastjson_pretty, human_time, topic_config_string,
                               without_nulls)
+from rmq.common.mixall import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmq.protocol.codes import PermName
 from rmq.protocol.route import ClusterInfo, TopicConfig, TopicRouteData
 
