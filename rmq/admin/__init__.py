@@ -11,6 +11,7 @@ Layout:
 
 Uses ``rmq.client``, ``rmq.remoting`` and ``rmq.protocol`` only.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,4 +21,5 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     from rmq.admin.main import main as _main
+
     return _main(argv)

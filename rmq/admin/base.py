@@ -11,15 +11,16 @@ calls ``validate`` then ``run``, and turns failures into the one error path: an
 on stderr and exit status 1; a usage problem (``parser.error``/``UsageError``) is
 argparse's message and status 2.
 """
+
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
-from collections.abc import Callable
 
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.protocol.codes import ResponseCode
@@ -30,9 +31,24 @@ if TYPE_CHECKING:
     from rmq.admin.admin import MQAdmin
 
 __all__ = [
-    "AdminError", "UsageError", "Opt", "Command", "Output", "register", "COMMANDS",
-    "find_command", "NAMESRV", "TOPIC", "BROKER_ADDR", "CLUSTER", "GROUP", "MSG_ID", "MSG_KEY",
-    "java_bool", "describe_error", "broker_or_cluster",
+    "AdminError",
+    "UsageError",
+    "Opt",
+    "Command",
+    "Output",
+    "register",
+    "COMMANDS",
+    "find_command",
+    "NAMESRV",
+    "TOPIC",
+    "BROKER_ADDR",
+    "CLUSTER",
+    "GROUP",
+    "MSG_ID",
+    "MSG_KEY",
+    "java_bool",
+    "describe_error",
+    "broker_or_cluster",
 ]
 
 
@@ -90,9 +106,15 @@ class Opt:
         if not self.arg:
             parser.add_argument(*names, dest=self.long, action="store_true", help=self.help)
             return
-        parser.add_argument(*names, dest=self.long, required=self.required, type=self.type,
-                            default=self.default, help=self.help,
-                            metavar=self.metavar or self.long.upper())
+        parser.add_argument(
+            *names,
+            dest=self.long,
+            required=self.required,
+            type=self.type,
+            default=self.default,
+            help=self.help,
+            metavar=self.metavar or self.long.upper(),
+        )
 
 
 def broker_or_cluster(args: argparse.Namespace) -> None:
@@ -111,9 +133,13 @@ def java_bool(text: str) -> bool:
 
 # mqadmin's letters. A command takes the ones it needs and adjusts them with ``but``;
 # the same letter keeps the same meaning across commands wherever mqadmin does so.
-NAMESRV = Opt("n", "namesrvAddr",
-              "Name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876 "
-              "(default: $NAMESRV_ADDR, else 127.0.0.1:9876)", metavar="ADDR")
+NAMESRV = Opt(
+    "n",
+    "namesrvAddr",
+    "Name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876 "
+    "(default: $NAMESRV_ADDR, else 127.0.0.1:9876)",
+    metavar="ADDR",
+)
 TOPIC = Opt("t", "topic", "topic name")
 BROKER_ADDR = Opt("b", "brokerAddr", "broker address (ip:port)", metavar="ADDR")
 CLUSTER = Opt("c", "clusterName", "cluster name", metavar="CLUSTER")
@@ -170,8 +196,9 @@ class Output:
     ``warn`` is the same line without changing the exit status.
     """
 
-    def __init__(self, command: str, json_mode: bool, stdout: TextIO | None = None,
-                 stderr: TextIO | None = None) -> None:
+    def __init__(
+        self, command: str, json_mode: bool, stdout: TextIO | None = None, stderr: TextIO | None = None
+    ) -> None:
         self.command = command
         self.json = json_mode
         self.stdout = stdout or sys.stdout

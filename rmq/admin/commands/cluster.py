@@ -1,4 +1,5 @@
 """clusterList (mqadmin's ClusterListSubCommand)."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,13 @@ def _tps_load(tps: float, kv: dict[str, str], pool: str) -> str:
     return f"{tps:9.2f}({size},{wait}ms)"
 
 
-_LOAD_KEYS = ("sendThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills",
-              "pullThreadPoolQueueSize", "pullThreadPoolQueueHeadWaitTimeMills",
-              "pageCacheLockTimeMills")
+_LOAD_KEYS = (
+    "sendThreadPoolQueueSize",
+    "sendThreadPoolQueueHeadWaitTimeMills",
+    "pullThreadPoolQueueSize",
+    "pullThreadPoolQueueHeadWaitTimeMills",
+    "pageCacheLockTimeMills",
+)
 
 
 @register
@@ -49,8 +54,13 @@ class ClusterList(Command):
     help = "List all of clusters"
     options = (
         Opt("m", "moreStats", "Print more stats", arg=False),
-        Opt("i", "interval", "specify intervals numbers, it is in seconds (repeat forever)",
-            type=int, metavar="SECONDS"),
+        Opt(
+            "i",
+            "interval",
+            "specify intervals numbers, it is in seconds (repeat forever)",
+            type=int,
+            metavar="SECONDS",
+        ),
     )
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
@@ -63,10 +73,9 @@ class ClusterList(Command):
             if not args.interval:
                 return
 
-    async def _once(self, admin: MQAdmin, args: argparse.Namespace, out: Output,
-                    fresh: bool) -> None:
+    async def _once(self, admin: MQAdmin, args: argparse.Namespace, out: Output, fresh: bool) -> None:
         ci = await admin.examine_broker_cluster_info(fresh=fresh)
-        members: list[tuple[str, str, int, str]] = []     # cluster, broker, id, addr
+        members: list[tuple[str, str, int, str]] = []  # cluster, broker, id, addr
         for cluster in sorted(ci.cluster_addr_table):
             for broker in sorted(set(ci.cluster_addr_table[cluster])):
                 bd = ci.broker_addr_table.get(broker)
@@ -92,13 +101,18 @@ class ClusterList(Command):
 
     @staticmethod
     def _base(members: list[tuple[str, str, int, str]], stats: list[Any], out: Output) -> None:
-        table = Table(Col("#Cluster Name", 16), Col("#Broker Name", 22), Col("#BID", 4),
-                      Col("#Addr", 22), Col("#Version", 16, gap=" "),
-                      Col("#InTPS(LOAD)", 19, right=True, gap=" "),
-                      Col("#OutTPS(LOAD)", 19, right=True, gap=" "),
-                      Col("#PCWait(ms)", 10, right=True, gap=" "),
-                      Col("#Hour", 5, right=True, gap=" "),
-                      Col("#SPACE", 6, right=True, gap=" "))
+        table = Table(
+            Col("#Cluster Name", 16),
+            Col("#Broker Name", 22),
+            Col("#BID", 4),
+            Col("#Addr", 22),
+            Col("#Version", 16, gap=" "),
+            Col("#InTPS(LOAD)", 19, right=True, gap=" "),
+            Col("#OutTPS(LOAD)", 19, right=True, gap=" "),
+            Col("#PCWait(ms)", 10, right=True, gap=" "),
+            Col("#Hour", 5, right=True, gap=" "),
+            Col("#SPACE", 6, right=True, gap=" "),
+        )
         rows = []
         now = now_ms()
         for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
@@ -116,12 +130,27 @@ class ClusterList(Command):
                 space = float(kv.get("commitLogDiskRatio") or 0.0)
             except ValueError:
                 space = 0.0
-            table.add(cluster, broker, bid, addr, kv.get("brokerVersionDesc", ""),
-                      _tps_load(tps_in, kv, "send"), _tps_load(tps_out, kv, "pull"),
-                      kv.get("pageCacheLockTimeMills", "-"), f"{hour:2.2f}", f"{space:.4f}")
+            table.add(
+                cluster,
+                broker,
+                bid,
+                addr,
+                kv.get("brokerVersionDesc", ""),
+                _tps_load(tps_in, kv, "send"),
+                _tps_load(tps_out, kv, "pull"),
+                kv.get("pageCacheLockTimeMills", "-"),
+                f"{hour:2.2f}",
+                f"{space:.4f}",
+            )
             row: dict[str, Any] = {
-                "cluster": cluster, "brokerName": broker, "brokerId": bid, "addr": addr,
-                "version": kv.get("brokerVersionDesc"), "inTps": tps_in, "outTps": tps_out}
+                "cluster": cluster,
+                "brokerName": broker,
+                "brokerId": bid,
+                "addr": addr,
+                "version": kv.get("brokerVersionDesc"),
+                "inTps": tps_in,
+                "outTps": tps_out,
+            }
             row.update((k, kv.get(k)) for k in _LOAD_KEYS)
             row.update(hour=round(hour, 2), space=space)
             if isinstance(st, BaseException):
@@ -131,16 +160,19 @@ class ClusterList(Command):
 
     @staticmethod
     def _more(members: list[tuple[str, str, int, str]], stats: list[Any], out: Output) -> None:
-        table = Table(Col("#Cluster Name", 16), Col("#Broker Name", 32),
-                      Col("#InTotalYest", 14, right=True, gap=" "),
-                      Col("#OutTotalYest", 14, right=True, gap=" "),
-                      Col("#InTotalToday", 14, right=True, gap=" "),
-                      Col("#OutTotalToday", 14, right=True, gap=" "))
+        table = Table(
+            Col("#Cluster Name", 16),
+            Col("#Broker Name", 32),
+            Col("#InTotalYest", 14, right=True, gap=" "),
+            Col("#OutTotalYest", 14, right=True, gap=" "),
+            Col("#InTotalToday", 14, right=True, gap=" "),
+            Col("#OutTotalToday", 14, right=True, gap=" "),
+        )
         rows = []
         for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
             in_yest = out_yest = in_today = out_today = 0
             if isinstance(st, dict):
-                try:   # mqadmin: all four or none
+                try:  # mqadmin: all four or none
                     in_yest = _delta(st, "Put", "YesterdayMorning", "TodayMorning")
                     out_yest = _delta(st, "Get", "YesterdayMorning", "TodayMorning")
                     in_today = _delta(st, "Put", "TodayMorning", "TodayNow")
@@ -148,7 +180,16 @@ class ClusterList(Command):
                 except (KeyError, ValueError):
                     in_yest = out_yest = in_today = out_today = 0
             table.add(cluster, broker, in_yest, out_yest, in_today, out_today)
-            rows.append({"cluster": cluster, "brokerName": broker, "brokerId": bid, "addr": addr,
-                         "inTotalYest": in_yest, "outTotalYest": out_yest,
-                         "inTotalToday": in_today, "outTotalToday": out_today})
+            rows.append(
+                {
+                    "cluster": cluster,
+                    "brokerName": broker,
+                    "brokerId": bid,
+                    "addr": addr,
+                    "inTotalYest": in_yest,
+                    "outTotalYest": out_yest,
+                    "inTotalToday": in_today,
+                    "outTotalToday": out_today,
+                }
+            )
         out.emit(text=table.render(), data={"brokers": rows})
