@@ -596,9 +596,10 @@ class Rebuild:
         acc_bytes = sc.accumulator(0)
         acc_records = sc.accumulator(0)
         acc_tasks = sc.accumulator(0)
-        # _BytesPerFile has AccumulatorParam's two methods without subclassing it: this
-        # module imports pyspark only when a job starts
-        acc_files: Accumulator[dict[int, int]] = sc.accumulator({}, _BytesPerFile())  # type: ignore[arg-type]
+        acc_files: Accumulator[dict[int, int]] = sc.accumulator(
+            {},
+            _BytesPerFile(),  # type: ignore[arg-type]  # AccumulatorParam by duck typing: pyspark is imported lazily
+        )
         scan_opts = self.scan_opts
 
         def counted(r: ScanResult) -> ScanResult:
