@@ -1,12 +1,13 @@
 # make run   - create .venv, install, start a local cluster under ./data (Ctrl-C stops it)
-# make test  - create .venv, install everything the tests need, run the whole suite
+# make lint  - create .venv, install, run ruff (lint + format check) and mypy (config: pyproject.toml)
+# make test  - make lint, then install everything the tests need and run the whole suite
 # make bench - run the benchmarks (not part of make test)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench clean
+.PHONY: run lint test bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,7 +18,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/rmq dev --data ./data
 
-test: $(STAMP)
+# The paths mypy checks are `files` in pyproject.toml, so a bare `mypy` checks the same tree.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# lint first: a violation fails CI before the slow part starts
+test: lint
 	scripts/install_test_deps.sh
 	$(BIN)/python -m pytest -q
 
@@ -29,4 +37,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/failover_bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

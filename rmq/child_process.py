@@ -4,6 +4,7 @@ Shared by ``rmq dev``-style launchers, the integration-test harness and the benc
 each starts real ``rmq`` processes in their own session (so a Ctrl-C or a SIGKILL of the
 group reaches exactly them), logs to a file, and waits for a ready line in that log.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,15 @@ class ChildProcess:
     what this run wrote), so it cannot find the previous run's ready line.
     """
 
-    def __init__(self, name: str, argv: list[str], workdir: Path, ready: str,
-                 env: dict[str, str] | None = None, append_log: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        workdir: Path,
+        ready: str,
+        env: dict[str, str] | None = None,
+        append_log: bool = False,
+    ) -> None:
         self.name = name
         self.argv = argv
         self.workdir = workdir
@@ -40,7 +48,7 @@ class ChildProcess:
         self._append_log = append_log
         self._log_start = 0
 
-    def start(self, timeout: float = 30.0) -> "ChildProcess":
+    def start(self, timeout: float = 30.0) -> ChildProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self._append_log:
             self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -54,8 +62,14 @@ class ChildProcess:
         if self.env:
             env.update(self.env)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=env, cwd=str(self.workdir), start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(self.workdir),
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = self.ready.search(self.log_text(self._log_start))
@@ -63,8 +77,9 @@ class ChildProcess:
                 self.match = m
                 return self
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before it was "
-                                   f"ready:\n{self.tail()}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} before it was ready:\n{self.tail()}"
+                )
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"{self.name} not ready within {timeout}s:\n{self.tail()}")

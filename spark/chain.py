@@ -10,10 +10,11 @@ record spans entirely owns nothing. A record cut by the end of a Hadoop split is
 by the driver (`read_spill`). The walk ends at each file's BLANK; the first invalid
 record (or end of data) ends the whole CommitLog, as RocketMQ's recovery would cut it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from spark.scan import ScanResult, Split, Stop
 
@@ -23,8 +24,8 @@ class FileEnd:
     """How the chain left one CommitLog file."""
 
     file_idx: int
-    kind: str            # "blank", "full" (walked to its length), "end", "invalid", "skipped"
-    pos: int             # file position where it ended (or file length)
+    kind: str  # "blank", "full" (walked to its length), "end", "invalid", "skipped"
+    pos: int  # file position where it ended (or file length)
     reason: str = ""
 
 
@@ -32,11 +33,11 @@ class FileEnd:
 class Chain:
     """Which scan results make up the CommitLog, in order."""
 
-    accepted: set[int] = field(default_factory=set)        # seg ids of task results
+    accepted: set[int] = field(default_factory=set)  # seg ids of task results
     extra: list[ScanResult] = field(default_factory=list)  # results made on the driver
-    order: list[int] = field(default_factory=list)         # seg ids in CommitLog order
+    order: list[int] = field(default_factory=list)  # seg ids in CommitLog order
     ends: list[FileEnd] = field(default_factory=list)
-    stop_file: int | None = None     # the file whose invalid record / early end stops all
+    stop_file: int | None = None  # the file whose invalid record / early end stops all
     rescans: int = 0
     spills: int = 0
 
@@ -45,10 +46,13 @@ class Chain:
         return None if self.stop_file is None else self.ends[self.stop_file]
 
 
-def assemble(splits: Sequence[Split], results: Sequence[ScanResult],
-             rescan: Callable[[Split, int, int], ScanResult],
-             read_spill: Callable[[Split, int, int], ScanResult],
-             first_extra_id: int) -> Chain:
+def assemble(
+    splits: Sequence[Split],
+    results: Sequence[ScanResult],
+    rescan: Callable[[Split, int, int], ScanResult],
+    read_spill: Callable[[Split, int, int], ScanResult],
+    first_extra_id: int,
+) -> Chain:
     """Join the results (one per split) into the chain of the CommitLog.
 
     rescan(split, start, seg_id) scans split from a known boundary; read_spill(split,
@@ -73,7 +77,7 @@ def assemble(splits: Sequence[Split], results: Sequence[ScanResult],
             end = FileEnd(fi, "end", 0, "empty file")
         for s in fsplits:
             if end is not None or expected >= s.hi:
-                continue         # past this file's BLANK, or inside one record
+                continue  # past this file's BLANK, or inside one record
             r = by_id[s.split_id]
             if r.first == expected:
                 chain.accepted.add(r.seg_id)

@@ -1,11 +1,12 @@
 """The CommitLog files of a store, checked the way RocketMQ checks them on load, and cut
 into the byte ranges the tasks scan (driver side; pure apart from listing a directory)."""
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from spark.scan import Split
 
@@ -17,9 +18,9 @@ class RebuildError(Exception):
 @dataclass(frozen=True)
 class CommitLogFile:
     name: str
-    path: str           # local path or Hadoop URI
-    start: int          # absolute offset of its first byte (= its name)
-    length: int         # bytes on disk
+    path: str  # local path or Hadoop URI
+    start: int  # absolute offset of its first byte (= its name)
+    length: int  # bytes on disk
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -54,8 +55,9 @@ def list_local(store: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def check_files(entries: Sequence[tuple[str, str, int]], where: str,
-                configured_size: int | None) -> tuple[list[CommitLogFile], int, list[str]]:
+def check_files(
+    entries: Sequence[tuple[str, str, int]], where: str, configured_size: int | None
+) -> tuple[list[CommitLogFile], int, list[str]]:
     """The CommitLog files in order, the file size, and notes (ignored names, a short
     last file). RebuildError when RocketMQ could not load them either: no files, a file
     of another size than the others (only the last may be shorter: the tail of a copy or
@@ -86,22 +88,28 @@ def check_files(entries: Sequence[tuple[str, str, int]], where: str,
             more = f" ... ({len(files)} files)" if len(files) > 8 else ""
             raise RebuildError(
                 f"CommitLog files in {where} have inconsistent sizes: {f.name} is {f.length} "
-                f"bytes, expected {src} (only the last file may be shorter) [{sizes}{more}]")
+                f"bytes, expected {src} (only the last file may be shorter) [{sizes}{more}]"
+            )
         if f.start % size:
-            raise RebuildError(f"CommitLog file {f.path}: name {f.name} is not a multiple "
-                               f"of the file size {size}")
+            raise RebuildError(
+                f"CommitLog file {f.path}: name {f.name} is not a multiple of the file size {size}"
+            )
         if i and f.start != files[i - 1].start + size:
             raise RebuildError(
                 f"CommitLog files in {where} are not contiguous: {files[i - 1].name} is "
-                f"followed by {f.name} (expected {files[i - 1].start + size:020d})")
+                f"followed by {f.name} (expected {files[i - 1].start + size:020d})"
+            )
     if files[-1].length < size:
-        notes.append(f"the last CommitLog file {files[-1].name} is {files[-1].length} bytes, "
-                     f"shorter than {size}: read to its end")
+        notes.append(
+            f"the last CommitLog file {files[-1].name} is {files[-1].length} bytes, "
+            f"shorter than {size}: read to its end"
+        )
     return files, size, notes
 
 
-def make_splits(files: Sequence[CommitLogFile], file_size: int, split_size: int,
-                crc_all: bool, check_crc_on_recover: bool) -> list[Split]:
+def make_splits(
+    files: Sequence[CommitLogFile], file_size: int, split_size: int, crc_all: bool, check_crc_on_recover: bool
+) -> list[Split]:
     """Byte ranges of at most split_size, never across a file boundary.
 
     CRC: RocketMQ's recovery checks records of the last three files (with
@@ -117,8 +125,9 @@ def make_splits(files: Sequence[CommitLogFile], file_size: int, split_size: int,
         lo = 0
         while True:
             hi = min(lo + split_size, f.length)
-            out.append(Split(len(out), i, f.path, f.start, f.length, file_size, lo, hi,
-                             crc, recovery or crc_all))
+            out.append(
+                Split(len(out), i, f.path, f.start, f.length, file_size, lo, hi, crc, recovery or crc_all)
+            )
             lo = hi
             if lo >= f.length:
                 break

@@ -6,6 +6,7 @@ ConsumeQueue.put_message_position_info's rules; `layout_queue` applies the same 
 to the units in the same order, so gaps, duplicates and a first offset other than 0 come
 out as the broker's files do (tests/spark/test_cq_files.py feeds both the same units).
 """
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,9 @@ class QueueLayout:
     units, then the real ones."""
 
     start: int
-    units: np.ndarray          # CQ_UNIT_DTYPE (big-endian, as on disk)
+    units: np.ndarray  # CQ_UNIT_DTYPE (big-endian, as on disk)
     blanks: int
-    anomalies: int = 0         # units the broker's rules skip or place off their offset
+    anomalies: int = 0  # units the broker's rules skip or place off their offset
 
     @property
     def end(self) -> int:
@@ -70,11 +71,12 @@ def _layout_slow(rows: np.ndarray, file_size: int) -> QueueLayout:
     max_phy = -1
     start = cur = -1
     blanks = anomalies = 0
-    for qoff, phy, size, tags in zip(rows["qoff"].tolist(), rows["phy"].tolist(),
-                                     rows["size"].tolist(), rows["tags"].tolist()):
+    for qoff, phy, size, tags in zip(
+        rows["qoff"].tolist(), rows["phy"].tolist(), rows["size"].tolist(), rows["tags"].tolist(), strict=True
+    ):
         if phy + size <= max_phy:
             anomalies += 1
-            continue                       # built before
+            continue  # built before
         expect = qoff * _UNIT
         if start < 0:
             # the queue's first file: where its first unit belongs
@@ -86,9 +88,9 @@ def _layout_slow(rows: np.ndarray, file_size: int) -> QueueLayout:
         if qoff != 0:
             if expect < cur:
                 anomalies += 1
-                continue                   # "build consume queue repeatedly"
+                continue  # "build consume queue repeatedly"
             if expect != cur:
-                anomalies += 1             # the broker logs a [BUG] and writes it here
+                anomalies += 1  # the broker logs a [BUG] and writes it here
         out.append((phy, size, tags))
         cur += _UNIT
         max_phy = phy + size
@@ -105,8 +107,7 @@ def queue_dir(root: str, topic: str, queue_id: int) -> str:
     return os.path.join(root, topic, str(queue_id))
 
 
-def write_queue(root: str, topic: str, queue_id: int, layout: QueueLayout,
-                file_size: int) -> int:
+def write_queue(root: str, topic: str, queue_id: int, layout: QueueLayout, file_size: int) -> int:
     """Write the queue's files under root (a consumequeue/ directory); returns how many.
 
     Every file has the full configured size, as the broker requires on load; the part
@@ -119,9 +120,8 @@ def write_queue(root: str, topic: str, queue_id: int, layout: QueueLayout,
     pos = layout.start
     i = 0
     while i < len(data):
-        chunk = data[i:i + file_size]
-        fd = os.open(os.path.join(d, file_name(pos)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                     0o644)
+        chunk = data[i : i + file_size]
+        fd = os.open(os.path.join(d, file_name(pos)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             written = 0
             while written < len(chunk):
@@ -142,20 +142,23 @@ class QueueDiff:
 
     topic: str
     queue_id: int
-    count: int                              # units that differ
-    first_offset: int                       # logical offset of the first one
-    existing: tuple[int, int, int] | None   # (phy, size, tags) there, None: no file
-    rebuilt: tuple[int, int, int] | None    # None: the rebuild has no unit there
-    file: str                               # the existing file holding it ("" if none)
-    file_pos: int                           # byte position of the unit in that file
+    count: int  # units that differ
+    first_offset: int  # logical offset of the first one
+    existing: tuple[int, int, int] | None  # (phy, size, tags) there, None: no file
+    rebuilt: tuple[int, int, int] | None  # None: the rebuild has no unit there
+    file: str  # the existing file holding it ("" if none)
+    file_pos: int  # byte position of the unit in that file
 
     def describe(self) -> str:
         def unit(u: tuple[int, int, int] | None, none: str) -> str:
             return none if u is None else f"(phy={u[0]} size={u[1]} tags={u[2]})"
+
         where = f"{self.file} byte {self.file_pos}" if self.file else "no file"
-        return (f"{self.topic} queue {self.queue_id}: {self.count} unit(s) differ; first at "
-                f"offset {self.first_offset} ({where}): existing "
-                f"{unit(self.existing, 'missing')}, rebuilt {unit(self.rebuilt, 'none')}")
+        return (
+            f"{self.topic} queue {self.queue_id}: {self.count} unit(s) differ; first at "
+            f"offset {self.first_offset} ({where}): existing "
+            f"{unit(self.existing, 'missing')}, rebuilt {unit(self.rebuilt, 'none')}"
+        )
 
 
 def read_existing(d: str, file_size: int) -> dict[int, np.ndarray]:
@@ -171,14 +174,20 @@ def read_existing(d: str, file_size: int) -> dict[int, np.ndarray]:
             continue
         buf = np.zeros(file_size, dtype=np.uint8)
         with open(os.path.join(d, name), "rb") as f:
-            got = f.readinto(memoryview(buf))
+            got = f.readinto(buf.data)
         del got
         out[int(name)] = buf.view(CQ_UNIT_DTYPE)
     return out
 
 
-def verify_queue(existing_root: str, topic: str, queue_id: int, layout: QueueLayout | None,
-                 file_size: int, commitlog_min: int) -> QueueDiff | None:
+def verify_queue(
+    existing_root: str,
+    topic: str,
+    queue_id: int,
+    layout: QueueLayout | None,
+    file_size: int,
+    commitlog_min: int,
+) -> QueueDiff | None:
     """Compare the rebuilt layout (None: the rebuild has no units for this queue) with
     existing_root/<topic>/<queue_id>/, unit by unit.
 
@@ -210,15 +219,16 @@ def verify_queue(existing_root: str, topic: str, queue_id: int, layout: QueueLay
         lo = max(start, fs)
         hi = min(end, fs + file_size)
         if lo < hi:
-            r[(lo - fs) // _UNIT:(hi - fs) // _UNIT] = units[(lo - start) // _UNIT:
-                                                             (hi - start) // _UNIT]
+            r[(lo - fs) // _UNIT : (hi - fs) // _UNIT] = units[(lo - start) // _UNIT : (hi - start) // _UNIT]
         real = (vpos >= blank_end) & (vpos < end)
         e_size = e["size"].astype(np.int64)
-        live = (e_size > 0) & (e_size != BLANK_UNIT_SIZE) & \
-               (e["phy_offset"].astype(np.int64) >= commitlog_min)
+        live = (
+            (e_size > 0) & (e_size != BLANK_UNIT_SIZE) & (e["phy_offset"].astype(np.int64) >= commitlog_min)
+        )
         same = e == r
-        diff = np.where(real, ~same | (not present),
-                        np.where(vpos >= end, e != np.zeros(1, CQ_UNIT_DTYPE), live))
+        diff = np.where(
+            real, ~same | (not present), np.where(vpos >= end, e != np.zeros(1, CQ_UNIT_DTYPE), live)
+        )
         k = int(np.count_nonzero(diff))
         if not k:
             continue
@@ -226,16 +236,21 @@ def verify_queue(existing_root: str, topic: str, queue_id: int, layout: QueueLay
         if first is None:
             i = int(np.flatnonzero(diff)[0])
             first = QueueDiff(
-                topic, queue_id, 0, int(vpos[i]) // _UNIT,
+                topic,
+                queue_id,
+                0,
+                int(vpos[i]) // _UNIT,
                 _unit(e[i]) if present else None,
                 _unit(r[i]) if start <= vpos[i] < end else None,
-                file_name(fs) if present else "", i * _UNIT)
+                file_name(fs) if present else "",
+                i * _UNIT,
+            )
     if first is not None:
         first.count = count
     return first
 
 
-def _unit(u) -> tuple[int, int, int]:
+def _unit(u: np.void) -> tuple[int, int, int]:
     return int(u["phy_offset"]), int(u["size"]), int(u["tags_code"])
 
 

@@ -7,25 +7,25 @@ of the whole CommitLog, and each file can be built on its own once every segment
 where its keys start (`plan`). Entries are written with rmq.store.index_codec.put_hashes,
 the function the store's IndexFile writes with.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import mmap
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
-from rmq.store.index_codec import IndexHeader, format_file_name, index_file_size, put_hashes, \
-    write_header
+from rmq.store.index_codec import IndexHeader, format_file_name, index_file_size, put_hashes, write_header
 
 
 @dataclass(frozen=True)
 class IndexPlan:
-    per_file: int                  # entries per file: maxIndexNum - 1
-    starts: dict[int, int]         # segment id -> global number of its first key
-    total: int                     # keys in all
+    per_file: int  # entries per file: maxIndexNum - 1
+    starts: dict[int, int]  # segment id -> global number of its first key
+    total: int  # keys in all
 
     @property
     def files(self) -> int:
@@ -51,8 +51,9 @@ class KeyChunk:
     ts: np.ndarray
 
 
-def route(seg_start: int, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray,
-          per_file: int) -> Iterable[tuple[int, KeyChunk]]:
+def route(
+    seg_start: int, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray, per_file: int
+) -> Iterable[tuple[int, KeyChunk]]:
     """Cut one segment's keys at file boundaries: (file number, chunk). The last key of
     each file also goes to the next file, alone (start -1), as the seed of its header."""
     n = hashes.shape[0]
@@ -63,7 +64,7 @@ def route(seg_start: int, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray,
         j = min(n, (f + 1) * per_file - seg_start)
         yield f, KeyChunk(g, hashes[i:j], phy[i:j], ts[i:j])
         if (seg_start + j) % per_file == 0:
-            yield f + 1, KeyChunk(-1, hashes[j - 1:j], phy[j - 1:j], ts[j - 1:j])
+            yield f + 1, KeyChunk(-1, hashes[j - 1 : j], phy[j - 1 : j], ts[j - 1 : j])
         i = j
 
 
@@ -75,8 +76,9 @@ class BuiltIndexFile:
     entries: int
 
 
-def build_file(path: str, file_no: int, chunks: Iterable[KeyChunk], hash_slot_num: int,
-               index_num: int) -> BuiltIndexFile | None:
+def build_file(
+    path: str, file_no: int, chunks: Iterable[KeyChunk], hash_slot_num: int, index_num: int
+) -> BuiltIndexFile | None:
     """Write index file number file_no at path from its chunks (any order); None (and
     no file) when there is only the seed: the previous file ended the keys."""
     seed: KeyChunk | None = None
@@ -99,7 +101,7 @@ def build_file(path: str, file_no: int, chunks: Iterable[KeyChunk], hash_slot_nu
             hdr.begin_timestamp = hdr.end_timestamp = int(seed.ts[0])
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.ftruncate(fd, size)      # a hole, read as zeros, like a fresh file
+        os.ftruncate(fd, size)  # a hole, read as zeros, like a fresh file
         mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
@@ -108,8 +110,9 @@ def build_file(path: str, file_no: int, chunks: Iterable[KeyChunk], hash_slot_nu
         for c in runs:
             m = put_hashes(hdr, mm, hash_slot_num, index_num, c.hashes, c.phy, c.ts)
             if m != c.hashes.shape[0]:
-                raise RuntimeError(f"index file {file_no}: {c.hashes.shape[0] - m} keys "
-                                   "did not fit (chunks overlap?)")
+                raise RuntimeError(
+                    f"index file {file_no}: {c.hashes.shape[0] - m} keys did not fit (chunks overlap?)"
+                )
             entries += m
         write_header(hdr, mm)
         mm.flush()

@@ -3,12 +3,13 @@
 Tasks add to accumulators when they finish; a thread prints what has arrived: in place
 on a terminal, one line every few seconds otherwise (logs, CI).
 """
+
 from __future__ import annotations
 
 import sys
 import threading
-import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 
 def fmt_bytes(n: float) -> str:
@@ -27,8 +28,9 @@ def fmt_rate(nbytes: float, records: float, seconds: float) -> str:
 class Progress:
     """Prints `render()` periodically while a stage runs."""
 
-    def __init__(self, out: TextIO | None = None, enabled: bool = True,
-                 interval: float | None = None) -> None:
+    def __init__(
+        self, out: TextIO | None = None, enabled: bool = True, interval: float | None = None
+    ) -> None:
         self.out = out or sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.out, "isatty", lambda: False)())
@@ -69,8 +71,9 @@ class Progress:
             while not self._stop.wait(self.interval):
                 try:
                     self._show()
-                except Exception:   # a progress line must never break the job
+                except Exception:  # a progress line must never break the job
                     pass
+
         self._thread = threading.Thread(target=run, name="rebuild-progress", daemon=True)
         self._thread.start()
 

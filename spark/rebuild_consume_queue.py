@@ -23,6 +23,7 @@ through mmap; a Hadoop URI (hdfs://, s3a://, file://...) through Spark's
 FixedLengthBinaryInputFormat. Exit codes: 0 done, 1 --verify found differences,
 2 bad input, 3 the CommitLog has an invalid record (or ends) before its last file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,28 +37,34 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 if __name__ == "__main__" and __package__ in (None, ""):
     # spark-submit runs this file as a script: make `spark` and `rmq` importable from
     # the checkout when they are not installed or shipped with --py-files.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties, \
-    parse_properties_text  # noqa: E402
-from spark.chain import Chain, assemble  # noqa: E402
-from spark.commitlog_files import CommitLogFile, RebuildError, check_files, list_local, \
-    make_splits, parse_size  # noqa: E402
-from spark.cq_files import QueueDiff, existing_queues, layout_queue, verify_queue, \
-    write_queue  # noqa: E402
-from spark.index_files import BuiltIndexFile, KeyChunk, build_file, file_names, plan, \
-    route  # noqa: E402
-from spark.progress import Progress, fmt_bytes, fmt_rate  # noqa: E402
-from spark.scan import ScanOptions, ScanResult, Split, Stop, scan_buffer, \
-    scan_local_split  # noqa: E402
+from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties, parse_properties_text
+from spark.chain import Chain, assemble
+from spark.commitlog_files import (
+    CommitLogFile,
+    RebuildError,
+    check_files,
+    list_local,
+    make_splits,
+    parse_size,
+)
+from spark.cq_files import QueueDiff, existing_queues, layout_queue, verify_queue, write_queue
+from spark.index_files import BuiltIndexFile, KeyChunk, build_file, file_names, plan, route
+from spark.progress import Progress, fmt_bytes, fmt_rate
+from spark.scan import ScanOptions, ScanResult, Split, Stop, scan_buffer, scan_local_split
+
+if TYPE_CHECKING:
+    from pyspark import RDD, Accumulator, SparkContext
 
 EXIT_OK, EXIT_DIFF, EXIT_USAGE, EXIT_CUT = 0, 1, 2, 3
 FIXED_LENGTH_FORMAT = "org.apache.spark.input.FixedLengthBinaryInputFormat"
@@ -100,11 +107,11 @@ class Options:
     verify: str | None
     index: bool
     crc_all: bool
-    write_on: str | None          # "executors" | "driver" | None (by master)
+    write_on: str | None  # "executors" | "driver" | None (by master)
     spark_ui: bool
     quiet: bool
     config: MessageStoreConfig
-    commitlog_size: int | None    # mappedFileSizeCommitLog if the broker.conf sets it
+    commitlog_size: int | None  # mappedFileSizeCommitLog if the broker.conf sets it
     broker_conf: str | None = None
 
     @property
@@ -116,32 +123,50 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rmq rebuild-cq",
         description="Rebuild ConsumeQueue files (and the index) from a store's CommitLog "
-                    "with Spark, and/or compare them with existing ones.")
-    p.add_argument("--store", required=True,
-                   help="store root holding commitlog/ (a local path, or a Hadoop URI "
-                        "such as hdfs://nn/rocketmq/store)")
-    p.add_argument("--out", help="output root: writes OUT/consumequeue/<topic>/<queueId>/ "
-                                 "(and OUT/index/ with --index); optional with --verify")
-    p.add_argument("--master", help="Spark master (default local[*]; under spark-submit, "
-                                    "its --master)")
+        "with Spark, and/or compare them with existing ones.",
+    )
+    p.add_argument(
+        "--store",
+        required=True,
+        help="store root holding commitlog/ (a local path, or a Hadoop URI such as hdfs://nn/rocketmq/store)",
+    )
+    p.add_argument(
+        "--out",
+        help="output root: writes OUT/consumequeue/<topic>/<queueId>/ "
+        "(and OUT/index/ with --index); optional with --verify",
+    )
+    p.add_argument("--master", help="Spark master (default local[*]; under spark-submit, its --master)")
     p.add_argument("--topics", help="only these topics (comma-separated)")
-    p.add_argument("--split-size", default="128m",
-                   help="bytes of CommitLog per task (default 128m; k/m/g suffixes)")
-    p.add_argument("--broker-conf", help="the broker.conf the store was written with "
-                                         "(messageDelayLevel, mappedFileSizeConsumeQueue, "
-                                         "mappedFileSizeCommitLog, maxHashSlotNum, "
-                                         "maxIndexNum, checkCRCOnRecover)")
-    p.add_argument("--verify", metavar="EXISTING_CQ_DIR",
-                   help="compare the rebuilt units with this consumequeue/ directory, "
-                        "unit by unit; exit code 1 on any difference")
+    p.add_argument(
+        "--split-size", default="128m", help="bytes of CommitLog per task (default 128m; k/m/g suffixes)"
+    )
+    p.add_argument(
+        "--broker-conf",
+        help="the broker.conf the store was written with "
+        "(messageDelayLevel, mappedFileSizeConsumeQueue, "
+        "mappedFileSizeCommitLog, maxHashSlotNum, "
+        "maxIndexNum, checkCRCOnRecover)",
+    )
+    p.add_argument(
+        "--verify",
+        metavar="EXISTING_CQ_DIR",
+        help="compare the rebuilt units with this consumequeue/ directory, "
+        "unit by unit; exit code 1 on any difference",
+    )
     p.add_argument("--index", action="store_true", help="rebuild the IndexFiles too")
-    p.add_argument("--check-crc", choices=("recovery", "all"), default="recovery",
-                   help="recovery (default): body CRC of the records in the last three "
-                        "files, as RocketMQ's recovery with checkCRCOnRecover; all: every "
-                        "record")
-    p.add_argument("--write-on", choices=("executors", "driver"),
-                   help="who writes the files (default: executors for local masters, "
-                        "the driver otherwise)")
+    p.add_argument(
+        "--check-crc",
+        choices=("recovery", "all"),
+        default="recovery",
+        help="recovery (default): body CRC of the records in the last three "
+        "files, as RocketMQ's recovery with checkCRCOnRecover; all: every "
+        "record",
+    )
+    p.add_argument(
+        "--write-on",
+        choices=("executors", "driver"),
+        help="who writes the files (default: executors for local masters, the driver otherwise)",
+    )
     p.add_argument("--spark-ui", action="store_true", help="enable the Spark web UI")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
@@ -177,18 +202,35 @@ def options_from_args(a: argparse.Namespace) -> Options:
     store = a.store if "://" in a.store else os.path.abspath(a.store)
     out = a.out if a.out is None or "://" in a.out else os.path.abspath(a.out)
     verify = os.path.abspath(a.verify) if a.verify else None
-    return Options(store, out, a.master, topics, parse_size(a.split_size), verify,
-                   a.index, a.check_crc == "all", a.write_on, a.spark_ui, a.quiet, cfg,
-                   commitlog_size, a.broker_conf)
+    return Options(
+        store,
+        out,
+        a.master,
+        topics,
+        parse_size(a.split_size),
+        verify,
+        a.index,
+        a.check_crc == "all",
+        a.write_on,
+        a.spark_ui,
+        a.quiet,
+        cfg,
+        commitlog_size,
+        a.broker_conf,
+    )
 
 
 # ----------------------------------------------------------------------------- spark
 def _is_local(master: str | None) -> bool:
-    return master is None or master == "local" or master.startswith("local[") or \
-        master.startswith("local-cluster")
+    return (
+        master is None
+        or master == "local"
+        or master.startswith("local[")
+        or master.startswith("local-cluster")
+    )
 
 
-def start_spark(master: str | None = None, spark_ui: bool = False):
+def start_spark(master: str | None = None, spark_ui: bool = False) -> tuple[SparkContext, bool]:
     """(SparkContext, created): the active context if there is one (under spark-submit,
     or a caller's), else a new one on master (local[*] by default), quiet and without
     the web UI unless spark_ui."""
@@ -201,6 +243,7 @@ def start_spark(master: str | None = None, spark_ui: bool = False):
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark import SparkConf, SparkContext
+
     active = SparkContext._active_spark_context
     if active is not None:
         return active, False
@@ -220,13 +263,15 @@ def start_spark(master: str | None = None, spark_ui: bool = False):
             conf.set("spark.driver.host", "127.0.0.1")
             conf.set("spark.driver.bindAddress", "127.0.0.1")
         from pyspark.java_gateway import launch_gateway
+
         try:
             gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-            threading.Thread(target=_forward_jvm_stderr, args=(gateway.proc.stderr,),
-                             name="jvm-stderr", daemon=True).start()
+            threading.Thread(
+                target=_forward_jvm_stderr, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True
+            ).start()
             sc = SparkContext(conf=conf, gateway=gateway)
         finally:
-            os.unlink(log_conf)     # read once, at the JVM's start
+            os.unlink(log_conf)  # read once, at the JVM's start
     sc.setLogLevel("ERROR")
     if not _is_local(sc.master) and not submitted:
         sc.addPyFile(_package_zip())
@@ -240,7 +285,7 @@ def _warm_up(_: int) -> None:
     import spark.scan  # noqa: F401
 
 
-def _forward_jvm_stderr(stream) -> None:
+def _forward_jvm_stderr(stream: IO[bytes]) -> None:
     out = sys.stderr.buffer
     for line in iter(stream.readline, b""):
         if not line.startswith(_JVM_NOISE):
@@ -266,12 +311,12 @@ def _package_zip() -> str:
 class HadoopFiles:
     """CommitLog files behind a Hadoop URI, through the driver's JVM."""
 
-    def __init__(self, sc) -> None:
+    def __init__(self, sc: SparkContext) -> None:
         self.sc = sc
-        self.jvm = sc._jvm
+        self.jvm: Any = sc._jvm  # py4j JVMView, set once the context runs
         self.hconf = sc._jsc.hadoopConfiguration()
 
-    def _fs(self, uri: str):
+    def _fs(self, uri: str) -> tuple[Any, Any]:  # py4j: Hadoop Path, FileSystem
         p = self.jvm.org.apache.hadoop.fs.Path(uri)
         return p, p.getFileSystem(self.hconf)
 
@@ -308,13 +353,22 @@ def _chunk_length(file_len: int, split_size: int) -> int:
         raise RebuildError(
             f"reading through Hadoop needs CommitLog files whose length and --split-size "
             f"share a factor of at least 512 bytes (file {file_len} bytes, split "
-            f"{split_size}); copy the store to a local path instead")
+            f"{split_size}); copy the store to a local path instead"
+        )
     return g
 
 
-def _scan_hadoop_partition(f: CommitLogFile, fi: int, file_size: int, chunk: int, crc: bool,
-                           recovery: bool, opts: ScanOptions, index: int,
-                           it: Iterator[tuple[int, Any]]) -> Iterator[ScanResult]:
+def _scan_hadoop_partition(
+    f: CommitLogFile,
+    fi: int,
+    file_size: int,
+    chunk: int,
+    crc: bool,
+    recovery: bool,
+    opts: ScanOptions,
+    index: int,
+    it: Iterator[tuple[int, Any]],
+) -> Iterator[ScanResult]:
     parts: list[Any] = []
     first_key = None
     for k, v in it:
@@ -327,8 +381,7 @@ def _scan_hadoop_partition(f: CommitLogFile, fi: int, file_size: int, chunk: int
     del parts
     lo = first_key * chunk
     hi = lo + len(buf)
-    split = Split((fi << 32) | index, fi, f.path, f.start, f.length, file_size, lo, hi, crc,
-                  recovery)
+    split = Split((fi << 32) | index, fi, f.path, f.start, f.length, file_size, lo, hi, crc, recovery)
     yield scan_buffer(buf, lo, split, opts, at_file_end=hi >= f.length)
 
 
@@ -357,19 +410,34 @@ class QueueOutcome:
     diff: QueueDiff | None
 
 
-def finish_queues(items: Iterable[tuple[tuple[str, int], Iterable[np.ndarray]]],
-                  cq_root: str | None, verify_root: str | None, cq_file_size: int,
-                  commitlog_min: int) -> Iterator[QueueOutcome]:
+def finish_queues(
+    items: Iterable[tuple[tuple[str, int], Iterable[np.ndarray]]],
+    cq_root: str | None,
+    verify_root: str | None,
+    cq_file_size: int,
+    commitlog_min: int,
+) -> Iterator[QueueOutcome]:
     """Lay out, write and/or verify each queue of a partition."""
     for (topic, qid), chunks in items:
         rows = np.concatenate(list(chunks))
         rows = rows[np.argsort(rows["phy"], kind="stable")]
         layout = layout_queue(rows, cq_file_size)
         files = write_queue(cq_root, topic, qid, layout, cq_file_size) if cq_root else 0
-        diff = verify_queue(verify_root, topic, qid, layout, cq_file_size, commitlog_min) \
-            if verify_root else None
-        yield QueueOutcome(topic, qid, layout.units.shape[0] - layout.blanks,
-                           layout.min_offset, layout.max_offset, files, layout.anomalies, diff)
+        diff = (
+            verify_queue(verify_root, topic, qid, layout, cq_file_size, commitlog_min)
+            if verify_root
+            else None
+        )
+        yield QueueOutcome(
+            topic,
+            qid,
+            layout.units.shape[0] - layout.blanks,
+            layout.min_offset,
+            layout.max_offset,
+            files,
+            layout.anomalies,
+            diff,
+        )
 
 
 def _balance(sizes: dict[tuple[str, int], int], parts: int) -> dict[tuple[str, int], int]:
@@ -387,19 +455,18 @@ def _partition_of(assign: dict[tuple[str, int], int], key: tuple[str, int]) -> i
     return assign[key]
 
 
-def _index_chunks(starts: dict[int, int], per_file: int,
-                  r: ScanResult) -> Iterator[tuple[int, KeyChunk]]:
+def _index_chunks(starts: dict[int, int], per_file: int, r: ScanResult) -> Iterable[tuple[int, KeyChunk]]:
     if r.index is None or not r.keys:
         return iter(())
     h, phy, ts = r.index
     return route(starts[r.seg_id], h, phy, ts, per_file)
 
 
-def _build_index(tmp: str, slots: int, num: int,
-                 items: Iterable[tuple[int, Iterable[KeyChunk]]]) -> Iterator[BuiltIndexFile]:
+def _build_index(
+    tmp: str, slots: int, num: int, items: Iterable[tuple[int, Iterable[KeyChunk]]]
+) -> Iterator[BuiltIndexFile]:
     for file_no, chunks in items:
-        built = build_file(os.path.join(tmp, f"index-{file_no:08d}"), file_no, chunks,
-                           slots, num)
+        built = build_file(os.path.join(tmp, f"index-{file_no:08d}"), file_no, chunks, slots, num)
         if built is not None:
             yield built
 
@@ -418,14 +485,14 @@ class Report:
     diffs: list[QueueDiff] = field(default_factory=list)
     verified_queues: int = 0
     exit_code: int = EXIT_OK
-    startup_seconds: float = 0.0     # Spark start-up (0 when a context was running)
-    scan_seconds: float = 0.0        # stage 1 (scan and the chain check)
-    queue_seconds: float = 0.0       # stage 2 (shuffle, layout, write/verify)
-    index_seconds: float = 0.0       # stage 3
+    startup_seconds: float = 0.0  # Spark start-up (0 when a context was running)
+    scan_seconds: float = 0.0  # stage 1 (scan and the chain check)
+    queue_seconds: float = 0.0  # stage 2 (shuffle, layout, write/verify)
+    index_seconds: float = 0.0  # stage 3
 
 
 class Rebuild:
-    def __init__(self, opts: Options, out=None) -> None:
+    def __init__(self, opts: Options, out: TextIO | None = None) -> None:
         self.opts = opts
         self.out = out or sys.stdout
         self.progress = Progress(enabled=not opts.quiet)
@@ -446,8 +513,9 @@ class Rebuild:
         for sub in ("consumequeue",) + (("index",) if self.opts.index else ()):
             p = os.path.join(out, sub)
             if os.path.isdir(p) and os.listdir(p):
-                raise RebuildError(f"{p} exists and is not empty; remove it or choose "
-                                   f"another --out (nothing was written)")
+                raise RebuildError(
+                    f"{p} exists and is not empty; remove it or choose another --out (nothing was written)"
+                )
             if os.path.exists(p) and not os.path.isdir(p):
                 raise RebuildError(f"{p} exists and is not a directory")
         try:
@@ -465,20 +533,23 @@ class Rebuild:
         files = entries = None
         if not opts.hadoop:
             entries = list_local(opts.store)
-            files, file_size, notes = check_files(entries, os.path.join(opts.store, "commitlog"),
-                                                  opts.commitlog_size)
+            files, file_size, notes = check_files(
+                entries, os.path.join(opts.store, "commitlog"), opts.commitlog_size
+            )
         tmp = self.check_outputs()
         try:
             t0 = time.monotonic()
             sc, created = start_spark(opts.master, opts.spark_ui)
             self.report.startup_seconds = time.monotonic() - t0 if created else 0.0
-            self.say(f"spark: {sc.master} ({sc.defaultParallelism} cores) started in "
-                     f"{time.monotonic() - t0:.1f} s")
+            self.say(
+                f"spark: {sc.master} ({sc.defaultParallelism} cores) started in {time.monotonic() - t0:.1f} s"
+            )
             hadoop = HadoopFiles(sc) if opts.hadoop else None
             if hadoop is not None:
                 entries = hadoop.list(opts.store)
-                files, file_size, notes = check_files(entries, opts.store.rstrip("/") + "/commitlog",
-                                                      opts.commitlog_size)
+                files, file_size, notes = check_files(
+                    entries, opts.store.rstrip("/") + "/commitlog", opts.commitlog_size
+                )
             assert files is not None
             for n in notes:
                 self.say(f"note: {n}")
@@ -503,23 +574,32 @@ class Rebuild:
                 continue
             dst = os.path.join(self.opts.out, sub)
             if os.path.isdir(dst):
-                os.rmdir(dst)   # empty: checked before the run
+                os.rmdir(dst)  # empty: checked before the run
             os.rename(src, dst)
         os.rmdir(tmp)
 
-    def _run(self, sc, hadoop: HadoopFiles | None, files: list[CommitLogFile], file_size: int,
-             tmp: str | None) -> int:
+    def _run(
+        self,
+        sc: SparkContext,
+        hadoop: HadoopFiles | None,
+        files: list[CommitLogFile],
+        file_size: int,
+        tmp: str | None,
+    ) -> int:
         from pyspark import StorageLevel
+
         opts = self.opts
         rep = self.report
         rep.files = len(files)
         total_bytes = sum(f.length for f in files)
-        splits = make_splits(files, file_size, opts.split_size, opts.crc_all,
-                             self.cfg.checkCRCOnRecover)
+        splits = make_splits(files, file_size, opts.split_size, opts.crc_all, self.cfg.checkCRCOnRecover)
         acc_bytes = sc.accumulator(0)
         acc_records = sc.accumulator(0)
         acc_tasks = sc.accumulator(0)
-        acc_files = sc.accumulator({}, _BytesPerFile())
+        acc_files: Accumulator[dict[int, int]] = sc.accumulator(
+            {},
+            _BytesPerFile(),  # type: ignore[arg-type]  # AccumulatorParam by duck typing: pyspark is imported lazily
+        )
         scan_opts = self.scan_opts
 
         def counted(r: ScanResult) -> ScanResult:
@@ -544,16 +624,23 @@ class Rebuild:
                     continue
                 s0 = by_file[fi]
                 chunk = _chunk_length(f.length, opts.split_size)
-                conf = {RECORD_LENGTH_KEY: str(chunk),
-                        "mapreduce.input.fileinputformat.split.minsize": str(opts.split_size),
-                        "mapreduce.input.fileinputformat.split.maxsize": str(opts.split_size)}
-                r = sc.newAPIHadoopFile(f.path, FIXED_LENGTH_FORMAT,
-                                        "org.apache.hadoop.io.LongWritable",
-                                        "org.apache.hadoop.io.BytesWritable", conf=conf)
-                fn = functools.partial(_scan_hadoop_partition, f, fi, file_size, chunk,
-                                       s0.crc, s0.recovery, scan_opts)
-                rdds.append(r.mapPartitionsWithIndex(fn).map(counted))
-                ntasks += r.getNumPartitions()
+                conf = {
+                    RECORD_LENGTH_KEY: str(chunk),
+                    "mapreduce.input.fileinputformat.split.minsize": str(opts.split_size),
+                    "mapreduce.input.fileinputformat.split.maxsize": str(opts.split_size),
+                }
+                raw: RDD[tuple[int, Any]] = sc.newAPIHadoopFile(
+                    f.path,
+                    FIXED_LENGTH_FORMAT,
+                    "org.apache.hadoop.io.LongWritable",
+                    "org.apache.hadoop.io.BytesWritable",
+                    conf=conf,
+                )
+                fn = functools.partial(
+                    _scan_hadoop_partition, f, fi, file_size, chunk, s0.crc, s0.recovery, scan_opts
+                )
+                rdds.append(raw.mapPartitionsWithIndex(fn).map(counted))
+                ntasks += raw.getNumPartitions()
             rdd = sc.union(rdds) if rdds else sc.parallelize([], 1)
         rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -563,9 +650,11 @@ class Rebuild:
             dt = time.monotonic() - t_scan
             per_file = acc_files.value
             done = sum(1 for i, f in enumerate(files) if per_file.get(i, -1) >= f.length)
-            return (f"scan: {acc_tasks.value}/{ntasks} ranges, {done}/{len(files)} files, "
-                    f"{fmt_bytes(acc_bytes.value)} / {fmt_bytes(total_bytes)}, "
-                    f"{acc_records.value:,} records, {fmt_rate(acc_bytes.value, acc_records.value, dt)}")
+            return (
+                f"scan: {acc_tasks.value}/{ntasks} ranges, {done}/{len(files)} files, "
+                f"{fmt_bytes(acc_bytes.value)} / {fmt_bytes(total_bytes)}, "
+                f"{acc_records.value:,} records, {fmt_rate(acc_bytes.value, acc_records.value, dt)}"
+            )
 
         self.progress.start(render)
         try:
@@ -584,11 +673,13 @@ class Rebuild:
         rep.records = sum(r.records for r in taken)
         rep.bytes = total_bytes
         rep.units = sum(r.units for r in taken)
-        self.say(f"scan: {len(files)} files, {fmt_bytes(total_bytes)}, {rep.records:,} records, "
-                 f"{rep.units:,} units in {scan_s:.1f} s "
-                 f"({fmt_rate(total_bytes, rep.records, scan_s)}); {ntasks} ranges"
-                 + (f", {chain.rescans} rescanned" if chain.rescans else "")
-                 + (f", {chain.spills} records across Hadoop splits" if chain.spills else ""))
+        self.say(
+            f"scan: {len(files)} files, {fmt_bytes(total_bytes)}, {rep.records:,} records, "
+            f"{rep.units:,} units in {scan_s:.1f} s "
+            f"({fmt_rate(total_bytes, rep.records, scan_s)}); {ntasks} ranges"
+            + (f", {chain.rescans} rescanned" if chain.rescans else "")
+            + (f", {chain.spills} records across Hadoop splits" if chain.spills else "")
+        )
         self._report_chain(chain, files, taken)
         rep.scan_seconds = time.monotonic() - t_scan
 
@@ -606,7 +697,9 @@ class Rebuild:
             rep.exit_code = EXIT_CUT
         return rep.exit_code
 
-    def _hadoop_splits(self, files, file_size, splits, summaries) -> list[Split]:
+    def _hadoop_splits(
+        self, files: list[CommitLogFile], file_size: int, splits: list[Split], summaries: list[ScanResult]
+    ) -> list[Split]:
         """The ranges Hadoop actually made (its last split of a file may be up to 10 %
         longer than the others), plus an empty one for an empty file."""
         proto = {s.file_idx: s for s in splits}
@@ -614,52 +707,93 @@ class Rebuild:
         seen = set()
         for r in summaries:
             p = proto[r.file_idx]
-            out.append(Split(r.seg_id, r.file_idx, p.path, p.file_base, p.file_len,
-                             file_size, r.lo, r.hi, p.crc, p.recovery))
+            out.append(
+                Split(
+                    r.seg_id,
+                    r.file_idx,
+                    p.path,
+                    p.file_base,
+                    p.file_len,
+                    file_size,
+                    r.lo,
+                    r.hi,
+                    p.crc,
+                    p.recovery,
+                )
+            )
             seen.add(r.file_idx)
-        for fi, f in enumerate(files):
+        for fi in range(len(files)):
             if fi not in seen:
                 p = proto[fi]
-                out.append(Split((fi << 32) | 0xFFFFFFFF, fi, p.path, p.file_base, 0,
-                                 file_size, 0, 0, p.crc, p.recovery))
-                summaries.append(ScanResult((fi << 32) | 0xFFFFFFFF, fi, 0, 0, first=0,
-                                            stop=Stop("end", 0, "empty file")))
+                out.append(
+                    Split(
+                        (fi << 32) | 0xFFFFFFFF,
+                        fi,
+                        p.path,
+                        p.file_base,
+                        0,
+                        file_size,
+                        0,
+                        0,
+                        p.crc,
+                        p.recovery,
+                    )
+                )
+                summaries.append(
+                    ScanResult((fi << 32) | 0xFFFFFFFF, fi, 0, 0, first=0, stop=Stop("end", 0, "empty file"))
+                )
         return out
 
-    def _assemble(self, splits: list[Split], summaries: list[ScanResult],
-                  hadoop: HadoopFiles | None) -> Chain:
+    def _assemble(
+        self, splits: list[Split], summaries: list[ScanResult], hadoop: HadoopFiles | None
+    ) -> Chain:
         opts = self.scan_opts
 
         if hadoop is None:
+
             def rescan(s: Split, start: int, seg: int) -> ScanResult:
                 return scan_local_split(s, opts, seg_id=seg, forced_start=start)
 
             def spill(s: Split, pos: int, seg: int) -> ScanResult:
                 raise AssertionError("a local file is read to its end: no spills")
         else:
+
             def rescan(s: Split, start: int, seg: int) -> ScanResult:
                 buf = hadoop.read(s.path, start, s.hi - start)
-                return scan_buffer(buf, start, s, opts, at_file_end=s.hi >= s.file_len,
-                                   seg_id=seg, forced_start=start)
+                return scan_buffer(
+                    buf, start, s, opts, at_file_end=s.hi >= s.file_len, seg_id=seg, forced_start=start
+                )
 
             def spill(s: Split, pos: int, seg: int) -> ScanResult:
                 head = hadoop.read(s.path, pos, min(8, s.file_len - pos))
                 total = int.from_bytes(head[:4], "big", signed=True) if len(head) >= 4 else 0
                 n = min(max(total, len(head)), s.file_len - pos)
                 buf = hadoop.read(s.path, pos, n) if n > len(head) else head
-                one = Split(seg, s.file_idx, s.path, s.file_base, s.file_len, s.file_size,
-                            pos, pos + 1, s.crc, s.recovery)
-                return scan_buffer(buf, pos, one, opts, at_file_end=pos + n >= s.file_len,
-                                   seg_id=seg, forced_start=pos)
+                one = Split(
+                    seg,
+                    s.file_idx,
+                    s.path,
+                    s.file_base,
+                    s.file_len,
+                    s.file_size,
+                    pos,
+                    pos + 1,
+                    s.crc,
+                    s.recovery,
+                )
+                return scan_buffer(
+                    buf, pos, one, opts, at_file_end=pos + n >= s.file_len, seg_id=seg, forced_start=pos
+                )
+
         return assemble(splits, summaries, rescan, spill, EXTRA_SEG_BASE)
 
-    def _report_chain(self, chain: Chain, files: list[CommitLogFile],
-                      taken: list[ScanResult]) -> None:
-        skipped = [(files[r.file_idx].start + pos, size, why)
-                   for r in taken for pos, size, why in r.skipped]
+    def _report_chain(self, chain: Chain, files: list[CommitLogFile], taken: list[ScanResult]) -> None:
+        skipped = [(files[r.file_idx].start + pos, size, why) for r in taken for pos, size, why in r.skipped]
         for at, size, why in skipped[:10]:
-            self.say(f"warning: skipped the record of {size} bytes at offset {at}: {why} "
-                     f"(as the broker's dispatch skips it)")
+            self.say(
+                f"warning: skipped the record of {size} bytes at offset {at}: {why} "
+                f"(as the broker's dispatch skips it)"
+            )
         if len(skipped) > 10:
             self.say(f"warning: ... {len(skipped) - 10} more records skipped")
         st = chain.stop
@@ -674,18 +808,28 @@ class Rebuild:
         if later == 0 and st.kind == "end":
             self.say(f"commitlog: data ends at offset {at} ({st.reason})")
         elif later == 0:
-            self.say(f"commitlog: torn tail at offset {at} in {f.name}: {st.reason}; "
-                     f"everything before it is rebuilt")
+            self.say(
+                f"commitlog: torn tail at offset {at} in {f.name}: {st.reason}; "
+                f"everything before it is rebuilt"
+            )
         else:
-            rest = sum(g.length for g in files[st.file_idx + 1:])
+            rest = sum(g.length for g in files[st.file_idx + 1 :])
             what = "data ends" if st.kind == "end" else "invalid record"
-            self.say(f"error: {what} at offset {at} in {f.name} ({st.reason}), before the "
-                     f"last CommitLog file: the rebuild stops there, as RocketMQ's recovery "
-                     f"would cut the CommitLog; {later} later file(s), {fmt_bytes(rest)}, "
-                     f"not dispatched (exit code {EXIT_CUT})")
+            self.say(
+                f"error: {what} at offset {at} in {f.name} ({st.reason}), before the "
+                f"last CommitLog file: the rebuild stops there, as RocketMQ's recovery "
+                f"would cut the CommitLog; {later} later file(s), {fmt_bytes(rest)}, "
+                f"not dispatched (exit code {EXIT_CUT})"
+            )
 
-    def _queues(self, sc, payload, taken: list[ScanResult], files: list[CommitLogFile],
-                tmp: str | None) -> None:
+    def _queues(
+        self,
+        sc: SparkContext,
+        payload: RDD[ScanResult],
+        taken: list[ScanResult],
+        files: list[CommitLogFile],
+        tmp: str | None,
+    ) -> None:
         opts = self.opts
         rep = self.report
         sizes: dict[tuple[str, int], int] = {}
@@ -701,19 +845,25 @@ class Rebuild:
             units = sum(sizes.values())
             parts = max(1, min(len(sizes), max(sc.defaultParallelism, units // UNITS_PER_TASK)))
             assign = _balance(sizes, parts)
-            grouped = payload.flatMap(lambda r: list(r.queues.items())) \
-                .groupByKey(parts, functools.partial(_partition_of, assign))
-            work = functools.partial(finish_queues, cq_root=cq_root, verify_root=opts.verify,
-                                     cq_file_size=cq_file_size, commitlog_min=commitlog_min)
+            grouped = payload.flatMap(lambda r: list(r.queues.items())).groupByKey(
+                parts, functools.partial(_partition_of, assign)
+            )
+            work = functools.partial(
+                finish_queues,
+                cq_root=cq_root,
+                verify_root=opts.verify,
+                cq_file_size=cq_file_size,
+                commitlog_min=commitlog_min,
+            )
             acc = sc.accumulator(0)
 
-            def counted(it):
+            def counted(it: Iterable[tuple[tuple[str, int], Iterable[np.ndarray]]]) -> Iterator[QueueOutcome]:
                 for o in work(it):
                     acc.add(1)
                     yield o
+
             what = "writing" if cq_root else "verifying"
-            self.progress.start(lambda: f"queues: {what} {acc.value + len(outcomes)}/"
-                                        f"{len(sizes)} queues")
+            self.progress.start(lambda: f"queues: {what} {acc.value + len(outcomes)}/{len(sizes)} queues")
             try:
                 if self._write_on_driver(sc):
                     for kv in grouped.toLocalIterator():
@@ -724,30 +874,40 @@ class Rebuild:
                 self.progress.finish()
         rep.queues = len(outcomes)
         rep.cq_files = sum(o.files for o in outcomes)
-        rep.diffs = sorted((o.diff for o in outcomes if o.diff is not None),
-                           key=lambda d: (d.topic, d.queue_id))
+        rep.diffs = sorted(
+            (o.diff for o in outcomes if o.diff is not None), key=lambda d: (d.topic, d.queue_id)
+        )
         anomalies = [o for o in outcomes if o.anomalies]
         for o in anomalies[:10]:
-            self.say(f"warning: {o.topic} queue {o.queue_id}: {o.anomalies} unit(s) with "
-                     f"queue offsets out of sequence, laid out as the broker would")
+            self.say(
+                f"warning: {o.topic} queue {o.queue_id}: {o.anomalies} unit(s) with "
+                f"queue offsets out of sequence, laid out as the broker would"
+            )
         dt = rep.queue_seconds = time.monotonic() - t0
         if cq_root:
-            self.say(f"consumequeue: {len(outcomes)} queues, {rep.units:,} units, "
-                     f"{rep.cq_files} files ({cq_file_size} bytes each) in {dt:.1f} s "
-                     f"-> {os.path.join(opts.out, 'consumequeue')}")
+            assert opts.out is not None  # cq_root is under --out
+            self.say(
+                f"consumequeue: {len(outcomes)} queues, {rep.units:,} units, "
+                f"{rep.cq_files} files ({cq_file_size} bytes each) in {dt:.1f} s "
+                f"-> {os.path.join(opts.out, 'consumequeue')}"
+            )
         if opts.verify:
-            self._verify_rest(outcomes, cq_file_size, commitlog_min)
+            self._verify_rest(opts.verify, outcomes, cq_file_size, commitlog_min)
 
-    def _verify_rest(self, outcomes: list[QueueOutcome], cq_file_size: int,
-                     commitlog_min: int) -> None:
-        """Queues in the existing directory that the rebuild has no unit for."""
+    def _verify_rest(
+        self, verify_root: str, outcomes: list[QueueOutcome], cq_file_size: int, commitlog_min: int
+    ) -> None:
+        """Queues in verify_root that the rebuild has no unit for."""
         opts = self.opts
         rep = self.report
         done = {(o.topic, o.queue_id) for o in outcomes}
-        extra = [k for k in existing_queues(opts.verify)
-                 if k not in done and (opts.topics is None or k[0] in opts.topics)]
+        extra = [
+            k
+            for k in existing_queues(verify_root)
+            if k not in done and (opts.topics is None or k[0] in opts.topics)
+        ]
         for topic, qid in extra:
-            d = verify_queue(opts.verify, topic, qid, None, cq_file_size, commitlog_min)
+            d = verify_queue(verify_root, topic, qid, None, cq_file_size, commitlog_min)
             if d is not None:
                 rep.diffs.append(d)
         rep.diffs.sort(key=lambda d: (d.topic, d.queue_id))
@@ -755,16 +915,25 @@ class Rebuild:
         for d in rep.diffs:
             print(f"DIFF {d.describe()}", file=self.out, flush=True)
         units = sum(d.count for d in rep.diffs)
-        self.say(f"verify: {len(rep.diffs)} of {rep.verified_queues} queues differ "
-                 f"({units} units) from {opts.verify}")
+        self.say(
+            f"verify: {len(rep.diffs)} of {rep.verified_queues} queues differ "
+            f"({units} units) from {verify_root}"
+        )
 
-    def _write_on_driver(self, sc) -> bool:
+    def _write_on_driver(self, sc: SparkContext) -> bool:
         if self.opts.write_on is not None:
             return self.opts.write_on == "driver"
         return not _is_local(sc.master)
 
-    def _index(self, sc, payload, chain: Chain, taken: list[ScanResult], tmp: str | None) -> None:
-        assert tmp is not None
+    def _index(
+        self,
+        sc: SparkContext,
+        payload: RDD[ScanResult],
+        chain: Chain,
+        taken: list[ScanResult],
+        tmp: str | None,
+    ) -> None:
+        assert tmp is not None and self.opts.out is not None  # --index needs --out
         rep = self.report
         cfg = self.cfg
         counts = {r.seg_id: r.keys for r in taken}
@@ -775,27 +944,30 @@ class Rebuild:
         built: list[BuiltIndexFile] = []
         if p.total:
             nfiles = p.files
-            chunks = payload.flatMap(functools.partial(_index_chunks, p.starts, p.per_file)) \
-                .groupByKey(nfiles, lambda f: f)
+            chunks = payload.flatMap(functools.partial(_index_chunks, p.starts, p.per_file)).groupByKey(
+                nfiles, lambda f: f
+            )
             work = functools.partial(_build_index, idx_tmp, cfg.maxHashSlotNum, cfg.maxIndexNum)
             if self._write_on_driver(sc):
                 built = [b for kv in chunks.toLocalIterator() for b in work([kv])]
             else:
                 built = chunks.mapPartitions(work).collect()
         built.sort(key=lambda b: b.file_no)
-        for b, name in zip(built, file_names([b.first_timestamp for b in built])):
+        for b, name in zip(built, file_names([b.first_timestamp for b in built]), strict=True):
             os.rename(b.path, os.path.join(idx_tmp, name))
         rep.index_files = len(built)
         rep.index_seconds = time.monotonic() - t0
-        self.say(f"index: {len(built)} files, {p.total:,} keys in {time.monotonic() - t0:.1f} s "
-                 f"-> {os.path.join(self.opts.out, 'index')}")
+        self.say(
+            f"index: {len(built)} files, {p.total:,} keys in {time.monotonic() - t0:.1f} s "
+            f"-> {os.path.join(self.opts.out, 'index')}"
+        )
 
 
-def run(opts: Options, out=None) -> int:
+def run(opts: Options, out: TextIO | None = None) -> int:
     return Rebuild(opts, out).run()
 
 
-def main(argv: Sequence[str] | None = None, out=None) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """The command line; out receives the report (default stdout), errors go to stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)

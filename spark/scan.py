@@ -18,13 +18,14 @@ unusual (message version 2, negative lengths, undecodable text, a field past the
 record) goes through check_message_and_return_size itself, so the vector path can only
 be faster, never different (tests/spark/test_scan.py fuzzes the two against each other).
 """
+
 from __future__ import annotations
 
 import mmap
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -32,8 +33,12 @@ from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    POS_BORNHOST,
+    POS_PHYSICALOFFSET,
+    POS_SYSFLAG,
     SCHEDULE_TOPIC,
     SysFlag,
+    record_length,
 )
 from rmq.store.dispatch_request import (
     check_message_and_return_size,
@@ -44,15 +49,18 @@ from rmq.store.dispatch_request import (
 )
 from rmq.store.index_codec import index_key_hashes
 
+# A CommitLog range: an mmap of a local file, or the bytes a Hadoop read returned.
+RecordBuffer = bytes | mmap.mmap
+
 _II = struct.Struct(">ii")
 _Q = struct.Struct(">q")
 _MAGIC_V1 = struct.pack(">i", MESSAGE_MAGIC_CODE)
 _MAGIC_V2 = struct.pack(">i", MESSAGE_MAGIC_CODE_V2)
 _MAGIC_BLANK = struct.pack(">i", BLANK_MAGIC_CODE)
 # TOTALSIZE .. PROPERTIES LENGTH without body, topic, properties and the two hosts.
-_FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
-_TRAN_MASK = 0xC
-_MADV_POPULATE_READ = 22        # Linux >= 5.14; older kernels say EINVAL
+_FIXED = record_length(0, 0, 0, 0) - 2 * 8  # less the two IPv4 hosts
+_TRAN_MASK = SysFlag.TRANSACTION_ROLLBACK_TYPE  # both transaction bits (getTransactionValue)
+_MADV_POPULATE_READ = 22  # Linux >= 5.14; older kernels say EINVAL
 _ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 _COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
 
@@ -65,8 +73,8 @@ class ScanOptions:
     """What every task needs to know besides its range."""
 
     delay_levels_ms: tuple[int, ...]
-    topics: frozenset[str] | None = None   # None: every topic
-    index: bool = False                    # also collect index keys
+    topics: frozenset[str] | None = None  # None: every topic
+    index: bool = False  # also collect index keys
 
 
 @dataclass(frozen=True)
@@ -76,21 +84,21 @@ class Split:
     split_id: int
     file_idx: int
     path: str
-    file_base: int      # absolute CommitLog offset of the file's first byte (its name)
-    file_len: int       # bytes in the file (the last file may be shorter)
-    file_size: int      # mappedFileSizeCommitLog: a BLANK says "file_size - pos left"
+    file_base: int  # absolute CommitLog offset of the file's first byte (its name)
+    file_len: int  # bytes in the file (the last file may be shorter)
+    file_size: int  # mappedFileSizeCommitLog: a BLANK says "file_size - pos left"
     lo: int
     hi: int
-    crc: bool           # check every record's body CRC (RocketMQ: checkCRCOnRecover)
-    recovery: bool      # a record whose fields do not add up ends the data (else skipped)
+    crc: bool  # check every record's body CRC (RocketMQ: checkCRCOnRecover)
+    recovery: bool  # a record whose fields do not add up ends the data (else skipped)
 
 
 @dataclass
 class Stop:
     """Why a walk ended before its range did."""
 
-    kind: str           # "blank" (end of file), "end" (no more data), "invalid", "spill"
-    pos: int            # file position
+    kind: str  # "blank" (end of file), "end" (no more data), "invalid", "spill"
+    pos: int  # file position
     reason: str = ""
 
 
@@ -103,34 +111,47 @@ class ScanResult:
     file_idx: int
     lo: int
     hi: int
-    first: int | None = None          # first proven record boundary in [lo, hi)
-    next: int | None = None           # position after the last record owned (no stop)
+    first: int | None = None  # first proven record boundary in [lo, hi)
+    next: int | None = None  # position after the last record owned (no stop)
     stop: Stop | None = None
-    records: int = 0                  # valid records (dispatched or not)
-    units: int = 0                    # ConsumeQueue units
-    keys: int = 0                     # index keys
+    records: int = 0  # valid records (dispatched or not)
+    units: int = 0  # ConsumeQueue units
+    keys: int = 0  # index keys
     skipped: list[tuple[int, int, str]] = field(default_factory=list)
     queues: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)
     index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # hash, phy, store ts
     queue_units: dict[tuple[str, int], int] = field(default_factory=dict)  # summary only
 
-    def summary(self) -> "ScanResult":
+    def summary(self) -> ScanResult:
         """The same result without its payload (queue sizes stay, as queue_units)."""
-        return ScanResult(self.seg_id, self.file_idx, self.lo, self.hi, self.first,
-                          self.next, self.stop, self.records, self.units, self.keys,
-                          self.skipped, {}, None,
-                          {k: len(v) for k, v in self.queues.items()})
+        return ScanResult(
+            self.seg_id,
+            self.file_idx,
+            self.lo,
+            self.hi,
+            self.first,
+            self.next,
+            self.stop,
+            self.records,
+            self.units,
+            self.keys,
+            self.skipped,
+            {},
+            None,
+            {k: len(v) for k, v in self.queues.items()},
+        )
 
 
 # ----------------------------------------------------------------------------- boundary
-def _proves_record(buf, off: int, p: int, end: int, split: Split, levels: Sequence[int],
-                   at_file_end: bool) -> bool:
+def _proves_record(
+    buf: RecordBuffer, off: int, p: int, end: int, split: Split, levels: Sequence[int], at_file_end: bool
+) -> bool:
     """Is there a record at file position p? (magic was found at p + 4)"""
     rel = p - off
-    if p + 36 > end:
+    if p + POS_PHYSICALOFFSET + 8 > end:
         return False
     total = _II.unpack_from(buf, rel)[0]
-    if total <= 0 or _Q.unpack_from(buf, rel + 28)[0] != split.file_base + p:
+    if total <= 0 or _Q.unpack_from(buf, rel + POS_PHYSICALOFFSET)[0] != split.file_base + p:
         return False
     if p + total > end:
         # Only a buffer that stops before the file does (a Hadoop split) can cut a
@@ -140,8 +161,9 @@ def _proves_record(buf, off: int, p: int, end: int, split: Split, levels: Sequen
     return req is not None and size == total
 
 
-def find_first_boundary(buf, off: int, split: Split, levels: Sequence[int],
-                        at_file_end: bool) -> int | None:
+def find_first_boundary(
+    buf: RecordBuffer, off: int, split: Split, levels: Sequence[int], at_file_end: bool
+) -> int | None:
     """The first position in [lo, hi) where a record (or the BLANK) provably starts."""
     end = off + len(buf)
     lo, hi = split.lo, split.hi
@@ -172,7 +194,9 @@ def find_first_boundary(buf, off: int, split: Split, levels: Sequence[int],
 
 
 # ----------------------------------------------------------------------------- walk
-def _walk(buf, off: int, pos: int, hi: int, at_file_end: bool) -> tuple[list[int], int, Stop | None]:
+def _walk(
+    buf: RecordBuffer, off: int, pos: int, hi: int, at_file_end: bool
+) -> tuple[list[int], int, Stop | None]:
     """Follow TOTALSIZE from pos while records start before hi.
 
     Returns (positions of records with a message magic, position reached, stop). Only
@@ -200,8 +224,15 @@ def _walk(buf, off: int, pos: int, hi: int, at_file_end: bool) -> tuple[list[int
             return out, pos, Stop("invalid", pos, f"TOTALSIZE {total}")
         if pos + total > end:
             if at_file_end:
-                return out, pos, Stop("invalid", pos, f"record declares {total} bytes, "
-                                      f"{end - pos} left in the file (torn write)")
+                return (
+                    out,
+                    pos,
+                    Stop(
+                        "invalid",
+                        pos,
+                        f"record declares {total} bytes, {end - pos} left in the file (torn write)",
+                    ),
+                )
             return out, pos, Stop("spill", pos)
         append(pos)
         pos += total
@@ -229,8 +260,16 @@ def _gather(a: np.ndarray, rel: np.ndarray, width: int, dtype: str) -> np.ndarra
 
 
 # ----------------------------------------------------------------------------- scan
-def scan_buffer(buf, off: int, split: Split, opts: ScanOptions, *, at_file_end: bool,
-                seg_id: int | None = None, forced_start: int | None = None) -> ScanResult:
+def scan_buffer(
+    buf: RecordBuffer,
+    off: int,
+    split: Split,
+    opts: ScanOptions,
+    *,
+    at_file_end: bool,
+    seg_id: int | None = None,
+    forced_start: int | None = None,
+) -> ScanResult:
     """Scan split over buf, which holds file positions [off, off + len(buf)).
 
     at_file_end: buf reaches the end of the file (a record crossing it is torn);
@@ -239,12 +278,12 @@ def scan_buffer(buf, off: int, split: Split, opts: ScanOptions, *, at_file_end: 
     driver knows it from the previous range).
     """
     levels = opts.delay_levels_ms
-    res = ScanResult(split.split_id if seg_id is None else seg_id, split.file_idx,
-                     split.lo, split.hi)
+    res = ScanResult(split.split_id if seg_id is None else seg_id, split.file_idx, split.lo, split.hi)
+    first: int | None
     if forced_start is not None:
         first = forced_start
     elif split.lo == 0:
-        first = 0       # a file starts with a record (or the BLANK, or no data)
+        first = 0  # a file starts with a record (or the BLANK, or no data)
     else:
         first = find_first_boundary(buf, off, split, levels, at_file_end)
     res.first = first
@@ -261,8 +300,9 @@ def scan_buffer(buf, off: int, split: Split, opts: ScanOptions, *, at_file_end: 
     return res
 
 
-def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[int],
-              res: ScanResult) -> tuple[int, Stop | None]:
+def _classify(
+    buf: RecordBuffer, off: int, split: Split, opts: ScanOptions, positions: list[int], res: ScanResult
+) -> tuple[int, Stop | None]:
     """Check every walked record, fill res with units (and index keys); returns how
     many records were taken and the stop at the first one that ends the data."""
     n = len(positions)
@@ -276,11 +316,11 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
         crc = _gather(a, rel + 8, 4, ">i4")
         qid = _gather(a, rel + 12, 4, ">i4")
         qoff = _gather(a, rel + 20, 8, ">i8")
-        phys = _gather(a, rel + 28, 8, ">i8")
-        sysflag = _gather(a, rel + 36, 4, ">i4")
+        phys = _gather(a, rel + POS_PHYSICALOFFSET, 8, ">i8")
+        sysflag = _gather(a, rel + POS_SYSFLAG, 4, ">i4")
         bh = np.where(sysflag & SysFlag.BORNHOST_V6, 20, 8)
         sh = np.where(sysflag & SysFlag.STOREHOSTADDRESS_V6, 20, 8)
-        ts_rel = rel + 48 + bh
+        ts_rel = rel + POS_BORNHOST + bh
         store_ts = _gather(a, ts_rel, 8, ">i8")
         bl_rel = ts_rel + 8 + sh + 4 + 8
         body_len = _gather(a, bl_rel, 4, ">i4").astype(np.int64)
@@ -291,9 +331,13 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
         pl_rel = tl_rel + 1 + topic_len
         pl_ok = tl_ok & (pl_rel + 2 <= rec_end)
         props_len = _gather(a, np.where(pl_ok, pl_rel, rel), 2, ">i2").astype(np.int64)
-        common = (pl_ok & (magic == MESSAGE_MAGIC_CODE) & (props_len >= 0)
-                  & (phys == split.file_base + pos)
-                  & (_FIXED + bh + sh + body_len + topic_len + props_len == total))
+        common = (
+            pl_ok
+            & (magic == MESSAGE_MAGIC_CODE)
+            & (props_len >= 0)
+            & (phys == split.file_base + pos)
+            & (_FIXED + bh + sh + body_len + topic_len + props_len == total)
+        )
         # Python lists index faster than numpy arrays in the loop below.
         common_l = common.tolist()
         body_start = (bl_rel + 4).tolist()
@@ -316,7 +360,7 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
         crc32 = zlib.crc32
         topics: list[str] = []
         topic_ids: dict[str, int] = {}
-        topic_of: dict[bytes, int] = {}        # topic bytes -> id (-1: not UTF-8)
+        topic_of: dict[bytes, int] = {}  # topic bytes -> id (-1: not UTF-8)
         tag_cache: dict[str, int] = {}
         # Per record: topic id, tag code, index keys (Python lists: cheaper per element
         # than numpy in a loop); `take` False: skipped ("fields do not add up").
@@ -332,12 +376,12 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
             if common_l[i]:
                 if check_crc:
                     b0 = body_start[i]
-                    if crc32(mv[b0:b0 + body_len_l[i]]) & 0x7FFFFFFF != crc_l[i]:
+                    if crc32(mv[b0 : b0 + body_len_l[i]]) & 0x7FFFFFFF != crc_l[i]:
                         stop = Stop("invalid", positions[i], "body CRC mismatch")
                         cut = i
                         break
                 t0 = t_start[i]
-                tb = buf[t0:t0 + t_len[i]]
+                tb = buf[t0 : t0 + t_len[i]]
                 tid = topic_of.get(tb)
                 if tid is None:
                     tid = topic_of[tb] = _topic_id(tb, topics, topic_ids)
@@ -346,13 +390,12 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
                 if tid >= 0 and pl > 0:
                     p0 = p_start[i]
                     try:
-                        props = buf[p0:p0 + pl].decode("utf-8")
+                        props = buf[p0 : p0 + pl].decode("utf-8")
                     except UnicodeDecodeError:
                         tid = -1
                 if tid < 0:
                     # check_message_and_return_size says what an undecodable one is
-                    stop = Stop("invalid", positions[i],
-                                diagnose_record(buf, positions[i] - off, check_crc))
+                    stop = Stop("invalid", positions[i], diagnose_record(buf, positions[i] - off, check_crc))
                     cut = i
                     break
                 if props:
@@ -362,31 +405,37 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
                     else:
                         tags = _tags(props)
                     if topic == SCHEDULE_TOPIC:
-                        tags_l[i] = tags_code_of(topic, tags, property_value(props, "DELAY"),
-                                                 ts_l[i], levels, tag_cache)
+                        tags_l[i] = tags_code_of(
+                            topic, tags, property_value(props, "DELAY"), ts_l[i], levels, tag_cache
+                        )
                     elif tags:
                         code = tag_cache.get(tags)
-                        tags_l[i] = code if code is not None else \
-                            tags_code_of(topic, tags, None, ts_l[i], levels, tag_cache)
+                        tags_l[i] = (
+                            code
+                            if code is not None
+                            else tags_code_of(topic, tags, None, ts_l[i], levels, tag_cache)
+                        )
             else:
                 size, req = check_message_and_return_size(
-                    buf, positions[i] - off, check_crc, levels, tag_cache)
+                    buf, positions[i] - off, check_crc, levels, tag_cache
+                )
                 if req is None or size != total_l[i]:
                     if size > 0 and req is None and not split.recovery:
                         # The broker's dispatch logs "[BUG]" and skips it; recovery
                         # (the last files) would cut the CommitLog here instead.
-                        res.skipped.append((positions[i], size,
-                                            "fields do not add up to TOTALSIZE"))
+                        res.skipped.append((positions[i], size, "fields do not add up to TOTALSIZE"))
                         take[i] = False
                         continue
-                    stop = Stop("invalid", positions[i],
-                                diagnose_record(buf, positions[i] - off, check_crc))
+                    stop = Stop("invalid", positions[i], diagnose_record(buf, positions[i] - off, check_crc))
                     cut = i
                     break
                 if req.commit_log_offset != split.file_base + positions[i]:
-                    stop = Stop("invalid", positions[i],
-                                f"PHYSICALOFFSET {req.commit_log_offset} is not the "
-                                f"record's offset {split.file_base + positions[i]}")
+                    stop = Stop(
+                        "invalid",
+                        positions[i],
+                        f"PHYSICALOFFSET {req.commit_log_offset} is not the "
+                        f"record's offset {split.file_base + positions[i]}",
+                    )
                     cut = i
                     break
                 tid = topic_ids.get(req.topic)
@@ -395,8 +444,7 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
                     topics.append(req.topic)
                 tags_l[i] = req.tags_code
                 keys, uniq = req.keys, req.uniq_key
-                qid_l[i], qoff_l[i], ts_l[i] = req.queue_id, req.consume_queue_offset, \
-                    req.store_timestamp
+                qid_l[i], qoff_l[i], ts_l[i] = req.queue_id, req.consume_queue_offset, req.store_timestamp
                 tran_l[i] = req.sys_flag & _TRAN_MASK
             tid_l[i] = tid
             if index and tran_l[i] != _ROLLBACK and (want is None or topics[tid] in want):
@@ -412,18 +460,28 @@ def _classify(buf, off: int, split: Split, opts: ScanOptions, positions: list[in
         taken = take[:cut]
         res.records = int(np.count_nonzero(taken))
         if cut:
-            _emit_units(res, topics, np.array(tid_l[:cut], np.int64), taken,
-                        np.array(qid_l[:cut], np.int64), np.array(qoff_l[:cut], np.int64),
-                        split.file_base + pos[:cut], total[:cut],
-                        np.array(tags_l[:cut], np.int64), np.array(tran_l[:cut], np.int64),
-                        want)
+            _emit_units(
+                res,
+                topics,
+                np.array(tid_l[:cut], np.int64),
+                taken,
+                np.array(qid_l[:cut], np.int64),
+                np.array(qoff_l[:cut], np.int64),
+                split.file_base + pos[:cut],
+                total[:cut],
+                np.array(tags_l[:cut], np.int64),
+                np.array(tran_l[:cut], np.int64),
+                want,
+            )
         if index:
             counts = np.array(keyc_l[:cut], np.int64)
             ts_arr = np.array(ts_l[:cut], dtype=np.int64)
             res.keys = len(key_strs)
-            res.index = (index_key_hashes(key_strs),
-                         np.repeat(split.file_base + pos[:cut], counts),
-                         np.repeat(ts_arr, counts))
+            res.index = (
+                index_key_hashes(key_strs),
+                np.repeat(split.file_base + pos[:cut], counts),
+                np.repeat(ts_arr, counts),
+            )
         return cut, stop
     finally:
         mv.release()
@@ -453,13 +511,23 @@ def _tags(props: str) -> str | None:
     if j < 0:
         j = len(props)
     if j > i + 5 and (i == 0 or props[i - 1] == "\x02"):
-        return props[i + 5:j]
+        return props[i + 5 : j]
     return property_value(props, "TAGS", i)
 
 
-def _emit_units(res: ScanResult, topics: list[str], topic_id: np.ndarray, taken: np.ndarray,
-                qid: np.ndarray, qoff: np.ndarray, phy: np.ndarray, size: np.ndarray,
-                tags: np.ndarray, tran: np.ndarray, want: frozenset[str] | None) -> None:
+def _emit_units(
+    res: ScanResult,
+    topics: list[str],
+    topic_id: np.ndarray,
+    taken: np.ndarray,
+    qid: np.ndarray,
+    qoff: np.ndarray,
+    phy: np.ndarray,
+    size: np.ndarray,
+    tags: np.ndarray,
+    tran: np.ndarray,
+    want: frozenset[str] | None,
+) -> None:
     """Group the dispatched records (NOT or COMMIT transaction type) by queue."""
     mask = taken & ((tran == 0) | (tran == _COMMIT))
     if want is not None:
@@ -479,7 +547,7 @@ def _emit_units(res: ScanResult, topics: list[str], topic_id: np.ndarray, taken:
     rows["tags"] = tags[idx]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     ends = np.r_[starts[1:], idx.size]
-    for s, e in zip(starts.tolist(), ends.tolist()):
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         k = int(key[s])
         q = k & 0xFFFFFFFF
         if q >= 0x80000000:
@@ -489,12 +557,19 @@ def _emit_units(res: ScanResult, topics: list[str], topic_id: np.ndarray, taken:
 
 
 # ----------------------------------------------------------------------------- local files
-def scan_local_split(split: Split, opts: ScanOptions, seg_id: int | None = None,
-                     forced_start: int | None = None) -> ScanResult:
+def scan_local_split(
+    split: Split, opts: ScanOptions, seg_id: int | None = None, forced_start: int | None = None
+) -> ScanResult:
     """Scan a split of a file on a local (or shared POSIX) path through a read-only mmap."""
     if split.file_len == 0:
-        return ScanResult(split.split_id if seg_id is None else seg_id, split.file_idx,
-                          split.lo, split.hi, first=0, stop=Stop("end", 0, "empty file"))
+        return ScanResult(
+            split.split_id if seg_id is None else seg_id,
+            split.file_idx,
+            split.lo,
+            split.hi,
+            first=0,
+            stop=Stop("end", 0, "empty file"),
+        )
     with open(split.path, "rb") as f:
         mm = mmap.mmap(f.fileno(), split.file_len, access=mmap.ACCESS_READ)
     try:
@@ -505,8 +580,6 @@ def scan_local_split(split: Split, opts: ScanOptions, seg_id: int | None = None,
             mm.madvise(_MADV_POPULATE_READ, start, end - start)
         except (OSError, AttributeError):
             pass
-        return scan_buffer(mm, 0, split, opts, at_file_end=True, seg_id=seg_id,
-                           forced_start=forced_start)
+        return scan_buffer(mm, 0, split, opts, at_file_end=True, seg_id=seg_id, forced_start=forced_start)
     finally:
         mm.close()
-

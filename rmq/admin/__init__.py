@@ -11,13 +11,15 @@ Layout:
 
 Uses ``rmq.client``, ``rmq.remoting`` and ``rmq.protocol`` only.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from rmq.admin.main import main as _main
+
     return _main(argv)

@@ -10,39 +10,57 @@ Failures keep their types (``MQBrokerError``, ``RemotingError``, ``ProtocolError
 NameServer does not know (topic, cluster, broker address) raises ``AdminError`` with
 the sentence to print.
 """
+
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from rmq.admin.base import AdminError
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
-from rmq.protocol.admin_bodies import ConsumeStats, ConsumerConnection, ProducerConnection
+from rmq.common.mixall import MASTER_ID, retry_topic
+from rmq.protocol.admin_bodies import Connection, ConsumerConnection, ConsumeStats, ProducerConnection
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.headers import (BrokerPermRequestHeader, DeleteSubscriptionGroupRequestHeader,
-                                  DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,
-                                  GetConsumeStatsRequestHeader,
-                                  GetConsumerConnectionListRequestHeader,
-                                  GetProducerConnectionListRequestHeader)
+from rmq.protocol.headers import (
+    BrokerPermRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+)
 from rmq.protocol.message import MessageExt, decode_message_id
-from rmq.protocol.route import (MASTER_ID, BrokerData, ClusterInfo, MessageQueue, TopicConfig,
-                                TopicRouteData, dumps_fastjson, loads_fastjson,
-                                loads_object_keyed_map)
+from rmq.protocol.route import (
+    BrokerData,
+    ClusterInfo,
+    MessageQueue,
+    TopicConfig,
+    TopicRouteData,
+    dumps_fastjson,
+    loads_fastjson,
+    loads_object_keyed_map,
+)
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
-__all__ = ["MQAdmin", "TopicOffset", "ConsumerNotOnline", "DEFAULT_NAMESRV", "DEFAULT_TIMEOUT_MS",
-           "NAMESPACE_ORDER_TOPIC_CONFIG", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX"]
+__all__ = [
+    "MQAdmin",
+    "TopicOffset",
+    "ConsumerNotOnline",
+    "DEFAULT_NAMESRV",
+    "DEFAULT_TIMEOUT_MS",
+    "NAMESPACE_ORDER_TOPIC_CONFIG",
+]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
-DEFAULT_TIMEOUT_MS = 5000                  # DefaultMQAdminExt.timeoutMillis
-NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"   # NamesrvUtil
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"       # MixAll
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis
+NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil
 
 T = TypeVar("T")
 
@@ -64,8 +82,11 @@ class TopicOffset:
         if not isinstance(obj, dict):
             raise ProtocolError(f"TopicOffset is not an object: {obj!r:.60}")
         try:
-            return cls(int(obj.get("minOffset") or 0), int(obj.get("maxOffset") or 0),
-                       int(obj.get("lastUpdateTimestamp") or 0))
+            return cls(
+                int(obj.get("minOffset") or 0),
+                int(obj.get("maxOffset") or 0),
+                int(obj.get("lastUpdateTimestamp") or 0),
+            )
         except (TypeError, ValueError) as e:
             raise ProtocolError(f"bad TopicOffset: {e}") from None
 
@@ -76,8 +97,9 @@ class MQAdmin:
     def __init__(self, namesrv_addrs: Sequence[str], timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         self.namesrv_addrs = [a for a in namesrv_addrs if a]
         self.timeout_ms = timeout_ms
-        self.remoting = RemotingClient(version=MQVersion.V4_9_8, name="rmq-admin",
-                                       connect_timeout=min(3.0, timeout_ms / 1000))
+        self.remoting = RemotingClient(
+            version=MQVersion.V4_9_8, name="rmq-admin", connect_timeout=min(3.0, timeout_ms / 1000)
+        )
         self.api = MQClientAPI(self.remoting, self.namesrv_addrs)
         self._cluster_info: ClusterInfo | None = None
 
@@ -102,8 +124,14 @@ class MQAdmin:
         except RemotingError as e:
             raise AdminError(f"NameServer {self.namesrv_desc} unreachable: {e}") from None
 
-    async def call(self, addr: str | None, code: int, ext_fields: dict[str, str] | None = None,
-                   body: bytes | None = None, *ok: int) -> RemotingCommand:
+    async def call(
+        self,
+        addr: str | None,
+        code: int,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes | None = None,
+        *ok: int,
+    ) -> RemotingCommand:
         """Any request (to a NameServer when ``addr`` is None); a failure code other than
         ``ok`` raises ``MQBrokerError``."""
         aw = self.api.raw(addr, code, ext_fields, body, self.timeout_ms)
@@ -116,8 +144,7 @@ class MQAdmin:
     async def examine_broker_cluster_info(self, fresh: bool = False) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (cached for the run unless ``fresh``)."""
         if self._cluster_info is None or fresh:
-            self._cluster_info = await self.namesrv(
-                self.api.get_broker_cluster_info(self.timeout_ms))
+            self._cluster_info = await self.namesrv(self.api.get_broker_cluster_info(self.timeout_ms))
         return self._cluster_info
 
     async def examine_topic_route_info(self, topic: str) -> TopicRouteData:
@@ -130,9 +157,13 @@ class MQAdmin:
         return await self.namesrv(self.api.get_all_topic_list(self.timeout_ms))
 
     async def get_kv_config(self, namespace: str, key: str) -> str | None:
-        resp = await self.call(None, RequestCode.GET_KV_CONFIG,
-                               {"namespace": namespace, "key": key}, None,
-                               ResponseCode.QUERY_NOT_FOUND)
+        resp = await self.call(
+            None,
+            RequestCode.GET_KV_CONFIG,
+            {"namespace": namespace, "key": key},
+            None,
+            ResponseCode.QUERY_NOT_FOUND,
+        )
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         return (resp.ext_fields or {}).get("value")
@@ -142,15 +173,15 @@ class MQAdmin:
         fields = {"namespace": namespace, "key": key, "value": value}
         for addr in self.namesrv_addrs:
             try:
-                resp = await self.api.raw(addr, RequestCode.PUT_KV_CONFIG, dict(fields),
-                                          None, self.timeout_ms)
+                resp = await self.api.raw(
+                    addr, RequestCode.PUT_KV_CONFIG, dict(fields), None, self.timeout_ms
+                )
             except RemotingError as e:
                 raise AdminError(f"NameServer {addr} unreachable: {e}") from None
             if resp.code != ResponseCode.SUCCESS:
                 raise MQBrokerError(resp.code, resp.remark, addr)
 
-    async def create_or_update_order_conf(self, topic: str, order_conf: str,
-                                          is_cluster: bool) -> str:
+    async def create_or_update_order_conf(self, topic: str, order_conf: str, is_cluster: bool) -> str:
         """ORDER_TOPIC_CONFIG for ``topic``; a single broker's ``name:n`` entry is merged
         into what the NameServer holds (DefaultMQAdminExtImpl). Returns the value set."""
         value = order_conf
@@ -173,10 +204,11 @@ class MQAdmin:
         ci = await self.examine_broker_cluster_info()
         names = ci.cluster_addr_table.get(cluster)
         if names is None:
-            raise AdminError(f"cluster {cluster} not found on NameServer {self.namesrv_desc} "
-                             f"(known: {', '.join(sorted(ci.cluster_addr_table)) or 'none'})")
-        return [ci.broker_addr_table[n] for n in sorted(set(names))
-                if n in ci.broker_addr_table]
+            raise AdminError(
+                f"cluster {cluster} not found on NameServer {self.namesrv_desc} "
+                f"(known: {', '.join(sorted(ci.cluster_addr_table)) or 'none'})"
+            )
+        return [ci.broker_addr_table[n] for n in sorted(set(names)) if n in ci.broker_addr_table]
 
     async def fetch_cluster_brokers(self, cluster: str) -> list[BrokerData]:
         """The cluster's broker groups (master and slaves each), by broker name."""
@@ -193,8 +225,9 @@ class MQAdmin:
         return out
 
     async def fetch_master_and_slave_addr_by_cluster_name(self, cluster: str) -> list[str]:
-        return [bd.broker_addrs[i] for bd in await self._cluster_brokers(cluster)
-                for i in sorted(bd.broker_addrs)]
+        return [
+            bd.broker_addrs[i] for bd in await self._cluster_brokers(cluster) for i in sorted(bd.broker_addrs)
+        ]
 
     async def fetch_broker_name_by_cluster_name(self, cluster: str) -> list[str]:
         return [bd.broker_name for bd in await self._cluster_brokers(cluster)]
@@ -215,40 +248,37 @@ class MQAdmin:
         """UPDATE_AND_CREATE_TOPIC (17) on one broker."""
         await self.api.create_topic(addr, tc, timeout_ms=self.timeout_ms)
 
-    async def get_topic_stats_info(self, addr: str,
-                                   topic: str) -> list[tuple[MessageQueue, TopicOffset]]:
+    async def get_topic_stats_info(self, addr: str, topic: str) -> list[tuple[MessageQueue, TopicOffset]]:
         """GET_TOPIC_STATS_INFO (202): ``TopicStatsTable`` of one broker."""
         resp = await self.call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
-        return [(MessageQueue.from_obj(k), TopicOffset.from_obj(v))
-                for k, v in loads_object_keyed_map(resp.body or b"{}", "offsetTable")]
+        return [
+            (MessageQueue.from_obj(k), TopicOffset.from_obj(v))
+            for k, v in loads_object_keyed_map(resp.body or b"{}", "offsetTable")
+        ]
 
     async def examine_topic_stats(self, topic: str) -> list[tuple[MessageQueue, TopicOffset]]:
         """Every broker group's stats for ``topic`` (its master, else any member), sorted
         by MessageQueue. A topic the NameServer does not route raises ``AdminError``."""
         route = await self.examine_topic_route_info(topic)
         addrs = [_select_broker_addr(bd) for bd in route.broker_datas]
-        results = await asyncio.gather(*(self.get_topic_stats_info(a, topic)
-                                         for a in addrs if a))
+        results = await asyncio.gather(*(self.get_topic_stats_info(a, topic) for a in addrs if a))
         table = sorted((e for r in results for e in r), key=lambda e: e[0])
         if not table:
             raise AdminError(f"Not found the topic stats info: {topic}")
         return table
 
-    async def query_topic_consume_by_who(self, topic: str,
-                                         route: TopicRouteData | None = None) -> list[str]:
+    async def query_topic_consume_by_who(self, topic: str, route: TopicRouteData | None = None) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO (300) on one broker of the topic's route."""
         if route is None:
             route = await self.examine_topic_route_info(topic)
         for bd in route.broker_datas:
             addr = _select_broker_addr(bd)
             if addr:
-                resp = await self.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
-                                       {"topic": topic})
+                resp = await self.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
                 obj = loads_fastjson(resp.body or b"{}")
                 groups = obj.get("groupList") if isinstance(obj, dict) else None
                 return sorted(str(g) for g in groups or [])
         return []
-
 
     # ------------------------------------------------------------------ topics: delete
     async def delete_topic_in_broker(self, addrs: Sequence[str], topic: str) -> None:
@@ -277,26 +307,39 @@ class MQAdmin:
     # ------------------------------------------------------------------ NameServer: perms
     async def wipe_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER (205): topics whose queue data lost PERM_WRITE."""
-        resp = await self._namesrv_call(namesrv_addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-                                        BrokerPermRequestHeader(broker_name).to_ext_fields())
+        resp = await self._namesrv_call(
+            namesrv_addr,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+            BrokerPermRequestHeader(broker_name).to_ext_fields(),
+        )
         return _int_field(resp, "wipeTopicCount", namesrv_addr)
 
     async def add_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
         """ADD_WRITE_PERM_OF_BROKER (327): topics whose queue data got PERM_WRITE back."""
-        resp = await self._namesrv_call(namesrv_addr, RequestCode.ADD_WRITE_PERM_OF_BROKER,
-                                        BrokerPermRequestHeader(broker_name).to_ext_fields())
+        resp = await self._namesrv_call(
+            namesrv_addr,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER,
+            BrokerPermRequestHeader(broker_name).to_ext_fields(),
+        )
         return _int_field(resp, "addTopicCount", namesrv_addr)
 
     # ------------------------------------------------------------------ consumers / producers
     async def _group_brokers(self, group: str) -> list[str]:
         """Brokers serving a consumer group: those of its retry topic's route."""
-        retry = RETRY_GROUP_TOPIC_PREFIX + group
+        retry = retry_topic(group)
         route = await self.namesrv(self.api.get_topic_route_info(retry, self.timeout_ms))
         if route is None:
-            raise AdminError(f"consumer group {group} not found: the NameServer has no route "
-                             f"for its retry topic {retry} (no consumer of it ever connected)")
-        addrs = [a for a in (_select_broker_addr(bd) for bd in
-                             sorted(route.broker_datas, key=lambda b: b.broker_name)) if a]
+            raise AdminError(
+                f"consumer group {group} not found: the NameServer has no route "
+                f"for its retry topic {retry} (no consumer of it ever connected)"
+            )
+        addrs = [
+            a
+            for a in (
+                _select_broker_addr(bd) for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)
+            )
+            if a
+        ]
         if not addrs:
             raise AdminError(f"consumer group {group}: no broker serves {retry}")
         return addrs
@@ -311,10 +354,12 @@ class MQAdmin:
             result.offset_table += cs.offset_table
             result.consume_tps += cs.consume_tps
         if not result.offset_table:
-            raise AdminError(f"consumer group {group} has no consume stats"
-                             + (f" for topic {topic}" if topic else "")
-                             + ": the offset table is empty, maybe the consumer has not "
-                               "consumed any message")
+            raise AdminError(
+                f"consumer group {group} has no consume stats"
+                + (f" for topic {topic}" if topic else "")
+                + ": the offset table is empty, maybe the consumer has not "
+                "consumed any message"
+            )
         result.offset_table.sort(key=lambda e: e[0])
         return result
 
@@ -324,8 +369,11 @@ class MQAdmin:
         last: MQBrokerError | None = None
         for addr in await self._group_brokers(group):
             try:
-                resp = await self.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                                       GetConsumerConnectionListRequestHeader(group).to_ext_fields())
+                resp = await self.call(
+                    addr,
+                    RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                    GetConsumerConnectionListRequestHeader(group).to_ext_fields(),
+                )
             except MQBrokerError as e:
                 if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
                     raise
@@ -333,20 +381,25 @@ class MQAdmin:
                 continue
             return ConsumerConnection.from_json(resp.body or b"{}")
         assert last is not None
-        raise ConsumerNotOnline(f"consumer group {group} is not online: no consumer of it is connected "
-                         f"(broker {last.broker_addr} answered CONSUMER_NOT_ONLINE)")
+        raise ConsumerNotOnline(
+            f"consumer group {group} is not online: no consumer of it is connected "
+            f"(broker {last.broker_addr} answered CONSUMER_NOT_ONLINE)"
+        )
 
     async def examine_producer_connection_info(self, group: str, topic: str) -> ProducerConnection:
         """GET_PRODUCER_CONNECTION_LIST (204) from the brokers of topic's route, merged."""
         route = await self.examine_topic_route_info(topic)
-        seen: dict[str, object] = {}
+        seen: dict[str, Connection] = {}
         for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
             addr = _select_broker_addr(bd)
             if not addr:
                 continue
             try:
-                resp = await self.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
-                                       GetProducerConnectionListRequestHeader(group).to_ext_fields())
+                resp = await self.call(
+                    addr,
+                    RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                    GetProducerConnectionListRequestHeader(group).to_ext_fields(),
+                )
             except MQBrokerError as e:
                 if e.code == ResponseCode.SYSTEM_ERROR and "not exist" in (e.remark or ""):
                     continue
@@ -354,16 +407,16 @@ class MQAdmin:
             for c in ProducerConnection.from_json(resp.body or b"{}").connections:
                 seen.setdefault(c.client_id + "@" + c.client_addr, c)
         if not seen:
-            raise AdminError(f"producer group {group} is not online: no producer of it is "
-                             f"connected to the brokers of topic {topic}")
-        return ProducerConnection(list(seen.values()))  # type: ignore[arg-type]
+            raise AdminError(
+                f"producer group {group} is not online: no producer of it is "
+                f"connected to the brokers of topic {topic}"
+            )
+        return ProducerConnection(list(seen.values()))
 
     # ------------------------------------------------------------------ subscription groups
-    async def create_and_update_subscription_group_config(self, addr: str,
-                                                          config: dict[str, object]) -> None:
+    async def create_and_update_subscription_group_config(self, addr: str, config: dict[str, object]) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); body: SubscriptionGroupConfig JSON."""
-        await self.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
-                        dumps_fastjson(config))
+        await self.call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, dumps_fastjson(config))
 
     async def subscription_groups(self, addr: str) -> dict[str, dict[str, object]]:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): group name -> config."""
@@ -374,8 +427,7 @@ class MQAdmin:
             raise ProtocolError("SubscriptionGroupWrapper has no subscriptionGroupTable")
         return {str(k): v for k, v in table.items() if isinstance(v, dict)}
 
-    async def delete_subscription_group(self, addr: str, group: str,
-                                        remove_offset: bool = False) -> None:
+    async def delete_subscription_group(self, addr: str, group: str, remove_offset: bool = False) -> None:
         """DELETE_SUBSCRIPTIONGROUP (207)."""
         header = DeleteSubscriptionGroupRequestHeader(group, remove_offset or None)
         await self.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header.to_ext_fields())
@@ -409,11 +461,14 @@ class MQAdmin:
         try:
             return await self.api.view_message(addr, offset, self.timeout_ms)
         except MQBrokerError as e:
-            raise AdminError(f"message {msg_id} not found: broker {addr} answered "
-                             f"{ResponseCode.name_of(e.code)} ({e.remark})") from None
+            raise AdminError(
+                f"message {msg_id} not found: broker {addr} answered "
+                f"{ResponseCode.name_of(e.code)} ({e.remark})"
+            ) from None
 
-    async def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int,
-                            unique_key: bool = False) -> list[MessageExt]:
+    async def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int, unique_key: bool = False
+    ) -> list[MessageExt]:
         """QUERY_MESSAGE (12) on every broker of topic's route (MQAdminImpl.queryMessage)."""
         route = await self.examine_topic_route_info(topic)
         found: list[MessageExt] = []
@@ -422,8 +477,9 @@ class MQAdmin:
             if not addr:
                 continue
             try:
-                r = await self.api.query_message(addr, topic, key, max_num, begin, end,
-                                                 unique_key=unique_key, timeout_ms=self.timeout_ms)
+                r = await self.api.query_message(
+                    addr, topic, key, max_num, begin, end, unique_key=unique_key, timeout_ms=self.timeout_ms
+                )
             except MQBrokerError as e:
                 if e.code == ResponseCode.QUERY_NOT_FOUND:
                     continue
@@ -431,14 +487,16 @@ class MQAdmin:
             found += r.messages
         return found
 
-
     async def message_track_detail(self, msg: MessageExt) -> list[dict[str, str | None]]:
         """MessageTrack per group consuming msg's topic (DefaultMQAdminExtImpl): NOT_ONLINE,
         PULL, CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET or UNKNOWN."""
         tracks: list[dict[str, str | None]] = []
         for group in await self.query_topic_consume_by_who(msg.topic):
-            track: dict[str, str | None] = {"consumerGroup": group, "trackType": "UNKNOWN",
-                                            "exceptionDesc": None}
+            track: dict[str, str | None] = {
+                "consumerGroup": group,
+                "trackType": "UNKNOWN",
+                "exceptionDesc": None,
+            }
             tracks.append(track)
             try:
                 cc = await self.examine_consumer_connection_info(group)
@@ -462,8 +520,7 @@ class MQAdmin:
                 continue
             track["trackType"] = "CONSUMED"
             sd = cc.subscriptions.get(msg.topic)
-            if sd is not None and sd.tags_set and "*" not in sd.tags_set \
-                    and msg.tags not in sd.tags_set:
+            if sd is not None and sd.tags_set and "*" not in sd.tags_set and msg.tags not in sd.tags_set:
                 track["trackType"] = "CONSUMED_BUT_FILTERED"
         return tracks
 
@@ -474,6 +531,7 @@ class MQAdmin:
             if (mq.topic, mq.broker_name, mq.queue_id) == (msg.topic, broker, msg.queue_id):
                 return ow.consumer_offset > msg.queue_offset
         return False
+
 
 def _select_broker_addr(bd: BrokerData) -> str | None:
     """BrokerData.selectBrokerAddr: the master, else the lowest-id member."""

@@ -1,16 +1,8 @@
 """What every ``rmq admin`` subcommand is made of: options, the command class, output.
 
-A subcommand is a ``Command`` subclass registered with ``@register``::
-
-    @register
-    class TopicRoute(Command):
-        name = "topicRoute"
-        help = "Examine topic route info"
-        options = (TOPIC.but(required=True),)
-
-        async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-            route = await admin.examine_topic_route_info(args.topic)
-            out.emit(text=fastjson_pretty(route.to_obj()), data=route.to_obj())
+A subcommand is a ``Command`` subclass registered with ``@register``: a ``name`` (as
+mqadmin spells it), a ``help`` line, its ``options`` and ``async def run(admin, args,
+out)``. ``TopicRoute`` in ``rmq/admin/commands/topic.py`` is the smallest whole one.
 
 The framework (``rmq.admin.main``) builds the argparse parser from ``options`` (plus the
 common ``-n``, ``--json``, ``--timeout`` and ``-h``), opens one ``MQAdmin`` for the run,
@@ -19,14 +11,16 @@ calls ``validate`` then ``run``, and turns failures into the one error path: an
 on stderr and exit status 1; a usage problem (``parser.error``/``UsageError``) is
 argparse's message and status 2.
 """
+
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.protocol.codes import ResponseCode
@@ -37,9 +31,24 @@ if TYPE_CHECKING:
     from rmq.admin.admin import MQAdmin
 
 __all__ = [
-    "AdminError", "UsageError", "Opt", "Command", "Output", "register", "COMMANDS",
-    "find_command", "NAMESRV", "TOPIC", "BROKER_ADDR", "CLUSTER", "GROUP", "MSG_ID", "MSG_KEY",
-    "java_bool", "describe_error", "broker_or_cluster",
+    "AdminError",
+    "UsageError",
+    "Opt",
+    "Command",
+    "Output",
+    "register",
+    "COMMANDS",
+    "find_command",
+    "NAMESRV",
+    "TOPIC",
+    "BROKER_ADDR",
+    "CLUSTER",
+    "GROUP",
+    "MSG_ID",
+    "MSG_KEY",
+    "java_bool",
+    "describe_error",
+    "broker_or_cluster",
 ]
 
 
@@ -97,9 +106,15 @@ class Opt:
         if not self.arg:
             parser.add_argument(*names, dest=self.long, action="store_true", help=self.help)
             return
-        parser.add_argument(*names, dest=self.long, required=self.required, type=self.type,
-                            default=self.default, help=self.help,
-                            metavar=self.metavar or self.long.upper())
+        parser.add_argument(
+            *names,
+            dest=self.long,
+            required=self.required,
+            type=self.type,
+            default=self.default,
+            help=self.help,
+            metavar=self.metavar or self.long.upper(),
+        )
 
 
 def broker_or_cluster(args: argparse.Namespace) -> None:
@@ -118,9 +133,13 @@ def java_bool(text: str) -> bool:
 
 # mqadmin's letters. A command takes the ones it needs and adjusts them with ``but``;
 # the same letter keeps the same meaning across commands wherever mqadmin does so.
-NAMESRV = Opt("n", "namesrvAddr",
-              "Name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876 "
-              "(default: $NAMESRV_ADDR, else 127.0.0.1:9876)", metavar="ADDR")
+NAMESRV = Opt(
+    "n",
+    "namesrvAddr",
+    "Name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876 "
+    "(default: $NAMESRV_ADDR, else 127.0.0.1:9876)",
+    metavar="ADDR",
+)
 TOPIC = Opt("t", "topic", "topic name")
 BROKER_ADDR = Opt("b", "brokerAddr", "broker address (ip:port)", metavar="ADDR")
 CLUSTER = Opt("c", "clusterName", "cluster name", metavar="CLUSTER")
@@ -177,8 +196,9 @@ class Output:
     ``warn`` is the same line without changing the exit status.
     """
 
-    def __init__(self, command: str, json_mode: bool, stdout: TextIO | None = None,
-                 stderr: TextIO | None = None) -> None:
+    def __init__(
+        self, command: str, json_mode: bool, stdout: TextIO | None = None, stderr: TextIO | None = None
+    ) -> None:
         self.command = command
         self.json = json_mode
         self.stdout = stdout or sys.stdout

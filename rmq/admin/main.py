@@ -7,17 +7,18 @@
 Exit status: 0 success; 1 the command failed (one line on stderr,
 ``rmq admin <command>: <what went wrong>``); 2 bad usage (argparse's message).
 """
+
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
 import sys
-from typing import Sequence, TextIO
+from collections.abc import Sequence
+from typing import TextIO
 
 from rmq.admin.admin import DEFAULT_NAMESRV, DEFAULT_TIMEOUT_MS, MQAdmin
-from rmq.admin.base import (COMMANDS, NAMESRV, Command, Opt, Output, UsageError, describe_error,
-                            find_command)
+from rmq.admin.base import COMMANDS, NAMESRV, Command, Opt, Output, UsageError, describe_error, find_command
 
 __all__ = ["main", "build_parser", "NAMESRV_ADDR_ENV"]
 
@@ -25,8 +26,14 @@ NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
 PROG = "rmq admin"
 
 _JSON = Opt("", "json", "print a JSON document instead of the table", arg=False)
-_TIMEOUT = Opt("", "timeout", f"request timeout in milliseconds (default {DEFAULT_TIMEOUT_MS})",
-               type=int, default=DEFAULT_TIMEOUT_MS, metavar="MS")
+_TIMEOUT = Opt(
+    "",
+    "timeout",
+    f"request timeout in milliseconds (default {DEFAULT_TIMEOUT_MS})",
+    type=int,
+    default=DEFAULT_TIMEOUT_MS,
+    metavar="MS",
+)
 
 
 def _load_commands() -> None:
@@ -52,8 +59,9 @@ def namesrv_list(flag: str | None) -> list[str]:
     return [a.strip() for a in raw.split(";") if a.strip()]
 
 
-def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
-         stderr: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
@@ -80,7 +88,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
     parser = build_parser(cls)
     try:
         args = parser.parse_args(argv[1:])
-    except SystemExit as e:           # -h (0) or a usage error (2), already printed
+    except SystemExit as e:  # -h (0) or a usage error (2), already printed
         return int(e.code or 0)
     cmd = cls()
     try:
@@ -107,6 +115,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
     except Exception as e:
         if os.environ.get("RMQ_ADMIN_DEBUG"):
             import traceback
+
             traceback.print_exc(file=stderr)
         out.error(describe_error(e))
         return 1

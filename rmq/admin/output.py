@@ -10,17 +10,26 @@
 * Small formatters: ``human_time``
   (UtilAll.timeMillisToHumanString2), ``topic_config_string`` (TopicConfig.toString).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rmq.protocol.codes import PermName
 from rmq.protocol.route import TopicConfig, dumps_fastjson
 
-__all__ = ["Col", "Table", "fastjson_pretty", "without_nulls", "human_time",
-           "topic_config_string", "mq_version_desc"]
+__all__ = [
+    "Col",
+    "Table",
+    "fastjson_pretty",
+    "without_nulls",
+    "human_time",
+    "topic_config_string",
+    "mq_version_desc",
+]
 
 
 # =========================================================================== tables
@@ -50,8 +59,9 @@ class Table:
         self.rows.append(["" if c is None else str(c) for c in cells])
 
     def render(self) -> str:
-        widths = [max([c.width, len(c.header)] + [len(r[i]) for r in self.rows])
-                  for i, c in enumerate(self.cols)]
+        widths = [
+            max([c.width, len(c.header)] + [len(r[i]) for r in self.rows]) for i, c in enumerate(self.cols)
+        ]
         lines = [self._line([c.header for c in self.cols], widths)]
         lines += [self._line(r, widths) for r in self.rows]
         return "\n".join(lines)
@@ -59,7 +69,7 @@ class Table:
     def _line(self, cells: Sequence[str], widths: Sequence[int]) -> str:
         parts = []
         last = len(cells) - 1
-        for i, (col, cell, w) in enumerate(zip(self.cols, cells, widths)):
+        for i, (col, cell, w) in enumerate(zip(self.cols, cells, widths, strict=True)):
             if i:
                 parts.append(col.gap)
             if col.right:
@@ -91,8 +101,7 @@ def fastjson_pretty(obj: Any) -> str:
 
 def _pretty(v: Any, depth: int, out: list[str]) -> None:
     if isinstance(v, dict):
-        items = [(k, x) for k, x in sorted(v.items(), key=lambda kv: _key_order(kv[0]))
-                 if x is not None]
+        items = [(k, x) for k, x in sorted(v.items(), key=lambda kv: _key_order(kv[0])) if x is not None]
         if not items:
             out.append("{}")
             return
@@ -143,15 +152,17 @@ def _key_order(k: Any) -> tuple[int, Any]:
 def human_time(ms: int) -> str:
     """UtilAll.timeMillisToHumanString2: local ``yyyy-MM-dd HH:mm:ss,SSS``."""
     t = time.localtime(ms // 1000)
-    return time.strftime("%Y-%m-%d %H:%M:%S", t) + ",%03d" % (ms % 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", t) + f",{ms % 1000:03d}"
 
 
 def topic_config_string(tc: TopicConfig) -> str:
     """TopicConfig.toString() of RocketMQ 4.9.8 (what ``mqadmin updateTopic`` prints)."""
-    return (f"TopicConfig [topicName={tc.topic_name}, readQueueNums={tc.read_queue_nums}, "
-            f"writeQueueNums={tc.write_queue_nums}, perm={PermName.perm_to_string(tc.perm)}, "
-            f"topicFilterType={tc.topic_filter_type}, topicSysFlag={tc.topic_sys_flag}, "
-            f"order={'true' if tc.order else 'false'}]")
+    return (
+        f"TopicConfig [topicName={tc.topic_name}, readQueueNums={tc.read_queue_nums}, "
+        f"writeQueueNums={tc.write_queue_nums}, perm={PermName.perm_to_string(tc.perm)}, "
+        f"topicFilterType={tc.topic_filter_type}, topicSysFlag={tc.topic_sys_flag}, "
+        f"order={'true' if tc.order else 'false'}]"
+    )
 
 
 def _mq_versions() -> tuple[str, ...]:

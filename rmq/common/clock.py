@@ -1,4 +1,5 @@
 """Wall-clock milliseconds, the unit of every RocketMQ timestamp."""
+
 from __future__ import annotations
 
 import time

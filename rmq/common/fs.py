@@ -1,4 +1,5 @@
 """Replace a small file atomically and durably (metadata, epoch history)."""
+
 from __future__ import annotations
 
 import os

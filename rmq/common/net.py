@@ -1,4 +1,5 @@
 """Addresses of this host."""
+
 from __future__ import annotations
 
 import socket

@@ -6,6 +6,7 @@ A service overrides ``run_once`` (one iteration) and, when it waits between iter
 ``interval`` (seconds; ``None`` waits for ``wakeup`` alone). ``wait_for_running`` behaves like
 Java's: a wakeup that came while the service was busy is not lost, the next wait returns at once.
 """
+
 from __future__ import annotations
 
 import asyncio

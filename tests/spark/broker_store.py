@@ -10,6 +10,7 @@ The slave (HA, ASYNC_MASTER) has caught up before both stop: its CommitLog arriv
 the HA port and its ConsumeQueues/index were built by its own dispatch, which is the store
 the Spark job is meant to read.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +18,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmq.client import LocalTransactionState, Message, Producer, TransactionListener, \
-    TransactionProducer
+from rmq.client import LocalTransactionState, Message, Producer, TransactionListener, TransactionProducer
 from tests.cluster.ha_util import HAGroup, wait_in_sync
 from tests.harness import start_broker, start_namesrv
 from tests.integration.test_client import create_topic
@@ -41,9 +41,9 @@ QUEUES = 4
 
 @dataclass
 class BrokerStore:
-    store: Path          # the store root (commitlog/, consumequeue/, index/)
-    conf: Path           # the broker.conf it was written with
-    sent: int            # messages sent (batches count each message)
+    store: Path  # the store root (commitlog/, consumequeue/, index/)
+    conf: Path  # the broker.conf it was written with
+    sent: int  # messages sent (batches count each message)
 
 
 class Decide(TransactionListener):
@@ -72,20 +72,31 @@ async def _produce(namesrv: str, broker: str) -> int:
                 body = bytes(rng.randrange(256) for _ in range(rng.randrange(10, 400)))
                 await p.send(Message(t, body, tags=tags, keys=keys))
                 sent += 1
-        for t in TOPICS[:8]:                                 # batches
-            await p.send_batch([Message(t, f"batch-{t}-{j}".encode(), tags="Batch",
-                                        keys=f"b{j}") for j in range(rng.randrange(2, 9))])
+        for t in TOPICS[:8]:  # batches
+            await p.send_batch(
+                [
+                    Message(t, f"batch-{t}-{j}".encode(), tags="Batch", keys=f"b{j}")
+                    for j in range(rng.randrange(2, 9))
+                ]
+            )
             sent += 1
-        for i in range(24):                                  # delay levels 1..3
-            await p.send(Message(TOPICS[i % 5], f"delay-{i}".encode(), tags="Delayed",
-                                 delay_time_level=1 + i % 3, keys=f"d{i}"))
+        for i in range(24):  # delay levels 1..3
+            await p.send(
+                Message(
+                    TOPICS[i % 5],
+                    f"delay-{i}".encode(),
+                    tags="Delayed",
+                    delay_time_level=1 + i % 3,
+                    keys=f"d{i}",
+                )
+            )
             sent += 1
-        for i in range(12):                                  # transactions
+        for i in range(12):  # transactions
             decision = [S.COMMIT_MESSAGE, S.ROLLBACK_MESSAGE, S.UNKNOW][i % 3]
-            suffix = b"-c" if i % 2 else b"-r"               # what a check answers
+            suffix = b"-c" if i % 2 else b"-r"  # what a check answers
             await tx.send_message_in_transaction(
-                Message(TOPICS[i % 4], b"tx-%d" % i + suffix, tags="Tx", keys=f"tx{i}"),
-                decision)
+                Message(TOPICS[i % 4], b"tx-%d" % i + suffix, tags="Tx", keys=f"tx{i}"), decision
+            )
             sent += 1
         # delays fire after 1-3 s, unknown transactions are checked after 1 s
         await asyncio.sleep(4.5)
@@ -98,11 +109,15 @@ async def _produce(namesrv: str, broker: str) -> int:
 def write_stores(workdir: Path) -> tuple[BrokerStore, BrokerStore]:
     """(master, slave) stores of one broker group; the slave caught up before both stop."""
     slave_conf = {**BROKER_CONF, "brokerRole": "SLAVE", "brokerId": 1}
-    with start_namesrv(workdir) as ns, \
-            start_broker(workdir, ns.addr, name="broker-a", conf=BROKER_CONF) as br, \
-            start_broker(workdir / "slave", ns.addr, name="broker-a", conf=slave_conf) as sl:
+    with (
+        start_namesrv(workdir) as ns,
+        start_broker(workdir, ns.addr, name="broker-a", conf=BROKER_CONF) as br,
+        start_broker(workdir / "slave", ns.addr, name="broker-a", conf=slave_conf) as sl,
+    ):
         sent = asyncio.run(_produce(ns.addr, br.addr))
         asyncio.run(wait_in_sync(HAGroup(ns, br, sl, workdir), timeout=60))
-        stores = (BrokerStore(br.store_dir, br.conf_path, sent),
-                  BrokerStore(sl.store_dir, sl.conf_path, sent))
+        stores = (
+            BrokerStore(br.store_dir, br.conf_path, sent),
+            BrokerStore(sl.store_dir, sl.conf_path, sent),
+        )
     return stores

@@ -7,6 +7,7 @@ topic-queue; PREPARED/ROLLBACK records get 0 and do not advance it), a record ne
 crosses a file (BLANK + the next file when record + 8 bytes do not fit), and files are
 full-size with zeros after the data, as preallocated files are.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,16 +37,16 @@ class Written:
 class CommitLogWriter:
     directory: str
     file_size: int
-    start_offset: int = 0                  # a multiple of file_size (older files deleted)
+    start_offset: int = 0  # a multiple of file_size (older files deleted)
     queue_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     written: list[Written] = field(default_factory=list)
-    keep: bool = True                      # keep `written` (the benchmark does not)
+    keep: bool = True  # keep `written` (the benchmark does not)
 
     def __post_init__(self) -> None:
         os.makedirs(self.directory, exist_ok=True)
         self._f = None
         self._file_start = self.start_offset - self.file_size
-        self._pos = self.file_size         # no file open yet: the first append rolls
+        self._pos = self.file_size  # no file open yet: the first append rolls
 
     @property
     def offset(self) -> int:
@@ -60,13 +61,21 @@ class CommitLogWriter:
             self._f.close()
         self._file_start += self.file_size
         self._pos = 0
-        self._f = open(os.path.join(self.directory, f"{self._file_start:020d}"), "wb",
-                       buffering=8 << 20)
+        self._f = open(os.path.join(self.directory, f"{self._file_start:020d}"), "wb", buffering=8 << 20)
 
-    def append(self, topic: str, queue_id: int, body: bytes, properties: dict[str, str],
-               *, sys_flag: int = 0, store_timestamp: int = 1_700_000_000_000,
-               born_timestamp: int | None = None, flag: int = 0,
-               queue_offset: int | None = None) -> Written:
+    def append(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: dict[str, str],
+        *,
+        sys_flag: int = 0,
+        store_timestamp: int = 1_700_000_000_000,
+        born_timestamp: int | None = None,
+        flag: int = 0,
+        queue_offset: int | None = None,
+    ) -> Written:
         props = properties_to_string(properties).encode("utf-8")
         tran = sys_flag & 0xC
         key = (topic, queue_id)
@@ -81,15 +90,23 @@ class CommitLogWriter:
             self._roll()
         phys = self.offset
         rec = encode_record(
-            topic=topic.encode("utf-8"), body=body, properties=props, queue_id=queue_id,
-            flag=flag, queue_offset=queue_offset, physical_offset=phys, sys_flag=sys_flag,
+            topic=topic.encode("utf-8"),
+            body=body,
+            properties=props,
+            queue_id=queue_id,
+            flag=flag,
+            queue_offset=queue_offset,
+            physical_offset=phys,
+            sys_flag=sys_flag,
             born_timestamp=store_timestamp - 3 if born_timestamp is None else born_timestamp,
-            born_host=BORN_HOST, store_timestamp=store_timestamp, store_host=STORE_HOST)
+            born_host=BORN_HOST,
+            store_timestamp=store_timestamp,
+            store_host=STORE_HOST,
+        )
         assert len(rec) == size
         self._f.write(rec)
         self._pos += size
-        w = Written(topic, queue_id, queue_offset, phys, size, sys_flag, properties,
-                    store_timestamp)
+        w = Written(topic, queue_id, queue_offset, phys, size, sys_flag, properties, store_timestamp)
         if self.keep:
             self.written.append(w)
         return w

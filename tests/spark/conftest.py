@@ -1,8 +1,9 @@
 """Spark tests: one local[2] SparkContext per module (start-up costs seconds)."""
+
 from __future__ import annotations
 
 import io
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -22,8 +23,10 @@ def sc() -> Iterator[object]:
 def rebuild(sc) -> Callable[..., tuple[int, str]]:
     """Run `rmq rebuild-cq ARGS` in this process on the module's SparkContext:
     (exit code, report)."""
+
     def run(*args: str) -> tuple[int, str]:
         out = io.StringIO()
         code = main(["--quiet", *args], out=out)
         return code, out.getvalue()
+
     return run

@@ -1,6 +1,7 @@
 """`rmq rebuild-cq` called by its full path, without activating the venv: a bare PATH,
 no VIRTUAL_ENV, no PYSPARK_PYTHON, run from elsewhere. Bad input gets one clear line and
 exit code 2 before Spark starts."""
+
 from __future__ import annotations
 
 import os
@@ -20,12 +21,12 @@ RMQ = Path(sys.executable).parent / "rmq"
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"),
-           "LANG": "C.UTF-8"}
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "LANG": "C.UTF-8"}
     if "JAVA_HOME" in os.environ:
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
-    return subprocess.run([str(RMQ), "rebuild-cq", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [str(RMQ), "rebuild-cq", *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=timeout
+    )
 
 
 def small_store(root: Path, n: int = 200) -> CommitLogWriter:
@@ -39,8 +40,9 @@ def test_full_run_from_its_full_path(tmp_path):
     assert RMQ.is_file()
     w = small_store(tmp_path / "store")
     out = tmp_path / "out"
-    r = run_cli("--store", str(tmp_path / "store"), "--out", str(out), "--master", "local[2]",
-                "--index", cwd=tmp_path)
+    r = run_cli(
+        "--store", str(tmp_path / "store"), "--out", str(out), "--master", "local[2]", "--index", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "spark: local[2]" in r.stdout
     assert f"scan: {len(os.listdir(tmp_path / 'store' / 'commitlog'))} files" in r.stdout
@@ -51,20 +53,32 @@ def test_full_run_from_its_full_path(tmp_path):
     got = {}
     for t in os.listdir(out / "consumequeue"):
         for q in os.listdir(out / "consumequeue" / t):
-            data = b"".join((out / "consumequeue" / t / q / f).read_bytes()
-                            for f in sorted(os.listdir(out / "consumequeue" / t / q)))
-            got[(t, int(q))] = sum(1 for i in range(0, len(data), 20)
-                                   if data[i:i + 20] != bytes(20))
+            data = b"".join(
+                (out / "consumequeue" / t / q / f).read_bytes()
+                for f in sorted(os.listdir(out / "consumequeue" / t / q))
+            )
+            got[(t, int(q))] = sum(1 for i in range(0, len(data), 20) if data[i : i + 20] != bytes(20))
     assert got == want
     assert os.listdir(out / "index")
-    assert not [n for n in os.listdir(out) if n.startswith(".rebuild")]     # no temp left
+    assert not [n for n in os.listdir(out) if n.startswith(".rebuild")]  # no temp left
     # Spark's own chatter stays out: no log4j defaults, no JVM module notice
     assert "Setting default log level" not in r.stderr
     assert "incubator" not in r.stderr
 
 
-@pytest.mark.parametrize("case", ["missing", "no-commitlog", "sizes", "out-not-empty",
-                                  "nothing-to-do", "bad-conf", "bad-split", "verify-missing"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing",
+        "no-commitlog",
+        "sizes",
+        "out-not-empty",
+        "nothing-to-do",
+        "bad-conf",
+        "bad-split",
+        "verify-missing",
+    ],
+)
 def test_clear_errors(tmp_path, case):
     store = tmp_path / "store"
     args = ["--store", str(store), "--out", str(tmp_path / "out")]
@@ -104,5 +118,5 @@ def test_clear_errors(tmp_path, case):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("rmq rebuild-cq: error: "), r.stderr
     assert expect in lines[0]
-    assert "spark:" not in r.stdout          # refused before Spark started
+    assert "spark:" not in r.stdout  # refused before Spark started
     assert not (tmp_path / "out" / "consumequeue").exists() or case == "out-not-empty"

@@ -1,5 +1,6 @@
 """Queue layout and --verify, without Spark: the rebuilt files are the bytes the store's
 own ConsumeQueue writes for the same units (gaps, duplicates, a first offset not 0)."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ from rmq.store.cq_codec import CQ_UNIT
 from spark.cq_files import existing_queues, layout_queue, verify_queue, write_queue
 from tests.spark.reference import as_array, cq_files
 
-FILE = 20 * 16          # 16 units a file: queues cross several files
+FILE = 20 * 16  # 16 units a file: queues cross several files
 
 
 def store_queue(root, units, file_size=FILE):
@@ -38,13 +39,13 @@ def random_units(rng: random.Random, n: int, start: int, messy: bool):
     for _ in range(n):
         r = rng.random()
         if messy and r < 0.05:
-            q += rng.randrange(2, 40)             # a gap
+            q += rng.randrange(2, 40)  # a gap
         elif messy and r < 0.1:
-            q -= rng.randrange(1, 5)              # an offset seen before
+            q -= rng.randrange(1, 5)  # an offset seen before
         elif messy and r < 0.12:
-            q = 0                                 # offset 0 again
+            q = 0  # offset 0 again
         size = rng.randrange(90, 5000)
-        out.append((max(q, 0), phy, size, rng.randrange(-2**63, 2**63)))
+        out.append((max(q, 0), phy, size, rng.randrange(-(2**63), 2**63)))
         q = max(q, 0) + 1
         phy += size + (rng.randrange(0, 3000) if rng.random() < 0.2 else 0)
     return out
@@ -85,9 +86,9 @@ def test_verify_ignores_length_and_zero_padding_but_not_missing_or_extra_units(t
     store_queue(tmp_path, units)
     layout = layout_queue(as_array(units), FILE)
     last = tmp_path / "T" / "0" / f"{FILE:020d}"
-    os.truncate(last, 4 * 20)                    # zeros after unit 19 cut off
+    os.truncate(last, 4 * 20)  # zeros after unit 19 cut off
     assert verify_queue(str(tmp_path), "T", 0, layout, FILE, 0) is None
-    os.truncate(last, 3 * 20)                    # unit 19 itself gone
+    os.truncate(last, 3 * 20)  # unit 19 itself gone
     d = verify_queue(str(tmp_path), "T", 0, layout, FILE, 0)
     assert (d.first_offset, d.existing, d.rebuilt) == (19, (0, 0, 0), (2900, 100, 0))
     os.unlink(last)
@@ -109,7 +110,7 @@ def test_verify_tolerates_expired_units_before_the_rebuilt_start(tmp_path):
     its units there point at deleted data; the rebuild has blanks or nothing there."""
     units = [(q, 100 * q, 100, 0) for q in range(40)]
     store_queue(tmp_path, units)
-    commitlog_min = 100 * 20            # the CommitLog now starts at unit 20's message
+    commitlog_min = 100 * 20  # the CommitLog now starts at unit 20's message
     layout = layout_queue(as_array(units[20:]), FILE)
     assert layout.min_offset == 20 and layout.blanks == 4
     assert verify_queue(str(tmp_path), "T", 0, layout, FILE, commitlog_min) is None
@@ -123,6 +124,7 @@ def test_consecutive_fast_path_equals_the_unit_by_unit_rules(tmp_path):
     units = [(q, 50 * q, 50, q) for q in range(5, 70)]
     fast = layout_queue(as_array(units), FILE)
     from spark.cq_files import _layout_slow
+
     slow = _layout_slow(as_array(units), FILE)
     assert (fast.start, fast.blanks) == (slow.start, slow.blanks)
     assert np.array_equal(fast.units, slow.units)

@@ -1,6 +1,7 @@
 """Index rebuild without Spark: files cut into per-segment chunks and built one file at a
 time hold the bytes the store's IndexService writes when it dispatches the same records
 (only the file names differ: the broker names a file by when it created it)."""
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,10 @@ from rmq.store.dispatch_request import check_message_and_return_size
 from rmq.store.index import IndexFile, IndexService
 from spark.commitlog_files import check_files, list_local
 from spark.index_files import KeyChunk, build_file, file_names, plan, route
+from spark.scan import ScanOptions
 from tests.spark.commitlog_gen import CommitLogWriter
 from tests.spark.reference import rebuild_in_process
 from tests.spark.test_scan import LEVELS, varied_messages
-from spark.scan import ScanOptions
 
 SLOTS, NUM = 97, 60
 
@@ -41,7 +42,7 @@ def store_index(store, root) -> list[bytes]:
     i = 0
     while i < len(reqs):
         n = rng.randrange(1, 40)
-        svc.build_index_batch(reqs[i:i + n])
+        svc.build_index_batch(reqs[i : i + n])
         i += n
     out = [bytes(f.mapped_file.mm) for f in svc.index_files]
     svc.shutdown()
@@ -56,32 +57,31 @@ def test_rebuilt_index_files_equal_the_store_index_service(tmp_path):
     want = store_index(tmp_path / "store", tmp_path / "broker")
     assert len(want) >= 4
 
-    got_keys, chain = rebuild_in_process(str(tmp_path / "store"),
-                                         ScanOptions(LEVELS, None, True), 700)
+    got_keys, chain = rebuild_in_process(str(tmp_path / "store"), ScanOptions(LEVELS, None, True), 700)
     # the job's plan over segments of the chain: cut the keys at random segment sizes
     rng = random.Random(3)
     segs, i = [], 0
     keys = got_keys.keys
     while i < len(keys):
         n = rng.randrange(0, 30)
-        segs.append(keys[i:i + n])
+        segs.append(keys[i : i + n])
         i += n
     p = plan(list(range(len(segs))), {k: len(s) for k, s in enumerate(segs)}, NUM)
     by_file: dict[int, list[KeyChunk]] = {}
     for seg, ks in enumerate(segs):
         if not ks:
             continue
-        h, phy, ts = (np.array(c, dtype=np.int64) for c in zip(*ks))
+        h, phy, ts = (np.array(c, dtype=np.int64) for c in zip(*ks, strict=True))
         for f, chunk in route(p.starts[seg], h, phy, ts, p.per_file):
             by_file.setdefault(f, []).append(chunk)
     built = []
     for f in sorted(by_file):
-        chunks = by_file[f][::-1]                 # any order
+        chunks = by_file[f][::-1]  # any order
         b = build_file(str(tmp_path / f"idx{f}"), f, chunks, SLOTS, NUM)
         if b is not None:
             built.append(b)
     assert len(built) == len(want) == p.files
-    for b, w_bytes in zip(built, want):
+    for b, w_bytes in zip(built, want, strict=True):
         assert open(b.path, "rb").read() == w_bytes, f"index file {b.file_no}"
 
     # and the store's reader finds records by key in them
@@ -90,9 +90,11 @@ def test_rebuilt_index_files_equal_the_store_index_service(tmp_path):
         for x in w.written[::17]:
             if x.sys_flag & 0xC == 0xC:
                 continue
-            found = [o for f in files
-                     for o in f.select_phy_offsets(f"{x.topic}#{x.properties['UNIQ_KEY']}",
-                                                   64, 0, 2**62)]
+            found = [
+                o
+                for f in files
+                for o in f.select_phy_offsets(f"{x.topic}#{x.properties['UNIQ_KEY']}", 64, 0, 2**62)
+            ]
             assert x.phys in found
     finally:
         for f in files:

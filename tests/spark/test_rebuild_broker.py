@@ -8,6 +8,7 @@ ConsumeQueue files, 400-entry index files.
 Every test runs on the master's store and on its slave's (replicated over HA, ConsumeQueues
 and index built by the slave's own dispatch).
 """
+
 from __future__ import annotations
 
 import os
@@ -41,9 +42,17 @@ def store(request, written) -> BrokerStore:
 def full(store, rebuild, tmp_path_factory):
     """One rebuild with everything: queues, index, verify against the broker's."""
     out = tmp_path_factory.mktemp("full") / "out"
-    code, report = rebuild("--store", str(store.store), "--out", str(out), "--broker-conf",
-                           str(store.conf), "--verify", str(store.store / "consumequeue"),
-                           "--index")
+    code, report = rebuild(
+        "--store",
+        str(store.store),
+        "--out",
+        str(out),
+        "--broker-conf",
+        str(store.conf),
+        "--verify",
+        str(store.store / "consumequeue"),
+        "--index",
+    )
     return code, report, out
 
 
@@ -69,15 +78,21 @@ def test_the_store_has_what_the_rules_care_about(store):
     assert {SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"} <= topics
     assert any(m.tags == "Batch" for m in recs)
     delayed = [m for m in recs if m.tags == "Delayed"]
-    assert {m.topic for m in delayed} >= {SCHEDULE_TOPIC} and \
-        any(m.topic != SCHEDULE_TOPIC for m in delayed)          # delivered too
-    assert any(m.sys_flag & 0xC == 8 for m in recs)              # commits
-    queues = [d for t in os.listdir(store.store / "consumequeue")
-              for d in os.listdir(store.store / "consumequeue" / t)]
+    assert {m.topic for m in delayed} >= {SCHEDULE_TOPIC} and any(
+        m.topic != SCHEDULE_TOPIC for m in delayed
+    )  # delivered too
+    assert any(m.sys_flag & 0xC == 8 for m in recs)  # commits
+    queues = [
+        d
+        for t in os.listdir(store.store / "consumequeue")
+        for d in os.listdir(store.store / "consumequeue" / t)
+    ]
     assert len(queues) > 80
-    assert any(len(os.listdir(store.store / "consumequeue" / t / q)) > 1
-               for t in os.listdir(store.store / "consumequeue")
-               for q in os.listdir(store.store / "consumequeue" / t))
+    assert any(
+        len(os.listdir(store.store / "consumequeue" / t / q)) > 1
+        for t in os.listdir(store.store / "consumequeue")
+        for q in os.listdir(store.store / "consumequeue" / t)
+    )
 
 
 def test_rebuilt_consume_queues_are_byte_identical(store, full):
@@ -108,26 +123,30 @@ def test_rebuilt_index_is_the_brokers(store, full):
     mine = sorted(os.listdir(out / "index"))
     theirs = sorted(os.listdir(store.store / "index"))
     assert len(mine) == len(theirs) >= 2
-    for a, b in zip(mine, theirs):
+    for a, b in zip(mine, theirs, strict=True):
         assert (out / "index" / a).read_bytes() == (store.store / "index" / b).read_bytes()
     slots, num = BROKER_CONF["maxHashSlotNum"], BROKER_CONF["maxIndexNum"]
     files_mine = [IndexFile.load(str(out / "index" / n), slots, num) for n in mine]
     files_theirs = [IndexFile.load(str(store.store / "index" / n), slots, num) for n in theirs]
     try:
         recs = records(store.store)
-        keys = {(m.topic, m.uniq_key) for m in recs if m.uniq_key} | \
-               {(m.topic, k) for m in recs for k in (m.keys or "").split(" ") if k}
+        keys = {(m.topic, m.uniq_key) for m in recs if m.uniq_key} | {
+            (m.topic, k) for m in recs for k in (m.keys or "").split(" ") if k
+        }
         assert len(keys) > 300
+
+        def query(files, full_key):
+            return [o for f in reversed(files) for o in f.select_phy_offsets(full_key, 64, 0, 2**62)]
+
         for topic, key in sorted(keys):
             full_key = f"{topic}#{key}"
-
-            def query(files):
-                return [o for f in reversed(files)
-                        for o in f.select_phy_offsets(full_key, 64, 0, 2**62)]
-            got = query(files_mine)
-            assert got == query(files_theirs)
-            assert any(m.commit_log_offset in got for m in recs if m.topic == topic and
-                       (m.uniq_key == key or key in (m.keys or "").split(" ")))
+            got = query(files_mine, full_key)
+            assert got == query(files_theirs, full_key)
+            assert any(
+                m.commit_log_offset in got
+                for m in recs
+                if m.topic == topic and (m.uniq_key == key or key in (m.keys or "").split(" "))
+            )
     finally:
         for f in files_mine + files_theirs:
             f.close()
@@ -136,8 +155,16 @@ def test_rebuilt_index_is_the_brokers(store, full):
 @pytest.mark.parametrize("split", ["64", "4099"])
 def test_split_smaller_than_a_record_and_inside_records(store, rebuild, tmp_path, split):
     out = tmp_path / "out"
-    code, report = rebuild("--store", str(store.store), "--out", str(out), "--broker-conf",
-                           str(store.conf), "--split-size", split)
+    code, report = rebuild(
+        "--store",
+        str(store.store),
+        "--out",
+        str(out),
+        "--broker-conf",
+        str(store.conf),
+        "--split-size",
+        split,
+    )
     assert code == 0, report
     assert " ranges" in report and "rescanned" not in report
     assert cq_files(str(out / "consumequeue")) == cq_files(str(store.store / "consumequeue"))
@@ -150,17 +177,20 @@ def test_verify_names_the_queue_and_unit_of_a_corrupted_byte(store, rebuild, tmp
     names = sorted(os.listdir(victim))
     f = victim / names[-1]
     data = bytearray(f.read_bytes())
-    units = [i for i in range(0, len(data), 20) if data[i:i + 20] != bytes(20)]
+    units = [i for i in range(0, len(data), 20) if data[i : i + 20] != bytes(20)]
     at = units[len(units) // 2]
-    data[at + 10] ^= 0x01                                 # a byte of the size field
+    data[at + 10] ^= 0x01  # a byte of the size field
     f.write_bytes(bytes(data))
     offset = int(names[-1]) // 20 + at // 20
-    code, report = rebuild("--store", str(store.store), "--broker-conf", str(store.conf),
-                           "--verify", str(existing))
+    code, report = rebuild(
+        "--store", str(store.store), "--broker-conf", str(store.conf), "--verify", str(existing)
+    )
     assert code == 1, report
     diffs = [line for line in report.splitlines() if line.startswith("DIFF ")]
-    assert diffs == [f"DIFF {TOPICS[3]} queue 2: 1 unit(s) differ; first at offset {offset} "
-                     f"({names[-1]} byte {at}): existing {diffs[0].split('existing ')[1]}"]
+    assert diffs == [
+        f"DIFF {TOPICS[3]} queue 2: 1 unit(s) differ; first at offset {offset} "
+        f"({names[-1]} byte {at}): existing {diffs[0].split('existing ')[1]}"
+    ]
     assert "verify: 1 of " in report
 
 
@@ -173,8 +203,16 @@ def test_torn_tail_rebuilds_everything_before_it(store, rebuild, tmp_path):
     cut = victim.commit_log_offset + victim.store_size // 2
     os.truncate(torn / "commitlog" / last_file, cut - int(last_file))
     out = tmp_path / "out"
-    code, report = rebuild("--store", str(torn), "--out", str(out), "--broker-conf",
-                           str(store.conf), "--verify", str(store.store / "consumequeue"))
+    code, report = rebuild(
+        "--store",
+        str(torn),
+        "--out",
+        str(out),
+        "--broker-conf",
+        str(store.conf),
+        "--verify",
+        str(store.store / "consumequeue"),
+    )
     assert f"torn tail at offset {victim.commit_log_offset} in {last_file}" in report
     # what the broker has, minus the units of the torn record and after it
     want = {}
@@ -183,16 +221,17 @@ def test_torn_tail_rebuilds_everything_before_it(store, rebuild, tmp_path):
         for i in range(0, len(b), 20):
             phy, size, _ = struct.unpack_from(">qiq", b, i)
             if size and size != 0x7FFFFFFF and phy >= victim.commit_log_offset:
-                b[i:i + 20] = bytes(20)
+                b[i : i + 20] = bytes(20)
         want[k] = bytes(b)
     got = cq_files(str(out / "consumequeue"))
     assert got.keys() <= want.keys()
     for k, b in want.items():
         if k in got:
             assert got[k] == b, k
-        else:           # a file (or queue) that only held units past the tail
-            assert all(struct.unpack_from(">qiq", b, i)[1] in (0, 0x7FFFFFFF)
-                       for i in range(0, len(b), 20)), k
+        else:  # a file (or queue) that only held units past the tail
+            assert all(
+                struct.unpack_from(">qiq", b, i)[1] in (0, 0x7FFFFFFF) for i in range(0, len(b), 20)
+            ), k
     assert len(got) > 50
     # --verify against the broker's queues names the units past the tail
     assert code == 1
@@ -201,13 +240,24 @@ def test_torn_tail_rebuilds_everything_before_it(store, rebuild, tmp_path):
 
 def test_hadoop_path_and_writing_on_the_driver(store, rebuild, tmp_path):
     out = tmp_path / "out"
-    code, report = rebuild("--store", store.store.resolve().as_uri(), "--out", str(out),
-                           "--broker-conf", str(store.conf), "--split-size", "8k",
-                           "--write-on", "driver", "--index")
+    code, report = rebuild(
+        "--store",
+        store.store.resolve().as_uri(),
+        "--out",
+        str(out),
+        "--broker-conf",
+        str(store.conf),
+        "--split-size",
+        "8k",
+        "--write-on",
+        "driver",
+        "--index",
+    )
     assert code == 0, report
-    assert "records across Hadoop splits" in report    # read by the driver, in the chain
+    assert "records across Hadoop splits" in report  # read by the driver, in the chain
     assert cq_files(str(out / "consumequeue")) == cq_files(str(store.store / "consumequeue"))
     mine = sorted(os.listdir(out / "index"))
     theirs = sorted(os.listdir(store.store / "index"))
-    assert [(out / "index" / a).read_bytes() for a in mine] == \
-        [(store.store / "index" / b).read_bytes() for b in theirs]
+    assert [(out / "index" / a).read_bytes() for a in mine] == [
+        (store.store / "index" / b).read_bytes() for b in theirs
+    ]

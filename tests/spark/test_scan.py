@@ -1,6 +1,7 @@
 """The scan (byte ranges, boundary proofs, vectorised classification) and the chain,
 without Spark: for any split size they must dispatch exactly what record-by-record
 dispatch with the broker's own check does (tests/spark/reference.py)."""
+
 from __future__ import annotations
 
 import os
@@ -12,13 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq.protocol.message import MESSAGE_MAGIC_CODE_V2, SCHEDULE_TOPIC, SysFlag, encode_record, \
-    properties_to_string
+from rmq.protocol.message import (
+    MESSAGE_MAGIC_CODE_V2,
+    SCHEDULE_TOPIC,
+    SysFlag,
+    encode_record,
+    properties_to_string,
+)
 from rmq.store.config import parse_delay_levels
 from spark.commitlog_files import RebuildError, check_files, list_local, make_splits
 from spark.scan import ScanOptions, scan_local_split
 from tests.spark.commitlog_gen import BORN_HOST, STORE_HOST, CommitLogWriter
-from tests.spark.reference import reference_dispatch, rebuild_in_process
+from tests.spark.reference import rebuild_in_process, reference_dispatch
 
 LEVELS = tuple(parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"))
 OPTS = ScanOptions(LEVELS, None, True)
@@ -41,11 +47,15 @@ def varied_messages(w: CommitLogWriter, rng: random.Random, n: int) -> None:
             props["DELAY"] = rng.choice(["1", "3", "18", "40", "0", "x"])
             props["REAL_TOPIC"] = "T0"
         elif kind < 0.25:
-            flag = rng.choice([SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE,
-                               SysFlag.TRANSACTION_ROLLBACK_TYPE])
+            flag = rng.choice(
+                [
+                    SysFlag.TRANSACTION_PREPARED_TYPE,
+                    SysFlag.TRANSACTION_COMMIT_TYPE,
+                    SysFlag.TRANSACTION_ROLLBACK_TYPE,
+                ]
+            )
         body = os.urandom(rng.randrange(0, 600))
-        w.append(topic, qid, body, props, sys_flag=flag,
-                 store_timestamp=1_700_000_000_000 + i * 7)
+        w.append(topic, qid, body, props, sys_flag=flag, store_timestamp=1_700_000_000_000 + i * 7)
 
 
 def write_store(root: Path, n: int, seed: int, file_size: int = FILE) -> CommitLogWriter:
@@ -77,14 +87,18 @@ def test_any_split_size_dispatches_what_the_broker_does(tmp_path, split_size):
 
 def test_prepared_and_rollback_records_get_no_unit_and_rollback_no_key(tmp_path):
     w = CommitLogWriter(str(tmp_path / "commitlog"), FILE)
-    for flag in (0, SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE,
-                 SysFlag.TRANSACTION_ROLLBACK_TYPE):
+    for flag in (
+        0,
+        SysFlag.TRANSACTION_PREPARED_TYPE,
+        SysFlag.TRANSACTION_COMMIT_TYPE,
+        SysFlag.TRANSACTION_ROLLBACK_TYPE,
+    ):
         w.append("Tx", 0, b"b", {"UNIQ_KEY": f"u{flag}", "KEYS": f"k{flag}"}, sys_flag=flag)
     w.close()
     got, _ = assert_same(tmp_path, 50)
     assert [u[1] for u in got.queues[("Tx", 0)]] == [w.written[0].phys, w.written[2].phys]
     assert [u[0] for u in got.queues[("Tx", 0)]] == [0, 1]
-    assert len(got.keys) == 6          # two keys each, none for the rollback record
+    assert len(got.keys) == 6  # two keys each, none for the rollback record
 
 
 def test_schedule_topic_tag_code_is_delivery_time(tmp_path):
@@ -97,6 +111,7 @@ def test_schedule_topic_tag_code_is_delivery_time(tmp_path):
     got, _ = assert_same(tmp_path, 64, ScanOptions(levels))
     tags = [u[3] for u in got.queues[(SCHEDULE_TOPIC, 0)]]
     from rmq.protocol.message import java_hash
+
     assert tags == [ts + 1000, ts + 2500, ts + 7000, java_hash("T"), java_hash("T")]
 
 
@@ -109,12 +124,28 @@ def test_topic_filter(tmp_path):
 def v2_record(topic: bytes, phys: int, qoff: int) -> bytes:
     """A message-version-2 record (2-byte topic length) from a version-1 one."""
     props = properties_to_string({"TAGS": "v2"}).encode()
-    v1 = encode_record(topic=topic, body=b"body", properties=props, queue_id=0, flag=0,
-                       queue_offset=qoff, physical_offset=phys, sys_flag=0, born_timestamp=1,
-                       born_host=BORN_HOST, store_timestamp=2, store_host=STORE_HOST)
+    v1 = encode_record(
+        topic=topic,
+        body=b"body",
+        properties=props,
+        queue_id=0,
+        flag=0,
+        queue_offset=qoff,
+        physical_offset=phys,
+        sys_flag=0,
+        born_timestamp=1,
+        born_host=BORN_HOST,
+        store_timestamp=2,
+        store_host=STORE_HOST,
+    )
     head_len = len(v1) - (1 + len(topic) + 2 + len(props))
-    out = bytearray(v1[:head_len]) + struct.pack(">h", len(topic)) + topic + \
-        struct.pack(">h", len(props)) + props
+    out = (
+        bytearray(v1[:head_len])
+        + struct.pack(">h", len(topic))
+        + topic
+        + struct.pack(">h", len(props))
+        + props
+    )
     struct.pack_into(">ii", out, 0, len(out), MESSAGE_MAGIC_CODE_V2)
     return bytes(out)
 
@@ -124,10 +155,22 @@ def test_version_2_records_and_ipv6_hosts_take_the_exact_path(tmp_path):
     w.append("A", 0, b"x", {"TAGS": "a"})
     w.append_raw(v2_record(b"V2Topic", w.offset, 0))
     v6 = bytes(16) + (1).to_bytes(4, "big")
-    w.append_raw(encode_record(
-        topic=b"A", body=b"y", properties=b"TAGS\x01b\x02", queue_id=0, flag=0, queue_offset=1,
-        physical_offset=w.offset, sys_flag=SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6,
-        born_timestamp=1, born_host=v6, store_timestamp=2, store_host=v6))
+    w.append_raw(
+        encode_record(
+            topic=b"A",
+            body=b"y",
+            properties=b"TAGS\x01b\x02",
+            queue_id=0,
+            flag=0,
+            queue_offset=1,
+            physical_offset=w.offset,
+            sys_flag=SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6,
+            born_timestamp=1,
+            born_host=v6,
+            store_timestamp=2,
+            store_host=v6,
+        )
+    )
     w.append("A", 0, b"z", {"TAGS": "c"}, queue_offset=2)
     w.close()
     got, _ = assert_same(tmp_path, 30)
@@ -145,15 +188,37 @@ def test_look_alike_record_inside_a_body_is_caught_by_the_chain(tmp_path):
     props = b""
     pad = 400
     # body starts at record + 88 (IPv4 hosts); the fake sits `pad` bytes into it
-    fake = encode_record(topic=b"Fake", body=b"evil", properties=b"", queue_id=7, flag=0,
-                         queue_offset=0, physical_offset=at + 88 + pad, sys_flag=0,
-                         born_timestamp=1, born_host=BORN_HOST, store_timestamp=2,
-                         store_host=STORE_HOST)
+    fake = encode_record(
+        topic=b"Fake",
+        body=b"evil",
+        properties=b"",
+        queue_id=7,
+        flag=0,
+        queue_offset=0,
+        physical_offset=at + 88 + pad,
+        sys_flag=0,
+        born_timestamp=1,
+        born_host=BORN_HOST,
+        store_timestamp=2,
+        store_host=STORE_HOST,
+    )
     body = b"\x00" * pad + fake + b"\x00" * 300
-    w.append_raw(encode_record(topic=topic, body=body, properties=props, queue_id=0, flag=0,
-                               queue_offset=1, physical_offset=at, sys_flag=0,
-                               born_timestamp=1, born_host=BORN_HOST, store_timestamp=2,
-                               store_host=STORE_HOST))
+    w.append_raw(
+        encode_record(
+            topic=topic,
+            body=body,
+            properties=props,
+            queue_id=0,
+            flag=0,
+            queue_offset=1,
+            physical_offset=at,
+            sys_flag=0,
+            born_timestamp=1,
+            born_host=BORN_HOST,
+            store_timestamp=2,
+            store_host=STORE_HOST,
+        )
+    )
     w.queue_offsets[("A", 0)] = 2
     w.append("A", 0, b"last", {})
     w.close()
@@ -178,10 +243,9 @@ def test_torn_tail_stops_there_and_keeps_everything_before(tmp_path):
     victim = [x for x in w.written if x.phys >= int(last)][-3]
     cut = victim.phys - int(last) + victim.size // 2
     with open(p, "r+b") as f:
-        f.truncate(cut)                     # cut in the middle of a record
+        f.truncate(cut)  # cut in the middle of a record
     got, chain = assert_same(tmp_path, 777)
-    assert got.stop == ("invalid", len(os.listdir(tmp_path / "commitlog")) - 1,
-                        victim.phys - int(last))
+    assert got.stop == ("invalid", len(os.listdir(tmp_path / "commitlog")) - 1, victim.phys - int(last))
     kept = {x.phys for x in w.written if x.phys < victim.phys and x.sys_flag & 0xC in (0, 8)}
     assert {u[1] for q in got.queues.values() for u in q} == kept
     # and zeroed instead of cut (a torn write into a preallocated file)
@@ -237,9 +301,12 @@ def read(store: Path, offset: int, n: int, size: int = 8 * 1024) -> bytes:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120),
-       split=st.integers(1, 5000), damage=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 255)),
-                                                  max_size=3))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 120),
+    split=st.integers(1, 5000),
+    damage=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 255)), max_size=3),
+)
 def test_fuzz_against_record_by_record_dispatch(tmp_path_factory, seed, n, split, damage):
     root = tmp_path_factory.mktemp("fuzz")
     w = CommitLogWriter(str(root / "commitlog"), 4096)

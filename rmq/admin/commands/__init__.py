@@ -3,5 +3,30 @@
 A new command: a ``Command`` subclass decorated with ``@register`` in one of these
 modules (or a new module imported below). See ``rmq.admin.base``.
 """
-from rmq.admin.commands import (broker, cluster, connection, consumer, controller,  # noqa: F401
-                                ha, message, namesrv, offset, topic)
+
+# imported for their @register side effect; __all__ says so to the linters
+from rmq.admin.commands import (
+    broker,
+    cluster,
+    connection,
+    consumer,
+    controller,
+    ha,
+    message,
+    namesrv,
+    offset,
+    topic,
+)
+
+__all__ = [
+    "broker",
+    "cluster",
+    "connection",
+    "consumer",
+    "controller",
+    "ha",
+    "message",
+    "namesrv",
+    "offset",
+    "topic",
+]

@@ -1,19 +1,31 @@
 """brokerStatus, updateBrokerConfig, getBrokerConfig (mqadmin's broker/ commands)."""
+
 from __future__ import annotations
 
 import argparse
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import (BROKER_ADDR, CLUSTER, Command, Opt, Output, UsageError,
-                            broker_or_cluster, describe_error, register)
+from rmq.admin.base import (
+    BROKER_ADDR,
+    CLUSTER,
+    Command,
+    Opt,
+    Output,
+    UsageError,
+    broker_or_cluster,
+    describe_error,
+    register,
+)
 
 
 @register
 class BrokerStatus(Command):
     name = "brokerStatus"
     help = "Fetch broker runtime status data"
-    options = (BROKER_ADDR.but(help="Broker address"),
-               CLUSTER.but(help="which cluster (every master and slave)"))
+    options = (
+        BROKER_ADDR.but(help="Broker address"),
+        CLUSTER.but(help="which cluster (every master and slave)"),
+    )
 
     def validate(self, args: argparse.Namespace) -> None:
         broker_or_cluster(args)
@@ -22,7 +34,7 @@ class BrokerStatus(Command):
         if args.brokerAddr:
             addr = args.brokerAddr.strip()
             kv = await admin.fetch_broker_runtime_stats(addr)
-            text = "\n".join("%-32s: %s" % (k, kv[k]) for k in sorted(kv))
+            text = "\n".join(f"{k:<32}: {kv[k]}" for k in sorted(kv))
             out.emit(text=text, data={addr: dict(sorted(kv.items()))})
             return
         doc: dict[str, dict[str, str]] = {}
@@ -31,10 +43,10 @@ class BrokerStatus(Command):
         for addr in await admin.fetch_master_and_slave_addr_by_cluster_name(cluster):
             try:
                 kv = await admin.fetch_broker_runtime_stats(addr)
-            except Exception as e:   # the other brokers are still reported; exit status 1
+            except Exception as e:  # the other brokers are still reported; exit status 1
                 out.error(f"broker {addr}: {describe_error(e)}")
                 continue
-            lines += ["%-24s %-32s: %s" % (addr, k, kv[k]) for k in sorted(kv)]
+            lines += [f"{addr:<24} {k:<32}: {kv[k]}" for k in sorted(kv)]
             doc[addr] = dict(sorted(kv.items()))
         out.emit(text="\n".join(lines), data=doc)
 
@@ -43,14 +55,18 @@ class BrokerStatus(Command):
 class UpdateBrokerConfig(Command):
     name = "updateBrokerConfig"
     help = "Update broker's config"
-    description = ("Update a broker config key on one broker or every master of a cluster. "
-                   "The broker checks the key and value, applies what it can at run time and "
-                   "writes the change to its config file; other keys take effect at its next "
-                   "start (the answer says which).")
-    options = (BROKER_ADDR.but(help="update which broker"),
-               CLUSTER.but(help="update which cluster (every master)"),
-               Opt("k", "key", "config key", required=True, metavar="KEY"),
-               Opt("v", "value", "config value", required=True, metavar="VALUE"))
+    description = (
+        "Update a broker config key on one broker or every master of a cluster. "
+        "The broker checks the key and value, applies what it can at run time and "
+        "writes the change to its config file; other keys take effect at its next "
+        "start (the answer says which)."
+    )
+    options = (
+        BROKER_ADDR.but(help="update which broker"),
+        CLUSTER.but(help="update which cluster (every master)"),
+        Opt("k", "key", "config key", required=True, metavar="KEY"),
+        Opt("v", "value", "config value", required=True, metavar="VALUE"),
+    )
 
     def validate(self, args: argparse.Namespace) -> None:
         broker_or_cluster(args)
@@ -73,8 +89,7 @@ class UpdateBrokerConfig(Command):
                 out.error(f"broker {addr}: {describe_error(e)}")
                 continue
             if not out.json:
-                out.emit(text=f"update broker config success, {addr}"
-                         + (f" ({remark})" if remark else ""))
+                out.emit(text=f"update broker config success, {addr}" + (f" ({remark})" if remark else ""))
             done.append({"brokerAddr": addr, "remark": remark})
         if out.json:
             out.emit(data={"key": key, "value": value, "brokers": done})
@@ -84,8 +99,10 @@ class UpdateBrokerConfig(Command):
 class GetBrokerConfig(Command):
     name = "getBrokerConfig"
     help = "Get broker config by cluster or special broker."
-    options = (BROKER_ADDR.but(help="get which broker"),
-               CLUSTER.but(help="get which cluster (masters and their slaves)"))
+    options = (
+        BROKER_ADDR.but(help="get which broker"),
+        CLUSTER.but(help="get which cluster (masters and their slaves)"),
+    )
 
     def validate(self, args: argparse.Namespace) -> None:
         broker_or_cluster(args)
@@ -102,8 +119,12 @@ class GetBrokerConfig(Command):
                     targets.append((f"============Master: {master}============", master))
                 for bid in sorted(i for i in bd.broker_addrs if i != 0):
                     slave = bd.broker_addrs[bid]
-                    targets.append((f"============My Master: {master or 'NO_MASTER'}=====Slave: "
-                                    f"{slave}============", slave))
+                    targets.append(
+                        (
+                            f"============My Master: {master or 'NO_MASTER'}=====Slave: {slave}============",
+                            slave,
+                        )
+                    )
         doc: dict[str, dict[str, str]] = {}
         lines: list[str] = []
         for title, addr in targets:
@@ -115,7 +136,7 @@ class GetBrokerConfig(Command):
                 out.error(f"broker {addr}: {describe_error(e)}")
                 continue
             lines.append(title)
-            lines += ["%-50s=  %s" % (k, props[k]) for k in sorted(props)]
+            lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
             lines.append("")
             doc[addr] = dict(sorted(props.items()))
         out.emit(text="\n".join(lines), data=doc)

@@ -1,14 +1,15 @@
 """clusterList (mqadmin's ClusterListSubCommand)."""
+
 from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import Command, Opt, Output, describe_error, register
 from rmq.admin.output import Col, Table
+from rmq.common.clock import now_ms
 
 
 def _first_number(value: str | None) -> float:
@@ -31,9 +32,20 @@ def _delta(table: dict[str, str], what: str, start: str, end: str) -> int:
     return _long(table, f"msg{what}Total{end}") - _long(table, f"msg{what}Total{start}")
 
 
-_LOAD_KEYS = ("sendThreadPoolQueueSize", "sendThreadPoolQueueHeadWaitTimeMills",
-              "pullThreadPoolQueueSize", "pullThreadPoolQueueHeadWaitTimeMills",
-              "pageCacheLockTimeMills")
+def _tps_load(tps: float, kv: dict[str, str], pool: str) -> str:
+    """clusterList's ``TPS(queue size,head wait ms)`` cell for the send or pull pool."""
+    size = kv.get(f"{pool}ThreadPoolQueueSize", "-")
+    wait = kv.get(f"{pool}ThreadPoolQueueHeadWaitTimeMills", "-")
+    return f"{tps:9.2f}({size},{wait}ms)"
+
+
+_LOAD_KEYS = (
+    "sendThreadPoolQueueSize",
+    "sendThreadPoolQueueHeadWaitTimeMills",
+    "pullThreadPoolQueueSize",
+    "pullThreadPoolQueueHeadWaitTimeMills",
+    "pageCacheLockTimeMills",
+)
 
 
 @register
@@ -42,8 +54,13 @@ class ClusterList(Command):
     help = "List all of clusters"
     options = (
         Opt("m", "moreStats", "Print more stats", arg=False),
-        Opt("i", "interval", "specify intervals numbers, it is in seconds (repeat forever)",
-            type=int, metavar="SECONDS"),
+        Opt(
+            "i",
+            "interval",
+            "specify intervals numbers, it is in seconds (repeat forever)",
+            type=int,
+            metavar="SECONDS",
+        ),
     )
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
@@ -56,10 +73,9 @@ class ClusterList(Command):
             if not args.interval:
                 return
 
-    async def _once(self, admin: MQAdmin, args: argparse.Namespace, out: Output,
-                    fresh: bool) -> None:
+    async def _once(self, admin: MQAdmin, args: argparse.Namespace, out: Output, fresh: bool) -> None:
         ci = await admin.examine_broker_cluster_info(fresh=fresh)
-        members: list[tuple[str, str, int, str]] = []     # cluster, broker, id, addr
+        members: list[tuple[str, str, int, str]] = []  # cluster, broker, id, addr
         for cluster in sorted(ci.cluster_addr_table):
             for broker in sorted(set(ci.cluster_addr_table[cluster])):
                 bd = ci.broker_addr_table.get(broker)
@@ -75,7 +91,7 @@ class ClusterList(Command):
                 return e
 
         stats = await asyncio.gather(*(fetch(m[3]) for m in members))
-        for (_, broker, bid, addr), st in zip(members, stats):
+        for (_, broker, bid, addr), st in zip(members, stats, strict=True):
             if isinstance(st, BaseException):
                 out.warn(f"broker {broker} ({bid}, {addr}): {describe_error(st)}")
         if args.moreStats:
@@ -85,16 +101,21 @@ class ClusterList(Command):
 
     @staticmethod
     def _base(members: list[tuple[str, str, int, str]], stats: list[Any], out: Output) -> None:
-        table = Table(Col("#Cluster Name", 16), Col("#Broker Name", 22), Col("#BID", 4),
-                      Col("#Addr", 22), Col("#Version", 16, gap=" "),
-                      Col("#InTPS(LOAD)", 19, right=True, gap=" "),
-                      Col("#OutTPS(LOAD)", 19, right=True, gap=" "),
-                      Col("#PCWait(ms)", 10, right=True, gap=" "),
-                      Col("#Hour", 5, right=True, gap=" "),
-                      Col("#SPACE", 6, right=True, gap=" "))
+        table = Table(
+            Col("#Cluster Name", 16),
+            Col("#Broker Name", 22),
+            Col("#BID", 4),
+            Col("#Addr", 22),
+            Col("#Version", 16, gap=" "),
+            Col("#InTPS(LOAD)", 19, right=True, gap=" "),
+            Col("#OutTPS(LOAD)", 19, right=True, gap=" "),
+            Col("#PCWait(ms)", 10, right=True, gap=" "),
+            Col("#Hour", 5, right=True, gap=" "),
+            Col("#SPACE", 6, right=True, gap=" "),
+        )
         rows = []
-        now = int(time.time() * 1000)
-        for (cluster, broker, bid, addr), st in zip(members, stats):
+        now = now_ms()
+        for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
             kv: dict[str, str] = st if isinstance(st, dict) else {}
             tps_in = _first_number(kv.get("putTps"))
             tps_out = _first_number(kv.get("getTransferedTps", kv.get("getFoundTps")))
@@ -109,19 +130,27 @@ class ClusterList(Command):
                 space = float(kv.get("commitLogDiskRatio") or 0.0)
             except ValueError:
                 space = 0.0
-
-            def g(key: str) -> str:
-                return kv.get(key, "-")
-
-            table.add(cluster, broker, bid, addr, kv.get("brokerVersionDesc", ""),
-                      "%9.2f(%s,%sms)" % (tps_in, g("sendThreadPoolQueueSize"),
-                                          g("sendThreadPoolQueueHeadWaitTimeMills")),
-                      "%9.2f(%s,%sms)" % (tps_out, g("pullThreadPoolQueueSize"),
-                                          g("pullThreadPoolQueueHeadWaitTimeMills")),
-                      g("pageCacheLockTimeMills"), "%2.2f" % hour, "%.4f" % space)
+            table.add(
+                cluster,
+                broker,
+                bid,
+                addr,
+                kv.get("brokerVersionDesc", ""),
+                _tps_load(tps_in, kv, "send"),
+                _tps_load(tps_out, kv, "pull"),
+                kv.get("pageCacheLockTimeMills", "-"),
+                f"{hour:2.2f}",
+                f"{space:.4f}",
+            )
             row: dict[str, Any] = {
-                "cluster": cluster, "brokerName": broker, "brokerId": bid, "addr": addr,
-                "version": kv.get("brokerVersionDesc"), "inTps": tps_in, "outTps": tps_out}
+                "cluster": cluster,
+                "brokerName": broker,
+                "brokerId": bid,
+                "addr": addr,
+                "version": kv.get("brokerVersionDesc"),
+                "inTps": tps_in,
+                "outTps": tps_out,
+            }
             row.update((k, kv.get(k)) for k in _LOAD_KEYS)
             row.update(hour=round(hour, 2), space=space)
             if isinstance(st, BaseException):
@@ -131,16 +160,19 @@ class ClusterList(Command):
 
     @staticmethod
     def _more(members: list[tuple[str, str, int, str]], stats: list[Any], out: Output) -> None:
-        table = Table(Col("#Cluster Name", 16), Col("#Broker Name", 32),
-                      Col("#InTotalYest", 14, right=True, gap=" "),
-                      Col("#OutTotalYest", 14, right=True, gap=" "),
-                      Col("#InTotalToday", 14, right=True, gap=" "),
-                      Col("#OutTotalToday", 14, right=True, gap=" "))
+        table = Table(
+            Col("#Cluster Name", 16),
+            Col("#Broker Name", 32),
+            Col("#InTotalYest", 14, right=True, gap=" "),
+            Col("#OutTotalYest", 14, right=True, gap=" "),
+            Col("#InTotalToday", 14, right=True, gap=" "),
+            Col("#OutTotalToday", 14, right=True, gap=" "),
+        )
         rows = []
-        for (cluster, broker, bid, addr), st in zip(members, stats):
+        for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
             in_yest = out_yest = in_today = out_today = 0
             if isinstance(st, dict):
-                try:   # mqadmin: all four or none
+                try:  # mqadmin: all four or none
                     in_yest = _delta(st, "Put", "YesterdayMorning", "TodayMorning")
                     out_yest = _delta(st, "Get", "YesterdayMorning", "TodayMorning")
                     in_today = _delta(st, "Put", "TodayMorning", "TodayNow")
@@ -148,7 +180,16 @@ class ClusterList(Command):
                 except (KeyError, ValueError):
                     in_yest = out_yest = in_today = out_today = 0
             table.add(cluster, broker, in_yest, out_yest, in_today, out_today)
-            rows.append({"cluster": cluster, "brokerName": broker, "brokerId": bid, "addr": addr,
-                         "inTotalYest": in_yest, "outTotalYest": out_yest,
-                         "inTotalToday": in_today, "outTotalToday": out_today})
+            rows.append(
+                {
+                    "cluster": cluster,
+                    "brokerName": broker,
+                    "brokerId": bid,
+                    "addr": addr,
+                    "inTotalYest": in_yest,
+                    "outTotalYest": out_yest,
+                    "inTotalToday": in_today,
+                    "outTotalToday": out_today,
+                }
+            )
         out.emit(text=table.render(), data={"brokers": rows})

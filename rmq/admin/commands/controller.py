@@ -4,6 +4,7 @@ The controller runs in one NameServer (``rmq namesrv --controller``); these comm
 ask each NameServer of ``-n`` in turn and use the first that has it (the others answer
 REQUEST_CODE_NOT_SUPPORTED).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,17 +14,22 @@ from rmq.admin.base import AdminError, Command, Opt, Output, register
 from rmq.admin.output import Col, Table, human_time
 from rmq.client.errors import MQBrokerError
 from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.controller import (ElectMasterRequestHeader, ElectMasterResponseHeader,
-                                     GetSyncStateDataRequestHeader, GroupStatus,
-                                     decode_group_statuses)
+from rmq.protocol.controller import (
+    ElectMasterRequestHeader,
+    ElectMasterResponseHeader,
+    GetSyncStateDataRequestHeader,
+    GroupStatus,
+    decode_group_statuses,
+)
 from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.errors import RemotingError
 
 BROKER_NAME = Opt("b", "brokerName", "broker group name", metavar="NAME")
 
 
-async def call_controller(admin: MQAdmin, code: int,
-                          ext_fields: dict[str, str]) -> tuple[str, RemotingCommand]:
+async def call_controller(
+    admin: MQAdmin, code: int, ext_fields: dict[str, str]
+) -> tuple[str, RemotingCommand]:
     """(NameServer, answer) from the first NameServer that runs the controller."""
     unreachable: list[str] = []
     for addr in admin.namesrv_addrs:
@@ -38,54 +44,85 @@ async def call_controller(admin: MQAdmin, code: int,
             raise MQBrokerError(resp.code, resp.remark, None)
         return addr, resp
     why = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
-    raise AdminError(f"no NameServer of {admin.namesrv_desc} runs the controller "
-                     f"(start one with rmq namesrv --controller){why}")
+    raise AdminError(
+        f"no NameServer of {admin.namesrv_desc} runs the controller "
+        f"(start one with rmq namesrv --controller){why}"
+    )
 
 
 @register
 class ElectMaster(Command):
     name = "electMaster"
     help = "Re-elect the master of a broker group (controller mode)"
-    description = ("Without --brokerAddr the controller picks the most caught-up in-sync slave, "
-                   "and only when the master is gone. With it, that live in-sync slave becomes "
-                   "master even over a live one, which steps down on its next heartbeat.")
-    options = (BROKER_NAME.but(required=True),
-               Opt("", "brokerAddr", "the slave to promote (ip:port)", metavar="ADDR"),
-               Opt("c", "clusterName", "cluster name (informative)", metavar="CLUSTER"))
+    description = (
+        "Without --brokerAddr the controller picks the most caught-up in-sync slave, "
+        "and only when the master is gone. With it, that live in-sync slave becomes "
+        "master even over a live one, which steps down on its next heartbeat."
+    )
+    options = (
+        BROKER_NAME.but(required=True),
+        Opt("", "brokerAddr", "the slave to promote (ip:port)", metavar="ADDR"),
+        Opt("c", "clusterName", "cluster name (informative)", metavar="CLUSTER"),
+    )
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        req = ElectMasterRequestHeader(args.brokerName.strip(), args.clusterName,
-                                       broker_addr=(args.brokerAddr or "").strip() or None)
-        ns, resp = await call_controller(admin, RequestCode.CONTROLLER_ELECT_MASTER,
-                                         req.to_ext_fields())
+        req = ElectMasterRequestHeader(
+            args.brokerName.strip(), args.clusterName, broker_addr=(args.brokerAddr or "").strip() or None
+        )
+        ns, resp = await call_controller(admin, RequestCode.CONTROLLER_ELECT_MASTER, req.to_ext_fields())
         h = ElectMasterResponseHeader.from_ext_fields(resp.ext_fields)
-        data = {"brokerName": req.broker_name, "masterAddress": h.master_address,
-                "masterBrokerId": h.master_broker_id, "masterEpoch": h.master_epoch,
-                "epochStartOffset": h.epoch_start_offset, "controller": ns}
-        text = (f"elect master of {req.broker_name} success: master {h.master_address} "
-                f"(brokerId {h.master_broker_id}), epoch {h.master_epoch} from offset "
-                f"{h.epoch_start_offset}")
+        data = {
+            "brokerName": req.broker_name,
+            "masterAddress": h.master_address,
+            "masterBrokerId": h.master_broker_id,
+            "masterEpoch": h.master_epoch,
+            "epochStartOffset": h.epoch_start_offset,
+            "controller": ns,
+        }
+        text = (
+            f"elect master of {req.broker_name} success: master {h.master_address} "
+            f"(brokerId {h.master_broker_id}), epoch {h.master_epoch} from offset "
+            f"{h.epoch_start_offset}"
+        )
         out.emit(text=text, data=data)
 
 
 def render_groups(groups: list[GroupStatus]) -> str:
-    table = Table(Col("#BrokerName", 16), Col("#BrokerAddr", 22), Col("#BrokerId", 9, right=True),
-                  Col("#Role", 12), Col("#Epoch", 6, right=True),
-                  Col("#MaxOffset", 14, right=True), Col("#AckOffset", 14, right=True),
-                  Col("#InSync", 7), Col("#Alive", 6), Col("#LastHeartbeat(ms)", 18, right=True))
+    table = Table(
+        Col("#BrokerName", 16),
+        Col("#BrokerAddr", 22),
+        Col("#BrokerId", 9, right=True),
+        Col("#Role", 12),
+        Col("#Epoch", 6, right=True),
+        Col("#MaxOffset", 14, right=True),
+        Col("#AckOffset", 14, right=True),
+        Col("#InSync", 7),
+        Col("#Alive", 6),
+        Col("#LastHeartbeat(ms)", 18, right=True),
+    )
     heads = []
     for g in groups:
         last = g.history[-1] if g.history else None
-        heads.append(f"#Group {g.broker_name} (cluster {g.cluster}): epoch {g.epoch} from offset "
-                     f"{g.epoch_start_offset}, master {g.master_addr or '-'} "
-                     f"({'alive' if g.master_alive else 'NOT ALIVE'})"
-                     + (f"; last decision {human_time(last.time_ms)}: {last.reason}" if last else ""))
+        heads.append(
+            f"#Group {g.broker_name} (cluster {g.cluster}): epoch {g.epoch} from offset "
+            f"{g.epoch_start_offset}, master {g.master_addr or '-'} "
+            f"({'alive' if g.master_alive else 'NOT ALIVE'})"
+            + (f"; last decision {human_time(last.time_ms)}: {last.reason}" if last else "")
+        )
         for m in g.members:
             role = m.role + ("*" if m.addr == g.master_addr else "")
-            table.add(g.broker_name, m.addr, m.broker_id, role, m.epoch, m.max_offset,
-                      "-" if m.ack_offset is None else m.ack_offset,
-                      "true" if m.in_sync else "false", "true" if m.alive else "false",
-                      m.last_heartbeat_ago_ms)
+            table.add(
+                g.broker_name,
+                m.addr,
+                m.broker_id,
+                role,
+                m.epoch,
+                m.max_offset,
+                "-" if m.ack_offset is None else m.ack_offset,
+                "true" if m.in_sync else "false",
+                "true" if m.alive else "false",
+                m.last_heartbeat_ago_ms,
+            )
     return "\n".join(heads + [table.render()])
 
 
@@ -93,32 +130,58 @@ def render_groups(groups: list[GroupStatus]) -> str:
 class ControllerStatus(Command):
     name = "controllerStatus"
     help = "Show the controller's broker groups: master, epoch, in-sync replicas"
-    description = ("Per group: the controller's master (* in the Role column), epoch and its "
-                   "start offset, and per broker its last heartbeat, max offset and the "
-                   "offset the master last reported it acked. BrokerId is the id the "
-                   "controller assigns.")
+    description = (
+        "Per group: the controller's master (* in the Role column), epoch and its "
+        "start offset, and per broker its last heartbeat, max offset and the "
+        "offset the master last reported it acked. BrokerId is the id the "
+        "controller assigns."
+    )
     options = (BROKER_NAME.but(help="only this broker group"),)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         name = (args.brokerName or "").strip() or None
-        ns, resp = await call_controller(admin, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
-                                         GetSyncStateDataRequestHeader(name).to_ext_fields())
+        ns, resp = await call_controller(
+            admin,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+            GetSyncStateDataRequestHeader(name).to_ext_fields(),
+        )
         groups = decode_group_statuses(resp.body)
         if name is not None and not groups:
             raise AdminError(f"the controller at {ns} knows no broker group {name}")
         doc = {"controller": ns, "groups": [_group_doc(g) for g in groups]}
-        out.emit(text=render_groups(groups) if groups else "no broker group has sent a heartbeat",
-                 data=doc)
+        out.emit(text=render_groups(groups) if groups else "no broker group has sent a heartbeat", data=doc)
 
 
 def _group_doc(g: GroupStatus) -> dict:
-    return {"clusterName": g.cluster, "brokerName": g.broker_name, "epoch": g.epoch,
-            "epochStartOffset": g.epoch_start_offset, "masterAddr": g.master_addr,
-            "masterAlive": g.master_alive,
-            "members": [{"brokerAddr": m.addr, "brokerId": m.broker_id, "role": m.role,
-                         "epoch": m.epoch, "maxOffset": m.max_offset, "ackOffset": m.ack_offset,
-                         "inSync": m.in_sync, "alive": m.alive,
-                         "lastHeartbeatAgoMs": m.last_heartbeat_ago_ms} for m in g.members],
-            "history": [{"epoch": h.epoch, "startOffset": h.start_offset,
-                         "masterAddr": h.master_addr, "reason": h.reason, "timeMs": h.time_ms}
-                        for h in g.history]}
+    return {
+        "clusterName": g.cluster,
+        "brokerName": g.broker_name,
+        "epoch": g.epoch,
+        "epochStartOffset": g.epoch_start_offset,
+        "masterAddr": g.master_addr,
+        "masterAlive": g.master_alive,
+        "members": [
+            {
+                "brokerAddr": m.addr,
+                "brokerId": m.broker_id,
+                "role": m.role,
+                "epoch": m.epoch,
+                "maxOffset": m.max_offset,
+                "ackOffset": m.ack_offset,
+                "inSync": m.in_sync,
+                "alive": m.alive,
+                "lastHeartbeatAgoMs": m.last_heartbeat_ago_ms,
+            }
+            for m in g.members
+        ],
+        "history": [
+            {
+                "epoch": h.epoch,
+                "startOffset": h.start_offset,
+                "masterAddr": h.master_addr,
+                "reason": h.reason,
+                "timeMs": h.time_ms,
+            }
+            for h in g.history
+        ],
+    }

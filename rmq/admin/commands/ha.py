@@ -3,6 +3,7 @@
 The data is GET_BROKER_HA_STATUS (907), RocketMQ 5.x's HARuntimeInfo body, to which
 rmq brokers add brokerRole, brokerName, brokerId, epoch and epochStartOffset.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,7 @@ import asyncio
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import (BROKER_ADDR, CLUSTER, Command, Opt, Output, UsageError,
-                            describe_error, register)
+from rmq.admin.base import BROKER_ADDR, CLUSTER, Command, Opt, Output, UsageError, describe_error, register
 from rmq.admin.output import Col, Table, human_time
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
@@ -35,35 +35,56 @@ def _int(v: Any) -> int:
 
 def render(addr: str, info: dict[str, Any]) -> str:
     epoch = _int(info.get("epoch"))
-    head = [("#Broker", f"{info.get('brokerName', '?')} (id {info.get('brokerId', '?')}) {addr}"),
-            ("#Role", info.get("brokerRole") or ("MASTER" if info.get("master") else "SLAVE")),
-            ("#Epoch", f"{epoch} (starts at offset {_int(info.get('epochStartOffset'))})"
-             if epoch else "-")]
+    head = [
+        ("#Broker", f"{info.get('brokerName', '?')} (id {info.get('brokerId', '?')}) {addr}"),
+        ("#Role", info.get("brokerRole") or ("MASTER" if info.get("master") else "SLAVE")),
+        ("#Epoch", f"{epoch} (starts at offset {_int(info.get('epochStartOffset'))})" if epoch else "-"),
+    ]
     if info.get("master"):
         top = _int(info.get("masterCommitLogMaxOffset"))
         conns = info.get("haConnectionInfo") or []
-        head += [("#CommitLogMaxOffset", str(top)), ("#SlaveNum", str(len(conns))),
-                 ("#InSyncSlaveNum", str(_int(info.get("inSyncSlaveNums"))))]
-        table = Table(Col("#SlaveAddr", 24), Col("#BrokerId", 9, right=True),
-                      Col("#SlaveAckOffset", 16, right=True), Col("#Lag(bytes)", 14, right=True),
-                      Col("#TransferSpeed(KB/s)", 20, right=True), Col("#Status", 11),
-                      Col("#TransferFromWhere", 18, right=True))
+        head += [
+            ("#CommitLogMaxOffset", str(top)),
+            ("#SlaveNum", str(len(conns))),
+            ("#InSyncSlaveNum", str(_int(info.get("inSyncSlaveNums")))),
+        ]
+        table = Table(
+            Col("#SlaveAddr", 24),
+            Col("#BrokerId", 9, right=True),
+            Col("#SlaveAckOffset", 16, right=True),
+            Col("#Lag(bytes)", 14, right=True),
+            Col("#TransferSpeed(KB/s)", 20, right=True),
+            Col("#Status", 11),
+            Col("#TransferFromWhere", 18, right=True),
+        )
         for c in conns:
-            table.add(c.get("addr", "?"), _int(c.get("brokerId")), _int(c.get("slaveAckOffset")),
-                      _int(c.get("diff")), "%.2f" % (_int(c.get("transferredByteInSecond")) / 1024),
-                      "OK" if c.get("inSync") else "Fall Behind", _int(c.get("transferFromWhere")))
+            table.add(
+                c.get("addr", "?"),
+                _int(c.get("brokerId")),
+                _int(c.get("slaveAckOffset")),
+                _int(c.get("diff")),
+                "%.2f" % (_int(c.get("transferredByteInSecond")) / 1024),
+                "OK" if c.get("inSync") else "Fall Behind",
+                _int(c.get("transferFromWhere")),
+            )
         body = table.render()
     else:
         cl = info.get("haClientRuntimeInfo") or {}
-        head += [("#MasterAddr", cl.get("masterAddr") or "-"),
-                 ("#Connected", "true" if cl.get("isActivated") else "false"),
-                 ("#CommitLogMaxOffset", str(_int(cl.get("maxOffset")))),
-                 ("#DispatchBehindBytes", str(_int(info.get("dispatchBehindBytes")))),
-                 ("#TransferSpeed(KB/s)", "%.2f" % (_int(cl.get("transferredByteInSecond")) / 1024)),
-                 ("#LastReadTime", human_time(_int(cl.get("lastReadTimestamp")))
-                  if cl.get("lastReadTimestamp") else "-"),
-                 ("#LastWriteTime", human_time(_int(cl.get("lastWriteTimestamp")))
-                  if cl.get("lastWriteTimestamp") else "-")]
+        head += [
+            ("#MasterAddr", cl.get("masterAddr") or "-"),
+            ("#Connected", "true" if cl.get("isActivated") else "false"),
+            ("#CommitLogMaxOffset", str(_int(cl.get("maxOffset")))),
+            ("#DispatchBehindBytes", str(_int(info.get("dispatchBehindBytes")))),
+            ("#TransferSpeed(KB/s)", "%.2f" % (_int(cl.get("transferredByteInSecond")) / 1024)),
+            (
+                "#LastReadTime",
+                human_time(_int(cl.get("lastReadTimestamp"))) if cl.get("lastReadTimestamp") else "-",
+            ),
+            (
+                "#LastWriteTime",
+                human_time(_int(cl.get("lastWriteTimestamp"))) if cl.get("lastWriteTimestamp") else "-",
+            ),
+        ]
         if cl.get("lastReject"):
             head.append(("#LastReject", str(cl["lastReject"])))
         body = ""
@@ -76,12 +97,15 @@ def render(addr: str, info: dict[str, Any]) -> str:
 class HAStatus(Command):
     name = "haStatus"
     help = "Fetch ha runtime status data"
-    description = ("Replication state of a broker: role, epoch, CommitLog end, and per slave "
-                   "(on a master) its acked offset and lag in bytes.")
-    options = (BROKER_ADDR.but(help="which broker to fetch"),
-               CLUSTER.but(help="which cluster (every master and slave)"),
-               Opt("i", "interval", "repeat every SECONDS (until interrupted)", type=int,
-                   metavar="SECONDS"))
+    description = (
+        "Replication state of a broker: role, epoch, CommitLog end, and per slave "
+        "(on a master) its acked offset and lag in bytes."
+    )
+    options = (
+        BROKER_ADDR.but(help="which broker to fetch"),
+        CLUSTER.but(help="which cluster (every master and slave)"),
+        Opt("i", "interval", "repeat every SECONDS (until interrupted)", type=int, metavar="SECONDS"),
+    )
 
     def validate(self, args: argparse.Namespace) -> None:
         if bool(args.brokerAddr) == bool(args.clusterName):
@@ -106,7 +130,7 @@ class HAStatus(Command):
         for addr in addrs:
             try:
                 info = await fetch_ha_status(admin, addr)
-            except Exception as e:   # the others are still reported; exit status 1
+            except Exception as e:  # the others are still reported; exit status 1
                 out.error(f"broker {addr}: {describe_error(e)}")
                 continue
             doc[addr] = info

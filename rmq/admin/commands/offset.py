@@ -9,20 +9,21 @@ an offset is never moved forward), commits it, and pushes it to the group's live
 consumers (RESET_CONSUMER_CLIENT_OFFSET), which continue from there without a
 restart. The table printed is mqadmin's: brokerName, queueId, new offset.
 """
+
 from __future__ import annotations
 
 import argparse
-import time
 from datetime import datetime
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import (GROUP, TOPIC, AdminError, Command, Opt, Output, UsageError,
-                            java_bool, register)
+from rmq.admin.base import GROUP, TOPIC, AdminError, Command, Opt, Output, UsageError, java_bool, register
 from rmq.admin.output import Col, Table
 from rmq.client.errors import MQBrokerError
+from rmq.common.clock import now_ms
+from rmq.common.mixall import MASTER_ID
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import ResetOffsetRequestHeader
-from rmq.protocol.route import MASTER_ID, MessageQueue, loads_object_keyed_map
+from rmq.protocol.route import MessageQueue, loads_object_keyed_map
 
 #: UtilAll.YYYY_MM_DD_HH_MM_SS_SSS
 TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"
@@ -33,7 +34,7 @@ def parse_reset_timestamp(text: str) -> int:
     (local time), as ResetOffsetByTimeCommand reads ``-s``."""
     t = text.strip()
     if t == "now":
-        return int(time.time() * 1000)
+        return now_ms()
     try:
         return int(t)
     except ValueError:
@@ -41,8 +42,9 @@ def parse_reset_timestamp(text: str) -> int:
     try:
         return int(datetime.strptime(t, TIME_FORMAT).timestamp() * 1000)
     except ValueError:
-        raise UsageError(f"timestamp {text!r} is not now, milliseconds, -1 or "
-                         "yyyy-MM-dd#HH:mm:ss:SSS") from None
+        raise UsageError(
+            f"timestamp {text!r} is not now, milliseconds, -1 or yyyy-MM-dd#HH:mm:ss:SSS"
+        ) from None
 
 
 @register
@@ -52,11 +54,21 @@ class ResetOffsetByTime(Command):
     options = (
         GROUP.but(required=True, help="set the consumer group"),
         TOPIC.but(required=True, help="set the topic"),
-        Opt("s", "timestamp", "set the timestamp[now|currentTimeMillis|"
-            "yyyy-MM-dd#HH:mm:ss:SSS], -1 = the end of each queue", required=True,
-            metavar="TIMESTAMP"),
-        Opt("f", "force", "set the force rollback by timestamp switch[true|false] "
-            "(default true)", type=java_bool, default=True, metavar="BOOL"),
+        Opt(
+            "s",
+            "timestamp",
+            "set the timestamp[now|currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS], -1 = the end of each queue",
+            required=True,
+            metavar="TIMESTAMP",
+        ),
+        Opt(
+            "f",
+            "force",
+            "set the force rollback by timestamp switch[true|false] (default true)",
+            type=java_bool,
+            default=True,
+            metavar="BOOL",
+        ),
     )
 
     def validate(self, args: argparse.Namespace) -> None:
@@ -77,12 +89,12 @@ class ResetOffsetByTime(Command):
                 continue
             brokers += 1
             try:
-                resp = await admin.call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                                        header.to_ext_fields())
+                resp = await admin.call(
+                    addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header.to_ext_fields()
+                )
             except MQBrokerError as e:
                 if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
-                    raise AdminError(f"broker {addr} answered CONSUMER_NOT_ONLINE: "
-                                     f"{e.remark}") from None
+                    raise AdminError(f"broker {addr} answered CONSUMER_NOT_ONLINE: {e.remark}") from None
                 raise
             for k, v in loads_object_keyed_map(resp.body or b"{}", "offsetTable"):
                 table[MessageQueue.from_obj(k)] = int(v)
@@ -92,11 +104,20 @@ class ResetOffsetByTime(Command):
         text_table = Table(Col("#brokerName", 40), Col("#queueId", 40), Col("#offset"))
         for mq, off in rows:
             text_table.add(mq.broker_name, mq.queue_id, off)
-        head = (f"rollback consumer offset by specified consumerGroup[{group}], "
-                f"topic[{topic}], force[{str(args.force).lower()}], "
-                f"timestamp(string)[{args.timestamp.strip()}], timestamp(long)[{ts}]")
-        out.emit(text=head + "\n" + text_table.render(),
-                 data={"consumerGroup": group, "topic": topic, "force": args.force,
-                       "timestamp": ts,
-                       "offsetTable": [{"brokerName": mq.broker_name, "queueId": mq.queue_id,
-                                        "offset": off} for mq, off in rows]})
+        head = (
+            f"rollback consumer offset by specified consumerGroup[{group}], "
+            f"topic[{topic}], force[{str(args.force).lower()}], "
+            f"timestamp(string)[{args.timestamp.strip()}], timestamp(long)[{ts}]"
+        )
+        out.emit(
+            text=head + "\n" + text_table.render(),
+            data={
+                "consumerGroup": group,
+                "topic": topic,
+                "force": args.force,
+                "timestamp": ts,
+                "offsetTable": [
+                    {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off} for mq, off in rows
+                ],
+            },
+        )

@@ -1,15 +1,27 @@
 """topicList, topicRoute, topicStatus, updateTopic, deleteTopic (mqadmin's topic/ commands)."""
+
 from __future__ import annotations
 
 import argparse
 import asyncio
 from typing import Any
 
-from rmq.admin.admin import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQAdmin
-from rmq.admin.base import (BROKER_ADDR, CLUSTER, TOPIC, AdminError, Command, Opt, Output,
-                            UsageError, broker_or_cluster, java_bool, register)
-from rmq.admin.output import (Col, Table, fastjson_pretty, human_time, topic_config_string,
-                              without_nulls)
+from rmq.admin.admin import MQAdmin
+from rmq.admin.base import (
+    BROKER_ADDR,
+    CLUSTER,
+    TOPIC,
+    AdminError,
+    Command,
+    Opt,
+    Output,
+    UsageError,
+    broker_or_cluster,
+    java_bool,
+    register,
+)
+from rmq.admin.output import Col, Table, fastjson_pretty, human_time, topic_config_string, without_nulls
+from rmq.common.mixall import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmq.protocol.codes import PermName
 from rmq.protocol.route import ClusterInfo, TopicConfig, TopicRouteData
 
@@ -26,8 +38,7 @@ def build_sys_flag(unit: bool, has_unit_sub: bool) -> int:
 class TopicList(Command):
     name = "topicList"
     help = "Fetch all topic list from name server"
-    options = (Opt("c", "clusterModel", "with the cluster and consumer groups of each topic",
-                   arg=False),)
+    options = (Opt("c", "clusterModel", "with the cluster and consumer groups of each topic", arg=False),)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         topics = sorted(await admin.fetch_all_topic_list())
@@ -35,8 +46,7 @@ class TopicList(Command):
             out.emit(text="\n".join(topics), data={"topics": topics})
             return
         ci = await admin.examine_broker_cluster_info()
-        topics = [t for t in topics if not t.startswith((RETRY_GROUP_TOPIC_PREFIX,
-                                                         DLQ_GROUP_TOPIC_PREFIX))]
+        topics = [t for t in topics if not t.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))]
         limit = asyncio.Semaphore(16)
 
         async def describe(topic: str) -> tuple[str, list[str]]:
@@ -55,7 +65,7 @@ class TopicList(Command):
         found = await asyncio.gather(*(describe(t) for t in topics))
         table = Table(Col("#Cluster Name", 20), Col("#Topic", 48), Col("#Consumer Group", 48))
         rows = []
-        for topic, (cluster, groups) in zip(topics, found):
+        for topic, (cluster, groups) in zip(topics, found, strict=True):
             for g in groups or [""]:
                 table.add(cluster, topic, g)
             rows.append({"cluster": cluster, "topic": topic, "consumerGroups": groups})
@@ -93,16 +103,28 @@ class TopicStatus(Command):
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         topic = args.topic.strip()
         stats = await admin.examine_topic_stats(topic)
-        table = Table(Col("#Broker Name", 32), Col("#QID", 4), Col("#Min Offset", 20),
-                      Col("#Max Offset", 20), Col("#Last Updated", gap="    "))
+        table = Table(
+            Col("#Broker Name", 32),
+            Col("#QID", 4),
+            Col("#Min Offset", 20),
+            Col("#Max Offset", 20),
+            Col("#Last Updated", gap="    "),
+        )
         rows = []
         for mq, off in stats:
             ts = off.last_update_timestamp
-            table.add(mq.broker_name, mq.queue_id, off.min_offset, off.max_offset,
-                      human_time(ts) if ts > 0 else "")
-            rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
-                         "minOffset": off.min_offset, "maxOffset": off.max_offset,
-                         "lastUpdateTimestamp": ts})
+            table.add(
+                mq.broker_name, mq.queue_id, off.min_offset, off.max_offset, human_time(ts) if ts > 0 else ""
+            )
+            rows.append(
+                {
+                    "brokerName": mq.broker_name,
+                    "queueId": mq.queue_id,
+                    "minOffset": off.min_offset,
+                    "maxOffset": off.max_offset,
+                    "lastUpdateTimestamp": ts,
+                }
+            )
         out.emit(text=table.render(), data={"topic": topic, "queues": rows})
 
 
@@ -114,18 +136,19 @@ class UpdateTopic(Command):
         BROKER_ADDR.but(help="create topic to which broker"),
         CLUSTER.but(help="create topic to which cluster (every master)"),
         TOPIC.but(required=True),
-        Opt("r", "readQueueNums", "set read queue nums (default 8)", type=int, default=8,
-            metavar="N"),
-        Opt("w", "writeQueueNums", "set write queue nums (default 8)", type=int, default=8,
-            metavar="N"),
-        Opt("p", "perm", "set topic's permission(2|4|6), intro[2:W 4:R; 6:RW] (default 6)",
-            type=int, default=PermName.PERM_READ | PermName.PERM_WRITE, metavar="PERM"),
-        Opt("o", "order", "set topic's order(true|false)", type=java_bool, default=False,
-            metavar="BOOL"),
-        Opt("u", "unit", "is unit topic (true|false)", type=java_bool, default=False,
-            metavar="BOOL"),
-        Opt("s", "hasUnitSub", "has unit sub (true|false)", type=java_bool, default=False,
-            metavar="BOOL"),
+        Opt("r", "readQueueNums", "set read queue nums (default 8)", type=int, default=8, metavar="N"),
+        Opt("w", "writeQueueNums", "set write queue nums (default 8)", type=int, default=8, metavar="N"),
+        Opt(
+            "p",
+            "perm",
+            "set topic's permission(2|4|6), intro[2:W 4:R; 6:RW] (default 6)",
+            type=int,
+            default=PermName.PERM_READ | PermName.PERM_WRITE,
+            metavar="PERM",
+        ),
+        Opt("o", "order", "set topic's order(true|false)", type=java_bool, default=False, metavar="BOOL"),
+        Opt("u", "unit", "is unit topic (true|false)", type=java_bool, default=False, metavar="BOOL"),
+        Opt("s", "hasUnitSub", "has unit sub (true|false)", type=java_bool, default=False, metavar="BOOL"),
     )
 
     def validate(self, args: argparse.Namespace) -> None:
@@ -136,9 +159,14 @@ class UpdateTopic(Command):
             raise UsageError(f"perm {args.perm} is not a permission (2:W 4:R 6:RW)")
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        tc = TopicConfig(args.topic.strip(), args.readQueueNums, args.writeQueueNums, args.perm,
-                         topic_sys_flag=build_sys_flag(args.unit, args.hasUnitSub),
-                         order=args.order)
+        tc = TopicConfig(
+            args.topic.strip(),
+            args.readQueueNums,
+            args.writeQueueNums,
+            args.perm,
+            topic_sys_flag=build_sys_flag(args.unit, args.hasUnitSub),
+            order=args.order,
+        )
         doc: dict[str, Any] = {"brokers": [], "topicConfig": without_nulls(tc.to_obj())}
 
         def say(line: str) -> None:
@@ -155,7 +183,8 @@ class UpdateTopic(Command):
             if tc.order:
                 broker_name = await admin.fetch_broker_name_by_addr(addr)
                 conf = await admin.create_or_update_order_conf(
-                    tc.topic_name, f"{broker_name}:{tc.write_queue_nums}", False)
+                    tc.topic_name, f"{broker_name}:{tc.write_queue_nums}", False
+                )
                 doc["orderConf"] = conf
                 say(f"set broker orderConf. isOrder=true, orderConf=[{conf}]")
             say(f"create topic to {addr} success.")
@@ -177,10 +206,11 @@ class UpdateTopic(Command):
 class DeleteTopic(Command):
     name = "deleteTopic"
     help = "Delete topic from broker and NameServer."
-    description = ("Delete topic from every broker (master and slaves) of the cluster, with "
-                   "its consume queues and consumer offsets, then from the NameServers.")
-    options = (TOPIC.but(required=True),
-               CLUSTER.but(required=True, help="delete topic from which cluster"))
+    description = (
+        "Delete topic from every broker (master and slaves) of the cluster, with "
+        "its consume queues and consumer offsets, then from the NameServers."
+    )
+    options = (TOPIC.but(required=True), CLUSTER.but(required=True, help="delete topic from which cluster"))
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         topic = args.topic.strip()
@@ -190,12 +220,14 @@ class DeleteTopic(Command):
         names = set(await admin.fetch_broker_name_by_cluster_name(cluster))
         on = sorted(bd.broker_name for bd in route.broker_datas)
         if not names.intersection(on):
-            raise AdminError(f"topic {topic} is not on cluster {cluster} "
-                             f"(its brokers: {', '.join(on) or 'none'})")
+            raise AdminError(
+                f"topic {topic} is not on cluster {cluster} (its brokers: {', '.join(on) or 'none'})"
+            )
         await admin.delete_topic_in_broker(addrs, topic)
         if not out.json:
             out.emit(text=f"delete topic [{topic}] from cluster [{cluster}] success.")
         namesrvs = await admin.delete_topic_in_namesrv(topic, cluster)
-        out.emit(text="delete topic [%s] from NameServer success." % topic,
-                 data={"topic": topic, "cluster": cluster, "brokers": addrs,
-                       "nameServers": namesrvs})
+        out.emit(
+            text=f"delete topic [{topic}] from NameServer success.",
+            data={"topic": topic, "cluster": cluster, "brokers": addrs, "nameServers": namesrvs},
+        )

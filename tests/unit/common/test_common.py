@@ -1,4 +1,5 @@
 """rmq.common: clock, names, files, addresses; and that it imports nothing of ours."""
+
 from __future__ import annotations
 
 import ast

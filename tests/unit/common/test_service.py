@@ -1,4 +1,5 @@
 """ServiceLoop (RocketMQ's ServiceThread on the loop) and TaskSet."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,14 +34,14 @@ async def test_wakeup_runs_an_iteration_and_stop_runs_on_stop() -> None:
     s = Counting(None)
     s.start()
     await asyncio.sleep(0.01)
-    assert s.runs == 0                      # no interval: waits for a wakeup
+    assert s.runs == 0  # no interval: waits for a wakeup
     s.wakeup()
     await asyncio.sleep(0.01)
     assert s.runs == 1
     await s.stop()
     assert s.stopped and not s.started
     assert s.stopped_with == 1
-    await s.stop()                          # twice is fine
+    await s.stop()  # twice is fine
 
 
 async def test_a_wakeup_while_busy_is_not_lost() -> None:
@@ -56,7 +57,7 @@ async def test_a_wakeup_while_busy_is_not_lost() -> None:
     s.start()
     s.wakeup()
     await asyncio.sleep(0.01)
-    s.wakeup()                              # arrives during iteration 1
+    s.wakeup()  # arrives during iteration 1
     release.set()
     await asyncio.sleep(0.01)
     assert s.runs == 2
@@ -64,7 +65,8 @@ async def test_a_wakeup_while_busy_is_not_lost() -> None:
 
 
 async def test_interval_runs_repeatedly_and_a_failure_is_logged_not_fatal(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     s = Counting(0.005, fail_at=2)
     with caplog.at_level(logging.ERROR, logger="rmq.service"):
         s.start()
