@@ -8,7 +8,8 @@ after 5 s) and dropping the brokers of a connection that closed
 
 Request headers the shared ``rmq.protocol.headers`` module does not model (the KV
 and admin ones) are read straight from ext fields here, with the same rules: a
-missing mandatory field or an unparsable number answers SYSTEM_ERROR.
+missing mandatory field or an unparsable number raises ``HeaderFieldError``, which the
+remoting dispatcher answers (SYSTEM_ERROR naming the field, one warning per peer).
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from rmq.protocol.controller import (
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
-    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
-    UnRegisterBrokerRequestHeader, parse_long,
+    GetRouteInfoRequestHeader, HeaderFieldError, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader, parse_long,
 )
 from rmq.protocol.route import (
     DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper,
@@ -65,7 +66,7 @@ def _ext(cmd: RemotingCommand) -> Mapping[str, str]:
 def _required(cmd: RemotingCommand, name: str) -> str:
     value = _ext(cmd).get(name)
     if value is None:
-        raise ProtocolError(f"missing header field {name}")
+        raise HeaderFieldError(name, "is null")
     return value
 
 
@@ -330,9 +331,10 @@ class NameServer:
 
     @staticmethod
     def _guard(code: int, handler: _Handler) -> _Handler:
-        """Malformed requests (missing header field, bad body) answer SYSTEM_ERROR with
-        the reason, logged as a warning; anything else propagates to the dispatcher,
-        which logs it with its traceback and answers SYSTEM_ERROR too."""
+        """Malformed requests (bad body, bad values) answer SYSTEM_ERROR with the reason,
+        logged as a warning; a missing or unparsable header field (``HeaderFieldError``)
+        and anything else propagate to the dispatcher, which answers SYSTEM_ERROR too
+        (the former with one warning per peer, the rest with a traceback)."""
         name = RequestCode.name_of(code)
 
         def bad_request(conn: Connection, cmd: RemotingCommand,
@@ -343,6 +345,8 @@ class NameServer:
         def run(conn: Connection, cmd: RemotingCommand) -> _Result:
             try:
                 result = handler(conn, cmd)
+            except HeaderFieldError:
+                raise
             except ProtocolError as e:
                 return bad_request(conn, cmd, e)
             if isinstance(result, RemotingCommand):
@@ -351,6 +355,8 @@ class NameServer:
             async def finish() -> RemotingCommand:
                 try:
                     return await result  # type: ignore[misc]
+                except HeaderFieldError:
+                    raise
                 except ProtocolError as e:
                     return bad_request(conn, cmd, e)
             return finish()
