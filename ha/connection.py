@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from ha.protocol import (
@@ -25,6 +24,7 @@ from ha.protocol import (
     encode_reject,
     encode_transfer_header,
 )
+from rmq.common.monotonic import monotonic_ms
 from rmq.remoting.connection import format_address
 
 if TYPE_CHECKING:
@@ -36,10 +36,6 @@ log = logging.getLogger("rmq.ha")
 PUMP_BUDGET = 4 << 20
 # Transfers gathered into one writelines call.
 WRITE_GATHER = 1 << 20
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class HAConnection(asyncio.Protocol):
@@ -61,7 +57,7 @@ class HAConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self._pump_scheduled = False
-        now = _now_ms()
+        now = monotonic_ms()
         self.connected_at = now
         self.last_read = now
         self.last_write = now
@@ -91,7 +87,7 @@ class HAConnection(asyncio.Protocol):
         self.pump()
 
     def data_received(self, data: bytes) -> None:
-        self.last_read = _now_ms()
+        self.last_read = monotonic_ms()
         try:
             events = self._reader.feed(data)
         except HAProtocolError as e:
@@ -234,7 +230,7 @@ class HAConnection(asyncio.Protocol):
         if t is None:
             return
         t.writelines(parts)
-        self.last_write = _now_ms()
+        self.last_write = monotonic_ms()
         self.bytes_sent += sum(len(p) for p in parts)
 
     def tick(self, seconds: float) -> None:

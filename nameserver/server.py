@@ -17,8 +17,11 @@ import asyncio
 import logging
 import os
 import zlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Union
 
+from rmq.common.fs import atomic_write
+from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.controller import (
     BrokerHeartbeatRequestHeader, BrokerHeartbeatResponseHeader, ElectMasterRequestHeader,
@@ -111,19 +114,19 @@ class NameServer:
         # the failover controller reports through metrics.record_failover.
         self.metrics: NameServerMetrics | None = None
         self._kv_write_lock = asyncio.Lock()
-        self._scan_task: asyncio.Task[None] | None = None
+        self._scan = _BrokerExpiryScan(self)
         self._started = False
         self.controller: Controller | None = None
-        self._controller_file: KVConfigManager | None = None
-        self._controller_task: asyncio.Task[None] | None = None
+        self._controller_path: Path | None = None
+        self._controller_scan: _ControllerScan | None = None
         self._controller_lock = asyncio.Lock()
         self._controller_persisted = 0
         if controller is not None:
             self.controller = Controller(controller)
+            self._controller_scan = _ControllerScan(self, controller.controllerScanInterval)
             self.controller.on_failover = self._record_failover
-            # KVConfigManager.write_file is the NameServer's atomic file replace
-            self._controller_file = KVConfigManager(
-                None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME)
+            self._controller_path = (None if self.kv.path is None
+                                     else self.kv.path.parent / CONTROLLER_FILE_NAME)
         for code, handler in self._handlers().items():
             self._remoting.register_processor(code, self._guard(code, handler))
         self._remoting.on_connection_closed(self._on_connection_closed)
@@ -150,11 +153,10 @@ class NameServer:
             await asyncio.to_thread(self._load_controller)
         await self._remoting.start()
         self._started = True
-        self._scan_task = asyncio.get_running_loop().create_task(
-            self._scan_loop(), name="namesrv-scan-not-active-broker")
-        if self.controller is not None:
-            self._controller_task = asyncio.get_running_loop().create_task(
-                self._controller_loop(), name="namesrv-controller")
+        self._scan = _BrokerExpiryScan(self)
+        self._scan.start()
+        if self._controller_scan is not None:
+            self._controller_scan.start()
         logger.info("NameServer started on %s (broker expiry %d ms, scan every %d ms, KV %s)",
                     self.address, self.broker_expire_ms, self.scan_interval_ms, self.kv.path)
 
@@ -162,14 +164,9 @@ class NameServer:
         if not self._started:
             return
         self._started = False
-        for task in (self._scan_task, self._controller_task):
-            if task is not None:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-        self._scan_task = self._controller_task = None
+        await self._scan.stop()
+        if self._controller_scan is not None:
+            await self._controller_scan.stop()
         await self._remoting.stop()
         async with self._controller_lock:
             pass
@@ -187,15 +184,6 @@ class NameServer:
         await self.stop()
 
     # ------------------------------------------------------------------ housekeeping
-    async def _scan_loop(self) -> None:
-        await asyncio.sleep(self.scan_initial_delay_ms / 1000)
-        while True:
-            try:
-                self.scan_not_active_broker()
-            except Exception:
-                logger.exception("scanNotActiveBroker failed")
-            await asyncio.sleep(self.scan_interval_ms / 1000)
-
     def scan_not_active_broker(self) -> int:
         """One expiry pass; closes the connections of the brokers dropped."""
         removed = self.routes.scan_not_active_broker(monotonic_ms(), self.broker_expire_ms)
@@ -223,8 +211,8 @@ class NameServer:
     def _load_controller(self) -> None:
         """Read controller.msgpack (blocking). A damaged file stops the start: epochs
         handed out again would let two masters write one epoch."""
-        assert self.controller is not None and self._controller_file is not None
-        path = self._controller_file.path
+        assert self.controller is not None
+        path = self._controller_path
         if path is None or not path.exists():
             return
         try:
@@ -235,25 +223,21 @@ class NameServer:
 
     async def _persist_controller(self) -> None:
         """Write the controller's state if it changed; returns once it is durable."""
-        ctl, f = self.controller, self._controller_file
-        assert ctl is not None and f is not None
+        ctl, path = self.controller, self._controller_path
+        assert ctl is not None
         async with self._controller_lock:
             version = ctl.version
             if version == self._controller_persisted:
                 return
-            await asyncio.to_thread(f.write_file, ctl.snapshot())
+            if path is not None:
+                await asyncio.to_thread(atomic_write, str(path), ctl.snapshot())
             self._controller_persisted = version
 
-    async def _controller_loop(self) -> None:
+    async def scan_controller(self) -> None:
+        """One controller pass: elect where a master went silent, persist the decision."""
         assert self.controller is not None
-        interval = self.controller.config.controllerScanInterval / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.controller.scan(monotonic_ms())
-                await self._persist_controller()
-            except Exception:
-                logger.exception("controller scan failed")
+        self.controller.scan(monotonic_ms())
+        await self._persist_controller()
 
     async def _broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         assert self.controller is not None
@@ -562,3 +546,35 @@ class NameServer:
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         return cmd.create_response(ResponseCode.SUCCESS, body=text.encode())
 
+
+class _BrokerExpiryScan(ServiceLoop):
+    """RocketMQ's scanNotActiveBroker schedule: first after half the period, then every
+    period."""
+
+    def __init__(self, server: NameServer) -> None:
+        super().__init__("namesrv-scan-not-active-broker", logger)
+        self._server = server
+        self._first = True
+
+    def interval(self) -> float:
+        first, self._first = self._first, False
+        s = self._server
+        return (s.scan_initial_delay_ms if first else s.scan_interval_ms) / 1000
+
+    async def run_once(self) -> None:
+        self._server.scan_not_active_broker()
+
+
+class _ControllerScan(ServiceLoop):
+    """The failover controller's tick (controllerScanInterval)."""
+
+    def __init__(self, server: NameServer, interval_ms: int) -> None:
+        super().__init__("namesrv-controller", logger)
+        self._server = server
+        self._interval = interval_ms / 1000
+
+    def interval(self) -> float:
+        return self._interval
+
+    async def run_once(self) -> None:
+        await self._server.scan_controller()
