@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ha.protocol import (
     FLAG_FULL_SYNC,
@@ -63,7 +63,7 @@ def _no_epoch() -> tuple[int, int]:
 
 
 class ReplicaProtocol(asyncio.BufferedProtocol):
-    def __init__(self, client: "HAClient") -> None:
+    def __init__(self, client: HAClient) -> None:
         self.client = client
         self.store = client.store
         self.reader = SlaveStreamReader(client.buffer_size,
@@ -85,7 +85,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # a stream connection: create_connection hands the protocol a Transport
+        self.transport = cast(asyncio.Transport, transport)
         # (TCP_NODELAY: asyncio and uvloop set it on every TCP transport)
         c = self.client
         epoch, start = c.epoch_provider()
@@ -143,7 +144,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                 r = hook(ev) if hook is not None else None
                 if r is not None:
                     self._busy = True
-                    self.transport.pause_reading()
+                    if self.transport is not None:
+                        self.transport.pause_reading()
                     self._spawn(self._after_hook(r, events[i + 1:]), "HAClient-accept-hook")
                     return
                 self._report(force=True)
@@ -213,7 +215,9 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                     j += 1
                 if not self._first_data:
                     self._first_data = time.perf_counter()
-                reached = store.append_replicated(t.offset, run)
+                # the reader's transfers are views of its buffer (Transfer.data is typed
+                # Buffer for the encoder's sake)
+                reached = store.append_replicated(t.offset, run)  # type: ignore[arg-type]
                 if self._catchup is not None and reached >= self._catchup[1]:
                     self._caught_up(reached)
                 i = j
@@ -224,7 +228,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         self._report()
 
     def _caught_up(self, reached: int) -> None:
-        start, _, t_accept = self._catchup  # type: ignore[misc]
+        assert self._catchup is not None   # called only while catching up
+        start, _, t_accept = self._catchup
         self._catchup = None
         self.store.set_dispatch_throttle(0.0)
         now = time.perf_counter()
@@ -265,7 +270,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         except HAProtocolError as e:
             self._fail(f"bad data from the master: {e}")
             return
-        self._pending.extend(events)
+        # past the handshake (this runs after it) the reader yields transfers only
+        self._pending.extend(events)  # type: ignore[arg-type]
         self._apply()
         if not self._busy and self.transport is not None and not self.closing:
             self.transport.resume_reading()
@@ -307,7 +313,7 @@ class HAClient:
     def __init__(self, store: MessageStore, *, cluster: str, broker_name: str, broker_id: int,
                  master_address: str = "", epoch_provider: EpochProvider | None = None,
                  accept_hook: AcceptHook | None = None,
-                 epochs_provider: "Callable[[], Sequence[EpochEntry]] | None" = None,
+                 epochs_provider: Callable[[], Sequence[EpochEntry]] | None = None,
                  buffer_size: int = 4 * 1024 * 1024) -> None:
         self.store = store
         self.config = store.config
@@ -376,7 +382,7 @@ class HAClient:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: ReplicaProtocol(self), host, int(port)),
                 CONNECT_TIMEOUT)
-        except (OSError, asyncio.TimeoutError, ValueError) as e:
+        except (TimeoutError, OSError, ValueError) as e:
             if failures == 0 or failures % 20 == 0:
                 log.warning("HA: cannot connect to master %s: %s", addr, e or type(e).__name__)
             return None

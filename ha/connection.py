@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ha.protocol import (
     HAProtocolError,
@@ -39,7 +39,7 @@ WRITE_GATHER = 1 << 20
 
 
 class HAConnection(asyncio.Protocol):
-    def __init__(self, service: "HAService") -> None:
+    def __init__(self, service: HAService) -> None:
         self.service = service
         self.store = service.store
         self.addr = "?"
@@ -68,10 +68,11 @@ class HAConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        self.addr = format_address(transport.get_extra_info("peername"))
+        # a stream connection: create_server hands every protocol a Transport
+        t = self._transport = cast(asyncio.Transport, transport)
+        self.addr = format_address(t.get_extra_info("peername"))
         # (TCP_NODELAY: asyncio and uvloop set it on every TCP transport)
-        transport.set_write_buffer_limits(high=self.service.write_buffer_high)
+        t.set_write_buffer_limits(high=self.service.write_buffer_high)
         self.service.on_connection_made(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

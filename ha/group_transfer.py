@@ -27,14 +27,14 @@ _OK = PutMessageStatus.PUT_OK
 class _Round:
     __slots__ = ("target", "future", "deadline", "count")
 
-    def __init__(self, target: int, future: "asyncio.Future[PutMessageStatus]",
+    def __init__(self, target: int, future: asyncio.Future[PutMessageStatus],
                  deadline: float) -> None:
         self.target = target
         self.future = future
         self.deadline = deadline
         self.count = 1
 
-    def __lt__(self, other: "_Round") -> bool:
+    def __lt__(self, other: _Round) -> bool:
         return self.target < other.target
 
 
@@ -54,7 +54,7 @@ class GroupTransferService:
         """Puts waiting for a slave."""
         return sum(r.count for r in self._rounds)
 
-    def submit(self, end_offset: int) -> "asyncio.Future[PutMessageStatus] | None":
+    def submit(self, end_offset: int) -> asyncio.Future[PutMessageStatus] | None:
         """A future completed PUT_OK once a slave acked end_offset (FLUSH_SLAVE_TIMEOUT
         after slaveTimeout); None if one already has."""
         if end_offset <= self.acked:

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
@@ -134,7 +135,7 @@ class HAService:
             # it then; the store clears it at shutdown)
         try:
             await asyncio.wait_for(server.wait_closed(), 2)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         log.info("HA service of %s stopped", self.broker_name)
 
@@ -276,7 +277,7 @@ class HAService:
             master_put_where - self.group_transfer.acked) < self.config.haSlaveFallbehindMax
 
     def replica_waiter(self, result: PutMessageResult,
-                       wait: bool) -> "asyncio.Future[PutMessageStatus] | None":
+                       wait: bool) -> asyncio.Future[PutMessageStatus] | None:
         """The store's hook (SYNC_MASTER): a future answered when a slave has the put."""
         if not wait:
             return None

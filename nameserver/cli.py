@@ -19,7 +19,7 @@ import logging
 import signal
 import socket
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from nameserver.config import NamesrvSettings, load_namesrv_config
 from nameserver.controller import ControllerConfig

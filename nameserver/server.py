@@ -18,7 +18,8 @@ import logging
 import os
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Union
+from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
 
 from rmq.common.fs import atomic_write
 from rmq.common.service import ServiceLoop
@@ -58,7 +59,7 @@ TOPIC_NOT_EXIST_REMARK_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for 
 #: MQVersion.Version.V3_0_11: brokers older than this send a bare TopicConfigSerializeWrapper.
 _V3_0_11 = 37
 
-_Result = Union[RemotingCommand, Awaitable[RemotingCommand]]
+_Result = RemotingCommand | Awaitable[RemotingCommand]
 _Handler = Callable[[Connection, RemotingCommand], _Result]
 
 
@@ -338,7 +339,7 @@ class NameServer:
 
             async def finish() -> RemotingCommand:
                 try:
-                    return await result  # type: ignore[misc]
+                    return await result
                 except HeaderFieldError:
                     raise
                 except ProtocolError as e:

@@ -27,7 +27,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, ClassVar, Final, Mapping, NamedTuple, TypeVar
+from typing import ClassVar, Final, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping
 
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
@@ -205,7 +206,7 @@ def _wire(*rows: tuple[str, str, str, bool]) -> Callable[[type[H]], type[H]]:
         if [f.name for f in fields] != [r[0] for r in rows]:
             raise TypeError(f"{cls.__name__}: wire table does not match the dataclass fields")
         table = []
-        for f, (attr, wire, kind, required) in zip(fields, rows):
+        for f, (attr, wire, kind, required) in zip(fields, rows, strict=True):
             if kind not in _PARSERS:
                 raise TypeError(f"{cls.__name__}.{attr}: unknown kind {kind!r}")
             has_default = f.default is not dataclasses.MISSING

@@ -35,7 +35,8 @@ import functools
 import inspect
 import logging
 from time import perf_counter
-from typing import Awaitable, Callable, Union
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
@@ -46,7 +47,7 @@ __all__ = ["Processor", "RequestDispatcher", "RpcObserver", "exception_text"]
 
 logger = logging.getLogger("rmq.remoting")
 
-ProcessorResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]
+ProcessorResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 RpcObserver = Callable[[int, int, float], None]
 
@@ -157,11 +158,12 @@ class RequestDispatcher:
                 f"processor returned {type(result).__name__}, not a RemotingCommand, "
                 "None or an awaitable"))
             return
+        done: Callable[[asyncio.Future[Any]], object]
         if t0 is None:
             done = functools.partial(self._on_done, conn, req)
         else:
             done = functools.partial(self._on_done_observed, conn, req, t0)
-        fut.add_done_callback(done)  # type: ignore[arg-type]
+        fut.add_done_callback(done)
 
     def _on_done_observed(self, conn: Connection, req: RemotingCommand, t0: float,
                           fut: asyncio.Future) -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 

@@ -66,7 +66,7 @@ def test_table_matches_dataclass(cls):
     assert [f.name for f in fields] == [t.attr for t in cls.FIELDS]
     wires = [t.wire for t in cls.FIELDS]
     assert len(set(wires)) == len(wires)
-    for f, t in zip(fields, cls.FIELDS):
+    for f, t in zip(fields, cls.FIELDS, strict=True):
         assert t.kind in (H.STR, H.INT, H.LONG, H.BOOL)
         assert t.required == (f.default is dataclasses.MISSING)
     assert not hasattr(sample(cls), "__dict__")  # slots: no per-instance dict

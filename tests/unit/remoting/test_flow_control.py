@@ -22,7 +22,7 @@ async def _write_until_blocked(writer: asyncio.StreamWriter, chunk: bytes,
         sent += len(chunk)
         try:
             await asyncio.wait_for(writer.drain(), 0.3)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return sent
     raise AssertionError(f"peer read {limit} bytes without pausing")
 
