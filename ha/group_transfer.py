@@ -91,12 +91,17 @@ class GroupTransferService:
         self.acked = offset
         rounds = self._rounds
         while rounds and rounds[0].target <= offset:
-            r = rounds.popleft()
-            if r is self._open:
-                self._open = None
-            if not r.future.done():
+            r = self._pop_oldest()
+            if r is not None:
                 r.future.set_result(_OK)
                 self.completed += r.count
+
+    def _pop_oldest(self) -> _Round | None:
+        """Take the oldest round off; None if it was answered already."""
+        r = self._rounds.popleft()
+        if r is self._open:
+            self._open = None
+        return None if r.future.done() else r
 
     def _sweep(self) -> None:
         self._timer = None
@@ -105,10 +110,8 @@ class GroupTransferService:
         now = loop.time()
         rounds = self._rounds
         while rounds and rounds[0].deadline <= now:
-            r = rounds.popleft()
-            if r is self._open:
-                self._open = None
-            if not r.future.done():
+            r = self._pop_oldest()
+            if r is not None:
                 self.timeouts += r.count
                 log.warning("slave did not ack CommitLog offset %d within %.0f ms "
                             "(acked %d); %d put(s) answered FLUSH_SLAVE_TIMEOUT",

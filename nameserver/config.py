@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
+from rmq.remoting.config import NettyServerConfig
 
 from nameserver.controller import ControllerConfig
 from nameserver.kvconfig import default_kv_path
@@ -64,30 +65,6 @@ class NamesrvConfig:
             raise PropertiesError(f"logLevel: expected one of {', '.join(LOG_LEVELS)}, "
                                   f"got {self.logLevel!r}")
         self.logLevel = self.logLevel.upper()
-
-
-@dataclass
-class NettyServerConfig:
-    """RocketMQ's NettyServerConfig keys. The thread and buffer settings are accepted for
-    compatibility; one event loop serves every connection here."""
-
-    listenPort: int = 9876
-    bindAddress: str = "0.0.0.0"
-    serverWorkerThreads: int = 8
-    serverCallbackExecutorThreads: int = 0
-    serverSelectorThreads: int = 3
-    serverOnewaySemaphoreValue: int = 256
-    serverAsyncSemaphoreValue: int = 64
-    serverChannelMaxIdleTimeSeconds: int = 120
-    serverSocketSndBufSize: int = 65535
-    serverSocketRcvBufSize: int = 65535
-    serverPooledByteBufAllocatorEnable: bool = True
-    useEpollNativeSelector: bool = False
-
-    def validate(self) -> None:
-        if not 0 <= self.listenPort < 65536:
-            raise PropertiesError(f"listenPort: {self.listenPort} is not a TCP port "
-                                  "(0 = any free port)")
 
 
 @dataclass

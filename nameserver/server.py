@@ -454,20 +454,20 @@ class NameServer:
                                    body=None if ours is None else ours.to_json())
 
     def _wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        broker_name = _required(cmd, "brokerName")
-        count = self.routes.wipe_write_perm_of_broker(broker_name)
-        logger.info("wipe write perm of broker=%s, client: %s, %d topic(s)", broker_name,
-                    conn.remote_address, count)
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   ext_fields={"wipeTopicCount": str(count)})
+        return self._change_write_perm(conn, cmd, "wipe", self.routes.wipe_write_perm_of_broker,
+                                       "wipeTopicCount")
 
     def _add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return self._change_write_perm(conn, cmd, "add", self.routes.add_write_perm_of_broker,
+                                       "addTopicCount")
+
+    def _change_write_perm(self, conn: Connection, cmd: RemotingCommand, what: str,
+                           change: Callable[[str], int], count_key: str) -> RemotingCommand:
         broker_name = _required(cmd, "brokerName")
-        count = self.routes.add_write_perm_of_broker(broker_name)
-        logger.info("add write perm of broker=%s, client: %s, %d topic(s)", broker_name,
+        count = change(broker_name)
+        logger.info("%s write perm of broker=%s, client: %s, %d topic(s)", what, broker_name,
                     conn.remote_address, count)
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   ext_fields={"addTopicCount": str(count)})
+        return cmd.create_response(ResponseCode.SUCCESS, ext_fields={count_key: str(count)})
 
     # ------------------------------------------------------------------ routes
     def _get_route_info_by_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
