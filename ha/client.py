@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, cast
 
 from ha.protocol import (
     FLAG_FULL_SYNC,
@@ -31,6 +32,8 @@ from ha.protocol import (
     encode_hello,
     encode_offset_report,
 )
+from rmq.common.monotonic import monotonic_ms
+from rmq.common.service import ServiceLoop, TaskSet
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.errors import StoreError
 from rmq.store.message_store import MessageStore
@@ -55,16 +58,12 @@ CONNECT_TIMEOUT = 3.0
 CATCHUP_DISPATCH_PAUSE = 0.05
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 def _no_epoch() -> tuple[int, int]:
     return 0, -1
 
 
 class ReplicaProtocol(asyncio.BufferedProtocol):
-    def __init__(self, client: "HAClient") -> None:
+    def __init__(self, client: HAClient) -> None:
         self.client = client
         self.store = client.store
         self.reader = SlaveStreamReader(client.buffer_size,
@@ -77,16 +76,17 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         self._pending: list[Transfer] = []
         self._busy = False           # appending is waiting for a file / the accept hook
         self._reported = -1
-        self.last_read = self.last_write = _now_ms()
+        self.last_read = self.last_write = monotonic_ms()
         self.bytes_received = 0
         # catching up with the master's end as of the ACCEPT
         self._catchup: tuple[int, int, float] | None = None   # (from, target, t accept)
         self._first_data = 0.0
-        self._aux: set[asyncio.Task[None]] = set()   # file creation / accept hook in flight
+        self._aux = TaskSet(log)   # file creation / accept hook in flight
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # a stream connection: create_connection hands the protocol a Transport
+        self.transport = cast(asyncio.Transport, transport)
         # (TCP_NODELAY: asyncio and uvloop set it on every TCP transport)
         c = self.client
         epoch, start = c.epoch_provider()
@@ -110,7 +110,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.reader.buffer_updated(nbytes)
         self.bytes_received += nbytes
-        self.last_read = _now_ms()
+        self.last_read = monotonic_ms()
         if self._busy:
             return
         try:
@@ -144,8 +144,9 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                 r = hook(ev) if hook is not None else None
                 if r is not None:
                     self._busy = True
-                    self.transport.pause_reading()
-                    self._spawn(self._after_hook(r, events[i + 1:]))
+                    if self.transport is not None:
+                        self.transport.pause_reading()
+                    self._spawn(self._after_hook(r, events[i + 1:]), "HAClient-accept-hook")
                     return
                 self._report(force=True)
             elif isinstance(ev, MasterReject):
@@ -214,7 +215,9 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                     j += 1
                 if not self._first_data:
                     self._first_data = time.perf_counter()
-                reached = store.append_replicated(t.offset, run)
+                # the reader's transfers are views of its buffer (Transfer.data is typed
+                # Buffer for the encoder's sake)
+                reached = store.append_replicated(t.offset, run)  # type: ignore[arg-type]
                 if self._catchup is not None and reached >= self._catchup[1]:
                     self._caught_up(reached)
                 i = j
@@ -225,7 +228,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         self._report()
 
     def _caught_up(self, reached: int) -> None:
-        start, _, t_accept = self._catchup  # type: ignore[misc]
+        assert self._catchup is not None   # called only while catching up
+        start, _, t_accept = self._catchup
         self._catchup = None
         self.store.set_dispatch_throttle(0.0)
         now = time.perf_counter()
@@ -238,16 +242,14 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                  self.client.master_address, reached, n, secs, n / secs / 1e6, now - t_accept,
                  self.store.dispatch_behind_bytes)
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._aux.add(task)
-        task.add_done_callback(self._aux.discard)
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._aux.spawn(coro, name)
 
     def _make_file(self, offset: int) -> None:
         self._busy = True
         if self.transport is not None:
             self.transport.pause_reading()
-        self._spawn(self._file_then_resume(offset))
+        self._spawn(self._file_then_resume(offset), "HAClient-create-file")
 
     async def _file_then_resume(self, offset: int) -> None:
         try:
@@ -268,7 +270,8 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         except HAProtocolError as e:
             self._fail(f"bad data from the master: {e}")
             return
-        self._pending.extend(events)
+        # past the handshake (this runs after it) the reader yields transfers only
+        self._pending.extend(events)  # type: ignore[arg-type]
         self._apply()
         if not self._busy and self.transport is not None and not self.closing:
             self.transport.resume_reading()
@@ -287,7 +290,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.closing:
             self.transport.write(data)
-            self.last_write = _now_ms()
+            self.last_write = monotonic_ms()
 
     # ------------------------------------------------------------------ closing
     def _fail(self, why: str) -> None:
@@ -310,7 +313,7 @@ class HAClient:
     def __init__(self, store: MessageStore, *, cluster: str, broker_name: str, broker_id: int,
                  master_address: str = "", epoch_provider: EpochProvider | None = None,
                  accept_hook: AcceptHook | None = None,
-                 epochs_provider: "Callable[[], Sequence[EpochEntry]] | None" = None,
+                 epochs_provider: Callable[[], Sequence[EpochEntry]] | None = None,
                  buffer_size: int = 4 * 1024 * 1024) -> None:
         self.store = store
         self.config = store.config
@@ -323,8 +326,7 @@ class HAClient:
         self.epochs_provider = epochs_provider
         self.buffer_size = buffer_size
         self._master = master_address
-        self._changed: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._service = _ConnectService(self)
         self.conn: ReplicaProtocol | None = None
         self.connects = 0
         self.last_reject: str | None = None
@@ -338,7 +340,7 @@ class HAClient:
 
     @property
     def running(self) -> bool:
-        return self._task is not None
+        return self._service.started
 
     @property
     def connected(self) -> bool:
@@ -354,59 +356,23 @@ class HAClient:
         self._master = addr
         if self.conn is not None:
             self.conn.close()
-        if self._changed is not None:
-            self._changed.set()
+        self._service.master_changed()
 
     async def start(self) -> None:
-        if self._task is not None:
-            return
-        self._changed = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="HAClient")
+        self._service.start()
 
     async def stop(self) -> None:
-        task = self._task
-        if task is None:
+        if not self._service.started:
             return
-        self._task = None
-        task.cancel()
         if self.conn is not None:
             self.conn.abort()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        # cancel: the loop may be blocked in a connect or in a connection's life
+        await self._service.stop(cancel=True)
         self.conn = None
         self.store.set_dispatch_throttle(0.0)
 
     def on_accepted(self, conn: ReplicaProtocol) -> None:
         self.last_reject = None
-
-    async def _run(self) -> None:
-        backoff = BACKOFF_MIN
-        failures = 0
-        assert self._changed is not None
-        while True:
-            addr = self._master
-            if not addr:
-                self._changed.clear()
-                await self._changed.wait()
-                continue
-            self._changed.clear()
-            lived = await self._connect_once(addr, failures)
-            if lived is None:
-                failures += 1
-            else:
-                failures = 0
-                if lived > 10:
-                    backoff = BACKOFF_MIN
-            if self._changed.is_set():
-                backoff = BACKOFF_MIN
-                continue
-            try:
-                await asyncio.wait_for(self._changed.wait(), backoff)
-            except asyncio.TimeoutError:
-                pass
-            backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _connect_once(self, addr: str, failures: int) -> float | None:
         """One connection's life; its duration in seconds, None if it never connected."""
@@ -416,48 +382,49 @@ class HAClient:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: ReplicaProtocol(self), host, int(port)),
                 CONNECT_TIMEOUT)
-        except (OSError, asyncio.TimeoutError, ValueError) as e:
+        except (TimeoutError, OSError, ValueError) as e:
             if failures == 0 or failures % 20 == 0:
                 log.warning("HA: cannot connect to master %s: %s", addr, e or type(e).__name__)
             return None
         self.connects += 1
         self.conn = proto
         start = time.monotonic()
-        heartbeat = loop.create_task(self._keepalive(proto))
+        self._received_at_tick = 0
+        keepalive = _Keepalive(self, proto)
+        keepalive.start()
         try:
             await proto.closed
         finally:
-            heartbeat.cancel()
+            await keepalive.stop(cancel=True)
             if proto.rejected is not None:
                 self.last_reject = proto.rejected.reason
         log.info("HA connection to master %s ended after %.1f s (CommitLog at %d)", addr,
                  time.monotonic() - start, self.store.max_phy_offset)
         return time.monotonic() - start
 
-    async def _keepalive(self, proto: ReplicaProtocol) -> None:
-        """Reports as heartbeats (haSendHeartbeatInterval) and housekeeping (no read for
-        haHousekeepingInterval closes the connection)."""
+    def keepalive(self, proto: ReplicaProtocol, period: float) -> None:
+        """One keepalive tick of a connection: reports as heartbeats
+        (haSendHeartbeatInterval) and housekeeping (no read for haHousekeepingInterval
+        closes the connection)."""
+        if proto.closing:
+            return
         cfg = self.config
-        period = min(1.0, cfg.haSendHeartbeatInterval / 2000)
-        while not proto.closing:
-            await asyncio.sleep(period)
-            now = _now_ms()
-            self.bytes_per_s = int((proto.bytes_received - self._received_at_tick) / period)
-            self._received_at_tick = proto.bytes_received
-            if now - proto.last_read > cfg.haHousekeepingInterval:
-                log.warning("HA: nothing from master %s for %d ms; reconnecting",
-                            self.master_address, now - proto.last_read)
-                proto.abort()
-                return
-            if now - proto.last_write > cfg.haSendHeartbeatInterval:
-                proto.heartbeat()
-        self._received_at_tick = 0
+        now = monotonic_ms()
+        self.bytes_per_s = int((proto.bytes_received - self._received_at_tick) / period)
+        self._received_at_tick = proto.bytes_received
+        if now - proto.last_read > cfg.haHousekeepingInterval:
+            log.warning("HA: nothing from master %s for %d ms; reconnecting",
+                        self.master_address, now - proto.last_read)
+            proto.abort()
+            return
+        if now - proto.last_write > cfg.haSendHeartbeatInterval:
+            proto.heartbeat()
 
     def runtime_info(self) -> dict[str, Any]:
         """RocketMQ 5.x HARuntimeInfo of a slave (the body of GET_BROKER_HA_STATUS)."""
         c = self.conn
         wall = time.time() * 1000
-        mono = _now_ms()
+        mono = monotonic_ms()
         return {"master": False, "masterCommitLogMaxOffset": 0, "inSyncSlaveNums": 0,
                 "haConnectionInfo": [],
                 "haClientRuntimeInfo": {
@@ -467,3 +434,59 @@ class HAClient:
                     "lastWriteTimestamp": int(wall - (mono - c.last_write)) if c else 0,
                     "masterFlushOffset": 0, "isActivated": self.connected,
                     "lastReject": self.last_reject, "lastCatchUp": self.last_catchup}}
+
+
+class _ConnectService(ServiceLoop):
+    """The HAClient's loop: one connection to the master at a time, a new one after a
+    backoff (BACKOFF_MIN doubling to BACKOFF_MAX, back to the minimum after a connection
+    that lived > 10 s), at once when the master address changes, idle without one."""
+
+    def __init__(self, client: HAClient) -> None:
+        super().__init__("HAClient", log)
+        self._client = client
+        self._backoff = BACKOFF_MIN
+        self._next_wait = 0.0
+        self._failures = 0
+        self._changed = False
+
+    def master_changed(self) -> None:
+        self._changed = True
+        self.wakeup()
+
+    def interval(self) -> float | None:
+        return self._next_wait if self._client.master_address else None
+
+    async def run_once(self) -> None:
+        addr = self._client.master_address
+        if not addr:
+            return
+        self._changed = False
+        lived = await self._client._connect_once(addr, self._failures)
+        if lived is None:
+            self._failures += 1
+        else:
+            self._failures = 0
+            if lived > 10:
+                self._backoff = BACKOFF_MIN
+        if self._changed:   # (the wakeup makes the next wait return at once)
+            self._backoff = BACKOFF_MIN
+            self._next_wait = 0.0
+            return
+        self._next_wait = self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+
+class _Keepalive(ServiceLoop):
+    """A connection's timer (every second, or half the heartbeat interval when shorter)."""
+
+    def __init__(self, client: HAClient, proto: ReplicaProtocol) -> None:
+        super().__init__("HAClient-keepalive", log)
+        self._client = client
+        self._proto = proto
+        self.period = min(1.0, client.config.haSendHeartbeatInterval / 2000)
+
+    def interval(self) -> float:
+        return self.period
+
+    async def run_once(self) -> None:
+        self._client.keepalive(self._proto, self.period)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ha.protocol import (
     HAProtocolError,
@@ -25,6 +24,7 @@ from ha.protocol import (
     encode_reject,
     encode_transfer_header,
 )
+from rmq.common.monotonic import monotonic_ms
 from rmq.remoting.connection import format_address
 
 if TYPE_CHECKING:
@@ -38,12 +38,8 @@ PUMP_BUDGET = 4 << 20
 WRITE_GATHER = 1 << 20
 
 
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class HAConnection(asyncio.Protocol):
-    def __init__(self, service: "HAService") -> None:
+    def __init__(self, service: HAService) -> None:
         self.service = service
         self.store = service.store
         self.addr = "?"
@@ -61,7 +57,7 @@ class HAConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self._pump_scheduled = False
-        now = _now_ms()
+        now = monotonic_ms()
         self.connected_at = now
         self.last_read = now
         self.last_write = now
@@ -72,10 +68,11 @@ class HAConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        self.addr = format_address(transport.get_extra_info("peername"))
+        # a stream connection: create_server hands every protocol a Transport
+        t = self._transport = cast(asyncio.Transport, transport)
+        self.addr = format_address(t.get_extra_info("peername"))
         # (TCP_NODELAY: asyncio and uvloop set it on every TCP transport)
-        transport.set_write_buffer_limits(high=self.service.write_buffer_high)
+        t.set_write_buffer_limits(high=self.service.write_buffer_high)
         self.service.on_connection_made(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -91,7 +88,7 @@ class HAConnection(asyncio.Protocol):
         self.pump()
 
     def data_received(self, data: bytes) -> None:
-        self.last_read = _now_ms()
+        self.last_read = monotonic_ms()
         try:
             events = self._reader.feed(data)
         except HAProtocolError as e:
@@ -234,7 +231,7 @@ class HAConnection(asyncio.Protocol):
         if t is None:
             return
         t.writelines(parts)
-        self.last_write = _now_ms()
+        self.last_write = monotonic_ms()
         self.bytes_sent += sum(len(p) for p in parts)
 
     def tick(self, seconds: float) -> None:

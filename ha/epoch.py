@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rmq.protocol.epoch import EpochEntry, close_last, validate_history
 from rmq.common.fs import atomic_write
@@ -82,7 +82,7 @@ class EpochFile:
         self._write_lock = asyncio.Lock()
 
     @classmethod
-    def load(cls, store_root: str) -> "EpochFile":
+    def load(cls, store_root: str) -> EpochFile:
         """The history in store_root (empty if there is no file yet). Blocking.
         EpochFileError names the file and what is wrong with it."""
         path = os.path.join(store_root, EPOCH_FILE_NAME)

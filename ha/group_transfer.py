@@ -27,14 +27,14 @@ _OK = PutMessageStatus.PUT_OK
 class _Round:
     __slots__ = ("target", "future", "deadline", "count")
 
-    def __init__(self, target: int, future: "asyncio.Future[PutMessageStatus]",
+    def __init__(self, target: int, future: asyncio.Future[PutMessageStatus],
                  deadline: float) -> None:
         self.target = target
         self.future = future
         self.deadline = deadline
         self.count = 1
 
-    def __lt__(self, other: "_Round") -> bool:
+    def __lt__(self, other: _Round) -> bool:
         return self.target < other.target
 
 
@@ -54,7 +54,7 @@ class GroupTransferService:
         """Puts waiting for a slave."""
         return sum(r.count for r in self._rounds)
 
-    def submit(self, end_offset: int) -> "asyncio.Future[PutMessageStatus] | None":
+    def submit(self, end_offset: int) -> asyncio.Future[PutMessageStatus] | None:
         """A future completed PUT_OK once a slave acked end_offset (FLUSH_SLAVE_TIMEOUT
         after slaveTimeout); None if one already has."""
         if end_offset <= self.acked:
@@ -91,12 +91,17 @@ class GroupTransferService:
         self.acked = offset
         rounds = self._rounds
         while rounds and rounds[0].target <= offset:
-            r = rounds.popleft()
-            if r is self._open:
-                self._open = None
-            if not r.future.done():
+            r = self._pop_oldest()
+            if r is not None:
                 r.future.set_result(_OK)
                 self.completed += r.count
+
+    def _pop_oldest(self) -> _Round | None:
+        """Take the oldest round off; None if it was answered already."""
+        r = self._rounds.popleft()
+        if r is self._open:
+            self._open = None
+        return None if r.future.done() else r
 
     def _sweep(self) -> None:
         self._timer = None
@@ -105,10 +110,8 @@ class GroupTransferService:
         now = loop.time()
         rounds = self._rounds
         while rounds and rounds[0].deadline <= now:
-            r = rounds.popleft()
-            if r is self._open:
-                self._open = None
-            if not r.future.done():
+            r = self._pop_oldest()
+            if r is not None:
                 self.timeouts += r.count
                 log.warning("slave did not ack CommitLog offset %d within %.0f ms "
                             "(acked %d); %d put(s) answered FLUSH_SLAVE_TIMEOUT",

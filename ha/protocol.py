@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Final, Union
+from typing import Final
 
 from rmq.protocol.epoch import EpochEntry, decode_epoch_list, encode_epoch_list
 from rmq.protocol.errors import ProtocolError
@@ -83,7 +83,7 @@ _H = struct.Struct(">H")
 _HELLO_TAIL = struct.Struct(">qqqqqi")
 _TRANSFER = struct.Struct(">qi")
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 class HAProtocolError(ProtocolError):

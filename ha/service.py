@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
 from ha.protocol import SlaveHello
+from rmq.common.monotonic import monotonic_ms
+from rmq.common.service import ServiceLoop
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageResult, PutMessageStatus
@@ -49,10 +51,6 @@ EpochsProvider = Callable[[], "list[EpochEntry]"]
 
 def _no_epoch() -> tuple[int, int]:
     return 0, -1
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class HAService:
@@ -93,7 +91,7 @@ class HAService:
         self.stats_rejected = 0
         self.stats_bad_input = 0
         self._server: asyncio.AbstractServer | None = None
-        self._timer: asyncio.Task[None] | None = None
+        self._timer = _Housekeeping(self)
         self._not_available: asyncio.Future[PutMessageStatus] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -110,7 +108,7 @@ class HAService:
                                                 self.port, reuse_address=True, backlog=64)
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.add_commit_listener(self._on_commit)
-        self._timer = loop.create_task(self._tick(), name="HAService-timer")
+        self._timer.start()
         log.info("HA service of %s listening on %s:%d (haTransferBatchSize %d, slaveTimeout %d ms)",
                  self.broker_name, self.host, self.port, self.transfer_batch,
                  self.config.slaveTimeout)
@@ -123,13 +121,7 @@ class HAService:
         self._server = None
         self.store.remove_commit_listener(self._on_commit)
         server.close()
-        if self._timer is not None:
-            self._timer.cancel()
-            try:
-                await self._timer
-            except asyncio.CancelledError:
-                pass
-            self._timer = None
+        await self._timer.stop()
         for c in list(self.connections):
             c.abort()
         self.group_transfer.fail_all(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
@@ -143,7 +135,7 @@ class HAService:
             # it then; the store clears it at shutdown)
         try:
             await asyncio.wait_for(server.wait_closed(), 2)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         log.info("HA service of %s stopped", self.broker_name)
 
@@ -263,20 +255,19 @@ class HAService:
         for c in self.slaves:
             c.pump()
 
-    async def _tick(self) -> None:
+    def housekeeping(self, period: float) -> None:
+        """One timer tick: transfer rates, heartbeats to quiet slaves, and closing the
+        connections of slaves not heard from for haHousekeepingInterval."""
         cfg = self.config
-        period = min(1.0, cfg.haSendHeartbeatInterval / 2000)
-        while True:
-            await asyncio.sleep(period)
-            now = _now_ms()
-            for c in list(self.connections):
-                c.tick(period)
-                if now - c.last_read > cfg.haHousekeepingInterval:
-                    log.warning("HA connection %s: nothing read for %d ms; closing it",
-                                c.addr, now - c.last_read)
-                    c.abort()
-                elif now - c.last_write > cfg.haSendHeartbeatInterval:
-                    c.heartbeat()
+        now = monotonic_ms()
+        for c in list(self.connections):
+            c.tick(period)
+            if now - c.last_read > cfg.haHousekeepingInterval:
+                log.warning("HA connection %s: nothing read for %d ms; closing it",
+                            c.addr, now - c.last_read)
+                c.abort()
+            elif now - c.last_write > cfg.haSendHeartbeatInterval:
+                c.heartbeat()
 
     # ------------------------------------------------------------------ SYNC_MASTER
     def is_slave_ok(self, master_put_where: int) -> bool:
@@ -286,7 +277,7 @@ class HAService:
             master_put_where - self.group_transfer.acked) < self.config.haSlaveFallbehindMax
 
     def replica_waiter(self, result: PutMessageResult,
-                       wait: bool) -> "asyncio.Future[PutMessageStatus] | None":
+                       wait: bool) -> asyncio.Future[PutMessageStatus] | None:
         """The store's hook (SYNC_MASTER): a future answered when a slave has the put."""
         if not wait:
             return None
@@ -326,3 +317,19 @@ class HAService:
         return {"master": True, "masterCommitLogMaxOffset": top,
                 "inSyncSlaveNums": self.in_sync_replicas() - 1, "haConnectionInfo": conns,
                 "haClientRuntimeInfo": {}}
+
+
+class _Housekeeping(ServiceLoop):
+    """The HA service's one timer: every second, or half the heartbeat interval when that
+    is shorter."""
+
+    def __init__(self, service: HAService) -> None:
+        super().__init__("HAService-timer", log)
+        self._service = service
+        self.period = min(1.0, service.config.haSendHeartbeatInterval / 2000)
+
+    def interval(self) -> float:
+        return self.period
+
+    async def run_once(self) -> None:
+        self._service.housekeeping(self.period)

@@ -4,11 +4,12 @@
 logs ``NameServer listening on HOST:PORT`` (stderr), so ``-p 0`` is usable by a
 supervisor or a test that reads the port from that line.
 
-``-c FILE`` reads a namesrv.properties (``key=value``, ``#`` comments) with the failover
-controller's keys (``nameserver.controller.ControllerConfig``):
-``enableControllerInNamesrv``, ``controllerMasterTimeout``, ``haSlaveFallbehindMax``,
-``enableElectUncleanMaster``, ``controllerScanInterval``. ``--controller`` is
-``enableControllerInNamesrv=true``; flags win over the file.
+``-c FILE`` reads a namesrv.properties with RocketMQ's key names (``nameserver.config``):
+``listenPort``, ``kvConfigPath``, ``orderMessageEnable``, the controller's
+``enableControllerInNamesrv``, ``controllerMasterTimeout``, ... Each option below has a key
+(named in its help); an option given on the command line wins over the file, e.g.
+``-c namesrv.properties -p 9877``. An unknown key is warned about; a bad value stops the
+start (exit code 2) naming the key.
 """
 from __future__ import annotations
 
@@ -18,105 +19,96 @@ import logging
 import signal
 import socket
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
+from nameserver.config import NamesrvSettings, load_namesrv_config
 from nameserver.controller import ControllerConfig
-from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS
 
-__all__ = ["main", "build_parser", "run"]
+__all__ = ["main", "build_parser", "run", "settings_from_args", "controller_config"]
 
 logger = logging.getLogger("rmq.nameserver")
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+# option dest -> config key; None values (option not given) leave the file's value
+_OPTION_KEYS = {
+    "port": "listenPort",
+    "host": "bindAddress",
+    "broker_expire_ms": "brokerExpiredTimeMillis",
+    "scan_interval_ms": "scanNotActiveBrokerInterval",
+    "kv_path": "kvConfigPath",
+    "accept_standard_json_only": "acceptStandardJsonOnly",
+    "order_message_enable": "orderMessageEnable",
+    "metrics_port": "metricsPromExporterPort",
+    "controller": "enableControllerInNamesrv",
+    "controller_master_timeout_ms": "controllerMasterTimeout",
+    "log_level": "logLevel",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq namesrv",
                                 description="RocketMQ 4.x compatible NameServer")
-    p.add_argument("-p", "--port", type=int, default=9876,
-                   help="listen port (default 9876; 0 = any free port)")
-    p.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
-    p.add_argument("--broker-expire-ms", type=int, default=BROKER_CHANNEL_EXPIRED_TIME_MS,
-                   help="drop a broker not heard from for this long (default 120000)")
-    p.add_argument("--scan-interval-ms", type=int, default=10_000,
-                   help="broker expiry scan period; the first scan runs after half of it "
-                        "(default 10000)")
+    p.add_argument("-p", "--port", type=int, default=None,
+                   help="listen port, listenPort (default 9876; 0 = any free port)")
+    p.add_argument("--host", default=None,
+                   help="listen address, bindAddress (default 0.0.0.0)")
+    p.add_argument("--broker-expire-ms", type=int, default=None,
+                   help="drop a broker not heard from for this long, brokerExpiredTimeMillis "
+                        "(default 120000)")
+    p.add_argument("--scan-interval-ms", type=int, default=None,
+                   help="broker expiry scan period, scanNotActiveBrokerInterval; the first "
+                        "scan runs after half of it (default 10000)")
     p.add_argument("--kv-path", default=None,
-                   help="KV config file (default ~/namesrv/kvConfig.msgpack)")
-    p.add_argument("--accept-standard-json-only", action="store_true",
-                   help="answer route data in standard JSON to every client")
-    p.add_argument("--order-message-enable", action="store_true",
-                   help="add orderTopicConf (KV namespace ORDER_TOPIC_CONFIG) to route data")
-    p.add_argument("--metrics-port", type=int, default=0,
-                   help="serve Prometheus metrics on http://HOST:PORT/metrics (default 0: off)")
+                   help="KV config file, kvConfigPath (default ~/namesrv/kvConfig.msgpack)")
+    p.add_argument("--accept-standard-json-only", action="store_const", const=True,
+                   default=None, help="answer route data in standard JSON to every client "
+                                      "(acceptStandardJsonOnly=true)")
+    p.add_argument("--order-message-enable", action="store_const", const=True, default=None,
+                   help="add orderTopicConf (KV namespace ORDER_TOPIC_CONFIG) to route data "
+                        "(orderMessageEnable=true)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics, "
+                        "metricsPromExporterPort (default 0: off)")
     p.add_argument("-c", "--config", default=None, metavar="FILE",
-                   help="namesrv.properties with controller keys (enableControllerInNamesrv, "
-                        "controllerMasterTimeout, haSlaveFallbehindMax, ...)")
-    p.add_argument("--controller", action="store_true",
+                   help="namesrv.properties with RocketMQ's keys (listenPort, kvConfigPath, "
+                        "orderMessageEnable, enableControllerInNamesrv, ...)")
+    p.add_argument("--controller", action="store_const", const=True, default=None,
                    help="run the failover controller here (enableControllerInNamesrv=true); "
                         "run it on one NameServer of a cluster only")
     p.add_argument("--controller-master-timeout-ms", type=int, default=None,
                    help="elect a new master after this much master silence "
                         "(controllerMasterTimeout, default 10000)")
-    p.add_argument("--log-level", default="INFO",
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    p.add_argument("--log-level", default=None, type=str.upper,
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="logLevel (default INFO)")
     return p
 
 
+def settings_from_args(args: argparse.Namespace) -> NamesrvSettings:
+    """The file of -c with the options given on the command line over it.
+    ValueError (PropertiesError) names the file and the bad key or line."""
+    overrides = {key: getattr(args, dest) for dest, key in _OPTION_KEYS.items()
+                 if getattr(args, dest) is not None}
+    return load_namesrv_config(args.config, overrides)
+
+
 def controller_config(args: argparse.Namespace) -> ControllerConfig | None:
-    """The controller's config from -c and the flags; None when it is not enabled.
-    ValueError names the bad key or line."""
-    cfg = ControllerConfig()
-    if args.config:
-        try:
-            with open(args.config, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ValueError(f"cannot read {args.config}: {e.strerror}") from None
-        for lineno, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            key, sep, value = line.partition("=")
-            key, value = key.strip(), value.strip()
-            if not sep or not key:
-                raise ValueError(f"{args.config} line {lineno}: expected key=value")
-            current = getattr(cfg, key, None)
-            if current is None:
-                logger.warning("%s: unknown key %r ignored", args.config, key)
-            elif isinstance(current, bool):
-                if value.lower() not in ("true", "false"):
-                    raise ValueError(f"{args.config}: {key} must be true or false, not {value!r}")
-                setattr(cfg, key, value.lower() == "true")
-            else:
-                try:
-                    setattr(cfg, key, int(value))
-                except ValueError:
-                    raise ValueError(f"{args.config}: {key} must be an integer, "
-                                     f"not {value!r}") from None
-    if args.controller:
-        cfg.enableControllerInNamesrv = True
-    if args.controller_master_timeout_ms is not None:
-        cfg.controllerMasterTimeout = args.controller_master_timeout_ms
-    if not cfg.enableControllerInNamesrv:
-        return None
-    cfg.validate()
-    return cfg
+    """The controller's config from -c and the flags; None when it is not enabled."""
+    return settings_from_args(args).controller_config
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(settings: NamesrvSettings) -> int:
     """Start, wait for SIGINT/SIGTERM, stop. Returns the process exit code."""
     from nameserver.server import NameServer
 
-    try:
-        controller = controller_config(args)
-    except ValueError as e:
-        logger.error("NameServer config: %s", e)
-        return 2
-    server = NameServer(args.host, args.port, broker_expire_ms=args.broker_expire_ms,
-                        scan_interval_ms=args.scan_interval_ms, kv_path=args.kv_path,
-                        accept_standard_json_only=args.accept_standard_json_only,
-                        order_message_enable=args.order_message_enable,
+    cfg, netty, controller = settings.namesrv, settings.netty, settings.controller_config
+    host, port = netty.bindAddress, netty.listenPort
+    server = NameServer(host, port, broker_expire_ms=cfg.brokerExpiredTimeMillis,
+                        scan_interval_ms=cfg.scanNotActiveBrokerInterval, kv_path=cfg.kv_path,
+                        accept_standard_json_only=cfg.acceptStandardJsonOnly,
+                        order_message_enable=cfg.orderMessageEnable,
                         controller=controller)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -131,14 +123,14 @@ async def run(args: argparse.Namespace) -> int:
         try:
             await server.start()
         except (OSError, ValueError) as e:   # port taken / bad address, unreadable KV file
-            logger.error("NameServer cannot start on %s:%d: %s", args.host, args.port, e)
+            logger.error("NameServer cannot start on %s:%d: %s", host, port, e)
             return 1
         logger.info("NameServer listening on %s:%d", server.host, server.port)
-        if args.metrics_port:
+        if cfg.metricsPromExporterPort:
             from nameserver.metrics import NameServerMetrics
-            host = server.host if server.host not in ("0.0.0.0", "::", "") else socket.gethostname()
-            server.metrics = NameServerMetrics(server, f"{host}:{server.port}")
-            server.metrics.start(args.host, args.metrics_port)
+            shown = server.host if server.host not in ("0.0.0.0", "::", "") else socket.gethostname()
+            server.metrics = NameServerMetrics(server, f"{shown}:{server.port}")
+            server.metrics.start(host, cfg.metricsPromExporterPort)
         if controller is not None:
             logger.info("failover controller on (controllerMasterTimeout %d ms, "
                         "haSlaveFallbehindMax %d, enableElectUncleanMaster %s)",
@@ -158,20 +150,25 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not 0 <= args.metrics_port < 65536:
-        parser.error(f"--metrics-port {args.metrics_port}: not a TCP port (0 = off)")
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter(_LOG_FORMAT))
         root.addHandler(handler)
-    root.setLevel(args.log_level)
+    # INFO (or the option) while reading the file, so its warnings are seen
+    root.setLevel(args.log_level or "INFO")
+    try:
+        settings = settings_from_args(args)
+    except ValueError as e:
+        logger.error("NameServer config%s: %s", f" {args.config}" if args.config else "", e)
+        return 2
+    root.setLevel(settings.namesrv.logLevel)
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(run(args))
+        return asyncio.run(run(settings))
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(run(args))
+        return runner.run(run(settings))
 
 
 if __name__ == "__main__":

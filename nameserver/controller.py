@@ -56,12 +56,12 @@ id the controller assigned it, so clients are not routed to a fenced master.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import msgpack
 
+from rmq.common.clock import now_ms
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.controller import (MASTER_ROLES, ROLE_SLAVE, BrokerHeartbeatRequestHeader,
                                      EpochRecord, GroupStatus, HeartbeatBody, MemberStatus)
@@ -140,17 +140,13 @@ class _Group:
     warned: str = ""           # last "cannot elect" reason logged
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Controller:
     """The controller's state and rules; no I/O. The server feeds it heartbeats and
     scan ticks with a monotonic ``now_ms``, and persists ``snapshot()`` whenever
     ``version`` moved, before answering."""
 
     def __init__(self, config: ControllerConfig,
-                 wall_clock: Callable[[], int] = _wall_ms) -> None:
+                 wall_clock: Callable[[], int] = now_ms) -> None:
         config.validate()
         self.config = config
         self._wall = wall_clock

@@ -1,9 +1,8 @@
 """``KVConfigManager``: the NameServer's namespace -> key -> value store.
 
 RocketMQ keeps it in ``~/namesrv/kvConfig.json``; rmq keeps the same table as
-msgpack (``{"configTable": {namespace: {key: value}}}``), replaced atomically: the
-new content goes to a temp file in the same directory, is fsynced, renamed over the
-old file, and the directory is fsynced so the rename itself survives a crash.
+msgpack (``{"configTable": {namespace: {key: value}}}``), replaced atomically and
+durably (``rmq.common.fs.atomic_write``: temp file, fsync, rename, fsync of the directory).
 
 The in-memory table changes synchronously; writing the file is a separate,
 blocking step (``snapshot()`` then ``write_file(data)``) so the server can run it in
@@ -14,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 import msgpack
 
+from rmq.common.fs import atomic_write
 from rmq.protocol.route import KVTable
 
 __all__ = ["KVConfigManager", "NAMESPACE_ORDER_TOPIC_CONFIG", "default_kv_path"]
@@ -70,26 +69,7 @@ class KVConfigManager:
         """Atomically replace the file with ``data`` (blocking: temp, fsync, rename)."""
         if self.path is None:
             return
-        directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(str(self.path), data)
 
     def persist(self) -> None:
         """``write_file(snapshot())`` in one blocking call."""

@@ -44,7 +44,7 @@ class NameServerMetrics:
     """Registry, collector and exporter of one NameServer. ``start(host, port)`` on the
     loop once the NameServer is listening; ``await stop()`` before it stops."""
 
-    def __init__(self, server: "NameServer", node_id: str) -> None:
+    def __init__(self, server: NameServer, node_id: str) -> None:
         self.server = server
         self.node = NodeLabels(node_type="namesrv", node_id=node_id)
         self.registry = CollectorRegistry(auto_describe=False)

@@ -19,10 +19,10 @@ with respect to the others (the Java read/write lock has nothing left to protect
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
+from rmq.common.monotonic import monotonic_ms
 from rmq.protocol.codes import PermName
 from rmq.protocol.route import (
     MASTER_ID, BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig,
@@ -40,10 +40,6 @@ BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
 # TopicSysFlag bits used by the unit-topic lists.
 _FLAG_UNIT = 0x1
 _FLAG_UNIT_SUB = 0x2
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(slots=True)

@@ -8,7 +8,8 @@ after 5 s) and dropping the brokers of a connection that closed
 
 Request headers the shared ``rmq.protocol.headers`` module does not model (the KV
 and admin ones) are read straight from ext fields here, with the same rules: a
-missing mandatory field or an unparsable number answers SYSTEM_ERROR.
+missing mandatory field or an unparsable number raises ``HeaderFieldError``, which the
+remoting dispatcher answers (SYSTEM_ERROR naming the field, one warning per peer).
 """
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ import asyncio
 import logging
 import os
 import zlib
-from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Union
+from pathlib import Path
+from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
 
+from rmq.common.fs import atomic_write
+from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.controller import (
     BrokerHeartbeatRequestHeader, BrokerHeartbeatResponseHeader, ElectMasterRequestHeader,
@@ -27,8 +32,8 @@ from rmq.protocol.controller import (
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
-    GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
-    UnRegisterBrokerRequestHeader, parse_long,
+    GetRouteInfoRequestHeader, HeaderFieldError, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader, parse_long,
 )
 from rmq.protocol.route import (
     DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper,
@@ -54,7 +59,7 @@ TOPIC_NOT_EXIST_REMARK_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for 
 #: MQVersion.Version.V3_0_11: brokers older than this send a bare TopicConfigSerializeWrapper.
 _V3_0_11 = 37
 
-_Result = Union[RemotingCommand, Awaitable[RemotingCommand]]
+_Result = RemotingCommand | Awaitable[RemotingCommand]
 _Handler = Callable[[Connection, RemotingCommand], _Result]
 
 
@@ -65,7 +70,7 @@ def _ext(cmd: RemotingCommand) -> Mapping[str, str]:
 def _required(cmd: RemotingCommand, name: str) -> str:
     value = _ext(cmd).get(name)
     if value is None:
-        raise ProtocolError(f"missing header field {name}")
+        raise HeaderFieldError(name, "is null")
     return value
 
 
@@ -110,19 +115,19 @@ class NameServer:
         # the failover controller reports through metrics.record_failover.
         self.metrics: NameServerMetrics | None = None
         self._kv_write_lock = asyncio.Lock()
-        self._scan_task: asyncio.Task[None] | None = None
+        self._scan = _BrokerExpiryScan(self)
         self._started = False
         self.controller: Controller | None = None
-        self._controller_file: KVConfigManager | None = None
-        self._controller_task: asyncio.Task[None] | None = None
+        self._controller_path: Path | None = None
+        self._controller_scan: _ControllerScan | None = None
         self._controller_lock = asyncio.Lock()
         self._controller_persisted = 0
         if controller is not None:
             self.controller = Controller(controller)
+            self._controller_scan = _ControllerScan(self, controller.controllerScanInterval)
             self.controller.on_failover = self._record_failover
-            # KVConfigManager.write_file is the NameServer's atomic file replace
-            self._controller_file = KVConfigManager(
-                None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME)
+            self._controller_path = (None if self.kv.path is None
+                                     else self.kv.path.parent / CONTROLLER_FILE_NAME)
         for code, handler in self._handlers().items():
             self._remoting.register_processor(code, self._guard(code, handler))
         self._remoting.on_connection_closed(self._on_connection_closed)
@@ -149,11 +154,10 @@ class NameServer:
             await asyncio.to_thread(self._load_controller)
         await self._remoting.start()
         self._started = True
-        self._scan_task = asyncio.get_running_loop().create_task(
-            self._scan_loop(), name="namesrv-scan-not-active-broker")
-        if self.controller is not None:
-            self._controller_task = asyncio.get_running_loop().create_task(
-                self._controller_loop(), name="namesrv-controller")
+        self._scan = _BrokerExpiryScan(self)
+        self._scan.start()
+        if self._controller_scan is not None:
+            self._controller_scan.start()
         logger.info("NameServer started on %s (broker expiry %d ms, scan every %d ms, KV %s)",
                     self.address, self.broker_expire_ms, self.scan_interval_ms, self.kv.path)
 
@@ -161,14 +165,9 @@ class NameServer:
         if not self._started:
             return
         self._started = False
-        for task in (self._scan_task, self._controller_task):
-            if task is not None:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-        self._scan_task = self._controller_task = None
+        await self._scan.stop()
+        if self._controller_scan is not None:
+            await self._controller_scan.stop()
         await self._remoting.stop()
         async with self._controller_lock:
             pass
@@ -186,15 +185,6 @@ class NameServer:
         await self.stop()
 
     # ------------------------------------------------------------------ housekeeping
-    async def _scan_loop(self) -> None:
-        await asyncio.sleep(self.scan_initial_delay_ms / 1000)
-        while True:
-            try:
-                self.scan_not_active_broker()
-            except Exception:
-                logger.exception("scanNotActiveBroker failed")
-            await asyncio.sleep(self.scan_interval_ms / 1000)
-
     def scan_not_active_broker(self) -> int:
         """One expiry pass; closes the connections of the brokers dropped."""
         removed = self.routes.scan_not_active_broker(monotonic_ms(), self.broker_expire_ms)
@@ -222,8 +212,8 @@ class NameServer:
     def _load_controller(self) -> None:
         """Read controller.msgpack (blocking). A damaged file stops the start: epochs
         handed out again would let two masters write one epoch."""
-        assert self.controller is not None and self._controller_file is not None
-        path = self._controller_file.path
+        assert self.controller is not None
+        path = self._controller_path
         if path is None or not path.exists():
             return
         try:
@@ -234,25 +224,21 @@ class NameServer:
 
     async def _persist_controller(self) -> None:
         """Write the controller's state if it changed; returns once it is durable."""
-        ctl, f = self.controller, self._controller_file
-        assert ctl is not None and f is not None
+        ctl, path = self.controller, self._controller_path
+        assert ctl is not None
         async with self._controller_lock:
             version = ctl.version
             if version == self._controller_persisted:
                 return
-            await asyncio.to_thread(f.write_file, ctl.snapshot())
+            if path is not None:
+                await asyncio.to_thread(atomic_write, str(path), ctl.snapshot())
             self._controller_persisted = version
 
-    async def _controller_loop(self) -> None:
+    async def scan_controller(self) -> None:
+        """One controller pass: elect where a master went silent, persist the decision."""
         assert self.controller is not None
-        interval = self.controller.config.controllerScanInterval / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.controller.scan(monotonic_ms())
-                await self._persist_controller()
-            except Exception:
-                logger.exception("controller scan failed")
+        self.controller.scan(monotonic_ms())
+        await self._persist_controller()
 
     async def _broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         assert self.controller is not None
@@ -330,9 +316,10 @@ class NameServer:
 
     @staticmethod
     def _guard(code: int, handler: _Handler) -> _Handler:
-        """Malformed requests (missing header field, bad body) answer SYSTEM_ERROR with
-        the reason, logged as a warning; anything else propagates to the dispatcher,
-        which logs it with its traceback and answers SYSTEM_ERROR too."""
+        """Malformed requests (bad body, bad values) answer SYSTEM_ERROR with the reason,
+        logged as a warning; a missing or unparsable header field (``HeaderFieldError``)
+        and anything else propagate to the dispatcher, which answers SYSTEM_ERROR too
+        (the former with one warning per peer, the rest with a traceback)."""
         name = RequestCode.name_of(code)
 
         def bad_request(conn: Connection, cmd: RemotingCommand,
@@ -343,6 +330,8 @@ class NameServer:
         def run(conn: Connection, cmd: RemotingCommand) -> _Result:
             try:
                 result = handler(conn, cmd)
+            except HeaderFieldError:
+                raise
             except ProtocolError as e:
                 return bad_request(conn, cmd, e)
             if isinstance(result, RemotingCommand):
@@ -350,7 +339,9 @@ class NameServer:
 
             async def finish() -> RemotingCommand:
                 try:
-                    return await result  # type: ignore[misc]
+                    return await result
+                except HeaderFieldError:
+                    raise
                 except ProtocolError as e:
                     return bad_request(conn, cmd, e)
             return finish()
@@ -463,20 +454,20 @@ class NameServer:
                                    body=None if ours is None else ours.to_json())
 
     def _wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        broker_name = _required(cmd, "brokerName")
-        count = self.routes.wipe_write_perm_of_broker(broker_name)
-        logger.info("wipe write perm of broker=%s, client: %s, %d topic(s)", broker_name,
-                    conn.remote_address, count)
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   ext_fields={"wipeTopicCount": str(count)})
+        return self._change_write_perm(conn, cmd, "wipe", self.routes.wipe_write_perm_of_broker,
+                                       "wipeTopicCount")
 
     def _add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return self._change_write_perm(conn, cmd, "add", self.routes.add_write_perm_of_broker,
+                                       "addTopicCount")
+
+    def _change_write_perm(self, conn: Connection, cmd: RemotingCommand, what: str,
+                           change: Callable[[str], int], count_key: str) -> RemotingCommand:
         broker_name = _required(cmd, "brokerName")
-        count = self.routes.add_write_perm_of_broker(broker_name)
-        logger.info("add write perm of broker=%s, client: %s, %d topic(s)", broker_name,
+        count = change(broker_name)
+        logger.info("%s write perm of broker=%s, client: %s, %d topic(s)", what, broker_name,
                     conn.remote_address, count)
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   ext_fields={"addTopicCount": str(count)})
+        return cmd.create_response(ResponseCode.SUCCESS, ext_fields={count_key: str(count)})
 
     # ------------------------------------------------------------------ routes
     def _get_route_info_by_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -556,3 +547,35 @@ class NameServer:
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         return cmd.create_response(ResponseCode.SUCCESS, body=text.encode())
 
+
+class _BrokerExpiryScan(ServiceLoop):
+    """RocketMQ's scanNotActiveBroker schedule: first after half the period, then every
+    period."""
+
+    def __init__(self, server: NameServer) -> None:
+        super().__init__("namesrv-scan-not-active-broker", logger)
+        self._server = server
+        self._first = True
+
+    def interval(self) -> float:
+        first, self._first = self._first, False
+        s = self._server
+        return (s.scan_initial_delay_ms if first else s.scan_interval_ms) / 1000
+
+    async def run_once(self) -> None:
+        self._server.scan_not_active_broker()
+
+
+class _ControllerScan(ServiceLoop):
+    """The failover controller's tick (controllerScanInterval)."""
+
+    def __init__(self, server: NameServer, interval_ms: int) -> None:
+        super().__init__("namesrv-controller", logger)
+        self._server = server
+        self._interval = interval_ms / 1000
+
+    def interval(self) -> float:
+        return self._interval
+
+    async def run_once(self) -> None:
+        await self._server.scan_controller()

@@ -12,8 +12,10 @@ None fields are not sent. Unknown ext keys (e.g. the C++ client's ``AccessKey``,
 ``Signature``, ``OnsChannel``) are ignored.
 
 Where we are stricter than Java: Java only *logs* a missing mandatory field or an
-unparsable number and leaves the field null; we raise ``ProtocolError`` so the
-processor can answer with an error instead of acting on a half-read header.
+unparsable number and leaves the field null; we raise ``HeaderFieldError`` (a
+``ProtocolError`` naming the field, worded as RocketMQ's ``the custom field <topic> is
+null``) so the request is answered with that error instead of acted on half-read. The
+remoting dispatcher answers it for every processor (SYSTEM_ERROR, the text as remark).
 
 The per-message paths (SEND_MESSAGE_V2 on the broker, its response on the client)
 have hand-written conversions: ``SendMessageRequestHeader.from_v2_ext_fields``,
@@ -25,7 +27,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, ClassVar, Final, Mapping, NamedTuple, TypeVar
+from typing import ClassVar, Final, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping
 
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
@@ -51,7 +54,7 @@ __all__ = [
     "DeleteTopicRequestHeader", "DeleteTopicFromNamesrvRequestHeader",
     "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader",
     "GetProducerConnectionListRequestHeader", "DeleteSubscriptionGroupRequestHeader",
-    "BrokerPermRequestHeader",
+    "BrokerPermRequestHeader", "HeaderFieldError",
     "parse_int", "parse_long", "parse_bool",
 ]
 
@@ -70,38 +73,57 @@ _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _JAVA_INTEGER = re.compile(r"[+-]?\d+")
 
 
-def _parse_integer(label: str, raw: str, lo: int, hi: int, kind: str) -> int:
+class HeaderFieldError(ProtocolError):
+    """A request header field that is missing or does not parse.
+
+    ``field`` is the wire name, ``reason`` the rest of the sentence (``is null``, ``is not
+    a number: abc``); the text is RocketMQ's wording, ``the custom field <field> reason``,
+    with the long name after a one-letter SEND_MESSAGE_V2 key.
+    """
+
+    def __init__(self, field: str, reason: str, alias: str = "") -> None:
+        self.field = field
+        self.reason = reason
+        named = f"<{field}> ({alias})" if alias else f"<{field}>"
+        super().__init__(f"the custom field {named} {reason}")
+
+
+def _missing(field: str, alias: str = "") -> HeaderFieldError:
+    return HeaderFieldError(field, "is null", alias)
+
+
+def _parse_integer(label: str, raw: str, lo: int, hi: int, kind: str, alias: str) -> int:
     if len(raw) < 20 and raw.isdigit() and raw.isascii():  # the common case, no sign
         value = int(raw)
     elif _JAVA_INTEGER.fullmatch(raw):
         try:
             value = int(raw)
         except ValueError:  # more digits than Python's int() str limit
-            raise ProtocolError(f"header field {label} is out of range for {kind}: "
-                                f"{raw[:40]!r}") from None
+            raise HeaderFieldError(label, f"is out of range for {kind}: {raw[:40]}",
+                                   alias) from None
     else:
-        raise ProtocolError(f"header field {label} is not an integer: {raw[:60]!r}")
+        raise HeaderFieldError(label, f"is not a number: {raw[:60]}", alias)
     if value < lo or value > hi:
-        raise ProtocolError(f"header field {label} is out of range for {kind}: {raw[:40]!r}")
+        raise HeaderFieldError(label, f"is out of range for {kind}: {raw[:40]}", alias)
     return value
 
 
-def parse_int(label: str, raw: str) -> int:
+def parse_int(label: str, raw: str, alias: str = "") -> int:
     """``Integer.parseInt`` of a header value; ``label`` names the field in the error."""
-    return _parse_integer(label, raw, _INT_MIN, _INT_MAX, "int")
+    return _parse_integer(label, raw, _INT_MIN, _INT_MAX, "int", alias)
 
 
-def parse_long(label: str, raw: str) -> int:
+def parse_long(label: str, raw: str, alias: str = "") -> int:
     """``Long.parseLong`` of a header value."""
-    return _parse_integer(label, raw, _LONG_MIN, _LONG_MAX, "long")
+    return _parse_integer(label, raw, _LONG_MIN, _LONG_MAX, "long", alias)
 
 
-def parse_bool(label: str, raw: str) -> bool:
+def parse_bool(label: str, raw: str, alias: str = "") -> bool:
     """``Boolean.parseBoolean``: "true" in any case is true, everything else false."""
     return raw == "true" or (len(raw) == 4 and raw.lower() == "true")
 
 
-def _fmt_bool(value: bool) -> str:
+def _fmt_bool(value: object) -> str:
     return "true" if value else "false"
 
 
@@ -112,7 +134,7 @@ _Formatter = Callable[[object], str]
 _PARSERS: Mapping[str, _Parser | None] = MappingProxyType(
     {STR: None, INT: parse_int, LONG: parse_long, BOOL: parse_bool})
 _FORMATTERS: Mapping[str, _Formatter | None] = MappingProxyType(
-    {STR: None, INT: str, LONG: str, BOOL: _fmt_bool})  # type: ignore[dict-item]
+    {STR: None, INT: str, LONG: str, BOOL: _fmt_bool})
 
 
 class HeaderField(NamedTuple):
@@ -121,7 +143,7 @@ class HeaderField(NamedTuple):
     attr: str          # snake_case attribute
     wire: str          # ext field name on the wire (camelCase, or a..n for V2)
     kind: str          # STR / INT / LONG / BOOL
-    required: bool     # missing -> ProtocolError
+    required: bool     # missing -> HeaderFieldError
     default: object    # what a missing optional field decodes to
 
 
@@ -140,15 +162,15 @@ class Header:
 
     @classmethod
     def from_ext_fields(cls: type[H], ext: Mapping[str, str] | None) -> H:
-        """Parse a header from ext fields; ``ProtocolError`` names the first bad field."""
+        """Parse a header from ext fields; ``HeaderFieldError`` names the first bad field."""
         get = (ext if ext is not None else _NO_FIELDS).get
-        args = []
+        args: list[object] = []
         append = args.append
         for wire, parse, required, default in cls._DECODE:
             raw = get(wire)
             if raw is None:
                 if required:
-                    raise ProtocolError(f"missing header field {wire}")
+                    raise _missing(wire)
                 append(default)
             elif parse is None:
                 append(raw)
@@ -178,11 +200,13 @@ def _wire(*rows: tuple[str, str, str, bool]) -> Callable[[type[H]], type[H]]:
     initialised fields).
     """
     def apply(cls: type[H]) -> type[H]:
+        # the header classes are dataclasses (@dataclass sits under @_wire), which a
+        # type[H] bound to Header does not say
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
         if [f.name for f in fields] != [r[0] for r in rows]:
             raise TypeError(f"{cls.__name__}: wire table does not match the dataclass fields")
         table = []
-        for f, (attr, wire, kind, required) in zip(fields, rows):
+        for f, (attr, wire, kind, required) in zip(fields, rows, strict=True):
             if kind not in _PARSERS:
                 raise TypeError(f"{cls.__name__}.{attr}: unknown kind {kind!r}")
             has_default = f.default is not dataclasses.MISSING
@@ -208,8 +232,8 @@ _V2_NAMES: Mapping[str, str] = MappingProxyType({
 })
 
 
-def _v2_missing(key: str) -> ProtocolError:
-    return ProtocolError(f"missing header field {key} ({_V2_NAMES.get(key, '?')})")
+def _v2_missing(key: str) -> HeaderFieldError:
+    return _missing(key, _V2_NAMES.get(key, "?"))
 
 
 @_wire(
@@ -277,20 +301,20 @@ class SendMessageRequestHeader(Header):
         return cls(
             a, b, c,
             int(d) if len(d) < 10 and d.isdigit() and d.isascii()
-            else parse_int("d (defaultTopicQueueNums)", d),
+            else parse_int("d", d, "defaultTopicQueueNums"),
             int(e) if len(e) < 10 and e.isdigit() and e.isascii()
-            else parse_int("e (queueId)", e),
+            else parse_int("e", e, "queueId"),
             int(f) if len(f) < 10 and f.isdigit() and f.isascii()
-            else parse_int("f (sysFlag)", f),
+            else parse_int("f", f, "sysFlag"),
             int(g) if len(g) < 19 and g.isdigit() and g.isascii()
-            else parse_long("g (bornTimestamp)", g),
+            else parse_long("g", g, "bornTimestamp"),
             int(h) if len(h) < 10 and h.isdigit() and h.isascii()
-            else parse_int("h (flag)", h),
+            else parse_int("h", h, "flag"),
             get("i"),
-            None if j is None else parse_int("j (reconsumeTimes)", j),
+            None if j is None else parse_int("j", j, "reconsumeTimes"),
             False if k is None or k == "false" else parse_bool("k", k),
             False if m is None or m == "false" else parse_bool("m", m),
-            None if l_ is None else parse_int("l (maxReconsumeTimes)", l_),
+            None if l_ is None else parse_int("l", l_, "maxReconsumeTimes"),
             get("n"),
         )
 
@@ -401,13 +425,13 @@ class SendMessageResponseHeader(Header):
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, str] | None) -> SendMessageResponseHeader:
         if ext is None:
-            raise ProtocolError("missing header field msgId")
+            raise _missing("msgId")
         try:
             msg_id = ext["msgId"]
             queue_id = ext["queueId"]
             queue_offset = ext["queueOffset"]
         except KeyError as err:
-            raise ProtocolError(f"missing header field {err.args[0]}") from None
+            raise _missing(err.args[0]) from None
         get = ext.get
         return cls(msg_id, parse_int("queueId", queue_id), parse_long("queueOffset", queue_offset),
                    get("transactionId"), get("batchUniqId"), get("recallHandle"))

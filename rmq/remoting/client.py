@@ -153,7 +153,7 @@ class RemotingClient:
                 # cancelled caller does not cancel the attempt other callers share.
                 return await asyncio.shield(task)
             return await asyncio.wait_for(asyncio.shield(task), max(timeout, 0.0))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.stats.timeouts += 1
             raise RemotingTimeoutError(
                 f"connect to {addr} not done within the request timeout "
@@ -181,7 +181,7 @@ class RemotingClient:
                 loop.create_connection(functools.partial(self._new_connection, addr),
                                        host, port),
                 self.connect_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RemotingConnectError(
                 f"connect to {addr} timed out after {self.connect_timeout * 1000:.0f}ms") from None
         except OSError as e:

@@ -17,7 +17,11 @@ A processor is ``fn(conn, cmd) -> RemotingCommand | None | Awaitable[RemotingCom
 
 Unknown code -> REQUEST_CODE_NOT_SUPPORTED. A processor that raises -> SYSTEM_ERROR with the
 exception text, logged once per (code, exception type) at ERROR with the traceback, then at
-DEBUG. A oneway request is never answered, not even with an error.
+DEBUG. A request header field that is missing or malformed (``HeaderFieldError`` from
+``rmq.protocol.headers``, raised by any processor) is the client's error, not ours: SYSTEM_ERROR
+with RocketMQ's remark (``the custom field <topic> is null``), logged as one WARNING line
+without traceback at most once per peer address, then at DEBUG. A oneway request is never
+answered, not even with an error.
 
 ``rpc_observer`` (optional, metrics): called as ``(request code, response code, seconds)``
 for every two-way request the dispatcher answers, with the time from dispatch to the
@@ -31,24 +35,27 @@ import functools
 import inspect
 import logging
 from time import perf_counter
-from typing import Awaitable, Callable, Union
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import HeaderFieldError
 from rmq.remoting.connection import Connection, RemotingStats
 
 __all__ = ["Processor", "RequestDispatcher", "RpcObserver", "exception_text"]
 
 logger = logging.getLogger("rmq.remoting")
 
-ProcessorResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]
+ProcessorResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 RpcObserver = Callable[[int, int, float], None]
 
 _ONEWAY: int = RemotingFlag.ONEWAY
 
 # Bound on the "already logged" memory: a default processor can see any of 2^32 codes.
-# Past it, new (code, exception type) pairs are logged at DEBUG only.
+# Past it, new (code, exception type) pairs are logged at DEBUG only. The same bound holds
+# for the peers already warned about a bad request header.
 _MAX_LOGGED_KEYS = 4096
 
 
@@ -67,6 +74,7 @@ class RequestDispatcher:
         self._processors: dict[int, Processor] = {}
         self._default: Processor | None = None
         self._logged: set[tuple[int, type]] = set()
+        self._warned_peers: set[str] = set()
         # Strong references to processor tasks (the loop only keeps weak ones).
         self._tasks: set[asyncio.Future] = set()
         self.rpc_observer: RpcObserver | None = None
@@ -150,11 +158,12 @@ class RequestDispatcher:
                 f"processor returned {type(result).__name__}, not a RemotingCommand, "
                 "None or an awaitable"))
             return
+        done: Callable[[asyncio.Future[Any]], object]
         if t0 is None:
             done = functools.partial(self._on_done, conn, req)
         else:
             done = functools.partial(self._on_done_observed, conn, req, t0)
-        fut.add_done_callback(done)  # type: ignore[arg-type]
+        fut.add_done_callback(done)
 
     def _on_done_observed(self, conn: Connection, req: RemotingCommand, t0: float,
                           fut: asyncio.Future) -> None:
@@ -203,6 +212,9 @@ class RequestDispatcher:
 
     def _failed(self, conn: Connection, req: RemotingCommand, exc: BaseException) -> None:
         self.stats.processor_errors += 1
+        if isinstance(exc, HeaderFieldError):
+            self._bad_header(conn, req, exc)
+            return
         self._log_once(req.code, type(exc),
                        "%s: processing %s (code %d) from %s failed, %s "
                        "(logged once per code and exception type)",
@@ -213,6 +225,24 @@ class RequestDispatcher:
             conn._finish_request()
             return
         self._send_error(conn, req, ResponseCode.SYSTEM_ERROR, exception_text(exc))
+
+    def _bad_header(self, conn: Connection, req: RemotingCommand, exc: HeaderFieldError) -> None:
+        """The peer sent a request we cannot read: its mistake, told to it, not a traceback."""
+        peer = conn.remote_address
+        warned = self._warned_peers
+        first = peer not in warned and len(warned) < _MAX_LOGGED_KEYS
+        if first:
+            warned.add(peer)
+        if first or logger.isEnabledFor(logging.DEBUG):
+            logger.log(logging.WARNING if first else logging.DEBUG,
+                       "%s: bad request from %s: %s (code %d), field %s: %s; %s%s",
+                       self.name, peer, RequestCode.name_of(req.code), req.code, exc.field, exc,
+                       "oneway, not answered" if req.flag & _ONEWAY else "answered SYSTEM_ERROR",
+                       " (logged once per peer)" if first else "")
+        if req.flag & _ONEWAY:
+            conn._finish_request()
+            return
+        self._send_error(conn, req, ResponseCode.SYSTEM_ERROR, str(exc))
 
     def _send_error(self, conn: Connection, req: RemotingCommand, code: int, remark: str) -> None:
         try:

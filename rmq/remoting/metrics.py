@@ -22,8 +22,8 @@ import concurrent.futures
 import logging
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
@@ -31,6 +31,9 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 from prometheus_client.utils import floatToGoString
 
 from rmq.protocol.codes import RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 __all__ = [
     "LabelledHistograms", "LoopHistogram", "LoopSnapshot", "MetricsHttpServer",
@@ -40,6 +43,7 @@ __all__ = [
 log = logging.getLogger("rmq.metrics")
 
 T = TypeVar("T")
+F = TypeVar("F", CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily)
 
 # RocketMQ 5.x RemotingMetricsManager: rpc latency in milliseconds.
 RPC_LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
@@ -174,9 +178,10 @@ class Families:
 
     def __init__(self, node: NodeLabels) -> None:
         self.node = node
-        self.families: dict[str, Metric] = {}
+        self.families: dict[str, CounterMetricFamily | GaugeMetricFamily
+                            | HistogramMetricFamily] = {}
 
-    def _declare(self, cls: type, name: str, doc: str, labels: Sequence[str]) -> Metric:
+    def _declare(self, cls: type[F], name: str, doc: str, labels: Sequence[str]) -> F:
         fam = cls(name, doc, labels=[*self.node.names, *labels])
         self.families[name] = fam
         return fam
@@ -193,20 +198,24 @@ class Families:
         return self._declare(HistogramMetricFamily, name, doc, labels)
 
     def sample(self, name: str, value: float, labels: Sequence[str] = ()) -> None:
-        self.families[name].add_metric([*self.node.values, *labels], value)
+        fam = self.families[name]
+        assert not isinstance(fam, HistogramMetricFamily), name
+        fam.add_metric([*self.node.values, *labels], value)
 
     def histogram_sample(self, name: str, bounds: Sequence[float], snap: HistogramSnapshot,
                          labels: Sequence[str] = ()) -> None:
         counts, total = snap
         buckets = []
         acc = 0
-        for bound, n in zip(bounds, counts):
+        for bound, n in zip(bounds, counts, strict=False):   # counts has the +Inf one more
             acc += n
             buckets.append((floatToGoString(bound), acc))
         buckets.append(("+Inf", acc + counts[-1]))
-        self.families[name].add_metric([*self.node.values, *labels], buckets, total)
+        fam = self.families[name]
+        assert isinstance(fam, HistogramMetricFamily), name
+        fam.add_metric([*self.node.values, *labels], buckets, total)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Metric]:
         return iter(self.families.values())
 
 
@@ -221,7 +230,7 @@ class MetricsHttpServer:
         self.what = what
         self.host = ""
         self.port = 0
-        self._httpd = None
+        self._httpd: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -230,13 +239,14 @@ class MetricsHttpServer:
 
     def start(self, host: str, port: int) -> bool:
         try:
-            self._httpd, self._thread = start_http_server(port, host, registry=self.registry)
+            httpd, self._thread = start_http_server(port, host, registry=self.registry)
         except OSError as e:
             log.warning("%s: Prometheus exporter not started, cannot listen on %s:%d (%s); "
                         "running without /metrics", self.what, host, port, e.strerror or e)
             return False
+        self._httpd = httpd
         self.host = host
-        self.port = self._httpd.server_address[1]
+        self.port = httpd.server_address[1]
         log.info("%s: Prometheus metrics on http://%s:%d/metrics", self.what, host, self.port)
         return True
 

@@ -76,7 +76,7 @@ async def beat(client: RemotingClient, ns: list[str], brokers: list[PlayedBroker
             b.obey(BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields))
         try:
             await asyncio.wait_for(stop.wait(), 0.2)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 

@@ -21,7 +21,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -378,3 +378,56 @@ def test_port_in_use_fails_fast(namesrv: NamesrvProcess, tmp_dir: Path) -> None:
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=20)
     assert out.returncode == 1
     assert "NameServer cannot start" in out.stderr and "in use" in out.stderr
+
+
+# --------------------------------------------------------------------------- -c FILE (issue 11 item 8)
+async def test_config_file_with_port_beside_it(tmp_dir: Path) -> None:
+    """``-c namesrv.properties -p 0``: RocketMQ's keys as text, -p over listenPort, an
+    unknown key warned about once."""
+    kv_path = tmp_dir / "kv" / "kvConfig.msgpack"
+    conf = tmp_dir / "namesrv.properties"
+    conf.write_text(f"# RocketMQ's keys\nlistenPort=1\nbindAddress=127.0.0.1\nkvConfigPath={kv_path}\n"
+                    "orderMessageEnable=true\nclusterTest=false\nrocketmqHome=/opt/rocketmq\n"
+                    "scanNotActiveBrokerInterval=500\nnoSuchKey=42\n")
+    p = NamesrvProcess("-c", str(conf))
+    try:
+        addr = p.wait_listening()
+        assert not addr.endswith(":1")
+        async with RemotingClient() as client:
+            resp = await client.invoke(addr, RemotingCommand(RequestCode.GET_NAMESRV_CONFIG),
+                                       TIMEOUT)
+            assert resp.code == ResponseCode.SUCCESS
+            props = dict(line.split("=", 1) for line in resp.body.decode().splitlines())
+            assert props["listenPort"] == addr.rsplit(":", 1)[1]
+            assert props["kvConfigPath"] == str(kv_path)
+            assert props["orderMessageEnable"] == "true"
+            assert props["scanNotActiveBrokerInterval"] == "500"
+            resp = await client.invoke(addr, RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields={
+                "namespace": "NS", "key": "k", "value": "v"}), TIMEOUT)
+            assert resp.code == ResponseCode.SUCCESS
+        assert kv_path.exists()
+        warned = [line for line in p.lines if "unknown key" in line]
+        assert len(warned) == 1 and "'noSuchKey'" in warned[0] and "WARNING" in warned[0]
+        p.proc.send_signal(signal.SIGTERM)
+        assert p.proc.wait(5) == 0
+    finally:
+        p.kill()
+
+
+@pytest.mark.parametrize("text, named", [
+    ("listenPort=abc\n", "listenPort: expected an integer, got 'abc'"),
+    ("orderMessageEnable=maybe\n", "orderMessageEnable: expected true or false, got 'maybe'"),
+    ("enableControllerInNamesrv=true\ncontrollerMasterTimeout=-1\n",
+     "controllerMasterTimeout must be positive"),
+])
+def test_config_file_bad_value_stops_the_start(tmp_dir: Path, text: str, named: str) -> None:
+    conf = tmp_dir / "namesrv.properties"
+    conf.write_text(text)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-m", "rmq.cli", "namesrv", "-c", str(conf), "-p", "0",
+                          "--kv-path", str(tmp_dir / "kv")],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=20)
+    assert out.returncode == 2, out.stderr
+    assert named in out.stderr and str(conf) in out.stderr
+    assert "NameServer listening" not in out.stderr and "Traceback" not in out.stderr

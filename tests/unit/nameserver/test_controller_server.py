@@ -77,8 +77,8 @@ def test_cli_config(tmp_path: Path) -> None:
     cfg = controller_config(p.parse_args(["-c", str(f)]))
     assert cfg is not None and (cfg.haSlaveFallbehindMax, cfg.enableElectUncleanMaster) == \
            (1024, True)
-    for text, why in [("enableElectUncleanMaster=yes\n", "true or false"),
-                      ("controllerMasterTimeout=ten\n", "must be an integer"),
+    for text, why in [("enableElectUncleanMaster=yes\n", "enableElectUncleanMaster: expected true or false"),
+                      ("controllerMasterTimeout=ten\n", "controllerMasterTimeout: expected an integer"),
                       ("enableControllerInNamesrv=true\ncontrollerMasterTimeout=0\n",
                        "must be positive"),
                       ("justakey\n", "line 1: expected key=value")]:

@@ -22,6 +22,7 @@ from rmq.protocol.codes import (
     response_name,
 )
 from rmq.protocol.errors import ProtocolError
+from rmq.protocol.headers import HeaderFieldError
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode
 
 ALL_HEADERS = [cls for cls in vars(H).values()
@@ -65,7 +66,7 @@ def test_table_matches_dataclass(cls):
     assert [f.name for f in fields] == [t.attr for t in cls.FIELDS]
     wires = [t.wire for t in cls.FIELDS]
     assert len(set(wires)) == len(wires)
-    for f, t in zip(fields, cls.FIELDS):
+    for f, t in zip(fields, cls.FIELDS, strict=True):
         assert t.kind in (H.STR, H.INT, H.LONG, H.BOOL)
         assert t.required == (f.default is dataclasses.MISSING)
     assert not hasattr(sample(cls), "__dict__")  # slots: no per-instance dict
@@ -90,8 +91,9 @@ def test_each_missing_required_field_is_named(cls):
         if not f.required:
             continue
         partial = {k: v for k, v in ext.items() if k != f.wire}
-        with pytest.raises(ProtocolError, match=f"^missing header field {f.wire}$"):
+        with pytest.raises(HeaderFieldError, match=f"^the custom field <{f.wire}> is null$") as ei:
             cls.from_ext_fields(partial)
+        assert (ei.value.field, ei.value.reason) == (f.wire, "is null")
 
 
 @pytest.mark.parametrize("cls", ALL_HEADERS, ids=lambda c: c.__name__)
@@ -99,14 +101,15 @@ def test_each_numeric_field_rejects_garbage(cls):
     ext = sample(cls).to_ext_fields()
     for f in cls.FIELDS:
         if f.kind in (H.INT, H.LONG):
-            with pytest.raises(ProtocolError,
-                               match=f"^header field {f.wire} is not an integer: 'x'$"):
+            with pytest.raises(HeaderFieldError,
+                               match=f"^the custom field <{f.wire}> is not a number: x$") as ei:
                 cls.from_ext_fields({**ext, f.wire: "x"})
+            assert ei.value.field == f.wire
 
 
 def test_none_ext_fields():
     assert H.RegisterBrokerResponseHeader.from_ext_fields(None) == H.RegisterBrokerResponseHeader()
-    with pytest.raises(ProtocolError, match="missing header field topic"):
+    with pytest.raises(ProtocolError, match="the custom field <topic> is null"):
         H.GetRouteInfoRequestHeader.from_ext_fields(None)
 
 
@@ -145,13 +148,13 @@ def test_int_values(raw, value):
 @pytest.mark.parametrize("raw", ["", " 1", "1 ", "1_000", "0x10", "1.0", "1e3", "--1", "+", "١٢x",
                                  "²"])
 def test_int_garbage(raw):
-    with pytest.raises(ProtocolError, match="header field queueId is not an integer"):
+    with pytest.raises(HeaderFieldError, match="the custom field <queueId> is not a number"):
         H.GetMinOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": raw})
 
 
 @pytest.mark.parametrize("raw", ["2147483648", "-2147483649", "99999999999999999999"])
 def test_int_out_of_range(raw):
-    with pytest.raises(ProtocolError, match="header field queueId is out of range for int"):
+    with pytest.raises(HeaderFieldError, match="the custom field <queueId> is out of range for int"):
         H.GetMinOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": raw})
 
 
@@ -216,21 +219,23 @@ def test_v2_missing_required_key(key):
              "d": "defaultTopicQueueNums", "e": "queueId", "f": "sysFlag",
              "g": "bornTimestamp", "h": "flag"}
     ext = {k: v for k, v in V2_EXT.items() if k != key}
-    with pytest.raises(ProtocolError, match=rf"^missing header field {key} \({names[key]}\)$"):
+    with pytest.raises(HeaderFieldError,
+                       match=rf"^the custom field <{key}> \({names[key]}\) is null$") as ei:
         H.SendMessageRequestHeader.from_v2_ext_fields(ext)
-    with pytest.raises(ProtocolError, match=f"^missing header field {key}$"):
+    assert ei.value.field == key
+    with pytest.raises(HeaderFieldError, match=f"^the custom field <{key}> is null$"):
         H.SendMessageRequestHeaderV2.from_ext_fields(ext)
 
 
 def test_v2_missing_everything():
-    with pytest.raises(ProtocolError, match=r"missing header field a \(producerGroup\)"):
+    with pytest.raises(HeaderFieldError, match=r"the custom field <a> \(producerGroup\) is null"):
         H.SendMessageRequestHeader.from_v2_ext_fields(None)
 
 
 @pytest.mark.parametrize("key, raw", [("d", "four"), ("e", "1.5"), ("f", ""), ("g", "x"),
                                       ("h", "2147483648"), ("j", "-"), ("l", "z")])
 def test_v2_bad_numbers(key, raw):
-    with pytest.raises(ProtocolError, match=f"header field {key} "):
+    with pytest.raises(HeaderFieldError, match=f"^the custom field <{key}> "):
         H.SendMessageRequestHeader.from_v2_ext_fields({**V2_EXT, key: raw})
 
 
@@ -250,12 +255,12 @@ def test_send_response_hand_written_matches_generic():
         assert list(ext) == list(generic_to(h))
         assert H.SendMessageResponseHeader.from_ext_fields(ext) == generic_from(
             H.SendMessageResponseHeader, ext) == h
-    for bad, match in (({}, "missing header field msgId"),
-                       ({"msgId": "m", "queueId": "1"}, "missing header field queueOffset"),
+    for bad, match in (({}, "the custom field <msgId> is null"),
+                       ({"msgId": "m", "queueId": "1"}, "the custom field <queueOffset> is null"),
                        ({"msgId": "m", "queueId": "q", "queueOffset": "1"},
-                        "header field queueId is not an integer: 'q'"),
-                       (None, "missing header field msgId")):
-        with pytest.raises(ProtocolError, match=match):
+                        "the custom field <queueId> is not a number: q"),
+                       (None, "the custom field <msgId> is null")):
+        with pytest.raises(HeaderFieldError, match=match):
             H.SendMessageResponseHeader.from_ext_fields(bad)
 
 
@@ -466,3 +471,22 @@ def test_pull_sys_flag_and_perm():
 def test_code_tables_are_read_only():
     with pytest.raises(TypeError):
         RequestCode._NAMES[1] = "X"  # type: ignore[index]
+
+
+# --------------------------------------------------------------------------- field errors (issue 11)
+def test_header_field_error_is_a_protocol_error_with_rocketmq_wording():
+    with pytest.raises(HeaderFieldError) as ei:
+        H.GetMaxOffsetRequestHeader.from_ext_fields({"queueId": "0"})
+    e = ei.value
+    assert isinstance(e, ProtocolError)
+    assert (e.field, e.reason, str(e)) == ("topic", "is null", "the custom field <topic> is null")
+    with pytest.raises(HeaderFieldError) as ei:
+        H.GetMaxOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": "abc"})
+    assert (ei.value.field, str(ei.value)) == (
+        "queueId", "the custom field <queueId> is not a number: abc")
+
+
+def test_header_field_error_cuts_long_values():
+    with pytest.raises(HeaderFieldError) as ei:
+        H.GetMaxOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": "x" * 10_000})
+    assert len(str(ei.value)) < 120

@@ -41,7 +41,7 @@ BAD_INPUTS = {
 
 
 def test_bad_inputs_really_are_bad() -> None:
-    for name, data in BAD_INPUTS.items():
+    for data in BAD_INPUTS.values():
         with pytest.raises(ProtocolError):
             FrameDecoder().feed(data)
 

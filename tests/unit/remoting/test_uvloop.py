@@ -90,7 +90,7 @@ async def _scenario() -> None:
             writer.write(frame * 64)
             try:
                 await asyncio.wait_for(writer.drain(), 0.3)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
         else:
             raise AssertionError("server never stopped reading")

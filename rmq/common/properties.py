@@ -1,0 +1,83 @@
+"""RocketMQ's configuration files: ``java.util.Properties`` text onto config dataclasses.
+
+``parse_properties_text`` reads ``key=value`` / ``key: value`` lines (``#`` and ``!``
+comments); ``apply_properties`` sets the dataclass fields named by the keys, converting
+the text to each field's type the way ``MixAll.properties2Object`` does (``true``/``false``
+in any case, decimal numbers, enum names), and returns the keys it does not know. Every
+error is a ``PropertiesError`` whose message starts with the key (or the line). Pure: the
+caller reads the file and decides what an unknown key means (RocketMQ ignores it; rmq
+warns about it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["PropertiesError", "parse_properties_text", "convert", "apply_properties"]
+
+
+class PropertiesError(ValueError):
+    """A configuration line or value that cannot be accepted; the message names the key."""
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """A java.util.Properties-style text: key=value or key: value, # and ! comments."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        cut = min((i for i in (s.find("="), s.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            raise PropertiesError(f"line {lineno}: expected key=value, got {s!r}")
+        key, value = s[:cut].strip(), s[cut + 1:].strip()
+        if not key:
+            raise PropertiesError(f"line {lineno}: empty key")
+        out[key] = value
+    return out
+
+
+def convert(key: str, raw: str, typ: Any) -> Any:
+    """``raw`` as a value of ``typ`` (bool, int, float, str or an Enum of upper-case names)."""
+    raw = raw.strip()
+    if typ is bool:
+        low = raw.lower()
+        if low in ("true", "false"):
+            return low == "true"
+        raise PropertiesError(f"{key}: expected true or false, got {raw!r}")
+    if typ is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise PropertiesError(f"{key}: expected an integer, got {raw!r}") from None
+    if typ is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise PropertiesError(f"{key}: expected a number, got {raw!r}") from None
+    if isinstance(typ, type) and issubclass(typ, enum.Enum):
+        try:
+            return typ(raw.upper())
+        except ValueError:
+            allowed = ", ".join(str(m.value) for m in typ)
+            raise PropertiesError(f"{key}: expected one of {allowed}, got {raw!r}") from None
+    return raw
+
+
+def apply_properties(obj: Any, props: Mapping[str, str]) -> list[str]:
+    """Set every dataclass field of ``obj`` named in ``props``; returns the keys it does
+    not know. A wrong value raises ``PropertiesError`` naming the key, before any later
+    key is applied."""
+    hints = typing.get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    unknown: list[str] = []
+    for key, raw in props.items():
+        if key not in names:
+            unknown.append(key)
+            continue
+        setattr(obj, key, convert(key, raw, hints[key]))
+    return unknown
+
