@@ -106,9 +106,12 @@ async def until(cond, timeout: float, what: str) -> float:
     return time.monotonic() - t0
 
 
-def admin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rmq.cli", "admin", *args],
-                          capture_output=True, text=True, timeout=60)
+async def admin(*args: str) -> subprocess.CompletedProcess[str]:
+    # In a worker thread: the played brokers' heartbeats run on this loop and must not
+    # stop while the CLI starts (a blocked loop looks like a dead broker to the controller).
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "rmq.cli", "admin", *args],
+        capture_output=True, text=True, timeout=60)
 
 
 async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
@@ -162,12 +165,12 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
         s2.max_offset = 5200
         s1.acks = {S2: 5200, M: 5000}
         await asyncio.sleep(0.5)
-        bad = admin("electMaster", "-n", ns[0], "-b", "broker-a", "--brokerAddr", "1.2.3.4:5")
+        bad = await admin("electMaster", "-n", ns[0], "-b", "broker-a", "--brokerAddr", "1.2.3.4:5")
         assert bad.returncode == 1 and bad.stdout == ""
         assert bad.stderr.strip() == ("rmq admin electMaster: NameServer answered "
                                       "CONTROLLER_BROKER_NOT_ALIVE (2006): 1.2.3.4:5 is not a "
                                       "live broker of broker-a")
-        ok = admin("electMaster", "-n", ns[0], "-b", "broker-a", "--brokerAddr", S2, "--json")
+        ok = await admin("electMaster", "-n", ns[0], "-b", "broker-a", "--brokerAddr", S2, "--json")
         assert ok.returncode == 0, ok.stderr
         doc = json.loads(ok.stdout)
         assert (doc["masterAddress"], doc["masterEpoch"], doc["epochStartOffset"]) == (S2, 3, 5200)
@@ -175,7 +178,7 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
                     "the manual switch to reach the brokers")
         await asyncio.sleep(0.5)              # ... and their new roles the controller
 
-        status = admin("controllerStatus", "-n", ns[0])
+        status = await admin("controllerStatus", "-n", ns[0])
         assert status.returncode == 0, status.stderr
         lines = status.stdout.splitlines()
         assert lines[0].startswith("#Group broker-a (cluster TestCluster): epoch 3 from offset "
@@ -197,7 +200,7 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
         ns_proc = namesrv_process(tmp_path, "-c", str(conf))
         ns_proc.start()
         ns[0] = ns_proc.addr
-        st = json.loads(admin("controllerStatus", "-n", ns[0], "--json").stdout)
+        st = json.loads((await admin("controllerStatus", "-n", ns[0], "--json")).stdout)
         g = st["groups"][0]
         assert (g["epoch"], g["epochStartOffset"], g["masterAddr"]) == (3, 5200, S2)
         assert [h["epoch"] for h in g["history"]] == [1, 2, 3]
