@@ -27,8 +27,10 @@ import errno
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+from rmq.common.service import ServiceLoop
 from rmq.store.config import ConfigError, parse_delete_when
 from rmq.store.mapped_file import MappedFile
 from rmq.store.results import RunningFlags
@@ -249,22 +251,18 @@ class CleanConsumeQueueService:
         return len(doomed)
 
 
-class StoreCleaner:
-    """The periodic task running both services (cleanFilesPeriodically)."""
+class StoreCleaner(ServiceLoop):
+    """The periodic loop running both services (cleanFilesPeriodically)."""
 
-    def __init__(self, store: "MessageStore",
+    def __init__(self, store: MessageStore,
                  disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
+        super().__init__("CleanFilesPeriodically", log)
         self.store = store
         self.commitlog_service = CleanCommitLogService(store, disk_ratio)
         self.consume_queue_service = CleanConsumeQueueService(store)
-        self._task: asyncio.Task[None] | None = None
         self._run_lock: asyncio.Lock | None = None
 
-    def start(self) -> None:
-        self._run_lock = asyncio.Lock()
-        self._task = asyncio.create_task(self._loop(), name="CleanFilesPeriodically")
-
-    async def run_once(self) -> int:
+    async def clean_once(self) -> int:
         """Both services once (tests, TRIGGER_DELETE_FILES); files deleted in all."""
         if self._run_lock is None:
             self._run_lock = asyncio.Lock()
@@ -272,32 +270,21 @@ class StoreCleaner:
             n = await self.commitlog_service.run()
             return n + await self.consume_queue_service.run()
 
-    async def _loop(self) -> None:
-        try:
-            await self.commitlog_service.measure()   # runtime info and the disk mark at once
-        except Exception:
-            log.exception("measuring the disks failed")
-        while True:
-            # read every time: updateBrokerConfig may change it
-            await asyncio.sleep(max(self.store.config.cleanResourceInterval, 10) / 1000)
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except OSError as e:
-                if e.errno in NO_SPACE_ERRNOS:
-                    log.error("cleaning files failed: %s", e)
-                else:
-                    log.exception("cleaning files failed")
-            except Exception:
-                log.exception("cleaning files failed")
+    def interval(self) -> float:
+        # read every time: updateBrokerConfig may change it
+        return max(self.store.config.cleanResourceInterval, 10) / 1000
 
-    async def shutdown(self) -> None:
-        t = self._task
-        self._task = None
-        if t is not None:
-            t.cancel()
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+    async def on_start(self) -> None:
+        await self.commitlog_service.measure()   # runtime info and the disk mark at once
+
+    async def run_once(self) -> None:
+        try:
+            await self.clean_once()
+        except OSError as e:
+            if e.errno not in NO_SPACE_ERRNOS:
+                raise       # logged with its traceback by the loop
+            log.error("cleaning files failed: %s", e)
+
+    async def stop(self, cancel: bool = True) -> None:
+        """Interrupts a run (file deletion is not worth waiting for at shutdown)."""
+        await super().stop(cancel)

@@ -466,6 +466,11 @@ class IndexService:
         else:
             self._build_index_batch(reqs)
 
+    def build_index_only(self, reqs: list[DispatchRequest]) -> int:
+        """A reput dispatcher that builds the index alone (its rebuild at recovery)."""
+        self.build_index_batch(reqs)
+        return len(reqs)
+
     def _build_index_batch(self, reqs: Sequence[DispatchRequest]) -> None:
         keys: list[str] = []
         rec_offsets: list[int] = []

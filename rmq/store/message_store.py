@@ -7,9 +7,9 @@ import fcntl
 import logging
 import os
 import re
-import time
-from typing import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
+from rmq.common.clock import now_ms
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     MessageConst,
@@ -28,7 +28,12 @@ from rmq.store.consume_queue import CQ_UNIT, ConsumeQueue, UnitsWriteError
 from rmq.store.dispatch import ReputMessageService
 from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError, StoreLockedError
-from rmq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rmq.store.flush import (
+    FlushConsumeQueueService,
+    FlushGate,
+    FlushRealTimeService,
+    GroupCommitService,
+)
 from rmq.store.index import IndexService
 from rmq.store.mapped_file import AllocateMappedFileService, TruncatePlan
 from rmq.store.message_filter import MessageFilter
@@ -45,7 +50,6 @@ log = logging.getLogger("rmq.store")
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _PUT_OK = PutMessageStatus.PUT_OK
-_time_ns = time.time_ns
 _WRITE_BLOCKING = RunningFlags._WRITE_BLOCKING
 _CQ_UNIT = 20
 
@@ -54,10 +58,6 @@ ArrivingListener = Callable[[str, int, int], None]
 
 # A put may also have to wait for replication; HA installs this hook.
 ReplicaWaiter = Callable[[PutMessageResult, bool], "asyncio.Future[PutMessageStatus] | None"]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _total_physical_memory() -> int:
@@ -104,6 +104,10 @@ class MessageStore:
         # NOT_WRITEABLE was set because a file could not be created or written for lack
         # of space: the cleaner lifts it once the disk has room again.
         self._no_space = False
+        # fsync-gate: tripped by the first failed CommitLog flush, for good
+        self.flush_gate = FlushGate(self._on_flush_error)
+        # retries zeroing what a failed commit may have written (see _on_commit_error)
+        self._repair_handle: asyncio.TimerHandle | None = None
         self.cleaner = StoreCleaner(self)
 
     # ------------------------------------------------------------------ lifecycle
@@ -218,17 +222,8 @@ class MessageStore:
             rebuild_from = min(rebuild_from, again)
         self.index_service.rebuild_from_phy_offset = None
         log.info("rebuilding the index from CommitLog offset %d to %d", rebuild_from, offset)
-        saved = self.reput.reput_from_offset
-        self.reput.reput_from_offset = max(rebuild_from, self.commitlog.min_offset)
-        index = self.index_service
-        self.reput.dispatcher = lambda reqs: (index.build_index_batch(reqs), len(reqs))[1]
-        try:
-            while self.reput.reput_from_offset < offset:
-                if self.reput.do_reput(4096) == 0:
-                    break
-        finally:
-            self.reput.dispatcher = self.dispatch_batch
-            self.reput.reput_from_offset = saved
+        self.reput.replay(max(rebuild_from, self.commitlog.min_offset), offset,
+                          self.index_service.build_index_only)
 
     def _recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
@@ -269,9 +264,10 @@ class MessageStore:
         cl = self.commitlog
         if cfg.flushDiskType == FlushDiskType.SYNC_FLUSH:
             self.flush_service = self._group_commit = GroupCommitService(
-                cl.mfq, self.checkpoint, cfg, cl.commit)
+                cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate)
         else:
-            self.flush_service = FlushRealTimeService(cl.mfq, self.checkpoint, cfg, cl.commit)
+            self.flush_service = FlushRealTimeService(cl.mfq, self.checkpoint, cfg, cl.commit,
+                                                      self.flush_gate)
         self.flush_service.start()
         self.flush_cq_service = FlushConsumeQueueService(
             self._iter_consume_queues, self.index_service, self.checkpoint, cfg)
@@ -282,18 +278,21 @@ class MessageStore:
         if self._lock_fd is None:
             return
         self.shutdown_flag = True
-        await self.cleaner.shutdown()
+        await self.cleaner.stop()
+        if self._repair_handle is not None:
+            self._repair_handle.cancel()
+            self._repair_handle = None
         self.reput.limit = None      # (a restart dispatches everything anyway)
         try:
             try:
                 self.commitlog.stop()
             except OSError:
                 pass  # logged; the abort file stays (not writeable)
-            await self.reput.shutdown()
+            await self.reput.stop()
             if self.flush_service is not None:
-                await self.flush_service.shutdown()
+                await self.flush_service.stop()
             if self.flush_cq_service is not None:
-                await self.flush_cq_service.shutdown()
+                await self.flush_cq_service.stop()
             assert self.checkpoint is not None
             if self.index_service is not None:
                 await asyncio.get_running_loop().run_in_executor(
@@ -334,6 +333,9 @@ class MessageStore:
         self._release_lock()
 
     def _on_commit(self) -> None:
+        gc = self._group_commit
+        if gc is not None:
+            gc.seal()
         self.reput.wakeup()
         for fn in self._commit_listeners:
             fn()
@@ -385,8 +387,7 @@ class MessageStore:
         if running:
             # dispatch every complete record (a slave's tail may end mid-record:
             # wait_caught_up would wait for the rest); it is idle afterwards
-            while self.reput.do_reput(self.reput.batch_limit):
-                await asyncio.sleep(0)
+            await self.reput.dispatch_all()
             dispatched_to = self.reput.reput_from_offset
         end = cl.max_offset
         problem = cl.record_boundary_error(offset, dispatched_to)
@@ -429,8 +430,7 @@ class MessageStore:
         0 for a store not started (recovery at load already dropped such a tail)."""
         if self.shutdown_flag:
             return 0
-        while self.reput.do_reput(self.reput.batch_limit):
-            await asyncio.sleep(0)
+        await self.reput.dispatch_all()
         return await self.truncate_to(self.reput.reput_from_offset)
 
     # ------------------------------------------------------------------ role changes (failover)
@@ -451,8 +451,7 @@ class MessageStore:
             raise StoreError("prepare_to_lead needs a SLAVE store (switch_to_slave first)")
         self.reput.limit = None      # all of this log is the group's now
         dropped = await self.drop_incomplete_tail()
-        while self.reput.do_reput(self.reput.batch_limit):
-            await asyncio.sleep(0)
+        await self.reput.dispatch_all()
         self._recover_topic_queue_table()
         return dropped
 
@@ -466,16 +465,13 @@ class MessageStore:
     def set_dispatch_limit(self, offset: int | None) -> None:
         """Dispatch (what consumers see) stops at offset; None: at the CommitLog end.
         A master in controller mode sets it to what its in-sync slaves acked."""
-        old = self.reput.limit
-        self.reput.limit = offset
-        if offset is None or old is None or offset > old:
-            self.reput.wakeup()
+        self.reput.set_limit(offset)
 
     async def _stop_flush_services(self) -> None:
         if self.flush_service is not None:
-            await self.flush_service.shutdown()
+            await self.flush_service.stop()
         if self.flush_cq_service is not None:
-            await self.flush_cq_service.shutdown()
+            await self.flush_cq_service.stop()
 
     def _truncate_bookkeeping(self, offset: int) -> TruncatePlan:
         """Everything of truncate_to that is not file I/O, in one synchronous step."""
@@ -494,7 +490,7 @@ class MessageStore:
                 offset, lambda phy: cl.pick_store_timestamp(phy, 0)))
         self._recover_topic_queue_table()
         if self.reput.reput_from_offset > offset:
-            self.reput.reput_from_offset = offset
+            self.reput.reset_offset(offset)
         ts = self._last_dispatched_store_timestamp()
         ck = self.checkpoint
         assert ck is not None
@@ -520,21 +516,56 @@ class MessageStore:
         return max(self.commitlog.pick_store_timestamp(best_off, best_size), 0)
 
     def _on_commit_error(self, e: OSError) -> None:
+        """A CommitLog commit failed and rolled its records back: refuse writes until
+        repair() has zeroed what the write may have reached (retried here, then on
+        the next put) -- the probe that the disk takes writes again."""
         if not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
-            log.error("writing the CommitLog failed (%s); refusing writes", e)
+            log.error("writing the CommitLog failed (%s); refusing writes until a write "
+                      "succeeds again", e)
             self._no_space = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+        gc = self._group_commit
+        if gc is not None:
+            gc.fail_open(PutMessageStatus.UNKNOWN_ERROR)
+        self._schedule_repair(0.1)
+
+    def _schedule_repair(self, delay: float) -> None:
+        if self._repair_handle is None and not self.shutdown_flag:
+            self._repair_handle = asyncio.get_running_loop().call_later(delay, self._try_repair,
+                                                                        delay)
+
+    def _try_repair(self, delay: float) -> None:
+        self._repair_handle = None
+        try:
+            self.commitlog.repair()
+        except OSError as e:
+            log.debug("the CommitLog still refuses writes: %s", e)
+            self._schedule_repair(min(delay * 2, 2.0))
+            return
+        self._writes_work_again()
+
+    def _writes_work_again(self) -> None:
+        if self.flush_gate.tripped or not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
+            return
+        self._no_space = False
+        self.running_flags.clear(RunningFlags.NOT_WRITEABLE)
+        log.warning("the CommitLog takes writes again; accepting puts")
+
+    def _on_flush_error(self, e: OSError) -> None:
+        log.error("fdatasync of the CommitLog failed (%s): what it covered may be lost, and "
+                  "no later flush can prove otherwise; refusing writes until the broker is "
+                  "restarted", e)
         self.running_flags.set(RunningFlags.NOT_WRITEABLE)
 
     def space_returned(self) -> None:
         """The cleaner measured room on the CommitLog's disk: writes refused because a
-        file could not be created or committed for lack of space resume, once the write
-        buffer has been committed (its retry runs on its own)."""
+        file could not be created or committed for lack of space resume, once what a
+        failed commit may have written is zeroed."""
         if (self._no_space and self.running_flags.is_set(RunningFlags.NOT_WRITEABLE)
-                and self.commitlog.uncommitted_bytes == 0):
-            self._no_space = False
-            self.running_flags.clear(RunningFlags.NOT_WRITEABLE)
-            log.warning("the CommitLog's disk has room again (%.1f%% used); accepting writes",
+                and not self.commitlog.damaged):
+            log.warning("the CommitLog's disk has room again (%.1f%% used)",
                         self.cleaner.commitlog_service.commitlog_ratio * 100)
+            self._writes_work_again()
 
     def not_writeable_reason(self) -> str:
         """Why puts are refused, for the send response's remark."""
@@ -547,6 +578,9 @@ class MessageStore:
             c = self.cleaner.commitlog_service
             return (f"the disk is full: the CommitLog's disk is {c.commitlog_ratio * 100:.1f}% "
                     f"used, above diskSpaceWarningLevelRatio {self.config.diskSpaceWarningLevelRatio}%")
+        if self.flush_gate.tripped:
+            return (f"store not writeable: flushing the CommitLog failed ({self.flush_gate.error}); "
+                    "restart the broker")
         if flags.is_set(RunningFlags.NOT_WRITEABLE) and self._no_space:
             return "the disk is full: no space left for the CommitLog"
         if flags.is_set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR):
@@ -616,7 +650,7 @@ class MessageStore:
                                     remark="properties longer than 32767 characters"), None
         if not msg.store_host:
             msg.store_host = self.store_host
-        result = self.commitlog.put_message(msg, _time_ns() // 1_000_000)
+        result = self.commitlog.put_message(msg, now_ms())
         if result.status is not _PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
@@ -627,7 +661,8 @@ class MessageStore:
         if self.replica_waiter is None:
             gc = self._group_commit
             if gc is None:
-                return result, None
+                # ASYNC_FLUSH: answered once the commit wrote the record to the file
+                return result, self.commitlog.pending_commit()
             if msg.properties.get(MessageConst.WAIT_STORE_MSG_OK) != "false":
                 return result, gc.submit(result.wrote_offset + result.wrote_bytes)
         return result, self._waiter(result, msg.wait_store_msg_ok)
@@ -647,7 +682,7 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
         if not batch.store_host:
             batch.store_host = self.store_host
-        result = self.commitlog.put_messages(batch, _now_ms())
+        result = self.commitlog.put_messages(batch, now_ms())
         if result.status is not PutMessageStatus.PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
@@ -657,33 +692,36 @@ class MessageStore:
         return result, self._waiter(result, wait)
 
     def _waiter(self, result: PutMessageResult, wait: bool) -> Awaitable[PutMessageStatus] | None:
-        fs = self._group_commit
-        flush_fut = None
-        if fs is not None:
-            if wait:
-                flush_fut = fs.submit(result.end_offset)
-            else:
-                fs.wakeup()
+        """Flush (SYNC_FLUSH and wait: the group-commit round, which a failed commit
+        answers UNKNOWN_ERROR) or else the commit; and replication when HA asks for it."""
+        gc = self._group_commit
+        stored: asyncio.Future[PutMessageStatus] | None
+        if gc is not None and wait:
+            stored = gc.submit(result.end_offset)
+        else:
+            if gc is not None:
+                gc.wakeup()
+            stored = self.commitlog.commit_waiter(result.end_offset)
         replica_fut = self.replica_waiter(result, wait) if self.replica_waiter is not None else None
-        if flush_fut is None:
-            return replica_fut
         if replica_fut is None:
-            return flush_fut
-        return _combine(flush_fut, replica_fut)
+            return stored
+        if stored is None:
+            return replica_fut
+        return _combine(stored, replica_fut)
 
     def commit_now(self) -> None:
         """Commit every appended record to the CommitLog file now (one pwrite; nothing
-        when nothing is pending). See put_nowait for when a caller needs it."""
+        when nothing is pending)."""
         if self.commitlog.uncommitted_bytes:
             try:
                 self.commitlog.commit()
             except OSError:
-                pass  # logged, store marked not writeable; the scheduled retry continues
+                pass  # logged; the records rolled back, their waiters answered an error
 
     def commit_waiter(self, result: PutMessageResult) -> "asyncio.Future[PutMessageStatus] | None":
         """A future completed when the put of result is committed (None if it is).
         Shared by all puts of a loop iteration; its result is PUT_OK, or UNKNOWN_ERROR
-        if writing the CommitLog failed."""
+        if writing the CommitLog failed (the records are rolled back then)."""
         if not result.status.stored:
             return None
         return self.commitlog.commit_waiter(result.end_offset)
@@ -731,7 +769,7 @@ class MessageStore:
     def set_dispatch_throttle(self, seconds: float) -> None:
         """Dispatch pauses this long between its batches (0: it only yields): a slave
         catching up lets the CommitLog copy go first."""
-        self.reput.throttle = seconds
+        self.reput.set_throttle(seconds)
 
     def replica_file_ready(self, offset: int) -> bool:
         """False when replicated bytes at offset need a new CommitLog file first."""
@@ -1106,6 +1144,10 @@ def _remove_empty_dirs(topic_dirs: list[str]) -> None:
 async def _combine(flush_fut: Awaitable[PutMessageStatus],
                    replica_fut: Awaitable[PutMessageStatus]) -> PutMessageStatus:
     flush_status = await flush_fut
+    if not flush_status.stored:
+        # not written (rolled back): a slave's ack of the same offsets later is
+        # for other records
+        return flush_status
     replica_status = await replica_fut
     if replica_status is not PutMessageStatus.PUT_OK:
         return replica_status
