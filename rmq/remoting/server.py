@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from rmq.protocol.frame import MAX_FRAME_LENGTH
 from rmq.remoting.connection import Connection, ConnectionCallback, RemotingStats

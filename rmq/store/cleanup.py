@@ -85,7 +85,7 @@ def _mtimes(paths: Sequence[str]) -> list[float]:
 
 def _destroy_blocking(files: Sequence[MappedFile], free: Sequence[bool],
                       interval_s: float) -> None:
-    for i, (mf, unmap) in enumerate(zip(files, free)):
+    for i, (mf, unmap) in enumerate(zip(files, free, strict=True)):
         if i and interval_s > 0:
             time.sleep(interval_s)   # spread the I/O, as deleteCommitLogFilesInterval does
         if unmap:
@@ -111,7 +111,7 @@ def _human_ms(ms: float) -> str:
 class CleanCommitLogService:
     """Expired (or, under disk pressure, any old) CommitLog files, and the disk marks."""
 
-    def __init__(self, store: "MessageStore",
+    def __init__(self, store: MessageStore,
                  disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
         self.store = store
         self.disk_ratio = disk_ratio
@@ -177,11 +177,11 @@ class CleanCommitLogService:
         if manual:
             self.manual_delete_times -= 1
         clean_at_once = cfg.cleanFileForciblyEnable and self.clean_immediately
-        reason = ("forced: disk %.1f%% used > diskSpaceCleanForciblyRatio %d%%"
-                  % (self.commitlog_ratio * 100, cfg.diskSpaceCleanForciblyRatio)
+        used = self.commitlog_ratio * 100
+        reason = (f"forced: disk {used:.1f}% used > diskSpaceCleanForciblyRatio "
+                  f"{cfg.diskSpaceCleanForciblyRatio}%"
                   if clean_at_once else
-                  "disk %.1f%% used > diskMaxUsedSpaceRatio %d%%"
-                  % (self.commitlog_ratio * 100, cfg.diskMaxUsedSpaceRatio)
+                  f"disk {used:.1f}% used > diskMaxUsedSpaceRatio {cfg.diskMaxUsedSpaceRatio}%"
                   if space_full else
                   f"deleteWhen {cfg.deleteWhen}" if time_up else "manual")
         n = await self._delete_expired(cfg.fileReservedTime * 3600.0, clean_at_once, reason)
@@ -214,7 +214,7 @@ class CleanCommitLogService:
         doomed = mfq.detach_first(k)
         log.info("deleting %d CommitLog file(s) (%s; fileReservedTime %s h; at most %d a run)",
                  k, reason, cfg.fileReservedTime, cfg.deleteFileBatchMax)
-        for mf, mt in zip(doomed, mtimes):
+        for mf, mt in zip(doomed, mtimes, strict=False):   # (mtimes may be longer)
             log.info("deleted CommitLog file %s: offsets [%d, %d), last modified %s (%.1f s ago)",
                      mf.file_name, mf.file_from_offset, mf.file_from_offset + mf.file_size,
                      _human_ms(mt), now - mt)
@@ -226,7 +226,7 @@ class CleanCommitLogService:
 class CleanConsumeQueueService:
     """ConsumeQueue and index files wholly below the CommitLog minimum."""
 
-    def __init__(self, store: "MessageStore") -> None:
+    def __init__(self, store: MessageStore) -> None:
         self.store = store
         self.last_physical_min_offset = 0
 

@@ -26,7 +26,8 @@ import collections
 import logging
 import os
 import struct
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from zlib import crc32
 
 from rmq.protocol.message import (
@@ -274,7 +275,7 @@ class CommitLog:
         log.warning("CommitLog file %s takes writes again (%d bytes at %d zeroed)",
                     mf.file_name, n, pos)
 
-    def pending_commit(self) -> "asyncio.Future[PutMessageStatus] | None":
+    def pending_commit(self) -> asyncio.Future[PutMessageStatus] | None:
         """The future the next commit completes (PUT_OK, or UNKNOWN_ERROR when its write
         fails and its records are rolled back); None when nothing waits in the buffer.
         One future per commit, shared by every put it takes."""
@@ -289,7 +290,7 @@ class CommitLog:
             fut = self._commit_fut = loop.create_future()
         return fut
 
-    def commit_waiter(self, end_offset: int) -> "asyncio.Future[PutMessageStatus] | None":
+    def commit_waiter(self, end_offset: int) -> asyncio.Future[PutMessageStatus] | None:
         """pending_commit() if [.., end_offset) is not readable yet, else None."""
         if self.max_offset >= end_offset:
             return None
@@ -487,7 +488,7 @@ class CommitLog:
                             property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
                             now_ms, self.delay_levels_ms, self._tag_cache)
 
-    def _pack_parts(self, w: int, args: tuple, body: bytes, topic_b: bytes,
+    def _pack_parts(self, w: int, args: tuple[Any, ...], body: bytes, topic_b: bytes,
                     props_b: bytes) -> None:
         """Encode a record whose shape has no cached Struct: head, then the rest."""
         buf = self._wbuf
@@ -704,6 +705,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos + 8 > mf.committed_position:
             return -1
+        size: int
         size, magic = struct.unpack_from(">ii", mf.mm, pos)
         if magic != MESSAGE_MAGIC_CODE:
             return -1
@@ -718,7 +720,8 @@ class CommitLog:
         if pos + 48 > mf.committed_position:
             return -1
         sys_flag = _I.unpack_from(mf.mm, pos + 36)[0]
-        return _Q.unpack_from(mf.mm, pos + store_timestamp_position(sys_flag))[0]
+        ts: int = _Q.unpack_from(mf.mm, pos + store_timestamp_position(sys_flag))[0]
+        return ts
 
     # --- recovery ---
     def recover_normally(self, check_crc: bool) -> int:
@@ -753,7 +756,7 @@ class CommitLog:
         if _I.unpack_from(mm, 4)[0] != MESSAGE_MAGIC_CODE:
             return False
         sys_flag = _I.unpack_from(mm, 36)[0]
-        ts = _Q.unpack_from(mm, store_timestamp_position(sys_flag))[0]
+        ts: int = _Q.unpack_from(mm, store_timestamp_position(sys_flag))[0]
         return ts != 0 and ts <= min_timestamp
 
     def _scan_and_truncate(self, index: int, check_crc: bool,
