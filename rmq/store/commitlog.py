@@ -32,6 +32,9 @@ from zlib import crc32
 
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
+    BLANK_RECORD,
+    PROPERTIES_MAX,
+    RECORD_HEAD_STRUCTS,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     SCHEDULE_TOPIC,
@@ -42,6 +45,7 @@ from rmq.protocol.message import (
     encode_record,
     host_sysflag,
     properties_to_string,
+    record_format,
     record_length,
     store_timestamp_position,
 )
@@ -72,9 +76,8 @@ _Q = struct.Struct(">q")
 # Record length without the two host fields: 4+4+4+4+4+8+8+4+8+8+4+8+4 + 1 (topic
 # length) + 2 (properties length); each host adds 8 (IPv4) or 20 (IPv6).
 _FIXED_NO_HOSTS = 75
-# TOTALSIZE .. BODY LENGTH, per (born host, store host) length
-_HEAD_STRUCTS = {(b, h): struct.Struct(f">iiiiiqqiq{b}sq{h}siqi") for b in (8, 20) for h in (8, 20)}
-_BLANK = struct.Struct(">ii")
+_HEAD_STRUCTS = RECORD_HEAD_STRUCTS
+_BLANK = BLANK_RECORD
 _PUT_OK = PutMessageStatus.PUT_OK
 # PHYSICALOFFSET: TOTALSIZE 4, MAGIC 4, BODYCRC 4, QUEUEID 4, FLAG 4, QUEUEOFFSET 8
 _PHYS_AT = 28
@@ -376,7 +379,7 @@ class CommitLog:
         st = self._structs.get(key)
         if st is None and len(self._structs) < 1024:
             st = self._structs[key] = struct.Struct(
-                f">iiiiiqqiq{bh}sq{sh}siqi{body_len}sB{topic_len}sh{props_len}s")
+                record_format(bh, sh, body_len, topic_len, props_len))
         return st
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
@@ -398,9 +401,9 @@ class CommitLog:
             props_s = msg.properties_string = properties_to_string(msg.properties)
         props_b = props_s.encode("utf-8")
         plen = len(props_b)
-        if plen > 32767:
+        if plen > PROPERTIES_MAX:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"properties are {plen} bytes; at most 32767")
+                                    remark=f"properties are {plen} bytes; at most {PROPERTIES_MAX}")
         born = msg.born_host
         store = msg.store_host
         bh = len(born)
@@ -546,9 +549,10 @@ class CommitLog:
                     props_s += "\x02"
                 props_s += batch_props
             props_b = props_s.encode("utf-8")
-            if len(props_b) > 32767:
+            if len(props_b) > PROPERTIES_MAX:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"properties are {len(props_b)} bytes; at most 32767")
+                                        remark=f"properties are {len(props_b)} bytes; "
+                                               f"at most {PROPERTIES_MAX}")
             size = record_length(sys_flag, len(item.body), len(topic_b), len(props_b))
             if size > self.max_message_size:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,

@@ -119,7 +119,26 @@ def _commit_quietly(commit: Callable[[], None]) -> None:
         pass
 
 
-class GroupCommitService(ServiceLoop):
+class _CommitLogFlusher(ServiceLoop):
+    """What both CommitLog flush services hold: the queue, the commit to run before a
+    plan, the checkpoint, the gate, the stats and a flush thread of their own."""
+
+    def __init__(self, name: str, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
+                 config: MessageStoreConfig, commit: Callable[[], None],
+                 gate: FlushGate | None, thread_name: str) -> None:
+        super().__init__(name, log)
+        self.mfq = mfq
+        self._commit = commit
+        self.checkpoint = checkpoint
+        self.config = config
+        self.gate = gate if gate is not None else FlushGate()
+        self.stats = FlushStats()
+        self.flush_observer: FlushObserver | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=thread_name)
+
+
+class GroupCommitService(_CommitLogFlusher):
     """SYNC_FLUSH. A put that must wait gets the open round's future; every commit of
     the CommitLog seals the open round (its records are all in the file now), a failed
     commit answers it UNKNOWN_ERROR (its records were rolled back). The service takes
@@ -138,17 +157,9 @@ class GroupCommitService(ServiceLoop):
     def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
                  config: MessageStoreConfig, commit: Callable[[], None] = _no_commit,
                  gate: FlushGate | None = None) -> None:
-        super().__init__("GroupCommitService", log)
-        self.mfq = mfq
-        self._commit = commit
-        self.checkpoint = checkpoint
-        self.config = config
-        self.gate = gate if gate is not None else FlushGate()
-        self.stats = FlushStats()
-        self.flush_observer: FlushObserver | None = None
+        super().__init__("GroupCommitService", mfq, checkpoint, config, commit, gate,
+                         "rmq-groupcommit")
         self.batch_observer: BatchObserver | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-groupcommit")
         self._open: asyncio.Future[PutMessageStatus] | None = None
         self._open_target = 0
         self._open_count = 0
@@ -235,23 +246,15 @@ class GroupCommitService(ServiceLoop):
                                    else PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
 
-class FlushRealTimeService(ServiceLoop):
+class FlushRealTimeService(_CommitLogFlusher):
     """ASYNC_FLUSH: every flushIntervalCommitLog ms flush at least flushCommitLogLeastPages
     dirty pages; everything every flushCommitLogThoroughInterval ms."""
 
     def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
                  config: MessageStoreConfig, commit: Callable[[], None] = _no_commit,
                  gate: FlushGate | None = None) -> None:
-        super().__init__("FlushRealTimeService", log)
-        self.mfq = mfq
-        self._commit = commit
-        self.checkpoint = checkpoint
-        self.config = config
-        self.gate = gate if gate is not None else FlushGate()
-        self.stats = FlushStats()
-        self.flush_observer: FlushObserver | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-flush")
+        super().__init__("FlushRealTimeService", mfq, checkpoint, config, commit, gate,
+                         "rmq-flush")
         self._last_thorough = 0
 
     async def flush_once(self, least_pages: int) -> bool:

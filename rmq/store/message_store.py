@@ -454,10 +454,6 @@ class MessageStore:
             bad = self._check_topic(msg.topic)
             if bad is not None:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
-        ps = msg.properties_string
-        if ps is not None and len(ps) > 32767:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark="properties longer than 32767 characters"), None
         if not msg.store_host:
             msg.store_host = self.store_host
         result = self.commitlog.put_message(msg, now_ms())
