@@ -83,8 +83,7 @@ class Broker:
         # The send processor rewrites TRAN_MSG sends through this (None refuses them).
         self.transactional_prepare: Callable[[Any], Any] | None = self.transactions.prepare
         self.listen_host = listen_host
-        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}",
-                                     before_write=self._commit_before_write)
+        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
         self.namesrv_client = RemotingClient()
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
         self.store: MessageStore | None = None
@@ -170,13 +169,6 @@ class Broker:
                          (RequestCode.GET_BROKER_CONFIG, ops.get_broker_config)):
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
-
-    def _commit_before_write(self) -> None:
-        # An ASYNC_FLUSH put is answered without a waiter while its record may still
-        # sit in the CommitLog write buffer; commit it before any bytes leave.
-        store = self.store
-        if store is not None:
-            store.commit_now()
 
     def _on_connection_closed(self, conn) -> None:
         self.consumers.on_channel_closed(conn)

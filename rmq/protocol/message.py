@@ -256,6 +256,19 @@ _HEAD_STRUCTS = {
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
 _BLANK = struct.Struct(">ii")
+# The layout for writers that pack records themselves (the CommitLog's put path).
+RECORD_HEAD_STRUCTS = _HEAD_STRUCTS
+"""TOTALSIZE .. BODY LENGTH, by (born host, store host) length (8 IPv4, 20 IPv6)."""
+BLANK_RECORD = _BLANK
+"""TOTALSIZE, MAGIC of the BLANK that pads a CommitLog file to its end."""
+PROPERTIES_MAX = 32767
+"""The properties field's length is a signed short."""
+
+
+def record_format(born_len: int, store_len: int, body_len: int, topic_len: int,
+                  props_len: int) -> str:
+    """struct format of one whole record of that shape (head, body, topic, properties)."""
+    return f">iiiiiqqiq{born_len}sq{store_len}siqi{body_len}sB{topic_len}sh{props_len}s"
 # Fixed overhead without body/topic/properties: 4*5 + 8*2 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 # plus the two host fields.
 _FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2

@@ -90,7 +90,6 @@ class Connection(asyncio.Protocol):
                  pause_reading_on_write_pressure: bool = True,
                  write_buffer_high: int | None = 1 << 20,
                  coalesce_limit: int = 16 << 10,
-                 before_write: Callable[[], None] | None = None,
                  on_made: ConnectionCallback | None = None,
                  on_lost: ConnectionCallback | None = None) -> None:
         if max_inflight < 1:
@@ -117,7 +116,6 @@ class Connection(asyncio.Protocol):
         self._out: list = []
         self._out_size = 0
         self._coalesce_limit = coalesce_limit
-        self._before_write = before_write
         # flow control
         self._max_inflight = max_inflight
         self._resume_inflight = max_inflight // 2
@@ -411,8 +409,6 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():
             return
-        if self._before_write is not None:
-            self._before_write()
         transport.writelines(out)
 
     def _finish_request(self) -> None:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from rmq.protocol.frame import MAX_FRAME_LENGTH
 from rmq.remoting.connection import Connection, ConnectionCallback, RemotingStats
@@ -27,8 +26,7 @@ class RemotingServer:
                  max_frame_length: int = MAX_FRAME_LENGTH,
                  write_buffer_high: int | None = 1 << 20,
                  coalesce_limit: int = 16 << 10,
-                 backlog: int = 1024,
-                 before_write: Callable[[], None] | None = None) -> None:
+                 backlog: int = 1024) -> None:
         self.host = host
         self.port = port
         self.name = name
@@ -39,10 +37,6 @@ class RemotingServer:
         self._write_buffer_high = write_buffer_high
         self._coalesce_limit = coalesce_limit
         self._backlog = backlog
-        # Called before any connection hands bytes to its socket: the broker commits
-        # the CommitLog's write buffer there, so no PUT_OK leaves before its record
-        # is in the page cache.
-        self._before_write = before_write
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[Connection] = set()
         self._made_callbacks: list[ConnectionCallback] = []
@@ -130,7 +124,6 @@ class RemotingServer:
             # them without limit: stop reading its requests instead.
             pause_reading_on_write_pressure=True,
             write_buffer_high=self._write_buffer_high, coalesce_limit=self._coalesce_limit,
-            before_write=self._before_write,
             on_made=self._connection_made, on_lost=self._connection_lost)
 
     def _connection_made(self, conn: Connection) -> None:

@@ -24,6 +24,11 @@ class StoreCheckpoint:
         if os.fstat(self._fd).st_size < FILE_SIZE:
             os.posix_fallocate(self._fd, 0, FILE_SIZE)
         self._mm = mmap.mmap(self._fd, FILE_SIZE)
+        self.physic_msg_timestamp: int
+        self.logics_msg_timestamp: int
+        self.index_msg_timestamp: int
+        self.master_flushed_offset: int
+        self.confirm_phy_offset: int
         if existed:
             (self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
              self.master_flushed_offset, self.confirm_phy_offset) = _LONGS.unpack_from(self._mm, 0)

@@ -27,8 +27,10 @@ import errno
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+from rmq.common.service import ServiceLoop
 from rmq.store.config import ConfigError, parse_delete_when
 from rmq.store.mapped_file import MappedFile
 from rmq.store.results import RunningFlags
@@ -83,7 +85,7 @@ def _mtimes(paths: Sequence[str]) -> list[float]:
 
 def _destroy_blocking(files: Sequence[MappedFile], free: Sequence[bool],
                       interval_s: float) -> None:
-    for i, (mf, unmap) in enumerate(zip(files, free)):
+    for i, (mf, unmap) in enumerate(zip(files, free, strict=True)):
         if i and interval_s > 0:
             time.sleep(interval_s)   # spread the I/O, as deleteCommitLogFilesInterval does
         if unmap:
@@ -109,7 +111,7 @@ def _human_ms(ms: float) -> str:
 class CleanCommitLogService:
     """Expired (or, under disk pressure, any old) CommitLog files, and the disk marks."""
 
-    def __init__(self, store: "MessageStore",
+    def __init__(self, store: MessageStore,
                  disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
         self.store = store
         self.disk_ratio = disk_ratio
@@ -175,11 +177,11 @@ class CleanCommitLogService:
         if manual:
             self.manual_delete_times -= 1
         clean_at_once = cfg.cleanFileForciblyEnable and self.clean_immediately
-        reason = ("forced: disk %.1f%% used > diskSpaceCleanForciblyRatio %d%%"
-                  % (self.commitlog_ratio * 100, cfg.diskSpaceCleanForciblyRatio)
+        used = self.commitlog_ratio * 100
+        reason = (f"forced: disk {used:.1f}% used > diskSpaceCleanForciblyRatio "
+                  f"{cfg.diskSpaceCleanForciblyRatio}%"
                   if clean_at_once else
-                  "disk %.1f%% used > diskMaxUsedSpaceRatio %d%%"
-                  % (self.commitlog_ratio * 100, cfg.diskMaxUsedSpaceRatio)
+                  f"disk {used:.1f}% used > diskMaxUsedSpaceRatio {cfg.diskMaxUsedSpaceRatio}%"
                   if space_full else
                   f"deleteWhen {cfg.deleteWhen}" if time_up else "manual")
         n = await self._delete_expired(cfg.fileReservedTime * 3600.0, clean_at_once, reason)
@@ -212,7 +214,7 @@ class CleanCommitLogService:
         doomed = mfq.detach_first(k)
         log.info("deleting %d CommitLog file(s) (%s; fileReservedTime %s h; at most %d a run)",
                  k, reason, cfg.fileReservedTime, cfg.deleteFileBatchMax)
-        for mf, mt in zip(doomed, mtimes):
+        for mf, mt in zip(doomed, mtimes, strict=False):   # (mtimes may be longer)
             log.info("deleted CommitLog file %s: offsets [%d, %d), last modified %s (%.1f s ago)",
                      mf.file_name, mf.file_from_offset, mf.file_from_offset + mf.file_size,
                      _human_ms(mt), now - mt)
@@ -224,7 +226,7 @@ class CleanCommitLogService:
 class CleanConsumeQueueService:
     """ConsumeQueue and index files wholly below the CommitLog minimum."""
 
-    def __init__(self, store: "MessageStore") -> None:
+    def __init__(self, store: MessageStore) -> None:
         self.store = store
         self.last_physical_min_offset = 0
 
@@ -249,22 +251,18 @@ class CleanConsumeQueueService:
         return len(doomed)
 
 
-class StoreCleaner:
-    """The periodic task running both services (cleanFilesPeriodically)."""
+class StoreCleaner(ServiceLoop):
+    """The periodic loop running both services (cleanFilesPeriodically)."""
 
-    def __init__(self, store: "MessageStore",
+    def __init__(self, store: MessageStore,
                  disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
+        super().__init__("CleanFilesPeriodically", log)
         self.store = store
         self.commitlog_service = CleanCommitLogService(store, disk_ratio)
         self.consume_queue_service = CleanConsumeQueueService(store)
-        self._task: asyncio.Task[None] | None = None
         self._run_lock: asyncio.Lock | None = None
 
-    def start(self) -> None:
-        self._run_lock = asyncio.Lock()
-        self._task = asyncio.create_task(self._loop(), name="CleanFilesPeriodically")
-
-    async def run_once(self) -> int:
+    async def clean_once(self) -> int:
         """Both services once (tests, TRIGGER_DELETE_FILES); files deleted in all."""
         if self._run_lock is None:
             self._run_lock = asyncio.Lock()
@@ -272,32 +270,21 @@ class StoreCleaner:
             n = await self.commitlog_service.run()
             return n + await self.consume_queue_service.run()
 
-    async def _loop(self) -> None:
-        try:
-            await self.commitlog_service.measure()   # runtime info and the disk mark at once
-        except Exception:
-            log.exception("measuring the disks failed")
-        while True:
-            # read every time: updateBrokerConfig may change it
-            await asyncio.sleep(max(self.store.config.cleanResourceInterval, 10) / 1000)
-            try:
-                await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except OSError as e:
-                if e.errno in NO_SPACE_ERRNOS:
-                    log.error("cleaning files failed: %s", e)
-                else:
-                    log.exception("cleaning files failed")
-            except Exception:
-                log.exception("cleaning files failed")
+    def interval(self) -> float:
+        # read every time: updateBrokerConfig may change it
+        return max(self.store.config.cleanResourceInterval, 10) / 1000
 
-    async def shutdown(self) -> None:
-        t = self._task
-        self._task = None
-        if t is not None:
-            t.cancel()
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
+    async def on_start(self) -> None:
+        await self.commitlog_service.measure()   # runtime info and the disk mark at once
+
+    async def run_once(self) -> None:
+        try:
+            await self.clean_once()
+        except OSError as e:
+            if e.errno not in NO_SPACE_ERRNOS:
+                raise       # logged with its traceback by the loop
+            log.error("cleaning files failed: %s", e)
+
+    async def stop(self, cancel: bool = True) -> None:
+        """Interrupts a run (file deletion is not worth waiting for at shutdown)."""
+        await super().stop(cancel)

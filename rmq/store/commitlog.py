@@ -26,11 +26,15 @@ import collections
 import logging
 import os
 import struct
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from zlib import crc32
 
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
+    BLANK_RECORD,
+    PROPERTIES_MAX,
+    RECORD_HEAD_STRUCTS,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     SCHEDULE_TOPIC,
@@ -41,6 +45,7 @@ from rmq.protocol.message import (
     encode_record,
     host_sysflag,
     properties_to_string,
+    record_format,
     record_length,
     store_timestamp_position,
 )
@@ -71,14 +76,14 @@ _Q = struct.Struct(">q")
 # Record length without the two host fields: 4+4+4+4+4+8+8+4+8+8+4+8+4 + 1 (topic
 # length) + 2 (properties length); each host adds 8 (IPv4) or 20 (IPv6).
 _FIXED_NO_HOSTS = 75
-# TOTALSIZE .. BODY LENGTH, per (born host, store host) length
-_HEAD_STRUCTS = {(b, h): struct.Struct(f">iiiiiqqiq{b}sq{h}siqi") for b in (8, 20) for h in (8, 20)}
-_BLANK = struct.Struct(">ii")
+_HEAD_STRUCTS = RECORD_HEAD_STRUCTS
+_BLANK = BLANK_RECORD
 _PUT_OK = PutMessageStatus.PUT_OK
 # PHYSICALOFFSET: TOTALSIZE 4, MAGIC 4, BODYCRC 4, QUEUEID 4, FLAG 4, QUEUEOFFSET 8
 _PHYS_AT = 28
 _PHYS_END = _PHYS_AT + 8
 _DELAY = MessageConst.DELAY_TIME_LEVEL
+_ZEROS = bytes(1 << 20)
 
 
 class _NoSpace(Exception):
@@ -116,7 +121,9 @@ class CommitLog:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_scheduled = False
         self._commit_fut: asyncio.Future[PutMessageStatus] | None = None
-        self._commit_failed = False
+        # (file, position, length) a failed commit may have written into: zeroed by
+        # repair() before the next append
+        self._damaged: tuple[MappedFile, int, int] | None = None
         self.on_commit: Callable[[], None] | None = None
         self.on_commit_error: Callable[[OSError], None] | None = None
         self.commits = 0
@@ -187,13 +194,16 @@ class CommitLog:
         try:
             self.commit()
         except OSError:
-            # logged and reported by commit(); try again a little later
-            if self._loop is not None and not self._commit_scheduled:
-                self._commit_scheduled = True
-                self._loop.call_later(0.1, self._commit_soon)
+            pass    # logged, the records rolled back and their waiters answered by commit()
 
     def commit(self) -> None:
-        """pwrite everything appended since the last commit (loop thread)."""
+        """pwrite everything appended since the last commit (loop thread).
+
+        A failed pwrite leaves nothing behind that a reader, a later commit or a restart
+        could take for a record: the records of the failed commit are rolled back (write
+        buffer, positions, queue offsets, ready dispatch requests), their commit waiter
+        is answered UNKNOWN_ERROR, and the bytes the write may have reached are zeroed
+        by ``repair`` before anything is appended again. Raises the OSError."""
         n = self._wlen
         if n:
             mf = self._wfile
@@ -202,19 +212,8 @@ class CommitLog:
             try:
                 write_size_last(mf.fd, self._wview[:n], pos, 4)
             except OSError as e:
-                if not self._commit_failed:
-                    log.error("committing %d bytes to CommitLog file %s at %d failed: %s",
-                              n, mf.file_name, pos, e)
-                self._commit_failed = True
-                fut = self._commit_fut
-                if fut is not None:
-                    self._commit_fut = None
-                    if not fut.done():
-                        fut.set_result(PutMessageStatus.UNKNOWN_ERROR)
-                if self.on_commit_error is not None:
-                    self.on_commit_error(e)
+                self._roll_back(mf, pos, n, e)
                 raise
-            self._commit_failed = False
             mf.committed_position = pos + n
             if mf.wrote_position >= mf.file_size:
                 # The file ends with BLANK; the padding after it is zeros already
@@ -231,19 +230,74 @@ class CommitLog:
         if n and self.on_commit is not None:
             self.on_commit()
 
-    def commit_waiter(self, end_offset: int) -> "asyncio.Future[PutMessageStatus] | None":
-        """A future completed (PUT_OK) by the commit that makes [.., end_offset)
-        readable; None when it already is. One future is shared by every put of an
-        iteration: a commit always takes everything appended before it."""
-        if self.max_offset >= end_offset or self._wlen == 0:
-            return None
+    def _roll_back(self, mf: MappedFile, pos: int, n: int, e: OSError) -> None:
+        """Forget the n buffered bytes a failed commit could not write at pos of mf."""
+        log.error("committing %d bytes to CommitLog file %s at %d failed: %s; those records "
+                  "are rolled back and refused", n, mf.file_name, pos, e)
+        restore: dict[tuple[str, int], int] = {}
+        at = 0
+        levels = self.delay_levels_ms
+        while at < n:
+            size, req = check_message_and_return_size(self._wview[:n], at, False, levels)
+            if req is None:
+                break           # the BLANK that ends a file: takes no queue offset
+            if req.sys_flag & 0xC in (0, SysFlag.TRANSACTION_COMMIT_TYPE):
+                restore.setdefault((req.topic, req.queue_id), req.consume_queue_offset)
+            at += size
+        self.topic_queue_table.update(restore)
+        end = mf.file_from_offset + pos
+        ready = self.dispatch_ready
+        while ready and ready[-1].commit_log_offset >= end:
+            ready.pop()
+        mf.wrote_position = pos
+        self._wlen = 0
+        self._wfile = None      # the next put goes through _file_for, which repairs first
+        self._damaged = (mf, pos, n)
+        fut = self._commit_fut
+        if fut is not None:
+            self._commit_fut = None
+            if not fut.done():
+                fut.set_result(PutMessageStatus.UNKNOWN_ERROR)
+        if self.on_commit_error is not None:
+            self.on_commit_error(e)
+
+    @property
+    def damaged(self) -> bool:
+        """A failed commit may have left bytes in the file that repair has not zeroed."""
+        return self._damaged is not None
+
+    def repair(self) -> None:
+        """Zero the range a failed commit may have reached (a real write: it is also the
+        probe that the file takes writes again). Raises OSError while it does not."""
+        d = self._damaged
+        if d is None:
+            return
+        mf, pos, n = d
+        pwrite_all(mf.fd, memoryview(_ZEROS)[:n] if n <= len(_ZEROS) else bytes(n), pos)
+        self._damaged = None
+        log.warning("CommitLog file %s takes writes again (%d bytes at %d zeroed)",
+                    mf.file_name, n, pos)
+
+    def pending_commit(self) -> asyncio.Future[PutMessageStatus] | None:
+        """The future the next commit completes (PUT_OK, or UNKNOWN_ERROR when its write
+        fails and its records are rolled back); None when nothing waits in the buffer.
+        One future per commit, shared by every put it takes."""
         fut = self._commit_fut
         if fut is None:
-            if self._loop is None:
+            if self._wlen == 0:
+                return None
+            loop = self._loop
+            if loop is None:
                 self.commit()
                 return None
-            fut = self._commit_fut = self._loop.create_future()
+            fut = self._commit_fut = loop.create_future()
         return fut
+
+    def commit_waiter(self, end_offset: int) -> asyncio.Future[PutMessageStatus] | None:
+        """pending_commit() if [.., end_offset) is not readable yet, else None."""
+        if self.max_offset >= end_offset:
+            return None
+        return self.pending_commit()
 
     @property
     def flushed_where(self) -> int:
@@ -256,6 +310,8 @@ class CommitLog:
     def _file_for(self, size: int) -> MappedFile:
         """The file the next `size` bytes go to, with room in the write buffer;
         writes BLANK and rolls when they do not fit."""
+        if self._damaged is not None:
+            self.repair()       # OSError: the put is refused (UNKNOWN_ERROR)
         mfq = self.mfq
         files = mfq.mapped_files
         mf = files[-1] if files else None
@@ -323,7 +379,7 @@ class CommitLog:
         st = self._structs.get(key)
         if st is None and len(self._structs) < 1024:
             st = self._structs[key] = struct.Struct(
-                f">iiiiiqqiq{bh}sq{sh}siqi{body_len}sB{topic_len}sh{props_len}s")
+                record_format(bh, sh, body_len, topic_len, props_len))
         return st
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
@@ -345,9 +401,9 @@ class CommitLog:
             props_s = msg.properties_string = properties_to_string(msg.properties)
         props_b = props_s.encode("utf-8")
         plen = len(props_b)
-        if plen > 32767:
+        if plen > PROPERTIES_MAX:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"properties are {plen} bytes; at most 32767")
+                                    remark=f"properties are {plen} bytes; at most {PROPERTIES_MAX}")
         born = msg.born_host
         store = msg.store_host
         bh = len(born)
@@ -435,7 +491,7 @@ class CommitLog:
                             property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
                             now_ms, self.delay_levels_ms, self._tag_cache)
 
-    def _pack_parts(self, w: int, args: tuple, body: bytes, topic_b: bytes,
+    def _pack_parts(self, w: int, args: tuple[Any, ...], body: bytes, topic_b: bytes,
                     props_b: bytes) -> None:
         """Encode a record whose shape has no cached Struct: head, then the rest."""
         buf = self._wbuf
@@ -493,9 +549,10 @@ class CommitLog:
                     props_s += "\x02"
                 props_s += batch_props
             props_b = props_s.encode("utf-8")
-            if len(props_b) > 32767:
+            if len(props_b) > PROPERTIES_MAX:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"properties are {len(props_b)} bytes; at most 32767")
+                                        remark=f"properties are {len(props_b)} bytes; "
+                                               f"at most {PROPERTIES_MAX}")
             size = record_length(sys_flag, len(item.body), len(topic_b), len(props_b))
             if size > self.max_message_size:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
@@ -652,6 +709,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos + 8 > mf.committed_position:
             return -1
+        size: int
         size, magic = struct.unpack_from(">ii", mf.mm, pos)
         if magic != MESSAGE_MAGIC_CODE:
             return -1
@@ -666,7 +724,8 @@ class CommitLog:
         if pos + 48 > mf.committed_position:
             return -1
         sys_flag = _I.unpack_from(mf.mm, pos + 36)[0]
-        return _Q.unpack_from(mf.mm, pos + store_timestamp_position(sys_flag))[0]
+        ts: int = _Q.unpack_from(mf.mm, pos + store_timestamp_position(sys_flag))[0]
+        return ts
 
     # --- recovery ---
     def recover_normally(self, check_crc: bool) -> int:
@@ -701,7 +760,7 @@ class CommitLog:
         if _I.unpack_from(mm, 4)[0] != MESSAGE_MAGIC_CODE:
             return False
         sys_flag = _I.unpack_from(mm, 36)[0]
-        ts = _Q.unpack_from(mm, store_timestamp_position(sys_flag))[0]
+        ts: int = _Q.unpack_from(mm, store_timestamp_position(sys_flag))[0]
         return ts != 0 and ts <= min_timestamp
 
     def _scan_and_truncate(self, index: int, check_crc: bool,

@@ -9,16 +9,17 @@ import dataclasses
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 
-class BrokerRole(str, enum.Enum):
+class BrokerRole(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() of a member)
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
 
 
-class FlushDiskType(str, enum.Enum):
+class FlushDiskType(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() of a member)
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
 
@@ -259,7 +260,7 @@ def parse_properties_text(text: str) -> dict[str, str]:
         s = line.strip()
         if not s or s[0] in "#!":
             continue
-        for sep_i, ch in enumerate(s):
+        for sep_i, ch in enumerate(s):  # noqa: B007  (sep_i is read after the loop)
             if ch in "=:":
                 break
         else:

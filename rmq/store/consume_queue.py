@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
 
 from rmq.store.cq_codec import BLANK_UNIT, CQ_STORE_UNIT_SIZE, CQ_UNIT
-from rmq.store.mapped_file import MappedFile, MappedFileQueue, TruncatePlan
+from rmq.store.mapped_file import FlushPlan, MappedFile, MappedFileQueue, TruncatePlan
 
 if TYPE_CHECKING:
     from rmq.store.dispatch_request import DispatchRequest
@@ -131,7 +132,7 @@ class ConsumeQueue:
         self.max_physic_offset = offset + size
         return True
 
-    def put_units(self, reqs: Sequence["DispatchRequest"]) -> int:
+    def put_units(self, reqs: Sequence[DispatchRequest]) -> int:
         """put_message_position_info for each request of this queue, in order, with one
         pwrite per run of consecutive units in one file (dispatch hands a queue's units
         over in runs: one per dispatch batch). A failed write raises UnitsWriteError
@@ -144,7 +145,7 @@ class ConsumeQueue:
             raise UnitsWriteError(self._units_done, e) from e
         return n
 
-    def _put_units(self, reqs: Sequence["DispatchRequest"], n: int) -> None:
+    def _put_units(self, reqs: Sequence[DispatchRequest], n: int) -> None:
         i = self._units_done = 0
         pack = _UNIT.pack
         mfq = self.mfq
@@ -191,7 +192,7 @@ class ConsumeQueue:
             mf.append(b"".join(units) if j - i > 1 else units[0], 12)
             self.max_physic_offset = max_phy
             i = j
-        return n
+        return
 
     def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
         n = (until_where % self.mapped_file_size) // CQ_STORE_UNIT_SIZE
@@ -437,7 +438,7 @@ class ConsumeQueue:
         return first_ge - 1 if timestamp - t_left <= t_right - timestamp else first_ge
 
     # --- flush / lifetime ---
-    def flush_plan(self, least_pages: int):
+    def flush_plan(self, least_pages: int) -> FlushPlan | None:
         return self.mfq.flush_plan(least_pages)
 
     def shutdown(self) -> None:

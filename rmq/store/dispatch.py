@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
+from rmq.common.service import ServiceLoop
 from rmq.store.commitlog import CommitLog
 from rmq.store.dispatch_request import DispatchRequest, check_message_and_return_size
 
@@ -20,14 +21,17 @@ __all__ = ["DispatchRequest", "ReputMessageService"]
 
 log = logging.getLogger("rmq.store.dispatch")
 
+Dispatcher = Callable[[list[DispatchRequest]], int]
+"""Builds CQ units / index entries for requests; returns how many it handled."""
 
-class ReputMessageService:
+
+class ReputMessageService(ServiceLoop):
     """Follows the CommitLog's readable end from reput_from_offset and hands every
     record, decoded once, to the dispatcher (which builds CQ units and the index)."""
 
     def __init__(self, commitlog: CommitLog, delay_levels_ms: Sequence[int],
-                 dispatcher: Callable[[list[DispatchRequest]], int],
-                 batch_limit: int = 2048) -> None:
+                 dispatcher: Dispatcher, batch_limit: int = 2048) -> None:
+        super().__init__("ReputMessageService", log)
         self.commitlog = commitlog
         self.delay_levels_ms = list(delay_levels_ms)
         self.dispatcher = dispatcher
@@ -35,10 +39,7 @@ class ReputMessageService:
         self.reput_from_offset = 0
         self.dispatched_records = 0
         self._tag_cache: dict[str, int] = {}
-        self._wake: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._stopped = False
         self._stalled_at = -1
         # Pause between batches while something more urgent shares the loop (a slave
         # catching up appends first, dispatches after); 0 = only yield.
@@ -52,15 +53,38 @@ class ReputMessageService:
         self.limit: int | None = None
 
     def start(self) -> None:
-        self._wake = asyncio.Event()
         self._idle = asyncio.Event()
-        self._task = asyncio.create_task(self._run(), name="ReputMessageService")
-        self._wake.set()
+        super().start()
+        self.wakeup()       # dispatch what is there at once
 
-    def wakeup(self) -> None:
-        w = self._wake
-        if w is not None and not w.is_set():
-            w.set()
+    # --- settings (the store's recovery, truncation and role changes) ---
+    def reset_offset(self, offset: int) -> None:
+        """Dispatch continues from CommitLog offset (it must start a record)."""
+        self.reput_from_offset = offset
+
+    def set_limit(self, offset: int | None) -> None:
+        """Dispatch stops at offset (None: at the CommitLog end); woken when it grows."""
+        old = self.limit
+        self.limit = offset
+        if offset is None or old is None or offset > old:
+            self.wakeup()
+
+    def set_throttle(self, seconds: float) -> None:
+        self.throttle = seconds
+
+    def replay(self, start: int, end: int, dispatcher: Dispatcher) -> None:
+        """Hand the records of [start, end) to dispatcher (not the store's), leaving
+        the service's own position alone: the index rebuild at recovery."""
+        saved, saved_dispatcher = self.reput_from_offset, self.dispatcher
+        self.reput_from_offset = start
+        self.dispatcher = dispatcher
+        try:
+            while self.reput_from_offset < end:
+                if self.do_reput(4096) == 0:
+                    break
+        finally:
+            self.dispatcher = saved_dispatcher
+            self.reput_from_offset = saved
 
     @property
     def behind(self) -> int:
@@ -84,20 +108,23 @@ class ReputMessageService:
                 await self._idle.wait()
         try:
             await asyncio.wait_for(_wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return self.is_caught_up()
 
-    async def _run(self) -> None:
-        assert self._wake is not None and self._idle is not None
-        while not self._stopped:
-            await self._wake.wait()
-            self._wake.clear()
-            while not self._stopped and self.reput_from_offset < self._end():
-                if self.do_reput(self.batch_limit) == 0:
-                    break
-                await asyncio.sleep(self.throttle)
-            self._idle.set()
+    async def run_once(self) -> None:
+        assert self._idle is not None
+        while not self.stopped and self.reput_from_offset < self._end():
+            if self.do_reput(self.batch_limit) == 0:
+                break
+            await asyncio.sleep(self.throttle)
+        self._idle.set()
+
+    async def dispatch_all(self) -> None:
+        """Dispatch every complete record now, yielding between batches (a slave's
+        tail may end mid-record: wait_caught_up would wait for the rest)."""
+        while self.do_reput(self.batch_limit):
+            await asyncio.sleep(0)
 
     def _end(self) -> int:
         end = self.commitlog.max_offset
@@ -204,11 +231,8 @@ class ReputMessageService:
         self.reput_from_offset = offset
         return len(reqs) or (1 if offset > start else 0)
 
-    async def shutdown(self) -> None:
-        """Finish dispatching what is written, then stop."""
-        if self._task is not None and not self._task.done():
+    async def stop(self, cancel: bool = False) -> None:
+        """Finish dispatching what is written (cancel=False), then stop."""
+        if self.started and not cancel:
             await self.wait_caught_up(timeout=30)
-        self._stopped = True
-        self.wakeup()
-        if self._task is not None:
-            await self._task
+        await super().stop(cancel)

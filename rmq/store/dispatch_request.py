@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
@@ -20,6 +21,11 @@ from rmq.protocol.message import (
     java_hash,
 )
 from rmq.protocol.errors import ProtocolError
+
+if TYPE_CHECKING:
+    import mmap
+
+    ReadBuffer = bytes | bytearray | memoryview | mmap.mmap
 
 
 @dataclass(slots=True)
@@ -134,8 +140,10 @@ def tags_code_of(topic: str, tags: str | None, delay: str | None, store_timestam
         if tag_cache is None:
             tags_code = java_hash(tags)
         else:
-            tags_code = tag_cache.get(tags)
-            if tags_code is None:
+            cached = tag_cache.get(tags)
+            if cached is not None:
+                tags_code = cached
+            else:
                 if len(tag_cache) > 65536:
                     tag_cache.clear()
                 tags_code = tag_cache[tags] = java_hash(tags)
@@ -152,7 +160,7 @@ def tags_code_of(topic: str, tags: str | None, delay: str | None, store_timestam
 
 
 def check_message_and_return_size(
-        buf, pos: int, check_crc: bool, delay_levels_ms: Sequence[int],
+        buf: ReadBuffer, pos: int, check_crc: bool, delay_levels_ms: Sequence[int],
         tag_cache: dict[str, int] | None = None,
 ) -> tuple[int, DispatchRequest | None]:
     """Check the record at pos.
@@ -219,7 +227,7 @@ def check_message_and_return_size(
         return RECORD_INVALID, None
 
 
-def diagnose_record(buf, pos: int, check_crc: bool) -> str:
+def diagnose_record(buf: ReadBuffer, pos: int, check_crc: bool) -> str:
     """Why the record at pos is not valid (for the recovery log line; not a hot path)."""
     try:
         total, magic = struct.unpack_from(">ii", buf, pos)
@@ -228,7 +236,7 @@ def diagnose_record(buf, pos: int, check_crc: bool) -> str:
     if total == 0 and magic == 0:
         return "end of data (zeros)"
     try:
-        decode_record(buf, pos, check_crc=check_crc)
+        decode_record(memoryview(buf), pos, check_crc=check_crc)
     except ProtocolError as e:
         return str(e)
     return "record decodes but its check failed"

@@ -6,6 +6,11 @@ FlushPlan), runs the fdatasync calls in its own thread, and applies the result o
 loop. No thread or coroutine blocks per message: under SYNC_FLUSH every put that waits
 joins the open round, and the whole round is answered by one fdatasync.
 
+fsync-gate: once a CommitLog fdatasync failed the kernel may have dropped the dirty pages
+(and cleared the error), so a later fdatasync that succeeds proves nothing about them.
+The first failure trips the FlushGate: from then on no flush runs or counts, every flush
+waiter is answered FLUSH_DISK_TIMEOUT, and the store refuses writes until restarted.
+
 (RocketMQ's CommitRealTimeService has no counterpart here: the CommitLog commits its
 write buffer itself, at the end of every loop iteration that appended; see commitlog.py.)
 """
@@ -15,8 +20,11 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
+from rmq.common.clock import now_ms
+from rmq.common.service import ServiceLoop
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.mapped_file import FlushPlan, MappedFileQueue
 from rmq.store.results import PutMessageStatus
@@ -29,10 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmq.store.flush")
 
 RETRY_TIMES_OVER = 10
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class FlushStats:
@@ -53,9 +57,31 @@ BatchObserver = Callable[[int], None]
 """Puts answered by one group-commit round; optional, for metrics."""
 
 
+class FlushGate:
+    """The fsync-gate of one store: closed for good by the first failed CommitLog flush
+    (it outlives the flush services, which a truncation restarts)."""
+
+    def __init__(self, on_trip: Callable[[OSError], None] | None = None) -> None:
+        self.error: OSError | None = None
+        self.on_trip = on_trip
+
+    @property
+    def tripped(self) -> bool:
+        return self.error is not None
+
+    def trip(self, e: OSError) -> None:
+        if self.error is None:
+            self.error = e
+            if self.on_trip is not None:
+                self.on_trip(e)
+
+
 async def _run_plan(mfq: MappedFileQueue, plan: FlushPlan,
                     executor: concurrent.futures.Executor, stats: FlushStats,
-                    observer: FlushObserver | None = None) -> bool:
+                    gate: FlushGate, observer: FlushObserver | None = None) -> bool:
+    if gate.tripped:
+        mfq.abandon_flush(plan)
+        return False
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter()
     try:
@@ -63,6 +89,7 @@ async def _run_plan(mfq: MappedFileQueue, plan: FlushPlan,
     except OSError as e:
         log.error("fdatasync of %s failed: %s", [mf.file_name for mf, _ in plan.files], e)
         mfq.abandon_flush(plan)
+        gate.trip(e)
         return False
     except BaseException:
         mfq.abandon_flush(plan)
@@ -72,6 +99,9 @@ async def _run_plan(mfq: MappedFileQueue, plan: FlushPlan,
     stats.fsyncs += len(plan.files)
     if observer is not None:
         observer(took)
+    if gate.tripped:        # (another flush failed meanwhile: this one proves nothing)
+        mfq.abandon_flush(plan)
+        return False
     mfq.apply_flush(plan)
     return True
 
@@ -82,18 +112,37 @@ def _no_commit() -> None:
 
 def _commit_quietly(commit: Callable[[], None]) -> None:
     """Commit the CommitLog's write buffer before planning a flush. A failure was
-    logged by the commit; the flush then covers what is committed, and a put beyond
-    it is answered FLUSH_DISK_TIMEOUT."""
+    logged, rolled back and answered by the commit; the flush covers what is committed."""
     try:
         commit()
     except OSError:
         pass
 
 
-class GroupCommitService:
-    """SYNC_FLUSH. A put that must wait gets the current round's future; the service
-    swaps the round out, commits the write buffer, fdatasyncs once, and completes the
-    round for every put in it.
+class _CommitLogFlusher(ServiceLoop):
+    """What both CommitLog flush services hold: the queue, the commit to run before a
+    plan, the checkpoint, the gate, the stats and a flush thread of their own."""
+
+    def __init__(self, name: str, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
+                 config: MessageStoreConfig, commit: Callable[[], None],
+                 gate: FlushGate | None, thread_name: str) -> None:
+        super().__init__(name, log)
+        self.mfq = mfq
+        self._commit = commit
+        self.checkpoint = checkpoint
+        self.config = config
+        self.gate = gate if gate is not None else FlushGate()
+        self.stats = FlushStats()
+        self.flush_observer: FlushObserver | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=thread_name)
+
+
+class GroupCommitService(_CommitLogFlusher):
+    """SYNC_FLUSH. A put that must wait gets the open round's future; every commit of
+    the CommitLog seals the open round (its records are all in the file now), a failed
+    commit answers it UNKNOWN_ERROR (its records were rolled back). The service takes
+    every sealed round, fdatasyncs once, and completes them all.
 
     A round starts when the service task runs after the first put of the round woke
     it, i.e. once the loop iteration's puts are appended: with W writers in flight all
@@ -106,52 +155,56 @@ class GroupCommitService:
     """
 
     def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
-                 config: "MessageStoreConfig", commit: Callable[[], None] = _no_commit) -> None:
-        self.mfq = mfq
-        self._commit = commit
-        self.checkpoint = checkpoint
-        self.config = config
-        self.stats = FlushStats()
-        self.flush_observer: FlushObserver | None = None
+                 config: MessageStoreConfig, commit: Callable[[], None] = _no_commit,
+                 gate: FlushGate | None = None) -> None:
+        super().__init__("GroupCommitService", mfq, checkpoint, config, commit, gate,
+                         "rmq-groupcommit")
         self.batch_observer: BatchObserver | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-groupcommit")
-        self._round: asyncio.Future[PutMessageStatus] | None = None
-        self._round_target = 0
-        self._round_count = 0
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._stopped = False
+        self._open: asyncio.Future[PutMessageStatus] | None = None
+        self._open_target = 0
+        self._open_count = 0
+        # (future, target, puts) of rounds whose records are all committed
+        self._sealed: list[tuple[asyncio.Future[PutMessageStatus], int, int]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._task = asyncio.create_task(self._run(), name="GroupCommitService")
+        super().start()
 
-    def submit(self, next_offset: int) -> "asyncio.Future[PutMessageStatus] | None":
+    def submit(self, next_offset: int) -> asyncio.Future[PutMessageStatus] | None:
         """Future completed when [.., next_offset) is on disk; None if it already is."""
         if self.mfq.flushed_where >= next_offset:
             return None
-        fut = self._round
+        fut = self._open
         if fut is None:
-            fut = self._round = self._loop.create_future()  # type: ignore[union-attr]
-            self._round_count = 0
-            self._round_target = next_offset
-            self._loop.call_later(self.config.syncFlushTimeout / 1000,  # type: ignore[union-attr]
-                                  self._expire, fut)
-            self._wake.set()  # type: ignore[union-attr]
-        elif next_offset > self._round_target:
-            self._round_target = next_offset
-        self._round_count += 1
+            loop = self._loop
+            assert loop is not None, "GroupCommitService not started"
+            fut = self._open = loop.create_future()
+            self._open_count = 0
+            self._open_target = next_offset
+            loop.call_later(self.config.syncFlushTimeout / 1000, self._expire, fut)
+            self.wakeup()
+        elif next_offset > self._open_target:
+            self._open_target = next_offset
+        self._open_count += 1
         return fut
 
-    def wakeup(self) -> None:
-        """A put that does not wait still gets flushed soon (RocketMQ wakes the service)."""
-        if self._wake is not None:
-            self._wake.set()
+    def seal(self) -> None:
+        """The CommitLog committed: the open round's records are all in the file."""
+        fut = self._open
+        if fut is not None:
+            self._open = None
+            self._sealed.append((fut, self._open_target, self._open_count))
 
-    def _expire(self, fut: "asyncio.Future[PutMessageStatus]") -> None:
+    def fail_open(self, status: PutMessageStatus) -> None:
+        """A commit failed: the open round's records were rolled back."""
+        fut = self._open
+        if fut is not None:
+            self._open = None
+            if not fut.done():
+                fut.set_result(status)
+
+    def _expire(self, fut: asyncio.Future[PutMessageStatus]) -> None:
         # FlushDiskWatcher: the producer gets an answer even if the disk hangs.
         if not fut.done():
             self.stats.timeouts += 1
@@ -159,124 +212,97 @@ class GroupCommitService:
                         self.config.syncFlushTimeout)
             fut.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
-    async def _run(self) -> None:
-        assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            await self._commit_round()
-            if self._stopped and self._round is None:
-                return
+    async def run_once(self) -> None:
+        await self._commit_round()
+
+    async def on_stop(self) -> None:
+        # whatever arrived last: one more round, then everything
+        await self._commit_round()
+        self._executor.shutdown(wait=True)
 
     async def _commit_round(self) -> None:
-        fut, target, n = self._round, self._round_target, self._round_count
-        self._round = None
         _commit_quietly(self._commit)
+        if self._open is not None and self._open_target <= self.mfq.get_max_offset():
+            self.seal()
+        rounds, self._sealed = self._sealed, []
         plan = self.mfq.flush_plan(0)
-        ok = True
+        ok = not self.gate.tripped
         if plan is not None:
-            ok = await _run_plan(self.mfq, plan, self._executor, self.stats,
+            ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.gate,
                                  self.flush_observer)
             if ok and plan.store_timestamp > 0:
                 self.checkpoint.physic_msg_timestamp = plan.store_timestamp
-        if fut is not None:
+        if rounds:
+            n = sum(r[2] for r in rounds)
             self.stats.rounds += 1
             self.stats.waiters += n
             self.stats.last_batch = n
             if self.batch_observer is not None:
                 self.batch_observer(n)
-            if not fut.done():
-                fut.set_result(PutMessageStatus.PUT_OK if ok and self.mfq.flushed_where >= target
-                               else PutMessageStatus.FLUSH_DISK_TIMEOUT)
-
-    async def shutdown(self) -> None:
-        self._stopped = True
-        if self._wake is not None:
-            self._wake.set()
-        if self._task is not None:
-            await self._task
-        # whatever arrived last: one more round, then everything
-        await self._commit_round()
-        self._executor.shutdown(wait=True)
+            flushed = self.mfq.flushed_where
+            for fut, target, _ in rounds:
+                if not fut.done():
+                    fut.set_result(PutMessageStatus.PUT_OK if ok and flushed >= target
+                                   else PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
 
-class FlushRealTimeService:
+class FlushRealTimeService(_CommitLogFlusher):
     """ASYNC_FLUSH: every flushIntervalCommitLog ms flush at least flushCommitLogLeastPages
     dirty pages; everything every flushCommitLogThoroughInterval ms."""
 
     def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
-                 config: "MessageStoreConfig", commit: Callable[[], None] = _no_commit) -> None:
-        self.mfq = mfq
-        self._commit = commit
-        self.checkpoint = checkpoint
-        self.config = config
-        self.stats = FlushStats()
-        self.flush_observer: FlushObserver | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-flush")
-        self._stop: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+                 config: MessageStoreConfig, commit: Callable[[], None] = _no_commit,
+                 gate: FlushGate | None = None) -> None:
+        super().__init__("FlushRealTimeService", mfq, checkpoint, config, commit, gate,
+                         "rmq-flush")
         self._last_thorough = 0
-
-    def start(self) -> None:
-        self._stop = asyncio.Event()
-        self._task = asyncio.create_task(self._run(), name="FlushRealTimeService")
-
-    def submit(self, next_offset: int) -> None:
-        return None
-
-    def wakeup(self) -> None:
-        # flushCommitLogTimed (default true): the service sleeps its interval regardless.
-        pass
 
     async def flush_once(self, least_pages: int) -> bool:
         _commit_quietly(self._commit)
+        if self.gate.tripped:
+            return False
         plan = self.mfq.flush_plan(least_pages)
         if plan is None:
             return True
-        ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.flush_observer)
+        ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.gate,
+                             self.flush_observer)
         if ok and plan.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = plan.store_timestamp
         return ok
 
-    async def _run(self) -> None:
-        assert self._stop is not None
-        while not self._stop.is_set():
-            least = self.config.flushCommitLogLeastPages
-            now = _now_ms()
-            if now >= self._last_thorough + self.config.flushCommitLogThoroughInterval:
-                self._last_thorough = now
-                least = 0
-            try:
-                await asyncio.wait_for(self._stop.wait(),
-                                       self.config.flushIntervalCommitLog / 1000)
-            except asyncio.TimeoutError:
-                pass
-            t0 = time.perf_counter()
-            await self.flush_once(least)
-            past = time.perf_counter() - t0
-            if past > 0.5:
-                log.info("flushing the CommitLog took %.0f ms", past * 1000)
+    def interval(self) -> float:
+        return self.config.flushIntervalCommitLog / 1000
 
-    async def shutdown(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        if self._task is not None:
-            await self._task
+    async def run_once(self) -> None:
+        least = self.config.flushCommitLogLeastPages
+        now = now_ms()
+        if now >= self._last_thorough + self.config.flushCommitLogThoroughInterval:
+            self._last_thorough = now
+            least = 0
+        t0 = time.perf_counter()
+        await self.flush_once(least)
+        past = time.perf_counter() - t0
+        if past > 0.5:
+            log.info("flushing the CommitLog took %.0f ms", past * 1000)
+
+    async def on_stop(self) -> None:
         for _ in range(RETRY_TIMES_OVER):
             if await self.flush_once(0) and self.mfq.remain_to_flush() <= 0:
+                break
+            if self.gate.tripped:
                 break
         self._executor.shutdown(wait=True)
 
 
-class FlushConsumeQueueService:
+class FlushConsumeQueueService(ServiceLoop):
     """Flushes dirty ConsumeQueue files (and completed index files) every
     flushIntervalConsumeQueue ms; thoroughly, with the checkpoint, every
     flushConsumeQueueThoroughInterval ms."""
 
-    def __init__(self, consume_queues: Callable[[], Iterable["ConsumeQueue"]],
-                 index: "IndexService | None", checkpoint: StoreCheckpoint,
-                 config: "MessageStoreConfig") -> None:
+    def __init__(self, consume_queues: Callable[[], Iterable[ConsumeQueue]],
+                 index: IndexService | None, checkpoint: StoreCheckpoint,
+                 config: MessageStoreConfig) -> None:
+        super().__init__("FlushConsumeQueueService", log)
         self._consume_queues = consume_queues
         self.index = index
         self.checkpoint = checkpoint
@@ -284,13 +310,7 @@ class FlushConsumeQueueService:
         self.stats = FlushStats()
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="rmq-flush-cq")
-        self._stop: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._last_thorough = _now_ms()
-
-    def start(self) -> None:
-        self._stop = asyncio.Event()
-        self._task = asyncio.create_task(self._run(), name="FlushConsumeQueueService")
+        self._last_thorough = now_ms()
 
     async def flush_once(self, least_pages: int) -> None:
         thorough = least_pages == 0
@@ -335,28 +355,17 @@ class FlushConsumeQueueService:
         if self.index is not None and index_files:
             self.index.on_flushed(index_files)
 
-    async def _run(self) -> None:
-        assert self._stop is not None
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(),
-                                       self.config.flushIntervalConsumeQueue / 1000)
-            except asyncio.TimeoutError:
-                pass
-            least = self.config.flushConsumeQueueLeastPages
-            now = _now_ms()
-            if now >= self._last_thorough + self.config.flushConsumeQueueThoroughInterval:
-                self._last_thorough = now
-                least = 0
-            try:
-                await self.flush_once(least)
-            except Exception:
-                log.exception("FlushConsumeQueueService round failed")
+    def interval(self) -> float:
+        return self.config.flushIntervalConsumeQueue / 1000
 
-    async def shutdown(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        if self._task is not None:
-            await self._task
+    async def run_once(self) -> None:
+        least = self.config.flushConsumeQueueLeastPages
+        now = now_ms()
+        if now >= self._last_thorough + self.config.flushConsumeQueueThoroughInterval:
+            self._last_thorough = now
+            least = 0
+        await self.flush_once(least)
+
+    async def on_stop(self) -> None:
         await self.flush_once(0)
         self._executor.shutdown(wait=True)

@@ -21,7 +21,7 @@ import os
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -77,7 +77,7 @@ class IndexFile:
     # --- opening ---
     @classmethod
     def create(cls, path: str, hash_slot_num: int, index_num: int,
-               end_phy_offset: int = 0, end_timestamp: int = 0) -> "IndexFile":
+               end_phy_offset: int = 0, end_timestamp: int = 0) -> IndexFile:
         """A new, empty file, seeded with the previous file's end offset/timestamp."""
         mf = MappedFile.create(path, index_file_size(hash_slot_num, index_num))
         f = cls(mf, hash_slot_num, index_num)
@@ -90,7 +90,7 @@ class IndexFile:
         return f
 
     @classmethod
-    def load(cls, path: str, hash_slot_num: int, index_num: int) -> "IndexFile":
+    def load(cls, path: str, hash_slot_num: int, index_num: int) -> IndexFile:
         """Map an existing file and read its header. StoreError if the size is wrong."""
         expected = index_file_size(hash_slot_num, index_num)
         actual = os.path.getsize(path)
@@ -466,6 +466,11 @@ class IndexService:
         else:
             self._build_index_batch(reqs)
 
+    def build_index_only(self, reqs: list[DispatchRequest]) -> int:
+        """A reput dispatcher that builds the index alone (its rebuild at recovery)."""
+        self.build_index_batch(reqs)
+        return len(reqs)
+
     def _build_index_batch(self, reqs: Sequence[DispatchRequest]) -> None:
         keys: list[str] = []
         rec_offsets: list[int] = []
@@ -502,7 +507,7 @@ class IndexService:
             return
         if m < self.BATCH_MIN_KEYS:
             i = 0
-            for off, ts, c in zip(rec_offsets, rec_timestamps, rec_counts):
+            for off, ts, c in zip(rec_offsets, rec_timestamps, rec_counts, strict=True):
                 for k in keys[i:i + c]:
                     self._put_hash(index_key_hash(k), off, ts)
                 i += c

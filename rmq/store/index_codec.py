@@ -7,13 +7,18 @@ built either way has the same bytes.
 from __future__ import annotations
 
 import datetime as _dt
+import mmap
 import struct
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from rmq.protocol.message import java_hash
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -124,13 +129,24 @@ class IndexHeader:
     index_count: int = 1
 
 
-def write_header(f: IndexHeader, buf) -> None:
+class HeaderFields(Protocol):
+    """An IndexHeader, or an IndexFile (which keeps the same attribute names)."""
+
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
+
+def write_header(f: HeaderFields, buf: Buffer) -> None:
     """Pack f's header fields (an IndexHeader or an IndexFile) at the start of buf."""
     INDEX_HEADER.pack_into(buf, 0, f.begin_timestamp, f.end_timestamp, f.begin_phy_offset,
                       f.end_phy_offset, f.hash_slot_count, f.index_count)
 
 
-def put_hashes(f: IndexHeader, mm, hash_slot_num: int, index_num: int,
+def put_hashes(f: HeaderFields, mm: mmap.mmap | bytearray, hash_slot_num: int, index_num: int,
                key_hashes: np.ndarray, phy_offsets: np.ndarray,
                store_timestamps: np.ndarray) -> int:
     """Append entries for a run of keys to the index file in mm (writable buffer of the

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from rmq.store.errors import StoreError
 
@@ -127,7 +127,7 @@ class MappedFile:
 
     # --- creation (blocking; run off the event loop) ---
     @classmethod
-    def create(cls, path: str, file_size: int, preallocate: bool = True) -> "MappedFile":
+    def create(cls, path: str, file_size: int, preallocate: bool = True) -> MappedFile:
         """Create (or reuse an existing empty) file of file_size bytes and map it."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -149,7 +149,7 @@ class MappedFile:
         return cls(path, file_size, fd, mm, sparse=not preallocate)
 
     @classmethod
-    def open_existing(cls, path: str, file_size: int, sparse: bool = False) -> "MappedFile":
+    def open_existing(cls, path: str, file_size: int, sparse: bool = False) -> MappedFile:
         actual = os.path.getsize(path)
         if actual != file_size:
             raise StoreError(
@@ -335,7 +335,7 @@ class AllocateMappedFileService:
         with self._lock:
             pending = list(self._pending.items())
             self._pending.clear()
-        for path, fut in pending:
+        for _path, fut in pending:
             try:
                 mf = fut.result()
             except Exception:
@@ -374,10 +374,10 @@ class TruncatePlan:
     dirs: list[str]
 
     @classmethod
-    def empty(cls) -> "TruncatePlan":
+    def empty(cls) -> TruncatePlan:
         return cls([], [], [])
 
-    def add(self, other: "TruncatePlan") -> None:
+    def add(self, other: TruncatePlan) -> None:
         self.zero.extend(other.zero)
         self.doomed.extend(other.doomed)
         self.dirs.extend(other.dirs)

@@ -1,7 +1,8 @@
 """Message filters the read path applies (tag filtering by ConsumeQueue tag code)."""
 from __future__ import annotations
 
-from typing import Iterable, Protocol
+from typing import Protocol
+from collections.abc import Iterable
 
 from rmq.protocol.message import java_hash
 
@@ -23,11 +24,11 @@ class TagsMessageFilter:
         self.codes = None if codes is None else frozenset(codes)
 
     @classmethod
-    def from_tags(cls, tags: Iterable[str] | None) -> "TagsMessageFilter":
+    def from_tags(cls, tags: Iterable[str] | None) -> TagsMessageFilter:
         return cls(None if tags is None else (java_hash(t) for t in tags))
 
     @classmethod
-    def from_expression(cls, expression: str | None) -> "TagsMessageFilter":
+    def from_expression(cls, expression: str | None) -> TagsMessageFilter:
         """`*`, empty or None -> everything; else `a || b || c` (FilterAPI rules)."""
         if expression is None or expression.strip() in ("", "*"):
             return cls(None)

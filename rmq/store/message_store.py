@@ -7,34 +7,39 @@ import fcntl
 import logging
 import os
 import re
-import time
-from typing import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
-from rmq.protocol.errors import ProtocolError
+from rmq.common.clock import now_ms
 from rmq.protocol.message import (
     MessageConst,
     MessageExt,
     MessageExtBatch,
     MessageExtBrokerInner,
     SysFlag,
-    decode_record,
     pack_host,
 )
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.cleanup import StoreCleaner, destroy_files
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rmq.store.consume_queue import CQ_UNIT, ConsumeQueue, UnitsWriteError
+from rmq.store.consume_queue import ConsumeQueue, UnitsWriteError
 from rmq.store.dispatch import ReputMessageService
 from rmq.store.dispatch_request import DispatchRequest
-from rmq.store.errors import StoreError, StoreLockedError
-from rmq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rmq.store.errors import StoreLockedError
+from rmq.store.flush import (
+    FlushConsumeQueueService,
+    FlushGate,
+    FlushRealTimeService,
+    GroupCommitService,
+)
 from rmq.store.index import IndexService
-from rmq.store.mapped_file import AllocateMappedFileService, TruncatePlan
+from rmq.store.mapped_file import AllocateMappedFileService
 from rmq.store.message_filter import MessageFilter
+from rmq.store.read_path import MessageReader
+from rmq.store.recovery import StoreRecovery
+from rmq.store.replica import ReplicaAppender
 from rmq.store.results import (
     GetMessageResult,
-    GetMessageStatus,
     PutMessageResult,
     PutMessageStatus,
     QueryMessageResult,
@@ -45,7 +50,6 @@ log = logging.getLogger("rmq.store")
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _PUT_OK = PutMessageStatus.PUT_OK
-_time_ns = time.time_ns
 _WRITE_BLOCKING = RunningFlags._WRITE_BLOCKING
 _CQ_UNIT = 20
 
@@ -54,17 +58,6 @@ ArrivingListener = Callable[[str, int, int], None]
 
 # A put may also have to wait for replication; HA installs this hook.
 ReplicaWaiter = Callable[[PutMessageResult, bool], "asyncio.Future[PutMessageStatus] | None"]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _total_physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
 
 
 class MessageStore:
@@ -99,12 +92,19 @@ class MessageStore:
         self.last_exit_ok = True
         self._lock_fd: int | None = None
         self._valid_topics: set[str] = set()
-        self._memory_budget = _total_physical_memory() * config.accessMessageInMemoryMaxRatio // 100
         self._loaded = False
         # NOT_WRITEABLE was set because a file could not be created or written for lack
         # of space: the cleaner lifts it once the disk has room again.
         self._no_space = False
+        # fsync-gate: tripped by the first failed CommitLog flush, for good
+        self.flush_gate = FlushGate(self._on_flush_error)
+        # retries zeroing what a failed commit may have written (see _on_commit_error)
+        self._repair_handle: asyncio.TimerHandle | None = None
         self.cleaner = StoreCleaner(self)
+        # the jobs beside the put path, each usable on its own
+        self.reader = MessageReader(config, self.commitlog, self.consume_queue_table)
+        self.replica = ReplicaAppender(self.commitlog, self.reput)
+        self.recovery = StoreRecovery(self)
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
@@ -122,7 +122,8 @@ class MessageStore:
             if cfg.messageIndexEnable:
                 self.index_service = IndexService(cfg, self.checkpoint)
                 self.index_service.load(self.last_exit_ok)
-            self._recover()
+                self.reader.index_service = self.index_service
+            self.recovery.recover()
         except BaseException:
             self._release_lock()
             raise
@@ -168,75 +169,9 @@ class MessageStore:
                 cq.load()
                 self.consume_queue_table.setdefault(topic, {})[cq.queue_id] = cq
 
-    def _recover(self) -> None:
-        max_phy_cq = -1
-        for cq in self._iter_consume_queues():
-            cq.recover()
-            max_phy_cq = max(max_phy_cq, cq.max_physic_offset)
-        cfg = self.config
-        if not self.commitlog.mfq.mapped_files:
-            if max_phy_cq >= 0:
-                log.warning("the CommitLog has no files; deleting the consume queues")
-            self._destroy_logics()
-            return
-        if self.last_exit_ok:
-            process = self.commitlog.recover_normally(cfg.checkCRCOnRecover)
-        else:
-            assert self.checkpoint is not None
-            if cfg.messageIndexEnable and cfg.messageIndexSafe:
-                min_ts = self.checkpoint.min_timestamp_index()
-            else:
-                min_ts = self.checkpoint.min_timestamp()
-            process = self.commitlog.recover_abnormally(
-                cfg.checkCRCOnRecover, min_ts, lambda req: self._dispatch_recovery(req))
-        if max_phy_cq > process:
-            log.warning("consume queues reach %d, beyond the CommitLog end %d; truncating them",
-                        max_phy_cq, process)
-            self.truncate_dirty_logic_files(process)
-        self._truncate_index_beyond(process)
-        self._recover_topic_queue_table()
 
-    def _dispatch_recovery(self, req: DispatchRequest) -> None:
-        self.dispatch_batch([req])
 
-    def _truncate_index_beyond(self, offset: int) -> None:
-        """Drop index files that reach past offset and rebuild the index from the
-        earliest dropped entry (index files deleted as too new at an abnormal load
-        count too: re-dispatch from the checkpoint may start after their entries)."""
-        if self.index_service is None:
-            return
-        candidates = [self.index_service.truncate_beyond(offset),
-                      self.index_service.rebuild_from_phy_offset]
-        present = [c for c in candidates if c is not None]
-        if not present:
-            return
-        rebuild_from = min(present)
-        # Files the abnormal re-dispatch built since load() hold entries past
-        # rebuild_from; kept, they make the rebuild skip everything below their end.
-        again = self.index_service.truncate_beyond(rebuild_from)
-        if again is not None:
-            rebuild_from = min(rebuild_from, again)
-        self.index_service.rebuild_from_phy_offset = None
-        log.info("rebuilding the index from CommitLog offset %d to %d", rebuild_from, offset)
-        saved = self.reput.reput_from_offset
-        self.reput.reput_from_offset = max(rebuild_from, self.commitlog.min_offset)
-        index = self.index_service
-        self.reput.dispatcher = lambda reqs: (index.build_index_batch(reqs), len(reqs))[1]
-        try:
-            while self.reput.reput_from_offset < offset:
-                if self.reput.do_reput(4096) == 0:
-                    break
-        finally:
-            self.reput.dispatcher = self.dispatch_batch
-            self.reput.reput_from_offset = saved
 
-    def _recover_topic_queue_table(self) -> None:
-        table: dict[tuple[str, int], int] = {}
-        min_phy = self.commitlog.min_offset
-        for cq in self._iter_consume_queues():
-            table[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
-            cq.correct_min_offset(min_phy)
-        self.commitlog.topic_queue_table = table
 
     async def start(self) -> None:
         """Start flushing and dispatching; returns once dispatch has caught up."""
@@ -245,7 +180,7 @@ class MessageStore:
         cfg = self.config
         assert self.checkpoint is not None
         reput_from = self.commitlog.min_offset
-        for cq in self._iter_consume_queues():
+        for cq in self.iter_consume_queues():
             if cq.max_physic_offset > reput_from:
                 reput_from = cq.max_physic_offset
         self.reput.reput_from_offset = reput_from
@@ -257,24 +192,29 @@ class MessageStore:
         cl.on_commit = self._on_commit
         cl.on_commit_error = self._on_commit_error
         cl.start(asyncio.get_running_loop())
-        self._start_flush_services()
+        self.start_flush_services()
         self.reput.start()
         await self.reput.wait_caught_up()
         self.cleaner.start()
         self.shutdown_flag = False
 
-    def _start_flush_services(self) -> None:
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def start_flush_services(self) -> None:
         cfg = self.config
         assert self.checkpoint is not None
         cl = self.commitlog
         if cfg.flushDiskType == FlushDiskType.SYNC_FLUSH:
             self.flush_service = self._group_commit = GroupCommitService(
-                cl.mfq, self.checkpoint, cfg, cl.commit)
+                cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate)
         else:
-            self.flush_service = FlushRealTimeService(cl.mfq, self.checkpoint, cfg, cl.commit)
+            self.flush_service = FlushRealTimeService(cl.mfq, self.checkpoint, cfg, cl.commit,
+                                                      self.flush_gate)
         self.flush_service.start()
         self.flush_cq_service = FlushConsumeQueueService(
-            self._iter_consume_queues, self.index_service, self.checkpoint, cfg)
+            self.iter_consume_queues, self.index_service, self.checkpoint, cfg)
         self.flush_cq_service.start()
 
     async def shutdown(self) -> None:
@@ -282,18 +222,21 @@ class MessageStore:
         if self._lock_fd is None:
             return
         self.shutdown_flag = True
-        await self.cleaner.shutdown()
+        await self.cleaner.stop()
+        if self._repair_handle is not None:
+            self._repair_handle.cancel()
+            self._repair_handle = None
         self.reput.limit = None      # (a restart dispatches everything anyway)
         try:
             try:
                 self.commitlog.stop()
             except OSError:
                 pass  # logged; the abort file stays (not writeable)
-            await self.reput.shutdown()
+            await self.reput.stop()
             if self.flush_service is not None:
-                await self.flush_service.shutdown()
+                await self.flush_service.stop()
             if self.flush_cq_service is not None:
-                await self.flush_cq_service.shutdown()
+                await self.flush_cq_service.stop()
             assert self.checkpoint is not None
             if self.index_service is not None:
                 await asyncio.get_running_loop().run_in_executor(
@@ -319,7 +262,7 @@ class MessageStore:
     def _close_files(self) -> None:
         self.allocator.shutdown()
         self.commitlog.shutdown()
-        for cq in self._iter_consume_queues():
+        for cq in self.iter_consume_queues():
             cq.shutdown()
         if self.index_service is not None:
             self.index_service.shutdown()
@@ -334,6 +277,9 @@ class MessageStore:
         self._release_lock()
 
     def _on_commit(self) -> None:
+        gc = self._group_commit
+        if gc is not None:
+            gc.seal()
         self.reput.wakeup()
         for fn in self._commit_listeners:
             fn()
@@ -347,91 +293,7 @@ class MessageStore:
         if fn in self._commit_listeners:
             self._commit_listeners.remove(fn)
 
-    # ------------------------------------------------------------------ truncation (HA)
-    async def truncate_to(self, offset: int) -> int:
-        """Make the store what it would be had nothing at or after CommitLog offset
-        been written (a returning old master drops what the new master does not have;
-        RocketMQ 5's truncateFiles). Returns the number of CommitLog bytes dropped.
 
-        offset must start a record (CommitLog.record_boundary_error; StoreError says
-        what is there otherwise, and nothing changes). Then: the CommitLog files past
-        it go and the one holding it is cut; every ConsumeQueue loses the units of the
-        dropped records (a queue left with none goes entirely); the index forgets their
-        entries in place (no rebuild: IndexService.truncate_plan); the queue-offset
-        table is rebuilt from the queues; dispatch resumes from offset; the
-        checkpoint's timestamps fall back to the newest record left, so an abnormal
-        restart recovers from a point the truncated files support.
-
-        A started store must be a SLAVE, and HA must not append until this returns:
-        nothing may write meanwhile. Dispatch is run to the last complete record (it
-        then has nothing to do); the flush services are stopped (after flushing what
-        they had) and started again, so no flush in flight can record a position past
-        the cut.
-        The file work (zeroing dropped tails, fdatasync, unlink) runs in a worker
-        thread; readers on the loop see the shortened store at once, in one step.
-        """
-        if not self._loaded:
-            raise StoreError("truncate_to needs a loaded store (call load() first)")
-        running = not self.shutdown_flag
-        if running and self.config.brokerRole != BrokerRole.SLAVE:
-            raise StoreError(f"truncate_to refuses to cut a writable store "
-                             f"({self.config.brokerRole.value}): make it a SLAVE first")
-        cl = self.commitlog
-        try:
-            cl.commit()
-        except OSError as e:
-            raise StoreError(f"cannot commit the CommitLog before truncating: {e}") from e
-        dispatched_to = -1
-        if running:
-            # dispatch every complete record (a slave's tail may end mid-record:
-            # wait_caught_up would wait for the rest); it is idle afterwards
-            while self.reput.do_reput(self.reput.batch_limit):
-                await asyncio.sleep(0)
-            dispatched_to = self.reput.reput_from_offset
-        end = cl.max_offset
-        problem = cl.record_boundary_error(offset, dispatched_to)
-        if problem is not None:
-            raise StoreError(f"cannot truncate the CommitLog at offset {offset}: {problem}")
-        if offset == end:
-            return 0
-        log.warning("truncating the store at CommitLog offset %d (end %d, %d bytes)",
-                    offset, end, end - offset)
-        if running:
-            await self._stop_flush_services()
-        try:
-            plan = self._truncate_bookkeeping(offset)
-            checkpoint = self.checkpoint
-            assert checkpoint is not None
-
-            def disk_work() -> None:
-                plan.run()
-                checkpoint.sync()
-
-            try:
-                await asyncio.to_thread(disk_work)
-            except OSError as e:
-                self.running_flags.set(RunningFlags.NOT_WRITEABLE)
-                raise StoreError(f"truncating the store files at {offset} failed: {e}; "
-                                 "the store refuses writes") from e
-            finally:
-                plan.finish()
-        finally:
-            if running:
-                self._start_flush_services()
-        log.warning("store truncated at CommitLog offset %d: %d bytes dropped", offset,
-                    end - offset)
-        return end - offset
-
-    async def drop_incomplete_tail(self) -> int:
-        """Cut a started SLAVE's CommitLog back to the end of its last complete record
-        (replicated blocks need not end on one): what a slave must do before it takes
-        writes as master (RocketMQ's truncateInvalidMsg). Returns the bytes dropped;
-        0 for a store not started (recovery at load already dropped such a tail)."""
-        if self.shutdown_flag:
-            return 0
-        while self.reput.do_reput(self.reput.batch_limit):
-            await asyncio.sleep(0)
-        return await self.truncate_to(self.reput.reput_from_offset)
 
     # ------------------------------------------------------------------ role changes (failover)
     def switch_to_slave(self) -> None:
@@ -442,19 +304,6 @@ class MessageStore:
         self.config.brokerRole = BrokerRole.SLAVE
         self.commit_now()
 
-    async def prepare_to_lead(self) -> int:
-        """A SLAVE about to take writes (its HA client stopped): cut an incomplete
-        replicated tail, dispatch every record, rebuild the queue-offset table from the
-        ConsumeQueues (a slave's dispatch does not keep it). Returns the CommitLog bytes
-        dropped. Nothing may append meanwhile; set_role then opens the store."""
-        if self.config.brokerRole != BrokerRole.SLAVE:
-            raise StoreError("prepare_to_lead needs a SLAVE store (switch_to_slave first)")
-        self.reput.limit = None      # all of this log is the group's now
-        dropped = await self.drop_incomplete_tail()
-        while self.reput.do_reput(self.reput.batch_limit):
-            await asyncio.sleep(0)
-        self._recover_topic_queue_table()
-        return dropped
 
     def set_role(self, role: BrokerRole) -> None:
         """Take role now (a master role: puts are accepted from here on)."""
@@ -466,75 +315,67 @@ class MessageStore:
     def set_dispatch_limit(self, offset: int | None) -> None:
         """Dispatch (what consumers see) stops at offset; None: at the CommitLog end.
         A master in controller mode sets it to what its in-sync slaves acked."""
-        old = self.reput.limit
-        self.reput.limit = offset
-        if offset is None or old is None or offset > old:
-            self.reput.wakeup()
+        self.reput.set_limit(offset)
 
-    async def _stop_flush_services(self) -> None:
+    async def stop_flush_services(self) -> None:
         if self.flush_service is not None:
-            await self.flush_service.shutdown()
+            await self.flush_service.stop()
         if self.flush_cq_service is not None:
-            await self.flush_cq_service.shutdown()
+            await self.flush_cq_service.stop()
 
-    def _truncate_bookkeeping(self, offset: int) -> TruncatePlan:
-        """Everything of truncate_to that is not file I/O, in one synchronous step."""
-        plan = self.commitlog.truncate_plan(offset)
-        for topic, qs in list(self.consume_queue_table.items()):
-            for qid, cq in list(qs.items()):
-                p, emptied = cq.truncate_plan(offset)
-                plan.add(p)
-                if emptied:
-                    del qs[qid]
-            if not qs:
-                del self.consume_queue_table[topic]
-        cl = self.commitlog
-        if self.index_service is not None:
-            plan.add(self.index_service.truncate_plan(
-                offset, lambda phy: cl.pick_store_timestamp(phy, 0)))
-        self._recover_topic_queue_table()
-        if self.reput.reput_from_offset > offset:
-            self.reput.reput_from_offset = offset
-        ts = self._last_dispatched_store_timestamp()
-        ck = self.checkpoint
-        assert ck is not None
-        ck.physic_msg_timestamp = min(ck.physic_msg_timestamp, ts)
-        ck.logics_msg_timestamp = min(ck.logics_msg_timestamp, ts)
-        ck.master_flushed_offset = min(ck.master_flushed_offset, offset)
-        ck.confirm_phy_offset = min(ck.confirm_phy_offset, offset)
-        ck.write()
-        cl.mfq.store_timestamp = min(cl.mfq.store_timestamp, ts)
-        return plan
 
-    def _last_dispatched_store_timestamp(self) -> int:
-        """Store time of the newest record any ConsumeQueue points at (0 if none)."""
-        best_off, best_size = -1, 0
-        for cq in self._iter_consume_queues():
-            n = cq.get_max_offset_in_queue()
-            if n > cq.get_min_offset_in_queue():
-                u = cq.read_unit(n - 1)
-                if u is not None and u[0] > best_off and u[1] != 0x7FFFFFFF:
-                    best_off, best_size = u[0], u[1]
-        if best_off < 0:
-            return 0
-        return max(self.commitlog.pick_store_timestamp(best_off, best_size), 0)
 
     def _on_commit_error(self, e: OSError) -> None:
+        """A CommitLog commit failed and rolled its records back: refuse writes until
+        repair() has zeroed what the write may have reached (retried here, then on
+        the next put) -- the probe that the disk takes writes again."""
         if not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
-            log.error("writing the CommitLog failed (%s); refusing writes", e)
+            log.error("writing the CommitLog failed (%s); refusing writes until a write "
+                      "succeeds again", e)
             self._no_space = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        self.running_flags.set(RunningFlags.NOT_WRITEABLE)
+        gc = self._group_commit
+        if gc is not None:
+            gc.fail_open(PutMessageStatus.UNKNOWN_ERROR)
+        self._schedule_repair(0.1)
+
+    def _schedule_repair(self, delay: float) -> None:
+        if self._repair_handle is None and not self.shutdown_flag:
+            self._repair_handle = asyncio.get_running_loop().call_later(delay, self._try_repair,
+                                                                        delay)
+
+    def _try_repair(self, delay: float) -> None:
+        self._repair_handle = None
+        try:
+            self.commitlog.repair()
+        except OSError as e:
+            log.debug("the CommitLog still refuses writes: %s", e)
+            self._schedule_repair(min(delay * 2, 2.0))
+            return
+        self._writes_work_again()
+
+    def _writes_work_again(self) -> None:
+        if self.flush_gate.tripped or not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
+            return
+        self._no_space = False
+        self.running_flags.clear(RunningFlags.NOT_WRITEABLE)
+        log.warning("the CommitLog takes writes again; accepting puts")
+
+    def _on_flush_error(self, e: OSError) -> None:
+        log.error("fdatasync of the CommitLog failed (%s): what it covered may be lost, and "
+                  "no later flush can prove otherwise; refusing writes until the broker is "
+                  "restarted", e)
         self.running_flags.set(RunningFlags.NOT_WRITEABLE)
 
     def space_returned(self) -> None:
         """The cleaner measured room on the CommitLog's disk: writes refused because a
-        file could not be created or committed for lack of space resume, once the write
-        buffer has been committed (its retry runs on its own)."""
+        file could not be created or committed for lack of space resume, once what a
+        failed commit may have written is zeroed."""
         if (self._no_space and self.running_flags.is_set(RunningFlags.NOT_WRITEABLE)
-                and self.commitlog.uncommitted_bytes == 0):
-            self._no_space = False
-            self.running_flags.clear(RunningFlags.NOT_WRITEABLE)
-            log.warning("the CommitLog's disk has room again (%.1f%% used); accepting writes",
+                and not self.commitlog.damaged):
+            log.warning("the CommitLog's disk has room again (%.1f%% used)",
                         self.cleaner.commitlog_service.commitlog_ratio * 100)
+            self._writes_work_again()
 
     def not_writeable_reason(self) -> str:
         """Why puts are refused, for the send response's remark."""
@@ -547,6 +388,9 @@ class MessageStore:
             c = self.cleaner.commitlog_service
             return (f"the disk is full: the CommitLog's disk is {c.commitlog_ratio * 100:.1f}% "
                     f"used, above diskSpaceWarningLevelRatio {self.config.diskSpaceWarningLevelRatio}%")
+        if self.flush_gate.tripped:
+            return (f"store not writeable: flushing the CommitLog failed ({self.flush_gate.error}); "
+                    "restart the broker")
         if flags.is_set(RunningFlags.NOT_WRITEABLE) and self._no_space:
             return "the disk is full: no space left for the CommitLog"
         if flags.is_set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR):
@@ -610,13 +454,9 @@ class MessageStore:
             bad = self._check_topic(msg.topic)
             if bad is not None:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
-        ps = msg.properties_string
-        if ps is not None and len(ps) > 32767:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark="properties longer than 32767 characters"), None
         if not msg.store_host:
             msg.store_host = self.store_host
-        result = self.commitlog.put_message(msg, _time_ns() // 1_000_000)
+        result = self.commitlog.put_message(msg, now_ms())
         if result.status is not _PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
@@ -627,7 +467,8 @@ class MessageStore:
         if self.replica_waiter is None:
             gc = self._group_commit
             if gc is None:
-                return result, None
+                # ASYNC_FLUSH: answered once the commit wrote the record to the file
+                return result, self.commitlog.pending_commit()
             if msg.properties.get(MessageConst.WAIT_STORE_MSG_OK) != "false":
                 return result, gc.submit(result.wrote_offset + result.wrote_bytes)
         return result, self._waiter(result, msg.wait_store_msg_ok)
@@ -647,7 +488,7 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
         if not batch.store_host:
             batch.store_host = self.store_host
-        result = self.commitlog.put_messages(batch, _now_ms())
+        result = self.commitlog.put_messages(batch, now_ms())
         if result.status is not PutMessageStatus.PUT_OK:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
@@ -657,33 +498,36 @@ class MessageStore:
         return result, self._waiter(result, wait)
 
     def _waiter(self, result: PutMessageResult, wait: bool) -> Awaitable[PutMessageStatus] | None:
-        fs = self._group_commit
-        flush_fut = None
-        if fs is not None:
-            if wait:
-                flush_fut = fs.submit(result.end_offset)
-            else:
-                fs.wakeup()
+        """Flush (SYNC_FLUSH and wait: the group-commit round, which a failed commit
+        answers UNKNOWN_ERROR) or else the commit; and replication when HA asks for it."""
+        gc = self._group_commit
+        stored: asyncio.Future[PutMessageStatus] | None
+        if gc is not None and wait:
+            stored = gc.submit(result.end_offset)
+        else:
+            if gc is not None:
+                gc.wakeup()
+            stored = self.commitlog.commit_waiter(result.end_offset)
         replica_fut = self.replica_waiter(result, wait) if self.replica_waiter is not None else None
-        if flush_fut is None:
-            return replica_fut
         if replica_fut is None:
-            return flush_fut
-        return _combine(flush_fut, replica_fut)
+            return stored
+        if stored is None:
+            return replica_fut
+        return _combine(stored, replica_fut)
 
     def commit_now(self) -> None:
         """Commit every appended record to the CommitLog file now (one pwrite; nothing
-        when nothing is pending). See put_nowait for when a caller needs it."""
+        when nothing is pending)."""
         if self.commitlog.uncommitted_bytes:
             try:
                 self.commitlog.commit()
             except OSError:
-                pass  # logged, store marked not writeable; the scheduled retry continues
+                pass  # logged; the records rolled back, their waiters answered an error
 
-    def commit_waiter(self, result: PutMessageResult) -> "asyncio.Future[PutMessageStatus] | None":
+    def commit_waiter(self, result: PutMessageResult) -> asyncio.Future[PutMessageStatus] | None:
         """A future completed when the put of result is committed (None if it is).
         Shared by all puts of a loop iteration; its result is PUT_OK, or UNKNOWN_ERROR
-        if writing the CommitLog failed."""
+        if writing the CommitLog failed (the records are rolled back then)."""
         if not result.status.stored:
             return None
         return self.commitlog.commit_waiter(result.end_offset)
@@ -711,48 +555,15 @@ class MessageStore:
         return await self._await_put(result, waiter)
 
     # ------------------------------------------------------------------ replication
-    def get_commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
-        """Committed CommitLog bytes from offset, at most max_bytes, never past the end
-        of offset's file (RocketMQ's getCommitLogData for the HA writer). None when
-        nothing is readable there (no data yet, or the file was deleted)."""
-        got = self.commitlog.get_data(offset, max_bytes)
-        if got is None:
-            return None
-        mf, pos, end = got
-        if mf.file_from_offset + pos != offset:
-            return None     # offset is not in the returned file (deleted / not written)
-        return mf.mm[pos:end]
 
-    @property
-    def commitlog_empty(self) -> bool:
-        """No CommitLog file at all (a new slave takes any first offset its master sends)."""
-        return not self.commitlog.mfq.mapped_files
 
     def set_dispatch_throttle(self, seconds: float) -> None:
         """Dispatch pauses this long between its batches (0: it only yields): a slave
         catching up lets the CommitLog copy go first."""
-        self.reput.throttle = seconds
+        self.reput.set_throttle(seconds)
 
-    def replica_file_ready(self, offset: int) -> bool:
-        """False when replicated bytes at offset need a new CommitLog file first."""
-        return self.commitlog.replica_file(offset) is not None
 
-    async def create_replica_file(self, offset: int) -> None:
-        """Create the CommitLog file for replicated offset in a worker thread."""
-        cl = self.commitlog
-        mf = await asyncio.get_running_loop().run_in_executor(None, cl.make_replica_file, offset)
-        if cl.replica_file(offset) is not None:    # someone else made it meanwhile
-            mf.close()
-            return
-        cl.add_replica_file(mf, offset)
-        if self.reput.reput_from_offset < cl.min_offset:
-            # a slave that starts mid-stream: nothing to dispatch below its first file
-            self.reput.reput_from_offset = cl.min_offset
 
-    def append_replicated(self, offset: int, blocks: list[memoryview]) -> int:
-        """Append a master's contiguous bytes at offset (one file); returns the new end.
-        Dispatch is woken and builds ConsumeQueues and the index from them."""
-        return self.commitlog.append_replica(offset, blocks)
 
     # ------------------------------------------------------------------ dispatch
     def dispatch_batch(self, reqs: list[DispatchRequest]) -> int:
@@ -820,12 +631,9 @@ class MessageStore:
         return done
 
     # ------------------------------------------------------------------ consume queues
-    def _iter_consume_queues(self) -> Iterable[ConsumeQueue]:
+    def iter_consume_queues(self) -> Iterable[ConsumeQueue]:
         for qs in self.consume_queue_table.values():
             yield from qs.values()
-
-    def iter_consume_queues(self) -> Iterable[ConsumeQueue]:
-        return self._iter_consume_queues()
 
     async def delete_topics(self, topics: Iterable[str]) -> int:
         """Drop the consume queues of topics (and their queue offsets: a topic created
@@ -861,26 +669,83 @@ class MessageStore:
         return cq
 
     def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        qs = self.consume_queue_table.get(topic)
-        return qs.get(queue_id) if qs is not None else None
+        return self.reader.get_consume_queue(topic, queue_id)
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        for cq in self._iter_consume_queues():
+        for cq in self.iter_consume_queues():
             cq.truncate_dirty_logic_files(phy_offset)
 
-    def _destroy_logics(self) -> None:
-        for cq in list(self._iter_consume_queues()):
+    def destroy_logics(self) -> None:
+        for cq in list(self.iter_consume_queues()):
             cq.destroy()
         self.consume_queue_table.clear()
 
-    # ------------------------------------------------------------------ reads
+    # ------------------------------------------------------------------ reads (read_path.py)
+    def get_messages(self, group: str, topic: str, queue_id: int, offset: int,
+                     max_msg_nums: int, message_filter: MessageFilter | None = None) -> GetMessageResult:
+        """Records of one queue from offset, exactly as stored (spec 2.5 statuses)."""
+        return self.reader.get_messages(group, topic, queue_id, offset, max_msg_nums, message_filter)
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.get_consume_queue(topic, queue_id)
-        return cq.get_max_offset_in_queue() if cq is not None else 0
+        return self.reader.get_max_offset_in_queue(topic, queue_id)
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.get_consume_queue(topic, queue_id)
-        return cq.get_min_offset_in_queue() if cq is not None else -1
+        return self.reader.get_min_offset_in_queue(topic, queue_id)
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        return self.reader.check_in_disk_by_consume_offset(topic, queue_id, consume_offset)
+
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
+        return self.reader.select_one_message_by_offset(commit_log_offset, size)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        return self.reader.look_message_by_offset(commit_log_offset)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        return self.reader.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: str | None = None) -> int:
+        return self.reader.get_offset_in_queue_by_time(topic, queue_id, timestamp, boundary)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        return self.reader.get_message_store_timestamp(topic, queue_id, cq_offset)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self.reader.get_earliest_message_time(topic, queue_id)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        return self.reader.query_message(topic, key, max_num, begin, end)
+
+    def get_commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
+        return self.reader.get_commitlog_data(offset, max_bytes)
+
+    # ------------------------------------------------------------------ replica append (replica.py)
+    @property
+    def commitlog_empty(self) -> bool:
+        return self.replica.commitlog_empty
+
+    def replica_file_ready(self, offset: int) -> bool:
+        return self.replica.replica_file_ready(offset)
+
+    async def create_replica_file(self, offset: int) -> None:
+        await self.replica.create_replica_file(offset)
+
+    def append_replicated(self, offset: int, blocks: list[memoryview]) -> int:
+        return self.replica.append_replicated(offset, blocks)
+
+    # ------------------------------------------------------------------ recovery (recovery.py)
+    async def truncate_to(self, offset: int) -> int:
+        return await self.recovery.truncate_to(offset)
+
+    async def drop_incomplete_tail(self) -> int:
+        return await self.recovery.drop_incomplete_tail()
+
+    async def prepare_to_lead(self) -> int:
+        return await self.recovery.prepare_to_lead()
+
+    # ------------------------------------------------------------------ offsets
+
 
     @property
     def max_phy_offset(self) -> int:
@@ -899,193 +764,17 @@ class MessageStore:
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind
 
-    def _next_offset_correction(self, old: int, new: int) -> int:
-        if self.config.brokerRole != BrokerRole.SLAVE or self.config.offsetCheckInSlave:
-            return new
-        return old
 
-    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int,
-                           message_total: int, in_disk: bool) -> bool:
-        if buffer_total == 0 or message_total == 0:
-            return False
-        if max_msg_nums <= message_total:
-            return True
-        cfg = self.config
-        if in_disk:
-            return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInDisk
-                    or message_total > cfg.maxTransferCountOnMessageInDisk - 1)
-        return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInMemory
-                or message_total > cfg.maxTransferCountOnMessageInMemory - 1)
 
-    def get_messages(self, group: str, topic: str, queue_id: int, offset: int,
-                     max_msg_nums: int, message_filter: MessageFilter | None = None) -> GetMessageResult:
-        """Records of one queue from offset, exactly as stored (spec 2.5 statuses)."""
-        max_offset_py = self.commitlog.max_offset
-        cq = self.get_consume_queue(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
-                                    self._next_offset_correction(offset, 0))
-        min_offset = cq.get_min_offset_in_queue()
-        max_offset = cq.get_max_offset_in_queue()
-        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
-        if max_offset == 0:
-            result.next_begin_offset = self._next_offset_correction(offset, 0)
-        elif offset < min_offset:
-            result.status = GetMessageStatus.OFFSET_TOO_SMALL
-            result.next_begin_offset = self._next_offset_correction(offset, min_offset)
-        elif offset == max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            result.next_begin_offset = self._next_offset_correction(offset, offset)
-        elif offset > max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = self._next_offset_correction(
-                offset, min_offset if min_offset == 0 else max_offset)
-        else:
-            got = cq.get_index_buffer(offset)
-            if got is None:
-                result.status = GetMessageStatus.OFFSET_FOUND_NULL
-                result.next_begin_offset = self._next_offset_correction(
-                    offset, cq.roll_next_file(offset))
-                return result
-            self._collect(result, cq, got, offset, max_msg_nums, message_filter, max_offset_py)
-        return result
 
-    def _collect(self, result: GetMessageResult, cq: ConsumeQueue, got, offset: int,
-                 max_msg_nums: int, message_filter: MessageFilter | None, max_offset_py: int) -> None:
-        mf, pos, end = got
-        mm = mf.mm
-        unit = CQ_UNIT
-        status = GetMessageStatus.NO_MATCHED_MESSAGE
-        next_phy_file_start = -1
-        max_phy_pulling = 0
-        max_filter = max(16000, max_msg_nums * 20)
-        budget = self._memory_budget
-        commitlog = self.commitlog
-        buffers = result.buffers
-        qoffs = result.queue_offsets
-        total = 0
-        i = 0
-        span = min(end - pos, max_filter)
-        while i < span:
-            off_py, size_py, tags_code = unit.unpack_from(mm, pos + i)
-            max_phy_pulling = off_py
-            i += _CQ_UNIT
-            if next_phy_file_start >= 0 and off_py < next_phy_file_start:
-                continue
-            in_disk = (max_offset_py - off_py) > budget
-            if self._is_the_batch_full(size_py, max_msg_nums, total, len(buffers), in_disk):
-                i -= _CQ_UNIT
-                break
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
-                if total == 0:
-                    status = GetMessageStatus.NO_MATCHED_MESSAGE
-                continue
-            data = commitlog.get_message(off_py, size_py)
-            if data is None:
-                if total == 0:
-                    status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = commitlog.roll_next_file(off_py)
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
-                if total == 0:
-                    status = GetMessageStatus.NO_MATCHED_MESSAGE
-                continue
-            buffers.append(data)
-            qoffs.append(offset + (i - _CQ_UNIT) // _CQ_UNIT)
-            total += size_py
-            status = GetMessageStatus.FOUND
-            next_phy_file_start = -1
-        result.status = status
-        result.buffer_total_size = total
-        result.next_begin_offset = offset + i // _CQ_UNIT
-        result.max_phy_offset_pulling = max_phy_pulling
-        result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > budget
 
-    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
-        """True when the message at consume_offset is far enough behind the CommitLog end
-        to have left memory (accessMessageInMemoryMaxRatio); False if there is none."""
-        cq = self.get_consume_queue(topic, queue_id)
-        if cq is None:
-            return False
-        u = cq.read_unit(consume_offset)
-        if u is None:
-            return False
-        return (self.commitlog.max_offset - u[0]) > self._memory_budget
 
-    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
-        if size is None:
-            size = self.commitlog.get_record_size_at(commit_log_offset)
-            if size <= 0:
-                return None
-        return self.commitlog.get_message(commit_log_offset, size)
 
-    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
-        data = self.select_one_message_by_offset(commit_log_offset)
-        if data is None:
-            return None
-        try:
-            return decode_record(data)
-        except ProtocolError:
-            return None
 
-    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.get_consume_queue(topic, queue_id)
-        if cq is None:
-            return 0
-        u = cq.read_unit(cq_offset)
-        return u[0] if u is not None else 0
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
-                                    boundary: str | None = None) -> int:
-        cq = self.get_consume_queue(topic, queue_id)
-        if cq is None:
-            return 0
-        return cq.get_offset_in_queue_by_time(timestamp, self.commitlog.pick_store_timestamp, boundary)
 
-    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.get_consume_queue(topic, queue_id)
-        if cq is None:
-            return -1
-        u = cq.read_unit(cq_offset)
-        if u is None:
-            return -1
-        return self.commitlog.pick_store_timestamp(u[0], u[1])
 
-    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self.get_consume_queue(topic, queue_id)
-        if cq is None:
-            return -1
-        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
 
-    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
-        """Messages whose KEYS contain key or whose UNIQ_KEY is key, via the index."""
-        result = QueryMessageResult()
-        if self.index_service is None:
-            return result
-        last_query_time = end
-        for _ in range(3):
-            q = self.index_service.query_offset(topic, key, max_num, begin, last_query_time)
-            result.index_last_update_timestamp = q.index_last_update_timestamp
-            result.index_last_update_phyoffset = q.index_last_update_phyoffset
-            for m, off in enumerate(sorted(q.phy_offsets)):
-                data = self.select_one_message_by_offset(off)
-                if data is None:
-                    continue
-                try:
-                    msg = decode_record(data)
-                except ProtocolError:
-                    continue
-                if m == 0:
-                    last_query_time = msg.store_timestamp
-                # The index returns hash collisions; keep exact matches only.
-                if msg.topic != topic:
-                    continue
-                keys = (msg.properties.get(MessageConst.KEYS) or "").split(MessageConst.KEY_SEPARATOR)
-                if key in keys or msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
-                    result.buffers.append(data)
-            if result.buffers or last_query_time < begin:
-                break
-        return result
 
 
 def _remove_empty_dirs(topic_dirs: list[str]) -> None:
@@ -1106,6 +795,10 @@ def _remove_empty_dirs(topic_dirs: list[str]) -> None:
 async def _combine(flush_fut: Awaitable[PutMessageStatus],
                    replica_fut: Awaitable[PutMessageStatus]) -> PutMessageStatus:
     flush_status = await flush_fut
+    if not flush_status.stored:
+        # not written (rolled back): a slave's ack of the same offsets later is
+        # for other records
+        return flush_status
     replica_status = await replica_fut
     if replica_status is not PutMessageStatus.PUT_OK:
         return replica_status

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmq.protocol.message import create_message_id
 

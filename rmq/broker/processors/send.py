@@ -361,7 +361,7 @@ class SendMessageProcessor:
         wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         result, waiter = b.store.put_batch_nowait(batch)
         if wait == "false" and waiter is not None:
-            waiter = None
+            waiter = b.store.commit_waiter(result)   # not the flush: the write, still
         if waiter is None:
             return self._response(request, result, None, qid, header.topic)
         return self._answer_later(conn, request, result, waiter, None, qid, header.topic)

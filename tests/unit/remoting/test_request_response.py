@@ -494,20 +494,3 @@ async def test_close_while_connecting_and_connect_slower_than_timeout(make_clien
     await client.close()
     with pytest.raises(RemotingClosedError):
         await asyncio.wait_for(task, 1)
-
-
-async def test_before_write_runs_before_any_response_leaves(make_server, make_client):
-    """The broker commits the CommitLog write buffer in before_write: every response
-    (a synchronous answer included) must be preceded by a call, in the same iteration."""
-    events: list[str] = []
-    server = await make_server(before_write=lambda: events.append("commit"))
-
-    def answer(conn, cmd):
-        events.append("answered")
-        return cmd.create_response(0)
-
-    server.register_processor(10, answer)
-    client = make_client()
-    resp = await client.invoke(server.address, RemotingCommand(10), 5)
-    assert resp.code == 0
-    assert events == ["answered", "commit"]

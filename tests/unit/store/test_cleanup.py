@@ -110,12 +110,12 @@ async def test_expired_files_go_at_delete_when_only(store, tmp_path, caplog):
         index_before = names(root / "index")
         assert len(index_before) >= 3
         time.sleep(1.2)                          # 0.0003 h = 1.08 s: every file expired
-        assert await st.cleaner.run_once() == 0  # not the hour, disk not full
+        assert await st.cleaner.clean_once() == 0  # not the hour, disk not full
         assert commitlog(st) == cl
 
         st.config.deleteWhen = this_hour()
         caplog.set_level(logging.INFO, "rmq.store.cleanup")
-        n = await st.cleaner.run_once()
+        n = await st.cleaner.clean_once()
         left = commitlog(st)
         assert left == cl[-1:], "every file but the current one"
         assert n >= len(cl) - 1
@@ -147,7 +147,7 @@ async def test_expired_files_go_at_delete_when_only(store, tmp_path, caplog):
         for f in st.index_service.index_files[:-1]:
             assert f.end_phy_offset >= cl_min
         # a second run has nothing to do
-        assert await st.cleaner.run_once() == 0
+        assert await st.cleaner.clean_once() == 0
     finally:
         await cm.__aexit__(None, None, None)
 
@@ -162,25 +162,25 @@ async def test_space_watermarks(store, tmp_path):
         assert len(cl) >= 7
         # above diskMaxUsedSpaceRatio: only expired files go, at once (not the hour)
         disk.ratio = 0.80
-        assert await st.cleaner.run_once() == 0
+        assert await st.cleaner.clean_once() == 0
         assert commitlog(st) == cl
         age([root / "commitlog" / cl[0]], 73 * 3600)
-        assert await st.cleaner.run_once() >= 1
+        assert await st.cleaner.clean_once() >= 1
         assert commitlog(st) == cl[1:], "the expired head, no further"
         # above diskSpaceCleanForciblyRatio: unexpired files too, oldest first, 2 a run
         disk.ratio = 0.87
-        assert await st.cleaner.run_once() >= 2
+        assert await st.cleaner.clean_once() >= 2
         assert commitlog(st) == cl[3:]
         assert st.running_flags.is_writeable()
         # cleanFileForciblyEnable=false: nothing unexpired goes
         st.config.cleanFileForciblyEnable = False
-        await st.cleaner.run_once()
+        await st.cleaner.clean_once()
         assert commitlog(st) == cl[3:]
         st.config.cleanFileForciblyEnable = True
         # never the current file, however full the disk
         disk.ratio = 0.99
         for _ in range(5):
-            await st.cleaner.run_once()
+            await st.cleaner.clean_once()
         assert commitlog(st) == cl[-1:]
         assert st.min_phy_offset == int(cl[-1])
     finally:
@@ -192,7 +192,7 @@ async def test_disk_full_refuses_writes_until_space_returns(store):
     try:
         await fill(st, 3)
         disk.ratio = 0.93
-        await st.cleaner.run_once()
+        await st.cleaner.clean_once()
         assert st.running_flags.is_set(RunningFlags.DISK_FULL)
         r = await st.put(msg("Ret", b"refused"))
         assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -200,10 +200,10 @@ async def test_disk_full_refuses_writes_until_space_returns(store):
         assert "diskSpaceWarningLevelRatio 90%" in r.remark
         # between the two watermarks the mark stays (RocketMQ's hysteresis)
         disk.ratio = 0.87
-        await st.cleaner.run_once()
+        await st.cleaner.clean_once()
         assert (await st.put(msg("Ret", b"still"))).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         disk.ratio = 0.50
-        await st.cleaner.run_once()
+        await st.cleaner.clean_once()
         assert not st.running_flags.is_set(RunningFlags.DISK_FULL)
         assert (await st.put(msg("Ret", b"back"))).status is PutMessageStatus.PUT_OK
     finally:

@@ -37,8 +37,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     c = FakeClock()
-    monkeypatch.setattr("rmq.store.message_store._time_ns", c.time_ns)
-    monkeypatch.setattr("rmq.store.message_store._now_ms", lambda: c.now_ms)
+    monkeypatch.setattr("rmq.store.message_store.now_ms", lambda: c.now_ms)
     return c
 
 

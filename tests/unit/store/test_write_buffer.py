@@ -37,7 +37,9 @@ async def test_reads_see_committed_records_only(open_store):
     async with open_store() as st:
         end0 = st.max_phy_offset
         r, waiter = st.put_nowait(msg(body=b"x" * 100))
-        assert r.status is PutMessageStatus.PUT_OK and waiter is None
+        # ASYNC_FLUSH: answered through the commit (shared by the iteration's puts)
+        assert r.status is PutMessageStatus.PUT_OK and waiter is st.commit_waiter(r)
+        assert waiter is not None and not waiter.done()
         # appended, not yet in the file: not readable, not dispatched
         assert st.max_phy_offset == end0
         assert st.select_one_message_by_offset(r.wrote_offset) is None
