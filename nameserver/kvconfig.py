@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgpack
 
-from rmq.protocol.route import KVTable
+from rmq.protocol.bodies import KVTable
 
 __all__ = ["KVConfigManager", "NAMESPACE_ORDER_TOPIC_CONFIG", "default_kv_path"]
 

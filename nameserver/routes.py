@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable
 
 from rmq.protocol.codes import PermName
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     MASTER_ID, BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig,
     TopicConfigSerializeWrapper, TopicList, TopicRouteData,
 )

@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Sequence, TypeVar
 from rmq.admin.base import AdminError
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
-from rmq.protocol.admin_bodies import ConsumeStats, ConsumerConnection, ProducerConnection
+from rmq.protocol.bodies import ConsumeStats, ConsumerConnection, ProducerConnection
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -29,7 +29,7 @@ from rmq.protocol.headers import (BrokerPermRequestHeader, DeleteSubscriptionGro
                                   GetConsumerConnectionListRequestHeader,
                                   GetProducerConnectionListRequestHeader)
 from rmq.protocol.message import MessageExt, decode_message_id
-from rmq.protocol.route import (MASTER_ID, BrokerData, ClusterInfo, MessageQueue, TopicConfig,
+from rmq.protocol.bodies import (MASTER_ID, BrokerData, ClusterInfo, MessageQueue, TopicConfig,
                                 TopicRouteData, dumps_fastjson, loads_fastjson,
                                 loads_object_keyed_map)
 from rmq.remoting.client import RemotingClient

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from rmq.protocol.codes import PermName
-from rmq.protocol.route import TopicConfig, dumps_fastjson
+from rmq.protocol.bodies import TopicConfig, dumps_fastjson
 
 __all__ = ["Col", "Table", "fastjson_pretty", "without_nulls", "human_time",
            "topic_config_string", "mq_version_desc"]

@@ -43,7 +43,7 @@ from rmq.client.consume_service import ConsumeServiceBase
 from rmq.client.message import Message, retry_topic
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
 from rmq.protocol.message import MessageConst, MessageExt
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 if TYPE_CHECKING:
     from rmq.client.push_consumer import PushConsumer

@@ -43,7 +43,7 @@ from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest, RebalanceIm
 from rmq.client.routes import topic_route_to_subscribe_info
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.message import MessageExt
-from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
+from rmq.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
 
 __all__ = ["LitePullConsumer"]
 

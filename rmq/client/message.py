@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 from rmq.client.errors import MQClientError
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt, SysFlag
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 __all__ = [
     "Message", "MessageExt", "MessageQueue", "SendStatus", "SendResult", "PullStatus",

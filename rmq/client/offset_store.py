@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.route import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
+from rmq.protocol.bodies import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
                                 loads_object_keyed_map)
 
 __all__ = ["ReadOffsetType", "OffsetStore", "RemoteBrokerOffsetStore", "LocalFileOffsetStore",

@@ -74,7 +74,7 @@ from rmq.client.rebalance import (AVG, BROADCASTING, CLUSTERING, AllocateStrateg
                                   RebalanceImpl)
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt
-from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
+from rmq.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
 
 __all__ = ["PushConsumer", "ConsumeResult", "ConsumeConcurrentlyContext", "ConsumeFromWhere",
            "MessageModel", "MessageListener", "ConsumeMessageConcurrentlyService",

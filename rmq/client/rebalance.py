@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 from rmq.client.message import RETRY_GROUP_TOPIC_PREFIX
 from rmq.client.process_queue import ProcessQueue
-from rmq.protocol.route import (MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData,
+from rmq.protocol.bodies import (MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData,
                                 UnlockBatchRequestBody)
 
 __all__ = [

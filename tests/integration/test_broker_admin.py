@@ -8,7 +8,7 @@ import pytest
 
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_message_id, decode_records
-from rmq.protocol.route import TopicConfigSerializeWrapper
+from rmq.protocol.bodies import TopicConfigSerializeWrapper
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import (
     BrokerApi,

@@ -25,7 +25,7 @@ import pytest
 from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message,
                         MessageModel, Producer, PushConsumer)
 from rmq.client.config import local_ip
-from rmq.protocol.route import loads_object_keyed_map
+from rmq.protocol.bodies import loads_object_keyed_map
 from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 

@@ -18,7 +18,7 @@ from rmq.client.pull_api import PullAPIWrapper
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import decode_records, java_hash
-from rmq.protocol.route import SubscriptionData
+from rmq.protocol.bodies import SubscriptionData
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_cluster
 from tests.integration.test_client import create_topic, unique, wait_until

@@ -9,7 +9,7 @@ from rmq.admin.admin import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, MQ
 from rmq.admin.base import (BROKER_ADDR, CLUSTER, GROUP, TOPIC, AdminError, Command, Opt, Output,
                             broker_or_cluster, java_bool, register)
 from rmq.admin.output import Col, Table, mq_version_desc
-from rmq.protocol.admin_bodies import subscription_group_string
+from rmq.protocol.bodies import subscription_group_string
 
 
 def _date(ms: int) -> str:

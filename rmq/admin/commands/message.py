@@ -14,7 +14,7 @@ from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import MessageExt, decode_message_id, decode_records
-from rmq.protocol.route import MASTER_ID
+from rmq.protocol.bodies import MASTER_ID
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"      # MixAll.TOOLS_CONSUMER_GROUP
 QUERY_MAX_NUM = 64                           # QueryMsgByKeySubCommand

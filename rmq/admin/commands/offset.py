@@ -22,7 +22,7 @@ from rmq.admin.output import Col, Table
 from rmq.client.errors import MQBrokerError
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import ResetOffsetRequestHeader
-from rmq.protocol.route import MASTER_ID, MessageQueue, loads_object_keyed_map
+from rmq.protocol.bodies import MASTER_ID, MessageQueue, loads_object_keyed_map
 
 #: UtilAll.YYYY_MM_DD_HH_MM_SS_SSS
 TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"

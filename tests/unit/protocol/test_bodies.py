@@ -1,4 +1,4 @@
-"""JSON bodies of rmq.protocol.route: fastjson's two styles, round trips, fuzzing."""
+"""JSON bodies of rmq.protocol.bodies: fastjson's two styles, round trips, fuzzing."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import java_hash
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     BrokerData, ClusterInfo, ConsumerData, ConsumerIdList, DataVersion, HeartbeatData,
     KVTable, LockBatchRequestBody, LockBatchResponseBody, MessageQueue, ProducerData,
     QueueData, RegisterBrokerBody, SubscriptionData, TopicConfig, TopicConfigSerializeWrapper,
@@ -435,7 +435,7 @@ def test_unknown_fields_ignored_and_types_checked() -> None:
 def test_cpp_client_heartbeat_enum_ordinals_become_names():
     """The C++ clients (1.x and 2.1.0, captured in tests/interop/captures) send Java
     enum ordinals, and subVersion as a string; the broker works with names."""
-    from rmq.protocol.route import HeartbeatData
+    from rmq.protocol.bodies import HeartbeatData
     body = (b'{"clientID":"127.0.0.1@1234","consumerDataSet":[{"consumeFromWhere":0,'
             b'"consumeType":1,"groupName":"CG","messageModel":1,"subscriptionDataSet":'
             b'[{"expressionType":"TAG","subString":"*","subVersion":"1795318506976",'
