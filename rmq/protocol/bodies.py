@@ -148,6 +148,8 @@ def _integer(v: Any, what: str, lo: int, hi: int) -> int:
 
 def _integer_codec(lo: int, hi: int) -> Codec:
     def read(v: Any, what: str) -> int:
+        if type(v) is int and lo <= v <= hi:   # the common case, one call less
+            return v
         return _integer(v, what, lo, hi)
     return Codec(read)
 
@@ -232,8 +234,8 @@ def body_of(cls: type[Body]) -> Codec:
     def read(v: Any, what: str) -> Body:
         return cls.from_obj(v, what)
 
-    def write(v: Any) -> dict[str, Any]:
-        return cast(Body, v).to_obj()
+    def write(v: Body) -> dict[str, Any]:
+        return v.to_obj()
     return Codec(read, write)
 
 
@@ -319,7 +321,8 @@ class Body:
         if not isinstance(obj, dict):
             raise ProtocolError(f"{what or cls.__name__} is {type_name(obj)}, not an object")
         get = obj.get
-        args = []
+        args: list[Any] = []
+        append = args.append
         for name, aliases, read, label, missing, factory in cls._DECODE:
             v = get(name)
             if v is None and aliases and name not in obj:
@@ -329,11 +332,12 @@ class Body:
                         break
             if v is not None:
                 v = read(v, label)
-            if v is None:
-                if missing is REQUIRED:
-                    raise ProtocolError(f"missing field {name}")
-                v = missing if factory is None else factory()
-            args.append(v)
+                if v is not None:
+                    append(v)
+                    continue
+            if missing is REQUIRED:
+                raise ProtocolError(f"missing field {name}")
+            append(missing if factory is None else factory())
         return cls(*args)
 
     def to_json(self, standard: bool = False) -> bytes:
