@@ -18,7 +18,7 @@ from pathlib import Path
 import msgpack
 
 from rmq.common.fs import atomic_write
-from rmq.protocol.route import KVTable
+from rmq.protocol.bodies import KVTable
 
 __all__ = ["KVConfigManager", "NAMESPACE_ORDER_TOPIC_CONFIG", "default_kv_path"]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Iterable
 
 from rmq.common.monotonic import monotonic_ms
 from rmq.protocol.codes import PermName
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     MASTER_ID, BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig,
     TopicConfigSerializeWrapper, TopicList, TopicRouteData,
 )

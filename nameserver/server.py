@@ -35,7 +35,7 @@ from rmq.protocol.headers import (
     GetRouteInfoRequestHeader, HeaderFieldError, RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader, parse_long,
 )
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper,
 )
 from rmq.remoting.connection import Connection

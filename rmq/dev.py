@@ -19,7 +19,7 @@ from rmq.child_process import ChildProcess
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.route import KVTable, loads_fastjson
+from rmq.protocol.bodies import KVTable, loads_fastjson
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 

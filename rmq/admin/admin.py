@@ -22,7 +22,7 @@ from rmq.admin.base import AdminError
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
 from rmq.common.mixall import MASTER_ID, retry_topic
-from rmq.protocol.admin_bodies import Connection, ConsumerConnection, ConsumeStats, ProducerConnection
+from rmq.protocol.bodies import Connection, ConsumerConnection, ConsumeStats, ProducerConnection
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -36,7 +36,7 @@ from rmq.protocol.headers import (
     GetProducerConnectionListRequestHeader,
 )
 from rmq.protocol.message import MessageExt, decode_message_id
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     BrokerData,
     ClusterInfo,
     MessageQueue,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.protocol.codes import PermName
-from rmq.protocol.route import TopicConfig, dumps_fastjson
+from rmq.protocol.bodies import TopicConfig, dumps_fastjson
 
 __all__ = [
     "Col",

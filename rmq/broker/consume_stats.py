@@ -7,8 +7,8 @@ import collections
 import time
 from typing import TYPE_CHECKING
 
-from rmq.protocol.admin_bodies import ConsumeStats, OffsetWrapper
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import ConsumeStats, OffsetWrapper
+from rmq.protocol.bodies import MessageQueue
 
 if TYPE_CHECKING:
     from rmq.broker.broker import Broker

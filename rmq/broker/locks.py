@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 log = logging.getLogger("rmq.broker.locks")
 

@@ -13,7 +13,7 @@ from rmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
-from rmq.protocol.route import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rmq.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 

@@ -37,7 +37,7 @@ class MetadataFile:
                 raise ValueError(f"{self.path}: expected a map at the top level")
             return data, False
         if self.json_path and os.path.exists(self.json_path):
-            from rmq.protocol.route import loads_fastjson
+            from rmq.protocol.bodies import loads_fastjson
             with open(self.json_path, "rb") as f:
                 raw = f.read()
             data = loads_fastjson(raw) if raw.strip() else {}

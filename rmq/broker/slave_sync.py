@@ -20,7 +20,7 @@ from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.route import DataVersion, TopicConfigSerializeWrapper, loads_fastjson
+from rmq.protocol.bodies import DataVersion, TopicConfigSerializeWrapper, loads_fastjson
 from rmq.remoting.errors import RemotingError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Callable
 
 from rmq.broker.persist import MetadataFile
 from rmq.protocol.codes import PermName
-from rmq.protocol.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmq.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 log = logging.getLogger("rmq.broker.topics")
 

@@ -36,7 +36,7 @@ from rmq.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from rmq.protocol.message import MessageExt, decode_record, decode_records
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     ClusterInfo, ConsumerIdList, HeartbeatData, KVTable, LockBatchRequestBody,
     LockBatchResponseBody, MessageQueue, TopicConfig, TopicConfigSerializeWrapper, TopicList,
     TopicRouteData, UnlockBatchRequestBody,

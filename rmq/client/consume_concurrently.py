@@ -29,7 +29,7 @@ from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.common.mixall import retry_topic
 from rmq.protocol.message import MessageConst, MessageExt
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 __all__ = ["ConsumeResult", "ConsumeConcurrentlyContext", "MessageListener",
            "ConsumeMessageConcurrentlyService"]

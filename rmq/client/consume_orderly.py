@@ -44,7 +44,7 @@ from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageConst, MessageExt
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 __all__ = ["ConsumeOrderlyResult", "ConsumeOrderlyContext", "MessageListenerOrderly",
            "ConsumeMessageOrderlyService", "MAX_TIME_CONSUME_CONTINUOUSLY_MS"]

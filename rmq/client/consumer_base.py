@@ -23,7 +23,7 @@ from rmq.client.pull_api import PullAPIWrapper
 from rmq.client.rebalance import BROADCASTING, CLUSTERING, AllocateStrategy, RebalanceImpl
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic
-from rmq.protocol.route import ConsumerData, MessageQueue, SubscriptionData
+from rmq.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
 
 __all__ = ["ConsumeFromWhere", "MessageModel", "ConsumerBase", "ConsumerRebalanceImpl",
            "parse_consume_timestamp", "compute_pull_from_where_push",

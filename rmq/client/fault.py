@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from rmq.client.routes import TopicPublishInfo, RoundRobinIndex
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 __all__ = ["LATENCY_MAX", "NOT_AVAILABLE_DURATION", "ISOLATION_LATENCY", "FaultItem",
            "LatencyFaultTolerance", "MQFaultStrategy", "compute_not_available_duration"]

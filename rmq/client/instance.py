@@ -50,7 +50,7 @@ from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
 from rmq.protocol.message import MessageConst, decode_record
-from rmq.protocol.route import (MASTER_ID, ConsumerData, HeartbeatData, MessageQueue,
+from rmq.protocol.bodies import (MASTER_ID, ConsumerData, HeartbeatData, MessageQueue,
                                 ProducerData, SubscriptionData, TopicRouteData,
                                 loads_object_keyed_map)
 from rmq.remoting.client import RemotingClient

@@ -42,7 +42,7 @@ from rmq.client.routes import topic_route_to_subscribe_info
 from rmq.common.clock import now_ms
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.message import MessageExt
-from rmq.protocol.route import MessageQueue, SubscriptionData
+from rmq.protocol.bodies import MessageQueue, SubscriptionData
 
 __all__ = ["LitePullConsumer"]
 

@@ -18,7 +18,7 @@ from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, DLQ_GROUP_TOPIC_PREF
                                TOPIC_MAX_LENGTH, retry_topic)
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt, SysFlag
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 __all__ = [
     "Message", "MessageExt", "MessageQueue", "SendStatus", "SendResult", "PullStatus",

@@ -21,7 +21,7 @@ from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.client.instance import MQClientInstance
 from rmq.common.fs import atomic_write
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.route import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
+from rmq.protocol.bodies import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
                                 loads_object_keyed_map)
 
 __all__ = ["ReadOffsetType", "OffsetStore", "RemoteBrokerOffsetStore", "LocalFileOffsetStore",

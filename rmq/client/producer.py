@@ -49,7 +49,7 @@ from rmq.protocol.codes import ResponseCode
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, encode_batch,
                                   properties_to_string)
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 from rmq.remoting.errors import RemotingError, RemotingTimeoutError
 
 __all__ = ["Producer", "RETRY_RESPONSE_CODES", "DEFAULT_PRODUCER_GROUP", "new_inner_producer"]

@@ -15,7 +15,7 @@ from rmq.client.message import PullResult, PullStatus
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import MessageConst, decode_records
-from rmq.protocol.route import MASTER_ID, MessageQueue, SubscriptionData
+from rmq.protocol.bodies import MASTER_ID, MessageQueue, SubscriptionData
 
 __all__ = ["PullAPIWrapper"]
 

@@ -77,7 +77,7 @@ from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic, retry_topic
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt
-from rmq.protocol.route import MessageQueue, SubscriptionData
+from rmq.protocol.bodies import MessageQueue, SubscriptionData
 
 __all__ = ["PushConsumer", "ConsumeResult", "ConsumeConcurrentlyContext", "ConsumeFromWhere",
            "MessageModel", "MessageListener", "ConsumeMessageConcurrentlyService",

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic
-from rmq.protocol.route import (MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData,
+from rmq.protocol.bodies import (MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData,
                                 UnlockBatchRequestBody)
 
 __all__ = [

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 
 from rmq.protocol.codes import PermName
-from rmq.protocol.route import MASTER_ID, BrokerData, MessageQueue, TopicRouteData
+from rmq.protocol.bodies import MASTER_ID, BrokerData, MessageQueue, TopicRouteData
 
 __all__ = ["TopicPublishInfo", "RoundRobinIndex", "topic_route_to_publish_info", "topic_route_to_subscribe_info",
            "select_broker_addr", "topic_route_changed"]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from rmq.client.message import Message
 from rmq.protocol.message import java_hash
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 __all__ = ["MessageQueueSelector", "select_by_hash", "select_by_random", "java_hash_code"]
 

@@ -8,7 +8,8 @@ is created and exposed read-only; nothing here changes after import.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import ClassVar, Mapping
+from collections.abc import Mapping
+from typing import ClassVar
 
 
 class _CodeTable:

@@ -5,7 +5,7 @@ Codes are RocketMQ 5's: BROKER_HEARTBEAT (904), CONTROLLER_ELECT_MASTER (1002),
 CONTROLLER_GET_SYNC_STATE_DATA (1006). Header field names follow RocketMQ 5's
 ``BrokerHeartbeatRequestHeader`` / ``ElectMasterRequestHeader`` /
 ``ElectMasterResponseHeader`` where it has them; what RocketMQ does not carry there is
-ours and says so below. Bodies are JSON.
+ours and says so below. Bodies are JSON, declared like every body (``rmq.protocol.bodies``).
 
 BROKER_HEARTBEAT (a broker, every second, to the controller NameServer):
 
@@ -25,10 +25,9 @@ BROKER_HEARTBEAT (a broker, every second, to the controller NameServer):
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass, field
 
+from rmq.protocol import bodies as jb
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import BOOL, INT, LONG, OPTIONAL, REQUIRED, STR, Header, _wire
 
@@ -97,35 +96,19 @@ class BrokerHeartbeatResponseHeader(Header):
     broker_id: int | None = None
 
 
+@jb.json_body(
+    ("ha_server_addr", "haServerAddr", jb.STR_ONLY),
+    ("slave_ack_offsets", "slaveAckOffsets", jb.map_of(jb.NON_NEGATIVE_LONG)),
+)
 @dataclass(slots=True)
-class HeartbeatBody:
+class HeartbeatBody(jb.Body):
     ha_server_addr: str | None = None
     slave_ack_offsets: dict[str, int] = field(default_factory=dict)
 
-    def to_json(self) -> bytes:
-        obj: dict[str, Any] = {"slaveAckOffsets": self.slave_ack_offsets}
-        if self.ha_server_addr is not None:
-            obj["haServerAddr"] = self.ha_server_addr
-        return json.dumps(obj, separators=(",", ":")).encode()
-
     @classmethod
-    def from_json(cls, raw: bytes | None) -> "HeartbeatBody":
-        if not raw:
-            return cls()
-        try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ProtocolError(f"heartbeat body is not JSON: {e}") from None
-        if not isinstance(obj, dict):
-            raise ProtocolError("heartbeat body is not a JSON object")
-        ha = obj.get("haServerAddr")
-        if ha is not None and not isinstance(ha, str):
-            raise ProtocolError("heartbeat body: haServerAddr is not a string")
-        acks = obj.get("slaveAckOffsets") or {}
-        if not isinstance(acks, dict) or not all(
-                isinstance(k, str) and type(v) is int and v >= 0 for k, v in acks.items()):
-            raise ProtocolError("heartbeat body: slaveAckOffsets must map names to offsets >= 0")
-        return cls(ha, dict(acks))
+    def from_json(cls, data: jb.Text | None) -> HeartbeatBody:
+        """An empty or absent body is a heartbeat without HA details."""
+        return cls.from_obj(jb.loads_fastjson(data)) if data else cls()
 
 
 @_wire(
@@ -171,8 +154,19 @@ class GetSyncStateDataRequestHeader(Header):
 
 
 # ---------------------------------------------------------------- status body (1006)
+@jb.json_body(
+    ("addr", "addr", jb.STR, jb.REQUIRED),
+    ("broker_id", "brokerId", jb.LONG, jb.REQUIRED),
+    ("role", "role", jb.STR, jb.REQUIRED),
+    ("epoch", "epoch", jb.INT, jb.REQUIRED),
+    ("max_offset", "maxOffset", jb.LONG, jb.REQUIRED),
+    ("ack_offset", "ackOffset", jb.LONG, None),
+    ("in_sync", "inSync", jb.BOOL, jb.REQUIRED),
+    ("alive", "alive", jb.BOOL, jb.REQUIRED),
+    ("last_heartbeat_ago_ms", "lastHeartbeatAgoMs", jb.LONG, jb.REQUIRED),
+)
 @dataclass(slots=True)
-class MemberStatus:
+class MemberStatus(jb.Body):
     addr: str
     broker_id: int
     role: str
@@ -184,8 +178,15 @@ class MemberStatus:
     last_heartbeat_ago_ms: int
 
 
+@jb.json_body(
+    ("epoch", "epoch", jb.INT, jb.REQUIRED),
+    ("start_offset", "startOffset", jb.LONG, jb.REQUIRED),
+    ("master_addr", "masterAddr", jb.STR, jb.REQUIRED),
+    ("reason", "reason", jb.STR, jb.REQUIRED),
+    ("time_ms", "timeMs", jb.LONG, jb.REQUIRED),
+)
 @dataclass(slots=True)
-class EpochRecord:
+class EpochRecord(jb.Body):
     """One decision: epoch began at start_offset with master_addr, and why."""
 
     epoch: int
@@ -195,8 +196,18 @@ class EpochRecord:
     time_ms: int                # wall clock
 
 
+@jb.json_body(
+    ("cluster", "cluster", jb.STR, jb.REQUIRED),
+    ("broker_name", "brokerName", jb.STR, jb.REQUIRED),
+    ("epoch", "epoch", jb.INT, jb.REQUIRED),
+    ("epoch_start_offset", "epochStartOffset", jb.LONG, jb.REQUIRED),
+    ("master_addr", "masterAddr", jb.STR, None),
+    ("master_alive", "masterAlive", jb.BOOL, jb.REQUIRED),
+    ("members", "members", jb.list_of(jb.body_of(MemberStatus)), jb.REQUIRED),
+    ("history", "history", jb.list_of(jb.body_of(EpochRecord)), jb.REQUIRED),
+)
 @dataclass(slots=True)
-class GroupStatus:
+class GroupStatus(jb.Body):
     cluster: str
     broker_name: str
     epoch: int
@@ -207,46 +218,18 @@ class GroupStatus:
     history: list[EpochRecord]
 
 
-_CAMEL = {"broker_id": "brokerId", "max_offset": "maxOffset", "ack_offset": "ackOffset",
-          "in_sync": "inSync", "last_heartbeat_ago_ms": "lastHeartbeatAgoMs",
-          "start_offset": "startOffset", "master_addr": "masterAddr", "time_ms": "timeMs",
-          "broker_name": "brokerName", "epoch_start_offset": "epochStartOffset",
-          "master_alive": "masterAlive"}
-_SNAKE = {v: k for k, v in _CAMEL.items()}
-
-
-def _camel(d: Mapping[str, Any]) -> dict[str, Any]:
-    return {_CAMEL.get(k, k): v for k, v in d.items()}
-
-
-def _snake(d: Any, what: str) -> dict[str, Any]:
-    if not isinstance(d, dict):
-        raise ProtocolError(f"sync state data: {what} is not an object")
-    return {_SNAKE.get(k, k): v for k, v in d.items()}
+@jb.json_body(("groups", "groups", jb.list_of(jb.body_of(GroupStatus)), jb.REQUIRED))
+@dataclass(slots=True)
+class _GroupStatuses(jb.Body):
+    groups: list[GroupStatus]
 
 
 def encode_group_statuses(groups: list[GroupStatus]) -> bytes:
-    out = []
-    for g in groups:
-        d = _camel(asdict(g))
-        d["members"] = [_camel(m) for m in d["members"]]
-        d["history"] = [_camel(h) for h in d["history"]]
-        out.append(d)
-    return json.dumps({"groups": out}, separators=(",", ":")).encode()
+    return _GroupStatuses(groups).to_json()
 
 
 def decode_group_statuses(raw: bytes | None) -> list[GroupStatus]:
     try:
-        obj = json.loads(raw or b"{}")
-        groups = obj["groups"]
-        out = []
-        for g in groups:
-            d = _snake(g, "group")
-            d["members"] = [MemberStatus(**_snake(m, "member")) for m in d["members"]]
-            d["history"] = [EpochRecord(**_snake(h, "history entry")) for h in d["history"]]
-            out.append(GroupStatus(**d))
-        return out
-    except ProtocolError:
-        raise
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        return _GroupStatuses.from_json(raw or b"{}").groups
+    except ProtocolError as e:
         raise ProtocolError(f"sync state data is malformed: {e}") from None

@@ -18,8 +18,10 @@ from itertools import chain
 from json.encoder import encode_basestring as _c_json_str  # C accelerated, ensure_ascii=False
 from operator import add, itemgetter
 from types import MappingProxyType
-from typing import Final, Mapping, Union
+from collections.abc import Mapping
+from typing import Final
 
+from rmq.common.fastjson import FASTJSON_ONLY as _FASTJSON_ONLY, quote as _json_str, type_name
 from rmq.protocol.codes import (
     LanguageCode,
     MQVersion,
@@ -54,7 +56,7 @@ _U32 = struct.Struct(">I")
 _PREFIX = struct.Struct(">iI")               # total length, type<<24 | header length
 _BIN_HEAD = struct.Struct(">hBhiii")         # code, language, version, opaque, flag, remark len
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 
 # --------------------------------------------------------------------------- command
@@ -116,29 +118,9 @@ class RemotingCommand:
 
 
 # --------------------------------------------------------------------------- JSON text
-# fastjson (SerializeWriter.writeStringWithDoubleQuote, default features) escapes
-# a superset of what json's C encoder escapes, and writes \\u escapes with
-# uppercase hex. The C encoder is right for every string without these characters.
-_FASTJSON_ONLY = re.compile("[\x0b\x0e\x0f\x1a-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _fastjson_table() -> Mapping[int, str]:
-    table = {c: "\\u%04X" % c for c in range(0x20)}
-    table.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r",
-                  0x22: '\\"', 0x5C: "\\\\"})
-    table.update({c: "\\u%04X" % c for c in range(0x7F, 0xA0)})
-    table.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
-    return MappingProxyType(table)
-
-
-_FASTJSON_ESCAPES = _fastjson_table()
-
-
-def _json_str(s: str) -> str:
-    """A JSON string literal exactly as fastjson 1.2.83 writes it (non-ASCII raw)."""
-    if _FASTJSON_ONLY.search(s) is None:
-        return _c_json_str(s)
-    return '"' + s.translate(_FASTJSON_ESCAPES) + '"'
+# fastjson escapes a superset of what json's C encoder escapes (rmq.common.fastjson
+# keeps the one table); the C encoder is right for every string without
+# _FASTJSON_ONLY characters, and _json_str is exact for all.
 
 
 # Java HashMap iteration order. Both 4.9.8 encoders walk ``extFields`` (a
@@ -238,9 +220,10 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
     if ext:
         fast = _fast_order(ext, True)
         if fast is None:
-            return _encode_json_header_exact(cmd)
-        ext_part = ',"extFields":{' + ",".join(
-            map(add, map(_JSON_KEY.__getitem__, fast[0]), map(_c_json_str, fast[1]))) + "}"
+            ext_part = _exact_ext_part(ext)
+        else:
+            ext_part = ',"extFields":{' + ",".join(
+                map(add, map(_JSON_KEY.__getitem__, fast[0]), map(_c_json_str, fast[1]))) + "}"
     else:
         ext_part = "" if ext is None else ',"extFields":{}'
     remark = cmd.remark
@@ -249,7 +232,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
     elif type(remark) is str and _FASTJSON_ONLY.search(remark) is None:
         remark_part = ',"remark":' + _c_json_str(remark)
     else:
-        return _encode_json_header_exact(cmd)
+        remark_part = _exact_remark_part(remark)
     text = _JSON_HEAD % (cmd.code, ext_part, cmd.flag, LanguageCode.name_of(cmd.language),
                          cmd.opaque, remark_part, cmd.version)
     try:
@@ -258,27 +241,20 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         raise ProtocolError(f"cannot encode header as UTF-8: {e.reason}") from None
 
 
-def _encode_json_header_exact(cmd: RemotingCommand) -> bytes:
-    """String-by-string fastjson rendering; slower, used when escapes differ."""
-    ext = cmd.ext_fields
-    if ext is None:
-        ext_part = ""
-    else:
-        for k, v in ext.items():
-            if type(k) is not str or (v is not None and type(v) is not str):
-                raise ProtocolError(f"ext field {k!r:.60} -> {type(v).__name__} is not str -> str")
-        ext_part = ',"extFields":{' + ",".join(
-            [_json_str(k) + ":" + _json_str(v) for _, k, v in _java_map_items(ext)]) + "}"
-    remark = cmd.remark
-    if remark is not None and type(remark) is not str:
+def _exact_ext_part(ext: Mapping[str, str | None]) -> str:
+    """String-by-string fastjson rendering of extFields; slower, used when escapes
+    differ, a key is not a common one or the map is big."""
+    for k, v in ext.items():
+        if type(k) is not str or (v is not None and type(v) is not str):
+            raise ProtocolError(f"ext field {k!r:.60} -> {type(v).__name__} is not str -> str")
+    return ',"extFields":{' + ",".join(
+        [_json_str(k) + ":" + _json_str(v) for _, k, v in _java_map_items(ext)]) + "}"
+
+
+def _exact_remark_part(remark: object) -> str:
+    if type(remark) is not str:
         raise ProtocolError(f"remark is a {type(remark).__name__}, not a str")
-    remark_part = "" if remark is None else ',"remark":' + _json_str(remark)
-    text = _JSON_HEAD % (cmd.code, ext_part, cmd.flag, LanguageCode.name_of(cmd.language),
-                         cmd.opaque, remark_part, cmd.version)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ProtocolError(f"cannot encode header as UTF-8: {e.reason}") from None
+    return ',"remark":' + _json_str(remark)
 
 
 def _utf8(s: str, what: str) -> bytes:
@@ -313,7 +289,7 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
             raise ProtocolError(f"cannot encode ext field value as UTF-8: {e.reason}") from None
         size = sum(map(len, kps)) + sum(map(len, vbs)) + 4 * len(vbs)
         return b"".join((head, remark_b, _I32.pack(size),
-                         *chain.from_iterable(zip(kps, map(_I32.pack, map(len, vbs)), vbs))))
+                         *chain.from_iterable(zip(kps, map(_I32.pack, map(len, vbs)), vbs, strict=False))))
     parts = [head, remark_b, b""]
     append = parts.append
     pack32 = _I32.pack
@@ -368,7 +344,7 @@ def encode_header_only(cmd: RemotingCommand, body_length: int,
 def encode_parts(cmd: RemotingCommand,
                  serialize_type: int | None = None) -> tuple[bytes, Buffer | None]:
     """``(prefix, body)``: write both (``writelines``) without concatenating a big body."""
-    body = cmd.body
+    body: Buffer | None = cmd.body   # bytes, or a store slice (see RemotingCommand)
     st, header = _encode_header(cmd, serialize_type)
     if not body:
         return _prefix(st, header, 0), None
@@ -405,7 +381,7 @@ _JSON_WS = re.compile(r"[ \t\n\r]*")
 def _java_string(value: object, what: str) -> str | None:
     """A JSON scalar as Java's String conversion prints it; None stays None."""
     if type(value) is str or value is None:
-        return value  # type: ignore[return-value]
+        return value
     if value is True:
         return "true"
     if value is False:
@@ -419,22 +395,10 @@ def _java_string(value: object, what: str) -> str | None:
 
 def _json_type(value: object) -> str:
     """What a parsed JSON value is, with its article, for error messages."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, _NumberText):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "a number"
-    return f"a {type(value).__name__}"
+    return "a number" if isinstance(value, _NumberText) else type_name(value)
 
 
-def _json_int(obj: dict, key: str, default: int) -> int:
+def _json_int(obj: dict[str, object], key: str, default: int) -> int:
     v = obj.get(key)
     if v is None:
         return default
@@ -538,7 +502,7 @@ def _decode_binary_header(mv: memoryview, start: int, end: int,
     if elen < 0 or elen > end - p:
         raise ProtocolError(f"ROCKETMQ header extFields length {elen} runs past the header "
                             f"({end - p} bytes available)")
-    ext = None
+    ext: dict[str, str] | None = None
     if elen:
         ext = {}
         stop = p + elen

@@ -8,7 +8,7 @@ import pytest
 from rmq.client import ConsumeFromWhere, PushConsumer
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_records
-from rmq.protocol.route import loads_fastjson
+from rmq.protocol.bodies import loads_fastjson
 from tests.cluster.ha_util import ha_group, master_conf, slave_conf, wait_in_sync, wait_topic_on
 from tests.integration.broker_util import BrokerApi, props, uniq_key, wait_until
 from tests.integration.test_client import Collector

@@ -28,7 +28,7 @@ from rmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rmq.protocol.message import BatchItem, encode_batch, properties_to_string
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     ClusterInfo,
     ConsumerData,
     HeartbeatData,

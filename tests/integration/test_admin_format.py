@@ -13,7 +13,7 @@ from rmq.admin.main import main
 from rmq.admin.output import Col, Table, fastjson_pretty, human_time, topic_config_string
 from rmq.client.errors import MQBrokerError
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.route import (BrokerData, QueueData, TopicConfig, TopicRouteData,
+from rmq.protocol.bodies import (BrokerData, QueueData, TopicConfig, TopicRouteData,
                                 dumps_object_keyed_map, loads_object_keyed_map)
 from rmq.remoting.errors import RemotingTimeoutError
 

@@ -23,9 +23,9 @@ import pytest
 
 from rmq.client import (ConsumeFromWhere, ConsumeResult, Message, MQClientAPI, Producer,
                         PushConsumer)
-from rmq.protocol.admin_bodies import ConsumeStats
+from rmq.protocol.bodies import ConsumeStats
 from rmq.protocol.codes import RequestCode
-from rmq.protocol.route import TopicConfig, loads_fastjson
+from rmq.protocol.bodies import TopicConfig, loads_fastjson
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
 from tests.integration.admin_util import admin, closed_port, failed, header_cols, ok

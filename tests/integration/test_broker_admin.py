@@ -8,7 +8,7 @@ import pytest
 
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_message_id, decode_records
-from rmq.protocol.route import TopicConfigSerializeWrapper
+from rmq.protocol.bodies import TopicConfigSerializeWrapper
 from tests.integration.broker_util import BrokerApi, broker_in_route, cluster_info, route, unique, wait_until
 from tests.integration.rigs import ns_and_broker
 

@@ -13,7 +13,7 @@ import pytest
 
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
-from rmq.protocol.route import ConsumerIdList
+from rmq.protocol.bodies import ConsumerIdList
 from rmq.remoting.client import RemotingClient
 from tests.integration.broker_util import BrokerApi, broker_in_route, unique, wait_until
 from tests.integration.rigs import ns_and_broker

@@ -25,7 +25,7 @@ from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Messa
 from rmq.client.config import ClientConfig
 from rmq.protocol.codes import ResponseCode, SerializeType
 from rmq.protocol.message import SysFlag, decode_message_id
-from rmq.protocol.route import MessageQueue, TopicConfig, TopicRouteData
+from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicRouteData
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
 

@@ -15,7 +15,7 @@ from rmq.client import (ClientErrorCode, Message, MQBrokerError,
                         MQClientAPI, MQClientError, Producer, PushConsumer, RemotingError,
                         SendStatus)
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
 from tests.integration.test_client import (Collector, create_topic, start_push_from_first, unique,

@@ -23,7 +23,7 @@ import pytest
 from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message,
                         MessageModel, Producer, PushConsumer)
 from rmq.client.config import local_ip
-from rmq.protocol.route import loads_object_keyed_map
+from rmq.protocol.bodies import loads_object_keyed_map
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, poll_at_least, unique, wait_until
 

@@ -16,7 +16,7 @@ from rmq.client.pull_api import PullAPIWrapper
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import decode_records, java_hash
-from rmq.protocol.route import SubscriptionData
+from rmq.protocol.bodies import SubscriptionData
 from rmq.remoting.client import RemotingClient
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, poll_at_least, unique, wait_until

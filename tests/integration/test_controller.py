@@ -20,7 +20,7 @@ from rmq.protocol.controller import (BrokerHeartbeatRequestHeader,
                                      BrokerHeartbeatResponseHeader, HeartbeatBody)
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import RegisterBrokerRequestHeader
-from rmq.protocol.route import (DataVersion, RegisterBrokerBody, TopicConfig,
+from rmq.protocol.bodies import (DataVersion, RegisterBrokerBody, TopicConfig,
                                 TopicConfigSerializeWrapper, TopicRouteData)
 from rmq.remoting.client import RemotingClient
 from tests.harness import namesrv_process

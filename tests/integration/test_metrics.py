@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from rmq.client import ConsumeFromWhere, LitePullConsumer, Message, Producer, SendStatus
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 from tests.harness import start_broker, start_namesrv
 from tests.integration.test_client import create_topic, unique
 from tests.metrics_util import Scrape, eventually, free_ports, listening_ports, scrape

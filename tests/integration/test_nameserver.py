@@ -31,7 +31,7 @@ from rmq.protocol.headers import (
     GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     ClusterInfo, DataVersion, KVTable, RegisterBrokerBody, TopicConfig,
     TopicConfigSerializeWrapper, TopicList, TopicRouteData,
 )

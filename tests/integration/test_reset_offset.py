@@ -7,7 +7,7 @@ import time
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import ResetOffsetRequestHeader
-from rmq.protocol.route import loads_object_keyed_map
+from rmq.protocol.bodies import loads_object_keyed_map
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, props, uniq_key, unique, wait_until
 

@@ -30,7 +30,7 @@ from rmq.client import (ConsumeFromWhere, ConsumeResult, Message, MQBrokerError,
                         Producer, PushConsumer)
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_message_id
-from rmq.protocol.route import TopicConfig
+from rmq.protocol.bodies import TopicConfig
 from rmq.remoting.client import RemotingClient
 from tests.harness import BrokerProcess, broker_process, start_namesrv
 from tests.integration.broker_util import wait_until

@@ -9,7 +9,7 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rmq.protocol.message import SysFlag, decode_message_id, decode_record, decode_records
-from rmq.protocol.route import HeartbeatData, ProducerData
+from rmq.protocol.bodies import HeartbeatData, ProducerData
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, props, uniq_key, unique, wait_until

@@ -54,7 +54,7 @@ from rmq.protocol.message import (
     decode_records,
     properties_to_string,
 )
-from rmq.protocol.route import TopicRouteData
+from rmq.protocol.bodies import TopicRouteData
 from rmq.remoting.client import RemotingClient
 from tests.harness import (
     BrokerProcess,

@@ -9,7 +9,7 @@ from typing import Any
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import GROUP, TOPIC, Command, Output, register
 from rmq.admin.output import mq_version_desc
-from rmq.protocol.admin_bodies import Connection
+from rmq.protocol.bodies import Connection
 
 
 def _rows(conns: Sequence[Connection], num_width: int) -> tuple[list[str], list[dict[str, Any]]]:

@@ -22,7 +22,7 @@ from rmq.admin.base import (
 )
 from rmq.admin.output import Col, Table, mq_version_desc
 from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
-from rmq.protocol.admin_bodies import subscription_group_string
+from rmq.protocol.bodies import subscription_group_string
 
 
 def _date(ms: int) -> str:

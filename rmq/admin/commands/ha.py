@@ -15,7 +15,7 @@ from rmq.admin.base import BROKER_ADDR, CLUSTER, Command, Opt, Output, UsageErro
 from rmq.admin.output import Col, Table, human_time
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.route import loads_fastjson
+from rmq.protocol.bodies import loads_fastjson
 
 
 async def fetch_ha_status(admin: MQAdmin, addr: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from rmq.protocol.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
-from rmq.protocol.route import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
+from rmq.protocol.bodies import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 
 if TYPE_CHECKING:
     from rmq.broker.broker import Broker

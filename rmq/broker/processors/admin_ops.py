@@ -4,7 +4,7 @@ DELETE_TOPIC_IN_BROKER (215), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_L
 GET_PRODUCER_CONNECTION_LIST (204), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
 UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26). Bodies are RocketMQ's JSON
-(rmq.protocol.admin_bodies) so the Java mqadmin works against this broker.
+(rmq.protocol.bodies) so the Java mqadmin works against this broker.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rmq.broker.runtime_config import (all_config_properties, check_update, prop
                                        rewrite_properties)
 from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
-from rmq.protocol.admin_bodies import (SUBSCRIPTION_GROUP_KEYS, Connection, ConsumerConnection,
+from rmq.protocol.bodies import (SUBSCRIPTION_GROUP_KEYS, Connection, ConsumerConnection,
                                        ProducerConnection)
 from rmq.protocol.codes import LanguageCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -31,7 +31,7 @@ from rmq.protocol.headers import (DeleteSubscriptionGroupRequestHeader, DeleteTo
                                   GetConsumeStatsRequestHeader,
                                   GetConsumerConnectionListRequestHeader,
                                   GetProducerConnectionListRequestHeader)
-from rmq.protocol.route import DataVersion, dumps_fastjson, loads_fastjson
+from rmq.protocol.bodies import DataVersion, dumps_fastjson, loads_fastjson
 from rmq.store.config import ConfigError, parse_properties_text
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from rmq.protocol.codes import PermName, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import UnregisterClientRequestHeader
-from rmq.protocol.route import HeartbeatData
+from rmq.protocol.bodies import HeartbeatData
 
 if TYPE_CHECKING:
     from rmq.broker.broker import Broker

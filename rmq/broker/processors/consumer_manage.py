@@ -12,7 +12,7 @@ from rmq.protocol.headers import (
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rmq.protocol.route import ConsumerIdList
+from rmq.protocol.bodies import ConsumerIdList
 
 if TYPE_CHECKING:
     from rmq.broker.broker import Broker

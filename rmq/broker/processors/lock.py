@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.route import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
+from rmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 
 if TYPE_CHECKING:
     from rmq.broker.broker import Broker

@@ -1,7 +1,7 @@
 import time
 
 from rmq.broker.locks import RebalanceLockManager
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 Q0, Q1 = MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from rmq.client.rebalance import (AVG, AVG_BY_CIRCLE, by_config, by_machine_room,
                                   consistent_hash, machine_room_nearby, md5_hash, mq_to_string,
                                   strategy_by_name)
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 
 def qs(n: int, topic: str = "T", broker: str = "b") -> list[MessageQueue]:

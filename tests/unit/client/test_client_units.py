@@ -20,7 +20,7 @@ from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, decode_batch,
                                   encode_record, pack_host, properties_to_string,
                                   string_to_properties)
-from rmq.protocol.route import BrokerData, MessageQueue, QueueData, SubscriptionData, TopicRouteData
+from rmq.protocol.bodies import BrokerData, MessageQueue, QueueData, SubscriptionData, TopicRouteData
 
 
 # --------------------------------------------------------------------------- routes

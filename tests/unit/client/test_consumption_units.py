@@ -27,7 +27,7 @@ from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
 from rmq.protocol.message import (MessageConst, SysFlag, create_message_id, decode_record,
                                   encode_record, pack_host, properties_to_string)
-from rmq.protocol.route import MessageQueue, dumps_object_keyed_map
+from rmq.protocol.bodies import MessageQueue, dumps_object_keyed_map
 
 S = LocalTransactionState
 

@@ -9,7 +9,7 @@ from rmq.client.fault import (ISOLATION_LATENCY, LATENCY_MAX, NOT_AVAILABLE_DURA
                               LatencyFaultTolerance, MQFaultStrategy,
                               compute_not_available_duration)
 from rmq.client.routes import TopicPublishInfo, topic_route_to_publish_info
-from rmq.protocol.route import BrokerData, MessageQueue, QueueData, TopicRouteData
+from rmq.protocol.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
 
 
 class Clock:

@@ -7,7 +7,7 @@ import pytest
 
 from rmq.client.message import Message
 from rmq.client.selector import java_hash_code, select_by_hash, select_by_random
-from rmq.protocol.route import MessageQueue
+from rmq.protocol.bodies import MessageQueue
 
 MQS = [MessageQueue("T", "b", i) for i in range(8)]
 MSG = Message("T", b"x")

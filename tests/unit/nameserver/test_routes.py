@@ -7,7 +7,7 @@ import pytest
 
 from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from nameserver.routes import RegisterBrokerResult, RouteInfoManager
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     BrokerData, DataVersion, KVTable, QueueData, TopicConfig, TopicConfigSerializeWrapper,
     TopicList, TopicRouteData,
 )

@@ -11,7 +11,7 @@ from nameserver.server import NameServer
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import RegisterBrokerRequestHeader
-from rmq.protocol.route import (
+from rmq.protocol.bodies import (
     DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicRouteData,
 )
 from rmq.remoting.client import RemotingClient

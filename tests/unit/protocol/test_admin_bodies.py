@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 
 from rmq.admin.output import mq_version_desc
-from rmq.protocol.admin_bodies import (Connection, ConsumerConnection, ConsumeStats,
+from rmq.protocol.bodies import (Connection, ConsumerConnection, ConsumeStats,
                                        OffsetWrapper, ProducerConnection,
                                        subscription_group_string)
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.route import MessageQueue, SubscriptionData
+from rmq.protocol.bodies import MessageQueue, SubscriptionData
 
 
 def test_consume_stats_is_fastjson_with_object_keys():

@@ -75,7 +75,7 @@ def histories(draw) -> list[EpochEntry]:
     epochs = sorted(draw(st.sets(st.integers(0, 2**31 - 1), min_size=n, max_size=n)))
     starts = sorted(draw(st.lists(st.integers(0, 2**62), min_size=n, max_size=n)))
     out = [EpochEntry(e, s, starts[i + 1] if i + 1 < n else None)
-           for i, (e, s) in enumerate(zip(epochs, starts))]
+           for i, (e, s) in enumerate(zip(epochs, starts, strict=True))]
     if out and draw(st.booleans()):
         out[-1] = out[-1].with_end(draw(st.integers(out[-1].start_offset, 2**63 - 1)))
     return out

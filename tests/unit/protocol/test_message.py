@@ -630,7 +630,7 @@ def test_decode_records_concatenated(recs, tail: bytes):
     for decompress in (False, True):
         got = decode_records(buf, decompress=decompress)
         assert len(got) == len(recs)
-        for m, (f, props) in zip(got, recs):
+        for m, (f, props) in zip(got, recs, strict=True):
             _check_decoded(m, f, props)
     assert len(decode_records(memoryview(buf))) == len(recs)
     # a damaged record ends the batch: everything before it is still returned

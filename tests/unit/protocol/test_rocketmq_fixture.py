@@ -145,7 +145,7 @@ def test_commitlog_files_and_rolls(walked: Walked):
     # position with nothing but zeros after it
     assert [how for _, _, how in walked.files] == ["blank", "blank", "zeros"]
     assert len(walked.blanks) == 2
-    for (blank_pos, blank_size), (base, _, _) in zip(walked.blanks, walked.files[1:]):
+    for (blank_pos, blank_size), (base, _, _) in zip(walked.blanks, walked.files[1:], strict=True):
         assert blank_pos + blank_size == base
         # spec 3.7: the roll happened because the next record plus 8 did not fit
         assert walked.first_record_size[base] + 8 > blank_size

@@ -1,6 +1,7 @@
-"""JSON bodies of rmq.protocol.route: fastjson's two styles, round trips, fuzzing."""
+"""JSON bodies of rmq.protocol.bodies: fastjson's two styles, round trips, fuzzing."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import zlib
@@ -11,12 +12,16 @@ from hypothesis import strategies as st
 
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import java_hash
-from rmq.protocol.route import (
-    BrokerData, ClusterInfo, ConsumerData, ConsumerIdList, DataVersion, HeartbeatData,
-    KVTable, LockBatchRequestBody, LockBatchResponseBody, MessageQueue, ProducerData,
+from rmq.protocol.bodies import (
+    BOOL, INT, LONG, REQUIRED, STR, Body, BrokerData, ClusterInfo, Connection, ConsumerConnection,
+    ConsumerData, ConsumerIdList, DataVersion, HeartbeatData, KVTable, LockBatchRequestBody,
+    LockBatchResponseBody, MessageQueue, OffsetWrapper, ProducerConnection, ProducerData,
     QueueData, RegisterBrokerBody, SubscriptionData, TopicConfig, TopicConfigSerializeWrapper,
-    TopicList, TopicRouteData, UnlockBatchRequestBody, dumps_fastjson, loads_fastjson,
+    TopicList, TopicRouteData, UnlockBatchRequestBody, dumps_fastjson, json_body,
+    loads_fastjson, loads_object_keyed_map,
 )
+from rmq.protocol.controller import (EpochRecord, GroupStatus, HeartbeatBody, MemberStatus,
+                                     decode_group_statuses, encode_group_statuses)
 
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -435,7 +440,7 @@ def test_unknown_fields_ignored_and_types_checked() -> None:
 def test_cpp_client_heartbeat_enum_ordinals_become_names():
     """The C++ clients (1.x and 2.1.0, captured in tests/interop/captures) send Java
     enum ordinals, and subVersion as a string; the broker works with names."""
-    from rmq.protocol.route import HeartbeatData
+    from rmq.protocol.bodies import HeartbeatData
     body = (b'{"clientID":"127.0.0.1@1234","consumerDataSet":[{"consumeFromWhere":0,'
             b'"consumeType":1,"groupName":"CG","messageModel":1,"subscriptionDataSet":'
             b'[{"expressionType":"TAG","subString":"*","subVersion":"1795318506976",'
@@ -449,3 +454,83 @@ def test_cpp_client_heartbeat_enum_ordinals_become_names():
         b'"consumeFromWhere":0', b'"consumeFromWhere":4')
     c = HeartbeatData.from_json(body).consumer_data_set[0]
     assert (c.message_model, c.consume_from_where) == ("BROADCASTING", "CONSUME_FROM_FIRST_OFFSET")
+
+
+# --------------------------------------------------------------------------- the table
+ALL_TABLE_BODIES = ALL_BODIES + (OffsetWrapper, Connection, ConsumerConnection,
+                                 ProducerConnection, HeartbeatBody, MemberStatus, EpochRecord,
+                                 GroupStatus)
+
+
+@pytest.mark.parametrize("cls", ALL_TABLE_BODIES, ids=lambda c: c.__name__)
+def test_table_matches_dataclass(cls: type[Body]) -> None:
+    fields = dataclasses.fields(cls)
+    assert [f.name for f in fields] == [t.attr for t in cls.FIELDS]
+    names = [n for t in cls.FIELDS for n in (t.name, *t.aliases)]
+    assert len(set(names)) == len(names)
+    samples = {INT: 0, LONG: 0, BOOL: True, STR: "x"}
+    minimal = {t.name: samples.get(t.codec, []) for t in cls.FIELDS if t.missing is REQUIRED}
+    assert list(cls.from_obj(minimal).to_obj()) == sorted(t.name for t in cls.FIELDS)
+    assert not hasattr(cls.__new__(cls), "__dict__")   # slots: no per-instance dict
+
+
+def test_table_is_checked_at_import() -> None:
+    with pytest.raises(TypeError, match="does not match"):
+        @json_body(("b", "b", STR, ""))
+        @dataclasses.dataclass
+        class Wrong(Body):
+            a: str
+    with pytest.raises(TypeError, match="absent property reads as"):
+        @json_body(("a", "a", STR))
+        @dataclasses.dataclass
+        class NoDefault(Body):
+            a: str
+
+
+def test_missing_required_field_is_named() -> None:
+    with pytest.raises(ProtocolError, match="missing field topicName"):
+        TopicConfig.from_json(b'{"perm":6}')
+    with pytest.raises(ProtocolError, match="missing field brokerName"):
+        QueueData.from_json(b'{"brokerName":null}')
+
+
+def test_lock_and_unlock_bodies_stay_distinct_types() -> None:
+    mq = MessageQueue("T", "b", 0)
+    lock, unlock = LockBatchRequestBody("G", "c", {mq}), UnlockBatchRequestBody("G", "c", {mq})
+    assert lock.to_json() == unlock.to_json()
+    assert lock != unlock
+    assert type(UnlockBatchRequestBody.from_json(lock.to_json())) is UnlockBatchRequestBody
+
+
+def test_protocol_layer_turns_dialect_errors_into_protocol_errors() -> None:
+    for call in (lambda: loads_fastjson(b"{0:"),
+                 lambda: loads_object_keyed_map(b"{{", "offsetTable"),
+                 lambda: TopicRouteData.from_json(b"\xff")):
+        with pytest.raises(ProtocolError):
+            call()
+
+
+# --------------------------------------------------------------------------- controller bodies
+def test_controller_heartbeat_body() -> None:
+    hb = HeartbeatBody("10.0.0.1:10912", {"10.0.0.2:10911": 7, "1": 0})
+    assert hb.to_json() == \
+        b'{"haServerAddr":"10.0.0.1:10912","slaveAckOffsets":{"1":0,"10.0.0.2:10911":7}}'
+    assert HeartbeatBody.from_json(hb.to_json()) == hb
+    # what the previous (json.dumps) writer sent still reads
+    assert HeartbeatBody.from_json(b'{"slaveAckOffsets": {"a": 3}, "haServerAddr": "h:1"}') == \
+        HeartbeatBody("h:1", {"a": 3})
+    assert HeartbeatBody.from_json(None) == HeartbeatBody.from_json(b"") == HeartbeatBody()
+    for bad in (b"[]", b'{"slaveAckOffsets":{"a":-1}}', b'{"haServerAddr":5}',
+                b'{"slaveAckOffsets":[1]}', b"{"):
+        with pytest.raises(ProtocolError):
+            HeartbeatBody.from_json(bad)
+
+
+def test_group_statuses_round_trip_and_errors() -> None:
+    g = GroupStatus("C", "b", 2, 100, None, False,
+                    [MemberStatus("h:1", 1, "SLAVE", 2, 90, None, True, True, 5)],
+                    [EpochRecord(2, 100, "h:0", "elected", 1700000000000)])
+    assert decode_group_statuses(encode_group_statuses([g])) == [g]
+    for bad in (None, b"{}", b'{"groups":[{}]}', b'{"groups":1}', b"x"):
+        with pytest.raises(ProtocolError, match="sync state data is malformed"):
+            decode_group_statuses(bad)
