@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from rmq.broker.client_manager import ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager
-from rmq.broker.config import BrokerConfig, ha_address
+from rmq.broker.config import BrokerConfig
 from rmq.broker.controller_role import ControllerRole, FailoverEpochs
 from rmq.broker.locks import RebalanceLockManager
 from rmq.broker.metadata import MetadataPersistence
@@ -221,10 +221,6 @@ class Broker:
     @property
     def broker_addr(self) -> str:
         return self.broker_config.broker_addr
-
-    @property
-    def ha_addr(self) -> str:
-        return ha_address(self.broker_config, self.store_config)
 
     @property
     def config_path(self) -> str | None:
