@@ -1,18 +1,24 @@
-"""Broker: wires the store, metadata managers, processors, NameServer registration."""
+"""Broker: ASSEMBLY ONLY. Builds the store, the metadata managers, the processors, the role
+services (HA, schedule, transaction check, slave sync: rmq/broker/roles.py), controller
+mode (rmq/broker/controller_role.py) and registration, hands each part the narrow
+capabilities it uses (rmq/broker/seams.py), and starts / stops them in order.
+
+Only the CLIs import this module; every other part sees the protocols, never the Broker.
+"""
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
-from rmq.broker.client_manager import CHANGE, ClientChannelInfo, ConsumerManager, ProducerManager
+from rmq.broker.client_manager import ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
+from rmq.broker.controller_role import ControllerRole, FailoverEpochs
 from rmq.broker.locks import RebalanceLockManager
+from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI
+from rmq.broker.periodic import PeriodicService
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
@@ -23,17 +29,17 @@ from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
-from rmq.broker.role import ControllerRole
+from rmq.broker.registration import BrokerRegistration
+from rmq.broker.roles import RoleServices
+from rmq.broker.runtime_info import BrokerRuntimeInfo, TpsMeter
 from rmq.broker.schedule import ScheduleMessageService
-from rmq.broker.slave_sync import SlaveSynchronize
+from rmq.broker.slave_sync import SlaveSynchronize, SlaveSyncService
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
 from rmq.broker.transaction import TransactionalMessageService
-from ha.client import HAClient
-from ha.service import HAService
+from rmq.common.clock import now_ms
 from rmq.protocol.codes import RequestCode
-from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.message import pack_host
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.server import RemotingServer
@@ -43,102 +49,130 @@ from rmq.store.message_store import MessageStore
 log = logging.getLogger("rmq.broker")
 
 
-class TpsMeter:
-    """Rates over the last second, from BrokerStats snapshots (status line, runtime info)."""
-
-    def __init__(self, stats: BrokerStats) -> None:
-        self.stats = stats
-        self.put_tps = 0.0
-        self.get_tps = 0.0
-        self._last = (time.monotonic(), 0, 0)
-
-    def tick(self) -> None:
-        now = time.monotonic()
-        t0, p0, g0 = self._last
-        dt = max(now - t0, 1e-6)
-        self.put_tps = (self.stats.put_msgs - p0) / dt
-        self.get_tps = (self.stats.get_msgs - g0) / dt
-        self._last = (now, self.stats.put_msgs, self.stats.get_msgs)
-
-
 class Broker:
     def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 listen_host: str = "0.0.0.0") -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        bc = broker_config
-        cfg_dir = store_config.config_dir
+                 listen_host: str = "0.0.0.0", config_path: str | None = None) -> None:
+        self.broker_config = bc = broker_config
+        self.store_config = sc = store_config
+        self.listen_host = listen_host
+        # Controller mode: brokerRole names the role this broker takes while it leads;
+        # the store starts as a SLAVE (refusing writes) until the controller decides.
+        lead_role = sc.brokerRole
+        if bc.controller_mode:
+            sc.brokerRole = BrokerRole.SLAVE
+        cfg_dir = sc.config_dir
+
+        # ---- metadata and clients
         self.stats = BrokerStats()
         self.tps = TpsMeter(self.stats)
         self.topics = TopicConfigManager(
             cfg_dir, bc.brokerClusterName, bc.brokerName, bc.defaultTopicQueueNums,
             bc.autoCreateTopicEnable, bc.clusterTopicEnable, bc.brokerTopicEnable,
-            len(store_config.delay_levels_ms))
+            len(sc.delay_levels_ms))
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.subscriptions = SubscriptionGroupManager(cfg_dir, bc.autoCreateSubscriptionGroup)
-        self.consumers = ConsumerManager(self._on_consumer_group_event, bc.channelNotActiveInterval)
+        self.consumers = ConsumerManager(
+            ConsumerIdsChangeNotifier(lambda: bc.notifyConsumerIdsChangedEnable),
+            bc.channelNotActiveInterval)
         self.producers = ProducerManager(bc.channelNotActiveInterval)
         self.locks = RebalanceLockManager()
-        self.transactions = TransactionalMessageService(self)
-        # The send processor rewrites TRAN_MSG sends through this (None refuses them).
-        self.transactional_prepare: Callable[[Any], Any] | None = self.transactions.prepare
-        self.listen_host = listen_host
+
+        # ---- network
         self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
         self.namesrv_client = RemotingClient()
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
-        self.store: MessageStore | None = None
-        self.schedule: ScheduleMessageService | None = None
-        self.store_host = b""
-        self.pull_processor = PullMessageProcessor(self)
-        self.pull_hold = PullRequestHoldService(self.pull_processor.execute_when_wakeup)
-        self._tasks: list[asyncio.Task[None]] = []
-        self._register_pending = False
-        self._stopping = False
-        self.ha_server_addr = ""
-        self.master_addr: str | None = None
-        # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
-        self.config_path: str | None = None
-        self.metrics: BrokerMetrics | None = None
-        # Replication: the master's HAService or the slave's HAClient (None otherwise);
-        # both can be started and stopped on a live broker (role changes).
-        self.ha_service: HAService | None = None
-        self.ha_client: HAClient | None = None
-        self.slave_sync = SlaveSynchronize(self)
-        # Set by the failover side: () -> (epoch, epoch start offset); (0, -1) = none.
-        self.epoch_provider: Callable[[], tuple[int, int]] | None = None
-        # Extra HAService / HAClient arguments (controller mode: epochs, hooks).
-        self.ha_service_options: dict[str, Any] = {}
-        self.ha_client_options: dict[str, Any] = {}
+
+        # ---- the store (loaded and started in start(); its host once the port is bound)
+        self.pull_hold = PullRequestHoldService()
+        self.store = MessageStore(sc, (bc.brokerIP1, bc.listenPort),
+                                  arriving_listener=self.pull_hold.notify_message_arriving)
+        self._store_loaded = False
+        self.schedule = ScheduleMessageService(self.store, sc.delay_levels_ms, cfg_dir,
+                                               sc.flushDelayOffsetInterval)
+        self.transactions = TransactionalMessageService(bc, self.store, self.topics,
+                                                        self.offsets, self.producers)
+
+        # ---- roles, replication, registration
+        self.slave_sync = SlaveSynchronize(self.namesrv_client, bc, self.topics, self.offsets,
+                                           self.schedule, self.subscriptions)
+        self.epochs = FailoverEpochs(self.store, sc.storePathRootDir) if bc.controller_mode \
+            else None
+        self.roles = RoleServices(bc, sc, self.store, listen_host, self.schedule,
+                                  self.transactions, self.slave_sync, self.epochs)
+        self.registration = BrokerRegistration(bc, sc, self.outer_api, self.topics,
+                                               self.roles.on_register_result)
+        self.metadata = MetadataPersistence(self.topics, self.offsets, self.subscriptions)
         # Controller mode (automatic failover): the controller decides the role.
-        self.controller_role = ControllerRole(self) if bc.controller_mode else None
+        self.controller_role = ControllerRole(
+            bc, sc, lead_role, listen_host, self.store, self.roles, self.epochs,
+            self.namesrv_client, self.registration.register_broker_all) \
+            if self.epochs is not None else None
+        self.metrics: BrokerMetrics | None = None
+
+        # ---- processors
+        self.runtime_info = BrokerRuntimeInfo(self.stats, self.tps, self.store, sc,
+                                              self.server.stats)
+        self.pull_processor = PullMessageProcessor(
+            bc, sc, self.store, self.topics, self.subscriptions, self.consumers, self.offsets,
+            self.stats, self.pull_hold)
+        self.pull_hold.execute_when_wakeup = self.pull_processor.execute_when_wakeup
+        self.admin_ops = AdminOpsProcessor(
+            bc, sc, self.store, self.topics, self.offsets, self.subscriptions, self.consumers,
+            self.producers, self.stats, self.metadata, self.registration, config_path)
         self._register_processors()
+
+        # ---- background chores
+        self.slave_sync_service = SlaveSyncService(self.slave_sync, sc)
+
+        def tick() -> None:
+            self.tps.tick()
+            self.admin_ops.tick()
+
+        def scan_channels() -> None:
+            self.consumers.scan_not_active()
+            self.producers.scan_not_active()
+
+        self._loops = [
+            PeriodicService("register", self.registration.period,
+                            self.registration.register_broker_all, log),
+            PeriodicService("persist", bc.flushConsumerOffsetInterval / 1000,
+                            self.metadata.persist_metadata, log),
+            PeriodicService("scan-channels", 10, scan_channels, log),
+            PeriodicService("tps", 1, tick, log),
+        ]
+        self._stopping = False
 
     # ------------------------------------------------------------------ wiring
     def _register_processors(self) -> None:
         s = self.server
-        send = SendMessageProcessor(self)
+        bc, sc = self.broker_config, self.store_config
+        send = SendMessageProcessor(bc, self.store, self.topics, self.subscriptions, self.stats,
+                                    self.transactions.prepare)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
                      RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, send.process)
         s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, send.consumer_send_msg_back)
         s.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor.process)
         s.register_processor(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
-        q = QueryMessageProcessor(self)
+        q = QueryMessageProcessor(sc, self.store)
         s.register_processor(RequestCode.QUERY_MESSAGE, q.query_message)
         s.register_processor(RequestCode.VIEW_MESSAGE_BY_ID, q.view_message_by_id)
-        cm = ConsumerManageProcessor(self)
+        cm = ConsumerManageProcessor(self.store, self.offsets, self.consumers)
         s.register_processor(RequestCode.GET_CONSUMER_LIST_BY_GROUP, cm.get_consumer_list_by_group)
         s.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, cm.update_consumer_offset)
         s.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, cm.query_consumer_offset)
-        cl = ClientManageProcessor(self)
+        cl = ClientManageProcessor(self.topics, self.subscriptions, self.consumers, self.producers)
         s.register_processor(RequestCode.HEART_BEAT, cl.heartbeat)
         s.register_processor(RequestCode.UNREGISTER_CLIENT, cl.unregister_client)
         s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, cl.check_client_config)
-        s.register_processor(RequestCode.END_TRANSACTION, EndTransactionProcessor(self).process)
-        lk = LockProcessor(self)
+        s.register_processor(RequestCode.END_TRANSACTION,
+                             EndTransactionProcessor(sc, self.store, self.transactions).process)
+        lk = LockProcessor(self.locks)
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
-        a = AdminBrokerProcessor(self)
+        a = AdminBrokerProcessor(bc, self.store, self.topics, self.offsets, self.subscriptions,
+                                 self.consumers, self.schedule, self.metadata, self.registration,
+                                 self.roles, self.runtime_info)
         for code, fn in ((RequestCode.GET_MAX_OFFSET, a.get_max_offset),
                          (RequestCode.GET_MIN_OFFSET, a.get_min_offset),
                          (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, a.search_offset_by_timestamp),
@@ -155,7 +189,7 @@ class Broker:
                          (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, a.reset_offset),
                          (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info)):
             s.register_processor(code, fn)
-        ops = self.admin_ops = AdminOpsProcessor(self)
+        ops = self.admin_ops
         for code, fn in ((RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
                          (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
                          (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
@@ -170,252 +204,62 @@ class Broker:
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
 
-    def _on_connection_closed(self, conn) -> None:
+    def _on_connection_closed(self, conn: Any) -> None:
         self.consumers.on_channel_closed(conn)
         self.producers.on_channel_closed(conn)
         self.pull_hold.drop_connection(conn)
 
-    def _on_consumer_group_event(self, event: str, group: str,
-                                 channels: list[ClientChannelInfo]) -> None:
-        if event != CHANGE or not self.broker_config.notifyConsumerIdsChangedEnable:
-            return
-        for c in channels:
-            if getattr(c.conn, "closed", False):
-                continue
-            cmd = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                  ext_fields={"consumerGroup": group})
-            try:
-                c.conn.send_oneway(cmd)
-            except Exception as e:  # a dying connection must not break the heartbeat
-                log.warning("notify consumer ids changed to %s (%s) failed: %s",
-                            c.client_id, c.conn.remote_address, e)
-
-    def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        self.pull_hold.notify_message_arriving(topic, queue_id, max_offset)
-
     # ------------------------------------------------------------------ properties
     @property
     def broker_addr(self) -> str:
-        return f"{self.broker_config.brokerIP1}:{self.server.port}"
+        return self.broker_config.broker_addr
 
     @property
-    def ha_addr(self) -> str:
-        return f"{self.broker_config.brokerIP2}:{self.store_config.haListenPort}"
-
-    # ------------------------------------------------------------------ replication
-    def _epoch(self) -> tuple[int, int]:
-        return self.epoch_provider() if self.epoch_provider is not None else (0, -1)
-
-    async def start_ha_service(self) -> HAService:
-        """Master: accept slaves on haListenPort (idempotent). A SYNC_MASTER's puts then
-        wait for a slave's ack."""
-        assert self.store is not None
-        svc = self.ha_service
-        if svc is None:
-            bc = self.broker_config
-            svc = HAService(self.store, cluster=bc.brokerClusterName, broker_name=bc.brokerName,
-                            host=self.listen_host, port=self.store_config.haListenPort,
-                            epoch_provider=self._epoch, **self.ha_service_options)
-            self.ha_service = svc
-        await svc.start()
-        self.store_config.haListenPort = svc.port
-        if self.store_config.brokerRole == BrokerRole.SYNC_MASTER:
-            self.store.replica_waiter = svc.replica_waiter
-        return svc
-
-    async def stop_ha_service(self) -> None:
-        svc = self.ha_service
-        if svc is None:
-            return
-        if self.store is not None and self.store.replica_waiter == svc.replica_waiter:
-            self.store.replica_waiter = None
-        self.ha_service = None
-        await svc.stop()
-
-    async def start_ha_client(self, master_ha_addr: str | None = None) -> HAClient:
-        """Slave: replicate from the master (haMasterAddress, else the NameServer's
-        answer); idempotent."""
-        assert self.store is not None
-        client = self.ha_client
-        if client is None:
-            bc = self.broker_config
-            client = HAClient(self.store, cluster=bc.brokerClusterName,
-                              broker_name=bc.brokerName, broker_id=bc.brokerId,
-                              epoch_provider=self._epoch, **self.ha_client_options)
-            self.ha_client = client
-        addr = master_ha_addr or self.store_config.haMasterAddress or self.ha_server_addr
-        if addr:
-            client.update_master_address(addr)
-        await client.start()
-        return client
-
-    async def stop_ha_client(self) -> None:
-        client = self.ha_client
-        if client is None:
-            return
-        self.ha_client = None
-        await client.stop()
-
-    def ha_runtime_info(self) -> dict[str, Any]:
-        role = self.store_config.brokerRole
-        if self.ha_service is not None:
-            info = self.ha_service.runtime_info()
-        elif self.ha_client is not None:
-            info = self.ha_client.runtime_info()
-        else:
-            info = {"master": role != BrokerRole.SLAVE, "inSyncSlaveNums": 0,
-                    "haConnectionInfo": [], "haClientRuntimeInfo": {}}
-        st = self.store
-        info["masterCommitLogMaxOffset"] = info.get("masterCommitLogMaxOffset") or (
-            st.max_phy_offset if st is not None and role != BrokerRole.SLAVE else 0)
-        epoch, start = self._epoch()
-        info.update({"brokerRole": role.value, "brokerName": self.broker_config.brokerName,
-                     "brokerId": self.broker_config.brokerId, "epoch": epoch,
-                     "haServerAddr": self.ha_addr if self.ha_service is not None else "",
-                     "epochStartOffset": start,
-                     "commitLogMaxOffset": st.max_phy_offset if st is not None else 0,
-                     "dispatchBehindBytes": st.dispatch_behind_bytes if st is not None else 0})
-        return info
+    def config_path(self) -> str | None:
+        """broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it."""
+        return self.admin_ops.config_path
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        bc = self.broker_config
+        bc, sc = self.broker_config, self.store_config
         self.topics.load()
         self.offsets.load()
         self.subscriptions.load()
         await self.server.start()
         if bc.listenPort == 0:
             bc.listenPort = self.server.port
-        self.store_host = pack_host(bc.brokerIP1, self.server.port)
-        self.store = MessageStore(self.store_config, (bc.brokerIP1, self.server.port),
-                                  arriving_listener=self._on_message_arriving)
+        self.store.store_host = pack_host(bc.brokerIP1, self.server.port)
         try:
             self.store.load()
             await self.store.start()
         except BaseException:
             await self.server.stop()
             raise
-        self.schedule = ScheduleMessageService(
-            self.store, self.store_config.delay_levels_ms, self.store_config.config_dir,
-            self.store_config.flushDelayOffsetInterval)
+        self._store_loaded = True
         self.schedule.load()
         if self.controller_role is not None:
             await self.controller_role.start()
-        elif self.store_config.brokerRole != BrokerRole.SLAVE:
-            self.schedule.start()
-            self.transactions.start()
-            await self.start_ha_service()
         else:
-            await self.start_ha_client()
-        self.topics.on_change = self.schedule_register
-        self.subscriptions.on_change = self.schedule_persist
-        # Adopted RocketMQ JSON metadata becomes msgpack right away.
-        for mgr in (self.topics, self.offsets, self.subscriptions, self.schedule):
-            if mgr.dirty:
-                await mgr.persist()
-        await self.register_broker_all()
-        loop = asyncio.get_running_loop()
-        period = min(max(bc.registerNameServerPeriod, 10_000), 60_000) / 1000
-        self._tasks = [
-            loop.create_task(self._every(period, self.register_broker_all), name="register"),
-            loop.create_task(self._every(bc.flushConsumerOffsetInterval / 1000, self.persist_metadata),
-                             name="persist"),
-            loop.create_task(self._every(10, self._scan_channels), name="scan-channels"),
-            loop.create_task(self._every(1, self._tick), name="tps"),
-        ]
+            await self.roles.start_static()
+        self.topics.on_change = self.registration.schedule_register
+        self.subscriptions.on_change = self.metadata.schedule_persist
+        await self.metadata.persist_adopted(self.schedule)
+        await self.registration.register_broker_all()
+        for svc in self._loops:
+            svc.start()
         if bc.metricsPromExporterPort:
-            self.metrics = BrokerMetrics(self)
+            self.metrics = BrokerMetrics(bc, sc, self.store, self.server, self.stats, self.topics,
+                                         self.subscriptions, self.offsets, self.consumers,
+                                         self.producers, self.roles)
             self.metrics.start()
-        if self.controller_role is not None or self.store_config.brokerRole == BrokerRole.SLAVE:
+        if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:
             if self.controller_role is None:
                 await self.slave_sync.sync_all()
             # (controller mode: it runs whenever the broker is a slave)
-            self._tasks.append(loop.create_task(
-                self._every(max(bc.slaveSyncInterval, 100) / 1000, self._slave_sync),
-                name="slave-sync"))
-        self.stats.boot_timestamp = int(time.time() * 1000)
+            self.slave_sync_service.start()
+        self.stats.boot_timestamp = now_ms()
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  bc.brokerName, self.broker_addr, bc.namesrvAddr or "(none)")
-
-    async def _every(self, seconds: float, fn: Callable[[], Any]) -> None:
-        while True:
-            await asyncio.sleep(seconds)
-            try:
-                r = fn()
-                if asyncio.iscoroutine(r):
-                    await r
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
-
-    def _tick(self) -> None:
-        self.tps.tick()
-        self.admin_ops.tick()
-
-    async def _slave_sync(self) -> None:
-        if self.store_config.brokerRole == BrokerRole.SLAVE:
-            await self.slave_sync.sync_all()
-
-    def _scan_channels(self) -> None:
-        self.consumers.scan_not_active()
-        self.producers.scan_not_active()
-
-    async def persist_metadata(self) -> None:
-        for mgr in (self.offsets, self.topics, self.subscriptions):
-            if mgr.dirty:
-                await mgr.persist()
-
-    def schedule_persist(self) -> None:
-        """Subscription group changes are written at once, as RocketMQ does."""
-        if not self._stopping:
-            asyncio.get_running_loop().create_task(self.persist_metadata())
-
-    def schedule_register(self) -> None:
-        """Topic changes re-register at once (coalesced)."""
-        if self._register_pending or self._stopping:
-            return
-        self._register_pending = True
-
-        async def run() -> None:
-            self._register_pending = False
-            if self.topics.dirty:
-                # RocketMQ persists topics.json on every topic change: a topic created by
-                # a send must survive a crash, or its acked messages cannot be pulled.
-                try:
-                    await self.topics.persist()
-                except OSError as e:
-                    log.error("persisting %s failed: %s", self.topics.file.path, e)
-            await self.register_broker_all()
-
-        asyncio.get_running_loop().create_task(run())
-
-    async def register_broker_all(self) -> None:
-        bc = self.broker_config
-        if not bc.namesrv_addrs:
-            return
-        wrapper = self.topics.serialize_wrapper()
-        if not (bc.brokerPermission & 2) or not (bc.brokerPermission & 4):
-            # a broker without read/write permission advertises it on every topic
-            for name, tc in list(wrapper.topic_config_table.items()):
-                wrapper.topic_config_table[name] = replace(tc, perm=tc.perm & bc.brokerPermission)
-        results = await self.outer_api.register_broker_all(
-            bc.namesrv_addrs, cluster=bc.brokerClusterName, broker_addr=self.broker_addr,
-            broker_name=bc.brokerName, broker_id=bc.brokerId, ha_server_addr=self.ha_addr,
-            wrapper=wrapper, compressed=bc.compressedRegister,
-            timeout_ms=bc.registerBrokerTimeoutMills)
-        for r in results:
-            # (in controller mode the controller's answer names the master, not this)
-            if self.store_config.brokerRole == BrokerRole.SLAVE and self.controller_role is None:
-                if r.master_addr:
-                    self.master_addr = r.master_addr
-                if r.ha_server_addr:
-                    self.ha_server_addr = r.ha_server_addr
-                    # RocketMQ: the NameServer's answer only when haMasterAddress is unset
-                    if self.ha_client is not None and not self.store_config.haMasterAddress:
-                        self.ha_client.update_master_address(r.ha_server_addr)
-            if r.order_topics:
-                self.topics.update_order_topic_config(r.order_topics)
 
     async def shutdown(self) -> None:
         """Stop accepting, answer parked pulls, unregister, flush and persist (within 10 s)."""
@@ -424,37 +268,20 @@ class Broker:
         self._stopping = True
         bc = self.broker_config
         log.info("broker %s (%s) shutting down", bc.brokerName, self.broker_addr)
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self.registration.close()
+        await self.metadata.close()
+        for svc in (*self._loops, self.slave_sync_service):
+            await svc.stop(cancel=True)
         if self.controller_role is not None:
             await self.controller_role.shutdown()
         self.pull_hold.wake_all()
         if self.metrics is not None:
             await self.metrics.stop()
-        if bc.namesrv_addrs:
-            try:
-                await asyncio.wait_for(self.outer_api.unregister_broker_all(
-                    bc.namesrv_addrs, cluster=bc.brokerClusterName, broker_addr=self.broker_addr,
-                    broker_name=bc.brokerName, broker_id=bc.brokerId), 3)
-            except asyncio.TimeoutError:
-                log.warning("unregistering from the NameServers timed out")
+        await self.registration.unregister_broker_all()
         await self.server.stop()
-        await self.stop_ha_client()
-        await self.stop_ha_service()
-        await self.transactions.shutdown()
-        if self.schedule is not None:
-            await self.schedule.shutdown()
-        if self.store is not None:
+        if self._store_loaded:
+            await self.roles.shutdown()
             await self.store.shutdown()
-        for mgr in (self.offsets, self.topics, self.subscriptions):
-            try:
-                await mgr.persist()
-            except OSError as e:
-                log.error("persisting %s failed: %s", mgr.file.path, e)
+        await self.metadata.persist_all()
         await self.namesrv_client.close()
         log.info("broker %s shut down cleanly", bc.brokerName)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmq.broker.broker import Broker
 from rmq.broker.config import load_broker_config
@@ -46,7 +46,7 @@ async def _run(broker: Broker) -> int:
     await stop.wait()
     try:
         await asyncio.wait_for(broker.shutdown(), SHUTDOWN_GRACE)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.error("shutdown took longer than %.0f s; exiting anyway", SHUTDOWN_GRACE)
         return 1
     return 0
@@ -75,8 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 v = getattr(obj, f.name)
                 print(f"{f.name}={getattr(v, 'value', v)}")
         return 0
-    broker = Broker(loaded.broker, loaded.store)
-    broker.config_path = args.config
+    broker = Broker(loaded.broker, loaded.store, config_path=args.config)
     try:
         import uvloop
         return uvloop.run(_run(broker))

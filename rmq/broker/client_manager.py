@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
+
+from rmq.common.clock import now_ms as _now_ms
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.frame import RemotingCommand
 
 log = logging.getLogger("rmq.broker.clients")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(eq=False)
@@ -207,3 +207,25 @@ class ProducerManager:
 
     def connection_count(self) -> int:
         return sum(len(c) for c in self.table.values())
+
+
+class ConsumerIdsChangeNotifier:
+    """DefaultConsumerIdsChangeListener: a group's members changed, tell each of them
+    (NOTIFY_CONSUMER_IDS_CHANGED) so they rebalance now, not at their next interval."""
+
+    def __init__(self, enabled: Callable[[], bool]) -> None:
+        self.enabled = enabled
+
+    def __call__(self, event: str, group: str, channels: list[ClientChannelInfo]) -> None:
+        if event != CHANGE or not self.enabled():
+            return
+        for c in channels:
+            if getattr(c.conn, "closed", False):
+                continue
+            cmd = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                  ext_fields={"consumerGroup": group})
+            try:
+                c.conn.send_oneway(cmd)
+            except Exception as e:  # a dying connection must not break the heartbeat
+                log.warning("notify consumer ids changed to %s (%s) failed: %s",
+                            c.client_id, c.conn.remote_address, e)

@@ -11,6 +11,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from rmq.common.net import local_ip
 from rmq.store.config import (
     BrokerRole,
     ConfigError,
@@ -23,22 +24,6 @@ log = logging.getLogger("rmq.broker")
 
 # PERM_READ | PERM_WRITE
 PERM_RW = 6
-
-
-def local_ip() -> str:
-    """The address other hosts would reach us at (RocketMQ's RemotingUtil.getLocalAddress).
-
-    A UDP "connect" sends nothing; it only asks the kernel which source address it would use.
-    """
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            ip = s.getsockname()[0]
-            if ip and not ip.startswith("0."):
-                return ip
-    except OSError:
-        pass
-    return "127.0.0.1"
 
 
 @dataclass
@@ -82,7 +67,7 @@ class BrokerConfig:
     metricsPromExporterPort: int = 0
     metricsPromExporterHost: str = ""
     # Controller mode (RocketMQ 5's keys): automatic failover driven by the controller
-    # in a NameServer (nameserver/controller.py; rmq/broker/role.py). brokerRole then
+    # in a NameServer (nameserver/controller.py; rmq/broker/controller_role.py). brokerRole then
     # names the role this broker takes while it leads (SYNC_MASTER or ASYNC_MASTER);
     # whether it leads is the controller's decision. brokerId 0 lets the controller
     # adopt it as the group's first master; brokerId > 0 starts it as a slave.
@@ -110,6 +95,8 @@ class BrokerConfig:
 
     @property
     def broker_addr(self) -> str:
+        """host:port clients reach this broker at (listenPort is the bound port once the
+        server started, also when configured 0)."""
         return f"{self.brokerIP1}:{self.listenPort}"
 
     @property
@@ -164,6 +151,11 @@ class BrokerConfig:
         for key in ("brokerHeartbeatInterval", "sendHeartbeatTimeoutMillis"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be positive")
+
+
+def ha_address(broker: BrokerConfig, store: MessageStoreConfig) -> str:
+    """host:port slaves replicate from (brokerIP2, haListenPort)."""
+    return f"{broker.brokerIP2}:{store.haListenPort}"
 
 
 @dataclass

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import TYPE_CHECKING
 
+from rmq.broker.seams import ConsumerOffsets, ConsumerRegistry, StoreReader, TopicConfigs
+from rmq.broker.stats import BrokerStats
 from rmq.protocol.bodies import ConsumeStats, OffsetWrapper
 from rmq.protocol.bodies import MessageQueue
-
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
-    from rmq.broker.stats import BrokerStats
 
 
 class GroupGetTps:
@@ -20,7 +17,7 @@ class GroupGetTps:
     snapshots of BrokerStats' counters taken every `step` seconds (RocketMQ's
     StatsItem minute average)."""
 
-    def __init__(self, stats: "BrokerStats", window_s: float = 60.0, step_s: float = 10.0) -> None:
+    def __init__(self, stats: BrokerStats, window_s: float = 60.0, step_s: float = 10.0) -> None:
         self.stats = stats
         self.window_s = window_s
         self.step_s = step_s
@@ -47,31 +44,29 @@ class GroupGetTps:
         return max(got, 0) / (now - t0)
 
 
-def build_consume_stats(broker: "Broker", group: str, topic: str | None,
-                        tps: GroupGetTps) -> ConsumeStats:
+def build_consume_stats(store: StoreReader, topics: TopicConfigs, offsets: ConsumerOffsets,
+                        consumers: ConsumerRegistry, broker_name: str, group: str,
+                        topic: str | None, tps: GroupGetTps) -> ConsumeStats:
     """The group's offsets on this broker for topic, or for every topic it has offsets
     for; topics whose config is gone, or that an online group does not subscribe to,
     are left out (as 4.9.8 does)."""
-    b = broker
-    store = b.store
-    assert store is not None
-    topics = [topic] if topic else sorted(b.offsets.topics_of_group(group))
-    online = b.consumers.get_group(group)
+    names = [topic] if topic else sorted(offsets.topics_of_group(group))
+    online = consumers.get_group(group)
     out = ConsumeStats()
-    for t in topics:
-        tc = b.topics.select(t)
+    for t in names:
+        tc = topics.select(t)
         if tc is None:
             continue
         if online is not None and online.subscriptions and online.find_subscription(t) is None:
             continue
         for qid in range(tc.read_queue_nums):
             broker_offset = max(store.get_max_offset_in_queue(t, qid), 0)
-            consumer_offset = max(b.offsets.query_offset(group, t, qid), 0)
+            consumer_offset = max(offsets.query_offset(group, t, qid), 0)
             last = 0
             if consumer_offset > 0:
                 ts = store.get_message_store_timestamp(t, qid, consumer_offset - 1)
                 last = ts if ts > 0 else 0
-            out.offset_table.append((MessageQueue(t, b.broker_config.brokerName, qid),
+            out.offset_table.append((MessageQueue(t, broker_name, qid),
                                      OffsetWrapper(broker_offset, consumer_offset, last)))
         out.consume_tps += tps.tps(group, t)
     return out

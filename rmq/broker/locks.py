@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+
+from rmq.common.clock import now_ms
 
 from rmq.protocol.bodies import MessageQueue
 
@@ -12,10 +13,6 @@ log = logging.getLogger("rmq.broker.locks")
 
 # rocketmq.broker.rebalance.lockMaxLiveTime; clients renew every 20 s
 LOCK_MAX_LIVE_TIME_MS = 60_000
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -37,7 +34,7 @@ class RebalanceLockManager:
 
     def try_lock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str) -> set[MessageQueue]:
         """Lock (or renew) every queue that is free, expired or already ours; return those."""
-        now = _now_ms()
+        now = now_ms()
         locks = self.table.setdefault(group, {})
         got: set[MessageQueue] = set()
         for mq in mqs:
@@ -79,10 +76,10 @@ class RebalanceLockManager:
 
     def is_locked(self, group: str, mq: MessageQueue, client_id: str) -> bool:
         e = self.table.get(group, {}).get(mq)
-        return e is not None and e.held_by(client_id, _now_ms(), self.max_live_ms)
+        return e is not None and e.held_by(client_id, now_ms(), self.max_live_ms)
 
     def holder(self, group: str, mq: MessageQueue) -> str | None:
         e = self.table.get(group, {}).get(mq)
-        if e is None or e.expired(_now_ms(), self.max_live_ms):
+        if e is None or e.expired(now_ms(), self.max_live_ms):
             return None
         return e.client_id

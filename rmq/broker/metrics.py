@@ -17,30 +17,35 @@ Where the figures come from (see ``rmq.remoting.metrics`` for the threading):
   message reserve time, topic and group counts, role, HA state, protocol errors;
 * at scrape time in the HTTP thread: the store file system's used bytes (statvfs).
 
-HA (beyond RocketMQ): ``broker.ha_service`` (None when replication is off) gives
-``slave_ack_offsets()`` and ``in_sync_replicas()``, ``broker.epoch`` the epoch; both are
-read with getattr so a broker without them simply has no such series.
+HA (beyond RocketMQ): the role services' ``ha_service`` (None when this broker is not a
+master) gives ``slave_ack_offsets()`` and ``in_sync_replicas()``; ``epoch()`` the epoch
+(0 with static roles).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from rmq.broker.offsets import TOPIC_GROUP_SEPARATOR
+from ha.service import HAService
+from rmq.broker.client_manager import ConsumerManager, ProducerManager
+from rmq.broker.config import BrokerConfig
+from rmq.broker.offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from rmq.broker.stats import BrokerStats
+from rmq.broker.subscriptions import SubscriptionGroupManager
+from rmq.broker.topics import TopicConfigManager
+from rmq.common.clock import now_ms
 from rmq.protocol.codes import LanguageCode, MQVersion
 from rmq.remoting.metrics import (RPC_LATENCY_BUCKETS_MS, Families, HistogramSnapshot,
                                   LoopHistogram, LoopSnapshot, MetricsHttpServer, NodeLabels,
                                   RpcLatencyRecorder)
-from rmq.store.config import BrokerRole
-
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
+from rmq.remoting.server import RemotingServer
+from rmq.store.config import BrokerRole, MessageStoreConfig
+from rmq.store.message_store import MessageStore
 
 log = logging.getLogger("rmq.broker.metrics")
 
@@ -81,6 +86,15 @@ class BrokerSnapshot:
     protocol_errors: int
 
 
+class ReplicationView(Protocol):
+    """The role services as metrics read them (rmq/broker/roles.py)."""
+
+    @property
+    def ha_service(self) -> HAService | None: ...
+
+    def epoch(self) -> tuple[int, int]: ...
+
+
 def _client_labels(language: int, version: int) -> tuple[str, str]:
     return LanguageCode.name_of(language).lower(), MQVersion.name_of(version).lower()
 
@@ -89,9 +103,23 @@ class BrokerMetrics:
     """One broker's registry, collectors and exporter. ``start()`` on the loop after
     the store started; ``await stop()`` at shutdown."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        bc = broker.broker_config
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
+                 store: MessageStore, server: RemotingServer, stats: BrokerStats,
+                 topics: TopicConfigManager, subscriptions: SubscriptionGroupManager,
+                 offsets: ConsumerOffsetManager, consumers: ConsumerManager,
+                 producers: ProducerManager, replication: ReplicationView) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.store = store
+        self.server = server
+        self.stats = stats
+        self.topics = topics
+        self.subscriptions = subscriptions
+        self.offsets = offsets
+        self.consumers = consumers
+        self.producers = producers
+        self.replication = replication
+        bc = broker_config
         self.node = NodeLabels(cluster=bc.brokerClusterName, node_type="broker",
                                node_id=bc.brokerName)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -106,25 +134,23 @@ class BrokerMetrics:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> bool:
         """Install the observers and serve /metrics; False (logged) if the port is taken."""
-        b = self.broker
+        bc = self.broker_config
         self._snapshot = LoopSnapshot(asyncio.get_running_loop(), self._take,
-                                      what=f"broker {b.broker_config.brokerName} metrics")
-        b.server.set_rpc_observer(self.rpc)
-        b.stats.message_size_observer = self.message_size.observe
-        fs = b.store.flush_service if b.store is not None else None
+                                      what=f"broker {bc.brokerName} metrics")
+        self.server.set_rpc_observer(self.rpc)
+        self.stats.message_size_observer = self.message_size.observe
+        fs = self.store.flush_service
         if fs is not None:
             fs.flush_observer = self.flush_latency.observe
             if hasattr(fs, "batch_observer"):
                 fs.batch_observer = self.group_commit.observe
-        bc = b.broker_config
         return self.exporter.start(bc.metricsPromExporterHost or "0.0.0.0",
                                    bc.metricsPromExporterPort)
 
     async def stop(self) -> None:
-        b = self.broker
-        b.server.set_rpc_observer(None)
-        b.stats.message_size_observer = None
-        fs = b.store.flush_service if b.store is not None else None
+        self.server.set_rpc_observer(None)
+        self.stats.message_size_observer = None
+        fs = self.store.flush_service
         if fs is not None:
             fs.flush_observer = None
             if hasattr(fs, "batch_observer"):
@@ -132,54 +158,48 @@ class BrokerMetrics:
         await asyncio.to_thread(self.exporter.stop)
 
     # ------------------------------------------------------------------ collector protocol
-    def describe(self) -> list:
+    def describe(self) -> list[Any]:
         return list(self._families(None, None))
 
-    def collect(self) -> list:
+    def collect(self) -> list[Any]:
         snap = self._snapshot.get() if self._snapshot is not None else None
         return list(self._families(snap, self._storage_used()))
 
     # ------------------------------------------------------------------ on the loop
     def _take(self) -> BrokerSnapshot:
-        b = self.broker
-        st = b.stats
-        store = b.store
-        role = b.store_config.brokerRole
-        flush_behind = dispatch_behind = 0
+        st = self.stats
+        store = self.store
+        role = self.store_config.brokerRole
         reserve: int | None = None
         lag: list[tuple[str, str, int, int, int]] = []
         ha_lag: dict[str, int] | None = None
         in_sync: int | None = None
-        if store is not None:
-            cl = store.commitlog
-            flush_behind = cl.mfq.remain_to_flush() + cl.uncommitted_bytes
-            dispatch_behind = store.dispatch_behind_bytes
-            earliest = cl.pick_store_timestamp(cl.min_offset, 0)
-            if earliest > 0:
-                reserve = max(0, time.time_ns() // 1_000_000 - earliest)
-            if role != BrokerRole.SLAVE:
-                lag = self._lag(store, st.pull_offsets)
-            ha = getattr(b, "ha_service", None)
-            if ha is not None:
-                top = store.max_phy_offset
-                ha_lag = {slave: max(0, top - ack) for slave, ack in ha.slave_ack_offsets().items()}
-                in_sync = int(ha.in_sync_replicas())
+        cl = store.commitlog
+        flush_behind = cl.mfq.remain_to_flush() + cl.uncommitted_bytes
+        dispatch_behind = store.dispatch_behind_bytes
+        earliest = cl.pick_store_timestamp(cl.min_offset, 0)
+        if earliest > 0:
+            reserve = max(0, now_ms() - earliest)
+        if role != BrokerRole.SLAVE:
+            lag = self._lag(store, st.pull_offsets)
+        ha = self.replication.ha_service
+        if ha is not None:
+            top = store.max_phy_offset
+            ha_lag = {slave: max(0, top - ack) for slave, ack in ha.slave_ack_offsets().items()}
+            in_sync = int(ha.in_sync_replicas())
         producers: dict[tuple[str, str], int] = {}
-        for chans in b.producers.table.values():
+        for chans in self.producers.table.values():
             for c in chans.values():
                 k = _client_labels(c.language, c.version)
                 producers[k] = producers.get(k, 0) + 1
         consumers: dict[tuple[str, str, str, str], int] = {}
-        for group, info in b.consumers.table.items():
+        for group, info in self.consumers.table.items():
             mode = CONSUME_MODE.get(info.consume_type, str(info.consume_type).lower())
             for c in info.channels.values():
-                k = (group, *_client_labels(c.language, c.version), mode)
-                consumers[k] = consumers.get(k, 0) + 1
-        epoch = getattr(b, "epoch", None)
-        if epoch is None:
-            # the failover side's (epoch, start); static roles have no epochs: 0
-            provider = getattr(b, "epoch_provider", None)
-            epoch = provider()[0] if provider is not None else 0
+                ck = (group, *_client_labels(c.language, c.version), mode)
+                consumers[ck] = consumers.get(ck, 0) + 1
+        # the failover side's (epoch, start); static roles have no epochs: 0
+        epoch = self.replication.epoch()[0]
         return BrokerSnapshot(
             messages_in=[(t, c[0], c[1]) for t, c in st.put_by_topic.items()],
             messages_out=[(t, g, c[0], c[1]) for (g, t), c in st.get_by_group_topic.items()],
@@ -189,19 +209,20 @@ class BrokerMetrics:
             group_commit=self.group_commit.snapshot(),
             lag=lag, producers=producers, consumers=consumers,
             flush_behind=flush_behind, dispatch_behind=dispatch_behind,
-            reserve_time_ms=reserve, topics=len(b.topics.table),
-            groups=len(b.subscriptions.table), role=ROLE_VALUE.get(role, -1),
+            reserve_time_ms=reserve, topics=len(self.topics.table),
+            groups=len(self.subscriptions.table), role=ROLE_VALUE.get(role, -1),
             ha_slave_lag=ha_lag, in_sync_replicas=in_sync,
-            epoch=int(epoch) if epoch is not None else None,
-            protocol_errors=b.server.stats.protocol_errors)
+            epoch=int(epoch),
+            protocol_errors=self.server.stats.protocol_errors)
 
-    def _lag(self, store, pull_offsets: dict) -> list[tuple[str, str, int, int, int]]:
+    def _lag(self, store: MessageStore, pull_offsets: dict[tuple[str, str, int], int]
+             ) -> list[tuple[str, str, int, int, int]]:
         """ConsumerLagCalculator: per topic and group with committed offsets, the
         messages behind the queues' ends, the age of the oldest of them, and the
         messages pulled but not committed."""
-        now = time.time_ns() // 1_000_000
+        now = now_ms()
         rows = []
-        for key, queues in self.broker.offsets.offset_table.items():
+        for key, queues in self.offsets.offset_table.items():
             topic, sep, group = key.partition(TOPIC_GROUP_SEPARATOR)
             if not sep:
                 continue
@@ -226,7 +247,7 @@ class BrokerMetrics:
     def _storage_used(self) -> int | None:
         """Used bytes of the store's file system (RocketMQ: total - free space)."""
         try:
-            sv = os.statvfs(self.broker.store_config.storePathRootDir)
+            sv = os.statvfs(self.store_config.storePathRootDir)
         except OSError:
             return None
         return (sv.f_blocks - sv.f_bfree) * sv.f_frsize
@@ -287,10 +308,10 @@ class BrokerMetrics:
             f.sample("rocketmq_consumer_lag_messages", behind, [topic, group])
             f.sample("rocketmq_consumer_lag_latency", latency, [topic, group])
             f.sample("rocketmq_consumer_inflight_messages", inflight, [topic, group])
-        for labels, n in s.producers.items():
-            f.sample("rocketmq_producer_connections", n, labels)
-        for labels, n in s.consumers.items():
-            f.sample("rocketmq_consumer_connections", n, labels)
+        for plabels, n in s.producers.items():
+            f.sample("rocketmq_producer_connections", n, plabels)
+        for clabels, n in s.consumers.items():
+            f.sample("rocketmq_consumer_connections", n, clabels)
         f.sample("rocketmq_storage_flush_behind_bytes", s.flush_behind)
         f.sample("rocketmq_storage_dispatch_behind_bytes", s.dispatch_behind)
         if s.reserve_time_ms is not None:

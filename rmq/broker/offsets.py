@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from rmq.broker.persist import MetadataFile
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 log = logging.getLogger("rmq.broker.pull")
 
@@ -28,9 +29,11 @@ class HeldPullRequest:
 
 
 class PullRequestHoldService:
-    def __init__(self, execute_when_wakeup: Callable[[HeldPullRequest], None]) -> None:
-        # execute_when_wakeup re-runs the pull without suspending and sends the response
-        self._execute = execute_when_wakeup
+    def __init__(self, execute_when_wakeup: Callable[[HeldPullRequest], None] | None = None
+                 ) -> None:
+        # re-runs the pull without suspending and sends the response: the pull processor,
+        # which is built after the store this service listens to (so it may come later)
+        self.execute_when_wakeup = execute_when_wakeup
         self._held: dict[tuple[str, int], list[HeldPullRequest]] = {}
         self.held_count = 0
 
@@ -64,8 +67,11 @@ class PullRequestHoldService:
         self._remove(req)
         if getattr(req.conn, "closed", False):
             return
+        execute = self.execute_when_wakeup
+        if execute is None:
+            return
         try:
-            self._execute(req)
+            execute(req)
         except Exception:
             log.exception("re-running held pull for %s-%d from %s failed",
                           req.topic, req.queue_id, getattr(req.conn, "remote_address", "?"))

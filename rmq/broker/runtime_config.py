@@ -19,7 +19,8 @@ import dataclasses
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from rmq.broker.config import BrokerConfig
 from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties

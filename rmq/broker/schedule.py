@@ -7,14 +7,15 @@ clamped into the queue's [min, max].
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rmq.broker.persist import MetadataFile
+from rmq.broker.seams import ServiceStore
+from rmq.common.clock import now_ms
+from rmq.common.mixall import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
+from rmq.common.service import ServiceLoop
 from rmq.protocol.message import (
-    SCHEDULE_TOPIC,
     MessageConst,
     MessageExt,
     MessageExtBrokerInner,
@@ -23,19 +24,11 @@ from rmq.protocol.message import (
 from rmq.store.consume_queue import CQ_UNIT
 from rmq.store.results import PutMessageStatus
 
-if TYPE_CHECKING:
-    from rmq.store.message_store import MessageStore
-
 log = logging.getLogger("rmq.broker.schedule")
 
 FIRST_DELAY_TIME = 1.0       # s before a level's first scan
 DELAY_FOR_A_WHILE = 0.1      # s between scans of a drained level
 DELAY_FOR_A_PERIOD = 10.0    # s after a failed put
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def delay_level_to_queue_id(level: int) -> int:
@@ -70,7 +63,10 @@ def message_time_up(msg: MessageExt) -> MessageExtBrokerInner:
 
 
 class ScheduleMessageService:
-    def __init__(self, store: "MessageStore", delay_levels_ms: list[int], config_dir: str,
+    """Delay levels and their offsets. ``start`` / ``await stop()`` turn delivery on and
+    off (masters only: rmq/broker/roles.py); offsets are loaded and served either way."""
+
+    def __init__(self, store: ServiceStore, delay_levels_ms: list[int], config_dir: str,
                  flush_interval_ms: int = 10_000) -> None:
         self.store = store
         self.levels = list(delay_levels_ms)
@@ -79,8 +75,7 @@ class ScheduleMessageService:
         self.flush_interval_ms = flush_interval_ms
         self.delivered = 0
         self.dirty = False
-        self._tasks: list[asyncio.Task[None]] = []
-        self._stop: asyncio.Event | None = None
+        self._services: list[ServiceLoop] = []
 
     @property
     def max_delay_level(self) -> int:
@@ -109,7 +104,7 @@ class ScheduleMessageService:
                 self.offset_table[level] = fixed
                 self.dirty = True
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {"offsetTable": dict(self.offset_table)}
 
     async def persist(self) -> None:
@@ -141,7 +136,7 @@ class ScheduleMessageService:
         idx = offset
         while pos < end:
             phy, size, deliver_at = CQ_UNIT.unpack_from(mf.mm, pos)
-            now = _now_ms()
+            now = now_ms()
             # a deliver time beyond now + the level's delay means the clock moved: due now
             if deliver_at > now + delay:
                 deliver_at = now
@@ -167,45 +162,60 @@ class ScheduleMessageService:
         self._update_offset(level, idx)
         return DELAY_FOR_A_WHILE
 
-    async def _run_level(self, level: int) -> None:
-        assert self._stop is not None
-        wait = FIRST_DELAY_TIME
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), wait)
-                return
-            except asyncio.TimeoutError:
-                pass
-            try:
-                wait = self.deliver_step(level)
-            except Exception:
-                log.exception("delay level %d delivery failed", level)
-                wait = DELAY_FOR_A_PERIOD
-
-    async def _run_persist(self) -> None:
-        assert self._stop is not None
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), self.flush_interval_ms / 1000)
-            except asyncio.TimeoutError:
-                pass
-            if self.dirty:
-                try:
-                    await self.persist()
-                except OSError as e:
-                    log.error("persisting delay offsets failed: %s", e)
+    @property
+    def started(self) -> bool:
+        return bool(self._services)
 
     def start(self) -> None:
-        self._stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._run_level(lv), name=f"schedule-level-{lv}")
-                       for lv in range(1, self.max_delay_level + 1)]
-        self._tasks.append(loop.create_task(self._run_persist(), name="schedule-persist"))
+        if self._services:
+            return
+        self._services = [DeliverDelayedMessageService(self, lv)
+                          for lv in range(1, self.max_delay_level + 1)]
+        self._services.append(PersistDelayOffsetService(self))
+        for svc in self._services:
+            svc.start()
 
-    async def shutdown(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        for t in self._tasks:
-            await t
-        self._tasks = []
+    async def stop(self) -> None:
+        """Stop delivering (an iteration under way finishes) and write the offsets."""
+        services, self._services = self._services, []
+        for svc in services:
+            await svc.stop()
         await self.persist()
+
+
+class DeliverDelayedMessageService(ServiceLoop):
+    """One delay level: deliver what is due, then wait as long as deliver_step says."""
+
+    def __init__(self, schedule: ScheduleMessageService, level: int) -> None:
+        super().__init__(f"schedule-level-{level}", log)
+        self.schedule = schedule
+        self.level = level
+        self._wait = FIRST_DELAY_TIME
+
+    def interval(self) -> float:
+        return self._wait
+
+    async def run_once(self) -> None:
+        try:
+            self._wait = self.schedule.deliver_step(self.level)
+        except Exception:
+            log.exception("delay level %d delivery failed", self.level)
+            self._wait = DELAY_FOR_A_PERIOD
+
+
+class PersistDelayOffsetService(ServiceLoop):
+    """Write the delay offsets every flushDelayOffsetInterval when they changed."""
+
+    def __init__(self, schedule: ScheduleMessageService) -> None:
+        super().__init__("schedule-persist", log)
+        self.schedule = schedule
+
+    def interval(self) -> float:
+        return self.schedule.flush_interval_ms / 1000
+
+    async def run_once(self) -> None:
+        if self.schedule.dirty:
+            try:
+                await self.schedule.persist()
+            except OSError as e:
+                log.error("persisting delay offsets failed: %s", e)

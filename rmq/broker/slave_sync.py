@@ -14,17 +14,21 @@ queries as its master would, and has the metadata when it is promoted.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rmq.broker.subscriptions import SubscriptionGroupConfig
+from rmq.broker.config import BrokerConfig
+from rmq.broker.offsets import ConsumerOffsetManager
+from rmq.broker.schedule import ScheduleMessageService
+from rmq.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager
+from rmq.broker.topics import TopicConfigManager
+from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.bodies import DataVersion, TopicConfigSerializeWrapper, loads_fastjson
+from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
-
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
+from rmq.store.config import BrokerRole, MessageStoreConfig
 
 log = logging.getLogger("rmq.broker.slave_sync")
 
@@ -32,21 +36,33 @@ TIMEOUT = 3.0
 
 
 class SlaveSynchronize:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    """``master_addr`` is set by the role change (rmq/broker/roles.py) or, for a static
+    slave, from the NameServers' answer to its registration."""
+
+    def __init__(self, client: RemotingClient, broker_config: BrokerConfig,
+                 topics: TopicConfigManager, offsets: ConsumerOffsetManager,
+                 schedule: ScheduleMessageService, subscriptions: SubscriptionGroupManager
+                 ) -> None:
+        self.client = client
+        self.broker_config = broker_config
+        self.topics = topics
+        self.offsets = offsets
+        self.schedule = schedule
+        self.subscriptions = subscriptions
+        self.master_addr: str | None = None
         self.syncs = 0
         self.last_error: str | None = None
 
     async def _fetch(self, addr: str, code: int) -> bytes:
-        resp = await self.broker.namesrv_client.invoke(addr, RemotingCommand(code), TIMEOUT)
+        resp = await self.client.invoke(addr, RemotingCommand(code), TIMEOUT)
         if resp.code != ResponseCode.SUCCESS:
             raise ProtocolError(f"{RequestCode.name_of(code)} answered "
                                 f"{ResponseCode.name_of(resp.code)}: {resp.remark}")
         return resp.body or b""
 
     async def sync_all(self) -> None:
-        addr = self.broker.master_addr
-        if not addr or addr == self.broker.broker_addr:
+        addr = self.master_addr
+        if not addr or addr == self.broker_config.broker_addr:
             return
         errors = []
         for step in (self.sync_topic_config, self.sync_consumer_offset,
@@ -65,53 +81,66 @@ class SlaveSynchronize:
             self.last_error = None
 
     async def sync_topic_config(self, addr: str) -> None:
-        b = self.broker
+        topics = self.topics
         wrapper = TopicConfigSerializeWrapper.from_json(
             await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
-        if wrapper.data_version == b.topics.data_version:
+        if wrapper.data_version == topics.data_version:
             return
-        b.topics.replace_all(wrapper.topic_config_table, wrapper.data_version)
-        await b.topics.persist()
+        topics.replace_all(wrapper.topic_config_table, wrapper.data_version)
+        await topics.persist()
         log.info("slave sync: %d topics from master %s (data version %s)",
                  len(wrapper.topic_config_table), addr, wrapper.data_version.counter)
-        b.schedule_register()
 
     async def sync_consumer_offset(self, addr: str) -> None:
-        b = self.broker
         obj = _obj(loads_fastjson(await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)))
         table = {str(k): {int(q): int(o) for q, o in _obj(v).items()}
                  for k, v in _obj(obj.get("offsetTable") or {}).items()}
-        if b.offsets.merge_all(table):
-            await b.offsets.persist()
+        if self.offsets.merge_all(table):
+            await self.offsets.persist()
 
     async def sync_delay_offset(self, addr: str) -> None:
-        b = self.broker
         obj = _obj(loads_fastjson(await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)))
         table = {int(k): int(v) for k, v in _obj(obj.get("offsetTable") or {}).items()}
-        sched = b.schedule
-        if sched is None or sched.offset_table == table:
+        sched = self.schedule
+        if sched.offset_table == table:
             return
         sched.offset_table = table
         await sched.persist()
 
     async def sync_subscription_group_config(self, addr: str) -> None:
-        b = self.broker
+        subscriptions = self.subscriptions
         obj = _obj(loads_fastjson(
             await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)))
         dv = DataVersion.from_obj(obj.get("dataVersion") or {})
-        mine = b.subscriptions.data_version
+        mine = subscriptions.data_version
         if (dv.counter, dv.timestamp) == (mine.get("counter"), mine.get("timestamp")):
             return
         table = {}
         for name, cfg in _obj(obj.get("subscriptionGroupTable") or {}).items():
             c = _obj(cfg)
             table[str(name)] = SubscriptionGroupConfig.from_dict({"groupName": name, **c})
-        b.subscriptions.replace_all(table, {"counter": dv.counter, "timestamp": dv.timestamp})
-        await b.subscriptions.persist()
+        subscriptions.replace_all(table, {"counter": dv.counter, "timestamp": dv.timestamp})
+        await subscriptions.persist()
         log.info("slave sync: %d subscription groups from master %s", len(table), addr)
 
 
-def _obj(v: Any) -> dict:
+class SlaveSyncService(ServiceLoop):
+    """Every slaveSyncInterval (at least 100 ms), while the store is a SLAVE."""
+
+    def __init__(self, sync: SlaveSynchronize, store_config: MessageStoreConfig) -> None:
+        super().__init__("slave-sync", log)
+        self.sync = sync
+        self.store_config = store_config
+
+    def interval(self) -> float:
+        return max(self.sync.broker_config.slaveSyncInterval, 100) / 1000
+
+    async def run_once(self) -> None:
+        if self.store_config.brokerRole == BrokerRole.SLAVE:
+            await self.sync.sync_all()
+
+
+def _obj(v: Any) -> dict[Any, Any]:
     if not isinstance(v, dict):
         raise ProtocolError(f"expected a JSON object, got {type(v).__name__}")
     return v

@@ -4,15 +4,16 @@ Per message only integer additions; rates are derived from snapshots by readers.
 """
 from __future__ import annotations
 
-import time
-from typing import Callable
+from collections.abc import Callable
+
+from rmq.common.clock import now_ms
 
 from rmq.store.results import GetMessageResult, PutMessageResult
 
 
 class BrokerStats:
     def __init__(self) -> None:
-        self.boot_timestamp = time.time_ns() // 1_000_000
+        self.boot_timestamp = now_ms()
         self.put_msgs = 0
         self.put_bytes = 0
         self.put_failures = 0

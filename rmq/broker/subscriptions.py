@@ -3,17 +3,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.persist import MetadataFile
+from rmq.common.clock import now_ms
+from rmq.common.mixall import CLIENT_INNER_PRODUCER_GROUP, TOOLS_CONSUMER_GROUP
 
 log = logging.getLogger("rmq.broker.subscriptions")
 
 # Groups RocketMQ's SubscriptionGroupManager creates at start.
-SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER",
-                 "CLIENT_INNER_PRODUCER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+SYSTEM_GROUPS = (TOOLS_CONSUMER_GROUP, "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER",
+                 CLIENT_INNER_PRODUCER_GROUP, "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                  "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL",
                  "CID_RMQ_SYS_TRACE")
 
@@ -34,7 +36,7 @@ class SubscriptionGroupConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SubscriptionGroupConfig":
+    def from_dict(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -49,7 +51,8 @@ class SubscriptionGroupManager:
             self.table[g] = SubscriptionGroupConfig(g)
         self.dirty = False
         # Called on every change so the broker writes the file at once (as RocketMQ does).
-        self.on_change = None
+        # called after a change (the broker writes the groups at once)
+        self.on_change: Callable[[], None] | None = None
 
     def load(self) -> None:
         data, adopted = self.file.load()
@@ -73,7 +76,7 @@ class SubscriptionGroupManager:
 
     def _changed(self) -> None:
         self.data_version["counter"] += 1
-        self.data_version["timestamp"] = int(time.time() * 1000)
+        self.data_version["timestamp"] = now_ms()
         self.dirty = True
         if self.on_change is not None:
             self.on_change()

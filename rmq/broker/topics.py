@@ -2,33 +2,16 @@
 from __future__ import annotations
 
 import logging
-import time
-from typing import Callable
+from collections.abc import Callable
 
 from rmq.broker.persist import MetadataFile
+from rmq.common.clock import now_ms as _now_ms
+from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT,
+                               SCHEDULE_TOPIC, SELF_TEST_TOPIC)
 from rmq.protocol.codes import PermName
 from rmq.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 log = logging.getLogger("rmq.broker.topics")
-
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-
-SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC_KEY_TOPIC, SELF_TEST_TOPIC, BENCHMARK_TOPIC,
-                           OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
-                           TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
-                           "RMQ_SYS_TRACE_TOPIC"})
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class TopicConfigManager:
@@ -173,7 +156,9 @@ class TopicConfigManager:
             self.dirty = True
 
     def replace_all(self, table: dict[str, TopicConfig], data_version: DataVersion) -> None:
-        """A slave takes its master's topics."""
+        """A slave takes its master's topics (and re-registers them: on_change)."""
         self.table = dict(table)
         self.data_version = data_version
         self.dirty = True
+        if self.on_change is not None:
+            self.on_change()

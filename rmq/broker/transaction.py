@@ -14,11 +14,14 @@ the system group CID_RMQ_SYS_TRANS, as RocketMQ does, so progress survives resta
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from typing import TYPE_CHECKING
 
+from rmq.broker.config import BrokerConfig
+from rmq.broker.seams import ConsumerOffsets, ProducerRegistry, ServiceStore, TopicConfigs
+from rmq.common.clock import now_ms
+from rmq.common.mixall import (TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
+                               TRANS_SYS_GROUP)
+from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import CheckTransactionStateRequestHeader
@@ -33,21 +36,14 @@ from rmq.protocol.message import (
 )
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
-
 log = logging.getLogger("rmq.broker.transaction")
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SYS_GROUP = "CID_RMQ_SYS_TRANS"
+HALF_TOPIC = TRANS_HALF_TOPIC
+OP_TOPIC = TRANS_OP_HALF_TOPIC
+CHECK_MAX_TIME_TOPIC = TRANS_CHECK_MAX_TIME_TOPIC
+SYS_GROUP = TRANS_SYS_GROUP
 REMOVE_TAG = "d"
 PULL_BATCH = 32
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _clean_props_string(props: dict[str, str]) -> str:
@@ -56,12 +52,19 @@ def _clean_props_string(props: dict[str, str]) -> str:
 
 
 class TransactionalMessageService:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    """Half messages and their check. ``check_service`` is the master-only loop
+    (rmq/broker/roles.py turns it on and off)."""
+
+    def __init__(self, broker_config: BrokerConfig, store: ServiceStore, topics: TopicConfigs,
+                 offsets: ConsumerOffsets, producers: ProducerRegistry) -> None:
+        self.broker_config = broker_config
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.producers = producers
         self.checks_sent = 0
         self.discarded = 0
-        self._task: asyncio.Task[None] | None = None
-        self._stop: asyncio.Event | None = None
+        self.check_service = TransactionalMessageCheckService(self)
 
     # --- send path ---
     def prepare(self, msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
@@ -72,12 +75,12 @@ class TransactionalMessageService:
         msg.topic = HALF_TOPIC
         msg.queue_id = 0
         msg.properties_string = _clean_props_string(msg.properties)
-        self.broker.topics.create_topic_in_send_message_back_method(HALF_TOPIC, 1, 6, 0)
+        self.topics.create_topic_in_send_message_back_method(HALF_TOPIC, 1, 6, 0)
         return msg
 
     # --- END_TRANSACTION ---
     def look_half(self, commit_log_offset: int) -> MessageExt | None:
-        return self.broker.store.look_message_by_offset(commit_log_offset)
+        return self.store.look_message_by_offset(commit_log_offset)
 
     @staticmethod
     def check_prepare(msg: MessageExt, producer_group: str, tran_state_table_offset: int,
@@ -106,19 +109,19 @@ class TransactionalMessageService:
             properties=props, properties_string=_clean_props_string(props),
             sys_flag=SysFlag.reset_transaction_value(half.sys_flag, SysFlag.TRANSACTION_COMMIT_TYPE),
             born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_host=self.broker.store_host, reconsume_times=half.reconsume_times,
+            store_host=self.store.store_host, reconsume_times=half.reconsume_times,
             prepared_transaction_offset=commit_log_offset)
 
     def put_op(self, half: MessageExt) -> PutMessageResult:
         """Mark a half message resolved: op message, tag `d`, body = its queue offset."""
-        self.broker.topics.create_topic_in_send_message_back_method(OP_TOPIC, 1, 6, 0)
+        self.topics.create_topic_in_send_message_back_method(OP_TOPIC, 1, 6, 0)
+        host = self.store.store_host
         props = {MessageConst.TAGS: REMOVE_TAG, MessageConst.WAIT_STORE_MSG_OK: "false"}
         op = MessageExtBrokerInner(
             topic=OP_TOPIC, body=str(half.queue_offset).encode(), queue_id=half.queue_id,
             properties=props, properties_string=_clean_props_string(props),
-            born_timestamp=_now_ms(), born_host=self.broker.store_host,
-            store_host=self.broker.store_host)
-        result, _ = self.broker.store.put_nowait(op)
+            born_timestamp=now_ms(), born_host=host, store_host=host)
+        result, _ = self.store.put_nowait(op)
         if result.status is not PutMessageStatus.PUT_OK:
             log.error("writing the op message for half offset %d failed: %s",
                       half.queue_offset, result.status.value)
@@ -126,28 +129,26 @@ class TransactionalMessageService:
 
     # --- check service ---
     def _offset(self, topic: str) -> int:
-        off = self.broker.offsets.query_offset(SYS_GROUP, topic, 0)
+        off = self.offsets.query_offset(SYS_GROUP, topic, 0)
         if off < 0:
-            off = max(self.broker.store.get_min_offset_in_queue(topic, 0), 0)
+            off = max(self.store.get_min_offset_in_queue(topic, 0), 0)
         return off
 
     def _commit(self, topic: str, offset: int) -> None:
-        self.broker.offsets.commit_offset("broker", SYS_GROUP, topic, 0, offset)
+        self.offsets.commit_offset("broker", SYS_GROUP, topic, 0, offset)
 
     def _read(self, topic: str, offset: int, n: int) -> list[MessageExt]:
-        store = self.broker.store
-        res = store.get_messages(SYS_GROUP, topic, 0, offset, n)
+        res = self.store.get_messages(SYS_GROUP, topic, 0, offset, n)
         return decode_records(res.body(), decompress=False) if res.buffers else []
 
     def check(self) -> None:
         """One pass of the check (TransactionalMessageServiceImpl.check)."""
-        b = self.broker
-        store = b.store
-        if store is None or store.get_consume_queue(HALF_TOPIC, 0) is None:
+        store = self.store
+        if store.get_consume_queue(HALF_TOPIC, 0) is None:
             return
-        timeout = b.broker_config.transactionTimeOut
-        check_max = b.broker_config.transactionCheckMax
-        start = _now_ms()
+        timeout = self.broker_config.transactionTimeOut
+        check_max = self.broker_config.transactionCheckMax
+        start = now_ms()
         half_offset = self._offset(HALF_TOPIC)
         op_offset = self._offset(OP_TOPIC)
         # Which halves at or above half_offset are resolved, from the op queue.
@@ -223,7 +224,7 @@ class TransactionalMessageService:
             properties_string=_clean_props_string(props), sys_flag=msg.sys_flag,
             born_timestamp=msg.born_timestamp, born_host=msg.born_host,
             store_host=msg.store_host, reconsume_times=msg.reconsume_times)
-        result, _ = self.broker.store.put_nowait(inner)
+        result, _ = self.store.put_nowait(inner)
         if result.status is not PutMessageStatus.PUT_OK:
             log.error("putting back half message %s failed: %s", msg.msg_id, result.status.value)
             return None
@@ -235,8 +236,7 @@ class TransactionalMessageService:
 
     def _discard(self, msg: MessageExt) -> None:
         """Checked transactionCheckMax times without an answer: park it for operators."""
-        b = self.broker
-        b.topics.create_topic_in_send_message_back_method(CHECK_MAX_TIME_TOPIC, 1, 6, 0)
+        self.topics.create_topic_in_send_message_back_method(CHECK_MAX_TIME_TOPIC, 1, 6, 0)
         props = dict(msg.properties)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
         inner = MessageExtBrokerInner(
@@ -244,16 +244,15 @@ class TransactionalMessageService:
             properties=props, properties_string=_clean_props_string(props),
             sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
             store_host=msg.store_host, reconsume_times=msg.reconsume_times)
-        result, _ = b.store.put_nowait(inner)
+        result, _ = self.store.put_nowait(inner)
         self.discarded += 1
         log.warning("half message %s (transaction %s) reached transactionCheckMax; moved to %s (%s)",
                     msg.msg_id, msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                     CHECK_MAX_TIME_TOPIC, result.status.value)
 
     def _send_check(self, msg: MessageExt) -> None:
-        b = self.broker
         group = msg.properties.get(MessageConst.PRODUCER_GROUP, "")
-        ch = b.producers.any_channel(group)
+        ch = self.producers.any_channel(group)
         if ch is None:
             log.warning("transaction check for %s skipped: no live producer of group %s",
                         msg.msg_id, group)
@@ -284,26 +283,16 @@ class TransactionalMessageService:
         except Exception as e:
             log.warning("transaction check to %s failed: %s", ch.conn.remote_address, e)
 
-    async def _run(self) -> None:
-        assert self._stop is not None
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(),
-                                       self.broker.broker_config.transactionCheckInterval / 1000)
-                return
-            except asyncio.TimeoutError:
-                pass
-            try:
-                self.check()
-            except Exception:
-                log.exception("transaction check failed")
 
-    def start(self) -> None:
-        self._stop = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="transaction-check")
+class TransactionalMessageCheckService(ServiceLoop):
+    """Every transactionCheckInterval: one pass of the check (masters only)."""
 
-    async def shutdown(self) -> None:
-        if self._stop is not None:
-            self._stop.set()
-        if self._task is not None:
-            await self._task
+    def __init__(self, service: TransactionalMessageService) -> None:
+        super().__init__("transaction-check", log)
+        self.service = service
+
+    def interval(self) -> float:
+        return self.service.broker_config.transactionCheckInterval / 1000
+
+    async def run_once(self) -> None:
+        self.service.check()

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import Any
 
+from rmq.broker.config import BrokerConfig
 from rmq.broker.processors.send import validate_topic
-from rmq.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from rmq.broker.seams import (ConsumerOffsets, ConsumerRegistry, DelayOffsets, HAStatus,
+                              MetadataPersist, Registration, RuntimeInfo, StoreReader, SubscriptionGroups,
+                              TopicConfigs)
+from rmq.common.mixall import is_sys_topic
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -24,13 +28,8 @@ from rmq.protocol.headers import (
 )
 from rmq.protocol.bodies import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
-
 log = logging.getLogger("rmq.broker.admin")
 
-RMQ_VERSION_DESC = "V4_9_8"
-RMQ_VERSION = 409
 
 
 def _ok(request: RemotingCommand, ext: dict[str, str] | None = None,
@@ -42,50 +41,64 @@ def _ok(request: RemotingCommand, ext: dict[str, str] | None = None,
 
 
 class AdminBrokerProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, broker_config: BrokerConfig, store: StoreReader, topics: TopicConfigs,
+                 offsets: ConsumerOffsets, subscriptions: SubscriptionGroups,
+                 consumers: ConsumerRegistry, delay_offsets: DelayOffsets,
+                 metadata: MetadataPersist, registration: Registration, ha: HAStatus,
+                 runtime: RuntimeInfo) -> None:
+        self.broker_config = broker_config
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.subscriptions = subscriptions
+        self.consumers = consumers
+        self.delay_offsets = delay_offsets
+        self.metadata = metadata
+        self.registration = registration
+        self.ha = ha
+        self.runtime = runtime
 
-    def _header(self, cls, request: RemotingCommand):
+    def _header(self, cls: Any, request: RemotingCommand) -> Any:
         return cls.from_ext_fields(request.ext_fields)
 
     # --- offsets (spec 2.6) ---
-    def get_max_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_max_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         h = self._header(GetMaxOffsetRequestHeader, request)
-        off = self.broker.store.get_max_offset_in_queue(h.topic, h.queue_id)
+        off = self.store.get_max_offset_in_queue(h.topic, h.queue_id)
         return _ok(request, GetMaxOffsetResponseHeader(off).to_ext_fields())
 
-    def get_min_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_min_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         h = self._header(GetMinOffsetRequestHeader, request)
-        off = max(self.broker.store.get_min_offset_in_queue(h.topic, h.queue_id), 0)
+        off = max(self.store.get_min_offset_in_queue(h.topic, h.queue_id), 0)
         return _ok(request, GetMinOffsetResponseHeader(off).to_ext_fields())
 
-    def search_offset_by_timestamp(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def search_offset_by_timestamp(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         h = self._header(SearchOffsetRequestHeader, request)
         boundary = None
         if h.boundary_type is not None:
             boundary = "UPPER" if h.boundary_type.upper() == "UPPER" else "LOWER"
-        off = self.broker.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
+        off = self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
         return _ok(request, SearchOffsetResponseHeader(off).to_ext_fields())
 
-    def get_earliest_msg_storetime(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_earliest_msg_storetime(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         h = self._header(GetEarliestMsgStoretimeRequestHeader, request)
-        ts = self.broker.store.get_earliest_message_time(h.topic, h.queue_id)
+        ts = self.store.get_earliest_message_time(h.topic, h.queue_id)
         return _ok(request, GetEarliestMsgStoretimeResponseHeader(ts).to_ext_fields())
 
     # --- topics ---
-    def update_and_create_topic(self, conn, request: RemotingCommand):
-        b = self.broker
+    def update_and_create_topic(self, conn: Any, request: RemotingCommand
+                                ) -> RemotingCommand | Awaitable[RemotingCommand]:
         try:
             h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        if h.topic == b.broker_config.brokerClusterName:
+        if h.topic == self.broker_config.brokerClusterName:
             return request.create_response(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
         bad = validate_topic(h.topic)
         if bad is not None:
             return request.create_response(ResponseCode.SYSTEM_ERROR, bad)
-        if h.topic in SYSTEM_TOPICS or h.topic.startswith(SYSTEM_TOPIC_PREFIX):
+        if is_sys_topic(h.topic):
             return request.create_response(
                 ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
         if h.read_queue_nums < 0 or h.write_queue_nums < 0:
@@ -93,56 +106,54 @@ class AdminBrokerProcessor:
         tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                          h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
         log.info("updateAndCreateTopic %s from %s: %s", h.topic, conn.remote_address, tc)
-        b.topics.update_topic_config(tc)
+        self.topics.update_topic_config(tc)
+        metadata, registration = self.metadata, self.registration
 
         async def registered() -> RemotingCommand:
             # As 4.9.8: answer after the NameServers know the topic, so a route lookup
             # right after updateTopic finds it.
-            await b.persist_metadata()
-            await b.register_broker_all()
+            await metadata.persist_metadata()
+            await registration.register_broker_all()
             return _ok(request)
         return registered()
 
-    def query_topic_consume_by_who(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def query_topic_consume_by_who(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """Groups consuming a topic: online subscribers and groups with committed offsets."""
-        b = self.broker
         topic = (request.ext_fields or {}).get("topic", "")
-        groups = set(b.consumers.groups_of_topic(topic)) | b.offsets.groups_of_topic(topic)
+        groups = set(self.consumers.groups_of_topic(topic)) | self.offsets.groups_of_topic(topic)
         return _ok(request, body=dumps_fastjson({"groupList": sorted(groups)}))
 
-    def get_all_topic_config(self, conn, request: RemotingCommand) -> RemotingCommand:
-        return _ok(request, body=self.broker.topics.serialize_wrapper().to_json())
+    def get_all_topic_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, body=self.topics.serialize_wrapper().to_json())
 
     # --- what a slave copies from its master (rmq/broker/slave_sync.py) ---
-    def get_all_consumer_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_all_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_CONSUMER_OFFSET (43): ConsumerOffsetSerializeWrapper."""
-        return _ok(request, body=dumps_fastjson(self.broker.offsets.snapshot()))
+        return _ok(request, body=dumps_fastjson(self.offsets.snapshot()))
 
-    def get_all_delay_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_all_delay_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET (45): the schedule service's offsets (delayOffset.json)."""
-        sched = self.broker.schedule
-        table = sched.snapshot() if sched is not None else {"offsetTable": {}}
-        return _ok(request, body=dumps_fastjson(table))
+        return _ok(request, body=dumps_fastjson(self.delay_offsets.snapshot()))
 
-    def get_all_subscription_group(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_all_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): SubscriptionGroupWrapper."""
-        return _ok(request, body=dumps_fastjson(self.broker.subscriptions.snapshot()))
+        return _ok(request, body=dumps_fastjson(self.subscriptions.snapshot()))
 
-    def get_broker_ha_status(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_broker_ha_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_HA_STATUS (907): RocketMQ 5.x HARuntimeInfo, plus our brokerRole,
         epoch and brokerId (what `rmq admin haStatus` prints)."""
-        return _ok(request, body=dumps_fastjson(self.broker.ha_runtime_info()))
+        return _ok(request, body=dumps_fastjson(self.ha.ha_runtime_info()))
 
-    def get_topic_stats_info(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
+    def get_topic_stats_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         topic = (request.ext_fields or {}).get("topic", "")
-        tc = b.topics.select(topic)
+        tc = self.topics.select(topic)
         if tc is None:
             return request.create_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        store = b.store
+        store = self.store
+        broker_name = self.broker_config.brokerName
         entries = []
         for qid in range(tc.write_queue_nums):
-            mq = {"brokerName": b.broker_config.brokerName, "queueId": qid, "topic": topic}
+            mq = {"brokerName": broker_name, "queueId": qid, "topic": topic}
             mn = max(store.get_min_offset_in_queue(topic, qid), 0)
             mx = store.get_max_offset_in_queue(topic, qid)
             last = store.get_message_store_timestamp(topic, qid, mx - 1) if mx > 0 else 0
@@ -150,36 +161,37 @@ class AdminBrokerProcessor:
                                  "minOffset": mn}))
         return _ok(request, body=dumps_object_keyed_map("offsetTable", entries))
 
-    def reset_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET (222): Broker2Client.resetOffset.
 
         Offsets by timestamp per queue (only moved back unless isForce), committed here
         and pushed to every live consumer of the group with RESET_CONSUMER_CLIENT_OFFSET;
         the answer carries the table. Committing on the broker too means the reset holds
         even for consumers that are offline (mqadmin's fallback does that by hand)."""
-        b = self.broker
+        offsets = self.offsets
         try:
             h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        tc = b.topics.select(h.topic)
+        tc = self.topics.select(h.topic)
         if tc is None:
             return request.create_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
-        online = b.consumers.get_group(h.group)
+        online = self.consumers.get_group(h.group)
         entries = []
         for qid in range(tc.write_queue_nums):
-            current = b.offsets.query_offset(h.group, h.topic, qid)
+            current = offsets.query_offset(h.group, h.topic, qid)
             if h.timestamp == -1:
-                target = b.store.get_max_offset_in_queue(h.topic, qid)
+                target = self.store.get_max_offset_in_queue(h.topic, qid)
             else:
-                target = b.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp, "LOWER")
+                target = self.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp,
+                                                                "LOWER")
             target = max(target, 0)
             if not h.is_force and current >= 0 and target >= current:
                 target = current
-            b.offsets.commit_offset(conn.remote_address, h.group, h.topic, qid, target)
-            entries.append(({"brokerName": b.broker_config.brokerName, "queueId": qid,
+            offsets.commit_offset(conn.remote_address, h.group, h.topic, qid, target)
+            entries.append(({"brokerName": self.broker_config.brokerName, "queueId": qid,
                              "topic": h.topic}, target))
         body = dumps_object_keyed_map("offsetTable", entries)
         log.info("reset offsets of group %s on %s to time %d (force=%s): %s",
@@ -195,32 +207,5 @@ class AdminBrokerProcessor:
         return _ok(request, body=body)
 
     # --- runtime ---
-    def get_broker_runtime_info(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
-        st = b.store
-        now = int(time.time() * 1000)
-        table = {
-            "brokerVersionDesc": RMQ_VERSION_DESC,
-            "brokerVersion": str(RMQ_VERSION),
-            "bootTimestamp": str(b.stats.boot_timestamp),
-            "runtime": f"[ {(now - b.stats.boot_timestamp) // 1000} seconds ]",
-            "msgPutTotalTodayNow": str(b.stats.put_msgs),
-            "msgGetTotalTodayNow": str(b.stats.get_msgs),
-            "putTps": f"{b.tps.put_tps:.2f}",
-            "getFoundTps": f"{b.tps.get_tps:.2f}",
-            "commitLogMinOffset": str(st.min_phy_offset),
-            "commitLogMaxOffset": str(st.max_phy_offset),
-            "dispatchBehindBytes": str(st.dispatch_behind_bytes),
-            "remainHowManyDataToFlush": str(st.commitlog.mfq.remain_to_flush()),
-            "brokerRole": b.store_config.brokerRole.value,
-            "flushDiskType": b.store_config.flushDiskType.value,
-            "earliestMessageTimeStamp": str(st.commitlog.pick_store_timestamp(st.min_phy_offset, 0)),
-            "pageCacheLockTimeMills": "0",
-            "remotingProtocolErrors": str(b.server.stats.protocol_errors),
-        }
-        # As measured by the last cleanup run (RocketMQ measures on each request).
-        disk = st.cleaner.commitlog_service
-        if disk.commitlog_ratio >= 0:
-            table["commitLogDiskRatio"] = f"{disk.commitlog_ratio:.4f}"
-            table["consumeQueueDiskRatio"] = f"{disk.logics_ratio:.4f}"
-        return _ok(request, body=KVTable(table).to_json())
+    def get_broker_runtime_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, body=KVTable(self.runtime.runtime_table()).to_json())

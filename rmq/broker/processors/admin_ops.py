@@ -12,16 +12,22 @@ import asyncio
 import logging
 import os
 import re
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import Any
 
+from rmq.broker.config import BrokerConfig
 from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
-from rmq.common.fs import atomic_write
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.runtime_config import (all_config_properties, check_update, properties_text,
                                        rewrite_properties)
+from rmq.broker.seams import (ConsumerOffsets, ConsumerRegistry, MetadataPersist, ProducerRegistry,
+                              QueueStore, Registration, SubscriptionGroups,
+                              TopicConfigs)
+from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupConfig
-from rmq.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from rmq.common.clock import now_ms
+from rmq.common.fs import atomic_write
+from rmq.common.mixall import is_sys_topic
 from rmq.protocol.bodies import (SUBSCRIPTION_GROUP_KEYS, Connection, ConsumerConnection,
                                        ProducerConnection)
 from rmq.protocol.codes import LanguageCode, ResponseCode
@@ -32,10 +38,7 @@ from rmq.protocol.headers import (DeleteSubscriptionGroupRequestHeader, DeleteTo
                                   GetConsumerConnectionListRequestHeader,
                                   GetProducerConnectionListRequestHeader)
 from rmq.protocol.bodies import DataVersion, dumps_fastjson, loads_fastjson
-from rmq.store.config import ConfigError, parse_properties_text
-
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
+from rmq.store.config import ConfigError, MessageStoreConfig, parse_properties_text
 
 log = logging.getLogger("rmq.broker.admin")
 
@@ -74,19 +77,35 @@ def _persist_config_file(path: str, changes: dict[str, str]) -> None:
 
 
 class AdminOpsProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.group_tps = GroupGetTps(broker.stats)
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
+                 store: QueueStore, topics: TopicConfigs, offsets: ConsumerOffsets,
+                 subscriptions: SubscriptionGroups, consumers: ConsumerRegistry,
+                 producers: ProducerRegistry, stats: BrokerStats, metadata: MetadataPersist,
+                 registration: Registration, config_path: str | None = None) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.subscriptions = subscriptions
+        self.consumers = consumers
+        self.producers = producers
+        self.metadata = metadata
+        self.registration = registration
+        # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
+        self.config_path = config_path
+        self.group_tps = GroupGetTps(stats)
         self.config_version = DataVersion(timestamp=0, counter=0)
 
     def tick(self) -> None:
         self.group_tps.tick()
 
     # ------------------------------------------------------------------ topics
-    def delete_topic(self, conn, request: RemotingCommand):
+    def delete_topic(self, conn: Any, request: RemotingCommand
+                     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """4.9.8: the topic config goes, then its consume queues; offsets of every group
         on it too (cleanOffsetByTopic), so a topic created again starts clean."""
-        b = self.broker
+        bc = self.broker_config
         try:
             h = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
@@ -95,38 +114,38 @@ class AdminOpsProcessor:
         bad = validate_topic(topic)
         if bad is not None:
             return _error(request, bad)
-        if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX) \
-                or topic in (b.broker_config.brokerClusterName, b.broker_config.brokerName):
+        if is_sys_topic(topic) or topic in (bc.brokerClusterName, bc.brokerName):
             return _error(request, f"The topic[{topic}] is conflict with system topic.")
         log.info("deleteTopic %s called by %s", topic, conn.remote_address)
-        existed = b.topics.delete_topic_config(topic)
-        b.offsets.remove_topic(topic)
+        existed = self.topics.delete_topic_config(topic)
+        self.offsets.remove_topic(topic)
+        store, metadata = self.store, self.metadata
 
         async def deleted() -> RemotingCommand:
-            assert b.store is not None
-            queues = await b.store.delete_topics([topic])
-            await b.persist_metadata()
+            queues = await store.delete_topics([topic])
+            await metadata.persist_metadata()
             log.info("deleteTopic %s: config %s, %d consume queue(s) destroyed", topic,
                      "removed" if existed else "was not there", queues)
             return _ok(request)
         return deleted()
 
     # ------------------------------------------------------------------ consumers / producers
-    def get_consume_stats(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return _error(request, str(e))
-        stats = build_consume_stats(self.broker, h.consumer_group, h.topic or None,
-                                    self.group_tps)
+        stats = build_consume_stats(self.store, self.topics, self.offsets, self.consumers,
+                                    self.broker_config.brokerName, h.consumer_group,
+                                    h.topic or None, self.group_tps)
         return _ok(request, stats.to_json())
 
-    def get_consumer_connection_list(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return _error(request, str(e))
-        g = self.broker.consumers.get_group(h.consumer_group)
+        g = self.consumers.get_group(h.consumer_group)
         if g is None:
             return _error(request, f"the consumer group[{h.consumer_group}] not online",
                           ResponseCode.CONSUMER_NOT_ONLINE)
@@ -135,18 +154,18 @@ class AdminOpsProcessor:
                                   g.consume_from_where)
         return _ok(request, body.to_json())
 
-    def get_producer_connection_list(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return _error(request, str(e))
-        chans = self.broker.producers.table.get(h.producer_group)
+        chans = self.producers.table.get(h.producer_group)
         if not chans:
             return _error(request, f"the producer group[{h.producer_group}] not exist")
         return _ok(request, ProducerConnection([_connection(c) for c in chans.values()]).to_json())
 
     # ------------------------------------------------------------------ subscription groups
-    def update_and_create_subscription_group(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             obj = loads_fastjson(request.body or b"")
         except ProtocolError as e:
@@ -172,30 +191,30 @@ class AdminOpsProcessor:
                 return _error(request, f"SubscriptionGroupConfig.{key}: must not be negative")
         cfg = SubscriptionGroupConfig.from_dict(values)
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_address, cfg)
-        self.broker.subscriptions.update(cfg)
+        self.subscriptions.update(cfg)
         return _ok(request)
 
-    def get_all_subscription_group_config(self, conn, request: RemotingCommand) -> RemotingCommand:
-        return _ok(request, dumps_fastjson(self.broker.subscriptions.snapshot()))
+    def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, dumps_fastjson(self.subscriptions.snapshot()))
 
-    def delete_subscription_group(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
+    def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return _error(request, str(e))
         log.info("deleteSubscriptionGroup %s called by %s", h.group_name, conn.remote_address)
-        if not b.subscriptions.delete(h.group_name):
+        if not self.subscriptions.delete(h.group_name):
             log.warning("delete subscription group failed, subscription groupName: %s not exist",
                         h.group_name)
         if h.remove_offset or h.clean_offset:
-            b.offsets.remove_group(h.group_name)
+            self.offsets.remove_group(h.group_name)
             log.info("offsets of group %s removed", h.group_name)
         return _ok(request)
 
     # ------------------------------------------------------------------ broker config
-    def update_broker_config(self, conn, request: RemotingCommand):
-        b = self.broker
+    def update_broker_config(self, conn: Any, request: RemotingCommand
+                             ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        bc, sc = self.broker_config, self.store_config
         if not request.body:
             return _ok(request)
         try:
@@ -203,13 +222,13 @@ class AdminOpsProcessor:
         except (UnicodeDecodeError, ConfigError) as e:
             return _error(request, f"string2Properties error: {e}")
         try:
-            upd = check_update(b.broker_config, b.store_config, props)
+            upd = check_update(bc, sc, props)
         except ConfigError as e:
             return _error(request, str(e))
         log.info("updateBrokerConfig called by %s: %s", conn.remote_address, upd.text)
 
         async def apply() -> RemotingCommand:
-            path = b.config_path
+            path = self.config_path
             if path:
                 try:
                     await asyncio.get_running_loop().run_in_executor(
@@ -217,10 +236,10 @@ class AdminOpsProcessor:
                 except OSError as e:
                     return _error(request, f"cannot write {path}: {e}; nothing changed")
             for key in upd.at_once:
-                target = b.broker_config if hasattr(b.broker_config, key) else b.store_config
+                target: Any = bc if hasattr(bc, key) else sc
                 setattr(target, key, upd.values[key])
             self._side_effects(upd.at_once)
-            self.config_version = self.config_version.next_version(time.time_ns() // 1_000_000)
+            self.config_version = self.config_version.next_version(now_ms())
             notes = []
             if upd.on_restart:
                 notes.append("takes effect after a restart: " + ", ".join(upd.on_restart))
@@ -229,20 +248,19 @@ class AdminOpsProcessor:
             elif upd.on_restart or upd.at_once:
                 notes.append(f"persisted to {os.path.basename(path)}")
             if "brokerPermission" in upd.at_once:
-                b.topics.bump_data_version()
-                await b.register_broker_all()
+                self.topics.bump_data_version()
+                await self.registration.register_broker_all()
             return _ok(request, remark="; ".join(notes) or None)
         return apply()
 
     def _side_effects(self, keys: list[str]) -> None:
-        b = self.broker
+        bc = self.broker_config
         if "autoCreateTopicEnable" in keys:
-            b.topics.auto_create_topic = b.broker_config.autoCreateTopicEnable
+            self.topics.auto_create_topic = bc.autoCreateTopicEnable
         if "autoCreateSubscriptionGroup" in keys:
-            b.subscriptions.auto_create = b.broker_config.autoCreateSubscriptionGroup
+            self.subscriptions.auto_create = bc.autoCreateSubscriptionGroup
 
-    def get_broker_config(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
-        text = properties_text(all_config_properties(b.broker_config, b.store_config))
+    def get_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        text = properties_text(all_config_properties(self.broker_config, self.store_config))
         return _ok(request, text.encode("utf-8"),
                    ext={"version": self.config_version.to_json().decode()})

@@ -2,29 +2,29 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rmq.broker.client_manager import ClientChannelInfo
+from rmq.broker.seams import ConsumerRegistry, ProducerRegistry, SubscriptionGroups, TopicConfigs
+from rmq.common.mixall import retry_topic
 from rmq.protocol.codes import PermName, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import UnregisterClientRequestHeader
 from rmq.protocol.bodies import HeartbeatData
 
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
-
 log = logging.getLogger("rmq.broker.clients")
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
 class ClientManageProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, topics: TopicConfigs, subscriptions: SubscriptionGroups,
+                 consumers: ConsumerRegistry, producers: ProducerRegistry) -> None:
+        self.topics = topics
+        self.subscriptions = subscriptions
+        self.consumers = consumers
+        self.producers = producers
 
-    def heartbeat(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
+    def heartbeat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             hb = HeartbeatData.from_json(request.body or b"{}")
         except ProtocolError as e:
@@ -32,36 +32,35 @@ class ClientManageProcessor:
         conn.attrs["client_id"] = hb.client_id
         info = ClientChannelInfo(conn, hb.client_id, request.language, request.version)
         for data in hb.consumer_data_set:
-            sub_group = b.subscriptions.find(data.group_name)
+            sub_group = self.subscriptions.find(data.group_name)
             notify = True
             if sub_group is not None:
                 notify = sub_group.notifyConsumerIdsChangedEnable
-                b.topics.create_topic_in_send_message_back_method(
-                    RETRY_GROUP_TOPIC_PREFIX + data.group_name, sub_group.retryQueueNums,
+                self.topics.create_topic_in_send_message_back_method(
+                    retry_topic(data.group_name), sub_group.retryQueueNums,
                     PermName.PERM_READ | PermName.PERM_WRITE, 0)
-            changed = b.consumers.register(data.group_name, info, data.consume_type,
+            changed = self.consumers.register(data.group_name, info, data.consume_type,
                                            data.message_model, data.consume_from_where,
                                            data.subscription_data_set, notify)
             if changed:
                 log.info("consumer group %s changed on heartbeat from %s (%s)",
                          data.group_name, hb.client_id, conn.remote_address)
         for p in hb.producer_data_set:
-            b.producers.register(p.group_name, info)
+            self.producers.register(p.group_name, info)
         return request.create_response(ResponseCode.SUCCESS)
 
-    def unregister_client(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
+    def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         if h.producer_group:
-            b.producers.unregister(h.producer_group, conn)
+            self.producers.unregister(h.producer_group, conn)
         if h.consumer_group:
-            sub_group = b.subscriptions.find(h.consumer_group)
+            sub_group = self.subscriptions.find(h.consumer_group)
             notify = sub_group.notifyConsumerIdsChangedEnable if sub_group is not None else True
-            b.consumers.unregister(h.consumer_group, conn, notify)
+            self.consumers.unregister(h.consumer_group, conn, notify)
         return request.create_response(ResponseCode.SUCCESS)
 
-    def check_client_config(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def check_client_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         return request.create_response(ResponseCode.SUCCESS)

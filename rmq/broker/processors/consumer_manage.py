@@ -1,8 +1,9 @@
 """GET_CONSUMER_LIST_BY_GROUP (38), UPDATE_CONSUMER_OFFSET (15), QUERY_CONSUMER_OFFSET (14)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
+from rmq.broker.seams import ConsumerOffsets, ConsumerRegistry, StoreReader
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -14,20 +15,20 @@ from rmq.protocol.headers import (
 )
 from rmq.protocol.bodies import ConsumerIdList
 
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
-
 
 class ConsumerManageProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, store: StoreReader, offsets: ConsumerOffsets,
+                 consumers: ConsumerRegistry) -> None:
+        self.store = store
+        self.offsets = offsets
+        self.consumers = consumers
 
-    def get_consumer_list_by_group(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_list_by_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        info = self.broker.consumers.get_group(h.consumer_group)
+        info = self.consumers.get_group(h.consumer_group)
         ids = info.client_ids() if info is not None else []
         if not ids:
             return request.create_response(ResponseCode.SYSTEM_ERROR,
@@ -35,27 +36,27 @@ class ConsumerManageProcessor:
         return request.create_response(ResponseCode.SUCCESS,
                                        body=ConsumerIdList(ids).to_json())
 
-    def update_consumer_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def update_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        self.broker.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic,
-                                          h.queue_id, h.commit_offset)
+        self.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id,
+                                   h.commit_offset)
         return request.create_response(ResponseCode.SUCCESS)
 
-    def query_consumer_offset(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
+    def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        store = self.store
         try:
             h = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        offset = b.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
+        offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset < 0:
             # A group that never committed starts at 0 when message 0 of the queue is
             # still there and in memory (spec 2.6): a new group sees the backlog.
-            min_offset = b.store.get_min_offset_in_queue(h.topic, h.queue_id)
-            if (min_offset <= 0 and not b.store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0)) \
+            min_offset = store.get_min_offset_in_queue(h.topic, h.queue_id)
+            if (min_offset <= 0 and not store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0)) \
                     or h.set_zero_if_not_found:
                 offset = 0
             else:

@@ -2,33 +2,34 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
+from rmq.broker.seams import HalfMessages, StoreWriter
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import EndTransactionRequestHeader
 from rmq.protocol.message import SysFlag
-from rmq.store.config import BrokerRole
+from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.results import PutMessageStatus
-
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
 
 log = logging.getLogger("rmq.broker.transaction")
 
 
 class EndTransactionProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, store_config: MessageStoreConfig, store: StoreWriter,
+                 transactions: HalfMessages) -> None:
+        self.store_config = store_config
+        self.store = store
+        self.transactions = transactions
 
-    def process(self, conn, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
-        b = self.broker
+    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         try:
             h = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        if b.store_config.brokerRole == BrokerRole.SLAVE:
+        if self.store_config.brokerRole == BrokerRole.SLAVE:
             log.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.remote_address)
             return request.create_response(ResponseCode.SLAVE_NOT_AVAILABLE,
                                            "Can't commit or rollback message on slave")
@@ -41,7 +42,7 @@ class EndTransactionProcessor:
         if kind not in (SysFlag.TRANSACTION_COMMIT_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE):
             return request.create_response(ResponseCode.SYSTEM_ERROR,
                                            f"bad commitOrRollback value {kind}")
-        tx = b.transactions
+        tx = self.transactions
         half = tx.look_half(h.commit_log_offset)
         if half is None:
             return request.create_response(ResponseCode.SYSTEM_ERROR,
@@ -56,7 +57,7 @@ class EndTransactionProcessor:
                      h.transaction_id or h.msg_id, h.producer_group, origin)
             return request.create_response(ResponseCode.SUCCESS)
         final = tx.end_message_transaction(half, h.commit_log_offset)
-        result, waiter = b.store.put_nowait(final)
+        result, waiter = self.store.put_nowait(final)
 
         def answer(status: PutMessageStatus) -> RemotingCommand:
             if status.stored:

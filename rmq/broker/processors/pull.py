@@ -2,26 +2,26 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any
 
+from rmq.broker.config import BrokerConfig
 from rmq.broker.pull_hold import HeldPullRequest
+from rmq.broker.seams import (ConsumerOffsets, ConsumerRegistry, GetStats, PullHold, StoreReader,
+                              SubscriptionGroups, TopicConfigs)
+from rmq.common.mixall import MASTER_ID
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from rmq.store.config import BrokerRole
+from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_filter import TagsMessageFilter
 from rmq.store.results import GetMessageStatus
-
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
 
 log = logging.getLogger("rmq.broker.pull")
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
-MASTER_ID = 0
 
 _STATUS_CODE = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -35,11 +35,25 @@ _STATUS_CODE = {
 
 
 class PullMessageProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    """The hold service (``pull_hold``) is given after construction: it calls back into
+    ``execute_when_wakeup``, so one of the two has to exist first."""
+
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
+                 store: StoreReader, topics: TopicConfigs, subscriptions: SubscriptionGroups,
+                 consumers: ConsumerRegistry, offsets: ConsumerOffsets, stats: GetStats,
+                 pull_hold: PullHold | None = None) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        self.store = store
+        self.topics = topics
+        self.subscriptions = subscriptions
+        self.consumers = consumers
+        self.offsets = offsets
+        self.stats = stats
+        self.pull_hold = pull_hold
         self._filters: dict[str, TagsMessageFilter] = {}
 
-    def process(self, conn, request: RemotingCommand) -> RemotingCommand | None:
+    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | None:
         return self._process(conn, request, allow_suspend=True)
 
     def execute_when_wakeup(self, held: HeldPullRequest) -> None:
@@ -57,17 +71,17 @@ class PullMessageProcessor:
             f = self._filters[key] = TagsMessageFilter.from_expression(expression)
         return f
 
-    def _process(self, conn, request: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
-        b = self.broker
+    def _process(self, conn: Any, request: RemotingCommand,
+                 allow_suspend: bool) -> RemotingCommand | None:
         try:
             h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        bc = b.broker_config
+        bc = self.broker_config
         if not (bc.brokerPermission & 4):
             return request.create_response(
                 ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pulling message is forbidden")
-        sub_group = b.subscriptions.find(h.consumer_group)
+        sub_group = self.subscriptions.find(h.consumer_group)
         if sub_group is None:
             return request.create_response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -79,7 +93,7 @@ class PullMessageProcessor:
         has_commit = bool(h.sys_flag & FLAG_COMMIT_OFFSET)
         has_subscription = bool(h.sys_flag & FLAG_SUBSCRIPTION)
         suspend_ms = h.suspend_timeout_millis if has_suspend else 0
-        tc = b.topics.select(h.topic)
+        tc = self.topics.select(h.topic)
         if tc is None:
             log.warning("pull from %s for topic %s which does not exist", conn.remote_address, h.topic)
             return request.create_response(
@@ -100,7 +114,7 @@ class PullMessageProcessor:
                     f"expression type {h.expression_type} is not supported (TAG only)")
             message_filter = self._filter_for(h.subscription)
         else:
-            group_info = b.consumers.get_group(h.consumer_group)
+            group_info = self.consumers.get_group(h.consumer_group)
             if group_info is None:
                 return request.create_response(
                     ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
@@ -117,10 +131,10 @@ class PullMessageProcessor:
                     ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             message_filter = self._filter_for(sub.sub_string)
 
-        store = b.store
-        result = store.get_messages(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
+        result = self.store.get_messages(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
                                     h.max_msg_nums, message_filter)
-        role = b.store_config.brokerRole
+        store_config = self.store_config
+        role = store_config.brokerRole
         code = _STATUS_CODE.get(result.status)
         if code is None:  # NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE
             if h.queue_offset != 0:
@@ -138,7 +152,7 @@ class PullMessageProcessor:
         else:
             suggest = MASTER_ID
         if code == ResponseCode.PULL_OFFSET_MOVED and role == BrokerRole.SLAVE \
-                and not b.store_config.offsetCheckInSlave:
+                and not store_config.offsetCheckInSlave:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         elif code == ResponseCode.PULL_OFFSET_MOVED:
             log.warning("PULL_OFFSET_MOVED: correction offset. topic=%s queue=%d group=%s "
@@ -150,7 +164,8 @@ class PullMessageProcessor:
         response: RemotingCommand | None
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
             timeout = suspend_ms if bc.longPollingEnable else bc.shortPollingTimeMills
-            b.pull_hold.suspend(conn, request, h.topic, h.queue_id, h.queue_offset, timeout)
+            assert self.pull_hold is not None
+            self.pull_hold.suspend(conn, request, h.topic, h.queue_id, h.queue_offset, timeout)
             response = None
         else:
             response = request.create_response(code, result.status.value)
@@ -158,9 +173,9 @@ class PullMessageProcessor:
                 suggest, result.next_begin_offset, result.min_offset, result.max_offset).to_ext_fields()
             if code == ResponseCode.SUCCESS:
                 response.body = result.body()
-                b.stats.on_get(h.consumer_group, h.topic, result, h.queue_id)
+                self.stats.on_get(h.consumer_group, h.topic, result, h.queue_id)
 
         if allow_suspend and has_commit and role != BrokerRole.SLAVE:
-            b.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id,
+            self.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id,
                                     h.commit_offset)
         return response

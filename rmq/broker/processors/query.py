@@ -1,8 +1,9 @@
 """QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33) — spec 2.11."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
+from rmq.broker.seams import StoreReader
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -11,26 +12,25 @@ from rmq.protocol.headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
-
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
+from rmq.store.config import MessageStoreConfig
 
 
 class QueryMessageProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, store_config: MessageStoreConfig, store: StoreReader) -> None:
+        self.store_config = store_config
+        self.store = store
 
-    def query_message(self, conn, request: RemotingCommand) -> RemotingCommand:
-        b = self.broker
+    def query_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        cfg = self.store_config
         try:
             h = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         max_num = h.max_num
         if h.unique_key_query:
-            max_num = b.store_config.defaultQueryMaxNum
-        max_num = min(max_num, b.store_config.maxMsgsNumBatch)
-        result = b.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+            max_num = cfg.defaultQueryMaxNum
+        max_num = min(max_num, cfg.maxMsgsNumBatch)
+        result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         if not result.buffers:
             return request.create_response(ResponseCode.QUERY_NOT_FOUND,
                                            "can not find message, maybe time range not correct")
@@ -39,12 +39,12 @@ class QueryMessageProcessor:
             result.index_last_update_timestamp, result.index_last_update_phyoffset).to_ext_fields()
         return resp
 
-    def view_message_by_id(self, conn, request: RemotingCommand) -> RemotingCommand:
+    def view_message_by_id(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
             h = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        data = self.broker.store.select_one_message_by_offset(h.offset)
+        data = self.store.select_one_message_by_offset(h.offset)
         if data is None:
             return request.create_response(ResponseCode.SYSTEM_ERROR,
                                            f"can not find message by the offset, {h.offset}")

@@ -5,8 +5,14 @@ import asyncio
 import logging
 import random
 import re
-from typing import TYPE_CHECKING, Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from rmq.broker.config import BrokerConfig
+from rmq.broker.seams import MessageStoreView, PutStats, SubscriptionGroups, TopicConfigs
+from rmq.common.mixall import (DLQ_NUMS_PER_GROUP, NOT_ALLOWED_SEND_TOPICS,
+                               RETRY_GROUP_TOPIC_PREFIX, TOPIC_MAX_LENGTH, dlq_topic,
+                               retry_topic)
 from rmq.protocol.codes import MQVersion, RemotingFlag, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -15,6 +21,7 @@ from rmq.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
+from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.message import (
     MessageConst,
     MessageExtBatch,
@@ -26,20 +33,11 @@ from rmq.protocol.message import (
 )
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
-if TYPE_CHECKING:
-    from rmq.broker.broker import Broker
-
 log = logging.getLogger("rmq.broker.send")
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-DLQ_NUMS_PER_GROUP = 1
-TOPIC_MAX_LENGTH = 127
 VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-# System topics clients may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC"})
+# Rewrites a TRAN_MSG send into its half message (None: such sends are refused).
+TransactionalPrepare = Callable[[MessageExtBrokerInner], MessageExtBrokerInner]
 
 _STATUS_TO_CODE = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
@@ -79,8 +77,15 @@ def validate_topic(topic: str) -> str | None:
 
 
 class SendMessageProcessor:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, broker_config: BrokerConfig, store: MessageStoreView, topics: TopicConfigs,
+                 subscriptions: SubscriptionGroups, stats: PutStats,
+                 transactional_prepare: TransactionalPrepare | None) -> None:
+        self.broker_config = broker_config
+        self.store = store
+        self.topics = topics
+        self.subscriptions = subscriptions
+        self.stats = stats
+        self.transactional_prepare = transactional_prepare
         self._rand = random.Random()
         self._born_hosts: dict[str, bytes] = {}
 
@@ -103,26 +108,27 @@ class SendMessageProcessor:
         return request.create_response(code, remark)
 
     def _msg_check(self, request: RemotingCommand, header: SendMessageRequestHeader,
-                   conn) -> tuple[object | None, RemotingCommand | None]:
+                   conn: Any) -> tuple[TopicConfig | None, RemotingCommand | None]:
         """AbstractSendMessageProcessor.msgCheck: (topic config, error response)."""
-        b = self.broker
+        bc = self.broker_config
+        topics = self.topics
         topic = header.topic
-        if not (b.broker_config.brokerPermission & 2) and b.topics.is_order_topic(topic):
+        if not (bc.brokerPermission & 2) and topics.is_order_topic(topic):
             return None, self._error(request, ResponseCode.NO_PERMISSION,
-                                     f"the broker[{b.broker_config.brokerIP1}] sending message is forbidden")
+                                     f"the broker[{bc.brokerIP1}] sending message is forbidden")
         bad = validate_topic(topic)
         if bad is not None:
             return None, self._error(request, ResponseCode.SYSTEM_ERROR, bad)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return None, self._error(request, ResponseCode.NO_PERMISSION,
                                      f"Sending message to topic[{topic}] is forbidden.")
-        tc = b.topics.select(topic)
+        tc = topics.select(topic)
         if tc is None:
-            tc = b.topics.create_topic_in_send_message_method(
+            tc = topics.create_topic_in_send_message_method(
                 topic, header.default_topic, conn.remote_address,
                 header.default_topic_queue_nums, 0)
             if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                tc = b.topics.create_topic_in_send_message_back_method(topic, 1, 6, 0)
+                tc = topics.create_topic_in_send_message_back_method(topic, 1, 6, 0)
             if tc is None:
                 return None, self._error(
                     request, ResponseCode.TOPIC_NOT_EXIST,
@@ -142,7 +148,7 @@ class SendMessageProcessor:
         if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return None
         group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-        sub = self.broker.subscriptions.find(group)
+        sub = self.subscriptions.find(group)
         if sub is None:
             return self._error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                f"subscription group not exist, {group}")
@@ -151,8 +157,8 @@ class SendMessageProcessor:
             max_times = header.max_reconsume_times
         reconsume = header.reconsume_times or 0
         if reconsume >= max_times:
-            dlq = DLQ_GROUP_TOPIC_PREFIX + group
-            tc = self.broker.topics.create_topic_in_send_message_back_method(
+            dlq = dlq_topic(group)
+            tc = self.topics.create_topic_in_send_message_back_method(
                 dlq, DLQ_NUMS_PER_GROUP, 6, 0)
             if tc is None:
                 return self._error(request, ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
@@ -171,10 +177,11 @@ class SendMessageProcessor:
         else:
             resp = request.create_response(code, result.remark and f"{remark} ({result.remark})" or remark)
         ext = resp.ext_fields if resp.ext_fields is not None else {}
-        ext["MSG_REGION"] = self.broker.broker_config.regionId
-        ext["TRACE_ON"] = "true" if self.broker.broker_config.traceOn else "false"
+        bc = self.broker_config
+        ext["MSG_REGION"] = bc.regionId
+        ext["TRACE_ON"] = "true" if bc.traceOn else "false"
         resp.ext_fields = ext
-        self.broker.stats.on_put(result, request, topic)
+        self.stats.on_put(result, request, topic)
         return resp
 
     # --- entry point ---
@@ -191,11 +198,14 @@ class SendMessageProcessor:
         return self._send_one(conn, request, header)
 
     def _send_one(self, conn, request: RemotingCommand,
-                  header: SendMessageRequestHeader) -> RemotingCommand | Awaitable[RemotingCommand]:
-        b = self.broker
+                  header: SendMessageRequestHeader
+                  ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         tc, err = self._msg_check(request, header, conn)
         if err is not None:
             return err
+        assert tc is not None
+        bc = self.broker_config
+        store = self.store
         qid = header.queue_id
         if qid < 0:
             qid = self._rand.randrange(tc.write_queue_nums)
@@ -204,7 +214,7 @@ class SendMessageProcessor:
         msg = MessageExtBrokerInner(
             topic=header.topic, body=request.body or b"", queue_id=qid, flag=header.flag,
             properties=props, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
-            born_host=self._born_host(conn), store_host=b.store_host,
+            born_host=self._born_host(conn), store_host=store.store_host,
             reconsume_times=header.reconsume_times or 0)
         err = self._handle_retry_and_dlq(request, header, msg)
         if err is not None:
@@ -213,23 +223,23 @@ class SendMessageProcessor:
             msg.sys_flag |= 0x2
         # As 4.9.x: CLUSTER is added and WAIT is not stored (it stays in the dict,
         # where the store reads it); the properties string is written once here.
-        props[MessageConst.CLUSTER] = b.broker_config.brokerClusterName
+        props[MessageConst.CLUSTER] = bc.brokerClusterName
         wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         msg.properties_string = properties_to_string(props)
         if wait is not None:
             props[MessageConst.WAIT_STORE_MSG_OK] = wait
         if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
-            if b.broker_config.rejectTransactionMessage:
+            if bc.rejectTransactionMessage:
                 return self._error(request, ResponseCode.NO_PERMISSION,
-                                   f"the broker[{b.broker_config.brokerIP1}] sending transaction "
+                                   f"the broker[{bc.brokerIP1}] sending transaction "
                                    "message is forbidden")
-            tx = b.transactional_prepare
+            tx = self.transactional_prepare
             if tx is None:
                 return self._error(request, ResponseCode.NO_PERMISSION,
                                    "transactional messages are not supported by this broker yet")
             msg = tx(msg)
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        result, waiter = b.store.put_nowait(msg)
+        result, waiter = store.put_nowait(msg)
         if waiter is None:
             return self._response(request, result, uniq, msg.queue_id, msg.topic)
         return self._answer_later(conn, request, result, waiter, uniq, msg.queue_id, msg.topic)
@@ -269,27 +279,28 @@ class SendMessageProcessor:
     # --- CONSUMER_SEND_MSG_BACK (36): retry and dead letter (spec 7.2) ---
     def consumer_send_msg_back(self, conn, request: RemotingCommand
                                ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        b = self.broker
+        bc = self.broker_config
+        store = self.store
         try:
             h = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return self._error(request, ResponseCode.SYSTEM_ERROR, str(e))
-        sub = b.subscriptions.find(h.group)
+        sub = self.subscriptions.find(h.group)
         if sub is None:
             return self._error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                f"subscription group not exist, {h.group}")
-        if not (b.broker_config.brokerPermission & 2):
+        if not (bc.brokerPermission & 2):
             return self._error(request, ResponseCode.NO_PERMISSION,
-                               f"the broker[{b.broker_config.brokerIP1}] sending message is forbidden")
+                               f"the broker[{bc.brokerIP1}] sending message is forbidden")
         if sub.retryQueueNums <= 0:
             return request.create_response(ResponseCode.SUCCESS)
-        topic = RETRY_GROUP_TOPIC_PREFIX + h.group
+        topic = retry_topic(h.group)
         qid = self._rand.randrange(sub.retryQueueNums)
-        tc = b.topics.create_topic_in_send_message_back_method(topic, sub.retryQueueNums, 6, 0)
+        tc = self.topics.create_topic_in_send_message_back_method(topic, sub.retryQueueNums, 6, 0)
         if not (tc.perm & 2):
             return self._error(request, ResponseCode.NO_PERMISSION,
                                f"the topic[{topic}] sending message is forbidden")
-        msg = b.store.look_message_by_offset(h.offset)
+        msg = store.look_message_by_offset(h.offset)
         if msg is None:
             return self._error(request, ResponseCode.SYSTEM_ERROR,
                                f"look message by offset failed, {h.offset}")
@@ -300,9 +311,9 @@ class SendMessageProcessor:
             max_times = h.max_reconsume_times
         delay = h.delay_level
         if msg.reconsume_times >= max_times or delay < 0:
-            topic = DLQ_GROUP_TOPIC_PREFIX + h.group
+            topic = dlq_topic(h.group)
             qid = self._rand.randrange(DLQ_NUMS_PER_GROUP)
-            b.topics.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP, 6, 0)
+            self.topics.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP, 6, 0)
             props.pop(MessageConst.DELAY_TIME_LEVEL, None)
             log.info("message %s of group %s reconsumed %d times; to %s",
                      msg.msg_id, h.group, msg.reconsume_times, topic)
@@ -319,9 +330,9 @@ class SendMessageProcessor:
         inner = MessageExtBrokerInner(
             topic=topic, body=msg.body, queue_id=qid, flag=msg.flag, properties=props,
             properties_string=properties_to_string(stored), sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=b.store_host,
-            reconsume_times=msg.reconsume_times + 1)
-        result, waiter = b.store.put_nowait(inner)
+            born_timestamp=msg.born_timestamp, born_host=msg.born_host,
+            store_host=store.store_host, reconsume_times=msg.reconsume_times + 1)
+        result, waiter = store.put_nowait(inner)
 
         def answer(status: PutMessageStatus) -> RemotingCommand:
             if status.stored:
@@ -337,11 +348,13 @@ class SendMessageProcessor:
         return later()
 
     def _send_batch(self, conn, request: RemotingCommand,
-                    header: SendMessageRequestHeader) -> RemotingCommand | Awaitable[RemotingCommand]:
-        b = self.broker
+                    header: SendMessageRequestHeader
+                    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         tc, err = self._msg_check(request, header, conn)
         if err is not None:
             return err
+        assert tc is not None
+        store = self.store
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL,
                                f"Retry Group topic is not allowed to send batch message: {header.topic}")
@@ -353,15 +366,15 @@ class SendMessageProcessor:
         except ProtocolError as e:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {e}")
         props = string_to_properties(header.properties or "")
-        props[MessageConst.CLUSTER] = b.broker_config.brokerClusterName
+        props[MessageConst.CLUSTER] = self.broker_config.brokerClusterName
         batch = MessageExtBatch(topic=header.topic, items=items, queue_id=qid,
                                 sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
-                                born_host=self._born_host(conn), store_host=b.store_host,
+                                born_host=self._born_host(conn), store_host=store.store_host,
                                 properties=props)
         wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
-        result, waiter = b.store.put_batch_nowait(batch)
+        result, waiter = store.put_batch_nowait(batch)
         if wait == "false" and waiter is not None:
-            waiter = b.store.commit_waiter(result)   # not the flush: the write, still
+            waiter = store.commit_waiter(result)   # not the flush: the write, still
         if waiter is None:
             return self._response(request, result, None, qid, header.topic)
         return self._answer_later(conn, request, result, waiter, None, qid, header.topic)
