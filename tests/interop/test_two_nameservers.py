@@ -9,7 +9,7 @@ rotates over it per request, so it meets the dead one either way.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

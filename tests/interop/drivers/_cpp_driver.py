@@ -35,6 +35,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import NoReturn, TextIO
 
 # Properties the consumer always asks for (MessageConst names, spec 3.4).
 WELL_KNOWN_PROPS = (
@@ -46,7 +48,7 @@ WELL_KNOWN_PROPS = (
 
 _DIST = {"cpp2": "rocketmq-python-cvs", "cpp1": "rocketmq"}
 
-_out = None
+_out: TextIO | None = None
 _out_lock = threading.Lock()
 
 
@@ -62,14 +64,19 @@ def _setup_stdout() -> None:
     sys.stdout = sys.stderr
 
 
+def _json_out() -> TextIO:
+    assert _out is not None, "_setup_stdout() first"
+    return _out
+
+
 def emit(**rec) -> None:
     line = json.dumps(rec, ensure_ascii=False)
     with _out_lock:
-        _out.write(line + "\n")
-        _out.flush()
+        _json_out().write(line + "\n")
+        _json_out().flush()
 
 
-def fatal(msg: str, code: int = 2) -> None:
+def fatal(msg: str, code: int = 2) -> NoReturn:
     emit(event="fatal", error=msg)
     sys.stderr.write(f"error: {msg}\n")
     sys.stderr.flush()
@@ -102,7 +109,7 @@ def load_client(flavor: str, log_dir: str | None, log_level: str):
         except metadata.PackageNotFoundError:
             fatal(f"{flavor} driver needs PyPI package {dist!r} (run it with "
                   f".venv-interop-{flavor}/bin/python; scripts/install_test_deps.sh builds it)")
-        import rocketmq.client as client  # noqa: F401
+        import rocketmq.client as client
         from rocketmq.ffi import dll
     except ImportError as e:
         fatal(f"cannot load the RocketMQ C++ binding ({flavor}): {e}")
@@ -233,7 +240,7 @@ def producer_main(flavor: str, argv=None) -> int:
         prod.shutdown()
     except Exception:
         pass
-    _out.flush()
+    _json_out().flush()
     os._exit(0 if failed == 0 and sent == a.count else 1)
 
 
@@ -270,7 +277,7 @@ class _Counter:
         self.last = time.time()
 
 
-def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> callable:
+def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> Callable[[str], None]:
     done = threading.Event()
 
     def finish(reason: str) -> None:
@@ -281,7 +288,7 @@ def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> calla
             emit(event="summary", client=flavor, role=role, received=counter.received,
                  reconsume_later=counter.retried, reason=reason,
                  elapsed_s=round(time.time() - t0, 3))
-        _out.flush()
+        _json_out().flush()
         os._exit(0)  # never shutdown(): it segfaults in these bindings
 
     def on_signal(signum, frame):
@@ -309,6 +316,8 @@ class _ConsumerRun:
         """Start the consumer (fatal on failure) and print the ``started`` line."""
         a = self.args
         cons = _start_client(self.role, make, self.dll, a, self.log_dir, configure)
+        # held until exit: a collected PushConsumer frees its callback trampoline and stops
+        self.consumer = cons
         _emit_started(self.flavor, self.version, self.role, a, self.log_dir,
                       expression=a.expression, **started_fields)
         return cons
@@ -394,11 +403,10 @@ def push_main(flavor: str, argv=None) -> int:
             cons.set_thread_count(a.thread_count)
         _subscribe(client, run.dll, cons, a.topic, a.expression, a.orderly, on_message)
 
-    # held until exit: a collected PushConsumer frees its callback trampoline and stops
-    cons = run.start(lambda: client.PushConsumer(a.group, orderly=a.orderly, message_model=model),
-                     configure, orderly=a.orderly, broadcast=a.broadcast)
+    run.start(lambda: client.PushConsumer(a.group, orderly=a.orderly, message_model=model),
+              configure, orderly=a.orderly, broadcast=a.broadcast)
 
-    while cons is not None:
+    while True:
         time.sleep(0.2)
         if a.idle_exit and time.time() - counter.last > a.idle_exit:
             finish("idle_exit")
@@ -438,6 +446,7 @@ def pull_main(flavor: str, argv=None) -> int:
         with counter.lock:
             emit(event="summary", client=flavor, role="pull_consumer", received=counter.received,
                  reason="timeout", elapsed_s=round(time.time() - t0, 3))
-        _out.flush()
+        _json_out().flush()
         os._exit(1)
     finish("timeout")
+    return 0  # finish returns only while another thread is already exiting
