@@ -52,6 +52,8 @@ from rmq.protocol.codes import (  # noqa: E402
 from rmq.protocol.errors import ProtocolError  # noqa: E402
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode  # noqa: E402
 from rmq.protocol import message as M  # noqa: E402
+from rmq.common import mixall  # noqa: E402
+from rmq.common.clock import now_ms  # noqa: E402
 
 RC = RequestCode
 RS = ResponseCode
@@ -166,16 +168,16 @@ class FakeBroker:
         self.new_data = asyncio.Condition()
 
     def queue_count(self, topic: str) -> int:
-        return 1 if topic.startswith("%RETRY%") or topic.startswith("%DLQ%") else self.queues
+        return 1 if mixall.is_retry_topic(topic) or mixall.is_dlq_topic(topic) else self.queues
 
     def route(self, topic: str, standard_json: bool) -> bytes:
         n = self.queue_count(topic)
-        addrs = '{"0":"%s"}' % self.addr if standard_json else '{0:"%s"}' % self.addr
+        addrs = f'{{"0":"{self.addr}"}}' if standard_json else f'{{0:"{self.addr}"}}'
         # fastjson field order; legacy form has bare integer map keys (spec 2.15).
-        text = ('{"brokerDatas":[{"brokerAddrs":%s,"brokerName":"%s","cluster":"%s"}],'
-                '"filterServerTable":{},"queueDatas":[{"brokerName":"%s","perm":6,'
-                '"readQueueNums":%d,"topicSysFlag":0,"writeQueueNums":%d}]}'
-                % (addrs, BROKER_NAME, CLUSTER_NAME, BROKER_NAME, n, n))
+        text = (f'{{"brokerDatas":[{{"brokerAddrs":{addrs},"brokerName":"{BROKER_NAME}",'
+                f'"cluster":"{CLUSTER_NAME}"}}],"filterServerTable":{{}},"queueDatas":'
+                f'[{{"brokerName":"{BROKER_NAME}","perm":6,"readQueueNums":{n},'
+                f'"topicSysFlag":0,"writeQueueNums":{n}}}]}}')
         return text.encode()
 
     def _append(self, topic: str, qid: int, body: bytes, props: dict[str, str], flag: int,
@@ -190,7 +192,7 @@ class FakeBroker:
             properties=M.properties_to_string(props).encode(), queue_id=qid, flag=flag,
             queue_offset=qoff, physical_offset=self.phys, sys_flag=sys_flag,
             born_timestamp=born_ts, born_host=born_host,
-            store_timestamp=int(time.time() * 1000), store_host=self.store_host,
+            store_timestamp=now_ms(), store_host=self.store_host,
             reconsume_times=reconsume)
         msg_id = M.create_message_id(self.store_host, self.phys)
         lst.append(rec)
@@ -252,10 +254,10 @@ class FakeBroker:
         if code == RC.UNREGISTER_CLIENT:
             g = ext.get("consumerGroup")
             if g in self.consumers:
-                self.consumers[g].pop(ext.get("clientID"), None)
+                self.consumers[g].pop(ext.get("clientID", ""), None)
             return cmd.create_response(ok)
         if code == RC.GET_CONSUMER_LIST_BY_GROUP:
-            ids = sorted(self.consumers.get(ext.get("consumerGroup"), {}))
+            ids = sorted(self.consumers.get(ext.get("consumerGroup", ""), {}))
             if not ids:
                 return cmd.create_response(
                     RS.SYSTEM_ERROR, f"no consumer for this group, {ext.get('consumerGroup')}")
@@ -323,7 +325,7 @@ class FakeBroker:
             async with self.new_data:
                 try:
                     await asyncio.wait_for(self.new_data.wait(), left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     async def _send_back(self, cmd: RemotingCommand, ext: dict, peer) -> RemotingCommand:
@@ -335,7 +337,7 @@ class FakeBroker:
         props = dict(m.properties)
         props.setdefault(M.MessageConst.RETRY_TOPIC, m.topic)
         props.setdefault(M.MessageConst.ORIGIN_MESSAGE_ID, ext.get("originMsgId") or m.msg_id)
-        self._append("%RETRY%" + group, 0, m.body, props, m.flag, m.sys_flag & 0x3,
+        self._append(mixall.retry_topic(group), 0, m.body, props, m.flag, m.sys_flag & 0x3,
                      m.born_timestamp, M.pack_host(peer[0], peer[1]), m.reconsume_times + 1)
         await self._notify()
         return cmd.create_response(RS.SUCCESS)
@@ -454,7 +456,7 @@ class CaptureServer:
                              buffered=len(raw), bytes_hex=bad.hex())
                     break
                 frames = _split_frames(raw, len(cmds))
-                for cmd, frame in zip(cmds, frames):
+                for cmd, frame in zip(cmds, frames, strict=True):
                     nframes += 1
                     rec = self.describe(cmd, frame)
                     kind = "response" if cmd.is_response else "request"
@@ -505,7 +507,7 @@ async def main_async(args) -> int:
         if args.duration:
             try:
                 await asyncio.wait_for(stop.wait(), args.duration)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         else:
             await stop.wait()

@@ -29,10 +29,13 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pytest
 
+from rmq.common import mixall
+from rmq.common.clock import now_ms
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -145,7 +148,7 @@ class _LoopThread:
 
 
 # =============================================================================== cluster
-_LIVE_CLUSTERS: list["Cluster"] = []
+_LIVE_CLUSTERS: list[Cluster] = []
 
 
 def broker_problems(limit: int = 12) -> str:
@@ -209,8 +212,9 @@ class Cluster:
                      timeout: float = 20.0) -> None:
         """UPDATE_AND_CREATE_TOPIC on the broker, then wait until every (live) NameServer
         routes it with ``queues`` read/write queues."""
-        h = CreateTopicRequestHeader(topic=topic, default_topic="TBW102", read_queue_nums=queues,
-                                     write_queue_nums=queues, perm=6, order=order)
+        h = CreateTopicRequestHeader(topic=topic, default_topic=mixall.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                                     read_queue_nums=queues, write_queue_nums=queues, perm=6,
+                                     order=order)
         resp = self.invoke(self.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC,
                            h.to_ext_fields())
         assert resp.code == ResponseCode.SUCCESS, \
@@ -345,9 +349,9 @@ class Cluster:
             p.update(props or {})
             p[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
             h = SendMessageRequestHeader(
-                producer_group=group, topic=topic, default_topic="TBW102",
+                producer_group=group, topic=topic, default_topic=mixall.AUTO_CREATE_TOPIC_KEY_TOPIC,
                 default_topic_queue_nums=4, queue_id=i % queues, sys_flag=0,
-                born_timestamp=int(time.time() * 1000), flag=0,
+                born_timestamp=now_ms(), flag=0,
                 properties=properties_to_string(p), reconsume_times=0)
             resp = self.invoke(self.broker_addr, RequestCode.SEND_MESSAGE_V2,
                                h.to_v2_ext_fields(), body.encode())
@@ -435,7 +439,7 @@ class ClientRmqSide(RmqSide):
             finally:
                 await p.shutdown()
             return out
-        return self.cluster._loop.run(go(), 60)  # noqa: SLF001
+        return self.cluster._loop.run(go(), 60)
 
     def consume(self, topic: str, group: str, bodies: Iterable[str],
                 timeout: float = 30.0) -> list[dict[str, Any]]:
@@ -472,9 +476,9 @@ class ClientRmqSide(RmqSide):
 
         with capture_log("rmq.client") as log:
             try:
-                self.cluster._loop.run(go(), timeout + 60)  # noqa: SLF001
+                self.cluster._loop.run(go(), timeout + 60)
                 error = None
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 error = f"{type(e).__name__}: {e}"
         missing = want - {g["body"] for g in got}
         if error or missing:
@@ -521,7 +525,7 @@ def rmq_side(cluster: Cluster, namesrv: str | None = None) -> RmqSide:
     """rmq's own client when it exists (``rmq.client.producer`` / ``push_consumer``),
     else raw requests. A client that exists but fails to import is an error."""
     try:
-        import rmq.client.producer  # noqa: F401
+        import rmq.client.producer
         import rmq.client.push_consumer  # noqa: F401
     except ModuleNotFoundError as e:
         if e.name not in ("rmq.client.producer", "rmq.client.push_consumer"):
@@ -535,11 +539,12 @@ def _start_cluster(workdir: Path, namesrv_count: int = 1,
     procs: list[Any] = []
     cluster = None
     try:
-        namesrvs = []
+        namesrvs: list[NameServerProcess] = []
         for k in range(namesrv_count):
             ns = namesrv_process(workdir, name=f"namesrv{k + 1}" if namesrv_count > 1 else "namesrv")
             procs.append(ns)
-            namesrvs.append(ns.start())
+            ns.start()
+            namesrvs.append(ns)
         br = broker_process(workdir, ";".join(ns.addr for ns in namesrvs), name="broker-a",
                             conf=broker_conf)
         procs.append(br)
@@ -563,10 +568,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     """Factory for a private cluster (e.g. two NameServers); torn down after the test."""
     stack = contextlib.ExitStack()
+    numbers = itertools.count()  # distinct dirs per call
 
     def factory(namesrv_count: int = 1, broker_conf: dict[str, object] | None = None) -> Cluster:
-        n = len(stack._exit_callbacks)  # noqa: SLF001 - distinct dirs per call
-        gen = _start_cluster(tmp_path / f"cluster{n}", namesrv_count, broker_conf)
+        gen = _start_cluster(tmp_path / f"cluster{next(numbers)}", namesrv_count, broker_conf)
         c = next(gen)
         stack.callback(lambda: next(gen, None))
         return c
@@ -723,9 +728,7 @@ class Driver:
                 self.proc.stdout.close()
 
 
-def _csv(v: Iterable[str] | str | None) -> str | None:
-    if v is None:
-        return None
+def _csv(v: Iterable[str] | str) -> str:
     return v if isinstance(v, str) else ",".join(v)
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ class Matrix:
 
 def _produce(clients: Clients, rmq: RmqSide, cluster: Cluster, party: str, topic: str,
              start: int, n: int) -> list[dict[str, Any]]:
-    kw = dict(tags=TAGS, keys_prefix=f"{party}-key-", props=props_of(party),
+    kw: dict[str, Any] = dict(tags=TAGS, keys_prefix=f"{party}-key-", props=props_of(party),
               body_prefix=f"{party}-body-", start_index=start)
     if party == "rmq":
         return rmq.produce(topic, unique_name("x-rmq-pg"), n, **kw)
@@ -76,7 +77,7 @@ def matrix(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 for p, f in futs.items():
                     try:
                         mx.sent.setdefault(p, []).extend(f.result())
-                    except Exception as e:  # noqa: BLE001 - reported by the cells
+                    except Exception as e:  # reported by the cells
                         mx.produce_errors[p] = f"{type(e).__name__}: {e}"
 
         produce_round(0)

@@ -11,8 +11,9 @@ from collections import defaultdict
 
 import pytest
 
-from tests.interop.conftest import (
-    Cluster, Clients, check_delivered, check_sent, check_stored, unique_name,
+from tests.interop.conftest import Cluster, Clients, check_delivered, check_sent
+from tests.interop.flows import (
+    compressed_body_round_trip, consume_then_more, new_topic, produce_and_check,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -24,13 +25,9 @@ PROPS = {"color": "red", "lang": "js", "note": "k=v", "unicode": "grüße-東京
 def test_send_result_offset_msg_id_resolves(cluster: Cluster, clients: Clients):
     """send -> SEND_OK with queue id/offset matching the store, and an offset msgId
     that VIEW_MESSAGE_BY_ID resolves to the message."""
-    topic, group = unique_name("node-send"), unique_name("node-pg")
-    cluster.create_topic(topic)
-    n = 8
-    sent = clients.produce(CLIENT, cluster.namesrv_addr, topic, group, n,
-                           tags=["TagA", "TagB"], keys_prefix="order-", props=PROPS)
-    truth = cluster.wait_truth(topic, n)
-    check_sent(CLIENT, sent, truth, topic=topic, props=PROPS)
+    topic, group, _ = new_topic(cluster, CLIENT, "send")
+    sent, _ = produce_and_check(cluster, clients, CLIENT, topic, group, 8,
+                                tags=["TagA", "TagB"], keys_prefix="order-", props=PROPS)
     assert {s["broker_name"] for s in sent} == {cluster.broker_name}
     assert len({s["queue_id"] for s in sent}) == 4
     for s in sent:
@@ -48,19 +45,14 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
     """ali-ons producer -> rmq -> ali-ons push consumer (CONSUME_FROM_LAST_OFFSET, new
     group: starts at 0 because message 0 is still in memory), then more messages
     through long polling; every field intact."""
-    topic, pgroup, cgroup = unique_name("node-pc"), unique_name("node-pg"), unique_name("node-cg")
-    cluster.create_topic(topic)
+    topic, pgroup, cgroup = new_topic(cluster, CLIENT, "pc")
     n = 16
     sent = clients.produce(CLIENT, cluster.namesrv_addr, topic, pgroup, n,
                            tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS)
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup)
-    bodies = [s["body"] for s in sent]
-    consumer.wait_bodies(bodies)
-    more = clients.produce(CLIENT, cluster.namesrv_addr, topic, pgroup, 8, start_index=n,
-                           tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS)
-    bodies += [s["body"] for s in more]
-    consumer.wait_bodies(bodies)
-    consumer.terminate()
+    more, bodies = consume_then_more(clients, CLIENT, cluster.namesrv_addr, topic, pgroup, sent, 8,
+                                     consumer=consumer, tags=["TagA", "TagB", "TagC"],
+                                     keys_prefix="k-", props=PROPS)
     truth = cluster.wait_truth(topic, n + 8)
     check_sent(CLIENT, sent + more, truth, topic=topic, props=PROPS)
     check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
@@ -77,8 +69,7 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
 def test_consume_from_first_offset_and_tag_filter(cluster: Cluster, clients: Clients):
     """A consumer started on an empty topic (CONSUME_FROM_FIRST_OFFSET, 'TagB'
     subscription) gets exactly the TagB messages produced afterwards."""
-    topic, pgroup, cgroup = unique_name("node-tag"), unique_name("node-pg"), unique_name("node-cg")
-    cluster.create_topic(topic)
+    topic, pgroup, cgroup = new_topic(cluster, CLIENT, "tag")
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, expression="TagB",
                                 from_first=True)
     n = 12
@@ -103,13 +94,9 @@ def test_orderly_send_by_sharding_key(cluster: Cluster, clients: Clients):
     Client quirk: a key whose md5 picks queue id 0 is NOT pinned by ali-ons 3.12.0
     (``queueId = queueIds[i] || ''`` makes 0 falsy -> plain round robin), so keys "0" and
     "1" (-> queue 0) are only checked for being stored intact."""
-    topic, pgroup = unique_name("node-order"), unique_name("node-pg")
-    cluster.create_topic(topic)
-    n, k = 36, 6
-    sent = clients.produce(CLIENT, cluster.namesrv_addr, topic, pgroup, n, orderly=True,
-                           sharding_key_mod=k, tags=["TagO"], keys_prefix="ok-")
-    truth = cluster.wait_truth(topic, n)
-    check_sent(CLIENT, sent, truth, topic=topic, props={})
+    topic, pgroup, _ = new_topic(cluster, CLIENT, "order")
+    sent, truth = produce_and_check(cluster, clients, CLIENT, topic, pgroup, 36, orderly=True,
+                                    sharding_key_mod=6, tags=["TagO"], keys_prefix="ok-")
     by_key = defaultdict(list)
     for s in sent:
         by_key[s["sharding_key"]].append(s)
@@ -127,17 +114,4 @@ def test_orderly_send_by_sharding_key(cluster: Cluster, clients: Clients):
 def test_compressed_body_round_trip(cluster: Cluster, clients: Clients):
     """ali-ons zlib-compresses bodies >= 4 KiB (sysFlag COMPRESSED): stored as sent,
     delivered as the original text."""
-    topic, pgroup, cgroup = unique_name("node-big"), unique_name("node-pg"), unique_name("node-cg")
-    cluster.create_topic(topic)
-    prefix = "".join(chr(ord("a") + (j * 11) % 26) for j in range(6000)) + "-"
-    n = 4
-    sent = clients.produce(CLIENT, cluster.namesrv_addr, topic, pgroup, n, body_prefix=prefix,
-                           tags=["Big"], keys_prefix="big-")
-    truth = cluster.wait_truth(topic, n)
-    for s in sent:
-        m = check_stored(truth, s["body"], topic=topic, tags="Big", keys=s["keys"], props={})
-        assert m.sys_flag & 0x1, f"{s['keys']}: sysFlag {m.sys_flag} lacks COMPRESSED"
-    consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup)
-    consumer.wait_bodies([s["body"] for s in sent])
-    consumer.terminate()
-    check_delivered(consumer, truth, [s["body"] for s in sent], topic=topic, props={})
+    compressed_body_round_trip(cluster, clients, CLIENT, step=11)

@@ -14,10 +14,11 @@ The broker side (one stored copy per send-back, counting up) is the same for bot
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
+from rmq.common.mixall import retry_topic
 from tests.interop.conftest import Cluster, Clients, _start_cluster, unique_name
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,8 +50,8 @@ def test_reconsume_later_comes_back_through_the_retry_topic(cluster: Cluster, cl
     for m in consumer.messages:
         deliveries[m["body"]].append(m)
     stored: dict[str, list] = defaultdict(list)
-    for m in cluster.pull_all(f"%RETRY%{cgroup}", queues=1):
-        stored[m.body.decode()].append(m)
+    for copy in cluster.pull_all(retry_topic(cgroup), queues=1):
+        stored[copy.body.decode()].append(copy)
     for body in bodies:
         got = deliveries[body]
         times = [m["reconsume_times"] for m in got]

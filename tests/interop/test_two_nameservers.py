@@ -9,7 +9,7 @@ rotates over it per request, so it meets the dead one either way.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,6 +17,7 @@ from tests.interop.conftest import (
     CLIENTS, ClientRmqSide, Clients, Cluster, Driver, _start_cluster, check_delivered,
     check_messages, check_sent, rmq_side, unique_name,
 )
+from tests.interop.flows import consume_then_more, produce_and_check
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -58,18 +59,13 @@ def test_one_namesrv_down(ha_cluster: Cluster, clients: Clients, client: str, de
     # created after the kill: the broker keeps registering with the live NameServer
     cluster.create_topic(topic)
     n = 10
-    sent = clients.produce(client, addrs, topic, unique_name("ha-pg"), n, tags=["TagA", "TagB"],
-                           keys_prefix="ha-", props=PROPS)
-    truth = cluster.wait_truth(topic, n)
-    check_sent(client, sent, truth, topic=topic, props=PROPS)
+    sent, _ = produce_and_check(cluster, clients, client, topic, unique_name("ha-pg"), n,
+                                namesrv=addrs, tags=["TagA", "TagB"], keys_prefix="ha-",
+                                props=PROPS)
     consumer = clients.consumer(client, addrs, topic, unique_name("ha-cg"), property_keys=PROPS)
-    bodies = [s["body"] for s in sent]
-    consumer.wait_bodies(bodies)
-    more = clients.produce(client, addrs, topic, unique_name("ha-pg"), 4, start_index=n,
-                           tags=["TagA", "TagB"], keys_prefix="ha-", props=PROPS)
-    bodies += [s["body"] for s in more]
-    consumer.wait_bodies(bodies)
-    consumer.terminate()
+    _, bodies = consume_then_more(clients, client, addrs, topic, unique_name("ha-pg"), sent, 4,
+                                  consumer=consumer, tags=["TagA", "TagB"], keys_prefix="ha-",
+                                  props=PROPS)
     truth = cluster.wait_truth(topic, n + 4)
     check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
 

@@ -35,6 +35,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import NoReturn, TextIO
 
 # Properties the consumer always asks for (MessageConst names, spec 3.4).
 WELL_KNOWN_PROPS = (
@@ -46,7 +48,7 @@ WELL_KNOWN_PROPS = (
 
 _DIST = {"cpp2": "rocketmq-python-cvs", "cpp1": "rocketmq"}
 
-_out = None
+_out: TextIO | None = None
 _out_lock = threading.Lock()
 
 
@@ -62,14 +64,19 @@ def _setup_stdout() -> None:
     sys.stdout = sys.stderr
 
 
+def _json_out() -> TextIO:
+    assert _out is not None, "_setup_stdout() first"
+    return _out
+
+
 def emit(**rec) -> None:
     line = json.dumps(rec, ensure_ascii=False)
     with _out_lock:
-        _out.write(line + "\n")
-        _out.flush()
+        _json_out().write(line + "\n")
+        _json_out().flush()
 
 
-def fatal(msg: str, code: int = 2) -> None:
+def fatal(msg: str, code: int = 2) -> NoReturn:
     emit(event="fatal", error=msg)
     sys.stderr.write(f"error: {msg}\n")
     sys.stderr.flush()
@@ -102,7 +109,7 @@ def load_client(flavor: str, log_dir: str | None, log_level: str):
         except metadata.PackageNotFoundError:
             fatal(f"{flavor} driver needs PyPI package {dist!r} (run it with "
                   f".venv-interop-{flavor}/bin/python; scripts/install_test_deps.sh builds it)")
-        import rocketmq.client as client  # noqa: F401
+        import rocketmq.client as client
         from rocketmq.ffi import dll
     except ImportError as e:
         fatal(f"cannot load the RocketMQ C++ binding ({flavor}): {e}")
@@ -141,6 +148,31 @@ def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance-name", help="client instance name (push consumer only)")
 
 
+_KINDS = {"producer": "Producer", "push_consumer": "PushConsumer", "pull_consumer": "PullConsumer"}
+
+
+def _start_client(role: str, make, dll, a: argparse.Namespace, log_dir: str, configure=None):
+    """Create the binding's client for ``role`` with ``make()``, point its log at
+    ``log_dir``, give it the NameServer list, let ``configure`` set the rest, start it.
+    A failure anywhere is fatal (exit 2)."""
+    try:
+        c = make()
+        _apply_log_settings(dll, _KINDS[role], c._handle, log_dir, a.log_level)
+        c.set_namesrv_addr(a.namesrv)
+        if configure is not None:
+            configure(c)
+        c.start()
+    except Exception as e:
+        fatal(f"{role.replace('_', ' ')} start failed: {type(e).__name__}: {e}")
+    return c
+
+
+def _emit_started(flavor: str, version: str, role: str, a: argparse.Namespace, log_dir: str,
+                  **fields) -> None:
+    emit(event="started", client=flavor, package_version=version, role=role, group=a.group,
+         topic=a.topic, namesrv=a.namesrv, log_dir=log_dir, pid=os.getpid(), **fields)
+
+
 # --------------------------------------------------------------------------- producer
 def producer_main(flavor: str, argv=None) -> int:
     _setup_stdout()
@@ -164,15 +196,9 @@ def producer_main(flavor: str, argv=None) -> int:
     client, dll, version, log_dir = load_client(flavor, a.log_dir, a.log_level)
     props = _parse_props(a.props)
     tags = a.tags.split(",") if a.tags else []
-    try:
-        prod = client.Producer(a.group, timeout=a.timeout_ms)
-        _apply_log_settings(dll, "Producer", prod._handle, log_dir, a.log_level)
-        prod.set_namesrv_addr(a.namesrv)
-        prod.start()
-    except Exception as e:
-        fatal(f"producer start failed: {type(e).__name__}: {e}")
-    emit(event="started", client=flavor, package_version=version, role="producer",
-         group=a.group, topic=a.topic, namesrv=a.namesrv, log_dir=log_dir, pid=os.getpid())
+    prod = _start_client("producer", lambda: client.Producer(a.group, timeout=a.timeout_ms),
+                         dll, a, log_dir)
+    _emit_started(flavor, version, "producer", a, log_dir)
 
     sent = failed = 0
     t0 = time.time()
@@ -214,7 +240,7 @@ def producer_main(flavor: str, argv=None) -> int:
         prod.shutdown()
     except Exception:
         pass
-    _out.flush()
+    _json_out().flush()
     os._exit(0 if failed == 0 and sent == a.count else 1)
 
 
@@ -251,7 +277,7 @@ class _Counter:
         self.last = time.time()
 
 
-def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> callable:
+def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> Callable[[str], None]:
     done = threading.Event()
 
     def finish(reason: str) -> None:
@@ -262,7 +288,7 @@ def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> calla
             emit(event="summary", client=flavor, role=role, received=counter.received,
                  reconsume_later=counter.retried, reason=reason,
                  elapsed_s=round(time.time() - t0, 3))
-        _out.flush()
+        _json_out().flush()
         os._exit(0)  # never shutdown(): it segfaults in these bindings
 
     def on_signal(signum, frame):
@@ -271,6 +297,30 @@ def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> calla
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return finish
+
+
+class _ConsumerRun:
+    """What both consumer drivers hold: the loaded binding, the extra property names to
+    print, the counter and the exit path (summary line, then ``os._exit``)."""
+
+    def __init__(self, flavor: str, role: str, a: argparse.Namespace) -> None:
+        self.flavor, self.role, self.args = flavor, role, a
+        self.client, self.dll, self.version, self.log_dir = load_client(flavor, a.log_dir,
+                                                                        a.log_level)
+        self.extra = [k for k in a.property_keys.split(",") if k]
+        self.counter = _Counter()
+        self.t0 = time.time()
+        self.finish = _install_exit(flavor, role, self.counter, self.t0)
+
+    def start(self, make, configure=None, **started_fields):
+        """Start the consumer (fatal on failure) and print the ``started`` line."""
+        a = self.args
+        cons = _start_client(self.role, make, self.dll, a, self.log_dir, configure)
+        # held until exit: a collected PushConsumer frees its callback trampoline and stops
+        self.consumer = cons
+        _emit_started(self.flavor, self.version, self.role, a, self.log_dir,
+                      expression=a.expression, **started_fields)
+        return cons
 
 
 def _subscribe(client, dll, cons, topic: str, expression: str, orderly: bool, handler) -> None:
@@ -318,15 +368,12 @@ def push_main(flavor: str, argv=None) -> int:
                    help="exit 0 after N seconds without a message (0 = run until killed)")
     a = p.parse_args(argv)
 
-    client, dll, version, log_dir = load_client(flavor, a.log_dir, a.log_level)
-    extra = [k for k in a.property_keys.split(",") if k]
-    counter = _Counter()
-    t0 = time.time()
-    finish = _install_exit(flavor, "push_consumer", counter, t0)
+    run = _ConsumerRun(flavor, "push_consumer", a)
+    client, counter, finish = run.client, run.counter, run.finish
 
     def on_message(m) -> None:
         try:
-            rec = _message_record(m, extra)
+            rec = _message_record(m, run.extra)
         except Exception as e:  # report, but never raise into the C++ thread for this
             emit(event="decode_error", error=f"{type(e).__name__}: {e}")
             return
@@ -348,21 +395,16 @@ def push_main(flavor: str, argv=None) -> int:
     except AttributeError:
         from rocketmq.ffi import MessageModel
         model = MessageModel.BROADCASTING if a.broadcast else MessageModel.CLUSTERING
-    try:
-        cons = client.PushConsumer(a.group, orderly=a.orderly, message_model=model)
-        _apply_log_settings(dll, "PushConsumer", cons._handle, log_dir, a.log_level)
-        cons.set_namesrv_addr(a.namesrv)
+
+    def configure(cons) -> None:
         if a.instance_name:
             cons.set_instance_name(a.instance_name)
         if a.thread_count:
             cons.set_thread_count(a.thread_count)
-        _subscribe(client, dll, cons, a.topic, a.expression, a.orderly, on_message)
-        cons.start()
-    except Exception as e:
-        fatal(f"push consumer start failed: {type(e).__name__}: {e}")
-    emit(event="started", client=flavor, package_version=version, role="push_consumer",
-         group=a.group, topic=a.topic, expression=a.expression, orderly=a.orderly,
-         broadcast=a.broadcast, namesrv=a.namesrv, log_dir=log_dir, pid=os.getpid())
+        _subscribe(client, run.dll, cons, a.topic, a.expression, a.orderly, on_message)
+
+    run.start(lambda: client.PushConsumer(a.group, orderly=a.orderly, message_model=model),
+              configure, orderly=a.orderly, broadcast=a.broadcast)
 
     while True:
         time.sleep(0.2)
@@ -382,27 +424,15 @@ def pull_main(flavor: str, argv=None) -> int:
     p.add_argument("--max-num", type=int, default=32, help="messages per pull request")
     a = p.parse_args(argv)
 
-    client, dll, version, log_dir = load_client(flavor, a.log_dir, a.log_level)
-    extra = [k for k in a.property_keys.split(",") if k]
-    counter = _Counter()
-    t0 = time.time()
-    finish = _install_exit(flavor, "pull_consumer", counter, t0)
-    try:
-        cons = client.PullConsumer(a.group)
-        _apply_log_settings(dll, "PullConsumer", cons._handle, log_dir, a.log_level)
-        cons.set_namesrv_addr(a.namesrv)
-        cons.start()
-    except Exception as e:
-        fatal(f"pull consumer start failed: {type(e).__name__}: {e}")
-    emit(event="started", client=flavor, package_version=version, role="pull_consumer",
-         group=a.group, topic=a.topic, expression=a.expression, namesrv=a.namesrv,
-         log_dir=log_dir, pid=os.getpid())
+    run = _ConsumerRun(flavor, "pull_consumer", a)
+    counter, finish, t0 = run.counter, run.finish, run.t0
+    cons = run.start(lambda: run.client.PullConsumer(a.group))
     # PullConsumer.pull() walks every queue from the offsets it keeps in memory
     # (starting at 0) until each reports NO_NEW_MSG; call it in rounds.
     while time.time() - t0 < a.timeout:
         try:
             for m in cons.pull(a.topic, a.expression, a.max_num):
-                rec = _message_record(m, extra)
+                rec = _message_record(m, run.extra)
                 with counter.lock:
                     counter.received += 1
                     n = counter.received
@@ -416,6 +446,7 @@ def pull_main(flavor: str, argv=None) -> int:
         with counter.lock:
             emit(event="summary", client=flavor, role="pull_consumer", received=counter.received,
                  reason="timeout", elapsed_s=round(time.time() - t0, 3))
-        _out.flush()
+        _json_out().flush()
         os._exit(1)
     finish("timeout")
+    return 0  # finish returns only while another thread is already exiting

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _cpp_driver import pull_main  # noqa: E402
+from _cpp_driver import pull_main
 
 if __name__ == "__main__":
     sys.exit(pull_main("cpp1"))

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _cpp_driver import producer_main  # noqa: E402
+from _cpp_driver import producer_main
 
 if __name__ == "__main__":
     sys.exit(producer_main("cpp2"))

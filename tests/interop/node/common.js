@@ -95,4 +95,46 @@ function aliOnsVersion() {
   return require('ali-ons/package.json').version;
 }
 
-module.exports = { emit, fatal, makeLogger, nameSrvOption, parseArgs, parseProps, aliOnsVersion };
+// Options of every driver before its own (`spec`), parsed from the command line.
+// `role` is the driver's role in the started line: 'producer' or 'push_consumer'.
+function driverArgs(role, spec, usage) {
+  const what = role.split('_').pop();
+  return parseArgs(process.argv.slice(2), {
+    namesrv: { required: true, help: 'NameServer host:port[;host:port...]' },
+    topic: { required: true },
+    group: { required: true, help: `${what} group` },
+    ...spec,
+    start_timeout_ms: { type: 'int', default: 15000, help: `give up if the ${what} is not ready by then` },
+    log_level: { default: 'warn', help: 'ali-ons log level on stderr: debug|info|warn|error' },
+  }, usage);
+}
+
+// The ali-ons client options both drivers pass, plus the role's own (`extra`).
+function clientOptions(opts, extra) {
+  return {
+    nameSrv: nameSrvOption(opts.namesrv),
+    httpclient: {},  // required by ali-ons; only used to look up an ONS address server
+    logger: makeLogger(opts.log_level),
+    ...extra,
+  };
+}
+
+// Waits for client.ready() (fatal after --start-timeout-ms or on failure), then prints
+// the started line with `fields`. Resolves false when the driver is exiting.
+async function startClient(client, role, opts, fields) {
+  const what = role.split('_').pop();
+  const timer = setTimeout(() => fatal(`${what} not ready after ${opts.start_timeout_ms} ms`),
+    opts.start_timeout_ms);
+  try {
+    await client.ready();
+  } catch (err) {
+    fatal(`${what} start failed: ${err && err.message || err}`);
+    return false;
+  }
+  clearTimeout(timer);
+  emit({ event: 'started', client: 'node', package_version: aliOnsVersion(), role,
+    group: opts.group, topic: opts.topic, ...fields, namesrv: opts.namesrv, pid: process.pid });
+  return true;
+}
+
+module.exports = { emit, fatal, parseProps, driverArgs, clientOptions, startClient };

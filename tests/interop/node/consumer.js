@@ -6,12 +6,9 @@
 // One JSON line per delivered message (event message), a final summary line on
 // SIGTERM/SIGINT, --max-messages or --idle-exit. Runs until killed otherwise.
 // ali-ons has no orderly consumer: --orderly is refused (exit 2).
-const { emit, fatal, makeLogger, nameSrvOption, parseArgs, aliOnsVersion } = require('./common');
+const { emit, fatal, driverArgs, clientOptions, startClient } = require('./common');
 
-const opts = parseArgs(process.argv.slice(2), {
-  namesrv: { required: true, help: 'NameServer host:port[;host:port...]' },
-  topic: { required: true },
-  group: { required: true, help: 'consumer group' },
+const opts = driverArgs('push_consumer', {
   expression: { default: '*', help: "tag expression, '*' or 'a || b'" },
   orderly: { type: 'bool', default: false, help: 'not supported by ali-ons (refused)' },
   broadcast: { type: 'bool', default: false, help: 'BROADCASTING message model' },
@@ -19,8 +16,6 @@ const opts = parseArgs(process.argv.slice(2), {
   reconsume_until: { type: 'int', default: 0, help: 'ACTION_RETRY while reconsumeTimes < N' },
   max_messages: { type: 'int', default: 0, help: 'exit 0 after N messages' },
   idle_exit: { type: 'float', default: 0, help: 'exit 0 after S seconds without a message' },
-  start_timeout_ms: { type: 'int', default: 15000 },
-  log_level: { default: 'warn', help: 'ali-ons log level on stderr: debug|info|warn|error' },
 }, 'usage: node consumer.js --namesrv ADDR --topic T --group G [options]');
 
 if (opts.orderly) fatal('ali-ons@3.12.0 has no orderly consumer (--orderly is not supported)');
@@ -68,14 +63,11 @@ function text(b) {
 }
 
 async function main() {
-  consumer = new Consumer({
-    nameSrv: nameSrvOption(opts.namesrv),
-    httpclient: {},
+  consumer = new Consumer(clientOptions(opts, {
     consumerGroup: opts.group,
     isBroadcast: opts.broadcast,
     consumeFromWhere: opts.from_first ? 'CONSUME_FROM_FIRST_OFFSET' : 'CONSUME_FROM_LAST_OFFSET',
-    logger: makeLogger(opts.log_level),
-  });
+  }));
   consumer.on('error', err => {
     if (err && String(err.message).includes(RECONSUME_LATER_MARK)) return;
     clientErrors++;
@@ -110,18 +102,8 @@ async function main() {
     if (retry) throw new Error(RECONSUME_LATER_MARK);
     if (opts.max_messages && received >= opts.max_messages) setImmediate(() => finish('max_messages'));
   });
-  const startTimer = setTimeout(() => fatal(`consumer not ready after ${opts.start_timeout_ms} ms`),
-    opts.start_timeout_ms);
-  try {
-    await consumer.ready();
-  } catch (err) {
-    fatal(`consumer start failed: ${err && err.message || err}`);
-    return;
-  }
-  clearTimeout(startTimer);
-  emit({ event: 'started', client: 'node', package_version: aliOnsVersion(), role: 'push_consumer',
-    group: opts.group, topic: opts.topic, expression: opts.expression, broadcast: opts.broadcast,
-    namesrv: opts.namesrv, pid: process.pid });
+  if (!await startClient(consumer, 'push_consumer', opts,
+    { expression: opts.expression, broadcast: opts.broadcast })) return;
   markStarted();
   if (opts.idle_exit) {
     setInterval(() => {

@@ -9,12 +9,9 @@
 // --orderly: ali-ons has no MessageQueueSelector; it picks the queue from the
 // message's sharding key (__SHARDINGKEY, md5(key) % queue count), so the driver
 // sets shardingKey = String(i % K).
-const { emit, fatal, makeLogger, nameSrvOption, parseArgs, parseProps, aliOnsVersion } = require('./common');
+const { emit, fatal, parseProps, driverArgs, clientOptions, startClient } = require('./common');
 
-const opts = parseArgs(process.argv.slice(2), {
-  namesrv: { required: true, help: 'NameServer host:port[;host:port...]' },
-  topic: { required: true },
-  group: { required: true, help: 'producer group' },
+const opts = driverArgs('producer', {
   count: { type: 'int', default: 1, help: 'messages to send (-n)' },
   start_index: { type: 'int', default: 0 },
   tags: { help: 'tag or comma-separated tags used round-robin' },
@@ -25,9 +22,7 @@ const opts = parseArgs(process.argv.slice(2), {
   sharding_key_mod: { type: 'int', default: 1, help: 'with --orderly: shardingKey = i % K' },
   timeout_ms: { type: 'int', default: 3000, help: 'send timeout' },
   interval_ms: { type: 'int', default: 0 },
-  start_timeout_ms: { type: 'int', default: 15000, help: 'give up if the producer is not ready by then' },
   keep_going: { type: 'bool', default: false, help: 'keep sending after a failed send' },
-  log_level: { default: 'warn', help: 'ali-ons log level on stderr: debug|info|warn|error' },
 }, 'usage: node producer.js --namesrv ADDR --topic T --group G [-n N] [options]');
 
 const { Producer, Message } = require('ali-ons');
@@ -35,29 +30,16 @@ const { Producer, Message } = require('ali-ons');
 async function main() {
   const props = parseProps(opts.props);
   const tags = opts.tags ? opts.tags.split(',') : [];
-  const producer = new Producer({
-    nameSrv: nameSrvOption(opts.namesrv),
-    httpclient: {},  // required by ali-ons; only used to look up an ONS address server
+  const producer = new Producer(clientOptions(opts, {
     producerGroup: opts.group,
     sendMsgTimeout: opts.timeout_ms,
-    logger: makeLogger(opts.log_level),
-  });
+  }));
   let clientErrors = 0;
   producer.on('error', err => {
     clientErrors++;
     process.stderr.write(`[producer error] ${err && err.stack || err}\n`);
   });
-  const startTimer = setTimeout(() => fatal(`producer not ready after ${opts.start_timeout_ms} ms`),
-    opts.start_timeout_ms);
-  try {
-    await producer.ready();
-  } catch (err) {
-    fatal(`producer start failed: ${err && err.message || err}`);
-    return;
-  }
-  clearTimeout(startTimer);
-  emit({ event: 'started', client: 'node', package_version: aliOnsVersion(), role: 'producer',
-    group: opts.group, topic: opts.topic, namesrv: opts.namesrv, pid: process.pid });
+  if (!await startClient(producer, 'producer', opts, {})) return;
 
   const t0 = Date.now();
   let sent = 0;
