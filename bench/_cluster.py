@@ -22,19 +22,20 @@ thread's CPU time (exact under preemption, but a syscall per profiler event).
 ``/proc/<pid>/task/<pid>/stat`` (the main = event-loop thread) every 50 ms in a thread, so
 CPU over any window can be interpolated afterwards.
 """
+
 from __future__ import annotations
 
 import asyncio
 import bisect
 import collections
 import os
-import struct
 import signal
+import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from rmq.child_process import ChildProcess
 
@@ -51,7 +52,7 @@ def proc_cpu(pid: int, tid: int | None = None) -> float:
     with open(path, "rb") as f:
         data = f.read()
     # the command name may hold spaces and parentheses: split after the last ')'
-    fields = data[data.rindex(b")") + 2:].split()
+    fields = data[data.rindex(b")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
@@ -87,8 +88,9 @@ class Sampler:
     """Samples ``fn()`` (a tuple of cumulative counters) every ``period`` s in a thread,
     with the wall time; ``delta(i, t0, t1)`` interpolates counter ``i`` between two times."""
 
-    def __init__(self, fn: Callable[[], tuple[float, ...]], period: float = 0.05,
-                 name: str = "sampler") -> None:
+    def __init__(
+        self, fn: Callable[[], tuple[float, ...]], period: float = 0.05, name: str = "sampler"
+    ) -> None:
         self.fn = fn
         self.period = period
         self.t: list[float] = []
@@ -97,7 +99,7 @@ class Sampler:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         self._sample()
         self._thread.start()
         return self
@@ -112,7 +114,7 @@ class Sampler:
         try:
             v = self.fn()
         except (OSError, ValueError):
-            return      # the process is gone
+            return  # the process is gone
         with self._lock:
             self.t.append(time.time())
             self.v.append(v)
@@ -145,8 +147,9 @@ class CpuSampler(Sampler):
 
     def __init__(self, pid: int, period: float = 0.05) -> None:
         path = f"/proc/{pid}/task/{pid}/schedstat"
-        super().__init__(lambda: (proc_cpu(pid), proc_cpu(pid, pid), schedstat(path)[1]),
-                         period, f"cpu-{pid}")
+        super().__init__(
+            lambda: (proc_cpu(pid), proc_cpu(pid, pid), schedstat(path)[1]), period, f"cpu-{pid}"
+        )
         self.pid = pid
 
     def wait_percent(self, t0: float, t1: float) -> float:
@@ -186,14 +189,15 @@ def all_processes_cpu() -> dict[int, tuple[str, float]]:
                 data = f.read()
         except OSError:
             continue
-        name = data[data.index(b"(") + 1:data.rindex(b")")].decode(errors="replace")
-        fields = data[data.rindex(b")") + 2:].split()
+        name = data[data.index(b"(") + 1 : data.rindex(b")")].decode(errors="replace")
+        fields = data[data.rindex(b")") + 2 :].split()
         out[int(d)] = (name, (int(fields[11]) + int(fields[12])) / CLK_TCK)
     return out
 
 
-def top_consumers(a: dict[int, tuple[str, float]], b: dict[int, tuple[str, float]],
-                  seconds: float, n: int = 6) -> list[tuple[int, str, float]]:
+def top_consumers(
+    a: dict[int, tuple[str, float]], b: dict[int, tuple[str, float]], seconds: float, n: int = 6
+) -> list[tuple[int, str, float]]:
     """The ``n`` processes that used the most CPU between two ``all_processes_cpu`` calls,
     as (pid, name, % of one CPU)."""
     rows = []
@@ -263,17 +267,23 @@ class RawClient(asyncio.Protocol):
         del buf[:pos]
 
 
-
 # ------------------------------------------------------------------------------- processes
 class Proc(ChildProcess):
     """A benchmark child: this checkout first on its import path."""
 
     def __init__(self, name: str, argv: list[str], workdir: Path, ready: str) -> None:
-        super().__init__(name, argv, workdir, ready, env={
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+        super().__init__(
+            name,
+            argv,
+            workdir,
+            ready,
+            env={
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            },
+        )
 
-    def start(self, timeout: float = READY_TIMEOUT) -> "Proc":
+    def start(self, timeout: float = READY_TIMEOUT) -> Proc:
         super().start(timeout)
         return self
 
@@ -284,11 +294,19 @@ class Cluster:
     ``stop_slave`` also work on their own). ``conf={"brokerRole": "SYNC_MASTER"}`` makes
     the master a SYNC_MASTER."""
 
-    def __init__(self, workdir: Path, flush: str, *, profile: bool = False,
-                 stats: bool = False, profile_clock: str = "wall",
-                 switch_interval: float | None = None,
-                 conf: dict[str, object] | None = None, slave: bool = False,
-                 slave_conf: dict[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        flush: str,
+        *,
+        profile: bool = False,
+        stats: bool = False,
+        profile_clock: str = "wall",
+        switch_interval: float | None = None,
+        conf: dict[str, object] | None = None,
+        slave: bool = False,
+        slave_conf: dict[str, object] | None = None,
+    ) -> None:
         self.workdir = Path(workdir)
         self.flush = flush
         self.profile = profile
@@ -307,12 +325,26 @@ class Cluster:
         self._profile_n = 0
 
     # --------------------------------------------------------------- lifecycle
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         py = sys.executable
         nd = self.workdir / "namesrv"
-        self.namesrv = Proc("namesrv", [py, "-m", "rmq.cli", "namesrv", "-p", "0", "--host",
-                                        "127.0.0.1", "--kv-path", str(nd / "kv.msgpack")],
-                            nd, r"NameServer listening on [\d.]+:(\d+)")
+        self.namesrv = Proc(
+            "namesrv",
+            [
+                py,
+                "-m",
+                "rmq.cli",
+                "namesrv",
+                "-p",
+                "0",
+                "--host",
+                "127.0.0.1",
+                "--kv-path",
+                str(nd / "kv.msgpack"),
+            ],
+            nd,
+            r"NameServer listening on [\d.]+:(\d+)",
+        )
         try:
             self.namesrv.start()
         except BaseException:
@@ -321,16 +353,30 @@ class Cluster:
         bd = self.workdir / "broker"
         bd.mkdir(parents=True, exist_ok=True)
         props: dict[str, object] = {
-            "brokerClusterName": "BenchCluster", "brokerName": "broker-a", "brokerId": 0,
-            "listenPort": 0, "brokerIP1": "127.0.0.1", "storePathRootDir": str(bd / "store"),
-            "flushDiskType": self.flush, "brokerRole": "ASYNC_MASTER",
+            "brokerClusterName": "BenchCluster",
+            "brokerName": "broker-a",
+            "brokerId": 0,
+            "listenPort": 0,
+            "brokerIP1": "127.0.0.1",
+            "storePathRootDir": str(bd / "store"),
+            "flushDiskType": self.flush,
+            "brokerRole": "ASYNC_MASTER",
         }
         props.update(self.conf)
         conf_path = bd / "broker.conf"
         conf_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         if self.inproc:
-            argv = [py, str(Path(__file__).resolve()), "inproc-broker", "-c", str(conf_path),
-                    "-n", self.namesrv_addr, "--out", str(bd)]
+            argv = [
+                py,
+                str(Path(__file__).resolve()),
+                "inproc-broker",
+                "-c",
+                str(conf_path),
+                "-n",
+                self.namesrv_addr,
+                "--out",
+                str(bd),
+            ]
             if self.profile:
                 argv += ["--profile", self.profile_clock]
             if self.switch_interval is not None:
@@ -358,15 +404,25 @@ class Cluster:
         sd = self.workdir / "slave"
         sd.mkdir(parents=True, exist_ok=True)
         props: dict[str, object] = {
-            "brokerClusterName": "BenchCluster", "brokerName": "broker-a", "listenPort": 0,
-            "brokerIP1": "127.0.0.1", "storePathRootDir": str(sd / "store"),
-            "flushDiskType": self.flush, **self.conf, "brokerRole": "SLAVE", "brokerId": 1,
-            **self.slave_conf}
+            "brokerClusterName": "BenchCluster",
+            "brokerName": "broker-a",
+            "listenPort": 0,
+            "brokerIP1": "127.0.0.1",
+            "storePathRootDir": str(sd / "store"),
+            "flushDiskType": self.flush,
+            **self.conf,
+            "brokerRole": "SLAVE",
+            "brokerId": 1,
+            **self.slave_conf,
+        }
         conf_path = sd / "broker.conf"
         conf_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.slave = Proc("slave", [sys.executable, "-m", "rmq.cli", "broker", "-c",
-                                    str(conf_path), "-n", self.namesrv_addr], sd,
-                          r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success")
+        self.slave = Proc(
+            "slave",
+            [sys.executable, "-m", "rmq.cli", "broker", "-c", str(conf_path), "-n", self.namesrv_addr],
+            sd,
+            r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success",
+        )
         self.slave.start()
         self.slave_cpu = CpuSampler(self.slave.pid).start()
         return self.slave
@@ -392,7 +448,7 @@ class Cluster:
         if self.namesrv is not None:
             self.namesrv.stop()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -438,6 +494,7 @@ class Cluster:
         while time.monotonic() < deadline:
             if (d / f"window-{n}.json").exists():
                 import json
+
                 stats = json.loads((d / f"window-{n}.json").read_text())
                 path = d / f"profile-{n}.pstats"
                 return (path if path.exists() else None), stats
@@ -480,15 +537,24 @@ def _inproc_broker(argv: list[str]) -> int:
     ap.add_argument("-c", "--config", required=True)
     ap.add_argument("-n", "--namesrv", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--profile", choices=["cpu", "wall"], default=None,
-                    help="cProfile clock: cpu = the loop thread's CPU time "
-                         "(time.thread_time, immune to preemption), wall = perf_counter")
-    ap.add_argument("--switch-interval", type=float, default=None,
-                    help="sys.setswitchinterval for the broker (an experiment: how long a "
-                         "thread coming back from fdatasync may wait for the GIL)")
+    ap.add_argument(
+        "--profile",
+        choices=["cpu", "wall"],
+        default=None,
+        help="cProfile clock: cpu = the loop thread's CPU time "
+        "(time.thread_time, immune to preemption), wall = perf_counter",
+    )
+    ap.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval for the broker (an experiment: how long a "
+        "thread coming back from fdatasync may wait for the GIL)",
+    )
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     loaded = load_broker_config(args.config, args.namesrv, {})
@@ -534,6 +600,7 @@ def _inproc_broker(argv: list[str]) -> int:
         return 0
 
     import uvloop
+
     return uvloop.run(run())
 
 

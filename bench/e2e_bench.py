@@ -72,6 +72,7 @@ round, fdatasync round trip). ``--profile-broker`` also runs cProfile on the bro
 event-loop thread during each measured window and prints the top functions (all figures
 of such a run are slowed by the profiler).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,28 +104,37 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _cluster import (Cluster, RawClient, CpuSampler, MachineSampler, all_processes_cpu,  # noqa: E402
-                      schedstat, top_consumers)
+from _cluster import (  # noqa: E402
+    Cluster,
+    CpuSampler,
+    MachineSampler,
+    RawClient,
+    all_processes_cpu,
+    schedstat,
+    top_consumers,
+)
 
-from rmq.protocol.codes import (PullSysFlag, RequestCode, ResponseCode,  # noqa: E402
-                                SerializeType)
+from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmq.protocol.frame import RemotingCommand, encode  # noqa: E402
-from rmq.protocol.headers import (PullMessageRequestHeader,  # noqa: E402
-                                  SendMessageRequestHeader)
-from rmq.protocol.message import (UniqueIdGenerator, decode_records,  # noqa: E402
-                                  encode_batch, properties_to_string)
+from rmq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader  # noqa: E402
+from rmq.protocol.message import UniqueIdGenerator, decode_records, encode_batch, properties_to_string  # noqa: E402
 
 MB = 1e6
 PRODUCER_GROUP = "benchmark_producer"
 CONSUMER_GROUP = "benchmark_consumer"
-SEND_OK_CODES = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
-                           ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE})
+SEND_OK_CODES = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    }
+)
 SNAP_PERIOD = 1.0  # the Java tools snapshot their counters every second
 
 # From the issue: the real RocketMQ 4.9.8 broker on this kind of machine under its own
 # benchmark tool (1 KiB bodies). Reference only, NOT measured by this script.
-REF_SEND_TPS = {"ASYNC_FLUSH": {1: 3000, 16: 20000, 64: 25500},
-                "SYNC_FLUSH": {1: 1070, 16: 9300, 64: 20700}}
+REF_SEND_TPS = {"ASYNC_FLUSH": {1: 3000, 16: 20000, 64: 25500}, "SYNC_FLUSH": {1: 1070, 16: 9300, 64: 20700}}
 REF_DRAIN_MSGS_PER_S = 180000
 
 
@@ -168,6 +178,7 @@ async def sleep_until(t: float) -> None:
 async def topic_route(namesrv: str, topic: str):
     from rmq.client.api import MQClientAPI
     from rmq.remoting.client import RemotingClient
+
     rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
     try:
         route = await MQClientAPI(rc, [namesrv]).get_topic_route_info(topic)
@@ -179,22 +190,21 @@ async def topic_route(namesrv: str, topic: str):
     return route.broker_datas[0].broker_addrs[0], qd.write_queue_nums, qd.read_queue_nums
 
 
-def send_command(group: str, topic: str, qid: int, body: bytes, ids: UniqueIdGenerator
-                 ) -> RemotingCommand:
+def send_command(group: str, topic: str, qid: int, body: bytes, ids: UniqueIdGenerator) -> RemotingCommand:
     """One SEND_MESSAGE_V2 as the Java client builds it for the benchmark tool."""
     born = time.time_ns() // 1_000_000
     props = properties_to_string({"WAIT": "true", "UNIQ_KEY": ids.next_id(born)})
-    h = SendMessageRequestHeader(group, topic, "TBW102", 4, qid, 0, born, 0, props, 0, False,
-                                 False, None)
-    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=h.to_v2_ext_fields(),
-                           body=body)
+    h = SendMessageRequestHeader(group, topic, "TBW102", 4, qid, 0, born, 0, props, 0, False, False, None)
+    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=h.to_v2_ext_fields(), body=body)
 
 
-def pull_command(group: str, topic: str, qid: int, offset: int, suspend: bool,
-                 n: int = 32) -> RemotingCommand:
+def pull_command(
+    group: str, topic: str, qid: int, offset: int, suspend: bool, n: int = 32
+) -> RemotingCommand:
     flag = PullSysFlag.build(False, suspend, True)
-    h = PullMessageRequestHeader(group, topic, qid, offset, n, flag, 0, 15000 if suspend else 0,
-                                 0, "*", "TAG")
+    h = PullMessageRequestHeader(
+        group, topic, qid, offset, n, flag, 0, 15000 if suspend else 0, 0, "*", "TAG"
+    )
     return RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=h.to_ext_fields())
 
 
@@ -203,10 +213,13 @@ def pull_command(group: str, topic: str, qid: int, offset: int, suspend: bool,
 # ("result", dict). Snapshots (idx, role, k, counters) go to the shared queue at
 # t_begin + k * SNAP_PERIOD.
 
+
 def _child_entry(kind: str, p: dict, conn, q, idx: int) -> None:  # type: ignore[no-untyped-def]
     import logging
+
     logging.basicConfig(level=logging.ERROR)
     import uvloop
+
     try:
         res = uvloop.run(CHILDREN[kind](p, conn, q, idx))
         conn.send(("result", res))
@@ -226,8 +239,14 @@ async def _handshake(conn, info: dict) -> float:  # type: ignore[no-untyped-def]
     return float(msg[1])
 
 
-async def _snapshots(q, idx: int, role: str, t_begin: float, fn: Callable[[], dict],  # type: ignore[no-untyped-def]
-                     done: asyncio.Event) -> None:
+async def _snapshots(
+    q,
+    idx: int,
+    role: str,
+    t_begin: float,
+    fn: Callable[[], dict],  # type: ignore[no-untyped-def]
+    done: asyncio.Event,
+) -> None:
     k = 0
     while True:
         await sleep_until(t_begin + k * SNAP_PERIOD)
@@ -242,6 +261,7 @@ class LoopMonitor:
 
     def __init__(self) -> None:
         import gc
+
         self.max_stall = 0.0
         self.stalls_50ms = 0
         self.gc_max = 0.0
@@ -279,13 +299,28 @@ class LoopMonitor:
     def result(self) -> dict:
         if self._task is not None:
             self._task.cancel()
-        return {"loop_max_stall_ms": self.max_stall * 1000, "loop_stalls_50ms": self.stalls_50ms,
-                "gc_max_ms": self.gc_max * 1000, "gc_total_ms": self.gc_total * 1000}
+        return {
+            "loop_max_stall_ms": self.max_stall * 1000,
+            "loop_stalls_50ms": self.stalls_50ms,
+            "gc_max_ms": self.gc_max * 1000,
+            "gc_total_ms": self.gc_total * 1000,
+        }
 
 
 class SendStats:
-    __slots__ = ("ok", "send_failed", "resp_failed", "rt_total", "rt_max_iv", "win_ok",
-                 "win_sfail", "win_rfail", "lat", "measuring", "first_error")
+    __slots__ = (
+        "ok",
+        "send_failed",
+        "resp_failed",
+        "rt_total",
+        "rt_max_iv",
+        "win_ok",
+        "win_sfail",
+        "win_rfail",
+        "lat",
+        "measuring",
+        "first_error",
+    )
 
     def __init__(self) -> None:
         self.ok = self.send_failed = self.resp_failed = 0
@@ -297,8 +332,13 @@ class SendStats:
         self.first_error: str | None = None
 
     def snap(self) -> dict:
-        d = {"ok": self.ok, "sfail": self.send_failed, "rfail": self.resp_failed,
-             "rt_total": self.rt_total, "rt_max": self.rt_max_iv}
+        d = {
+            "ok": self.ok,
+            "sfail": self.send_failed,
+            "rfail": self.resp_failed,
+            "rt_total": self.rt_total,
+            "rt_max": self.rt_max_iv,
+        }
         self.rt_max_iv = 0.0
         return d
 
@@ -312,8 +352,10 @@ async def _send_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-un
     closers: list[Callable[[], Any]] = []
     if p["sender"] == "client":
         from rmq.client import Message, MQBrokerError, Producer
-        producer = Producer(PRODUCER_GROUP, p["namesrv"], serialize_type=SerializeType.ROCKETMQ,
-                            send_msg_timeout=3000)
+
+        producer = Producer(
+            PRODUCER_GROUP, p["namesrv"], serialize_type=SerializeType.ROCKETMQ, send_msg_timeout=3000
+        )
         await producer.start()
         closers.append(producer.shutdown)
         await producer.send(Message(topic, bodies[0]))
@@ -328,6 +370,7 @@ async def _send_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-un
                 return False
     else:
         from rmq.remoting.client import RemotingClient
+
         addr, nq, _ = await topic_route(p["namesrv"], topic)
         client = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
         closers.append(client.close)
@@ -409,16 +452,44 @@ async def _send_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-un
     await snaps
     for c in closers:
         await c()
-    return {"win_ok": st.win_ok, "win_sfail": st.win_sfail, "win_rfail": st.win_rfail,
-            "lat": st.lat.tobytes(), "cpu": win["cpu1"] - win["cpu0"],
-            "wait": win["w1"] - win["w0"], **mon.result(),
-            "t0": win["t0"], "t1": win["t1"], "ok": st.ok, "first_error": st.first_error}
+    return {
+        "win_ok": st.win_ok,
+        "win_sfail": st.win_sfail,
+        "win_rfail": st.win_rfail,
+        "lat": st.lat.tobytes(),
+        "cpu": win["cpu1"] - win["cpu0"],
+        "wait": win["w1"] - win["w0"],
+        **mon.result(),
+        "t0": win["t0"],
+        "t1": win["t1"],
+        "ok": st.ok,
+        "first_error": st.first_error,
+    }
 
 
 class ConsumeStats:
-    __slots__ = ("count", "fail", "b2c_sum", "s2c_sum", "b2c_max", "s2c_max", "bytes",
-                 "measuring", "win_count", "e2e", "t_first", "t_last", "cpu_first", "target",
-                 "done", "t_done", "count_done", "bytes_done", "b2c_done", "s2c_done")
+    __slots__ = (
+        "count",
+        "fail",
+        "b2c_sum",
+        "s2c_sum",
+        "b2c_max",
+        "s2c_max",
+        "bytes",
+        "measuring",
+        "win_count",
+        "e2e",
+        "t_first",
+        "t_last",
+        "cpu_first",
+        "target",
+        "done",
+        "t_done",
+        "count_done",
+        "bytes_done",
+        "b2c_done",
+        "s2c_done",
+    )
 
     def __init__(self) -> None:
         self.count = self.fail = self.bytes = self.win_count = 0
@@ -465,15 +536,20 @@ class ConsumeStats:
         if measuring:
             self.win_count += n
         self.t_last = now
-        if self.target and self.count >= self.target and self.done is not None \
-                and not self.done.is_set():
+        if self.target and self.count >= self.target and self.done is not None and not self.done.is_set():
             self.t_done, self.count_done, self.bytes_done = now, self.count, self.bytes
             self.b2c_done, self.s2c_done = self.b2c_sum, self.s2c_sum
             self.done.set()
 
     def snap(self) -> dict:
-        d = {"count": self.count, "fail": self.fail, "b2c_sum": self.b2c_sum,
-             "s2c_sum": self.s2c_sum, "b2c_max": self.b2c_max, "s2c_max": self.s2c_max}
+        d = {
+            "count": self.count,
+            "fail": self.fail,
+            "b2c_sum": self.b2c_sum,
+            "s2c_sum": self.s2c_sum,
+            "b2c_max": self.b2c_max,
+            "s2c_max": self.s2c_max,
+        }
         self.b2c_max = self.s2c_max = 0.0
         return d
 
@@ -482,6 +558,7 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
     """``purpose`` drain: consume ``target`` messages from offset 0 as fast as possible.
     ``purpose`` e2e: consume from the end of the topic during the senders' window."""
     from rmq.remoting.client import RemotingClient
+
     topic, purpose, variant = p["topic"], p["purpose"], p["consumer"]
     st = ConsumeStats()
     st.target = p.get("target", 0)
@@ -500,10 +577,14 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
             st.on_msgs(msgs)
             return ConsumeResult.SUCCESS
 
-        consumer = PushConsumer(group, p["namesrv"], listener=listener,
-                                consume_thread_max=p["consume_threads"],
-                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                serialize_type=SerializeType.ROCKETMQ)
+        consumer = PushConsumer(
+            group,
+            p["namesrv"],
+            listener=listener,
+            consume_thread_max=p["consume_threads"],
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            serialize_type=SerializeType.ROCKETMQ,
+        )
         consumer.subscribe(topic, "*")
 
         async def start() -> None:
@@ -518,9 +599,9 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
         offsets = [0] * nq
         if purpose == "e2e":
             from rmq.client.api import MQClientAPI
+
             api = MQClientAPI(client, [p["namesrv"]])
-            offsets = list(await asyncio.gather(*(api.get_max_offset(addr, topic, i)
-                                                  for i in range(nq))))
+            offsets = list(await asyncio.gather(*(api.get_max_offset(addr, topic, i) for i in range(nq))))
 
         async def pull_loop(qid: int) -> None:
             off = offsets[qid]
@@ -536,8 +617,12 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
                 code = resp.code
                 if code == ResponseCode.SUCCESS:
                     st.on_msgs(decode_records(resp.body or b""))
-                if code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND,
-                            ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED):
+                if code in (
+                    ResponseCode.SUCCESS,
+                    ResponseCode.PULL_NOT_FOUND,
+                    ResponseCode.PULL_RETRY_IMMEDIATELY,
+                    ResponseCode.PULL_OFFSET_MOVED,
+                ):
                     off = int((resp.ext_fields or {}).get("nextBeginOffset", off))
                 else:
                     errors.append(f"pull code {code} {resp.remark}")
@@ -556,7 +641,7 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
         deadline = time.time() + 30
         while assigned() < nq and time.time() < deadline:
             await asyncio.sleep(0.1)
-        await asyncio.sleep(1.0)   # let every queue's first pull be parked on the broker
+        await asyncio.sleep(1.0)  # let every queue's first pull be parked on the broker
     t_begin = await _handshake(conn, {"pid": os.getpid(), "queues": assigned()})
     done = asyncio.Event()
     snaps = asyncio.ensure_future(_snapshots(q, idx, "consume", t_begin, st.snap, done))
@@ -590,13 +675,12 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
             st.t_done, st.count_done, st.bytes_done = st.t_last, st.count, st.bytes
             st.b2c_done, st.s2c_done = st.b2c_sum, st.s2c_sum
         cpu_end = cpu_now()
-        running[0] = False          # stop pulling now: the figures are taken at the target
+        running[0] = False  # stop pulling now: the figures are taken at the target
         if variant == "client":
             consumer.suspend()
         for t in tasks:
             t.cancel()
-        res.update(t_go=t_go, cpu_go=cpu_go, cpu_first=st.cpu_first, cpu_end=cpu_end,
-                   wait=wait_now() - w_go)
+        res.update(t_go=t_go, cpu_go=cpu_go, cpu_first=st.cpu_first, cpu_end=cpu_end, wait=wait_now() - w_go)
     done.set()
     await snaps
     running[0] = False
@@ -606,14 +690,30 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
     for c in closers:
         await c()
     if purpose == "drain":
-        res.update(count=st.count_done, bytes=st.bytes_done, t_last=st.t_done,
-                   b2c_avg=st.b2c_done / max(st.count_done, 1),
-                   s2c_avg=st.s2c_done / max(st.count_done, 1), after_target=st.count)
+        res.update(
+            count=st.count_done,
+            bytes=st.bytes_done,
+            t_last=st.t_done,
+            b2c_avg=st.b2c_done / max(st.count_done, 1),
+            s2c_avg=st.s2c_done / max(st.count_done, 1),
+            after_target=st.count,
+        )
     else:
-        res.update(count=st.count, bytes=st.bytes, t_last=st.t_last,
-                   b2c_avg=st.b2c_sum / max(st.count, 1), s2c_avg=st.s2c_sum / max(st.count, 1))
-    res.update(win_count=st.win_count, t_first=st.t_first, e2e=st.e2e.tobytes(), fail=st.fail,
-               errors=errors[:3], queues=nq)
+        res.update(
+            count=st.count,
+            bytes=st.bytes,
+            t_last=st.t_last,
+            b2c_avg=st.b2c_sum / max(st.count, 1),
+            s2c_avg=st.s2c_sum / max(st.count, 1),
+        )
+    res.update(
+        win_count=st.win_count,
+        t_first=st.t_first,
+        e2e=st.e2e.tobytes(),
+        fail=st.fail,
+        errors=errors[:3],
+        queues=nq,
+    )
     if purpose == "drain" and p.get("decode_limit"):
         res["decode"] = await _decode_limit(addr, topic, nq, p["decode_seconds"])
     return res
@@ -622,6 +722,7 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
 async def _decode_limit(addr: str, topic: str, nq: int, seconds: float) -> dict:
     """The consumer's own ceiling: decode the same pull bodies in-process, no network."""
     from rmq.remoting.client import RemotingClient
+
     client = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
     bodies = []
     try:
@@ -634,8 +735,11 @@ async def _decode_limit(addr: str, topic: str, nq: int, seconds: float) -> dict:
     if not bodies:
         return {}
     per_round = sum(len(decode_records(b)) for b in bodies)
-    out_d: dict[str, float] = {"bodies": len(bodies), "msgs_per_body": per_round / len(bodies),
-                               "body_bytes": sum(map(len, bodies)) / len(bodies)}
+    out_d: dict[str, float] = {
+        "bodies": len(bodies),
+        "msgs_per_body": per_round / len(bodies),
+        "body_bytes": sum(map(len, bodies)) / len(bodies),
+    }
     # decode only
     perf = time.perf_counter
     n = 0
@@ -690,7 +794,7 @@ async def _raw_server_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore
     loop = asyncio.get_running_loop()
     srv = await loop.create_server(_RawServerProto, "127.0.0.1", 0)
     conn.send(("ready", {"pid": os.getpid(), "port": srv.sockets[0].getsockname()[1]}))
-    await loop.run_in_executor(None, conn.recv)   # "stop"
+    await loop.run_in_executor(None, conn.recv)  # "stop"
     srv.close()
     return {}
 
@@ -733,7 +837,9 @@ async def _raw_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-unt
 
 
 CHILDREN: dict[str, Callable[..., Any]] = {
-    "send": _send_child, "consume": _consume_child, "raw": _raw_child,
+    "send": _send_child,
+    "consume": _consume_child,
+    "raw": _raw_child,
     "rawserver": _raw_server_child,
 }
 
@@ -744,8 +850,12 @@ class Child:
         self.kind = kind
         self.idx = idx
         self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(target=_child_entry, args=(kind, params, child_conn, q, idx),
-                                daemon=True, name=f"bench-{kind}-{idx}")
+        self.proc = ctx.Process(
+            target=_child_entry,
+            args=(kind, params, child_conn, q, idx),
+            daemon=True,
+            name=f"bench-{kind}-{idx}",
+        )
         self.proc.start()
         child_conn.close()
         self.info: dict = {}
@@ -768,8 +878,7 @@ class Child:
             try:
                 msg = self.conn.recv()
             except EOFError:
-                raise RuntimeError(f"{self.kind} child {self.idx} died "
-                                   f"(exit {self.proc.exitcode})") from None
+                raise RuntimeError(f"{self.kind} child {self.idx} died (exit {self.proc.exitcode})") from None
             if msg[0] == "error":
                 raise RuntimeError(f"{self.kind} child {self.idx} failed:\n{msg[1]}")
             self.result = msg[1]
@@ -791,12 +900,13 @@ class Child:
 class Reporter:
     """Java-tool style lines from the children's 1 s snapshots (summed over children)."""
 
-    def __init__(self, role: str, idxs: list[int], boundaries: list[int] | None,
-                 every: int, label: str) -> None:
+    def __init__(
+        self, role: str, idxs: list[int], boundaries: list[int] | None, every: int, label: str
+    ) -> None:
         self.role = role
         self.idxs = set(idxs)
         self.snaps: dict[int, dict[int, tuple[float, dict]]] = {}
-        self.boundaries = boundaries        # None: every ``every`` snapshots from 0
+        self.boundaries = boundaries  # None: every ``every`` snapshots from 0
         self.every = max(1, every)
         self.label = label
         self.last_k: int | None = None if boundaries is None else boundaries[0]
@@ -855,17 +965,21 @@ class Reporter:
             n = b["ok"] - a["ok"]
             avg = (b["rt_total"] - a["rt_total"]) * 1000 / n if n else float("nan")
             mx = self._interval_max(k0, k1, "rt_max") * 1000
-            out(f"  {self.label}Current Time: {now} | Send TPS: {n / dt:.0f} | Max RT(ms): "
+            out(
+                f"  {self.label}Current Time: {now} | Send TPS: {n / dt:.0f} | Max RT(ms): "
                 f"{mx:.0f} | Average RT(ms): {avg:7.3f} | Send Failed: {int(b['sfail'])} | "
-                f"Response Failed: {int(b['rfail'])}")
+                f"Response Failed: {int(b['rfail'])}"
+            )
         else:
             n = b["count"] - a["count"]
             b2c = (b["b2c_sum"] - a["b2c_sum"]) / n if n else float("nan")
             s2c = (b["s2c_sum"] - a["s2c_sum"]) / n if n else float("nan")
-            out(f"  {self.label}Current Time: {now} | Consume TPS: {n / dt:.0f} | AVG(B2C) RT(ms): "
+            out(
+                f"  {self.label}Current Time: {now} | Consume TPS: {n / dt:.0f} | AVG(B2C) RT(ms): "
                 f"{b2c:7.3f} | AVG(S2C) RT(ms): {s2c:7.3f} | MAX(B2C) RT(ms): "
                 f"{self._interval_max(k0, k1, 'b2c_max'):.0f} | MAX(S2C) RT(ms): "
-                f"{self._interval_max(k0, k1, 's2c_max'):.0f} | Consume Fail: {int(b['fail'])}")
+                f"{self._interval_max(k0, k1, 's2c_max'):.0f} | Consume Fail: {int(b['fail'])}"
+            )
 
 
 class BrokerPoller:
@@ -890,6 +1004,7 @@ class BrokerPoller:
 
     async def _poll(self) -> None:
         from rmq.remoting.client import RemotingClient
+
         rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
         try:
             while not self._stop.is_set():
@@ -915,6 +1030,7 @@ class DispatchLagSampler(BrokerPoller):
 
     async def sample(self, rc: Any) -> None:
         from rmq.client.api import MQClientAPI
+
         info = await MQClientAPI(rc).get_broker_runtime_info(self.addr, timeout_ms=2000)
         self.t.append(time.time())
         self.v.append(int(info.get("dispatchBehindBytes", "0")))
@@ -957,9 +1073,14 @@ class Bench:
             self.children.append(c)
         return kids
 
-    def run(self, specs: list[tuple[str, dict]], reporters: list[Reporter],
-            window: tuple[float, float] | None, timeout: float,
-            profile: bool = True) -> tuple[list[Child], float]:
+    def run(
+        self,
+        specs: list[tuple[str, dict]],
+        reporters: list[Reporter],
+        window: tuple[float, float] | None,
+        timeout: float,
+        profile: bool = True,
+    ) -> tuple[list[Child], float]:
         """Spawn, handshake, run to completion; returns the children and t_begin.
 
         ``window`` = (warmup, duration) relative to t_begin, for profiling; None = the
@@ -1038,17 +1159,22 @@ class Bench:
             rounds = w.get("flush_rounds") or w["flush_fsyncs"]
             if w.get("flush_waiters"):
                 r["msgs_per_round"] = w["flush_waiters"] / rounds if rounds else float("nan")
-            r["fsync_ms"] = (w.get("flush_fsync_seconds", 0.0) / w["flush_fsyncs"] * 1000
-                             if w["flush_fsyncs"] else float("nan"))
+            r["fsync_ms"] = (
+                w.get("flush_fsync_seconds", 0.0) / w["flush_fsyncs"] * 1000
+                if w["flush_fsyncs"]
+                else float("nan")
+            )
             r["flush_busy_pct"] = w.get("flush_fsync_seconds", 0.0) / secs * 100
         return r
 
     def flush_text(self, r: dict) -> str:
         if "fsyncs_per_s" not in r:
             return ""
-        return (f"\n    store: {r['fsyncs_per_s']:.0f} fdatasync/s, "
-                f"{r.get('msgs_per_round', float('nan')):.1f} msgs per group-commit round, "
-                f"fsync round trip {r['fsync_ms']:.2f} ms, flush busy {r['flush_busy_pct']:.0f} %")
+        return (
+            f"\n    store: {r['fsyncs_per_s']:.0f} fdatasync/s, "
+            f"{r.get('msgs_per_round', float('nan')):.1f} msgs per group-commit round, "
+            f"fsync round trip {r['fsync_ms']:.2f} ms, flush busy {r['flush_busy_pct']:.0f} %"
+        )
 
     current_step = ""
     others: tuple[float, list[tuple[int, str, float]]] = (float("nan"), [])
@@ -1076,39 +1202,50 @@ class Bench:
             for p in (self.cluster.broker, self.cluster.namesrv, self.cluster.slave):
                 if p is not None and p.proc is not None:
                     own.add(p.proc.pid)
-        rows = [r for r in top_consumers(snap0[1], snap1[1], snap1[0] - snap0[0], 1000)
-                if r[0] not in own and r[2] > 0]
+        rows = [
+            r
+            for r in top_consumers(snap0[1], snap1[1], snap1[0] - snap0[0], 1000)
+            if r[0] not in own and r[2] > 0
+        ]
         self.others = (sum(r[2] for r in rows), rows[:3])
 
     def others_text(self) -> str:
         tot, rows = self.others
         if not rows or tot < 5:
             return f"other processes {tot:.0f} %"
-        return (f"other processes {tot:.0f} % (" +
-                ", ".join(f"{name}[{pid}] {p:.0f} %" for pid, name, p in rows) + ")")
+        return (
+            f"other processes {tot:.0f} % ("
+            + ", ".join(f"{name}[{pid}] {p:.0f} %" for pid, name, p in rows)
+            + ")"
+        )
 
     # ------------------------------------------------------------------ figures
     def broker_cpu(self, t0: float, t1: float) -> dict:
         c = self.cluster
         assert c is not None and c.cpu is not None
         lag_max, lag_mean = self.lag.window(t0, t1) if self.lag else (float("nan"),) * 2
-        return {"dispatch_lag_max_msgs": lag_max / self.record_bytes,
-                "dispatch_lag_mean_msgs": lag_mean / self.record_bytes,"broker_cpu_pct": c.cpu.percent(t0, t1),
-                "broker_loop_cpu_pct": c.cpu.percent(t0, t1, main_only=True),
-                "broker_loop_wait_pct": c.cpu.wait_percent(t0, t1),
-                "broker_cpu_s": c.cpu.seconds(t0, t1),
-                "machine_busy_pct": self.machine.busy_percent(t0, t1),
-                "steal_pct": self.machine.steal_percent(t0, t1),
-                "others_cpu_pct": self.others[0],
-                "others_top": [f"{n}[{p}] {c:.0f}%" for p, n, c in self.others[1]]}
+        return {
+            "dispatch_lag_max_msgs": lag_max / self.record_bytes,
+            "dispatch_lag_mean_msgs": lag_mean / self.record_bytes,
+            "broker_cpu_pct": c.cpu.percent(t0, t1),
+            "broker_loop_cpu_pct": c.cpu.percent(t0, t1, main_only=True),
+            "broker_loop_wait_pct": c.cpu.wait_percent(t0, t1),
+            "broker_cpu_s": c.cpu.seconds(t0, t1),
+            "machine_busy_pct": self.machine.busy_percent(t0, t1),
+            "steal_pct": self.machine.steal_percent(t0, t1),
+            "others_cpu_pct": self.others[0],
+            "others_top": [f"{n}[{p}] {c:.0f}%" for p, n, c in self.others[1]],
+        }
 
 
 def lag_text(r: dict) -> str:
     mx, mean = r.get("dispatch_lag_max_msgs"), r.get("dispatch_lag_mean_msgs")
     if mx is None or mx != mx:
         return ""
-    return (f"\n    dispatch lag (written, not yet in a ConsumeQueue = not yet consumable): "
-            f"max {mx:,.0f} msgs, mean {mean:,.0f} msgs")
+    return (
+        f"\n    dispatch lag (written, not yet in a ConsumeQueue = not yet consumable): "
+        f"max {mx:,.0f} msgs, mean {mean:,.0f} msgs"
+    )
 
 
 def lat_stats(blobs: list[bytes], scale: float = 1000.0) -> dict:
@@ -1117,31 +1254,53 @@ def lat_stats(blobs: list[bytes], scale: float = 1000.0) -> dict:
         lat.frombytes(b)
     vals = sorted(lat)
     if not vals:
-        return {"avg_ms": float("nan"), "p50_ms": float("nan"), "p99_ms": float("nan"),
-                "max_ms": float("nan")}
-    return {"avg_ms": sum(vals) / len(vals) * scale, "p50_ms": pct(vals, 0.50) * scale,
-            "p99_ms": pct(vals, 0.99) * scale, "max_ms": vals[-1] * scale}
+        return {
+            "avg_ms": float("nan"),
+            "p50_ms": float("nan"),
+            "p99_ms": float("nan"),
+            "max_ms": float("nan"),
+        }
+    return {
+        "avg_ms": sum(vals) / len(vals) * scale,
+        "p50_ms": pct(vals, 0.50) * scale,
+        "p99_ms": pct(vals, 0.99) * scale,
+        "max_ms": vals[-1] * scale,
+    }
 
 
 # =================================================================================== steps
-def raw_step(b: Bench, threads: int, procs: int, req: int, resp: int, warmup: float,
-             duration: float) -> dict:
+def raw_step(b: Bench, threads: int, procs: int, req: int, resp: int, warmup: float, duration: float) -> dict:
     """Length-prefixed TCP request/response: the limit for this frame size and concurrency."""
     srv = b._spawn([("rawserver", {})])[0]
     try:
         info = srv.wait_ready()
         scpu = CpuSampler(info["pid"]).start()
         per = split(threads, procs)
-        specs = [("raw", {"port": info["port"], "threads": n, "req_size": req, "resp_size": resp,
-                          "warmup": warmup, "duration": duration}) for n in per]
+        specs = [
+            (
+                "raw",
+                {
+                    "port": info["port"],
+                    "threads": n,
+                    "req_size": req,
+                    "resp_size": resp,
+                    "warmup": warmup,
+                    "duration": duration,
+                },
+            )
+            for n in per
+        ]
         kids, t_begin = b.run(specs, [], None, warmup + duration + 60, profile=False)
         t0, t1 = t_begin + warmup, t_begin + warmup + duration
         res = [k.result for k in kids]
-        r = {"threads": threads, "procs": procs,
-             "tps": sum(x["win_ok"] for x in res) / duration,  # type: ignore[index]
-             "server_cpu_pct": scpu.percent(t0, t1),
-             "client_cpu_pct": sum(x["cpu"] for x in res) / duration * 100,  # type: ignore[index]
-             **lat_stats([x["lat"] for x in res])}  # type: ignore[index]
+        r = {
+            "threads": threads,
+            "procs": procs,
+            "tps": sum(x["win_ok"] for x in res) / duration,  # type: ignore[index]
+            "server_cpu_pct": scpu.percent(t0, t1),
+            "client_cpu_pct": sum(x["cpu"] for x in res) / duration * 100,  # type: ignore[index]
+            **lat_stats([x["lat"] for x in res]),
+        }  # type: ignore[index]
         scpu.stop()
         return r
     finally:
@@ -1168,15 +1327,35 @@ def report_bounds(report_interval: float, warmup: float, duration: float) -> tup
     return every, bounds
 
 
-def send_step(b: Bench, sender: str, threads: int, procs: int, warmup: float,
-              duration: float, ok_codes: list[int] | None = None) -> dict:
+def send_step(
+    b: Bench,
+    sender: str,
+    threads: int,
+    procs: int,
+    warmup: float,
+    duration: float,
+    ok_codes: list[int] | None = None,
+) -> dict:
     c = b.cluster
     assert c is not None
     a = b.args
     per = split(threads, procs)
-    specs = [("send", {"namesrv": c.namesrv_addr, "topic": a.topic, "threads": n,
-                       "size": a.size, "sender": sender, "warmup": warmup,
-                       "duration": duration, "ok_codes": ok_codes}) for n in per]
+    specs = [
+        (
+            "send",
+            {
+                "namesrv": c.namesrv_addr,
+                "topic": a.topic,
+                "threads": n,
+                "size": a.size,
+                "sender": sender,
+                "warmup": warmup,
+                "duration": duration,
+                "ok_codes": ok_codes,
+            },
+        )
+        for n in per
+    ]
     every, bounds = report_bounds(a.report_interval, warmup, duration)
     rep = Reporter("send", list(range(len(specs))), bounds, every, "")
     b.current_step = f"{c.flush} producer {sender} {threads} threads x{procs} procs"
@@ -1184,34 +1363,45 @@ def send_step(b: Bench, sender: str, threads: int, procs: int, warmup: float,
     t0, t1 = t_begin + warmup, t_begin + warmup + duration
     res = [k.result for k in kids]
     ok = sum(x["win_ok"] for x in res)  # type: ignore[index]
-    r = {"threads": threads, "procs": procs, "sender": sender, "tps": ok / duration,
-         "send_failed": sum(x["win_sfail"] for x in res),  # type: ignore[index]
-         "response_failed": sum(x["win_rfail"] for x in res),  # type: ignore[index]
-         "loadgen_cpu_pct": sum(x["cpu"] for x in res) / duration * 100,  # type: ignore[index]
-         "loadgen_cpu_pct_max_proc": max(x["cpu"] for x in res) / duration * 100,  # type: ignore[index]
-         "loadgen_wait_pct": max(x["wait"] for x in res) / duration * 100,  # type: ignore[index]
-         "first_error": next((x["first_error"] for x in res if x["first_error"]), None),  # type: ignore[index]
-         **lat_stats([x["lat"] for x in res]),  # type: ignore[index]
-         **b.broker_cpu(t0, t1)}
+    r = {
+        "threads": threads,
+        "procs": procs,
+        "sender": sender,
+        "tps": ok / duration,
+        "send_failed": sum(x["win_sfail"] for x in res),  # type: ignore[index]
+        "response_failed": sum(x["win_rfail"] for x in res),  # type: ignore[index]
+        "loadgen_cpu_pct": sum(x["cpu"] for x in res) / duration * 100,  # type: ignore[index]
+        "loadgen_cpu_pct_max_proc": max(x["cpu"] for x in res) / duration * 100,  # type: ignore[index]
+        "loadgen_wait_pct": max(x["wait"] for x in res) / duration * 100,  # type: ignore[index]
+        "first_error": next((x["first_error"] for x in res if x["first_error"]), None),  # type: ignore[index]
+        **lat_stats([x["lat"] for x in res]),  # type: ignore[index]
+        **b.broker_cpu(t0, t1),
+    }
     r["broker_us_per_msg"] = r["broker_cpu_s"] / ok * 1e6 if ok else float("nan")
     r.update(b.flush_figures())
-    out(f"  [Complete] Send Total: {ok} | Send TPS: {r['tps']:.0f} | Max RT(ms): "
+    out(
+        f"  [Complete] Send Total: {ok} | Send TPS: {r['tps']:.0f} | Max RT(ms): "
         f"{r['max_ms']:.0f} | Average RT(ms): {r['avg_ms']:7.3f} | Send Failed: "
-        f"{r['send_failed']} | Response Failed: {r['response_failed']}")
-    out(f"    p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms; broker CPU "
+        f"{r['send_failed']} | Response Failed: {r['response_failed']}"
+    )
+    out(
+        f"    p50 {r['p50_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms; broker CPU "
         f"{r['broker_cpu_pct']:.0f} % (loop thread {r['broker_loop_cpu_pct']:.0f} % + waiting for a "
         f"CPU {r['broker_loop_wait_pct']:.0f} %), {r['broker_us_per_msg']:.0f} us/msg; load "
         f"generator CPU {r['loadgen_cpu_pct']:.0f} % (+ waiting {r['loadgen_wait_pct']:.0f} %, "
         f"{procs} proc); machine busy {r['machine_busy_pct']:.0f} %, steal "
         f"{r['steal_pct']:.1f} %, {b.others_text()}"
-        + (f"; first error: {r['first_error']}" if r["first_error"] else "") + b.flush_text(r)
-        + lag_text(r))
+        + (f"; first error: {r['first_error']}" if r["first_error"] else "")
+        + b.flush_text(r)
+        + lag_text(r)
+    )
     return r
 
 
 async def _admin(namesrv: str, topic: str, fn: Callable[..., Any]) -> Any:
     from rmq.client.api import MQClientAPI
     from rmq.remoting.client import RemotingClient
+
     addr, nqw, nqr = await topic_route(namesrv, topic)
     rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
     try:
@@ -1222,13 +1412,14 @@ async def _admin(namesrv: str, topic: str, fn: Callable[..., Any]) -> Any:
 
 def uvrun(coro: Any) -> Any:
     import uvloop
+
     return uvloop.run(coro)
 
 
 def max_offsets(namesrv: str, topic: str) -> list[int]:
     async def fn(api, rc, addr, nqw, nqr):  # type: ignore[no-untyped-def]
-        return list(await asyncio.gather(*(api.get_max_offset(addr, topic, i)
-                                           for i in range(nqr))))
+        return list(await asyncio.gather(*(api.get_max_offset(addr, topic, i) for i in range(nqr))))
+
     return uvrun(_admin(namesrv, topic, fn))
 
 
@@ -1239,13 +1430,17 @@ def commit_offsets(namesrv: str, topic: str, group: str, offsets: list[int]) -> 
         async def one(i: int, off: int) -> None:
             async with sem:
                 await api.update_consumer_offset(addr, group, topic, i, off)
+
         await asyncio.gather(*(one(i, o) for i, o in enumerate(offsets)))
+
     uvrun(_admin(namesrv, topic, fn))
 
 
-def fill_backlog(namesrv: str, topic: str, n: int, size: int, batch: int = 32,
-                 conc: int = 16) -> tuple[int, float]:
+def fill_backlog(
+    namesrv: str, topic: str, n: int, size: int, batch: int = 32, conc: int = 16
+) -> tuple[int, float]:
     """Put ``n`` messages with SEND_BATCH_MESSAGE, queues round robin."""
+
     async def fn(api, rc, addr, nq, nqr):  # type: ignore[no-untyped-def]
         bodies = random_bodies(size)
         ids = UniqueIdGenerator()
@@ -1263,12 +1458,24 @@ def fill_backlog(namesrv: str, topic: str, n: int, size: int, batch: int = 32,
                     props = properties_to_string({"WAIT": "true", "UNIQ_KEY": ids.next_id()})
                     items.append((0, bodies[k % len(bodies)], props))
                     k += 1
-                h = SendMessageRequestHeader(PRODUCER_GROUP, topic, "TBW102", 4, qid, 0,
-                                             time.time_ns() // 1_000_000, 0,
-                                             properties_to_string({"WAIT": "true"}), 0, False,
-                                             True, None)
-                cmd = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE,
-                                      ext_fields=h.to_v2_ext_fields(), body=encode_batch(items))
+                h = SendMessageRequestHeader(
+                    PRODUCER_GROUP,
+                    topic,
+                    "TBW102",
+                    4,
+                    qid,
+                    0,
+                    time.time_ns() // 1_000_000,
+                    0,
+                    properties_to_string({"WAIT": "true"}),
+                    0,
+                    False,
+                    True,
+                    None,
+                )
+                cmd = RemotingCommand(
+                    RequestCode.SEND_BATCH_MESSAGE, ext_fields=h.to_v2_ext_fields(), body=encode_batch(items)
+                )
                 resp = await rc.invoke(addr, cmd, 30)
                 if resp.code not in SEND_OK_CODES:
                     raise RuntimeError(f"backlog batch refused: {resp.code} {resp.remark}")
@@ -1277,11 +1484,13 @@ def fill_backlog(namesrv: str, topic: str, n: int, size: int, batch: int = 32,
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(conc)))
         return state["done"], time.perf_counter() - t0
+
     return uvrun(_admin(namesrv, topic, fn))
 
 
 def probe_sizes(namesrv: str, topic: str, size: int) -> dict:
     """Frame sizes of one real SEND_MESSAGE_V2 / its answer, and of a 32-message pull."""
+
     async def fn(api, rc, addr, nq, nqr):  # type: ignore[no-untyped-def]
         ids = UniqueIdGenerator()
         cmd = send_command(PRODUCER_GROUP, topic, 0, random_bodies(size, 1)[0], ids)
@@ -1291,14 +1500,15 @@ def probe_sizes(namesrv: str, topic: str, size: int) -> dict:
         qoff = int((resp.ext_fields or {}).get("queueOffset", 0))
         pr = await rc.invoke(addr, pull_command(CONSUMER_GROUP + "_probe", topic, 0, qoff, False, 1), 5)
         msgs = decode_records(pr.body or b"")
-        return {"send_req": req, "send_resp": resp_size,
-                "record": msgs[0].store_size if msgs else 1200}
+        return {"send_req": req, "send_resp": resp_size, "record": msgs[0].store_size if msgs else 1200}
+
     return uvrun(_admin(namesrv, topic, fn))
 
 
 def prime_queues(namesrv: str, topic: str, size: int) -> tuple[int, float]:
     """One message into every empty queue of the topic (its ConsumeQueue file is created
     by the first message), so that the measured windows run in the steady state."""
+
     async def fn(api, rc, addr, nq, nqr):  # type: ignore[no-untyped-def]
         offs = await asyncio.gather(*(api.get_max_offset(addr, topic, i) for i in range(nqr)))
         empty = [i for i, o in enumerate(offs) if o == 0 and i < nq]
@@ -1311,9 +1521,11 @@ def prime_queues(namesrv: str, topic: str, size: int) -> tuple[int, float]:
                 resp = await rc.invoke(addr, send_command(PRODUCER_GROUP, topic, qid, body, ids), 30)
                 if resp.code not in SEND_OK_CODES:
                     raise RuntimeError(f"priming send refused: {resp.code} {resp.remark}")
+
         t0 = time.perf_counter()
         await asyncio.gather(*(one(q) for q in empty))
         return len(empty), time.perf_counter() - t0
+
     return uvrun(_admin(namesrv, topic, fn))
 
 
@@ -1343,9 +1555,14 @@ def disk_limit(dir_: Path, record: int, batch: int, seconds: float) -> dict:
         os.close(fd)
         os.unlink(path)
     lat.sort()
-    return {"batch": batch, "record_bytes": record, "syncs_per_s": len(lat) / el,
-            "msgs_per_s": len(lat) * batch / el, "p50_ms": pct(lat, 0.5) * 1000,
-            "p99_ms": pct(lat, 0.99) * 1000}
+    return {
+        "batch": batch,
+        "record_bytes": record,
+        "syncs_per_s": len(lat) / el,
+        "msgs_per_s": len(lat) * batch / el,
+        "p50_ms": pct(lat, 0.5) * 1000,
+        "p99_ms": pct(lat, 0.99) * 1000,
+    }
 
 
 def probe_pull_size(namesrv: str, topic: str) -> dict:
@@ -1353,8 +1570,12 @@ def probe_pull_size(namesrv: str, topic: str) -> dict:
         cmd = pull_command(CONSUMER_GROUP + "_probe", topic, 1, 0, False)
         resp = await rc.invoke(addr, cmd, 5)
         n = len(decode_records(resp.body or b""))
-        return {"pull_req": len(encode(cmd, SerializeType.ROCKETMQ)),
-                "pull_resp": len(encode(resp, SerializeType.ROCKETMQ)), "pull_msgs": n}
+        return {
+            "pull_req": len(encode(cmd, SerializeType.ROCKETMQ)),
+            "pull_resp": len(encode(resp, SerializeType.ROCKETMQ)),
+            "pull_msgs": n,
+        }
+
     return uvrun(_admin(namesrv, topic, fn))
 
 
@@ -1364,10 +1585,23 @@ def drain_step(b: Bench, consumer: str, total: int, group: str, decode_limit: bo
     a = b.args
     timeout = 60 + total / 4000
     every = max(1, round(a.report_interval / SNAP_PERIOD))
-    specs = [("consume", {"namesrv": c.namesrv_addr, "topic": a.topic, "purpose": "drain",
-                          "consumer": consumer, "group": group, "target": total,
-                          "consume_threads": a.consume_threads, "timeout": timeout,
-                          "decode_limit": decode_limit, "decode_seconds": a.decode_seconds})]
+    specs = [
+        (
+            "consume",
+            {
+                "namesrv": c.namesrv_addr,
+                "topic": a.topic,
+                "purpose": "drain",
+                "consumer": consumer,
+                "group": group,
+                "target": total,
+                "consume_threads": a.consume_threads,
+                "timeout": timeout,
+                "decode_limit": decode_limit,
+                "decode_seconds": a.decode_seconds,
+            },
+        )
+    ]
     rep = Reporter("consume", [0], None, every, "")
     b.current_step = f"{c.flush} consumer drain {consumer}"
     kids, t_begin = b.run(specs, [rep], None, timeout + 120)
@@ -1376,37 +1610,52 @@ def drain_step(b: Bench, consumer: str, total: int, group: str, decode_limit: bo
     n = x["count"]
     span = max(x["t_last"] - x["t_first"], 1e-9)
     span_go = max(x["t_last"] - x["t_go"], 1e-9)
-    r = {"consumer": consumer, "msgs": n, "complete": x["complete"], "target": total,
-         "msgs_per_s": n / span, "msgs_per_s_from_start": n / span_go,
-         "mb_per_s": x["bytes"] / span / MB, "b2c_avg_ms": x["b2c_avg"],
-         "s2c_avg_ms": x["s2c_avg"], "startup_s": x["t_first"] - x["t_go"],
-         "consumer_cpu_pct": (x["cpu_end"] - x["cpu_first"]) / span * 100,
-         "consumer_wait_pct": x["wait"] / max(x["t_last"] - x["t_go"], 1e-9) * 100,
-         "fail": x["fail"], "errors": x["errors"], "queues": x["queues"],
-         **b.broker_cpu(x["t_first"], x["t_last"])}
+    r = {
+        "consumer": consumer,
+        "msgs": n,
+        "complete": x["complete"],
+        "target": total,
+        "msgs_per_s": n / span,
+        "msgs_per_s_from_start": n / span_go,
+        "mb_per_s": x["bytes"] / span / MB,
+        "b2c_avg_ms": x["b2c_avg"],
+        "s2c_avg_ms": x["s2c_avg"],
+        "startup_s": x["t_first"] - x["t_go"],
+        "consumer_cpu_pct": (x["cpu_end"] - x["cpu_first"]) / span * 100,
+        "consumer_wait_pct": x["wait"] / max(x["t_last"] - x["t_go"], 1e-9) * 100,
+        "fail": x["fail"],
+        "errors": x["errors"],
+        "queues": x["queues"],
+        **b.broker_cpu(x["t_first"], x["t_last"]),
+    }
     r["broker_us_per_msg"] = r["broker_cpu_s"] / n * 1e6 if n else float("nan")
     if "decode" in x:
         r["decode"] = x["decode"]
-    out(f"  [Complete] Consumed: {n}/{total}{'' if x['complete'] else ' (TIMED OUT)'} in "
+    out(
+        f"  [Complete] Consumed: {n}/{total}{'' if x['complete'] else ' (TIMED OUT)'} in "
         f"{span:.2f} s (first to last message; {r['startup_s']:.2f} s from start to the first) | "
         f"Consume TPS: {r['msgs_per_s']:.0f} | {r['mb_per_s']:.1f} MB/s | AVG(B2C) RT(ms): "
-        f"{r['b2c_avg_ms']:.1f} | AVG(S2C) RT(ms): {r['s2c_avg_ms']:.1f} | Consume Fail: {r['fail']}")
-    out(f"    broker CPU {r['broker_cpu_pct']:.0f} % (loop {r['broker_loop_cpu_pct']:.0f} % + waiting "
+        f"{r['b2c_avg_ms']:.1f} | AVG(S2C) RT(ms): {r['s2c_avg_ms']:.1f} | Consume Fail: {r['fail']}"
+    )
+    out(
+        f"    broker CPU {r['broker_cpu_pct']:.0f} % (loop {r['broker_loop_cpu_pct']:.0f} % + waiting "
         f"{r['broker_loop_wait_pct']:.0f} %), {r['broker_us_per_msg']:.1f} us/msg; consumer CPU "
         f"{r['consumer_cpu_pct']:.0f} % (+ waiting for a CPU {r['consumer_wait_pct']:.0f} %); machine "
         f"busy {r['machine_busy_pct']:.0f} %, steal {r['steal_pct']:.1f} %, {b.others_text()}"
-        + (f"; errors: {x['errors']}" if x["errors"] else ""))
+        + (f"; errors: {x['errors']}" if x["errors"] else "")
+    )
     if "decode" in x and x["decode"]:
         d = x["decode"]
-        out(f"    consumer's own limit (same pull bodies, in-process, no network): decode "
+        out(
+            f"    consumer's own limit (same pull bodies, in-process, no network): decode "
             f"{d['decode_msgs_per_s']:,.0f} msgs/s; decode + per-message stats "
             f"{d['decode_stats_msgs_per_s']:,.0f} msgs/s ({d['msgs_per_body']:.0f} msgs, "
-            f"{d['body_bytes'] / 1024:.0f} KiB per pull body)")
+            f"{d['body_bytes'] / 1024:.0f} KiB per pull body)"
+        )
     return r
 
 
-def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float,
-             duration: float) -> dict:
+def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float, duration: float) -> dict:
     c = b.cluster
     assert c is not None
     a = b.args
@@ -1414,15 +1663,37 @@ def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float,
     if consumer == "client":
         commit_offsets(c.namesrv_addr, a.topic, group, max_offsets(c.namesrv_addr, a.topic))
     every, bounds = report_bounds(a.report_interval, warmup, duration)
-    specs = [("consume", {"namesrv": c.namesrv_addr, "topic": a.topic, "purpose": "e2e",
-                          "consumer": consumer, "group": group,
-                          "consume_threads": a.consume_threads, "warmup": warmup,
-                          "duration": duration}),
-             ("send", {"namesrv": c.namesrv_addr, "topic": a.topic, "threads": threads,
-                       "size": a.size, "sender": sender, "warmup": warmup,
-                       "duration": duration})]
-    reps = [Reporter("send", [1], bounds, every, "[send]    "),
-            Reporter("consume", [0], bounds, every, "[consume] ")]
+    specs = [
+        (
+            "consume",
+            {
+                "namesrv": c.namesrv_addr,
+                "topic": a.topic,
+                "purpose": "e2e",
+                "consumer": consumer,
+                "group": group,
+                "consume_threads": a.consume_threads,
+                "warmup": warmup,
+                "duration": duration,
+            },
+        ),
+        (
+            "send",
+            {
+                "namesrv": c.namesrv_addr,
+                "topic": a.topic,
+                "threads": threads,
+                "size": a.size,
+                "sender": sender,
+                "warmup": warmup,
+                "duration": duration,
+            },
+        ),
+    ]
+    reps = [
+        Reporter("send", [1], bounds, every, "[send]    "),
+        Reporter("consume", [0], bounds, every, "[consume] "),
+    ]
     b.current_step = f"{c.flush} e2e {threads} {sender} senders + {consumer} consumer"
     kids, t_begin = b.run(specs, reps, (warmup, duration), warmup + duration + 120)
     t0, t1 = t_begin + warmup, t_begin + warmup + duration
@@ -1430,25 +1701,39 @@ def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float,
     assert cx is not None and sx is not None
     s_lat = lat_stats([sx["lat"]])
     e_lat = lat_stats([cx["e2e"]], scale=1.0)
-    r = {"threads": threads, "sender": sender, "consumer": consumer,
-         "send_tps": sx["win_ok"] / duration, "consume_tps": cx["win_count"] / duration,
-         "send_p50_ms": s_lat["p50_ms"], "send_p99_ms": s_lat["p99_ms"],
-         "send_avg_ms": s_lat["avg_ms"],
-         "e2e_p50_ms": e_lat["p50_ms"], "e2e_p99_ms": e_lat["p99_ms"],
-         "e2e_avg_ms": e_lat["avg_ms"], "e2e_max_ms": e_lat["max_ms"],
-         "sender_cpu_pct": sx["cpu"] / duration * 100,
-         "consumer_cpu_pct": cx["cpu"] / duration * 100,
-         "sender_wait_pct": sx["wait"] / duration * 100,
-         "consumer_wait_pct": cx["wait"] / duration * 100,
-         "send_failed": sx["win_sfail"] + sx["win_rfail"], "consume_fail": cx["fail"],
-         "consumer_loop_max_stall_ms": cx["loop_max_stall_ms"],
-         "consumer_loop_stalls_50ms": cx["loop_stalls_50ms"], "consumer_gc_max_ms": cx["gc_max_ms"],
-         "sender_loop_max_stall_ms": sx["loop_max_stall_ms"],
-         **b.broker_cpu(t0, t1), **b.flush_figures()}
-    out(f"  [Complete] Send TPS: {r['send_tps']:.0f} | Consume TPS: {r['consume_tps']:.0f} | "
+    r = {
+        "threads": threads,
+        "sender": sender,
+        "consumer": consumer,
+        "send_tps": sx["win_ok"] / duration,
+        "consume_tps": cx["win_count"] / duration,
+        "send_p50_ms": s_lat["p50_ms"],
+        "send_p99_ms": s_lat["p99_ms"],
+        "send_avg_ms": s_lat["avg_ms"],
+        "e2e_p50_ms": e_lat["p50_ms"],
+        "e2e_p99_ms": e_lat["p99_ms"],
+        "e2e_avg_ms": e_lat["avg_ms"],
+        "e2e_max_ms": e_lat["max_ms"],
+        "sender_cpu_pct": sx["cpu"] / duration * 100,
+        "consumer_cpu_pct": cx["cpu"] / duration * 100,
+        "sender_wait_pct": sx["wait"] / duration * 100,
+        "consumer_wait_pct": cx["wait"] / duration * 100,
+        "send_failed": sx["win_sfail"] + sx["win_rfail"],
+        "consume_fail": cx["fail"],
+        "consumer_loop_max_stall_ms": cx["loop_max_stall_ms"],
+        "consumer_loop_stalls_50ms": cx["loop_stalls_50ms"],
+        "consumer_gc_max_ms": cx["gc_max_ms"],
+        "sender_loop_max_stall_ms": sx["loop_max_stall_ms"],
+        **b.broker_cpu(t0, t1),
+        **b.flush_figures(),
+    }
+    out(
+        f"  [Complete] Send TPS: {r['send_tps']:.0f} | Consume TPS: {r['consume_tps']:.0f} | "
         f"send p50/p99 {r['send_p50_ms']:.2f}/{r['send_p99_ms']:.2f} ms | end-to-end p50/p99 "
-        f"{r['e2e_p50_ms']:.1f}/{r['e2e_p99_ms']:.1f} ms (max {r['e2e_max_ms']:.0f})")
-    out(f"    broker CPU {r['broker_cpu_pct']:.0f} % (loop {r['broker_loop_cpu_pct']:.0f} % + waiting "
+        f"{r['e2e_p50_ms']:.1f}/{r['e2e_p99_ms']:.1f} ms (max {r['e2e_max_ms']:.0f})"
+    )
+    out(
+        f"    broker CPU {r['broker_cpu_pct']:.0f} % (loop {r['broker_loop_cpu_pct']:.0f} % + waiting "
         f"{r['broker_loop_wait_pct']:.0f} %); sender CPU {r['sender_cpu_pct']:.0f} % (+ waiting "
         f"{r['sender_wait_pct']:.0f} %), consumer CPU {r['consumer_cpu_pct']:.0f} % (+ waiting "
         f"{r['consumer_wait_pct']:.0f} %); consumer event loop: longest stall "
@@ -1456,7 +1741,9 @@ def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float,
         f"longest GC pause {r['consumer_gc_max_ms']:.0f} ms; sender loop longest stall "
         f"{r['sender_loop_max_stall_ms']:.0f} ms; machine busy "
         f"{r['machine_busy_pct']:.0f} %, steal {r['steal_pct']:.1f} %, {b.others_text()}"
-        + b.flush_text(r) + lag_text(r))
+        + b.flush_text(r)
+        + lag_text(r)
+    )
     return r
 
 
@@ -1466,9 +1753,15 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
     res: dict[str, Any] = {"raw": {}, "producer": {}, "consumer": {}, "e2e": None}
     workdir = root / flush.lower()
     out(f"\n=== {flush}: starting rmq namesrv + broker (store under {workdir})")
-    with Cluster(workdir, flush, profile=a.profile_broker, stats=a.broker_stats,
-                 profile_clock=a.profile_clock, switch_interval=a.broker_switch_interval,
-                 conf=a.broker_conf) as c:
+    with Cluster(
+        workdir,
+        flush,
+        profile=a.profile_broker,
+        stats=a.broker_stats,
+        profile_clock=a.profile_clock,
+        switch_interval=a.broker_switch_interval,
+        conf=a.broker_conf,
+    ) as c:
         b.cluster = c
         try:
             out(f"    namesrv {c.namesrv_addr}, broker {c.broker_addr} (pid {c.broker_pid})")
@@ -1476,28 +1769,35 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
             res["frames"] = sizes
             b.record_bytes = sizes["record"]
             b.lag = DispatchLagSampler(c.broker_addr).start()
-            out(f"    SEND_MESSAGE_V2 frame {sizes['send_req']} B (binary header, {a.size} B body),"
-                f" answer {sizes['send_resp']} B")
+            out(
+                f"    SEND_MESSAGE_V2 frame {sizes['send_req']} B (binary header, {a.size} B body),"
+                f" answer {sizes['send_resp']} B"
+            )
 
             t_p = time.time()
             n_primed, secs = prime_queues(c.namesrv_addr, a.topic, a.size)
             res["primed_queues"] = n_primed
             if n_primed:
-                out(f"    primed {n_primed} empty queues with one message each (creates their "
+                out(
+                    f"    primed {n_primed} empty queues with one message each (creates their "
                     f"ConsumeQueue files): {secs:.2f} s, broker CPU "
-                    f"{c.cpu.seconds(t_p, time.time()):.2f} s")  # type: ignore[union-attr]
+                    f"{c.cpu.seconds(t_p, time.time()):.2f} s"
+                )  # type: ignore[union-attr]
 
             # ---------------------------------------------------------- machine limit
             if "producer" in a.run or "e2e" in a.run:
-                out(f"\n--- raw TCP request/response ({sizes['send_req']} B -> "
-                    f"{sizes['send_resp']} B, child processes, 1 connection): the limit")
+                out(
+                    f"\n--- raw TCP request/response ({sizes['send_req']} B -> "
+                    f"{sizes['send_resp']} B, child processes, 1 connection): the limit"
+                )
                 for n in a.threads:
-                    r = raw_step(b, n, 1, sizes["send_req"], sizes["send_resp"],
-                                 a.raw_warmup, a.raw_duration)
+                    r = raw_step(b, n, 1, sizes["send_req"], sizes["send_resp"], a.raw_warmup, a.raw_duration)
                     res["raw"][f"{n}x1"] = r
-                    out(f"  {n:>3} senders: {r['tps']:>9,.0f} req/s  p50 {r['p50_ms']:.3f} ms  "
+                    out(
+                        f"  {n:>3} senders: {r['tps']:>9,.0f} req/s  p50 {r['p50_ms']:.3f} ms  "
                         f"p99 {r['p99_ms']:.3f} ms  server CPU {r['server_cpu_pct']:.0f} %  "
-                        f"client CPU {r['client_cpu_pct']:.0f} %")
+                        f"client CPU {r['client_cpu_pct']:.0f} %"
+                    )
 
             # ---------------------------------------------------------- consumer
             if "consumer" in a.run:
@@ -1507,9 +1807,11 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
                 if need:
                     t_fill0 = time.time()
                     put, secs = fill_backlog(c.namesrv_addr, a.topic, need, a.size)
-                    out(f"    put {put:,} messages with SEND_BATCH_MESSAGE (32 per batch, 16 in "
+                    out(
+                        f"    put {put:,} messages with SEND_BATCH_MESSAGE (32 per batch, 16 in "
                         f"flight) in {secs:.1f} s = {put / secs:,.0f} msgs/s (broker CPU "
-                        f"{c.cpu.percent(t_fill0, time.time()):.0f} %)")  # type: ignore[union-attr]
+                        f"{c.cpu.percent(t_fill0, time.time()):.0f} %)"
+                    )  # type: ignore[union-attr]
                 expected = before + need
                 t_w = time.time()
                 offs = max_offsets(c.namesrv_addr, a.topic)
@@ -1518,9 +1820,11 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
                     offs = max_offsets(c.namesrv_addr, a.topic)
                 if need:
                     lag_max, _ = b.lag.window(t_fill0, time.time()) if b.lag else (float("nan"),) * 2
-                    out(f"    dispatch caught up {time.time() - t_w:.2f} s after the last put was "
+                    out(
+                        f"    dispatch caught up {time.time() - t_w:.2f} s after the last put was "
                         f"answered (max dispatch lag during the fill "
-                        f"{lag_max / b.record_bytes:,.0f} msgs)")
+                        f"{lag_max / b.record_bytes:,.0f} msgs)"
+                    )
                     res["consumer"]["fill_dispatch_catchup_s"] = time.time() - t_w
                 total = sum(offs)
                 res["consumer"]["backlog"] = total
@@ -1529,42 +1833,53 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
                 ps = probe_pull_size(c.namesrv_addr, a.topic)
                 res["frames"].update(ps)
                 nraw = min(len(offs), a.raw_pull_inflight)
-                rr = raw_step(b, nraw, 1, ps["pull_req"], ps["pull_resp"], a.raw_warmup,
-                              a.raw_duration)
+                rr = raw_step(b, nraw, 1, ps["pull_req"], ps["pull_resp"], a.raw_warmup, a.raw_duration)
                 rr["msgs_per_s"] = rr["tps"] * ps["pull_msgs"]
                 rr["mb_per_s"] = rr["tps"] * ps["pull_resp"] / MB
                 res["consumer"]["raw"] = rr
-                out(f"    raw limit for pull-sized answers ({ps['pull_req']} B -> {ps['pull_resp']} B"
+                out(
+                    f"    raw limit for pull-sized answers ({ps['pull_req']} B -> {ps['pull_resp']} B"
                     f" = {ps['pull_msgs']} msgs, {nraw} in flight): {rr['tps']:,.0f} answers/s = "
                     f"{rr['msgs_per_s']:,.0f} msgs/s, {rr['mb_per_s']:.0f} MB/s (server CPU "
-                    f"{rr['server_cpu_pct']:.0f} %, client CPU {rr['client_cpu_pct']:.0f} %)")
+                    f"{rr['server_cpu_pct']:.0f} %, client CPU {rr['client_cpu_pct']:.0f} %)"
+                )
                 for i, cons in enumerate(a.consumer):
-                    out(f"\n  drain with the {cons} consumer (group {CONSUMER_GROUP}_{cons}, from "
-                        f"offset 0, {a.consume_threads} consume concurrency)")
+                    out(
+                        f"\n  drain with the {cons} consumer (group {CONSUMER_GROUP}_{cons}, from "
+                        f"offset 0, {a.consume_threads} consume concurrency)"
+                    )
                     res["consumer"][cons] = drain_step(
-                        b, cons, total, f"{CONSUMER_GROUP}_{cons}", decode_limit=(i == 0))
+                        b, cons, total, f"{CONSUMER_GROUP}_{cons}", decode_limit=(i == 0)
+                    )
                 if a.consumer and "decode" in res["consumer"][a.consumer[0]]:
                     res["consumer"]["decode"] = res["consumer"][a.consumer[0]].pop("decode")
 
             # ---------------------------------------------------------- e2e
             if "e2e" in a.run:
-                out(f"\n--- e2e: {a.e2e_threads} {a.e2e_sender} senders + one {a.e2e_consumer} "
-                    f"consumer group on {a.topic}, {a.e2e_duration:g} s after {a.warmup:g} s warm-up")
-                res["e2e"] = e2e_step(b, a.e2e_threads, a.e2e_sender, a.e2e_consumer, a.warmup,
-                                      a.e2e_duration)
+                out(
+                    f"\n--- e2e: {a.e2e_threads} {a.e2e_sender} senders + one {a.e2e_consumer} "
+                    f"consumer group on {a.topic}, {a.e2e_duration:g} s after {a.warmup:g} s warm-up"
+                )
+                res["e2e"] = e2e_step(
+                    b, a.e2e_threads, a.e2e_sender, a.e2e_consumer, a.warmup, a.e2e_duration
+                )
 
             def disk(key: str, label: str) -> None:
                 if flush != "SYNC_FLUSH" or "producer" not in a.run:
                     return
-                out(f"\n--- disk limit ({label}): {sizes['record']} B CommitLog records, sequential "
-                    f"pwrite + fdatasync of N records (a fallocated file next to the store)")
+                out(
+                    f"\n--- disk limit ({label}): {sizes['record']} B CommitLog records, sequential "
+                    f"pwrite + fdatasync of N records (a fallocated file next to the store)"
+                )
                 res[key] = {}
                 for n in a.threads:
                     d = disk_limit(workdir / "broker" / "store", sizes["record"], n, a.disk_seconds)
                     res[key][str(n)] = d
-                    out(f"  {n:>3} records per fdatasync: {d['syncs_per_s']:>7,.0f} fdatasync/s  "
+                    out(
+                        f"  {n:>3} records per fdatasync: {d['syncs_per_s']:>7,.0f} fdatasync/s  "
                         f"p50 {d['p50_ms']:.2f} ms  p99 {d['p99_ms']:.2f} ms  = "
-                        f"{d['msgs_per_s']:>9,.0f} msgs/s")
+                        f"{d['msgs_per_s']:>9,.0f} msgs/s"
+                    )
 
             # ---------------------------------------------------------- producer
             disk("disk", "before the producer runs")
@@ -1574,24 +1889,34 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
                     for n in a.threads:
                         procs_list = [1] if a.procs == "auto" else [int(a.procs)]
                         for procs in procs_list:
-                            out(f"\n--- producer: {sender} sender, {n} threads, {procs} process(es),"
-                                f" {a.warmup:g} s warm-up + {a.duration:g} s")
+                            out(
+                                f"\n--- producer: {sender} sender, {n} threads, {procs} process(es),"
+                                f" {a.warmup:g} s warm-up + {a.duration:g} s"
+                            )
                             r = send_step(b, sender, n, procs, a.warmup, a.duration)
                             res["producer"][sender][f"{n}x{procs}"] = r
                         gen = r["loadgen_cpu_pct"] + r["loadgen_wait_pct"]
                         brk = r["broker_loop_cpu_pct"] + r["broker_loop_wait_pct"]
                         if a.procs == "auto" and n >= 2 and gen >= 90 and brk < 90:
-                            out(f"    the load generator is CPU-bound (CPU + waiting for a CPU "
+                            out(
+                                f"    the load generator is CPU-bound (CPU + waiting for a CPU "
                                 f"{gen:.0f} %) and the broker's loop is not ({brk:.0f} %): again "
-                                f"with the senders split over 2 processes")
+                                f"with the senders split over 2 processes"
+                            )
                             r2 = send_step(b, sender, n, 2, a.warmup, a.duration)
                             res["producer"][sender][f"{n}x2"] = r2
                             if f"{n}x2" not in res["raw"]:
-                                rr = raw_step(b, n, 2, sizes["send_req"], sizes["send_resp"],
-                                              a.raw_warmup, a.raw_duration)
+                                rr = raw_step(
+                                    b,
+                                    n,
+                                    2,
+                                    sizes["send_req"],
+                                    sizes["send_resp"],
+                                    a.raw_warmup,
+                                    a.raw_duration,
+                                )
                                 res["raw"][f"{n}x2"] = rr
-                                out(f"    raw with 2 client processes, {n} senders: "
-                                    f"{rr['tps']:,.0f} req/s")
+                                out(f"    raw with 2 client processes, {n} senders: {rr['tps']:,.0f} req/s")
             disk("disk_after", "after the producer runs")
         finally:
             b.cluster = None
@@ -1621,9 +1946,11 @@ def table(header: list[str], rows: list[list[str]]) -> None:
 
 def report(results: dict[str, dict], args: argparse.Namespace) -> None:
     out("\n================================ summary ================================")
-    out("ref 4.9.8 = the real RocketMQ 4.9.8 broker under its own Java tool on this kind of "
+    out(
+        "ref 4.9.8 = the real RocketMQ 4.9.8 broker under its own Java tool on this kind of "
         "machine,\nquoted from the issue (NOT measured here). raw = length-prefixed TCP "
-        "request/response of the same frame sizes and concurrency, measured in this run.")
+        "request/response of the same frame sizes and concurrency, measured in this run."
+    )
     rows = []
     for flush, res in results.items():
         for sender, pts in res["producer"].items():
@@ -1632,46 +1959,102 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
                 raw = res["raw"].get(key) or res["raw"].get(f"{n}x1")
                 ref = REF_SEND_TPS.get(flush, {}).get(n)
                 disk = (res.get("disk") or {}).get(str(n))
-                rows.append([flush, sender, str(n), str(procs), fmt(r["tps"]), fmt(ref),
-                             fmt(r["tps"] / ref if ref else None, ".2f"),
-                             fmt(raw["tps"] if raw else None),
-                             fmt(r["tps"] / raw["tps"] if raw else None, ".2f"),
-                             fmt(disk["msgs_per_s"] if disk else None),
-                             fmt(r["tps"] / disk["msgs_per_s"] if disk else None, ".2f"),
-                             fmt(r["avg_ms"], ".2f"), fmt(r["p50_ms"], ".2f"),
-                             fmt(r["p99_ms"], ".2f"), fmt(r["max_ms"], ".0f"),
-                             str(r["send_failed"] + r["response_failed"]),
-                             fmt(r["broker_cpu_pct"]), fmt(r["broker_loop_cpu_pct"]),
-                             fmt(r["broker_loop_wait_pct"]),
-                             fmt(r["broker_us_per_msg"]), fmt(cap(r["broker_us_per_msg"])),
-                             fmt(r["loadgen_cpu_pct"]), fmt(r["loadgen_wait_pct"]),
-                             fmt(r["dispatch_lag_max_msgs"]), fmt(r["machine_busy_pct"]),
-                             fmt(r["others_cpu_pct"]), fmt(r["steal_pct"], ".1f")])
+                rows.append(
+                    [
+                        flush,
+                        sender,
+                        str(n),
+                        str(procs),
+                        fmt(r["tps"]),
+                        fmt(ref),
+                        fmt(r["tps"] / ref if ref else None, ".2f"),
+                        fmt(raw["tps"] if raw else None),
+                        fmt(r["tps"] / raw["tps"] if raw else None, ".2f"),
+                        fmt(disk["msgs_per_s"] if disk else None),
+                        fmt(r["tps"] / disk["msgs_per_s"] if disk else None, ".2f"),
+                        fmt(r["avg_ms"], ".2f"),
+                        fmt(r["p50_ms"], ".2f"),
+                        fmt(r["p99_ms"], ".2f"),
+                        fmt(r["max_ms"], ".0f"),
+                        str(r["send_failed"] + r["response_failed"]),
+                        fmt(r["broker_cpu_pct"]),
+                        fmt(r["broker_loop_cpu_pct"]),
+                        fmt(r["broker_loop_wait_pct"]),
+                        fmt(r["broker_us_per_msg"]),
+                        fmt(cap(r["broker_us_per_msg"])),
+                        fmt(r["loadgen_cpu_pct"]),
+                        fmt(r["loadgen_wait_pct"]),
+                        fmt(r["dispatch_lag_max_msgs"]),
+                        fmt(r["machine_busy_pct"]),
+                        fmt(r["others_cpu_pct"]),
+                        fmt(r["steal_pct"], ".1f"),
+                    ]
+                )
     if rows:
-        out("\nproducer (Java Producer tool equivalent; synchronous senders, 1 KiB, SEND_MESSAGE_V2, "
-            "binary headers)")
-        table(["mode", "sender", "thr", "procs", "send TPS", "ref 4.9.8", "rmq/ref", "raw TPS",
-               "rmq/raw", "disk TPS", "rmq/disk", "avg RT", "p50", "p99", "max", "fail", "brk CPU%", "loop%",
-               "loop wait%", "brk us/msg", "cap/core", "gen CPU%", "gen wait%", "lag max", "busy%",
-               "others%", "steal%"], rows)
-        out("  (RT in ms; brk = broker process, loop = its event-loop thread; loop wait = share of "
+        out(
+            "\nproducer (Java Producer tool equivalent; synchronous senders, 1 KiB, SEND_MESSAGE_V2, "
+            "binary headers)"
+        )
+        table(
+            [
+                "mode",
+                "sender",
+                "thr",
+                "procs",
+                "send TPS",
+                "ref 4.9.8",
+                "rmq/ref",
+                "raw TPS",
+                "rmq/raw",
+                "disk TPS",
+                "rmq/disk",
+                "avg RT",
+                "p50",
+                "p99",
+                "max",
+                "fail",
+                "brk CPU%",
+                "loop%",
+                "loop wait%",
+                "brk us/msg",
+                "cap/core",
+                "gen CPU%",
+                "gen wait%",
+                "lag max",
+                "busy%",
+                "others%",
+                "steal%",
+            ],
+            rows,
+        )
+        out(
+            "  (RT in ms; brk = broker process, loop = its event-loop thread; loop wait = share of "
             "the window that\n   thread was runnable but waiting for a CPU (taken by other "
             "processes): loop% + loop wait% near 100\n   = the broker is CPU-bound; us/msg = "
             "broker CPU per message;\n   cap/core = 1e6 / us/msg, the broker's msgs/s if it had one CPU to "
             "itself at that cost; gen = load\n   generator processes summed; busy = whole machine, "
             "100 % = both CPUs; others = CPU of processes\n   that are not part of this benchmark, "
             "in % of one CPU; disk = SYNC_FLUSH only: N records per fdatasync, N = threads;\n   lag max = "
-            "the most messages written but not yet in a ConsumeQueue, polled every 0.1 s)")
+            "the most messages written but not yet in a ConsumeQueue, polled every 0.1 s)"
+        )
     rows = []
     for flush, res in results.items():
         for key, r in res["raw"].items():
-            rows.append([flush, key.split("x")[0], key.split("x")[1], fmt(r["tps"]),
-                         fmt(r["p50_ms"], ".3f"), fmt(r["p99_ms"], ".3f"),
-                         fmt(r["server_cpu_pct"]), fmt(r["client_cpu_pct"])])
+            rows.append(
+                [
+                    flush,
+                    key.split("x")[0],
+                    key.split("x")[1],
+                    fmt(r["tps"]),
+                    fmt(r["p50_ms"], ".3f"),
+                    fmt(r["p99_ms"], ".3f"),
+                    fmt(r["server_cpu_pct"]),
+                    fmt(r["client_cpu_pct"]),
+                ]
+            )
     if rows:
         out("\nraw TCP request/response limit (send-sized frames)")
-        table(["mode", "thr", "procs", "req/s", "p50 ms", "p99 ms", "server CPU%",
-               "client CPU%"], rows)
+        table(["mode", "thr", "procs", "req/s", "p50 ms", "p99 ms", "server CPU%", "client CPU%"], rows)
     rows = []
     for flush, res in results.items():
         cons = res["consumer"]
@@ -1681,48 +2064,120 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
             r = cons.get(name)
             if not r:
                 continue
-            rows.append([flush, name, fmt(r["msgs"]), "yes" if r["complete"] else "NO",
-                         fmt(r["msgs_per_s"]), fmt(r["mb_per_s"], ".1f"),
-                         fmt(REF_DRAIN_MSGS_PER_S), fmt(r["msgs_per_s"] / REF_DRAIN_MSGS_PER_S, ".2f"),
-                         fmt(raw["msgs_per_s"] if raw else None),
-                         fmt(r["msgs_per_s"] / raw["msgs_per_s"] if raw else None, ".2f"),
-                         fmt(dec.get("decode_msgs_per_s")),
-                         fmt(r["b2c_avg_ms"], ",.0f"), fmt(r["s2c_avg_ms"], ",.0f"),
-                         fmt(r["broker_cpu_pct"]), fmt(r["broker_loop_cpu_pct"]),
-                         fmt(r["broker_us_per_msg"], ".1f"), fmt(cap(r["broker_us_per_msg"])),
-                         fmt(r["consumer_cpu_pct"]), fmt(r["consumer_wait_pct"]),
-                         fmt(r["machine_busy_pct"]), fmt(r["others_cpu_pct"])])
+            rows.append(
+                [
+                    flush,
+                    name,
+                    fmt(r["msgs"]),
+                    "yes" if r["complete"] else "NO",
+                    fmt(r["msgs_per_s"]),
+                    fmt(r["mb_per_s"], ".1f"),
+                    fmt(REF_DRAIN_MSGS_PER_S),
+                    fmt(r["msgs_per_s"] / REF_DRAIN_MSGS_PER_S, ".2f"),
+                    fmt(raw["msgs_per_s"] if raw else None),
+                    fmt(r["msgs_per_s"] / raw["msgs_per_s"] if raw else None, ".2f"),
+                    fmt(dec.get("decode_msgs_per_s")),
+                    fmt(r["b2c_avg_ms"], ",.0f"),
+                    fmt(r["s2c_avg_ms"], ",.0f"),
+                    fmt(r["broker_cpu_pct"]),
+                    fmt(r["broker_loop_cpu_pct"]),
+                    fmt(r["broker_us_per_msg"], ".1f"),
+                    fmt(cap(r["broker_us_per_msg"])),
+                    fmt(r["consumer_cpu_pct"]),
+                    fmt(r["consumer_wait_pct"]),
+                    fmt(r["machine_busy_pct"]),
+                    fmt(r["others_cpu_pct"]),
+                ]
+            )
     if rows:
         out(f"\nconsumer drain (Java Consumer tool equivalent; {args.topic}, from offset 0)")
-        table(["mode", "consumer", "msgs", "done", "msgs/s", "MB/s", "ref 4.9.8", "rmq/ref",
-               "raw msgs/s", "rmq/raw", "decode msgs/s", "B2C ms", "S2C ms", "brk CPU%",
-               "loop%", "brk us/msg", "cap/core", "cons CPU%", "cons wait%", "busy%", "others%"], rows)
-        out("  (msgs/s from the first to the last message consumed; MB = 10^6 B of records; "
-            "decode = the consumer's in-process decode rate of the same pull bodies)")
+        table(
+            [
+                "mode",
+                "consumer",
+                "msgs",
+                "done",
+                "msgs/s",
+                "MB/s",
+                "ref 4.9.8",
+                "rmq/ref",
+                "raw msgs/s",
+                "rmq/raw",
+                "decode msgs/s",
+                "B2C ms",
+                "S2C ms",
+                "brk CPU%",
+                "loop%",
+                "brk us/msg",
+                "cap/core",
+                "cons CPU%",
+                "cons wait%",
+                "busy%",
+                "others%",
+            ],
+            rows,
+        )
+        out(
+            "  (msgs/s from the first to the last message consumed; MB = 10^6 B of records; "
+            "decode = the consumer's in-process decode rate of the same pull bodies)"
+        )
     rows = []
     for flush, res in results.items():
         r = res.get("e2e")
         if not r:
             continue
-        rows.append([flush, str(r["threads"]), f"{r['sender']}/{r['consumer']}",
-                     fmt(r["send_tps"]), fmt(r["consume_tps"]), fmt(r["send_p50_ms"], ".2f"),
-                     fmt(r["send_p99_ms"], ".2f"), fmt(r["e2e_p50_ms"], ".1f"),
-                     fmt(r["e2e_p99_ms"], ".1f"), fmt(r["broker_cpu_pct"]),
-                     fmt(r["broker_loop_cpu_pct"]), fmt(r["broker_loop_wait_pct"]),
-                     fmt(r["sender_cpu_pct"]), fmt(r["consumer_cpu_pct"]),
-                     fmt(r["consumer_wait_pct"]), fmt(r["dispatch_lag_max_msgs"]),
-                     fmt(r["machine_busy_pct"]),
-                     fmt(r["others_cpu_pct"])])
+        rows.append(
+            [
+                flush,
+                str(r["threads"]),
+                f"{r['sender']}/{r['consumer']}",
+                fmt(r["send_tps"]),
+                fmt(r["consume_tps"]),
+                fmt(r["send_p50_ms"], ".2f"),
+                fmt(r["send_p99_ms"], ".2f"),
+                fmt(r["e2e_p50_ms"], ".1f"),
+                fmt(r["e2e_p99_ms"], ".1f"),
+                fmt(r["broker_cpu_pct"]),
+                fmt(r["broker_loop_cpu_pct"]),
+                fmt(r["broker_loop_wait_pct"]),
+                fmt(r["sender_cpu_pct"]),
+                fmt(r["consumer_cpu_pct"]),
+                fmt(r["consumer_wait_pct"]),
+                fmt(r["dispatch_lag_max_msgs"]),
+                fmt(r["machine_busy_pct"]),
+                fmt(r["others_cpu_pct"]),
+            ]
+        )
     if rows:
         out("\ne2e (senders and one consumer group at once)")
-        table(["mode", "thr", "send/cons", "send TPS", "cons TPS", "send p50", "send p99",
-               "e2e p50", "e2e p99", "brk CPU%", "loop%", "loop wait%", "send CPU%", "cons CPU%",
-               "cons wait%", "lag max", "busy%",
-               "others%"],
-              rows)
-        out("  (latencies in ms; end-to-end = consume time - born timestamp, ms resolution; lag max ="
+        table(
+            [
+                "mode",
+                "thr",
+                "send/cons",
+                "send TPS",
+                "cons TPS",
+                "send p50",
+                "send p99",
+                "e2e p50",
+                "e2e p99",
+                "brk CPU%",
+                "loop%",
+                "loop wait%",
+                "send CPU%",
+                "cons CPU%",
+                "cons wait%",
+                "lag max",
+                "busy%",
+                "others%",
+            ],
+            rows,
+        )
+        out(
+            "  (latencies in ms; end-to-end = consume time - born timestamp, ms resolution; lag max ="
             " the most\n   messages written but not yet dispatched to a ConsumeQueue, polled "
-            "every 0.1 s)")
+            "every 0.1 s)"
+        )
 
 
 def print_profiles(profiles: list[tuple[str, str]], top: int) -> None:
@@ -1736,7 +2191,7 @@ def print_profiles(profiles: list[tuple[str, str]], top: int) -> None:
         # drop pstats' preamble up to the column header
         for i, line in enumerate(lines):
             if "ncalls" in line:
-                lines = lines[i - 2:]
+                lines = lines[i - 2 :]
                 break
         out("\n".join(lines))
 
@@ -1758,33 +2213,53 @@ def add_run_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
     ap.add_argument("--duration", type=float, default=20.0, help="measured seconds per point")
     ap.add_argument("--warmup", type=float, default=5.0)
-    ap.add_argument("--report-interval", type=float, default=10.0,
-                    help="Java-style report line period, s (the tool's -ri, default 10)")
-    ap.add_argument("--profile-clock", choices=["cpu", "wall"], default="wall",
-                    help="cProfile timer: wall (default; perf_counter, cheap; time the loop "
-                         "is preempted is charged to the function running, i.e. roughly in "
-                         "proportion; blocking shows) or cpu (time.thread_time: exact CPU but "
-                         "a syscall per event, which slows the broker several times)")
+    ap.add_argument(
+        "--report-interval",
+        type=float,
+        default=10.0,
+        help="Java-style report line period, s (the tool's -ri, default 10)",
+    )
+    ap.add_argument(
+        "--profile-clock",
+        choices=["cpu", "wall"],
+        default="wall",
+        help="cProfile timer: wall (default; perf_counter, cheap; time the loop "
+        "is preempted is charged to the function running, i.e. roughly in "
+        "proportion; blocking shows) or cpu (time.thread_time: exact CPU but "
+        "a syscall per event, which slows the broker several times)",
+    )
     ap.add_argument("--workdir", default=None, help="parent directory for the temp store")
     ap.add_argument("--keep", action="store_true", help="keep the store / logs directory")
     ap.add_argument("--json", action="store_true", help="one JSON object as the last line")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modes", default="ASYNC_FLUSH,SYNC_FLUSH",
-                    help="broker flush modes, one fresh cluster each (default both)")
-    ap.add_argument("--run", default="producer,consumer,e2e",
-                    help="which benchmarks (default producer,consumer,e2e)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--modes",
+        default="ASYNC_FLUSH,SYNC_FLUSH",
+        help="broker flush modes, one fresh cluster each (default both)",
+    )
+    ap.add_argument(
+        "--run", default="producer,consumer,e2e", help="which benchmarks (default producer,consumer,e2e)"
+    )
     ap.add_argument("--threads", default="1,16,64", help="sender counts (default 1,16,64)")
-    ap.add_argument("--sender", default="lean,client",
-                    help="producer-mode senders: lean (Java tool's requests, least client work), "
-                         "client (rmq.client.Producer); default both")
-    ap.add_argument("--consumer", default="lean,client",
-                    help="drain consumers: lean (bare long-poll loops), client (PushConsumer)")
-    ap.add_argument("--procs", default="auto",
-                    help="sender processes: 1, 2 or auto (default: 2 more when 1 is CPU-bound)")
+    ap.add_argument(
+        "--sender",
+        default="lean,client",
+        help="producer-mode senders: lean (Java tool's requests, least client work), "
+        "client (rmq.client.Producer); default both",
+    )
+    ap.add_argument(
+        "--consumer",
+        default="lean,client",
+        help="drain consumers: lean (bare long-poll loops), client (PushConsumer)",
+    )
+    ap.add_argument(
+        "--procs", default="auto", help="sender processes: 1, 2 or auto (default: 2 more when 1 is CPU-bound)"
+    )
     add_run_args(ap)
     ap.add_argument("--backlog", type=int, default=500_000)
     ap.add_argument("--consume-threads", type=int, default=20)
@@ -1796,26 +2271,52 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--raw-warmup", type=float, default=1.0)
     ap.add_argument("--raw-pull-inflight", type=int, default=1024)
     ap.add_argument("--decode-seconds", type=float, default=1.0)
-    ap.add_argument("--disk-seconds", type=float, default=2.0,
-                    help="seconds per disk-limit point (SYNC_FLUSH)")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: 3 s points, 1 s warm-up, 50k backlog, 5 s e2e")
-    ap.add_argument("--profile-broker", action="store_true",
-                    help="broker under cProfile during each measured window; prints top functions")
+    ap.add_argument(
+        "--disk-seconds", type=float, default=2.0, help="seconds per disk-limit point (SYNC_FLUSH)"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke run: 3 s points, 1 s warm-up, 50k backlog, 5 s e2e"
+    )
+    ap.add_argument(
+        "--profile-broker",
+        action="store_true",
+        help="broker under cProfile during each measured window; prints top functions",
+    )
     ap.add_argument("--profile-top", type=int, default=25)
-    ap.add_argument("--broker-stats", action="store_true",
-                    help="start the broker through bench/_cluster.py (same Broker object) to "
-                         "report store flush counters per window (fdatasync/s, msgs per round)")
-    ap.add_argument("--broker-switch-interval", type=float, default=None, metavar="SECONDS",
-                    help="experiment: sys.setswitchinterval in the broker (implies the "
-                         "in-process launcher); Python's default is 0.005")
-    ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra broker.conf line (repeatable), e.g. messageIndexEnable=false")
+    ap.add_argument(
+        "--broker-stats",
+        action="store_true",
+        help="start the broker through bench/_cluster.py (same Broker object) to "
+        "report store flush counters per window (fdatasync/s, msgs per round)",
+    )
+    ap.add_argument(
+        "--broker-switch-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="experiment: sys.setswitchinterval in the broker (implies the "
+        "in-process launcher); Python's default is 0.005",
+    )
+    ap.add_argument(
+        "--broker-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra broker.conf line (repeatable), e.g. messageIndexEnable=false",
+    )
     a = ap.parse_args(argv)
-    if a.quick:   # shorter defaults; values given on the command line win
-        quick = {"duration": 3.0, "warmup": 1.0, "report_interval": 1.0, "backlog": 50_000,
-                 "e2e_duration": 5.0, "raw_duration": 2.0, "raw_warmup": 0.5,
-                 "decode_seconds": 0.5, "disk_seconds": 1.0}
+    if a.quick:  # shorter defaults; values given on the command line win
+        quick = {
+            "duration": 3.0,
+            "warmup": 1.0,
+            "report_interval": 1.0,
+            "backlog": 50_000,
+            "e2e_duration": 5.0,
+            "raw_duration": 2.0,
+            "raw_warmup": 0.5,
+            "decode_seconds": 0.5,
+            "disk_seconds": 1.0,
+        }
         for k, v in quick.items():
             if getattr(a, k) == ap.get_default(k):
                 setattr(a, k, v)
@@ -1862,13 +2363,19 @@ def bench_session(a: argparse.Namespace, prefix: str) -> Iterator[tuple[Bench, P
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    out(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
+    out(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
         f"modes {','.join(a.modes)}; run {','.join(a.run)}; threads {a.threads}; body {a.size} B; "
-        f"{a.warmup:g} s warm-up + {a.duration:g} s per point" + ("; QUICK" if a.quick else "")
+        f"{a.warmup:g} s warm-up + {a.duration:g} s per point"
+        + ("; QUICK" if a.quick else "")
         + (f"; broker.conf extra {a.broker_conf}" if a.broker_conf else "")
-        + (f"; broker switch interval {a.broker_switch_interval:g} s"
-           if a.broker_switch_interval is not None else "")
-        + ("; BROKER UNDER cProfile (slowed)" if a.profile_broker else ""))
+        + (
+            f"; broker switch interval {a.broker_switch_interval:g} s"
+            if a.broker_switch_interval is not None
+            else ""
+        )
+        + ("; BROKER UNDER cProfile (slowed)" if a.profile_broker else "")
+    )
     results: dict[str, dict] = {}
     with bench_session(a, "rmq-e2e-bench-") as (b, root):
         for flush in a.modes:
@@ -1877,13 +2384,16 @@ def main(argv: list[str] | None = None) -> int:
         if b.profiles:
             print_profiles(b.profiles, a.profile_top)
     if a.json:
-        j = {"config": {k: v for k, v in vars(a).items()},
-             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-             "reference_rocketmq_4_9_8": {"send_tps": {m: {str(k): v for k, v in d.items()}
-                                                       for m, d in REF_SEND_TPS.items()},
-                                          "drain_msgs_per_s": REF_DRAIN_MSGS_PER_S,
-                                          "note": "quoted from the issue, not measured"},
-             "modes": results}
+        j = {
+            "config": {k: v for k, v in vars(a).items()},
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "reference_rocketmq_4_9_8": {
+                "send_tps": {m: {str(k): v for k, v in d.items()} for m, d in REF_SEND_TPS.items()},
+                "drain_msgs_per_s": REF_DRAIN_MSGS_PER_S,
+                "note": "quoted from the issue, not measured",
+            },
+            "modes": results,
+        }
         sys.stdout.write(json.dumps(_clean(j), separators=(",", ":"), default=str) + "\n")
     return 0
 

@@ -38,6 +38,7 @@ the master's CPU per message is printed beside it: on a machine where the three
 processes and other tenants share two CPUs, TPS also depends on who got the CPUs);
 catch-up >= 300 MB/s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,9 +58,19 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from _cluster import Cluster  # noqa: E402
-from e2e_bench import (Bench, BrokerPoller, DispatchLagSampler, add_run_args,  # noqa: E402
-                       bench_session, fill_backlog, out, prime_queues, print_profiles, send_step,
-                       uvrun)
+from e2e_bench import (  # noqa: E402
+    Bench,
+    BrokerPoller,
+    DispatchLagSampler,
+    add_run_args,
+    bench_session,
+    fill_backlog,
+    out,
+    prime_queues,
+    print_profiles,
+    send_step,
+    uvrun,
+)
 
 from rmq.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from rmq.protocol.frame import RemotingCommand  # noqa: E402
@@ -133,7 +144,7 @@ class HALagSampler(BrokerPoller):
     def __init__(self, master: str, slave: str, period: float = 0.1) -> None:
         super().__init__(period, "ha-lag")
         self.master, self.slave = master, slave
-        self.samples: list[tuple[float, int, int]] = []     # (time, repl lag, slave dispatch lag)
+        self.samples: list[tuple[float, int, int]] = []  # (time, repl lag, slave dispatch lag)
 
     async def sample(self, rc: Any) -> None:
         m = await ha_status(rc, self.master)
@@ -148,10 +159,13 @@ class HALagSampler(BrokerPoller):
             return {}
         lags = [r[1] for r in rows]
         disp = [r[2] for r in rows]
-        return {"repl_lag_max_kb": max(lags) / 1e3, "repl_lag_mean_kb": sum(lags) / len(lags) / 1e3,
-                "no_slave_samples": sum(1 for x in lags if x < 0),
-                "slave_dispatch_lag_max_kb": max(disp) / 1e3,
-                "slave_dispatch_lag_mean_kb": sum(disp) / len(disp) / 1e3}
+        return {
+            "repl_lag_max_kb": max(lags) / 1e3,
+            "repl_lag_mean_kb": sum(lags) / len(lags) / 1e3,
+            "no_slave_samples": sum(1 for x in lags if x < 0),
+            "slave_dispatch_lag_max_kb": max(disp) / 1e3,
+            "slave_dispatch_lag_mean_kb": sum(disp) / len(disp) / 1e3,
+        }
 
 
 async def ha_status(rc: Any, addr: str) -> dict[str, Any]:
@@ -164,11 +178,13 @@ async def ha_status(rc: Any, addr: str) -> dict[str, Any]:
 def status(addr: str) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         from rmq.remoting.client import RemotingClient
+
         rc = RemotingClient()
         try:
             return await ha_status(rc, addr)
         finally:
             await rc.close()
+
     return uvrun(go())
 
 
@@ -190,15 +206,22 @@ def in_sync(c: Cluster) -> bool:
 # ============================================================================ steps
 def produce_mode(b: Bench, mode: str, root: Path) -> dict[str, Any]:
     a = b.args
-    out(f"\n=== {mode}: NameServer + master + slave ({a.flush}), {a.threads} senders, "
-        f"{a.warmup:g} s warm-up + {a.duration:g} s")
-    with Cluster(root / mode.lower(), a.flush, conf={"brokerRole": mode}, slave=True,
-                 profile=a.profile_broker, profile_clock=a.profile_clock) as c:
+    out(
+        f"\n=== {mode}: NameServer + master + slave ({a.flush}), {a.threads} senders, "
+        f"{a.warmup:g} s warm-up + {a.duration:g} s"
+    )
+    with Cluster(
+        root / mode.lower(),
+        a.flush,
+        conf={"brokerRole": mode},
+        slave=True,
+        profile=a.profile_broker,
+        profile_clock=a.profile_clock,
+    ) as c:
         b.cluster = c
         try:
             wait_for(lambda: in_sync(c), 60, "the slave never connected")
-            out(f"    master {c.broker_addr} (pid {c.broker_pid}), slave {c.slave_addr} "
-                f"(pid {c.slave.pid})")  # type: ignore[union-attr]
+            out(f"    master {c.broker_addr} (pid {c.broker_pid}), slave {c.slave_addr} (pid {c.slave.pid})")  # type: ignore[union-attr]
             b.lag = DispatchLagSampler(c.broker_addr).start()
             n, secs = prime_queues(c.namesrv_addr, a.topic, a.size)
             if n:
@@ -206,8 +229,7 @@ def produce_mode(b: Bench, mode: str, root: Path) -> dict[str, Any]:
             ha = HALagSampler(c.broker_addr, c.slave_addr).start()
             try:
                 t_begin = time.time()
-                r = send_step(b, "lean", a.threads, 1, a.warmup, a.duration,
-                              ok_codes=[ResponseCode.SUCCESS])
+                r = send_step(b, "lean", a.threads, 1, a.warmup, a.duration, ok_codes=[ResponseCode.SUCCESS])
                 # send_step's window: it starts warmup after its children's t_begin
                 t1 = time.time()
                 t0 = t1 - a.duration - 1.0
@@ -219,10 +241,12 @@ def produce_mode(b: Bench, mode: str, root: Path) -> dict[str, Any]:
                 b.lag.stop()
                 b.lag = None
             wait_for(lambda: in_sync(c), 60, "the slave did not catch up after the run")
-            out(f"    replication lag max {r.get('repl_lag_max_kb', float('nan')):,.0f} KB, mean "
+            out(
+                f"    replication lag max {r.get('repl_lag_max_kb', float('nan')):,.0f} KB, mean "
                 f"{r.get('repl_lag_mean_kb', float('nan')):,.1f} KB; slave dispatch lag max "
                 f"{r.get('slave_dispatch_lag_max_kb', float('nan')):,.0f} KB; slave CPU "
-                f"{r['slave_cpu_pct']:.0f} %")
+                f"{r['slave_cpu_pct']:.0f} %"
+            )
             return r
         finally:
             b.cluster = None
@@ -235,41 +259,54 @@ def catchup(b: Bench, root: Path) -> dict[str, Any]:
         wait_for(lambda: in_sync(c), 60, "the slave never connected")
         c.stop_slave()
         before = status(c.broker_addr)["commitLogMaxOffset"]
-        record = 1200    # a 1 KiB message's CommitLog record, about
+        record = 1200  # a 1 KiB message's CommitLog record, about
         n = int(a.catchup_mb * MB / record)
         put, secs = fill_backlog(c.namesrv_addr, a.topic, n, a.size)
         top = status(c.broker_addr)["commitLogMaxOffset"]
         gap = top - before
         out(f"    put {put:,} messages ({gap / MB:,.0f} MB of CommitLog) in {secs:.1f} s")
-        limits = {"loopback_mb_per_s": loopback_limit(gap, None),
-                  "loopback_pwrite_mb_per_s": loopback_limit(gap, str(root / "blast.tmp"))}
-        out(f"    limit: the same {gap / MB:,.0f} MB over loopback TCP between two processes "
+        limits = {
+            "loopback_mb_per_s": loopback_limit(gap, None),
+            "loopback_pwrite_mb_per_s": loopback_limit(gap, str(root / "blast.tmp")),
+        }
+        out(
+            f"    limit: the same {gap / MB:,.0f} MB over loopback TCP between two processes "
             f"{limits['loopback_mb_per_s']:,.0f} MB/s; receiver also pwrite-ing to a fresh "
-            f"file {limits['loopback_pwrite_mb_per_s']:,.0f} MB/s")
+            f"file {limits['loopback_pwrite_mb_per_s']:,.0f} MB/s"
+        )
         t_spawn = time.time()
         c.start_slave()
-        wait_for(lambda: status(c.slave_addr)["commitLogMaxOffset"] >= top, 600,
-                 "the slave never caught up")
+        wait_for(lambda: status(c.slave_addr)["commitLogMaxOffset"] >= top, 600, "the slave never caught up")
         t_caught = time.time()
         s = status(c.slave_addr)
         cu = s["haClientRuntimeInfo"].get("lastCatchUp") or {}
         lag_at = s["dispatchBehindBytes"]
-        wait_for(lambda: status(c.slave_addr)["dispatchBehindBytes"] == 0, 600,
-                 "the slave's dispatch never finished")
+        wait_for(
+            lambda: status(c.slave_addr)["dispatchBehindBytes"] == 0,
+            600,
+            "the slave's dispatch never finished",
+        )
         t_disp = time.time()
         assert c.slave_cpu is not None
-        r = {"mb": gap / MB, "append_mb_per_s": cu["bytes"] / (cu["micros"] / 1e6) / MB,
-             "append_s": cu["micros"] / 1e6, "since_handshake_s": cu["microsSinceAccept"] / 1e6,
-             "from_spawn_s": t_caught - t_spawn, "dispatch_lag_at_catchup_mb": lag_at / MB,
-             "dispatch_done_after_s": t_disp - t_caught,
-             "slave_cpu_pct": c.slave_cpu.percent(t_spawn, t_caught)}
+        r = {
+            "mb": gap / MB,
+            "append_mb_per_s": cu["bytes"] / (cu["micros"] / 1e6) / MB,
+            "append_s": cu["micros"] / 1e6,
+            "since_handshake_s": cu["microsSinceAccept"] / 1e6,
+            "from_spawn_s": t_caught - t_spawn,
+            "dispatch_lag_at_catchup_mb": lag_at / MB,
+            "dispatch_done_after_s": t_disp - t_caught,
+            "slave_cpu_pct": c.slave_cpu.percent(t_spawn, t_caught),
+        }
         r.update(limits)
         r["vs_loopback"] = r["append_mb_per_s"] / limits["loopback_mb_per_s"]
         r["vs_loopback_pwrite"] = r["append_mb_per_s"] / limits["loopback_pwrite_mb_per_s"]
-        out(f"    slave appended {cu['bytes'] / MB:,.0f} MB in {r['append_s']:.2f} s = "
+        out(
+            f"    slave appended {cu['bytes'] / MB:,.0f} MB in {r['append_s']:.2f} s = "
             f"{r['append_mb_per_s']:,.0f} MB/s ({r['from_spawn_s']:.2f} s from process spawn); "
             f"dispatch {lag_at / MB:,.0f} MB behind then, done {r['dispatch_done_after_s']:.2f} s "
-            f"later; slave CPU {r['slave_cpu_pct']:.0f} %")
+            f"later; slave CPU {r['slave_cpu_pct']:.0f} %"
+        )
         return r
 
 
@@ -278,19 +315,25 @@ def report(res: dict[str, Any]) -> None:
     out("\n" + "=" * 100)
     runs = res.get("produce") or []
     if runs:
-        out(f"\nproduce, {res['config']['threads']} synchronous senders (lean), "
-            f"{res['config']['flush']}, modes alternating:")
-        out(f"{'mode':<14}{'#':>2}{'TPS':>9}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'fail':>6}"
+        out(
+            f"\nproduce, {res['config']['threads']} synchronous senders (lean), "
+            f"{res['config']['flush']}, modes alternating:"
+        )
+        out(
+            f"{'mode':<14}{'#':>2}{'TPS':>9}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'fail':>6}"
             f"{'repl lag max/mean KB':>22}{'slave disp KB':>15}{'master CPU%':>12}"
-            f"{'+wait%':>7}{'us/msg':>8}{'slave CPU%':>11}{'others%':>9}")
+            f"{'+wait%':>7}{'us/msg':>8}{'slave CPU%':>11}{'others%':>9}"
+        )
         for r in runs:
-            out(f"{r['mode']:<14}{r['round']:>2}{r['tps']:>9,.0f}{r['p50_ms']:>8.2f}"
+            out(
+                f"{r['mode']:<14}{r['round']:>2}{r['tps']:>9,.0f}{r['p50_ms']:>8.2f}"
                 f"{r['p99_ms']:>8.2f}{r['max_ms']:>8.1f}{r['send_failed'] + r['response_failed']:>6}"
                 f"{r.get('repl_lag_max_kb', float('nan')):>12,.0f} /{r.get('repl_lag_mean_kb', float('nan')):>7,.1f}"
                 f"{r.get('slave_dispatch_lag_max_kb', float('nan')):>15,.0f}"
                 f"{r['broker_cpu_pct']:>12.0f}{r['broker_loop_wait_pct']:>7.0f}"
                 f"{r['broker_us_per_msg']:>8.0f}{r['slave_cpu_pct']:>11.0f}"
-                f"{r['others_cpu_pct']:>9.0f}")
+                f"{r['others_cpu_pct']:>9.0f}"
+            )
         by = {m: [r for r in runs if r["mode"] == m] for m in ("ASYNC_MASTER", "SYNC_MASTER")}
         if all(by.values()):
             tps = {m: statistics.median(r["tps"] for r in rs) for m, rs in by.items()}
@@ -298,39 +341,53 @@ def report(res: dict[str, Any]) -> None:
             ratio = tps["SYNC_MASTER"] / tps["ASYNC_MASTER"]
             res["sync_vs_async_tps"] = ratio
             res["sync_vs_async_cpu_capacity"] = us["ASYNC_MASTER"] / us["SYNC_MASTER"]
-            out(f"SYNC_MASTER / ASYNC_MASTER TPS (medians) = {ratio:.2f} (goal >= "
+            out(
+                f"SYNC_MASTER / ASYNC_MASTER TPS (medians) = {ratio:.2f} (goal >= "
                 f"{GOAL_SYNC_RATIO}: {'met' if ratio >= GOAL_SYNC_RATIO else 'NOT met'}); "
                 f"master CPU per message {us['SYNC_MASTER']:.0f} vs {us['ASYNC_MASTER']:.0f} us "
-                f"(capacity ratio {res['sync_vs_async_cpu_capacity']:.2f})")
+                f"(capacity ratio {res['sync_vs_async_cpu_capacity']:.2f})"
+            )
     cu = res.get("catchup")
     if cu:
-        out(f"\ncatch-up of {cu['mb']:,.0f} MB (limits measured next to it: loopback "
+        out(
+            f"\ncatch-up of {cu['mb']:,.0f} MB (limits measured next to it: loopback "
             f"{cu['loopback_mb_per_s']:,.0f} MB/s, loopback + pwrite to a fresh file "
-            f"{cu['loopback_pwrite_mb_per_s']:,.0f} MB/s):")
-        out(f"{'append MB/s':>12}{'x loopback':>11}{'x lb+pwrite':>12}{'append s':>9}"
-            f"{'from spawn s':>13}{'disp lag MB':>12}{'disp done +s':>13}{'slave CPU%':>11}")
-        out(f"{cu['append_mb_per_s']:>12,.0f}{cu['vs_loopback']:>11.2f}{cu['vs_loopback_pwrite']:>12.2f}"
+            f"{cu['loopback_pwrite_mb_per_s']:,.0f} MB/s):"
+        )
+        out(
+            f"{'append MB/s':>12}{'x loopback':>11}{'x lb+pwrite':>12}{'append s':>9}"
+            f"{'from spawn s':>13}{'disp lag MB':>12}{'disp done +s':>13}{'slave CPU%':>11}"
+        )
+        out(
+            f"{cu['append_mb_per_s']:>12,.0f}{cu['vs_loopback']:>11.2f}{cu['vs_loopback_pwrite']:>12.2f}"
             f"{cu['append_s']:>9.2f}{cu['from_spawn_s']:>13.2f}{cu['dispatch_lag_at_catchup_mb']:>12,.0f}"
-            f"{cu['dispatch_done_after_s']:>13.2f}{cu['slave_cpu_pct']:>11.0f}")
-        out(f"catch-up goal >= {GOAL_CATCHUP_MB_S:.0f} MB/s: "
-            f"{'met' if cu['append_mb_per_s'] >= GOAL_CATCHUP_MB_S else 'NOT met'}")
+            f"{cu['dispatch_done_after_s']:>13.2f}{cu['slave_cpu_pct']:>11.0f}"
+        )
+        out(
+            f"catch-up goal >= {GOAL_CATCHUP_MB_S:.0f} MB/s: "
+            f"{'met' if cu['append_mb_per_s'] >= GOAL_CATCHUP_MB_S else 'NOT met'}"
+        )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--modes", default="ASYNC_MASTER,SYNC_MASTER")
     ap.add_argument("--run", default="produce,catchup")
     ap.add_argument("--threads", type=int, default=64)
     ap.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     add_run_args(ap)
     ap.add_argument("--catchup-mb", type=int, default=500)
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="produce runs per mode, the modes alternating (default 2)")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="produce runs per mode, the modes alternating (default 2)"
+    )
     ap.add_argument("--quick", action="store_true", help="3 s points, 1 s warm-up, 100 MB catch-up")
-    ap.add_argument("--profile-broker", action="store_true",
-                    help="the master under cProfile during each produce window (slowed); "
-                         "prints the top functions")
+    ap.add_argument(
+        "--profile-broker",
+        action="store_true",
+        help="the master under cProfile during each produce window (slowed); prints the top functions",
+    )
     a = ap.parse_args(argv)
     if a.quick:
         a.warmup, a.duration, a.report_interval, a.catchup_mb, a.rounds = 1.0, 3.0, 1.0, 100, 1
@@ -341,9 +398,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    out(f"python {platform.python_version()}, {os.cpu_count()} CPUs; {','.join(a.run)}; "
+    out(
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs; {','.join(a.run)}; "
         f"modes {','.join(a.modes)}; {a.threads} senders; body {a.size} B; catch-up "
-        f"{a.catchup_mb} MB" + ("; QUICK" if a.quick else ""))
+        f"{a.catchup_mb} MB" + ("; QUICK" if a.quick else "")
+    )
     res: dict[str, Any] = {"config": {k: v for k, v in vars(a).items()}}
     with bench_session(a, "rmq-ha-bench-") as (b, root):
         if "produce" in a.run:

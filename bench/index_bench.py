@@ -6,6 +6,7 @@ Realistic keys: `topic#UNIQ_KEY` (32 hex digits, as the Java client makes them) 
 or two KEYS tokens per record, default file sizes (5,000,000 slots, 20,000,000 entries),
 files in a temporary directory. Also measures query_offset latency on the built index.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,11 +19,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rmq.protocol.message import UniqueIdGenerator  # noqa: E402
-from rmq.store.checkpoint import StoreCheckpoint  # noqa: E402
-from rmq.store.config import MessageStoreConfig  # noqa: E402
-from rmq.store.dispatch_request import DispatchRequest  # noqa: E402
-from rmq.store.index import IndexService  # noqa: E402
+from rmq.protocol.message import UniqueIdGenerator
+from rmq.store.checkpoint import StoreCheckpoint
+from rmq.store.config import MessageStoreConfig
+from rmq.store.dispatch_request import DispatchRequest
+from rmq.store.index import IndexService
 
 TOPIC = "BenchmarkTest"
 
@@ -37,10 +38,20 @@ def make_requests(n: int, seed: int = 7) -> list[DispatchRequest]:
         ntok = 1 + (i % 2)
         keys = " ".join(f"order-{rnd.randrange(10**9)}" for _ in range(ntok))
         size = 200 + rnd.randrange(800)
-        reqs.append(DispatchRequest(
-            topic=TOPIC, queue_id=i % 8, commit_log_offset=off, msg_size=size,
-            tags_code=0, store_timestamp=now + i // 100, consume_queue_offset=i // 8,
-            keys=keys, uniq_key=gen.next_id(now + i // 100), sys_flag=0))
+        reqs.append(
+            DispatchRequest(
+                topic=TOPIC,
+                queue_id=i % 8,
+                commit_log_offset=off,
+                msg_size=size,
+                tags_code=0,
+                store_timestamp=now + i // 100,
+                consume_queue_offset=i // 8,
+                keys=keys,
+                uniq_key=gen.next_id(now + i // 100),
+                sys_flag=0,
+            )
+        )
         off += size
     return reqs
 
@@ -68,7 +79,7 @@ def run(reqs: list[DispatchRequest], batch: int | None) -> tuple[float, IndexSer
     else:
         bb = svc.build_index_batch
         for i in range(0, len(rest), batch):
-            bb(rest[i:i + batch])
+            bb(rest[i : i + batch])
     return time.perf_counter() - t0, svc, root
 
 
@@ -89,8 +100,10 @@ def main() -> None:
     reqs = make_requests(args.records)
     nkeys = count_keys(reqs[1:])
     nrec = len(reqs) - 1
-    print(f"{nrec} records, {nkeys} keys ({nkeys / nrec:.2f} keys/record, "
-          f"~{len(TOPIC) + 1 + 32} chars per topic#UNIQ_KEY), best of {args.repeat}")
+    print(
+        f"{nrec} records, {nkeys} keys ({nkeys / nrec:.2f} keys/record, "
+        f"~{len(TOPIC) + 1 + 32} chars per topic#UNIQ_KEY), best of {args.repeat}"
+    )
     print(f"{'mode':<28}{'batch':>7}{'keys/s':>14}{'records/s':>14}{'us/key':>9}")
     svc_for_query = None
     for batch in (None, 32, 256, 4096):
@@ -104,8 +117,9 @@ def main() -> None:
             else:
                 cleanup(svc, root)
         mode = "build_index (per record)" if batch is None else "build_index_batch"
-        print(f"{mode:<28}{batch or 1:>7}{nkeys / best:>14,.0f}{nrec / best:>14,.0f}"
-              f"{best / nkeys * 1e6:>9.2f}")
+        print(
+            f"{mode:<28}{batch or 1:>7}{nkeys / best:>14,.0f}{nrec / best:>14,.0f}{best / nkeys * 1e6:>9.2f}"
+        )
 
     assert svc_for_query is not None
     svc, root = svc_for_query
@@ -125,14 +139,17 @@ def main() -> None:
         svc.query_offset(TOPIC, "no-such-key-" + k, 32, 0, 2**62)
         lat_miss.append(time.perf_counter() - t0)
     print()
-    print(f"query_offset latency over {len(sample)} queries, "
-          f"{svc.index_files[-1].entry_count:,} entries in the file:")
+    print(
+        f"query_offset latency over {len(sample)} queries, "
+        f"{svc.index_files[-1].entry_count:,} entries in the file:"
+    )
     print(f"{'query':<22}{'p50 us':>9}{'p99 us':>9}{'max us':>9}")
-    for name, lat in (("UNIQ_KEY (hit)", lat_uniq), ("KEYS token (hit)", lat_key),
-                      ("absent key", lat_miss)):
+    for name, lat in (("UNIQ_KEY (hit)", lat_uniq), ("KEYS token (hit)", lat_key), ("absent key", lat_miss)):
         lat.sort()
-        print(f"{name:<22}{statistics.median(lat) * 1e6:>9.1f}"
-              f"{lat[int(len(lat) * 0.99)] * 1e6:>9.1f}{lat[-1] * 1e6:>9.1f}")
+        print(
+            f"{name:<22}{statistics.median(lat) * 1e6:>9.1f}"
+            f"{lat[int(len(lat) * 0.99)] * 1e6:>9.1f}{lat[-1] * 1e6:>9.1f}"
+        )
     cleanup(svc, root)
 
 

@@ -21,6 +21,7 @@ same gigabyte of CommitLog.
 
 MB = 10^6 bytes of CommitLog; records/s counts every record. Nothing here is a test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,12 +36,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rmq.store.config import MessageStoreConfig  # noqa: E402
-from rmq.store.dispatch_request import check_message_and_return_size  # noqa: E402
-from spark.commitlog_files import check_files, list_local, make_splits, parse_size  # noqa: E402
-from spark.rebuild_consume_queue import Options, Rebuild, start_spark  # noqa: E402
-from spark.scan import ScanOptions, scan_local_split  # noqa: E402
-from tests.spark.commitlog_gen import CommitLogWriter  # noqa: E402
+from rmq.store.config import MessageStoreConfig
+from rmq.store.dispatch_request import check_message_and_return_size
+from spark.commitlog_files import check_files, list_local, make_splits, parse_size
+from spark.rebuild_consume_queue import Options, Rebuild, start_spark
+from spark.scan import ScanOptions, scan_local_split
+from tests.spark.commitlog_gen import CommitLogWriter
 
 TOPICS, QUEUES, BODY = 50, 8, 1024
 
@@ -58,12 +59,10 @@ def generate(store: str, total: int, file_size: int) -> tuple[int, int, float]:
     ts = 1_700_000_000_000
     prefix = "7F000001" + "1A2B" + "3C4D5E6F"
     # every record has the same size: stop before one would open file nfiles + 1
-    while not (w.offset // file_size == nfiles - 1
-               and w.offset % file_size + size + 8 > file_size):
+    while not (w.offset // file_size == nfiles - 1 and w.offset % file_size + size + 8 > file_size):
         q = n % (TOPICS * QUEUES)
         props = {"UNIQ_KEY": f"{prefix}{n:016X}", "WAIT": "true", "TAGS": tags[n % 3]}
-        size = w.append(topics[q // QUEUES], q % QUEUES, body, props,
-                        store_timestamp=ts + n // 100).size
+        size = w.append(topics[q // QUEUES], q % QUEUES, body, props, store_timestamp=ts + n // 100).size
         n += 1
     w.close(blank=True)
     return n, nfiles * file_size, time.perf_counter() - t0
@@ -79,10 +78,9 @@ def run_dd_direct(files: list[str]) -> float | None:
     """The files read past the page cache (O_DIRECT): the disk's own read rate."""
     t0 = time.perf_counter()
     for f in files:
-        r = subprocess.run(["dd", f"if={f}", "of=/dev/null", "bs=4M", "iflag=direct"],
-                           capture_output=True)
+        r = subprocess.run(["dd", f"if={f}", "of=/dev/null", "bs=4M", "iflag=direct"], capture_output=True)
         if r.returncode:
-            return None     # a file system without O_DIRECT (tmpfs)
+            return None  # a file system without O_DIRECT (tmpfs)
     return time.perf_counter() - t0
 
 
@@ -102,7 +100,8 @@ def run_dispatch_loop(files: list[str], levels: tuple[int, ...]) -> tuple[int, f
             if req is None:
                 break
             units.setdefault((req.topic, req.queue_id), []).append(
-                (req.consume_queue_offset, req.commit_log_offset, req.msg_size, req.tags_code))
+                (req.consume_queue_offset, req.commit_log_offset, req.msg_size, req.tags_code)
+            )
             n += 1
             pos += size
         mm.close()
@@ -138,10 +137,14 @@ def main() -> int:
         if os.path.isdir(store):
             shutil.rmtree(store)
         records, nbytes, gen_s = generate(store, int(a.gib * (1 << 30)), file_size)
-        files = sorted(os.path.join(store, "commitlog", n)
-                       for n in os.listdir(os.path.join(store, "commitlog")))
-        print(f"generated {records:,} records, {nbytes / 2**30:.2f} GiB in {len(files)} files "
-              f"in {gen_s:.1f} s ({nbytes / gen_s / 1e6:.0f} MB/s)", flush=True)
+        files = sorted(
+            os.path.join(store, "commitlog", n) for n in os.listdir(os.path.join(store, "commitlog"))
+        )
+        print(
+            f"generated {records:,} records, {nbytes / 2**30:.2f} GiB in {len(files)} files "
+            f"in {gen_s:.1f} s ({nbytes / gen_s / 1e6:.0f} MB/s)",
+            flush=True,
+        )
         levels = tuple(MessageStoreConfig().delay_levels_ms)
         rows = []
 
@@ -166,8 +169,21 @@ def main() -> int:
         for run in range(1, a.runs + 1):
             out = os.path.join(work, f"out{run}")
             shutil.rmtree(out, ignore_errors=True)
-            opts = Options(store, out, a.master, None, parse_size(a.split_size), None, False,
-                           False, None, False, True, MessageStoreConfig(), None)
+            opts = Options(
+                store,
+                out,
+                a.master,
+                None,
+                parse_size(a.split_size),
+                None,
+                False,
+                False,
+                None,
+                False,
+                True,
+                MessageStoreConfig(),
+                None,
+            )
             rb = Rebuild(opts, out=open(os.devnull, "w"))
             t0 = time.perf_counter()
             code = rb.run()
@@ -183,24 +199,37 @@ def main() -> int:
         if not a.keep and not a.dir:
             shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\nCommitLog: {nbytes / 1e6:,.0f} MB, {records:,} records of {nbytes // records} B; "
-          f"{os.cpu_count()} CPUs (load average {load_before:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after); Spark start-up {startup:.1f} s ({cores} cores, "
-          f"Python workers started; not counted)\n")
+    print(
+        f"\nCommitLog: {nbytes / 1e6:,.0f} MB, {records:,} records of {nbytes // records} B; "
+        f"{os.cpu_count()} CPUs (load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after); Spark start-up {startup:.1f} s ({cores} cores, "
+        f"Python workers started; not counted)\n"
+    )
     w = max(len(r[0]) for r in rows)
     print(f"{'run':<{w}}  {'seconds':>8}  {'MB/s':>8}  {'records/s':>11}  {'vs cat':>7}")
     for name, s, n in rows:
-        print(f"{name:<{w}}  {s:>8.2f}  {nbytes / s / 1e6:>8.0f}  {n / s:>11,.0f}  "
-              f"{cat_s / s:>6.0%}")
+        print(f"{name:<{w}}  {s:>8.2f}  {nbytes / s / 1e6:>8.0f}  {n / s:>11,.0f}  {cat_s / s:>6.0%}")
     totals.sort()
     med = totals[len(totals) // 2]
-    print(f"\nspark {a.master}, scan + write CQs over {len(totals)} runs: median "
-          f"{nbytes / med / 1e6:.0f} MB/s, best {nbytes / totals[0] / 1e6:.0f} MB/s, worst "
-          f"{nbytes / totals[-1] / 1e6:.0f} MB/s (goal: 250 MB/s)")
+    print(
+        f"\nspark {a.master}, scan + write CQs over {len(totals)} runs: median "
+        f"{nbytes / med / 1e6:.0f} MB/s, best {nbytes / totals[0] / 1e6:.0f} MB/s, worst "
+        f"{nbytes / totals[-1] / 1e6:.0f} MB/s (goal: 250 MB/s)"
+    )
     if a.json:
-        print(json.dumps({"bytes": nbytes, "records": records, "startup_s": startup,
-                          "rows": [{"run": r[0], "seconds": r[1], "mb_s": nbytes / r[1] / 1e6,
-                                    "records_s": r[2] / r[1]} for r in rows]}))
+        print(
+            json.dumps(
+                {
+                    "bytes": nbytes,
+                    "records": records,
+                    "startup_s": startup,
+                    "rows": [
+                        {"run": r[0], "seconds": r[1], "mb_s": nbytes / r[1] / 1e6, "records_s": r[2] / r[1]}
+                        for r in rows
+                    ],
+                }
+            )
+        )
     return 0
 
 

@@ -21,6 +21,7 @@ latency (per request, from the call to its response) are printed with the rmq/ra
 ``--coalesce-limit`` sets rmq's write batch cap on both sides (``--coalesce-limit 16777216``
 shows the one-batch-per-iteration behaviour the 16 KiB default replaced).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,25 +32,33 @@ import os
 import platform
 import sys
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _cluster import RawClient  # noqa: E402
-from rmq.protocol.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
-from rmq.protocol.frame import RemotingCommand, encode  # noqa: E402
-from rmq.remoting import RemotingClient, RemotingServer  # noqa: E402
+from _cluster import RawClient
 
+from rmq.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rmq.protocol.frame import RemotingCommand, encode
+from rmq.remoting import RemotingClient, RemotingServer
 
 
 def sample_request(body_size: int) -> RemotingCommand:
     """What a Java producer's SEND_MESSAGE_V2 looks like (V2 short keys)."""
     ext = {
-        "a": "please_rename_unique_group_name", "b": "BenchmarkTest", "c": "TBW102",
-        "d": "4", "e": "3", "f": "0", "g": "1700000000123", "h": "0",
+        "a": "please_rename_unique_group_name",
+        "b": "BenchmarkTest",
+        "c": "TBW102",
+        "d": "4",
+        "e": "3",
+        "f": "0",
+        "g": "1700000000123",
+        "h": "0",
         "i": "UNIQ_KEY\x017F0000010A2418B4AAC25C8F4D2A0000\x02WAIT\x01true\x02TAGS\x01TagA\x02",
-        "j": "0", "k": "false", "m": "false",
+        "j": "0",
+        "k": "false",
+        "m": "false",
     }
     return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=ext, body=b"x" * body_size)
 
@@ -57,6 +66,7 @@ def sample_request(body_size: int) -> RemotingCommand:
 def _run(loop_name: str, main: Callable[[], Awaitable[object]]) -> object:
     if loop_name == "uvloop":
         import uvloop
+
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(main())
     return asyncio.run(main())
@@ -81,8 +91,10 @@ def _serve(kind: str, loop_name: str, coalesce_limit: int, pipe) -> None:  # typ
             server = RemotingServer(name="bench", coalesce_limit=coalesce_limit)
             server.register_processor(
                 RequestCode.SEND_MESSAGE_V2,
-                lambda conn, cmd: cmd.create_response(ResponseCode.SUCCESS,
-                                                      ext_fields=cmd.ext_fields, body=cmd.body))
+                lambda conn, cmd: cmd.create_response(
+                    ResponseCode.SUCCESS, ext_fields=cmd.ext_fields, body=cmd.body
+                ),
+            )
             await server.start()
             pipe.send(server.port)
             await done
@@ -98,8 +110,9 @@ def _serve(kind: str, loop_name: str, coalesce_limit: int, pipe) -> None:  # typ
 
 # ---------------------------------------------------------------------- raw client
 # ---------------------------------------------------------------------- measurement
-async def _drive(call: Callable[[], Awaitable[object]], concurrency: int, warmup: float,
-                 duration: float) -> tuple[float, float, float]:
+async def _drive(
+    call: Callable[[], Awaitable[object]], concurrency: int, warmup: float, duration: float
+) -> tuple[float, float, float]:
     loop = asyncio.get_running_loop()
     perf = time.perf_counter
     lat: list[float] = []
@@ -131,9 +144,17 @@ async def _drive(call: Callable[[], Awaitable[object]], concurrency: int, warmup
     return count / elapsed, p50 * 1e6, p99 * 1e6
 
 
-def _client_run(kind: str, loop_name: str, port: int, concurrencies: list[int], warmup: float,
-                duration: float, body: int, st: int,
-                coalesce_limit: int) -> list[tuple[float, float, float]]:
+def _client_run(
+    kind: str,
+    loop_name: str,
+    port: int,
+    concurrencies: list[int],
+    warmup: float,
+    duration: float,
+    body: int,
+    st: int,
+    coalesce_limit: int,
+) -> list[tuple[float, float, float]]:
     async def main() -> list[tuple[float, float, float]]:
         results = []
         if kind == "rmq":
@@ -145,8 +166,9 @@ def _client_run(kind: str, loop_name: str, port: int, concurrencies: list[int], 
 
             def call() -> Awaitable[RemotingCommand]:
                 # a fresh command per request: invoke assigns the opaque
-                return client.invoke(addr, RemotingCommand(
-                    req.code, ext_fields=req.ext_fields, body=req.body), 10)
+                return client.invoke(
+                    addr, RemotingCommand(req.code, ext_fields=req.ext_fields, body=req.body), 10
+                )
 
             for c in concurrencies:
                 results.append(await _drive(call, c, warmup, duration))
@@ -163,8 +185,7 @@ def _client_run(kind: str, loop_name: str, port: int, concurrencies: list[int], 
     return _run(loop_name, main)  # type: ignore[return-value]
 
 
-def _with_server(kind: str, loop_name: str, coalesce_limit: int,
-                 fn: Callable[[int], object]) -> object:
+def _with_server(kind: str, loop_name: str, coalesce_limit: int, fn: Callable[[int], object]) -> object:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_serve, args=(kind, loop_name, coalesce_limit, child), daemon=True)
@@ -196,25 +217,52 @@ def main() -> None:
     concs = [int(c) for c in args.concurrency.split(",")]
     st = SerializeType.JSON if args.serialize == "json" else SerializeType.ROCKETMQ
     frame_size = len(encode(sample_request(args.body), st))
-    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
-          f"request frame {frame_size} B ({args.serialize} header, {args.body} B body), "
-          f"echo response of the same size; {args.duration:g} s per point; "
-          f"rmq coalesce limit {args.coalesce_limit} B")
-    print(f"{'loop':8} {'in-flight':>9} | {'rmq req/s':>10} {'p50 us':>8} {'p99 us':>8} | "
-          f"{'raw req/s':>10} {'p50 us':>8} {'p99 us':>8} | {'rmq/raw':>7}")
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"request frame {frame_size} B ({args.serialize} header, {args.body} B body), "
+        f"echo response of the same size; {args.duration:g} s per point; "
+        f"rmq coalesce limit {args.coalesce_limit} B"
+    )
+    print(
+        f"{'loop':8} {'in-flight':>9} | {'rmq req/s':>10} {'p50 us':>8} {'p99 us':>8} | "
+        f"{'raw req/s':>10} {'p50 us':>8} {'p99 us':>8} | {'rmq/raw':>7}"
+    )
     rows = []
     for loop_name in args.loops.split(","):
         lim = args.coalesce_limit
-        rmq = _with_server("rmq", loop_name, lim, lambda port: _client_run(
-            "rmq", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim))
-        raw = _with_server("raw", loop_name, lim, lambda port: _client_run(
-            "raw", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim))
+        rmq = _with_server(
+            "rmq",
+            loop_name,
+            lim,
+            lambda port: _client_run(
+                "rmq", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim
+            ),
+        )
+        raw = _with_server(
+            "raw",
+            loop_name,
+            lim,
+            lambda port: _client_run(
+                "raw", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim
+            ),
+        )
         for c, r, b in zip(concs, rmq, raw):  # type: ignore[call-overload]
-            print(f"{loop_name:8} {c:>9} | {r[0]:>10,.0f} {r[1]:>8.0f} {r[2]:>8.0f} | "
-                  f"{b[0]:>10,.0f} {b[1]:>8.0f} {b[2]:>8.0f} | {r[0] / b[0]:>7.2f}")
-            rows.append({"loop": loop_name, "concurrency": c, "rmq_rps": r[0], "rmq_p50_us": r[1],
-                         "rmq_p99_us": r[2], "raw_rps": b[0], "raw_p50_us": b[1],
-                         "raw_p99_us": b[2]})
+            print(
+                f"{loop_name:8} {c:>9} | {r[0]:>10,.0f} {r[1]:>8.0f} {r[2]:>8.0f} | "
+                f"{b[0]:>10,.0f} {b[1]:>8.0f} {b[2]:>8.0f} | {r[0] / b[0]:>7.2f}"
+            )
+            rows.append(
+                {
+                    "loop": loop_name,
+                    "concurrency": c,
+                    "rmq_rps": r[0],
+                    "rmq_p50_us": r[1],
+                    "rmq_p99_us": r[2],
+                    "raw_rps": b[0],
+                    "raw_p50_us": b[1],
+                    "raw_p99_us": b[2],
+                }
+            )
     if args.json:
         print(json.dumps({"frame_size": frame_size, "rows": rows}))
 

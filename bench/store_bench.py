@@ -41,6 +41,7 @@ What one run does, all in this process:
 
 MB is 10**6 bytes.  Without ``--store-dir`` every store and temp file is removed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,7 +66,6 @@ from dataclasses import dataclass, field
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import uvloop
-
 from _cluster import steal_seconds
 
 from rmq.protocol.message import MessageExtBrokerInner, UniqueIdGenerator
@@ -83,8 +83,12 @@ TOPIC = "BenchmarkTest"
 MB = 1e6
 GiB = 1 << 30
 PUT_OK = PutMessageStatus.PUT_OK
-MODE_NAMES = {"async": FlushDiskType.ASYNC_FLUSH, "async_flush": FlushDiskType.ASYNC_FLUSH,
-              "sync": FlushDiskType.SYNC_FLUSH, "sync_flush": FlushDiskType.SYNC_FLUSH}
+MODE_NAMES = {
+    "async": FlushDiskType.ASYNC_FLUSH,
+    "async_flush": FlushDiskType.ASYNC_FLUSH,
+    "sync": FlushDiskType.SYNC_FLUSH,
+    "sync_flush": FlushDiskType.SYNC_FLUSH,
+}
 SAMPLE_INTERVAL = 0.010
 # Stop a run early (and say so) rather than fill the filesystem.
 MIN_FREE_BYTES = 3 * GiB
@@ -124,9 +128,15 @@ class MessageFactory:
             props = {"UNIQ_KEY": uid, "WAIT": "true", "TAGS": "TagA"}
             ps = f"UNIQ_KEY\x01{uid}\x02WAIT\x01true\x02TAGS\x01TagA\x02"
         return MessageExtBrokerInner(
-            topic=TOPIC, body=self.body, queue_id=n % self.queues, properties=props,
-            properties_string=ps, born_timestamp=now, born_host=self.born_host,
-            store_host=self.store_host)
+            topic=TOPIC,
+            body=self.body,
+            queue_id=n % self.queues,
+            properties=props,
+            properties_string=ps,
+            born_timestamp=now,
+            born_host=self.born_host,
+            store_host=self.store_host,
+        )
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -212,6 +222,7 @@ class SyncTimer:
             finally:
                 self.seconds += time.perf_counter() - t0
                 self.calls += 1
+
         MappedFile.sync = sync  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
@@ -253,8 +264,8 @@ class RunCtx:
     factory: MessageFactory
     measuring: bool = False
     stop: bool = False
-    stored: int = 0             # every put of the run whose message is in the CommitLog
-    window_puts: int = 0        # successful puts answered while measuring
+    stored: int = 0  # every put of the run whose message is in the CommitLog
+    window_puts: int = 0  # successful puts answered while measuring
     errors: dict = field(default_factory=dict)
     lat: array.array = field(default_factory=lambda: array.array("q"))
     behind: array.array = field(default_factory=lambda: array.array("q"))
@@ -267,13 +278,29 @@ def snapshot(ctx: RunCtx, gct: GcTimer) -> Snapshot:
     fs = st.flush_service.stats
     tr = resource.getrusage(resource.RUSAGE_THREAD)
     pr = resource.getrusage(resource.RUSAGE_SELF)
-    return Snapshot(time.perf_counter(), ctx.window_puts, st.commitlog.max_offset,
-                    fs.fsyncs, fs.rounds, fs.waiters, fs.fsync_seconds,
-                    st.reput.dispatched_records, tr.ru_utime, tr.ru_stime, tr.ru_minflt,
-                    pr.ru_utime, pr.ru_stime, gct.seconds, gct.collections,
-                    *device_writes(ctx.dev_stat), steal_seconds(),
-                    st.flush_cq_service.stats.fsyncs, SYNC_TIMER.seconds, SYNC_TIMER.calls,
-                    getattr(st.commitlog, "commits", 0))
+    return Snapshot(
+        time.perf_counter(),
+        ctx.window_puts,
+        st.commitlog.max_offset,
+        fs.fsyncs,
+        fs.rounds,
+        fs.waiters,
+        fs.fsync_seconds,
+        st.reput.dispatched_records,
+        tr.ru_utime,
+        tr.ru_stime,
+        tr.ru_minflt,
+        pr.ru_utime,
+        pr.ru_stime,
+        gct.seconds,
+        gct.collections,
+        *device_writes(ctx.dev_stat),
+        steal_seconds(),
+        st.flush_cq_service.stats.fsyncs,
+        SYNC_TIMER.seconds,
+        SYNC_TIMER.calls,
+        getattr(st.commitlog, "commits", 0),
+    )
 
 
 def new_store(root: str, mode: FlushDiskType) -> MessageStore:
@@ -325,8 +352,9 @@ async def sampler(ctx: RunCtx, space_dir: str) -> None:
         n += 1
         if n % 20 == 0 and shutil.disk_usage(space_dir).free < MIN_FREE_BYTES:
             ctx.stopped_for_space = True
-            log.warning("less than %d GiB free under %s: stopping the writers early",
-                        MIN_FREE_BYTES // GiB, space_dir)
+            log.warning(
+                "less than %d GiB free under %s: stopping the writers early", MIN_FREE_BYTES // GiB, space_dir
+            )
             return
 
 
@@ -354,13 +382,21 @@ def verify_store(st: MessageStore, expected: int) -> str:
 
 
 # ---------------------------------------------------------------------------- one store run
-async def run_mode(mode: FlushDiskType, root: str, args, space_dir: str,
-                   duration: float, warmup: float, profile: bool = False) -> dict:
+async def run_mode(
+    mode: FlushDiskType,
+    root: str,
+    args,
+    space_dir: str,
+    duration: float,
+    warmup: float,
+    profile: bool = False,
+) -> dict:
     st = new_store(root, mode)
     SYNC_TIMER.watch(st.config.commitlog_dir)
     await st.start()
-    ctx = RunCtx(st, MessageFactory(args.size, args.queues, args.keys, st.store_host),
-                 dev_stat=device_stat_path(root))
+    ctx = RunCtx(
+        st, MessageFactory(args.size, args.queues, args.keys, st.store_host), dev_stat=device_stat_path(root)
+    )
     gct = GcTimer()
     prof = cProfile.Profile() if profile else None
     with gct:
@@ -421,17 +457,18 @@ async def run_mode(mode: FlushDiskType, root: str, args, space_dir: str,
         "msgs_per_fsync": puts / fsyncs if fsyncs else None,
         "bytes_per_fsync": nbytes / fsyncs if fsyncs else None,
         "fsync_ms_avg": (b.fsync_seconds - a.fsync_seconds) / fsyncs * 1e3 if fsyncs else None,
-        "fdatasync_syscall_ms_avg": ((b.syscall_seconds - a.syscall_seconds)
-                                     / (b.syscall_calls - a.syscall_calls) * 1e3
-                                     if b.syscall_calls > a.syscall_calls else None),
+        "fdatasync_syscall_ms_avg": (
+            (b.syscall_seconds - a.syscall_seconds) / (b.syscall_calls - a.syscall_calls) * 1e3
+            if b.syscall_calls > a.syscall_calls
+            else None
+        ),
         "flush_thread_busy_pct": (b.fsync_seconds - a.fsync_seconds) / win * 100 if win else 0.0,
         "p50_ms": percentile(lat, 50) / 1e6,
         "p99_ms": percentile(lat, 99) / 1e6,
         "max_ms": float(lat[-1]) / 1e6 if len(lat) else float("nan"),
         "dispatch_behind_max_bytes": max(beh) if beh else 0,
         "dispatch_behind_mean_bytes": sum(beh) / len(beh) if beh else 0.0,
-        "dispatch_behind_mean_ms": ((sum(beh) / len(beh)) / byte_rate * 1e3
-                                    if beh and byte_rate else 0.0),
+        "dispatch_behind_mean_ms": ((sum(beh) / len(beh)) / byte_rate * 1e3 if beh and byte_rate else 0.0),
         "dispatch_behind_at_stop_bytes": behind_at_stop,
         "dispatch_lag_ms_after_stop": lag_s * 1e3 if caught_up else None,
         "dispatched_in_window": b.dispatched - a.dispatched,
@@ -439,8 +476,9 @@ async def run_mode(mode: FlushDiskType, root: str, args, space_dir: str,
         "loop_user_pct": (b.thread_utime - a.thread_utime) / win * 100 if win else 0.0,
         "loop_sys_pct": (b.thread_stime - a.thread_stime) / win * 100 if win else 0.0,
         "loop_cpu_us_per_put": loop_cpu / puts * 1e6 if puts else None,
-        "process_cpu_pct": ((b.proc_utime - a.proc_utime) + (b.proc_stime - a.proc_stime))
-                           / win * 100 if win else 0.0,
+        "process_cpu_pct": ((b.proc_utime - a.proc_utime) + (b.proc_stime - a.proc_stime)) / win * 100
+        if win
+        else 0.0,
         "gc_pct_of_window": (b.gc_seconds - a.gc_seconds) / win * 100 if win else 0.0,
         "gc_collections": b.gc_collections - a.gc_collections,
         "minor_faults_per_put": (b.thread_minflt - a.thread_minflt) / puts if puts else None,
@@ -448,8 +486,9 @@ async def run_mode(mode: FlushDiskType, root: str, args, space_dir: str,
         "cq_index_fsyncs_per_s": (b.cq_fsyncs - a.cq_fsyncs) / win if win else 0.0,
         "device_mb_per_s": (b.dev_bytes - a.dev_bytes) / win / MB if win else 0.0,
         "device_writes_per_s": (b.dev_writes - a.dev_writes) / win if win else 0.0,
-        "device_bytes_per_commitlog_byte": ((b.dev_bytes - a.dev_bytes) / nbytes
-                                            if nbytes and ctx.dev_stat else None),
+        "device_bytes_per_commitlog_byte": (
+            (b.dev_bytes - a.dev_bytes) / nbytes if nbytes and ctx.dev_stat else None
+        ),
         "allocator_waits": alloc.waits,
         "errors": dict(ctx.errors),
         "stopped_early_for_disk_space": ctx.stopped_for_space,
@@ -482,8 +521,13 @@ async def run_ceiling(root: str, args, n: int) -> dict:
     for _ in range(1000):
         put_nowait(factory.make())
     await st.reput.wait_caught_up()
-    best = {"make_us": math.inf, "put_us": math.inf, "dispatch_us": math.inf,
-            "put_faults": math.inf, "dispatch_faults": math.inf}
+    best = {
+        "make_us": math.inf,
+        "put_us": math.inf,
+        "dispatch_us": math.inf,
+        "put_faults": math.inf,
+        "dispatch_faults": math.inf,
+    }
     for _ in range(args.ceiling_rounds):
         gc.collect()
         t0 = time.thread_time()
@@ -494,9 +538,9 @@ async def run_ceiling(root: str, args, n: int) -> dict:
         for i in range(0, n, chunk):
             f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
             t0 = time.thread_time()
-            for m in msgs[i:i + chunk]:
-                put_nowait(m)   # no await: flush is not waited for
-            commit()            # the end-of-iteration pwrite of the write buffer
+            for m in msgs[i : i + chunk]:
+                put_nowait(m)  # no await: flush is not waited for
+            commit()  # the end-of-iteration pwrite of the write buffer
             t1 = time.thread_time()
             f1 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
             while reput.do_reput(reput.batch_limit):
@@ -521,6 +565,7 @@ async def run_ceiling(root: str, args, n: int) -> dict:
         for _ in range(k):
             await asyncio.sleep(0)
             ctx_n += 1
+
     t0 = time.thread_time()
     await asyncio.gather(*(spin(n // args.concurrency + 1) for _ in range(args.concurrency)))
     best["task_switch_us"] = (time.thread_time() - t0) / ctx_n * 1e6
@@ -537,8 +582,7 @@ async def run_ceiling(root: str, args, n: int) -> dict:
 
 
 # ---------------------------------------------------------------------------- disk limit
-def disk_limit(dir_: str, block: int, seconds: float, max_bytes: int,
-               use_mmap: bool = False) -> dict:
+def disk_limit(dir_: str, block: int, seconds: float, max_bytes: int, use_mmap: bool = False) -> dict:
     """Sequential os.write of `block` bytes + fdatasync, into a preallocated file (as the
     CommitLog's files are), for `seconds` or until max_bytes are written.  With use_mmap
     the bytes are copied into a shared mapping instead (how the CommitLog wrote before
@@ -564,7 +608,7 @@ def disk_limit(dir_: str, block: int, seconds: float, max_bytes: int,
             if mm is None:
                 k = os.write(fd, buf)
             else:
-                mm[written:written + block] = buf
+                mm[written : written + block] = buf
                 k = block
             os.fdatasync(fd)
             lat.append(clock() - t0)
@@ -592,14 +636,20 @@ def disk_limit(dir_: str, block: int, seconds: float, max_bytes: int,
     if acc_ns >= 100_000_000 or not slices and acc_n:
         slices.append(acc_n * block / (acc_ns / 1e9) / MB)
     lat_s = sort_samples(lat)
-    return {"block_bytes": block, "seconds": elapsed, "syncs": n,
-            "slice_mb_per_s_min": min(slices) if slices else None,
-            "slice_mb_per_s_max": max(slices) if slices else None,
-            "mb_per_s": written / elapsed / MB, "syncs_per_s": n / elapsed,
-            "p50_ms": percentile(lat_s, 50) / 1e6, "p99_ms": percentile(lat_s, 99) / 1e6,
-            "file_full": written + block > size,
-            "device_bytes_per_byte": (dev1[0] - dev0[0]) / written if written and dev else None,
-            "device_writes_per_sync": (dev1[1] - dev0[1]) / n if n and dev else None}
+    return {
+        "block_bytes": block,
+        "seconds": elapsed,
+        "syncs": n,
+        "slice_mb_per_s_min": min(slices) if slices else None,
+        "slice_mb_per_s_max": max(slices) if slices else None,
+        "mb_per_s": written / elapsed / MB,
+        "syncs_per_s": n / elapsed,
+        "p50_ms": percentile(lat_s, 50) / 1e6,
+        "p99_ms": percentile(lat_s, 99) / 1e6,
+        "file_full": written + block > size,
+        "device_bytes_per_byte": (dev1[0] - dev0[0]) / written if written and dev else None,
+        "device_writes_per_sync": (dev1[1] - dev0[1]) / n if n and dev else None,
+    }
 
 
 # ---------------------------------------------------------------------------- printing
@@ -618,105 +668,198 @@ def print_table(rows: list[list[str]], header: list[str]) -> None:
 
 def print_results(runs: list[dict], ceiling: dict | None, disk: list[dict], args) -> None:
     out()
-    out(f"== MessageStore put benchmark: {args.concurrency} concurrent writers, "
+    out(
+        f"== MessageStore put benchmark: {args.concurrency} concurrent writers, "
         f"{args.size} B bodies, {args.queues} queues, {args.duration:g} s measured "
-        f"after {args.warmup:g} s warm-up ==")
-    header = ["mode", "msgs/s", "MB/s", "fsyncs/s", "msgs/fsync", "KB/fsync",
-              "p50 ms", "p99 ms", "lag max KB", "lag mean KB", "lag mean ms",
-              "lag after stop ms"]
+        f"after {args.warmup:g} s warm-up =="
+    )
+    header = [
+        "mode",
+        "msgs/s",
+        "MB/s",
+        "fsyncs/s",
+        "msgs/fsync",
+        "KB/fsync",
+        "p50 ms",
+        "p99 ms",
+        "lag max KB",
+        "lag mean KB",
+        "lag mean ms",
+        "lag after stop ms",
+    ]
     rows = []
     for r in runs:
-        rows.append([r["mode"], fmt(r["puts_per_s"]), fmt(r["mb_per_s"], ",.1f"),
-                     fmt(r["fsyncs_per_s"], ",.1f"), fmt(r["msgs_per_fsync"], ",.1f"),
-                     fmt(r["bytes_per_fsync"] / 1e3 if r["bytes_per_fsync"] else None, ",.1f"),
-                     fmt(r["p50_ms"], ",.3f"), fmt(r["p99_ms"], ",.3f"),
-                     fmt(r["dispatch_behind_max_bytes"] / 1e3, ",.1f"),
-                     fmt(r["dispatch_behind_mean_bytes"] / 1e3, ",.1f"),
-                     fmt(r["dispatch_behind_mean_ms"], ",.2f"),
-                     fmt(r["dispatch_lag_ms_after_stop"], ",.1f", "NOT CAUGHT UP")])
+        rows.append(
+            [
+                r["mode"],
+                fmt(r["puts_per_s"]),
+                fmt(r["mb_per_s"], ",.1f"),
+                fmt(r["fsyncs_per_s"], ",.1f"),
+                fmt(r["msgs_per_fsync"], ",.1f"),
+                fmt(r["bytes_per_fsync"] / 1e3 if r["bytes_per_fsync"] else None, ",.1f"),
+                fmt(r["p50_ms"], ",.3f"),
+                fmt(r["p99_ms"], ",.3f"),
+                fmt(r["dispatch_behind_max_bytes"] / 1e3, ",.1f"),
+                fmt(r["dispatch_behind_mean_bytes"] / 1e3, ",.1f"),
+                fmt(r["dispatch_behind_mean_ms"], ",.2f"),
+                fmt(r["dispatch_lag_ms_after_stop"], ",.1f", "NOT CAUGHT UP"),
+            ]
+        )
     print_table(rows, header)
     out()
     out("where the time goes (measured window):")
-    header = ["mode", "loop CPU %", "user %", "sys %", "loop us/put", "GC %", "faults/put",
-              "commits/s", "KB/commit",
-              "proc CPU %", "steal %", "fsync ms", "syscall ms", "flush busy %", "dev MB/s", "dev B/B", "rec B",
-              "errors", "check"]
+    header = [
+        "mode",
+        "loop CPU %",
+        "user %",
+        "sys %",
+        "loop us/put",
+        "GC %",
+        "faults/put",
+        "commits/s",
+        "KB/commit",
+        "proc CPU %",
+        "steal %",
+        "fsync ms",
+        "syscall ms",
+        "flush busy %",
+        "dev MB/s",
+        "dev B/B",
+        "rec B",
+        "errors",
+        "check",
+    ]
     rows = []
     for r in runs:
         errs = ",".join(f"{k}={v}" for k, v in r["errors"].items()) or "0"
-        rows.append([r["mode"], fmt(r["loop_cpu_pct"], ".0f"), fmt(r["loop_user_pct"], ".0f"),
-                     fmt(r["loop_sys_pct"], ".0f"), fmt(r["loop_cpu_us_per_put"], ".2f"),
-                     fmt(r["gc_pct_of_window"], ".1f"), fmt(r["minor_faults_per_put"], ".3f"),
-                     fmt(r["commits_per_s"], ",.0f"),
-                     fmt(r["bytes_per_commit"] / 1e3 if r["bytes_per_commit"] else None, ",.1f"),
-                     fmt(r["process_cpu_pct"], ".0f"), fmt(r["steal_cpu_pct"], ".0f"),
-                     fmt(r["fsync_ms_avg"], ".2f"), fmt(r["fdatasync_syscall_ms_avg"], ".2f"),
-                     fmt(r["flush_thread_busy_pct"], ".0f"), fmt(r["device_mb_per_s"], ",.1f"),
-                     fmt(r["device_bytes_per_commitlog_byte"], ".2f"),
-                     fmt(r["record_bytes"], ".0f"),
-                     errs, r["check"]])
+        rows.append(
+            [
+                r["mode"],
+                fmt(r["loop_cpu_pct"], ".0f"),
+                fmt(r["loop_user_pct"], ".0f"),
+                fmt(r["loop_sys_pct"], ".0f"),
+                fmt(r["loop_cpu_us_per_put"], ".2f"),
+                fmt(r["gc_pct_of_window"], ".1f"),
+                fmt(r["minor_faults_per_put"], ".3f"),
+                fmt(r["commits_per_s"], ",.0f"),
+                fmt(r["bytes_per_commit"] / 1e3 if r["bytes_per_commit"] else None, ",.1f"),
+                fmt(r["process_cpu_pct"], ".0f"),
+                fmt(r["steal_cpu_pct"], ".0f"),
+                fmt(r["fsync_ms_avg"], ".2f"),
+                fmt(r["fdatasync_syscall_ms_avg"], ".2f"),
+                fmt(r["flush_thread_busy_pct"], ".0f"),
+                fmt(r["device_mb_per_s"], ",.1f"),
+                fmt(r["device_bytes_per_commitlog_byte"], ".2f"),
+                fmt(r["record_bytes"], ".0f"),
+                errs,
+                r["check"],
+            ]
+        )
     print_table(rows, header)
     for r in runs:
         if r["mode"] == "SYNC_FLUSH" and r["group_commit_rounds_per_s"] and r["loop_cpu_us_per_put"]:
             per_round = r["puts_per_s"] / r["group_commit_rounds_per_s"]
             loop_ms = per_round * r["loop_cpu_us_per_put"] / 1e3
             fs_ms = r["fsync_ms_avg"] or 0.0
-            out(f"  SYNC_FLUSH round: {1e3 / r['group_commit_rounds_per_s']:.2f} ms measured for "
+            out(
+                f"  SYNC_FLUSH round: {1e3 / r['group_commit_rounds_per_s']:.2f} ms measured for "
                 f"{per_round:.0f} msgs; loop CPU {loop_ms:.2f} ms ({per_round:.0f} x "
                 f"{r['loop_cpu_us_per_put']:.1f} us) + fsync round trip {fs_ms:.2f} ms = "
-                f"{loop_ms + fs_ms:.2f} ms if the two take turns")
+                f"{loop_ms + fs_ms:.2f} ms if the two take turns"
+            )
         if r["stopped_early_for_disk_space"]:
             out(f"  NOTE: {r['mode']} stopped early: less than {MIN_FREE_BYTES // GiB} GiB free")
     if ceiling is not None:
         out()
-        out(f"put-path CPU ceiling (loop thread, best of {args.ceiling_rounds} x "
+        out(
+            f"put-path CPU ceiling (loop thread, best of {args.ceiling_rounds} x "
             f"{ceiling['messages']:,} messages in chunks of {args.concurrency}, each stage "
-            f"timed alone):")
+            f"timed alone):"
+        )
         out(f"  build message (producer/broker side) {ceiling['make_us']:7.2f} us")
-        out(f"  put_nowait + commit (CommitLog)      {ceiling['put_us']:7.2f} us"
-            f"   ({ceiling['put_faults']:.3f} page faults/msg)")
-        out(f"  dispatch (CQ unit + index)           {ceiling['dispatch_us']:7.2f} us"
-            f"   ({ceiling['dispatch_faults']:.3f} page faults/msg)")
+        out(
+            f"  put_nowait + commit (CommitLog)      {ceiling['put_us']:7.2f} us"
+            f"   ({ceiling['put_faults']:.3f} page faults/msg)"
+        )
+        out(
+            f"  dispatch (CQ unit + index)           {ceiling['dispatch_us']:7.2f} us"
+            f"   ({ceiling['dispatch_faults']:.3f} page faults/msg)"
+        )
         out(f"  writer task switch (sleep(0))        {ceiling['task_switch_us']:7.2f} us")
-        out(f"  sum                                  {ceiling['sum_us']:7.2f} us"
+        out(
+            f"  sum                                  {ceiling['sum_us']:7.2f} us"
             f"  -> ceiling {ceiling['ceiling_puts_per_s']:,.0f} puts/s on one core"
             f" (store alone, put+dispatch: {ceiling['store_only_puts_per_s']:,.0f}/s)"
-            f"  [check: {ceiling['check']}]")
+            f"  [check: {ceiling['check']}]"
+        )
     if disk:
         out()
-        out(f"disk limit (sequential os.write + fdatasync into a preallocated file on the same "
+        out(
+            f"disk limit (sequential os.write + fdatasync into a preallocated file on the same "
             f"filesystem, {args.disk_seconds:g} s each; 'mmap': the bytes copied into a shared "
             f"mapping instead, as the CommitLog wrote them before its write buffer; dev B/B: bytes the block device "
-            f"wrote per byte written):")
-        header = ["bytes/sync", "MB/s", "MB/s 0.5s min-max", "syncs/s", "sync p50 ms", "sync p99 ms",
-                  "dev B/B", "dev writes/sync", "note"]
+            f"wrote per byte written):"
+        )
+        header = [
+            "bytes/sync",
+            "MB/s",
+            "MB/s 0.5s min-max",
+            "syncs/s",
+            "sync p50 ms",
+            "sync p99 ms",
+            "dev B/B",
+            "dev writes/sync",
+            "note",
+        ]
         rows = []
         for d in disk:
-            rows.append([fmt(d["block_bytes"], ",d"), fmt(d["mb_per_s"], ",.1f"),
-                         fmt(d["slice_mb_per_s_min"], ",.1f") + "-" + fmt(d["slice_mb_per_s_max"], ",.1f"),
-                         fmt(d["syncs_per_s"], ",.0f"), fmt(d["p50_ms"], ".3f"),
-                         fmt(d["p99_ms"], ".3f"), fmt(d["device_bytes_per_byte"], ".2f"),
-                         fmt(d["device_writes_per_sync"], ".1f"),
-                         (d.get("label", "") + (" (file full)" if d["file_full"] else ""))])
+            rows.append(
+                [
+                    fmt(d["block_bytes"], ",d"),
+                    fmt(d["mb_per_s"], ",.1f"),
+                    fmt(d["slice_mb_per_s_min"], ",.1f") + "-" + fmt(d["slice_mb_per_s_max"], ",.1f"),
+                    fmt(d["syncs_per_s"], ",.0f"),
+                    fmt(d["p50_ms"], ".3f"),
+                    fmt(d["p99_ms"], ".3f"),
+                    fmt(d["device_bytes_per_byte"], ".2f"),
+                    fmt(d["device_writes_per_sync"], ".1f"),
+                    (d.get("label", "") + (" (file full)" if d["file_full"] else "")),
+                ]
+            )
         print_table(rows, header)
         for r in runs:
             ref = r.get("disk_ref")
             if ref is None:
                 continue
-            out(f"  {r['mode']}: store {r['mb_per_s']:,.1f} MB/s / disk "
+            out(
+                f"  {r['mode']}: store {r['mb_per_s']:,.1f} MB/s / disk "
                 f"{ref['mb_per_s']:,.1f} MB/s at {ref['block_bytes']:,} B/sync = "
                 f"{r['mb_per_s'] / ref['mb_per_s']:.2f}"
-                + (f"; store fsyncs/s / disk syncs/s = "
-                   f"{r['fsyncs_per_s'] / ref['syncs_per_s']:.2f}"
-                   if r["mode"] == "SYNC_FLUSH" else ""))
+                + (
+                    f"; store fsyncs/s / disk syncs/s = {r['fsyncs_per_s'] / ref['syncs_per_s']:.2f}"
+                    if r["mode"] == "SYNC_FLUSH"
+                    else ""
+                )
+            )
 
 
-def json_figures(runs: list[dict], profile_runs: list[dict], ceiling: dict | None,
-                 disk: list[dict], args) -> dict:
-    j: dict = {"concurrency": args.concurrency, "size": args.size, "queues": args.queues,
-               "duration_s": args.duration, "warmup_s": args.warmup}
-    for key in ("async_puts_per_s", "sync_puts_per_s", "sync_msgs_per_fsync",
-                "dispatch_lag_ms_after_stop", "disk_limit_mb_per_s"):
+def json_figures(
+    runs: list[dict], profile_runs: list[dict], ceiling: dict | None, disk: list[dict], args
+) -> dict:
+    j: dict = {
+        "concurrency": args.concurrency,
+        "size": args.size,
+        "queues": args.queues,
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+    }
+    for key in (
+        "async_puts_per_s",
+        "sync_puts_per_s",
+        "sync_msgs_per_fsync",
+        "dispatch_lag_ms_after_stop",
+        "disk_limit_mb_per_s",
+    ):
         j[key] = None
     lags = []
     for r in runs:
@@ -769,39 +912,54 @@ def parse_modes(s: str) -> list[FlushDiskType]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--modes", type=parse_modes, default="async,sync",
-                    help="flush modes to run, comma separated: async, sync")
-    ap.add_argument("--concurrency", type=int, default=256,
-                    help="writer tasks, i.e. puts in flight")
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument(
+        "--modes",
+        type=parse_modes,
+        default="async,sync",
+        help="flush modes to run, comma separated: async, sync",
+    )
+    ap.add_argument("--concurrency", type=int, default=256, help="writer tasks, i.e. puts in flight")
     ap.add_argument("--size", type=int, default=1024, help="message body bytes")
     ap.add_argument("--queues", type=int, default=8, help="queues of the topic (round robin)")
     ap.add_argument("--keys", action="store_true", help="also set a KEYS property (indexed)")
     ap.add_argument("--duration", type=float, default=20.0, help="measured seconds per mode")
     ap.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds per mode")
-    ap.add_argument("--disk-seconds", type=float, default=3.0,
-                    help="seconds per disk-limit measurement")
-    ap.add_argument("--ceiling-messages", type=int, default=100_000,
-                    help="messages per round of the put-path ceiling measurement (0: skip)")
+    ap.add_argument("--disk-seconds", type=float, default=3.0, help="seconds per disk-limit measurement")
+    ap.add_argument(
+        "--ceiling-messages",
+        type=int,
+        default=100_000,
+        help="messages per round of the put-path ceiling measurement (0: skip)",
+    )
     ap.add_argument("--ceiling-rounds", type=int, default=3)
-    ap.add_argument("--profile", action="store_true",
-                    help="also run each mode under cProfile and print the top 25 by tottime")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run each mode under cProfile and print the top 25 by tottime",
+    )
     ap.add_argument("--profile-seconds", type=float, default=5.0)
-    ap.add_argument("--store-dir", metavar="DIR",
-                    help="keep the stores: one store root per run under DIR")
-    ap.add_argument("--tmp-dir", metavar="DIR", default=None,
-                    help="where temporary stores and the disk-limit file go "
-                         "(default: the system temp dir; ignored for stores with --store-dir)")
-    ap.add_argument("--json", action="store_true",
-                    help="print the figures as one JSON object on the last output line")
+    ap.add_argument("--store-dir", metavar="DIR", help="keep the stores: one store root per run under DIR")
+    ap.add_argument(
+        "--tmp-dir",
+        metavar="DIR",
+        default=None,
+        help="where temporary stores and the disk-limit file go "
+        "(default: the system temp dir; ignored for stores with --store-dir)",
+    )
+    ap.add_argument(
+        "--json", action="store_true", help="print the figures as one JSON object on the last output line"
+    )
     args = ap.parse_args()
     if isinstance(args.modes, str):
         args.modes = parse_modes(args.modes)
     if args.concurrency < 1 or args.size < 0 or args.queues < 1 or args.duration <= 0:
         ap.error("--concurrency and --queues must be >= 1, --size >= 0, --duration > 0")
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
     t_begin = time.perf_counter()
     if args.store_dir:
@@ -812,11 +970,15 @@ def main() -> int:
         base = tempfile.mkdtemp(prefix="rmq-store-bench-", dir=args.tmp_dir)
         keep = False
     free = shutil.disk_usage(base).free
-    out(f"store root(s) under {base} ({free / GiB:.1f} GiB free); "
-        f"CPUs: {os.cpu_count()}; python {sys.version.split()[0]}, uvloop {uvloop.__version__}")
+    out(
+        f"store root(s) under {base} ({free / GiB:.1f} GiB free); "
+        f"CPUs: {os.cpu_count()}; python {sys.version.split()[0]}, uvloop {uvloop.__version__}"
+    )
     if free < MIN_FREE_BYTES + 2 * GiB:
-        out(f"not enough disk space under {base}: {free / GiB:.1f} GiB free, "
-            f"need at least {(MIN_FREE_BYTES + 2 * GiB) / GiB:.0f} GiB")
+        out(
+            f"not enough disk space under {base}: {free / GiB:.1f} GiB free, "
+            f"need at least {(MIN_FREE_BYTES + 2 * GiB) / GiB:.0f} GiB"
+        )
         return 2
 
     def store_root(name: str) -> str:
@@ -841,12 +1003,16 @@ def main() -> int:
     try:
         for mode in args.modes:
             name = mode.value.lower()
-            out(f"running {mode.value}: {args.concurrency} writers, "
-                f"{args.warmup:g} s warm-up + {args.duration:g} s ...")
+            out(
+                f"running {mode.value}: {args.concurrency} writers, "
+                f"{args.warmup:g} s warm-up + {args.duration:g} s ..."
+            )
             r = run_loop(run_mode(mode, store_root(name), args, base, args.duration, args.warmup))
-            out(f"  {r['puts_per_s']:,.0f} puts/s, {r['mb_per_s']:,.1f} MB/s, "
+            out(
+                f"  {r['puts_per_s']:,.0f} puts/s, {r['mb_per_s']:,.1f} MB/s, "
                 f"lag after stop {fmt(r['dispatch_lag_ms_after_stop'], ',.1f', 'NOT CAUGHT UP')} ms, "
-                f"check {r['check']}")
+                f"check {r['check']}"
+            )
             runs.append(r)
             if not keep:
                 shutil.rmtree(os.path.join(base, name), ignore_errors=True)
@@ -862,8 +1028,10 @@ def main() -> int:
                 disk.append(d)
 
         if args.ceiling_messages > 0:
-            out(f"measuring the put-path CPU ceiling ({args.ceiling_rounds} x "
-                f"{args.ceiling_messages:,} messages) ...")
+            out(
+                f"measuring the put-path CPU ceiling ({args.ceiling_rounds} x "
+                f"{args.ceiling_messages:,} messages) ..."
+            )
             ceiling = run_loop(run_ceiling(store_root("ceiling"), args, args.ceiling_messages))
             if not keep:
                 shutil.rmtree(os.path.join(base, "ceiling"), ignore_errors=True)
@@ -882,8 +1050,17 @@ def main() -> int:
             for mode in args.modes:
                 name = "profile-" + mode.value.lower()
                 out(f"profiling {mode.value} for {args.profile_seconds:g} s ...")
-                pr = run_loop(run_mode(mode, store_root(name), args, base, args.profile_seconds,
-                                       min(args.warmup, 1.0), profile=True))
+                pr = run_loop(
+                    run_mode(
+                        mode,
+                        store_root(name),
+                        args,
+                        base,
+                        args.profile_seconds,
+                        min(args.warmup, 1.0),
+                        profile=True,
+                    )
+                )
                 profile_runs.append(pr)
                 if not keep:
                     shutil.rmtree(os.path.join(base, name), ignore_errors=True)
@@ -894,13 +1071,17 @@ def main() -> int:
     print_results(runs, ceiling, disk, args)
     for pr in profile_runs:
         out()
-        out(f"cProfile, {pr['mode']}, {pr['window_s']:.1f} s "
+        out(
+            f"cProfile, {pr['mode']}, {pr['window_s']:.1f} s "
             f"({pr['puts_per_s']:,.0f} puts/s under the profiler; loop CPU "
-            f"{pr['loop_cpu_pct']:.0f}%), top 25 by tottime:")
+            f"{pr['loop_cpu_pct']:.0f}%), top 25 by tottime:"
+        )
         out(pr["profile"].rstrip())
     out()
-    out(f"total time {time.perf_counter() - t_begin:.0f} s"
-        + (f"; stores kept under {base}" if keep else "; temporary stores removed"))
+    out(
+        f"total time {time.perf_counter() - t_begin:.0f} s"
+        + (f"; stores kept under {base}" if keep else "; temporary stores removed")
+    )
     if args.json:
         j = json_figures(runs, profile_runs, ceiling, disk, args)
         for r in runs:

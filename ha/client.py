@@ -13,6 +13,7 @@ appended bytes in the store's reput. A transfer that does not continue the Commi
 exactly closes the connection (spec 5.2); creating the next CommitLog file happens in
 a worker thread while reading is paused.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,9 @@ class HandshakeRefused(Exception):
     """Raised by an accept hook that declines this master on purpose (no common epoch
     history, a stale master ...): logged as a line, not as a crash."""
 
+
 BACKOFF_MIN = 0.2
-BACKOFF_MAX = 5.0          # RocketMQ waits 5 s after a failed connect
+BACKOFF_MAX = 5.0  # RocketMQ waits 5 s after a failed connect
 CONNECT_TIMEOUT = 3.0
 # While catching up, dispatch (the same loop) waits this long between its batches: the
 # CommitLog copy goes first, ConsumeQueues follow (their lag is reported).
@@ -66,22 +68,21 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     def __init__(self, client: HAClient) -> None:
         self.client = client
         self.store = client.store
-        self.reader = SlaveStreamReader(client.buffer_size,
-                                        expect_epochs=client.epochs_provider is not None)
+        self.reader = SlaveStreamReader(client.buffer_size, expect_epochs=client.epochs_provider is not None)
         self.transport: asyncio.Transport | None = None
         self.accepted: MasterAccept | None = None
         self.rejected: MasterReject | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.closing = False
         self._pending: list[Transfer] = []
-        self._busy = False           # appending is waiting for a file / the accept hook
+        self._busy = False  # appending is waiting for a file / the accept hook
         self._reported = -1
         self.last_read = self.last_write = monotonic_ms()
         self.bytes_received = 0
         # catching up with the master's end as of the ACCEPT
-        self._catchup: tuple[int, int, float] | None = None   # (from, target, t accept)
+        self._catchup: tuple[int, int, float] | None = None  # (from, target, t accept)
         self._first_data = 0.0
-        self._aux = TaskSet(log)   # file creation / accept hook in flight
+        self._aux = TaskSet(log)  # file creation / accept hook in flight
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -92,9 +93,17 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         epoch, start = c.epoch_provider()
         cfg = self.store.config
         epochs = tuple(c.epochs_provider()) if c.epochs_provider is not None else None
-        hello = SlaveHello(c.cluster, c.broker_name, c.broker_id, epoch, start,
-                           self.store.max_phy_offset, cfg.mappedFileSizeCommitLog,
-                           FLAG_FULL_SYNC if cfg.haFullSync else 0, epochs)
+        hello = SlaveHello(
+            c.cluster,
+            c.broker_name,
+            c.broker_id,
+            epoch,
+            start,
+            self.store.max_phy_offset,
+            cfg.mappedFileSizeCommitLog,
+            FLAG_FULL_SYNC if cfg.haFullSync else 0,
+            epochs,
+        )
         self._write(encode_hello(hello))
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -127,12 +136,16 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     def _handle(self, events: list) -> None:
         for i, ev in enumerate(events):
             if isinstance(ev, Transfer):
-                self._pending.extend(events[i:])   # only transfers follow the answer
+                self._pending.extend(events[i:])  # only transfers follow the answer
                 break
             if isinstance(ev, MasterAccept):
                 self.accepted = ev
-                log.info("HA master %s accepted this slave (master epoch %d, max offset %d)",
-                         self.client.master_address, ev.epoch, ev.master_max_offset)
+                log.info(
+                    "HA master %s accepted this slave (master epoch %d, max offset %d)",
+                    self.client.master_address,
+                    ev.epoch,
+                    ev.master_max_offset,
+                )
                 here = self.store.max_phy_offset
                 if ev.master_max_offset > here:
                     self._catchup = (here, ev.master_max_offset, time.perf_counter())
@@ -146,13 +159,17 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                     self._busy = True
                     if self.transport is not None:
                         self.transport.pause_reading()
-                    self._spawn(self._after_hook(r, events[i + 1:]), "HAClient-accept-hook")
+                    self._spawn(self._after_hook(r, events[i + 1 :]), "HAClient-accept-hook")
                     return
                 self._report(force=True)
             elif isinstance(ev, MasterReject):
                 self.rejected = ev
-                log.error("HA master %s rejected this slave: %s (master epoch %d)",
-                          self.client.master_address, ev.reason, ev.epoch)
+                log.error(
+                    "HA master %s rejected this slave: %s (master epoch %d)",
+                    self.client.master_address,
+                    ev.reason,
+                    ev.epoch,
+                )
                 self.close()
                 return
         self._apply()
@@ -190,8 +207,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
                 t = pending[i]
                 # an empty slave takes the master's first offset, whatever it is
                 if t.offset != expect and not store.commitlog_empty:
-                    self._fail(f"master sent offset {t.offset}, this slave's CommitLog ends "
-                               f"at {expect}")
+                    self._fail(f"master sent offset {t.offset}, this slave's CommitLog ends at {expect}")
                     return
                 if not t.size:
                     i += 1
@@ -228,19 +244,29 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         self._report()
 
     def _caught_up(self, reached: int) -> None:
-        assert self._catchup is not None   # called only while catching up
+        assert self._catchup is not None  # called only while catching up
         start, _, t_accept = self._catchup
         self._catchup = None
         self.store.set_dispatch_throttle(0.0)
         now = time.perf_counter()
         n = reached - start
         secs = max(now - self._first_data, 1e-9)
-        self.client.last_catchup = {"bytes": n, "micros": int(secs * 1e6),
-                                    "microsSinceAccept": int((now - t_accept) * 1e6)}
-        log.info("HA: caught up with master %s at offset %d: %d bytes in %.3f s (%.0f MB/s; "
-                 "%.3f s since the handshake); dispatch is %d bytes behind",
-                 self.client.master_address, reached, n, secs, n / secs / 1e6, now - t_accept,
-                 self.store.dispatch_behind_bytes)
+        self.client.last_catchup = {
+            "bytes": n,
+            "micros": int(secs * 1e6),
+            "microsSinceAccept": int((now - t_accept) * 1e6),
+        }
+        log.info(
+            "HA: caught up with master %s at offset %d: %d bytes in %.3f s (%.0f MB/s; "
+            "%.3f s since the handshake); dispatch is %d bytes behind",
+            self.client.master_address,
+            reached,
+            n,
+            secs,
+            n / secs / 1e6,
+            now - t_accept,
+            self.store.dispatch_behind_bytes,
+        )
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._aux.spawn(coro, name)
@@ -310,11 +336,19 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
 
 
 class HAClient:
-    def __init__(self, store: MessageStore, *, cluster: str, broker_name: str, broker_id: int,
-                 master_address: str = "", epoch_provider: EpochProvider | None = None,
-                 accept_hook: AcceptHook | None = None,
-                 epochs_provider: Callable[[], Sequence[EpochEntry]] | None = None,
-                 buffer_size: int = 4 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        cluster: str,
+        broker_name: str,
+        broker_id: int,
+        master_address: str = "",
+        epoch_provider: EpochProvider | None = None,
+        accept_hook: AcceptHook | None = None,
+        epochs_provider: Callable[[], Sequence[EpochEntry]] | None = None,
+        buffer_size: int = 4 * 1024 * 1024,
+    ) -> None:
         self.store = store
         self.config = store.config
         self.cluster = cluster
@@ -380,8 +414,8 @@ class HAClient:
         loop = asyncio.get_running_loop()
         try:
             _, proto = await asyncio.wait_for(
-                loop.create_connection(lambda: ReplicaProtocol(self), host, int(port)),
-                CONNECT_TIMEOUT)
+                loop.create_connection(lambda: ReplicaProtocol(self), host, int(port)), CONNECT_TIMEOUT
+            )
         except (TimeoutError, OSError, ValueError) as e:
             if failures == 0 or failures % 20 == 0:
                 log.warning("HA: cannot connect to master %s: %s", addr, e or type(e).__name__)
@@ -398,8 +432,12 @@ class HAClient:
             await keepalive.stop(cancel=True)
             if proto.rejected is not None:
                 self.last_reject = proto.rejected.reason
-        log.info("HA connection to master %s ended after %.1f s (CommitLog at %d)", addr,
-                 time.monotonic() - start, self.store.max_phy_offset)
+        log.info(
+            "HA connection to master %s ended after %.1f s (CommitLog at %d)",
+            addr,
+            time.monotonic() - start,
+            self.store.max_phy_offset,
+        )
         return time.monotonic() - start
 
     def keepalive(self, proto: ReplicaProtocol, period: float) -> None:
@@ -413,8 +451,11 @@ class HAClient:
         self.bytes_per_s = int((proto.bytes_received - self._received_at_tick) / period)
         self._received_at_tick = proto.bytes_received
         if now - proto.last_read > cfg.haHousekeepingInterval:
-            log.warning("HA: nothing from master %s for %d ms; reconnecting",
-                        self.master_address, now - proto.last_read)
+            log.warning(
+                "HA: nothing from master %s for %d ms; reconnecting",
+                self.master_address,
+                now - proto.last_read,
+            )
             proto.abort()
             return
         if now - proto.last_write > cfg.haSendHeartbeatInterval:
@@ -425,15 +466,23 @@ class HAClient:
         c = self.conn
         wall = time.time() * 1000
         mono = monotonic_ms()
-        return {"master": False, "masterCommitLogMaxOffset": 0, "inSyncSlaveNums": 0,
-                "haConnectionInfo": [],
-                "haClientRuntimeInfo": {
-                    "masterAddr": self._master, "transferredByteInSecond": self.bytes_per_s,
-                    "maxOffset": self.store.max_phy_offset,
-                    "lastReadTimestamp": int(wall - (mono - c.last_read)) if c else 0,
-                    "lastWriteTimestamp": int(wall - (mono - c.last_write)) if c else 0,
-                    "masterFlushOffset": 0, "isActivated": self.connected,
-                    "lastReject": self.last_reject, "lastCatchUp": self.last_catchup}}
+        return {
+            "master": False,
+            "masterCommitLogMaxOffset": 0,
+            "inSyncSlaveNums": 0,
+            "haConnectionInfo": [],
+            "haClientRuntimeInfo": {
+                "masterAddr": self._master,
+                "transferredByteInSecond": self.bytes_per_s,
+                "maxOffset": self.store.max_phy_offset,
+                "lastReadTimestamp": int(wall - (mono - c.last_read)) if c else 0,
+                "lastWriteTimestamp": int(wall - (mono - c.last_write)) if c else 0,
+                "masterFlushOffset": 0,
+                "isActivated": self.connected,
+                "lastReject": self.last_reject,
+                "lastCatchUp": self.last_catchup,
+            },
+        }
 
 
 class _ConnectService(ServiceLoop):
@@ -468,7 +517,7 @@ class _ConnectService(ServiceLoop):
             self._failures = 0
             if lived > 10:
                 self._backoff = BACKOFF_MIN
-        if self._changed:   # (the wakeup makes the next wait return at once)
+        if self._changed:  # (the wakeup makes the next wait return at once)
             self._backoff = BACKOFF_MIN
             self._next_wait = 0.0
             return

@@ -7,6 +7,7 @@ soon as they are committed (the store's commit listener calls ``pump``) and as f
 as the socket takes them (the transport's pause/resume_writing is the flow control).
 Several transfers go out in one ``writelines`` (one writev).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,10 +45,10 @@ class HAConnection(asyncio.Protocol):
         self.store = service.store
         self.addr = "?"
         self.hello: SlaveHello | None = None
-        self.ack = -1                   # last reported offset; -1 before the first report
+        self.ack = -1  # last reported offset; -1 before the first report
         self.slave_request_offset = -1  # the first report
-        self.next_transfer = -1         # nextTransferFromWhere; -1 until the first report
-        self.transfer_from = -1         # where streaming started (for haStatus)
+        self.next_transfer = -1  # nextTransferFromWhere; -1 until the first report
+        self.transfer_from = -1  # where streaming started (for haStatus)
         self.bytes_sent = 0
         self.bytes_per_s = 0
         self._sent_at_tick = 0
@@ -113,16 +114,28 @@ class HAConnection(asyncio.Protocol):
         reason = svc.check_hello(hello)
         epoch = svc.current_epoch()
         if reason is not None:
-            log.warning("HA handshake from %s (%s, %s, id %d) rejected: %s", self.addr,
-                        hello.cluster, hello.broker_name, hello.broker_id, reason)
+            log.warning(
+                "HA handshake from %s (%s, %s, id %d) rejected: %s",
+                self.addr,
+                hello.cluster,
+                hello.broker_name,
+                hello.broker_id,
+                reason,
+            )
             svc.stats_rejected += 1
             self._write([encode_reject(MasterReject(epoch, reason))])
             self.close()
             return
         self.hello = hello
-        log.info("HA slave %s (%s id %d, epoch %d, at offset %d, full sync %s) accepted",
-                 self.addr, hello.broker_name, hello.broker_id, hello.epoch, hello.max_offset,
-                 hello.full_sync)
+        log.info(
+            "HA slave %s (%s id %d, epoch %d, at offset %d, full sync %s) accepted",
+            self.addr,
+            hello.broker_name,
+            hello.broker_id,
+            hello.epoch,
+            hello.max_offset,
+            hello.full_sync,
+        )
         # the history goes to a slave that sent its own (FLAG_EPOCHS), even if empty
         epochs = (svc.epoch_list() or ()) if hello.epochs is not None else None
         self._write([encode_accept(MasterAccept(epoch, self.store.max_phy_offset, epochs))])
@@ -134,8 +147,12 @@ class HAConnection(asyncio.Protocol):
         max_offset = store.max_phy_offset
         if offset > max_offset or offset < 0:
             # RocketMQ 4.9.x: a slave ahead of its master is not ours to trust
-            log.warning("HA slave %s reported offset %d beyond this master's max offset %d; "
-                        "closing the connection", self.addr, offset, max_offset)
+            log.warning(
+                "HA slave %s reported offset %d beyond this master's max offset %d; closing the connection",
+                self.addr,
+                offset,
+                max_offset,
+            )
             self.service.stats_bad_input += 1
             self.abort()
             return
@@ -146,8 +163,14 @@ class HAConnection(asyncio.Protocol):
                 self.abort()
                 return
             self.next_transfer = self.transfer_from = start
-            log.info("HA slave %s requests offset %d; streaming from %d (master %d..%d)",
-                     self.addr, offset, start, store.min_phy_offset, max_offset)
+            log.info(
+                "HA slave %s requests offset %d; streaming from %d (master %d..%d)",
+                self.addr,
+                offset,
+                start,
+                store.min_phy_offset,
+                max_offset,
+            )
         self.ack = offset
         self.service.on_ack(self, offset)
         self.pump()
@@ -163,9 +186,13 @@ class HAConnection(asyncio.Protocol):
             size = store.config.mappedFileSizeCommitLog
             return max(hi - hi % size, lo)
         if reported < lo:
-            log.error("HA slave %s is at offset %d, before this master's first file at %d: "
-                      "it cannot catch up (clear its store to copy everything again)",
-                      self.addr, reported, lo)
+            log.error(
+                "HA slave %s is at offset %d, before this master's first file at %d: "
+                "it cannot catch up (clear its store to copy everything again)",
+                self.addr,
+                reported,
+                lo,
+            )
             return None
         return reported
 
@@ -197,8 +224,13 @@ class HAConnection(asyncio.Protocol):
             data = store.get_commitlog_data(nxt, batch)
             if data is None:
                 # below the readable end but not readable: its file is gone (cleaned up)
-                log.error("HA slave %s: no CommitLog data at %d (master %d..%d); closing the "
-                          "connection", self.addr, nxt, store.min_phy_offset, end)
+                log.error(
+                    "HA slave %s: no CommitLog data at %d (master %d..%d); closing the connection",
+                    self.addr,
+                    nxt,
+                    store.min_phy_offset,
+                    end,
+                )
                 self.abort()
                 return
             n = len(data)

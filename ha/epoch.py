@@ -17,6 +17,7 @@ of times in a broker's life: the mutators are coroutines that write in a worker
 thread, one write at a time, and return once the new history is durable; callers on
 the loop never wait on the disk. ``load`` is blocking (start-up; one small file).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,8 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 
-from rmq.protocol.epoch import EpochEntry, close_last, validate_history
 from rmq.common.fs import atomic_write
+from rmq.protocol.epoch import EpochEntry, close_last, validate_history
 
 __all__ = ["EPOCH_FILE_NAME", "EpochFile", "EpochFileError"]
 
@@ -57,8 +58,7 @@ def _parse(path: str, text: str) -> list[EpochEntry]:
                 raise ValueError
             entries.append(EpochEntry(int(epoch_s), int(start_s)))
         except ValueError:
-            raise EpochFileError(f"{path}: line {lineno} {line!r} is not <epoch>-<startOffset>") \
-                from None
+            raise EpochFileError(f"{path}: line {lineno} {line!r} is not <epoch>-<startOffset>") from None
     if len(entries) != count:
         raise EpochFileError(f"{path}: expects {count} entries, found {len(entries)}")
     problem = validate_history(entries)
@@ -144,11 +144,15 @@ class EpochFile:
                 if last == entry:
                     return False
                 if epoch <= last.epoch:
-                    raise EpochFileError(f"{self.path}: epoch {epoch} (start {start_offset}) is "
-                                         f"not newer than the last one, {last}")
+                    raise EpochFileError(
+                        f"{self.path}: epoch {epoch} (start {start_offset}) is "
+                        f"not newer than the last one, {last}"
+                    )
                 if start_offset < last.start_offset:
-                    raise EpochFileError(f"{self.path}: epoch {epoch} would start at "
-                                         f"{start_offset}, before the last one, {last}")
+                    raise EpochFileError(
+                        f"{self.path}: epoch {epoch} would start at "
+                        f"{start_offset}, before the last one, {last}"
+                    )
             await self._save(self._entries + [entry])
         log.info("epoch file %s: appended %s", self.path, entry)
         return True
@@ -171,8 +175,7 @@ class EpochFile:
             if dropped:
                 await self._save(keep)
         if dropped:
-            log.info("epoch file %s: truncated %s, dropped %s", self.path, what,
-                     ", ".join(map(str, dropped)))
+            log.info("epoch file %s: truncated %s, dropped %s", self.path, what, ", ".join(map(str, dropped)))
         return dropped
 
     async def _save(self, entries: list[EpochEntry]) -> None:

@@ -10,6 +10,7 @@ A round is shared by every put of one loop iteration (their records are committe
 together and go to the slave in the same writes), so its future is created once per
 iteration, not per message; its target is the highest end offset among them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,7 @@ _OK = PutMessageStatus.PUT_OK
 class _Round:
     __slots__ = ("target", "future", "deadline", "count")
 
-    def __init__(self, target: int, future: asyncio.Future[PutMessageStatus],
-                 deadline: float) -> None:
+    def __init__(self, target: int, future: asyncio.Future[PutMessageStatus], deadline: float) -> None:
         self.target = target
         self.future = future
         self.deadline = deadline
@@ -41,7 +41,7 @@ class _Round:
 class GroupTransferService:
     def __init__(self, timeout_ms: int) -> None:
         self.timeout = timeout_ms / 1000
-        self.acked = 0              # RocketMQ's push2SlaveMaxOffset
+        self.acked = 0  # RocketMQ's push2SlaveMaxOffset
         self._rounds: collections.deque[_Round] = collections.deque()
         self._open: _Round | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -72,7 +72,7 @@ class GroupTransferService:
         rounds = self._rounds
         if not rounds or rounds[-1].target <= end_offset:
             rounds.append(r)
-        else:   # not expected: the put path appends in offset order
+        else:  # not expected: the put path appends in offset order
             rounds.insert(bisect.bisect_right(rounds, r), r)
         self._open = r
         loop.call_soon(self._close_round, r)
@@ -113,9 +113,14 @@ class GroupTransferService:
             r = self._pop_oldest()
             if r is not None:
                 self.timeouts += r.count
-                log.warning("slave did not ack CommitLog offset %d within %.0f ms "
-                            "(acked %d); %d put(s) answered FLUSH_SLAVE_TIMEOUT",
-                            r.target, self.timeout * 1000, self.acked, r.count)
+                log.warning(
+                    "slave did not ack CommitLog offset %d within %.0f ms "
+                    "(acked %d); %d put(s) answered FLUSH_SLAVE_TIMEOUT",
+                    r.target,
+                    self.timeout * 1000,
+                    self.acked,
+                    r.count,
+                )
                 r.future.set_result(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
         if rounds:
             self._timer = loop.call_at(rounds[0].deadline, self._sweep)

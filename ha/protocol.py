@@ -44,6 +44,7 @@ straight into its own buffer, ``get_buffer``/``buffer_updated``, so data is appe
 the CommitLog from the receive buffer without a copy). Both raise ``HAProtocolError``
 on garbage and stay failed afterwards.
 """
+
 from __future__ import annotations
 
 import struct
@@ -54,12 +55,29 @@ from rmq.protocol.epoch import EpochEntry, decode_epoch_list, encode_epoch_list
 from rmq.protocol.errors import ProtocolError
 
 __all__ = [
-    "HAProtocolError", "MAGIC", "VERSION", "HELLO", "ACCEPT", "REJECT", "FLAG_FULL_SYNC",
+    "HAProtocolError",
+    "MAGIC",
+    "VERSION",
+    "HELLO",
+    "ACCEPT",
+    "REJECT",
+    "FLAG_FULL_SYNC",
     "FLAG_EPOCHS",
-    "MAX_HANDSHAKE_PAYLOAD", "REPORT_SIZE", "TRANSFER_HEADER_SIZE",
-    "SlaveHello", "MasterAccept", "MasterReject", "OffsetReport", "Transfer",
-    "encode_hello", "encode_accept", "encode_reject", "encode_offset_report",
-    "encode_transfer_header", "MasterStreamReader", "SlaveStreamReader",
+    "MAX_HANDSHAKE_PAYLOAD",
+    "REPORT_SIZE",
+    "TRANSFER_HEADER_SIZE",
+    "SlaveHello",
+    "MasterAccept",
+    "MasterReject",
+    "OffsetReport",
+    "Transfer",
+    "encode_hello",
+    "encode_accept",
+    "encode_reject",
+    "encode_offset_report",
+    "encode_transfer_header",
+    "MasterStreamReader",
+    "SlaveStreamReader",
 ]
 
 MAGIC: Final = 0x524D5148
@@ -165,9 +183,15 @@ def _epochs(entries: tuple[EpochEntry, ...] | None) -> bytes:
 
 def encode_hello(h: SlaveHello) -> bytes:
     flags = h.flags | FLAG_EPOCHS if h.epochs is not None else h.flags & ~FLAG_EPOCHS
-    return _frame(HELLO, _str(h.cluster) + _str(h.broker_name) + _HELLO_TAIL.pack(
-        h.broker_id, h.epoch, h.last_epoch_start_offset, h.max_offset,
-        h.commitlog_file_size, flags) + _epochs(h.epochs))
+    return _frame(
+        HELLO,
+        _str(h.cluster)
+        + _str(h.broker_name)
+        + _HELLO_TAIL.pack(
+            h.broker_id, h.epoch, h.last_epoch_start_offset, h.max_offset, h.commitlog_file_size, flags
+        )
+        + _epochs(h.epochs),
+    )
 
 
 def encode_accept(a: MasterAccept) -> bytes:
@@ -204,7 +228,7 @@ class _Fields:
         self.need(2, what)
         (n,) = _H.unpack_from(self.mv, self.pos)
         self.need(2 + n, what)
-        raw = bytes(self.mv[self.pos + 2:self.pos + 2 + n])
+        raw = bytes(self.mv[self.pos + 2 : self.pos + 2 + n])
         self.pos += 2 + n
         try:
             return raw.decode("utf-8")
@@ -224,7 +248,7 @@ class _Fields:
         size = 4 + 20 * n if n >= 0 else 0
         self.need(size, f"epoch list of {n} entries")
         try:
-            out = decode_epoch_list(self.mv[self.pos:self.pos + size])
+            out = decode_epoch_list(self.mv[self.pos : self.pos + size])
         except ProtocolError as e:
             raise HAProtocolError(f"handshake epoch list: {e}") from None
         self.pos += size
@@ -236,8 +260,8 @@ def _parse_handshake_head(mv: memoryview, pos: int, expect: tuple[int, ...]) -> 
     if len(mv) - pos < _HS_HEAD.size:
         # Garbage is recognised as early as possible: a wrong first byte of the magic
         # closes the connection before more is buffered.
-        have = bytes(mv[pos:pos + 4])
-        if have != _HS_HEAD.pack(MAGIC, 0, 0, 0)[:len(have)]:
+        have = bytes(mv[pos : pos + 4])
+        if have != _HS_HEAD.pack(MAGIC, 0, 0, 0)[: len(have)]:
             raise HAProtocolError(f"not an rmq HA handshake (first bytes {have.hex()})")
         return None
     magic, version, kind, length = _HS_HEAD.unpack_from(mv, pos)
@@ -261,8 +285,7 @@ def decode_hello(payload: memoryview) -> SlaveHello:
     return SlaveHello(cluster, name, broker_id, epoch, start, max_off, fsize, flags, epochs)
 
 
-def decode_answer(kind: int, payload: memoryview,
-                  expect_epochs: bool = False) -> MasterAccept | MasterReject:
+def decode_answer(kind: int, payload: memoryview, expect_epochs: bool = False) -> MasterAccept | MasterReject:
     """expect_epochs: the HELLO asked for the master's history (FLAG_EPOCHS); it is
     then read when the payload goes on (a master that does not know the flag sends
     none)."""
@@ -322,7 +345,7 @@ class MasterStreamReader:
                 end = _HS_HEAD.size + length
                 if len(mv) < end:
                     return out
-                out.append(decode_hello(mv[_HS_HEAD.size:end]))
+                out.append(decode_hello(mv[_HS_HEAD.size : end]))
                 self._hello_done = True
                 pos = end
             n = len(mv) - pos
@@ -345,11 +368,11 @@ class SlaveStreamReader:
     buffer, valid until the next ``get_buffer``/``feed``.
     """
 
-    __slots__ = ("_buf", "_mv", "_cap", "_r", "_w", "_answered", "_error", "_min_free",
-                 "expect_epochs")
+    __slots__ = ("_buf", "_mv", "_cap", "_r", "_w", "_answered", "_error", "_min_free", "expect_epochs")
 
-    def __init__(self, capacity: int = DEFAULT_SLAVE_BUFFER, min_free: int = 64 * 1024,
-                 expect_epochs: bool = False) -> None:
+    def __init__(
+        self, capacity: int = DEFAULT_SLAVE_BUFFER, min_free: int = 64 * 1024, expect_epochs: bool = False
+    ) -> None:
         if capacity < MAX_HANDSHAKE_PAYLOAD + _HS_HEAD.size:
             raise ValueError("the buffer must hold a whole handshake frame")
         self._buf = bytearray(capacity)
@@ -360,7 +383,7 @@ class SlaveStreamReader:
         self._w = 0
         self._answered = False
         self._error: str | None = None
-        self.expect_epochs = expect_epochs     # the HELLO carried FLAG_EPOCHS
+        self.expect_epochs = expect_epochs  # the HELLO carried FLAG_EPOCHS
 
     @property
     def max_body(self) -> int:
@@ -375,7 +398,7 @@ class SlaveStreamReader:
         space left is small (RocketMQ's HAClient swaps its two buffers there)."""
         if self._cap - self._w < self._min_free:
             self._compact()
-        return self._mv[self._w:]
+        return self._mv[self._w :]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._w += nbytes
@@ -383,7 +406,7 @@ class SlaveStreamReader:
     def _compact(self) -> None:
         if self._r:
             n = self._w - self._r
-            self._buf[:n] = self._mv[self._r:self._w]
+            self._buf[:n] = self._mv[self._r : self._w]
             self._r = 0
             self._w = n
 
@@ -393,9 +416,10 @@ class SlaveStreamReader:
         if self._cap - self._w < n:
             self._compact()
             if self._cap - self._w < n:
-                raise HAProtocolError(f"{n} bytes do not fit the receive buffer "
-                                      f"({self._w - self._r} unparsed)")
-        self._buf[self._w:self._w + n] = data
+                raise HAProtocolError(
+                    f"{n} bytes do not fit the receive buffer ({self._w - self._r} unparsed)"
+                )
+        self._buf[self._w : self._w + n] = data
         self._w += n
 
     def events(self) -> list[MasterAccept | MasterReject | Transfer]:
@@ -419,7 +443,7 @@ class SlaveStreamReader:
             end = r + _HS_HEAD.size + length
             if w < end:
                 return out
-            ans = decode_answer(kind, mv[r + _HS_HEAD.size:end], self.expect_epochs)
+            ans = decode_answer(kind, mv[r + _HS_HEAD.size : end], self.expect_epochs)
             out.append(ans)
             self._answered = True
             r = end
@@ -431,14 +455,16 @@ class SlaveStreamReader:
         while w - r >= TRANSFER_HEADER_SIZE:
             offset, size = unpack(mv, r)
             if size < 0 or size > limit:
-                raise HAProtocolError(f"transfer of {size} bytes at offset {offset} "
-                                      f"does not fit the {self._cap}-byte receive buffer")
+                raise HAProtocolError(
+                    f"transfer of {size} bytes at offset {offset} "
+                    f"does not fit the {self._cap}-byte receive buffer"
+                )
             if offset < 0:
                 raise HAProtocolError(f"transfer at negative offset {offset}")
             end = r + TRANSFER_HEADER_SIZE + size
             if end > w:
                 break
-            out.append(Transfer(offset, mv[r + TRANSFER_HEADER_SIZE:end]))
+            out.append(Transfer(offset, mv[r + TRANSFER_HEADER_SIZE : end]))
             r = end
         self._r = r
         if r == w:

@@ -26,12 +26,13 @@ broker after such a heartbeat answer): it may have left because it was promoted.
 member that stops acking holds dispatch back until its connection is closed
 (housekeeping).
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
@@ -54,13 +55,20 @@ def _no_epoch() -> tuple[int, int]:
 
 
 class HAService:
-    def __init__(self, store: MessageStore, *, cluster: str, broker_name: str,
-                 host: str = "0.0.0.0", port: int = 0,
-                 epoch_provider: EpochProvider | None = None,
-                 hello_check: HelloCheck | None = None,
-                 epochs_provider: EpochsProvider | None = None,
-                 confirm_reads: bool = False,
-                 on_shrink: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        cluster: str,
+        broker_name: str,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        epoch_provider: EpochProvider | None = None,
+        hello_check: HelloCheck | None = None,
+        epochs_provider: EpochsProvider | None = None,
+        confirm_reads: bool = False,
+        on_shrink: Callable[[], None] | None = None,
+    ) -> None:
         cfg = store.config
         self.store = store
         self.config = cfg
@@ -86,8 +94,8 @@ class HAService:
         # that a slow slave does not pin much memory
         self.write_buffer_high = max(4 * self.transfer_batch, 4 << 20)
         self.group_transfer = GroupTransferService(cfg.slaveTimeout)
-        self.connections: set[HAConnection] = set()      # every accepted socket
-        self.slaves: set[HAConnection] = set()           # handshaken
+        self.connections: set[HAConnection] = set()  # every accepted socket
+        self.slaves: set[HAConnection] = set()  # handshaken
         self.stats_rejected = 0
         self.stats_bad_input = 0
         self._server: asyncio.AbstractServer | None = None
@@ -104,14 +112,20 @@ class HAService:
         if self._server is not None:
             return
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: HAConnection(self), self.host,
-                                                self.port, reuse_address=True, backlog=64)
+        self._server = await loop.create_server(
+            lambda: HAConnection(self), self.host, self.port, reuse_address=True, backlog=64
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.add_commit_listener(self._on_commit)
         self._timer.start()
-        log.info("HA service of %s listening on %s:%d (haTransferBatchSize %d, slaveTimeout %d ms)",
-                 self.broker_name, self.host, self.port, self.transfer_batch,
-                 self.config.slaveTimeout)
+        log.info(
+            "HA service of %s listening on %s:%d (haTransferBatchSize %d, slaveTimeout %d ms)",
+            self.broker_name,
+            self.host,
+            self.port,
+            self.transfer_batch,
+            self.config.slaveTimeout,
+        )
 
     async def stop(self) -> None:
         """Close every slave connection and answer waiting puts (FLUSH_SLAVE_TIMEOUT)."""
@@ -165,8 +179,12 @@ class HAService:
             self._departed.append((conn.ack, self._generation))
             if self.on_shrink is not None:
                 self.on_shrink()
-            log.warning("HA slave %s (id %d) left the in-sync set at ack %d", conn.addr,
-                        conn.hello.broker_id if conn.hello else -1, conn.ack)
+            log.warning(
+                "HA slave %s (id %d) left the in-sync set at ack %d",
+                conn.addr,
+                conn.hello.broker_id if conn.hello else -1,
+                conn.ack,
+            )
             self._update_limit()
 
     def check_hello(self, h: SlaveHello) -> str | None:
@@ -178,13 +196,11 @@ class HAService:
             return f"brokerId {h.broker_id}: a slave's brokerId must be > 0"
         size = self.config.mappedFileSizeCommitLog
         if h.commitlog_file_size != size:
-            return (f"mappedFileSizeCommitLog {h.commitlog_file_size} differs from the "
-                    f"master's {size}")
+            return f"mappedFileSizeCommitLog {h.commitlog_file_size} differs from the master's {size}"
         if h.max_offset > self.store.max_phy_offset and h.epochs is None:
             # (a slave with an epoch list truncates after the handshake; its first
             # report is checked against this master's end like any other)
-            return (f"the slave is at offset {h.max_offset}, beyond this master's "
-                    f"{self.store.max_phy_offset}")
+            return f"the slave is at offset {h.max_offset}, beyond this master's {self.store.max_phy_offset}"
         if self.hello_check is not None:
             return self.hello_check(h)
         return None
@@ -215,12 +231,21 @@ class HAService:
             if offset < dispatched and (before is None or offset < before):
                 return
             self._members[conn] = joined = dispatched
-            log.info("HA slave %s (id %d) joined the in-sync set at ack %d (dispatched %d)",
-                     conn.addr, conn.hello.broker_id if conn.hello else -1, offset, dispatched)
+            log.info(
+                "HA slave %s (id %d) joined the in-sync set at ack %d (dispatched %d)",
+                conn.addr,
+                conn.hello.broker_id if conn.hello else -1,
+                offset,
+                dispatched,
+            )
         if conn not in self._confirmed and offset >= joined:
             self._confirmed.add(conn)
-            log.info("HA slave %s (id %d) confirmed in sync at ack %d", conn.addr,
-                     conn.hello.broker_id if conn.hello else -1, offset)
+            log.info(
+                "HA slave %s (id %d) confirmed in sync at ack %d",
+                conn.addr,
+                conn.hello.broker_id if conn.hello else -1,
+                offset,
+            )
         self._update_limit()
 
     def _update_limit(self) -> None:
@@ -239,8 +264,9 @@ class HAService:
         still names this broker master: those slaves stop holding dispatch back."""
         if any(g <= generation for _, g in self._departed):
             self._departed = [(a, g) for a, g in self._departed if g > generation]
-            log.info("HA: the controller keeps this master with the smaller in-sync set; "
-                     "dispatch limit released")
+            log.info(
+                "HA: the controller keeps this master with the smaller in-sync set; dispatch limit released"
+            )
             self._update_limit()
 
     def synced_acks(self) -> dict[str, int]:
@@ -248,8 +274,7 @@ class HAService:
         from: the confirmed in-sync set with confirm_reads, else every slave that
         reported (what the master tells the controller)."""
         conns = self._confirmed if self.confirm_reads else self.slaves
-        return {str(c.hello.broker_id): c.ack for c in conns
-                if c.hello is not None and c.ack >= 0}
+        return {str(c.hello.broker_id): c.ack for c in conns if c.hello is not None and c.ack >= 0}
 
     def _on_commit(self) -> None:
         for c in self.slaves:
@@ -263,8 +288,7 @@ class HAService:
         for c in list(self.connections):
             c.tick(period)
             if now - c.last_read > cfg.haHousekeepingInterval:
-                log.warning("HA connection %s: nothing read for %d ms; closing it",
-                            c.addr, now - c.last_read)
+                log.warning("HA connection %s: nothing read for %d ms; closing it", c.addr, now - c.last_read)
                 c.abort()
             elif now - c.last_write > cfg.haSendHeartbeatInterval:
                 c.heartbeat()
@@ -273,11 +297,12 @@ class HAService:
     def is_slave_ok(self, master_put_where: int) -> bool:
         """4.x isSlaveOK: a slave is connected and the acked offset is within
         haSlaveFallbehindMax of the master."""
-        return bool(self.slaves) and (
-            master_put_where - self.group_transfer.acked) < self.config.haSlaveFallbehindMax
+        return (
+            bool(self.slaves)
+            and (master_put_where - self.group_transfer.acked) < self.config.haSlaveFallbehindMax
+        )
 
-    def replica_waiter(self, result: PutMessageResult,
-                       wait: bool) -> asyncio.Future[PutMessageStatus] | None:
+    def replica_waiter(self, result: PutMessageResult, wait: bool) -> asyncio.Future[PutMessageStatus] | None:
         """The store's hook (SYNC_MASTER): a future answered when a slave has the put."""
         if not wait:
             return None
@@ -308,15 +333,24 @@ class HAService:
         conns = []
         for c in sorted(self.slaves, key=lambda c: c.addr):
             ack = max(c.ack, 0)
-            conns.append({
-                "addr": c.addr, "slaveAckOffset": c.ack, "diff": top - ack,
-                "inSync": c.ack >= 0 and top - c.ack < gap,
-                "transferredByteInSecond": c.bytes_per_s, "transferFromWhere": c.transfer_from,
-                "brokerId": c.hello.broker_id if c.hello else 0,
-            })
-        return {"master": True, "masterCommitLogMaxOffset": top,
-                "inSyncSlaveNums": self.in_sync_replicas() - 1, "haConnectionInfo": conns,
-                "haClientRuntimeInfo": {}}
+            conns.append(
+                {
+                    "addr": c.addr,
+                    "slaveAckOffset": c.ack,
+                    "diff": top - ack,
+                    "inSync": c.ack >= 0 and top - c.ack < gap,
+                    "transferredByteInSecond": c.bytes_per_s,
+                    "transferFromWhere": c.transfer_from,
+                    "brokerId": c.hello.broker_id if c.hello else 0,
+                }
+            )
+        return {
+            "master": True,
+            "masterCommitLogMaxOffset": top,
+            "inSyncSlaveNums": self.in_sync_replicas() - 1,
+            "haConnectionInfo": conns,
+            "haClientRuntimeInfo": {},
+        }
 
 
 class _Housekeeping(ServiceLoop):

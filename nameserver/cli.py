@@ -11,6 +11,7 @@ supervisor or a test that reads the port from that line.
 ``-c namesrv.properties -p 9877``. An unknown key is warned about; a bad value stops the
 start (exit code 2) naming the key.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,49 +49,89 @@ _OPTION_KEYS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rmq namesrv",
-                                description="RocketMQ 4.x compatible NameServer")
-    p.add_argument("-p", "--port", type=int, default=None,
-                   help="listen port, listenPort (default 9876; 0 = any free port)")
-    p.add_argument("--host", default=None,
-                   help="listen address, bindAddress (default 0.0.0.0)")
-    p.add_argument("--broker-expire-ms", type=int, default=None,
-                   help="drop a broker not heard from for this long, brokerExpiredTimeMillis "
-                        "(default 120000)")
-    p.add_argument("--scan-interval-ms", type=int, default=None,
-                   help="broker expiry scan period, scanNotActiveBrokerInterval; the first "
-                        "scan runs after half of it (default 10000)")
-    p.add_argument("--kv-path", default=None,
-                   help="KV config file, kvConfigPath (default ~/namesrv/kvConfig.msgpack)")
-    p.add_argument("--accept-standard-json-only", action="store_const", const=True,
-                   default=None, help="answer route data in standard JSON to every client "
-                                      "(acceptStandardJsonOnly=true)")
-    p.add_argument("--order-message-enable", action="store_const", const=True, default=None,
-                   help="add orderTopicConf (KV namespace ORDER_TOPIC_CONFIG) to route data "
-                        "(orderMessageEnable=true)")
-    p.add_argument("--metrics-port", type=int, default=None,
-                   help="serve Prometheus metrics on http://HOST:PORT/metrics, "
-                        "metricsPromExporterPort (default 0: off)")
-    p.add_argument("-c", "--config", default=None, metavar="FILE",
-                   help="namesrv.properties with RocketMQ's keys (listenPort, kvConfigPath, "
-                        "orderMessageEnable, enableControllerInNamesrv, ...)")
-    p.add_argument("--controller", action="store_const", const=True, default=None,
-                   help="run the failover controller here (enableControllerInNamesrv=true); "
-                        "run it on one NameServer of a cluster only")
-    p.add_argument("--controller-master-timeout-ms", type=int, default=None,
-                   help="elect a new master after this much master silence "
-                        "(controllerMasterTimeout, default 10000)")
-    p.add_argument("--log-level", default=None, type=str.upper,
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="logLevel (default INFO)")
+    p = argparse.ArgumentParser(prog="rmq namesrv", description="RocketMQ 4.x compatible NameServer")
+    p.add_argument(
+        "-p",
+        "--port",
+        type=int,
+        default=None,
+        help="listen port, listenPort (default 9876; 0 = any free port)",
+    )
+    p.add_argument("--host", default=None, help="listen address, bindAddress (default 0.0.0.0)")
+    p.add_argument(
+        "--broker-expire-ms",
+        type=int,
+        default=None,
+        help="drop a broker not heard from for this long, brokerExpiredTimeMillis (default 120000)",
+    )
+    p.add_argument(
+        "--scan-interval-ms",
+        type=int,
+        default=None,
+        help="broker expiry scan period, scanNotActiveBrokerInterval; the first "
+        "scan runs after half of it (default 10000)",
+    )
+    p.add_argument(
+        "--kv-path", default=None, help="KV config file, kvConfigPath (default ~/namesrv/kvConfig.msgpack)"
+    )
+    p.add_argument(
+        "--accept-standard-json-only",
+        action="store_const",
+        const=True,
+        default=None,
+        help="answer route data in standard JSON to every client (acceptStandardJsonOnly=true)",
+    )
+    p.add_argument(
+        "--order-message-enable",
+        action="store_const",
+        const=True,
+        default=None,
+        help="add orderTopicConf (KV namespace ORDER_TOPIC_CONFIG) to route data (orderMessageEnable=true)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics on http://HOST:PORT/metrics, metricsPromExporterPort (default 0: off)",
+    )
+    p.add_argument(
+        "-c",
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="namesrv.properties with RocketMQ's keys (listenPort, kvConfigPath, "
+        "orderMessageEnable, enableControllerInNamesrv, ...)",
+    )
+    p.add_argument(
+        "--controller",
+        action="store_const",
+        const=True,
+        default=None,
+        help="run the failover controller here (enableControllerInNamesrv=true); "
+        "run it on one NameServer of a cluster only",
+    )
+    p.add_argument(
+        "--controller-master-timeout-ms",
+        type=int,
+        default=None,
+        help="elect a new master after this much master silence (controllerMasterTimeout, default 10000)",
+    )
+    p.add_argument(
+        "--log-level",
+        default=None,
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logLevel (default INFO)",
+    )
     return p
 
 
 def settings_from_args(args: argparse.Namespace) -> NamesrvSettings:
     """The file of -c with the options given on the command line over it.
     ValueError (PropertiesError) names the file and the bad key or line."""
-    overrides = {key: getattr(args, dest) for dest, key in _OPTION_KEYS.items()
-                 if getattr(args, dest) is not None}
+    overrides = {
+        key: getattr(args, dest) for dest, key in _OPTION_KEYS.items() if getattr(args, dest) is not None
+    }
     return load_namesrv_config(args.config, overrides)
 
 
@@ -105,11 +146,16 @@ async def run(settings: NamesrvSettings) -> int:
 
     cfg, netty, controller = settings.namesrv, settings.netty, settings.controller_config
     host, port = netty.bindAddress, netty.listenPort
-    server = NameServer(host, port, broker_expire_ms=cfg.brokerExpiredTimeMillis,
-                        scan_interval_ms=cfg.scanNotActiveBrokerInterval, kv_path=cfg.kv_path,
-                        accept_standard_json_only=cfg.acceptStandardJsonOnly,
-                        order_message_enable=cfg.orderMessageEnable,
-                        controller=controller)
+    server = NameServer(
+        host,
+        port,
+        broker_expire_ms=cfg.brokerExpiredTimeMillis,
+        scan_interval_ms=cfg.scanNotActiveBrokerInterval,
+        kv_path=cfg.kv_path,
+        accept_standard_json_only=cfg.acceptStandardJsonOnly,
+        order_message_enable=cfg.orderMessageEnable,
+        controller=controller,
+    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
@@ -122,20 +168,24 @@ async def run(settings: NamesrvSettings) -> int:
     try:
         try:
             await server.start()
-        except (OSError, ValueError) as e:   # port taken / bad address, unreadable KV file
+        except (OSError, ValueError) as e:  # port taken / bad address, unreadable KV file
             logger.error("NameServer cannot start on %s:%d: %s", host, port, e)
             return 1
         logger.info("NameServer listening on %s:%d", server.host, server.port)
         if cfg.metricsPromExporterPort:
             from nameserver.metrics import NameServerMetrics
+
             shown = server.host if server.host not in ("0.0.0.0", "::", "") else socket.gethostname()
             server.metrics = NameServerMetrics(server, f"{shown}:{server.port}")
             server.metrics.start(host, cfg.metricsPromExporterPort)
         if controller is not None:
-            logger.info("failover controller on (controllerMasterTimeout %d ms, "
-                        "haSlaveFallbehindMax %d, enableElectUncleanMaster %s)",
-                        controller.controllerMasterTimeout, controller.haSlaveFallbehindMax,
-                        controller.enableElectUncleanMaster)
+            logger.info(
+                "failover controller on (controllerMasterTimeout %d ms, "
+                "haSlaveFallbehindMax %d, enableElectUncleanMaster %s)",
+                controller.controllerMasterTimeout,
+                controller.haSlaveFallbehindMax,
+                controller.enableElectUncleanMaster,
+            )
         await stop.wait()
         logger.info("NameServer shutting down")
         if server.metrics is not None:

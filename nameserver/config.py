@@ -9,6 +9,7 @@ start with the key named. Every command-line option of ``rmq namesrv`` has a key
 an option given on the command line wins over the file. New NameServer settings (ACL,
 TLS, ...) are new fields here, not new parsers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,15 +17,20 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
-from rmq.remoting.config import NettyServerConfig
-
 from nameserver.controller import ControllerConfig
 from nameserver.kvconfig import default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS
+from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
+from rmq.remoting.config import NettyServerConfig
 
-__all__ = ["NamesrvConfig", "NettyServerConfig", "NamesrvSettings", "load_namesrv_config",
-           "PropertiesError", "LOG_LEVELS"]
+__all__ = [
+    "NamesrvConfig",
+    "NettyServerConfig",
+    "NamesrvSettings",
+    "load_namesrv_config",
+    "PropertiesError",
+    "LOG_LEVELS",
+]
 
 log = logging.getLogger("rmq.nameserver")
 
@@ -39,15 +45,15 @@ class NamesrvConfig:
     # "" = rmq's default, ~/namesrv/kvConfig.msgpack (RocketMQ's file is kvConfig.json;
     # rmq keeps the same table as msgpack)
     kvConfigPath: str = ""
-    configStorePath: str = ""        # accepted; rmq does not rewrite its config file
+    configStorePath: str = ""  # accepted; rmq does not rewrite its config file
     productEnvName: str = "center"
     clusterTest: bool = False
     orderMessageEnable: bool = False
-    scanNotActiveBrokerInterval: int = 10_000    # ms; the first scan after half of it
+    scanNotActiveBrokerInterval: int = 10_000  # ms; the first scan after half of it
     # rmq's (RocketMQ's are constants or absent)
     brokerExpiredTimeMillis: int = BROKER_CHANNEL_EXPIRED_TIME_MS
     acceptStandardJsonOnly: bool = False
-    metricsPromExporterPort: int = 0             # /metrics; 0 = off (the broker's key)
+    metricsPromExporterPort: int = 0  # /metrics; 0 = off (the broker's key)
     logLevel: str = "INFO"
 
     @property
@@ -56,14 +62,14 @@ class NamesrvConfig:
 
     def validate(self) -> None:
         if not 0 <= self.metricsPromExporterPort < 65536:
-            raise PropertiesError(f"metricsPromExporterPort: {self.metricsPromExporterPort} is "
-                                  "not a TCP port (0 = no /metrics)")
+            raise PropertiesError(
+                f"metricsPromExporterPort: {self.metricsPromExporterPort} is not a TCP port (0 = no /metrics)"
+            )
         for key in ("scanNotActiveBrokerInterval", "brokerExpiredTimeMillis"):
             if getattr(self, key) <= 0:
                 raise PropertiesError(f"{key}: must be positive, got {getattr(self, key)}")
         if self.logLevel.upper() not in LOG_LEVELS:
-            raise PropertiesError(f"logLevel: expected one of {', '.join(LOG_LEVELS)}, "
-                                  f"got {self.logLevel!r}")
+            raise PropertiesError(f"logLevel: expected one of {', '.join(LOG_LEVELS)}, got {self.logLevel!r}")
         self.logLevel = self.logLevel.upper()
 
 
@@ -82,7 +88,7 @@ class NamesrvSettings:
         if self.controller.enableControllerInNamesrv:
             try:
                 self.controller.validate()
-            except ValueError as e:   # its message starts with the key
+            except ValueError as e:  # its message starts with the key
                 raise PropertiesError(str(e)) from None
 
     @property
@@ -91,8 +97,7 @@ class NamesrvSettings:
         return self.controller if self.controller.enableControllerInNamesrv else None
 
 
-def load_namesrv_config(path: str | None,
-                        overrides: dict[str, object] | None = None) -> NamesrvSettings:
+def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = None) -> NamesrvSettings:
     """Read the file (if any), apply the command line's ``overrides`` (key -> typed value,
     already parsed), warn about unknown keys and validate. ``PropertiesError`` names the
     key (or the line)."""
@@ -113,7 +118,7 @@ def load_namesrv_config(path: str | None,
     for key, value in (overrides or {}).items():
         target = next((o for o in (s.namesrv, s.netty, s.controller) if hasattr(o, key)), None)
         if target is None:
-            raise KeyError(f"no NameServer config key {key!r}")   # a programming error
+            raise KeyError(f"no NameServer config key {key!r}")  # a programming error
         setattr(target, key, value)
     s.validate()
     return s

@@ -53,21 +53,28 @@ its old id and replaces the dead master's address at id 0. While the controller
 knows another master, a broker that still registers as id 0 is registered under the
 id the controller assigned it, so clients are not routed to a fenced master.
 """
+
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import msgpack
 
 from rmq.common.clock import now_ms
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.controller import (MASTER_ROLES, ROLE_SLAVE, BrokerHeartbeatRequestHeader,
-                                     EpochRecord, GroupStatus, HeartbeatBody, MemberStatus)
+from rmq.protocol.controller import (
+    MASTER_ROLES,
+    ROLE_SLAVE,
+    BrokerHeartbeatRequestHeader,
+    EpochRecord,
+    GroupStatus,
+    HeartbeatBody,
+    MemberStatus,
+)
 
-__all__ = ["ControllerConfig", "Controller", "ControllerError", "Assignment",
-           "CONTROLLER_FILE_NAME"]
+__all__ = ["ControllerConfig", "Controller", "ControllerError", "Assignment", "CONTROLLER_FILE_NAME"]
 
 log = logging.getLogger("rmq.nameserver.controller")
 
@@ -120,8 +127,8 @@ class _Member:
     max_offset: int
     ha_addr: str | None
     last_heartbeat_ms: int
-    acks: dict[str, int] = field(default_factory=dict)    # a master's report, by addr
-    acks_master_max: int = 0                               # its max offset in that report
+    acks: dict[str, int] = field(default_factory=dict)  # a master's report, by addr
+    acks_master_max: int = 0  # its max offset in that report
 
 
 @dataclass(slots=True)
@@ -132,12 +139,12 @@ class _Group:
     epoch_start_offset: int = 0
     master_addr: str | None = None
     master_ha_addr: str | None = None
-    ids: dict[str, int] = field(default_factory=dict)      # addr -> assigned broker id
+    ids: dict[str, int] = field(default_factory=dict)  # addr -> assigned broker id
     history: list[EpochRecord] = field(default_factory=list)
     # not persisted
     members: dict[str, _Member] = field(default_factory=dict)
-    since_ms: int = 0          # monotonic time the controller started watching it
-    warned: str = ""           # last "cannot elect" reason logged
+    since_ms: int = 0  # monotonic time the controller started watching it
+    warned: str = ""  # last "cannot elect" reason logged
 
 
 class Controller:
@@ -145,13 +152,12 @@ class Controller:
     scan ticks with a monotonic ``now_ms``, and persists ``snapshot()`` whenever
     ``version`` moved, before answering."""
 
-    def __init__(self, config: ControllerConfig,
-                 wall_clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, config: ControllerConfig, wall_clock: Callable[[], int] = now_ms) -> None:
         config.validate()
         self.config = config
         self._wall = wall_clock
         self.groups: dict[str, _Group] = {}
-        self.version = 0          # bumped by every change worth persisting
+        self.version = 0  # bumped by every change worth persisting
         # (cluster, brokerName) on every new master after the first: the NameServer
         # counts failovers with it (rocketmq_namesrv failover metric)
         self.on_failover: Callable[[str, str], None] | None = None
@@ -161,11 +167,16 @@ class Controller:
         groups = {}
         for g in self.groups.values():
             groups[g.name] = {
-                "cluster": g.cluster, "epoch": g.epoch, "epochStartOffset": g.epoch_start_offset,
-                "masterAddr": g.master_addr, "masterHaAddr": g.master_ha_addr,
+                "cluster": g.cluster,
+                "epoch": g.epoch,
+                "epochStartOffset": g.epoch_start_offset,
+                "masterAddr": g.master_addr,
+                "masterHaAddr": g.master_ha_addr,
                 "brokerIds": dict(g.ids),
-                "history": [[h.epoch, h.start_offset, h.master_addr, h.reason, h.time_ms]
-                            for h in g.history[-_HISTORY_KEPT:]],
+                "history": [
+                    [h.epoch, h.start_offset, h.master_addr, h.reason, h.time_ms]
+                    for h in g.history[-_HISTORY_KEPT:]
+                ],
             }
         return msgpack.packb({"version": _FILE_VERSION, "groups": groups}, use_bin_type=True)
 
@@ -178,39 +189,60 @@ class Controller:
                 raise ValueError("not a version-1 controller snapshot")
             groups = {}
             for name, d in obj["groups"].items():
-                g = _Group(str(d["cluster"]), str(name), int(d["epoch"]),
-                           int(d["epochStartOffset"]), d["masterAddr"], d["masterHaAddr"],
-                           {str(a): int(i) for a, i in d["brokerIds"].items()},
-                           [EpochRecord(int(e), int(s), str(m), str(r), int(t))
-                            for e, s, m, r, t in d["history"]])
+                g = _Group(
+                    str(d["cluster"]),
+                    str(name),
+                    int(d["epoch"]),
+                    int(d["epochStartOffset"]),
+                    d["masterAddr"],
+                    d["masterHaAddr"],
+                    {str(a): int(i) for a, i in d["brokerIds"].items()},
+                    [EpochRecord(int(e), int(s), str(m), str(r), int(t)) for e, s, m, r, t in d["history"]],
+                )
                 g.since_ms = now_ms
                 groups[g.name] = g
-        except Exception as e:   # msgpack and the field reads raise several types
+        except Exception as e:  # msgpack and the field reads raise several types
             raise ValueError(f"controller file is damaged: {type(e).__name__}: {e}") from None
         self.groups = groups
         for g in groups.values():
-            log.info("controller: group %s (cluster %s): epoch %d from offset %d, master %s",
-                     g.name, g.cluster, g.epoch, g.epoch_start_offset, g.master_addr)
+            log.info(
+                "controller: group %s (cluster %s): epoch %d from offset %d, master %s",
+                g.name,
+                g.cluster,
+                g.epoch,
+                g.epoch_start_offset,
+                g.master_addr,
+            )
 
     # ------------------------------------------------------------------ heartbeats
-    def on_heartbeat(self, hb: BrokerHeartbeatRequestHeader, body: HeartbeatBody,
-                     now_ms: int) -> Assignment:
+    def on_heartbeat(self, hb: BrokerHeartbeatRequestHeader, body: HeartbeatBody, now_ms: int) -> Assignment:
         g = self.groups.get(hb.broker_name)
         if g is None:
-            g = self.groups[hb.broker_name] = _Group(hb.cluster_name, hb.broker_name,
-                                                     since_ms=now_ms)
+            g = self.groups[hb.broker_name] = _Group(hb.cluster_name, hb.broker_name, since_ms=now_ms)
         elif g.cluster != hb.cluster_name and g.warned != f"cluster:{hb.broker_addr}":
             g.warned = f"cluster:{hb.broker_addr}"
-            log.warning("controller: broker %s of group %s says cluster %s, the group is in %s",
-                        hb.broker_addr, g.name, hb.cluster_name, g.cluster)
+            log.warning(
+                "controller: broker %s of group %s says cluster %s, the group is in %s",
+                hb.broker_addr,
+                g.name,
+                hb.cluster_name,
+                g.cluster,
+            )
         m = g.members.get(hb.broker_addr)
         if m is None:
-            m = g.members[hb.broker_addr] = _Member(hb.broker_addr, hb.broker_id, hb.role,
-                                                    hb.epoch, hb.max_offset,
-                                                    body.ha_server_addr, now_ms)
-            log.info("controller: group %s: broker %s (id %d, %s, epoch %d, max offset %d) "
-                     "heard for the first time", g.name, hb.broker_addr, hb.broker_id, hb.role,
-                     hb.epoch, hb.max_offset)
+            m = g.members[hb.broker_addr] = _Member(
+                hb.broker_addr, hb.broker_id, hb.role, hb.epoch, hb.max_offset, body.ha_server_addr, now_ms
+            )
+            log.info(
+                "controller: group %s: broker %s (id %d, %s, epoch %d, max offset %d) "
+                "heard for the first time",
+                g.name,
+                hb.broker_addr,
+                hb.broker_id,
+                hb.role,
+                hb.epoch,
+                hb.max_offset,
+            )
         m.broker_id, m.role, m.epoch, m.max_offset = hb.broker_id, hb.role, hb.epoch, hb.max_offset
         m.ha_addr = body.ha_server_addr or m.ha_addr
         m.last_heartbeat_ms = now_ms
@@ -226,9 +258,15 @@ class Controller:
             self._master_report(g, hb, ha_addr)
         elif hb.role in MASTER_ROLES and hb.broker_id == 0 and g.warned != f"stale:{addr}":
             g.warned = f"stale:{addr}"
-            log.warning("controller: group %s: %s still acts as master (epoch %d) but %s leads "
-                        "epoch %d; it is told to step down", g.name, addr, hb.epoch,
-                        g.master_addr, g.epoch)
+            log.warning(
+                "controller: group %s: %s still acts as master (epoch %d) but %s leads "
+                "epoch %d; it is told to step down",
+                g.name,
+                addr,
+                hb.epoch,
+                g.master_addr,
+                g.epoch,
+            )
         return self._assignment(g, addr, hb.broker_id)
 
     def _resolve_acks(self, g: _Group, acks: dict[str, int]) -> dict[str, int]:
@@ -237,16 +275,17 @@ class Controller:
         for key, off in acks.items():
             if key.isdigit():
                 bid = int(key)
-                addr = next((a for a, mem in g.members.items()
-                             if mem.broker_id == bid and mem.role == ROLE_SLAVE), None)
+                addr = next(
+                    (a for a, mem in g.members.items() if mem.broker_id == bid and mem.role == ROLE_SLAVE),
+                    None,
+                )
                 if addr is None:
                     continue
                 key = addr
             out[key] = off
         return out
 
-    def _adopt_first_master(self, g: _Group, hb: BrokerHeartbeatRequestHeader,
-                            ha_addr: str | None) -> None:
+    def _adopt_first_master(self, g: _Group, hb: BrokerHeartbeatRequestHeader, ha_addr: str | None) -> None:
         if hb.epoch > 0:
             epoch, start = hb.epoch, max(hb.epoch_start_offset, 0)
             why = f"adopted running master reporting epoch {hb.epoch}"
@@ -257,32 +296,48 @@ class Controller:
             why = "adopted first master"
         self._decide(g, hb.broker_addr, ha_addr, epoch, start, why)
 
-    def _master_report(self, g: _Group, hb: BrokerHeartbeatRequestHeader,
-                       ha_addr: str | None) -> None:
+    def _master_report(self, g: _Group, hb: BrokerHeartbeatRequestHeader, ha_addr: str | None) -> None:
         if ha_addr and ha_addr != g.master_ha_addr:
             g.master_ha_addr = ha_addr
             self.version += 1
         if hb.epoch > g.epoch:
             # the controller's file is older than the broker's history (lost, restored
             # from a backup): never hand out an epoch the broker already has
-            self._decide(g, hb.broker_addr, ha_addr, hb.epoch, max(hb.epoch_start_offset, 0),
-                         f"master reports newer epoch {hb.epoch}")
-        elif hb.epoch == g.epoch and hb.epoch_start_offset >= 0 \
-                and hb.epoch_start_offset != g.epoch_start_offset:
-            log.info("controller: group %s: epoch %d starts at %d on master %s (recorded %d)",
-                     g.name, g.epoch, hb.epoch_start_offset, hb.broker_addr, g.epoch_start_offset)
+            self._decide(
+                g,
+                hb.broker_addr,
+                ha_addr,
+                hb.epoch,
+                max(hb.epoch_start_offset, 0),
+                f"master reports newer epoch {hb.epoch}",
+            )
+        elif (
+            hb.epoch == g.epoch
+            and hb.epoch_start_offset >= 0
+            and hb.epoch_start_offset != g.epoch_start_offset
+        ):
+            log.info(
+                "controller: group %s: epoch %d starts at %d on master %s (recorded %d)",
+                g.name,
+                g.epoch,
+                hb.epoch_start_offset,
+                hb.broker_addr,
+                g.epoch_start_offset,
+            )
             g.epoch_start_offset = hb.epoch_start_offset
             if g.history and g.history[-1].epoch == g.epoch:
                 h = g.history[-1]
-                g.history[-1] = EpochRecord(h.epoch, hb.epoch_start_offset, h.master_addr,
-                                            h.reason, h.time_ms)
+                g.history[-1] = EpochRecord(
+                    h.epoch, hb.epoch_start_offset, h.master_addr, h.reason, h.time_ms
+                )
             self.version += 1
 
     def _assignment(self, g: _Group, addr: str, reported_id: int) -> Assignment:
         if g.master_addr is None:
             return Assignment(None, None, g.epoch, g.epoch_start_offset, reported_id)
-        return Assignment(g.master_addr, g.master_ha_addr, g.epoch, g.epoch_start_offset,
-                          self._id_for(g, addr, reported_id))
+        return Assignment(
+            g.master_addr, g.master_ha_addr, g.epoch, g.epoch_start_offset, self._id_for(g, addr, reported_id)
+        )
 
     def _id_for(self, g: _Group, addr: str, reported_id: int) -> int:
         """0 for the master; else the broker's id, or a free one if it has none that is
@@ -326,9 +381,15 @@ class Controller:
                 why = "no live in-sync slave"
                 if g.warned != why:
                     g.warned = why
-                    log.warning("controller: group %s: master %s silent for %d ms, %s to elect "
-                                "(enableElectUncleanMaster=%s)", g.name, g.master_addr, silent,
-                                why, self.config.enableElectUncleanMaster)
+                    log.warning(
+                        "controller: group %s: master %s silent for %d ms, %s to elect "
+                        "(enableElectUncleanMaster=%s)",
+                        g.name,
+                        g.master_addr,
+                        silent,
+                        why,
+                        self.config.enableElectUncleanMaster,
+                    )
                 continue
             out.append(self._elect(g, chosen, f"master {g.master_addr} silent for {silent} ms"))
         return out
@@ -348,8 +409,7 @@ class Controller:
         ack = master.acks.get(m.addr)
         if ack is None:
             return False, None
-        ok = (master.acks_master_max - ack < self.config.haSlaveFallbehindMax
-              and ack >= g.epoch_start_offset)
+        ok = master.acks_master_max - ack < self.config.haSlaveFallbehindMax and ack >= g.epoch_start_offset
         return ok, ack
 
     def _best_candidate(self, g: _Group, now_ms: int, unclean: bool) -> _Member | None:
@@ -378,8 +438,9 @@ class Controller:
                 prev.acks = {}
         return self._decide(g, chosen.addr, chosen.ha_addr, g.epoch + 1, start, why)
 
-    def _decide(self, g: _Group, master: str, ha_addr: str | None, epoch: int, start: int,
-                why: str) -> EpochRecord:
+    def _decide(
+        self, g: _Group, master: str, ha_addr: str | None, epoch: int, start: int, why: str
+    ) -> EpochRecord:
         rec = EpochRecord(epoch, start, master, why, self._wall())
         failover = g.master_addr is not None and g.master_addr != master
         g.master_addr, g.master_ha_addr = master, ha_addr
@@ -389,14 +450,14 @@ class Controller:
         del g.history[:-_HISTORY_KEPT]
         g.warned = ""
         self.version += 1
-        log.warning("controller: group %s: epoch %d from offset %d, master %s (%s)",
-                    g.name, epoch, start, master, why)
+        log.warning(
+            "controller: group %s: epoch %d from offset %d, master %s (%s)", g.name, epoch, start, master, why
+        )
         if failover and self.on_failover is not None:
             self.on_failover(g.cluster, g.name)
         return rec
 
-    def elect_master(self, broker_name: str, broker_addr: str | None,
-                     now_ms: int) -> EpochRecord:
+    def elect_master(self, broker_name: str, broker_addr: str | None, now_ms: int) -> EpochRecord:
         """Manual switch (CONTROLLER_ELECT_MASTER). With broker_addr: promote that
         live, in-sync slave, even over a live master (which steps down on its next
         heartbeat; what it wrote past the new epoch's start is truncated when it
@@ -404,36 +465,48 @@ class Controller:
         is alive."""
         g = self.groups.get(broker_name)
         if g is None:
-            raise ControllerError(ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST,
-                                  f"the controller knows no broker group {broker_name}")
+            raise ControllerError(
+                ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST,
+                f"the controller knows no broker group {broker_name}",
+            )
         unclean = self.config.enableElectUncleanMaster
         if broker_addr is None:
             master = g.members.get(g.master_addr or "")
             if master is not None and self._alive(master, now_ms):
-                raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST,
-                                      f"master {g.master_addr} of {broker_name} is alive; name "
-                                      "the broker to promote with --brokerAddr")
+                raise ControllerError(
+                    ResponseCode.CONTROLLER_INVALID_REQUEST,
+                    f"master {g.master_addr} of {broker_name} is alive; name "
+                    "the broker to promote with --brokerAddr",
+                )
             chosen = self._best_candidate(g, now_ms, unclean)
             if chosen is None:
-                raise ControllerError(ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE,
-                                      f"no live in-sync slave in {broker_name} to elect")
+                raise ControllerError(
+                    ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE,
+                    f"no live in-sync slave in {broker_name} to elect",
+                )
             return self._elect(g, chosen, "electMaster (controller's choice)")
         if broker_addr == g.master_addr:
-            raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST,
-                                  f"{broker_addr} is already the master of {broker_name} "
-                                  f"(epoch {g.epoch})")
+            raise ControllerError(
+                ResponseCode.CONTROLLER_INVALID_REQUEST,
+                f"{broker_addr} is already the master of {broker_name} (epoch {g.epoch})",
+            )
         m = g.members.get(broker_addr)
         if m is None or not self._alive(m, now_ms):
-            raise ControllerError(ResponseCode.CONTROLLER_BROKER_NOT_ALIVE,
-                                  f"{broker_addr} is not a live broker of {broker_name}")
+            raise ControllerError(
+                ResponseCode.CONTROLLER_BROKER_NOT_ALIVE,
+                f"{broker_addr} is not a live broker of {broker_name}",
+            )
         if m.role != ROLE_SLAVE:
-            raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST,
-                                  f"{broker_addr} is a {m.role}, not a slave")
+            raise ControllerError(
+                ResponseCode.CONTROLLER_INVALID_REQUEST, f"{broker_addr} is a {m.role}, not a slave"
+            )
         in_sync, ack = self._in_sync(g, m)
         if not in_sync and not unclean:
-            raise ControllerError(ResponseCode.CONTROLLER_INVALID_REPLICAS,
-                                  f"{broker_addr} is not in sync with master {g.master_addr} "
-                                  f"(acked {ack if ack is not None else 'nothing'})")
+            raise ControllerError(
+                ResponseCode.CONTROLLER_INVALID_REPLICAS,
+                f"{broker_addr} is not in sync with master {g.master_addr} "
+                f"(acked {ack if ack is not None else 'nothing'})",
+            )
         return self._elect(g, m, f"electMaster -b {broker_addr}")
 
     # ------------------------------------------------------------------ status
@@ -445,18 +518,34 @@ class Controller:
             if g is None:
                 continue
             members = []
-            for m in sorted(g.members.values(),
-                            key=lambda m: (g.ids.get(m.addr, m.broker_id), m.addr)):
+            for m in sorted(g.members.values(), key=lambda m: (g.ids.get(m.addr, m.broker_id), m.addr)):
                 in_sync, ack = self._in_sync(g, m)
-                members.append(MemberStatus(
-                    m.addr, g.ids.get(m.addr, m.broker_id), m.role, m.epoch, m.max_offset,
-                    ack, m.addr == g.master_addr or in_sync, self._alive(m, now_ms),
-                    now_ms - m.last_heartbeat_ms))
+                members.append(
+                    MemberStatus(
+                        m.addr,
+                        g.ids.get(m.addr, m.broker_id),
+                        m.role,
+                        m.epoch,
+                        m.max_offset,
+                        ack,
+                        m.addr == g.master_addr or in_sync,
+                        self._alive(m, now_ms),
+                        now_ms - m.last_heartbeat_ms,
+                    )
+                )
             master = g.members.get(g.master_addr or "")
-            out.append(GroupStatus(g.cluster, g.name, g.epoch, g.epoch_start_offset,
-                                   g.master_addr,
-                                   master is not None and self._alive(master, now_ms),
-                                   members, list(g.history)))
+            out.append(
+                GroupStatus(
+                    g.cluster,
+                    g.name,
+                    g.epoch,
+                    g.epoch_start_offset,
+                    g.master_addr,
+                    master is not None and self._alive(master, now_ms),
+                    members,
+                    list(g.history),
+                )
+            )
         return out
 
     def group_names(self) -> Iterable[str]:

@@ -9,6 +9,7 @@ blocking step (``snapshot()`` then ``write_file(data)``) so the server can run i
 a thread and keep the event loop off the disk. The namespace the NameServer itself
 reads is ``ORDER_TOPIC_CONFIG`` (topic -> ``brokerName:queueNum;...``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,8 +57,7 @@ class KVConfigManager:
         loaded: dict[str, dict[str, str]] = {}
         for ns, kv in table.items():
             if isinstance(ns, str) and isinstance(kv, dict):
-                loaded[ns] = {k: v for k, v in kv.items()
-                              if isinstance(k, str) and isinstance(v, str)}
+                loaded[ns] = {k: v for k, v in kv.items() if isinstance(k, str) and isinstance(v, str)}
         self._table = loaded
         logger.info("load KV config table OK: %s, %d namespace(s)", self.path, len(loaded))
 
@@ -88,11 +88,11 @@ class KVConfigManager:
         prev = kv.get(key)
         kv[key] = value
         if prev is None:
-            logger.info("putKVConfig create new config item, namespace=%s key=%s value=%s",
-                        namespace, key, value)
+            logger.info(
+                "putKVConfig create new config item, namespace=%s key=%s value=%s", namespace, key, value
+            )
         else:
-            logger.info("putKVConfig update config item, namespace=%s key=%s value=%s",
-                        namespace, key, value)
+            logger.info("putKVConfig update config item, namespace=%s key=%s value=%s", namespace, key, value)
 
     def get_kv_config(self, namespace: str, key: str) -> str | None:
         kv = self._table.get(namespace)
@@ -104,8 +104,9 @@ class KVConfigManager:
         if kv is None or key not in kv:
             return False
         value = kv.pop(key)
-        logger.info("deleteKVConfig delete a config item, namespace=%s key=%s value=%s",
-                    namespace, key, value)
+        logger.info(
+            "deleteKVConfig delete a config item, namespace=%s key=%s value=%s", namespace, key, value
+        )
         return True
 
     def get_kv_list_by_namespace(self, namespace: str) -> KVTable | None:

@@ -13,6 +13,7 @@ belongs to one (brokers alive, failover events).
   ``record_failover`` (the failover controller's);
 * ``rocketmq_rpc_latency`` and ``rocketmq_protocol_errors_total`` as on the broker.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,9 +23,15 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.remoting.metrics import (RPC_LATENCY_BUCKETS_MS, Families, HistogramSnapshot,
-                                  LoopSnapshot, MetricsHttpServer, NodeLabels,
-                                  RpcLatencyRecorder)
+from rmq.remoting.metrics import (
+    RPC_LATENCY_BUCKETS_MS,
+    Families,
+    HistogramSnapshot,
+    LoopSnapshot,
+    MetricsHttpServer,
+    NodeLabels,
+    RpcLatencyRecorder,
+)
 
 if TYPE_CHECKING:
     from nameserver.server import NameServer
@@ -61,8 +68,7 @@ class NameServerMetrics:
         self.failovers[key] = self.failovers.get(key, 0) + 1
 
     def start(self, host: str, port: int) -> bool:
-        self._snapshot = LoopSnapshot(asyncio.get_running_loop(), self._take,
-                                      what="NameServer metrics")
+        self._snapshot = LoopSnapshot(asyncio.get_running_loop(), self._take, what="NameServer metrics")
         self.server.remoting.set_rpc_observer(self.rpc)
         return self.exporter.start(host, port)
 
@@ -87,21 +93,29 @@ class NameServerMetrics:
         for bd in routes.broker_addr_table.values():
             n = sum(1 for addr in bd.broker_addrs.values() if addr in live)
             alive[bd.cluster] = alive.get(bd.cluster, 0) + n
-        return NameServerSnapshot(alive, self.rpc.snapshot(), dict(self.failovers),
-                                  self.server.remoting.stats.protocol_errors)
+        return NameServerSnapshot(
+            alive, self.rpc.snapshot(), dict(self.failovers), self.server.remoting.stats.protocol_errors
+        )
 
     def _families(self, s: NameServerSnapshot | None) -> Families:
         f = Families(self.node)
-        f.gauge("rocketmq_namesrv_brokers_alive", "Live broker addresses per cluster.",
-                ["cluster"])
-        f.counter("rocketmq_namesrv_route_requests_total", "GET_ROUTEINFO_BY_TOPIC requests.",
-                  ["response_code"])
-        f.counter("rocketmq_namesrv_registrations_total",
-                  "REGISTER_BROKER requests (registrations and heartbeats).")
-        f.counter("rocketmq_namesrv_failover_events_total", "Masters replaced by failover.",
-                  ["cluster", "broker_name"])
-        f.histogram("rocketmq_rpc_latency", "Request handling time in milliseconds.",
-                    ["request_code", "response_code"])
+        f.gauge("rocketmq_namesrv_brokers_alive", "Live broker addresses per cluster.", ["cluster"])
+        f.counter(
+            "rocketmq_namesrv_route_requests_total", "GET_ROUTEINFO_BY_TOPIC requests.", ["response_code"]
+        )
+        f.counter(
+            "rocketmq_namesrv_registrations_total", "REGISTER_BROKER requests (registrations and heartbeats)."
+        )
+        f.counter(
+            "rocketmq_namesrv_failover_events_total",
+            "Masters replaced by failover.",
+            ["cluster", "broker_name"],
+        )
+        f.histogram(
+            "rocketmq_rpc_latency",
+            "Request handling time in milliseconds.",
+            ["request_code", "response_code"],
+        )
         f.counter("rocketmq_protocol_errors_total", "Connections closed for malformed frames.")
         if s is None:
             return f
@@ -109,12 +123,16 @@ class NameServerMetrics:
             f.sample("rocketmq_namesrv_brokers_alive", n, [cluster])
         registrations = 0
         for key, h in s.rpc_latency.items():
-            f.histogram_sample("rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h,
-                               RpcLatencyRecorder.label_values(key))
+            f.histogram_sample(
+                "rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h, RpcLatencyRecorder.label_values(key)
+            )
             request_code, response_code = key
             if request_code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
-                f.sample("rocketmq_namesrv_route_requests_total", sum(h[0]),
-                         [ResponseCode.name_of(response_code).lower()])
+                f.sample(
+                    "rocketmq_namesrv_route_requests_total",
+                    sum(h[0]),
+                    [ResponseCode.name_of(response_code).lower()],
+                )
             elif request_code == RequestCode.REGISTER_BROKER:
                 registrations += sum(h[0])
         f.sample("rocketmq_namesrv_registrations_total", registrations)

@@ -16,21 +16,35 @@ Tables (names as in Java):
 Everything runs on the one event loop, so there is no lock: each method is atomic
 with respect to the others (the Java read/write lock has nothing left to protect).
 """
+
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 
 from rmq.common.monotonic import monotonic_ms
-from rmq.protocol.codes import PermName
 from rmq.protocol.bodies import (
-    MASTER_ID, BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig,
-    TopicConfigSerializeWrapper, TopicList, TopicRouteData,
+    MASTER_ID,
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicList,
+    TopicRouteData,
 )
+from rmq.protocol.codes import PermName
 
-__all__ = ["RouteInfoManager", "BrokerLiveInfo", "RegisterBrokerResult", "RemovedBroker",
-           "BROKER_CHANNEL_EXPIRED_TIME_MS", "monotonic_ms"]
+__all__ = [
+    "RouteInfoManager",
+    "BrokerLiveInfo",
+    "RegisterBrokerResult",
+    "RemovedBroker",
+    "BROKER_CHANNEL_EXPIRED_TIME_MS",
+    "monotonic_ms",
+]
 
 logger = logging.getLogger("rmq.nameserver.routes")
 
@@ -77,12 +91,18 @@ class RouteInfoManager:
         self.filter_server_table: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------------ registration
-    def register_broker(self, cluster_name: str, broker_addr: str, broker_name: str,
-                        broker_id: int, ha_server_addr: str | None,
-                        topic_config_wrapper: TopicConfigSerializeWrapper | None,
-                        filter_server_list: list[str] | None,
-                        conn_id: Hashable | None = None,
-                        now_ms: int | None = None) -> RegisterBrokerResult:
+    def register_broker(
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str | None,
+        topic_config_wrapper: TopicConfigSerializeWrapper | None,
+        filter_server_list: list[str] | None,
+        conn_id: Hashable | None = None,
+        now_ms: int | None = None,
+    ) -> RegisterBrokerResult:
         """REGISTER_BROKER (also the 30 s heartbeat of every broker).
 
         Topic configs are taken only from a master (id 0), and only on its first
@@ -102,29 +122,46 @@ class RouteInfoManager:
         # One ip:port has one entry: a slave promoted to master (or any id change)
         # first loses its old <id, addr> pair.
         for old_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
-            logger.info("cluster=%s broker=%s addr=%s: broker id changed %d -> %d",
-                        cluster_name, broker_name, broker_addr, old_id, broker_id)
+            logger.info(
+                "cluster=%s broker=%s addr=%s: broker id changed %d -> %d",
+                cluster_name,
+                broker_name,
+                broker_addr,
+                old_id,
+                broker_id,
+            )
             del addrs[old_id]
         old_addr = addrs.get(broker_id)
         addrs[broker_id] = broker_addr
         if broker_id == MASTER_ID and old_addr != broker_addr:
-            logger.info("cluster=%s broker=%s master address change from %s to %s",
-                        cluster_name, broker_name, old_addr, broker_addr)
+            logger.info(
+                "cluster=%s broker=%s master address change from %s to %s",
+                cluster_name,
+                broker_name,
+                old_addr,
+                broker_addr,
+            )
         register_first = register_first or old_addr is None
 
-        data_version = (topic_config_wrapper.data_version if topic_config_wrapper is not None
-                        else DataVersion())
+        data_version = (
+            topic_config_wrapper.data_version if topic_config_wrapper is not None else DataVersion()
+        )
         if topic_config_wrapper is not None and broker_id == MASTER_ID:
             if register_first or self.is_broker_topic_config_changed(broker_addr, data_version):
                 for tc in topic_config_wrapper.topic_config_table.values():
                     self._create_and_update_queue_data(broker_name, tc)
 
         prev = self.broker_live_table.get(broker_addr)
-        self.broker_live_table[broker_addr] = BrokerLiveInfo(now, data_version, conn_id,
-                                                             ha_server_addr)
+        self.broker_live_table[broker_addr] = BrokerLiveInfo(now, data_version, conn_id, ha_server_addr)
         if prev is None:
-            logger.info("new broker registered: cluster=%s broker=%s id=%d addr=%s HAServer=%s",
-                        cluster_name, broker_name, broker_id, broker_addr, ha_server_addr)
+            logger.info(
+                "new broker registered: cluster=%s broker=%s id=%d addr=%s HAServer=%s",
+                cluster_name,
+                broker_name,
+                broker_id,
+                broker_addr,
+                ha_server_addr,
+            )
 
         if filter_server_list is not None:
             if filter_server_list:
@@ -141,19 +178,18 @@ class RouteInfoManager:
         return RegisterBrokerResult()
 
     def _create_and_update_queue_data(self, broker_name: str, tc: TopicConfig) -> None:
-        qd = QueueData(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
-                       tc.topic_sys_flag)
+        qd = QueueData(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         by_broker = self.topic_queue_table.get(tc.topic_name)
         if by_broker is None:
             self.topic_queue_table[tc.topic_name] = {broker_name: qd}
-            logger.info("new topic registered: topic=%s broker=%s %s", tc.topic_name,
-                        broker_name, qd)
+            logger.info("new topic registered: topic=%s broker=%s %s", tc.topic_name, broker_name, qd)
             return
         old = by_broker.get(broker_name)
         by_broker[broker_name] = qd
         if old is not None and old != qd:
-            logger.info("topic changed: topic=%s broker=%s OLD: %s NEW: %s", tc.topic_name,
-                        broker_name, old, qd)
+            logger.info(
+                "topic changed: topic=%s broker=%s OLD: %s NEW: %s", tc.topic_name, broker_name, old, qd
+            )
 
     def is_broker_topic_config_changed(self, broker_addr: str, data_version: DataVersion) -> bool:
         prev = self.query_broker_topic_config(broker_addr)
@@ -163,31 +199,38 @@ class RouteInfoManager:
         live = self.broker_live_table.get(broker_addr)
         return None if live is None else live.data_version
 
-    def update_broker_info_update_timestamp(self, broker_addr: str,
-                                            now_ms: int | None = None) -> None:
+    def update_broker_info_update_timestamp(self, broker_addr: str, now_ms: int | None = None) -> None:
         live = self.broker_live_table.get(broker_addr)
         if live is not None:
             live.last_update_timestamp = self._clock() if now_ms is None else now_ms
 
-    def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str,
-                          broker_id: int) -> None:
+    def unregister_broker(
+        self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
+    ) -> None:
         """UNREGISTER_BROKER (a broker shutting down cleanly)."""
         live = self.broker_live_table.pop(broker_addr, None)
-        logger.info("unregisterBroker: cluster=%s broker=%s id=%d addr=%s, "
-                    "remove from brokerLiveTable %s", cluster_name, broker_name, broker_id,
-                    broker_addr, "OK" if live is not None else "Failed")
+        logger.info(
+            "unregisterBroker: cluster=%s broker=%s id=%d addr=%s, remove from brokerLiveTable %s",
+            cluster_name,
+            broker_name,
+            broker_id,
+            broker_addr,
+            "OK" if live is not None else "Failed",
+        )
         self.filter_server_table.pop(broker_addr, None)
 
         remove_broker_name = False
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is not None:
             addr = broker_data.broker_addrs.pop(broker_id, None)
-            logger.info("unregisterBroker: remove addr from brokerAddrTable %s, %s",
-                        "OK" if addr is not None else "Failed", broker_addr)
+            logger.info(
+                "unregisterBroker: remove addr from brokerAddrTable %s, %s",
+                "OK" if addr is not None else "Failed",
+                broker_addr,
+            )
             if not broker_data.broker_addrs:
                 del self.broker_addr_table[broker_name]
-                logger.info("unregisterBroker: remove name from brokerAddrTable OK, broker=%s",
-                            broker_name)
+                logger.info("unregisterBroker: remove name from brokerAddrTable OK, broker=%s", broker_name)
                 remove_broker_name = True
 
         if remove_broker_name:
@@ -195,13 +238,17 @@ class RouteInfoManager:
             if names is not None:
                 removed = broker_name in names
                 names.discard(broker_name)
-                logger.info("unregisterBroker: remove name from clusterAddrTable %s, "
-                            "cluster=%s broker=%s", "OK" if removed else "Failed",
-                            cluster_name, broker_name)
+                logger.info(
+                    "unregisterBroker: remove name from clusterAddrTable %s, cluster=%s broker=%s",
+                    "OK" if removed else "Failed",
+                    cluster_name,
+                    broker_name,
+                )
                 if not names:
                     del self.cluster_addr_table[cluster_name]
-                    logger.info("unregisterBroker: remove cluster from clusterAddrTable, "
-                                "cluster=%s", cluster_name)
+                    logger.info(
+                        "unregisterBroker: remove cluster from clusterAddrTable, cluster=%s", cluster_name
+                    )
             self._remove_topic_by_broker_name(broker_name, "unregistered")
 
     def _remove_topic_by_broker_name(self, broker_name: str, why: str) -> None:
@@ -209,8 +256,13 @@ class RouteInfoManager:
         for topic, by_broker in self.topic_queue_table.items():
             old = by_broker.pop(broker_name, None)
             if old is not None:
-                logger.info("remove topic from topicQueueTable (%s): topic=%s broker=%s %s",
-                            why, topic, broker_name, old)
+                logger.info(
+                    "remove topic from topicQueueTable (%s): topic=%s broker=%s %s",
+                    why,
+                    topic,
+                    broker_name,
+                    old,
+                )
             if not by_broker:
                 empty.append(topic)
         for topic in empty:
@@ -218,9 +270,9 @@ class RouteInfoManager:
             logger.info("remove topic, no broker left (%s): topic=%s", why, topic)
 
     # ------------------------------------------------------------------ liveness
-    def scan_not_active_broker(self, now_ms: int,
-                               expire_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS
-                               ) -> list[RemovedBroker]:
+    def scan_not_active_broker(
+        self, now_ms: int, expire_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS
+    ) -> list[RemovedBroker]:
         """Drop every broker whose last registration is older than ``expire_ms``.
 
         Returns what was dropped; the caller closes those connections (as Java
@@ -230,8 +282,12 @@ class RouteInfoManager:
         for addr, live in list(self.broker_live_table.items()):
             if live.last_update_timestamp + expire_ms < now_ms:
                 del self.broker_live_table[addr]
-                logger.warning("the broker channel expired: addr=%s, silent %d ms (limit %d ms)",
-                               addr, now_ms - live.last_update_timestamp, expire_ms)
+                logger.warning(
+                    "the broker channel expired: addr=%s, silent %d ms (limit %d ms)",
+                    addr,
+                    now_ms - live.last_update_timestamp,
+                    expire_ms,
+                )
                 self._remove_broker_addr(addr, "channel expired")
                 removed.append(RemovedBroker(addr, live.conn_id, live.last_update_timestamp))
         return removed
@@ -245,8 +301,7 @@ class RouteInfoManager:
         """
         addrs = [a for a, live in self.broker_live_table.items() if live.conn_id == conn_id]
         for addr in addrs:
-            logger.info("the broker's channel destroyed, addr=%s, clean its data structure "
-                        "at once", addr)
+            logger.info("the broker's channel destroyed, addr=%s, clean its data structure at once", addr)
             del self.broker_live_table[addr]
             self._remove_broker_addr(addr, "channel destroyed")
         return addrs
@@ -263,32 +318,53 @@ class RouteInfoManager:
                     broker_name_found = name
                     cluster_found = bd.cluster
                     del bd.broker_addrs[bid]
-                    logger.info("remove brokerAddr[%d, %s] from brokerAddrTable (%s): "
-                                "cluster=%s broker=%s", bid, addr, why, bd.cluster, name)
+                    logger.info(
+                        "remove brokerAddr[%d, %s] from brokerAddrTable (%s): cluster=%s broker=%s",
+                        bid,
+                        addr,
+                        why,
+                        bd.cluster,
+                        name,
+                    )
                     break
             if broker_name_found is not None:
                 if not bd.broker_addrs:
                     remove_broker_name = True
                     del self.broker_addr_table[name]
-                    logger.info("remove brokerName from brokerAddrTable (%s): cluster=%s "
-                                "broker=%s", why, bd.cluster, name)
+                    logger.info(
+                        "remove brokerName from brokerAddrTable (%s): cluster=%s broker=%s",
+                        why,
+                        bd.cluster,
+                        name,
+                    )
                 break
 
         if broker_name_found is not None and remove_broker_name:
             for cluster, names in list(self.cluster_addr_table.items()):
                 if broker_name_found in names:
                     names.discard(broker_name_found)
-                    logger.info("remove brokerName from clusterAddrTable (%s): cluster=%s "
-                                "broker=%s", why, cluster, broker_name_found)
+                    logger.info(
+                        "remove brokerName from clusterAddrTable (%s): cluster=%s broker=%s",
+                        why,
+                        cluster,
+                        broker_name_found,
+                    )
                     if not names:
                         del self.cluster_addr_table[cluster]
-                        logger.info("remove cluster from clusterAddrTable, no broker left "
-                                    "(%s): cluster=%s", why, cluster)
+                        logger.info(
+                            "remove cluster from clusterAddrTable, no broker left (%s): cluster=%s",
+                            why,
+                            cluster,
+                        )
                     break
             self._remove_topic_by_broker_name(broker_name_found, why)
         elif broker_name_found is not None:
-            logger.debug("broker %s (cluster=%s) keeps other members after %s left",
-                         broker_name_found, cluster_found, broker_addr)
+            logger.debug(
+                "broker %s (cluster=%s) keeps other members after %s left",
+                broker_name_found,
+                cluster_found,
+                broker_addr,
+            )
 
     # ------------------------------------------------------------------ queries
     def pickup_topic_route_data(self, topic: str) -> TopicRouteData | None:
@@ -314,8 +390,10 @@ class RouteInfoManager:
         return route
 
     def get_all_cluster_info(self) -> ClusterInfo:
-        return ClusterInfo({name: bd.copy() for name, bd in self.broker_addr_table.items()},
-                           {c: sorted(n) for c, n in self.cluster_addr_table.items()})
+        return ClusterInfo(
+            {name: bd.copy() for name, bd in self.broker_addr_table.items()},
+            {c: sorted(n) for c, n in self.cluster_addr_table.items()},
+        )
 
     def get_all_topic_list(self) -> TopicList:
         return TopicList(list(self.topic_queue_table))
@@ -323,8 +401,7 @@ class RouteInfoManager:
     def get_topics_by_cluster(self, cluster: str) -> TopicList:
         """Topics with a queue on any broker of ``cluster`` (empty for an unknown one)."""
         names = self.cluster_addr_table.get(cluster, set())
-        topics = [t for t, by_broker in self.topic_queue_table.items()
-                  if not names.isdisjoint(by_broker)]
+        topics = [t for t, by_broker in self.topic_queue_table.items() if not names.isdisjoint(by_broker)]
         return TopicList(topics)
 
     def get_system_topic_list(self) -> TopicList:
@@ -344,8 +421,13 @@ class RouteInfoManager:
 
     def _topics_where(self, pick: Callable[[QueueData], bool]) -> TopicList:
         # As Java: only the first queue data of each topic decides.
-        return TopicList([t for t, by_broker in self.topic_queue_table.items()
-                          if by_broker and pick(next(iter(by_broker.values())))])
+        return TopicList(
+            [
+                t
+                for t, by_broker in self.topic_queue_table.items()
+                if by_broker and pick(next(iter(by_broker.values())))
+            ]
+        )
 
     def get_unit_topics(self) -> TopicList:
         return self._topics_where(lambda qd: bool(qd.topic_sys_flag & _FLAG_UNIT))
@@ -354,8 +436,9 @@ class RouteInfoManager:
         return self._topics_where(lambda qd: bool(qd.topic_sys_flag & _FLAG_UNIT_SUB))
 
     def get_has_unit_sub_ununit_topic_list(self) -> TopicList:
-        return self._topics_where(lambda qd: not qd.topic_sys_flag & _FLAG_UNIT
-                                  and bool(qd.topic_sys_flag & _FLAG_UNIT_SUB))
+        return self._topics_where(
+            lambda qd: not qd.topic_sys_flag & _FLAG_UNIT and bool(qd.topic_sys_flag & _FLAG_UNIT_SUB)
+        )
 
     # ------------------------------------------------------------------ admin
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
@@ -371,12 +454,16 @@ class RouteInfoManager:
         for broker_name in names:
             removed = by_broker.pop(broker_name, None)
             if removed is not None:
-                logger.info("deleteTopic: remove one broker's topic, topic=%s cluster=%s "
-                            "broker=%s %s", topic, cluster_name, broker_name, removed)
+                logger.info(
+                    "deleteTopic: remove one broker's topic, topic=%s cluster=%s broker=%s %s",
+                    topic,
+                    cluster_name,
+                    broker_name,
+                    removed,
+                )
         if not by_broker:
             del self.topic_queue_table[topic]
-            logger.info("deleteTopic: remove the topic all queue, topic=%s cluster=%s",
-                        topic, cluster_name)
+            logger.info("deleteTopic: remove the topic all queue, topic=%s cluster=%s", topic, cluster_name)
 
     def wipe_write_perm_of_broker(self, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER: clear PERM_WRITE on the broker's queues; topics touched."""
@@ -385,8 +472,7 @@ class RouteInfoManager:
     def add_write_perm_of_broker(self, broker_name: str) -> int:
         """ADD_WRITE_PERM_OF_BROKER: set the broker's queues to read+write (as 4.9.8:
         the perm becomes exactly RW, whatever it was)."""
-        return self._operate_perm(broker_name,
-                                  lambda _: PermName.PERM_READ | PermName.PERM_WRITE)
+        return self._operate_perm(broker_name, lambda _: PermName.PERM_READ | PermName.PERM_WRITE)
 
     def _operate_perm(self, broker_name: str, change: Callable[[int], int]) -> int:
         count = 0

@@ -11,40 +11,49 @@ and admin ones) are read straight from ext fields here, with the same rules: a
 missing mandatory field or an unparsable number raises ``HeaderFieldError``, which the
 remoting dispatcher answers (SYSTEM_ERROR naming the field, one warning per peer).
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
 import zlib
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Awaitable, Callable, Mapping
 
+from nameserver.controller import CONTROLLER_FILE_NAME, Controller, ControllerConfig, ControllerError
+from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
+from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager, monotonic_ms
 from rmq.common.fs import atomic_write
 from rmq.common.service import ServiceLoop
+from rmq.protocol.bodies import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+)
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.controller import (
-    BrokerHeartbeatRequestHeader, BrokerHeartbeatResponseHeader, ElectMasterRequestHeader,
-    ElectMasterResponseHeader, GetSyncStateDataRequestHeader, HeartbeatBody,
+    BrokerHeartbeatRequestHeader,
+    BrokerHeartbeatResponseHeader,
+    ElectMasterRequestHeader,
+    ElectMasterResponseHeader,
+    GetSyncStateDataRequestHeader,
+    HeartbeatBody,
     encode_group_statuses,
 )
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
-    GetRouteInfoRequestHeader, HeaderFieldError, RegisterBrokerRequestHeader,
-    RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader, parse_long,
-)
-from rmq.protocol.bodies import (
-    DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper,
+    GetRouteInfoRequestHeader,
+    HeaderFieldError,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    parse_long,
 )
 from rmq.remoting.connection import Connection
 from rmq.remoting.server import RemotingServer
-
-from nameserver.controller import (CONTROLLER_FILE_NAME, Controller, ControllerConfig,
-                                   ControllerError)
-from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
-from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager, monotonic_ms
 
 if TYPE_CHECKING:
     from nameserver.metrics import NameServerMetrics
@@ -92,13 +101,18 @@ class NameServer:
     decisions kept in controller.msgpack next to the KV file.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 9876, *,
-                 broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
-                 scan_interval_ms: int = 10_000,
-                 kv_path: str | os.PathLike[str] | None = None,
-                 accept_standard_json_only: bool = False,
-                 order_message_enable: bool = False,
-                 controller: ControllerConfig | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9876,
+        *,
+        broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
+        scan_interval_ms: int = 10_000,
+        kv_path: str | os.PathLike[str] | None = None,
+        accept_standard_json_only: bool = False,
+        order_message_enable: bool = False,
+        controller: ControllerConfig | None = None,
+    ) -> None:
         if broker_expire_ms <= 0 or scan_interval_ms <= 0:
             raise ValueError("broker_expire_ms and scan_interval_ms must be positive")
         self.host = host
@@ -126,8 +140,9 @@ class NameServer:
             self.controller = Controller(controller)
             self._controller_scan = _ControllerScan(self, controller.controllerScanInterval)
             self.controller.on_failover = self._record_failover
-            self._controller_path = (None if self.kv.path is None
-                                     else self.kv.path.parent / CONTROLLER_FILE_NAME)
+            self._controller_path = (
+                None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME
+            )
         for code, handler in self._handlers().items():
             self._remoting.register_processor(code, self._guard(code, handler))
         self._remoting.on_connection_closed(self._on_connection_closed)
@@ -158,8 +173,13 @@ class NameServer:
         self._scan.start()
         if self._controller_scan is not None:
             self._controller_scan.start()
-        logger.info("NameServer started on %s (broker expiry %d ms, scan every %d ms, KV %s)",
-                    self.address, self.broker_expire_ms, self.scan_interval_ms, self.kv.path)
+        logger.info(
+            "NameServer started on %s (broker expiry %d ms, scan every %d ms, KV %s)",
+            self.address,
+            self.broker_expire_ms,
+            self.scan_interval_ms,
+            self.kv.path,
+        )
 
     async def stop(self) -> None:
         if not self._started:
@@ -191,16 +211,18 @@ class NameServer:
         for r in removed:
             conn = r.conn_id
             if isinstance(conn, Connection) and not conn.closed:
-                logger.info("closing the expired broker's connection: addr=%s remote=%s",
-                            r.broker_addr, conn.remote_address)
+                logger.info(
+                    "closing the expired broker's connection: addr=%s remote=%s",
+                    r.broker_addr,
+                    conn.remote_address,
+                )
                 conn.close()
         return len(removed)
 
     def _on_connection_closed(self, conn: Connection) -> None:
         removed = self.routes.on_channel_destroy(conn)
         if removed:
-            logger.info("connection %s closed, brokers removed: %s", conn.remote_address,
-                        ", ".join(removed))
+            logger.info("connection %s closed, brokers removed: %s", conn.remote_address, ", ".join(removed))
 
     async def _persist_kv(self) -> None:
         # One writer at a time, and the snapshot is taken under the lock: the file
@@ -251,25 +273,41 @@ class NameServer:
         await self._persist_controller()
         if a.master_addr is None:
             return cmd.create_response(ResponseCode.SUCCESS, ext_fields={})
-        return cmd.create_response(ResponseCode.SUCCESS, ext_fields=BrokerHeartbeatResponseHeader(
-            a.master_addr, a.master_ha_addr, 0, a.epoch, a.epoch_start_offset,
-            a.broker_id).to_ext_fields())
+        return cmd.create_response(
+            ResponseCode.SUCCESS,
+            ext_fields=BrokerHeartbeatResponseHeader(
+                a.master_addr, a.master_ha_addr, 0, a.epoch, a.epoch_start_offset, a.broker_id
+            ).to_ext_fields(),
+        )
 
     async def _elect_master(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         assert self.controller is not None
         h = ElectMasterRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
-            rec = self.controller.elect_master(h.broker_name, h.broker_addr or None,
-                                               monotonic_ms())
+            rec = self.controller.elect_master(h.broker_name, h.broker_addr or None, monotonic_ms())
         except ControllerError as e:
-            logger.warning("electMaster %s %s from %s refused: %s", h.broker_name,
-                           h.broker_addr or "", conn.remote_address, e)
+            logger.warning(
+                "electMaster %s %s from %s refused: %s",
+                h.broker_name,
+                h.broker_addr or "",
+                conn.remote_address,
+                e,
+            )
             return cmd.create_response(e.code, str(e))
         await self._persist_controller()
-        logger.info("electMaster from %s: group %s epoch %d master %s", conn.remote_address,
-                    h.broker_name, rec.epoch, rec.master_addr)
-        return cmd.create_response(ResponseCode.SUCCESS, ext_fields=ElectMasterResponseHeader(
-            0, rec.master_addr, rec.epoch, rec.start_offset).to_ext_fields())
+        logger.info(
+            "electMaster from %s: group %s epoch %d master %s",
+            conn.remote_address,
+            h.broker_name,
+            rec.epoch,
+            rec.master_addr,
+        )
+        return cmd.create_response(
+            ResponseCode.SUCCESS,
+            ext_fields=ElectMasterResponseHeader(
+                0, rec.master_addr, rec.epoch, rec.start_offset
+            ).to_ext_fields(),
+        )
 
     def _get_sync_state_data(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         assert self.controller is not None
@@ -309,8 +347,7 @@ class NameServer:
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._get_system_topic_list,
             RequestCode.GET_UNIT_TOPIC_LIST: self._get_unit_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self._get_has_unit_sub_topic_list,
-            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST:
-                self._get_has_unit_sub_ununit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self._get_has_unit_sub_ununit_topic_list,
             RequestCode.GET_NAMESRV_CONFIG: self._get_namesrv_config,
         }
 
@@ -322,8 +359,7 @@ class NameServer:
         (the former with one warning per peer, the rest with a traceback)."""
         name = RequestCode.name_of(code)
 
-        def bad_request(conn: Connection, cmd: RemotingCommand,
-                        e: ProtocolError) -> RemotingCommand:
+        def bad_request(conn: Connection, cmd: RemotingCommand, e: ProtocolError) -> RemotingCommand:
             logger.warning("%s from %s rejected: %s", name, conn.remote_address, e)
             return cmd.create_response(ResponseCode.SYSTEM_ERROR, str(e))
 
@@ -344,7 +380,9 @@ class NameServer:
                     raise
                 except ProtocolError as e:
                     return bad_request(conn, cmd, e)
+
             return finish()
+
         return run
 
     # ------------------------------------------------------------------ KV
@@ -363,9 +401,9 @@ class NameServer:
         value = self.kv.get_kv_config(namespace, key)
         if value is not None:
             return cmd.create_response(ResponseCode.SUCCESS, ext_fields={"value": value})
-        return cmd.create_response(ResponseCode.QUERY_NOT_FOUND,
-                                   f"No config item, Namespace: {namespace} Key: {key}",
-                                   ext_fields={})
+        return cmd.create_response(
+            ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}", ext_fields={}
+        )
 
     async def _delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         namespace = _required(cmd, "namespace")
@@ -378,17 +416,22 @@ class NameServer:
         namespace = _required(cmd, "namespace")
         table = self.kv.get_kv_list_by_namespace(namespace)
         if table is None:
-            return cmd.create_response(ResponseCode.QUERY_NOT_FOUND,
-                                       f"No config item, Namespace: {namespace}")
+            return cmd.create_response(
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
+            )
         return cmd.create_response(ResponseCode.SUCCESS, body=table.to_json())
 
     # ------------------------------------------------------------------ brokers
     def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         if header.body_crc32 != 0 and _crc32(cmd.body) != header.body_crc32:
-            logger.warning("receive registerBroker request, crc32 not match: cluster=%s "
-                           "broker=%s addr=%s from %s", header.cluster_name, header.broker_name,
-                           header.broker_addr, conn.remote_address)
+            logger.warning(
+                "receive registerBroker request, crc32 not match: cluster=%s broker=%s addr=%s from %s",
+                header.cluster_name,
+                header.broker_name,
+                header.broker_addr,
+                conn.remote_address,
+            )
             return cmd.create_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
 
         filter_servers: list[str] | None
@@ -404,36 +447,56 @@ class NameServer:
                 wrapper, filter_servers = TopicConfigSerializeWrapper(), []
         else:
             # registerBroker (pre-3.0.11 brokers): the body is the wrapper itself.
-            wrapper = (TopicConfigSerializeWrapper.from_json(cmd.body) if cmd.body
-                       else TopicConfigSerializeWrapper())
+            wrapper = (
+                TopicConfigSerializeWrapper.from_json(cmd.body) if cmd.body else TopicConfigSerializeWrapper()
+            )
             filter_servers = None
 
         broker_id = header.broker_id
         if self.controller is not None:
-            broker_id = self.controller.registration_id(header.broker_name, header.broker_addr,
-                                                        broker_id)
+            broker_id = self.controller.registration_id(header.broker_name, header.broker_addr, broker_id)
             if broker_id != header.broker_id:
-                logger.warning("registerBroker: %s registers group %s as master (id 0) but the "
-                               "controller's master is another broker; recorded as id %d",
-                               header.broker_addr, header.broker_name, broker_id)
+                logger.warning(
+                    "registerBroker: %s registers group %s as master (id 0) but the "
+                    "controller's master is another broker; recorded as id %d",
+                    header.broker_addr,
+                    header.broker_name,
+                    broker_id,
+                )
         result = self.routes.register_broker(
-            header.cluster_name, header.broker_addr, header.broker_name, broker_id,
-            header.ha_server_addr, wrapper, filter_servers, conn)
-        logger.debug("registerBroker: cluster=%s broker=%s id=%d addr=%s topics=%d "
-                     "dataVersion=%s from %s", header.cluster_name, header.broker_name,
-                     header.broker_id, header.broker_addr, len(wrapper.topic_config_table),
-                     wrapper.data_version, conn.remote_address)
+            header.cluster_name,
+            header.broker_addr,
+            header.broker_name,
+            broker_id,
+            header.ha_server_addr,
+            wrapper,
+            filter_servers,
+            conn,
+        )
+        logger.debug(
+            "registerBroker: cluster=%s broker=%s id=%d addr=%s topics=%d dataVersion=%s from %s",
+            header.cluster_name,
+            header.broker_name,
+            header.broker_id,
+            header.broker_addr,
+            len(wrapper.topic_config_table),
+            wrapper.data_version,
+            conn.remote_address,
+        )
         order_conf = self.kv.get_kv_list_by_namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
         return cmd.create_response(
             ResponseCode.SUCCESS,
-            ext_fields=RegisterBrokerResponseHeader(result.ha_server_addr,
-                                                    result.master_addr).to_ext_fields(),
-            body=None if order_conf is None else order_conf.to_json())
+            ext_fields=RegisterBrokerResponseHeader(
+                result.ha_server_addr, result.master_addr
+            ).to_ext_fields(),
+            body=None if order_conf is None else order_conf.to_json(),
+        )
 
     def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.routes.unregister_broker(header.cluster_name, header.broker_addr,
-                                      header.broker_name, header.broker_id)
+        self.routes.unregister_broker(
+            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id
+        )
         return cmd.create_response(ResponseCode.SUCCESS)
 
     def _query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -449,24 +512,34 @@ class NameServer:
             # the broker asked instead of registering: that counts as a heartbeat
             self.routes.update_broker_info_update_timestamp(broker_addr)
         ours = self.routes.query_broker_topic_config(broker_addr)
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   ext_fields={"changed": "true" if changed else "false"},
-                                   body=None if ours is None else ours.to_json())
+        return cmd.create_response(
+            ResponseCode.SUCCESS,
+            ext_fields={"changed": "true" if changed else "false"},
+            body=None if ours is None else ours.to_json(),
+        )
 
     def _wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return self._change_write_perm(conn, cmd, "wipe", self.routes.wipe_write_perm_of_broker,
-                                       "wipeTopicCount")
+        return self._change_write_perm(
+            conn, cmd, "wipe", self.routes.wipe_write_perm_of_broker, "wipeTopicCount"
+        )
 
     def _add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return self._change_write_perm(conn, cmd, "add", self.routes.add_write_perm_of_broker,
-                                       "addTopicCount")
+        return self._change_write_perm(
+            conn, cmd, "add", self.routes.add_write_perm_of_broker, "addTopicCount"
+        )
 
-    def _change_write_perm(self, conn: Connection, cmd: RemotingCommand, what: str,
-                           change: Callable[[str], int], count_key: str) -> RemotingCommand:
+    def _change_write_perm(
+        self, conn: Connection, cmd: RemotingCommand, what: str, change: Callable[[str], int], count_key: str
+    ) -> RemotingCommand:
         broker_name = _required(cmd, "brokerName")
         count = change(broker_name)
-        logger.info("%s write perm of broker=%s, client: %s, %d topic(s)", what, broker_name,
-                    conn.remote_address, count)
+        logger.info(
+            "%s write perm of broker=%s, client: %s, %d topic(s)",
+            what,
+            broker_name,
+            conn.remote_address,
+            count,
+        )
         return cmd.create_response(ResponseCode.SUCCESS, ext_fields={count_key: str(count)})
 
     # ------------------------------------------------------------------ routes
@@ -478,53 +551,54 @@ class NameServer:
             return cmd.create_response(
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {header.topic}"
-                + TOPIC_NOT_EXIST_REMARK_SUFFIX)
+                + TOPIC_NOT_EXIST_REMARK_SUFFIX,
+            )
         if self.order_message_enable:
-            route.order_topic_conf = self.kv.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG,
-                                                           header.topic)
-        standard = (cmd.version >= MQVersion.V4_9_4 or bool(header.accept_standard_json_only)
-                    or self.accept_standard_json_only)
+            route.order_topic_conf = self.kv.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, header.topic)
+        standard = (
+            cmd.version >= MQVersion.V4_9_4
+            or bool(header.accept_standard_json_only)
+            or self.accept_standard_json_only
+        )
         return cmd.create_response(ResponseCode.SUCCESS, body=route.to_json(standard))
 
     def _get_broker_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         # always the legacy encoding, whatever the client's version (as 4.9.8)
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   body=self.routes.get_all_cluster_info().to_json())
+        return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_all_cluster_info().to_json())
 
     def _get_all_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   body=self.routes.get_all_topic_list().to_json())
+        return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_all_topic_list().to_json())
 
     def _delete_topic_in_namesrv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = _required(cmd, "topic")
         cluster = _ext(cmd).get("clusterName")
         self.routes.delete_topic(topic, cluster or None)
-        logger.info("deleteTopicInNamesrv: topic=%s cluster=%s, client: %s", topic, cluster,
-                    conn.remote_address)
+        logger.info(
+            "deleteTopicInNamesrv: topic=%s cluster=%s, client: %s", topic, cluster, conn.remote_address
+        )
         return cmd.create_response(ResponseCode.SUCCESS)
 
     def _get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cluster = _required(cmd, "cluster")
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   body=self.routes.get_topics_by_cluster(cluster).to_json())
+        return cmd.create_response(
+            ResponseCode.SUCCESS, body=self.routes.get_topics_by_cluster(cluster).to_json()
+        )
 
     def _get_system_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   body=self.routes.get_system_topic_list().to_json())
+        return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_system_topic_list().to_json())
 
     def _get_unit_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   body=self.routes.get_unit_topics().to_json())
+        return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_unit_topics().to_json())
 
-    def _get_has_unit_sub_topic_list(self, conn: Connection,
-                                     cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.create_response(ResponseCode.SUCCESS,
-                                   body=self.routes.get_has_unit_sub_topic_list().to_json())
-
-    def _get_has_unit_sub_ununit_topic_list(self, conn: Connection,
-                                            cmd: RemotingCommand) -> RemotingCommand:
+    def _get_has_unit_sub_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.create_response(
-            ResponseCode.SUCCESS, body=self.routes.get_has_unit_sub_ununit_topic_list().to_json())
+            ResponseCode.SUCCESS, body=self.routes.get_has_unit_sub_topic_list().to_json()
+        )
+
+    def _get_has_unit_sub_ununit_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.create_response(
+            ResponseCode.SUCCESS, body=self.routes.get_has_unit_sub_ununit_topic_list().to_json()
+        )
 
     def _get_namesrv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         # MixAll.properties2String: "key=value\n" per entry; NamesrvConfig's key names.
@@ -539,11 +613,14 @@ class NameServer:
         }
         if self.controller is not None:
             c = self.controller.config
-            props.update({"controllerMasterTimeout": str(c.controllerMasterTimeout),
-                          "haSlaveFallbehindMax": str(c.haSlaveFallbehindMax),
-                          "enableElectUncleanMaster":
-                              "true" if c.enableElectUncleanMaster else "false",
-                          "controllerScanInterval": str(c.controllerScanInterval)})
+            props.update(
+                {
+                    "controllerMasterTimeout": str(c.controllerMasterTimeout),
+                    "haSlaveFallbehindMax": str(c.haSlaveFallbehindMax),
+                    "enableElectUncleanMaster": "true" if c.enableElectUncleanMaster else "false",
+                    "controllerScanInterval": str(c.controllerScanInterval),
+                }
+            )
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         return cmd.create_response(ResponseCode.SUCCESS, body=text.encode())
 

@@ -8,6 +8,7 @@ GET_BROKER_RUNTIME_INFO plus the replication lag (master CommitLog end minus the
 slave's ack) from GET_BROKER_HA_STATUS. Ctrl-C (or SIGTERM) stops the slave, the
 master, then the NameServer, each cleanly.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,10 +17,10 @@ import sys
 from pathlib import Path
 
 from rmq.child_process import ChildProcess
-from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.bodies import KVTable, loads_fastjson
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
@@ -45,8 +46,7 @@ mappedFileSizeCommitLog=134217728
 def _child(name: str, args: list[str], root: Path, ready: str, log_name: str) -> ChildProcess:
     # Own session (ChildProcess): Ctrl-C reaches only `rmq dev`, which stops children in
     # order. One log per child across runs, under the data directory.
-    c = ChildProcess(log_name, [sys.executable, "-m", "rmq.cli", *args], root, ready,
-                     append_log=True)
+    c = ChildProcess(log_name, [sys.executable, "-m", "rmq.cli", *args], root, ready, append_log=True)
     c.name = name
     return c
 
@@ -99,16 +99,18 @@ async def _status(broker_addr: str, stop: asyncio.Event) -> None:
                 line = "broker not answering"
             else:
                 stored = int(info.get("commitLogMaxOffset", 0))
-                line = (f"TPS in {float(info.get('putTps', 0)):7.0f} | out "
-                        f"{float(info.get('getFoundTps', 0)):7.0f} | put "
-                        f"{info.get('msgPutTotalTodayNow', '0'):>8} | CommitLog {stored / 1e6:8.1f} MB"
-                        f" | dispatch lag {info.get('dispatchBehindBytes', '0')} B | "
-                        f"{await _replication(client, broker_addr)}")
+                line = (
+                    f"TPS in {float(info.get('putTps', 0)):7.0f} | out "
+                    f"{float(info.get('getFoundTps', 0)):7.0f} | put "
+                    f"{info.get('msgPutTotalTodayNow', '0'):>8} | CommitLog {stored / 1e6:8.1f} MB"
+                    f" | dispatch lag {info.get('dispatchBehindBytes', '0')} B | "
+                    f"{await _replication(client, broker_addr)}"
+                )
             sys.stdout.write("\r" + line.ljust(120))
             sys.stdout.flush()
             try:
                 await asyncio.wait_for(stop.wait(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
     finally:
         await client.close()
@@ -119,34 +121,75 @@ def run_dev(data: str) -> int:
     root.mkdir(parents=True, exist_ok=True)
     conf = root / "broker-a.conf"
     if not conf.exists():
-        conf.write_text(BROKER_CONF.format(what="broker", broker_id=0, role="ASYNC_MASTER",
-                                           port=BROKER_PORT, store=root / "broker-a" / "store"))
+        conf.write_text(
+            BROKER_CONF.format(
+                what="broker",
+                broker_id=0,
+                role="ASYNC_MASTER",
+                port=BROKER_PORT,
+                store=root / "broker-a" / "store",
+            )
+        )
     slave_conf = root / "broker-a-s.conf"
     if not slave_conf.exists():
-        slave_conf.write_text(BROKER_CONF.format(what="slave of broker-a", broker_id=1,
-                                                 role="SLAVE", port=SLAVE_PORT,
-                                                 store=root / "broker-a-s" / "store"))
-    ns = _child("NameServer", ["namesrv", "-p", str(NAMESRV_PORT), "--host", "127.0.0.1",
-                               "--kv-path", str(root / "namesrv" / "kvConfig.msgpack")],
-                root, "NameServer listening", "namesrv")
+        slave_conf.write_text(
+            BROKER_CONF.format(
+                what="slave of broker-a",
+                broker_id=1,
+                role="SLAVE",
+                port=SLAVE_PORT,
+                store=root / "broker-a-s" / "store",
+            )
+        )
+    ns = _child(
+        "NameServer",
+        [
+            "namesrv",
+            "-p",
+            str(NAMESRV_PORT),
+            "--host",
+            "127.0.0.1",
+            "--kv-path",
+            str(root / "namesrv" / "kvConfig.msgpack"),
+        ],
+        root,
+        "NameServer listening",
+        "namesrv",
+    )
     if not _start(ns, 15, f" (port {NAMESRV_PORT} in use?)"):
         return 1
-    broker = _child("broker", ["broker", "-c", str(conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
-                    root, "boot success", "broker-a")
+    broker = _child(
+        "broker",
+        ["broker", "-c", str(conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
+        root,
+        "boot success",
+        "broker-a",
+    )
     if not _start(broker, 60):
         ns.stop()
         return 1
-    slave = _child("slave", ["broker", "-c", str(slave_conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
-                   root, "boot success", "broker-a-s")
+    slave = _child(
+        "slave",
+        ["broker", "-c", str(slave_conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
+        root,
+        "boot success",
+        "broker-a-s",
+    )
     if not _start(slave, 60):
         broker.stop()
         ns.stop()
         return 1
-    print(f"rmq dev: NameServer 127.0.0.1:{NAMESRV_PORT}, broker-a master 127.0.0.1:{BROKER_PORT} "
-          f"+ slave 127.0.0.1:{SLAVE_PORT} (DevCluster); data and logs under {root}; "
-          f"Ctrl-C stops them", flush=True)
-    print(f"  try: rmq produce -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -n 1000   /   "
-          f"rmq consume -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -g DevGroup", flush=True)
+    print(
+        f"rmq dev: NameServer 127.0.0.1:{NAMESRV_PORT}, broker-a master 127.0.0.1:{BROKER_PORT} "
+        f"+ slave 127.0.0.1:{SLAVE_PORT} (DevCluster); data and logs under {root}; "
+        f"Ctrl-C stops them",
+        flush=True,
+    )
+    print(
+        f"  try: rmq produce -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -n 1000   /   "
+        f"rmq consume -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -g DevGroup",
+        flush=True,
+    )
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -161,7 +204,7 @@ def run_dev(data: str) -> int:
                 break
             try:
                 await asyncio.wait_for(stop.wait(), 0.5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         await status
 
@@ -176,6 +219,8 @@ def run_dev(data: str) -> int:
     print("rmq dev: stopping the NameServer ...", flush=True)
     rc_n = ns.stop()
     clean = all(not (root / d / "store" / "abort").exists() for d in ("broker-a", "broker-a-s"))
-    print(f"rmq dev: stopped (slave exit {rc_s}, master exit {rc_b}, NameServer exit {rc_n}, "
-          f"stores {'closed cleanly' if clean else 'NOT closed cleanly: abort file left'})")
+    print(
+        f"rmq dev: stopped (slave exit {rc_s}, master exit {rc_b}, NameServer exit {rc_n}, "
+        f"stores {'closed cleanly' if clean else 'NOT closed cleanly: abort file left'})"
+    )
     return 0 if rc_s == 0 and rc_b == 0 and rc_n == 0 and clean else 1

@@ -17,6 +17,7 @@ file; what a container would have differently is translated:
 * ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}`` and ``$$`` are interpolated as
   compose does, from the environment given (not the test's own).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,6 +58,7 @@ def interpolate(value: str, env: dict[str, str]) -> str:
                     raise ValueError(f"compose: required variable {name} is not set: {default}")
                 return default
         return env.get(expr, "")
+
     return _INTERP.sub(sub, value)
 
 
@@ -87,9 +89,9 @@ def _container_ports(svc: dict[str, Any]) -> list[int]:
 
 @dataclass
 class Mount:
-    target: str          # path in the container
-    source: Path         # path here
-    named: bool          # a named volume (a directory we create) or a bind mount
+    target: str  # path in the container
+    source: Path  # path here
+    named: bool  # a named volume (a directory we create) or a bind mount
 
 
 @dataclass
@@ -97,13 +99,12 @@ class LocalService:
     name: str
     command: list[str]
     env: dict[str, str]
-    ports: dict[int, int]                         # container port -> local port
+    ports: dict[int, int]  # container port -> local port
     mounts: list[Mount] = field(default_factory=list)
 
 
 class ComposeDeployment:
-    def __init__(self, compose_file: Path, workdir: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, compose_file: Path, workdir: Path, env: dict[str, str] | None = None) -> None:
         self.file = compose_file
         self.root = compose_file.parent
         self.workdir = workdir
@@ -133,6 +134,7 @@ class ComposeDeployment:
                 visit(d, path + (n,))
             if n in rmq:
                 done.append(n)
+
         for n in rmq:
             visit(n)
         return done
@@ -165,24 +167,24 @@ class ComposeDeployment:
         """A value as the service would read it here (see the module docstring)."""
         for m in self.local[name].mounts:
             if value == m.target or value.startswith(m.target + "/"):
-                return str(m.source) + value[len(m.target):]
+                return str(m.source) + value[len(m.target) :]
         if value in self.services and _ADDRESS_KEY.search(key):
             return "127.0.0.1"
-        if value.isdigit() and (not key or key.endswith("Port")) \
-                and int(value) in self.port_map[name]:
+        if value.isdigit() and (not key or key.endswith("Port")) and int(value) in self.port_map[name]:
             return str(self.port_map[name][int(value)])
 
         def ref(m: re.Match[str]) -> str:
             svc, port = m.group(1), int(m.group(2))
             local = self.port_map.get(svc, {}).get(port)
             return f"127.0.0.1:{local}" if local is not None else m.group(0)
+
         return re.sub(r"(?<![\w.-])([A-Za-z0-9][\w.-]*):(\d+)\b", ref, value)
 
     def _translate_arg(self, name: str, arg: str, files: dict[str, Path]) -> str:
         if arg in files:
             return str(files[arg])
         k, sep, v = arg.partition("=")
-        if sep and re.fullmatch(r"[A-Za-z][\w.]*", k):      # -D key=value
+        if sep and re.fullmatch(r"[A-Za-z][\w.]*", k):  # -D key=value
             return f"{k}={self.translate(name, v, k)}"
         return self.translate(name, arg)
 
@@ -203,10 +205,13 @@ class ComposeDeployment:
         svc = self.services[name]
         mounts = self._mounts(name)
         ls = LocalService(name, [], {}, self.port_map[name], mounts)
-        self.local[name] = ls   # translate() below sees the mounts
+        self.local[name] = ls  # translate() below sees the mounts
         command = [str(c) for c in (svc.get("command") or [])]
-        files = {m.target: self._copy_config(name, m) for m in mounts
-                 if not m.named and m.source.is_file() and m.target in command}
+        files = {
+            m.target: self._copy_config(name, m)
+            for m in mounts
+            if not m.named and m.source.is_file() and m.target in command
+        }
         ls.command = [self._translate_arg(name, c, files) for c in command]
         env = svc.get("environment") or {}
         if isinstance(env, list):
@@ -224,13 +229,20 @@ class ComposeDeployment:
         role, args = ls.command[1], [*ls.command[2:], *extra_args]
         wd = self.workdir / name
         if role == "namesrv":
-            return NameServerProcess(name, ["namesrv", *args], wd,
-                                     r"NameServer listening on [\d.]+:(\d+)", env=ls.env)
+            return NameServerProcess(
+                name, ["namesrv", *args], wd, r"NameServer listening on [\d.]+:(\d+)", env=ls.env
+            )
         if role == "broker":
             conf = Path(args[args.index("-c") + 1])
-            return BrokerProcess(name, ["broker", *args], wd,
-                                 r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success",
-                                 env=ls.env, store_dir=wd, conf_path=conf)
+            return BrokerProcess(
+                name,
+                ["broker", *args],
+                wd,
+                r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success",
+                env=ls.env,
+                store_dir=wd,
+                conf_path=conf,
+            )
         raise ValueError(f"{name}: rmq {role} is not a server role")
 
     def mounted_file(self, name: str, target: str) -> Path:

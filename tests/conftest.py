@@ -1,4 +1,5 @@
 """Fixtures shared by every test layer."""
+
 from __future__ import annotations
 
 import os

@@ -7,13 +7,14 @@ Processes run `python -m rmq.cli ...` with the test's interpreter. Each one's st
 stderr go to a file under its directory; a process that does not report ready in time,
 or dies, fails the test with the tail of its log.
 """
+
 from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
 
 from rmq.child_process import ChildProcess
 
@@ -23,14 +24,15 @@ READY_TIMEOUT = 30.0
 class RmqProcess(ChildProcess):
     """``python -m rmq.cli <args>`` with the test's interpreter."""
 
-    def __init__(self, name: str, args: list[str], workdir: Path, ready: str,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, args: list[str], workdir: Path, ready: str, env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(name, [sys.executable, "-m", "rmq.cli", *args], workdir, ready, env)
         self.args = args
         # Run under another command (e.g. `unshare --mount sh -c '...; exec "$@"' sh`).
         self.prefix: list[str] = []
 
-    def start(self, timeout: float = READY_TIMEOUT) -> "RmqProcess":
+    def start(self, timeout: float = READY_TIMEOUT) -> RmqProcess:
         self.argv = [*self.prefix, sys.executable, "-m", "rmq.cli", *self.args]
         super().start(timeout)
         return self
@@ -65,19 +67,28 @@ class BrokerProcess(RmqProcess):
 
 def namesrv_process(workdir: Path, *extra: str, name: str = "namesrv") -> NameServerProcess:
     d = workdir / name
-    return NameServerProcess(name, ["namesrv", "-p", "0", "--host", "127.0.0.1",
-                                    "--kv-path", str(d / "kvConfig.msgpack"), *extra],
-                             d, r"NameServer listening on [\d.]+:(\d+)")
+    return NameServerProcess(
+        name,
+        ["namesrv", "-p", "0", "--host", "127.0.0.1", "--kv-path", str(d / "kvConfig.msgpack"), *extra],
+        d,
+        r"NameServer listening on [\d.]+:(\d+)",
+    )
 
 
-def broker_process(workdir: Path, namesrv: str | None, name: str = "broker-a",
-                   conf: dict[str, object] | None = None) -> BrokerProcess:
+def broker_process(
+    workdir: Path, namesrv: str | None, name: str = "broker-a", conf: dict[str, object] | None = None
+) -> BrokerProcess:
     d = workdir / name
     store = d / "store"
     props: dict[str, object] = {
-        "brokerClusterName": "TestCluster", "brokerName": name, "brokerId": 0,
-        "listenPort": 0, "brokerIP1": "127.0.0.1", "storePathRootDir": str(store),
-        "mappedFileSizeCommitLog": 4 * 1024 * 1024, "maxHashSlotNum": 10000,
+        "brokerClusterName": "TestCluster",
+        "brokerName": name,
+        "brokerId": 0,
+        "listenPort": 0,
+        "brokerIP1": "127.0.0.1",
+        "storePathRootDir": str(store),
+        "mappedFileSizeCommitLog": 4 * 1024 * 1024,
+        "maxHashSlotNum": 10000,
         "maxIndexNum": 40000,
     }
     props.update(conf or {})
@@ -87,8 +98,9 @@ def broker_process(workdir: Path, namesrv: str | None, name: str = "broker-a",
     args = ["broker", "-c", str(conf_path)]
     if namesrv:
         args += ["-n", namesrv]
-    return BrokerProcess(name, args, d, r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success",
-                         store_dir=store, conf_path=conf_path)
+    return BrokerProcess(
+        name, args, d, r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success", store_dir=store, conf_path=conf_path
+    )
 
 
 @contextlib.contextmanager
@@ -101,8 +113,9 @@ def start_namesrv(workdir: Path, *extra: str, name: str = "namesrv") -> Iterator
 
 
 @contextlib.contextmanager
-def start_broker(workdir: Path, namesrv: str | None, name: str = "broker-a",
-                 conf: dict[str, object] | None = None) -> Iterator[BrokerProcess]:
+def start_broker(
+    workdir: Path, namesrv: str | None, name: str = "broker-a", conf: dict[str, object] | None = None
+) -> Iterator[BrokerProcess]:
     p = broker_process(workdir, namesrv, name, conf)
     try:
         yield p.start()
@@ -111,8 +124,9 @@ def start_broker(workdir: Path, namesrv: str | None, name: str = "broker-a",
 
 
 @contextlib.contextmanager
-def start_cluster(workdir: Path, conf: dict[str, object] | None = None,
-                  name: str = "broker-a") -> Iterator[SimpleNamespace]:
+def start_cluster(
+    workdir: Path, conf: dict[str, object] | None = None, name: str = "broker-a"
+) -> Iterator[SimpleNamespace]:
     """A NameServer and one broker registered with it: ``.namesrv``, ``.broker`` (addresses),
     ``.ns``, ``.br`` (the processes)."""
     with start_namesrv(workdir) as ns, start_broker(workdir, ns.addr, name=name, conf=conf) as br:

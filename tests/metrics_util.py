@@ -1,4 +1,5 @@
 """Scraping /metrics over HTTP in tests, and free TCP ports on 127.0.0.1."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,8 +21,11 @@ class Scrape:
     samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
 
     def values(self, name: str, **labels: str) -> list[float]:
-        return [v for n, ls, v in self.samples
-                if n == name and all(ls.get(k) == want for k, want in labels.items())]
+        return [
+            v
+            for n, ls, v in self.samples
+            if n == name and all(ls.get(k) == want for k, want in labels.items())
+        ]
 
     def value(self, name: str, **labels: str) -> float:
         """The one sample that matches (fails if there are none or several)."""
@@ -77,13 +81,12 @@ def listening_ports(pid: int) -> set[int]:
             next(f)
             for line in f:
                 parts = line.split()
-                if parts[3] == "0A" and parts[9] in inodes:   # 0A = LISTEN
+                if parts[3] == "0A" and parts[9] in inodes:  # 0A = LISTEN
                     ports.add(int(parts[1].rsplit(":", 1)[1], 16))
     return ports
 
 
-async def eventually(pred, timeout: float = 20.0, interval: float = 0.1,
-                     what: str = "condition"):
+async def eventually(pred, timeout: float = 20.0, interval: float = 0.1, what: str = "condition"):
     """Poll pred() (sync; a scrape is quick) until it returns a truthy value, which is
     returned; an AssertionError or OSError inside counts as "not yet"."""
     deadline = time.monotonic() + timeout
@@ -96,6 +99,7 @@ async def eventually(pred, timeout: float = 20.0, interval: float = 0.1,
         except (AssertionError, OSError) as e:
             last_exc = e
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                                 + (f": {last_exc}" if last_exc else ""))
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}" + (f": {last_exc}" if last_exc else "")
+            )
         await asyncio.sleep(interval)

@@ -22,7 +22,20 @@ from rmq.admin.base import AdminError
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
 from rmq.common.mixall import MASTER_ID, retry_topic
-from rmq.protocol.bodies import Connection, ConsumerConnection, ConsumeStats, ProducerConnection
+from rmq.protocol.bodies import (
+    BrokerData,
+    ClusterInfo,
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    MessageQueue,
+    ProducerConnection,
+    TopicConfig,
+    TopicRouteData,
+    dumps_fastjson,
+    loads_fastjson,
+    loads_object_keyed_map,
+)
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -36,16 +49,6 @@ from rmq.protocol.headers import (
     GetProducerConnectionListRequestHeader,
 )
 from rmq.protocol.message import MessageExt, decode_message_id
-from rmq.protocol.bodies import (
-    BrokerData,
-    ClusterInfo,
-    MessageQueue,
-    TopicConfig,
-    TopicRouteData,
-    dumps_fastjson,
-    loads_fastjson,
-    loads_object_keyed_map,
-)
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rmq.protocol.codes import PermName
 from rmq.protocol.bodies import TopicConfig, dumps_fastjson
+from rmq.protocol.codes import PermName
 
 __all__ = [
     "Col",

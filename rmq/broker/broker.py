@@ -5,6 +5,7 @@ capabilities it uses (rmq/broker/seams.py), and starts / stops them in order.
 
 Only the CLIs import this module; every other part sees the protocols, never the Broker.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,8 +51,13 @@ log = logging.getLogger("rmq.broker")
 
 
 class Broker:
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 listen_host: str = "0.0.0.0", config_path: str | None = None) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        listen_host: str = "0.0.0.0",
+        config_path: str | None = None,
+    ) -> None:
         self.broker_config = bc = broker_config
         self.store_config = sc = store_config
         self.listen_host = listen_host
@@ -66,14 +72,20 @@ class Broker:
         self.stats = BrokerStats()
         self.tps = TpsMeter(self.stats)
         self.topics = TopicConfigManager(
-            cfg_dir, bc.brokerClusterName, bc.brokerName, bc.defaultTopicQueueNums,
-            bc.autoCreateTopicEnable, bc.clusterTopicEnable, bc.brokerTopicEnable,
-            len(sc.delay_levels_ms))
+            cfg_dir,
+            bc.brokerClusterName,
+            bc.brokerName,
+            bc.defaultTopicQueueNums,
+            bc.autoCreateTopicEnable,
+            bc.clusterTopicEnable,
+            bc.brokerTopicEnable,
+            len(sc.delay_levels_ms),
+        )
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.subscriptions = SubscriptionGroupManager(cfg_dir, bc.autoCreateSubscriptionGroup)
         self.consumers = ConsumerManager(
-            ConsumerIdsChangeNotifier(lambda: bc.notifyConsumerIdsChangedEnable),
-            bc.channelNotActiveInterval)
+            ConsumerIdsChangeNotifier(lambda: bc.notifyConsumerIdsChangedEnable), bc.channelNotActiveInterval
+        )
         self.producers = ProducerManager(bc.channelNotActiveInterval)
         self.locks = RebalanceLockManager()
 
@@ -84,41 +96,75 @@ class Broker:
 
         # ---- the store (loaded and started in start(); its host once the port is bound)
         self.pull_hold = PullRequestHoldService()
-        self.store = MessageStore(sc, (bc.brokerIP1, bc.listenPort),
-                                  arriving_listener=self.pull_hold.notify_message_arriving)
+        self.store = MessageStore(
+            sc, (bc.brokerIP1, bc.listenPort), arriving_listener=self.pull_hold.notify_message_arriving
+        )
         self._store_loaded = False
-        self.schedule = ScheduleMessageService(self.store, sc.delay_levels_ms, cfg_dir,
-                                               sc.flushDelayOffsetInterval)
-        self.transactions = TransactionalMessageService(bc, self.store, self.topics,
-                                                        self.offsets, self.producers)
+        self.schedule = ScheduleMessageService(
+            self.store, sc.delay_levels_ms, cfg_dir, sc.flushDelayOffsetInterval
+        )
+        self.transactions = TransactionalMessageService(
+            bc, self.store, self.topics, self.offsets, self.producers
+        )
 
         # ---- roles, replication, registration
-        self.slave_sync = SlaveSynchronize(self.namesrv_client, bc, self.topics, self.offsets,
-                                           self.schedule, self.subscriptions)
-        self.epochs = FailoverEpochs(self.store, sc.storePathRootDir) if bc.controller_mode \
-            else None
-        self.roles = RoleServices(bc, sc, self.store, listen_host, self.schedule,
-                                  self.transactions, self.slave_sync, self.epochs)
-        self.registration = BrokerRegistration(bc, sc, self.outer_api, self.topics,
-                                               self.roles.on_register_result)
+        self.slave_sync = SlaveSynchronize(
+            self.namesrv_client, bc, self.topics, self.offsets, self.schedule, self.subscriptions
+        )
+        self.epochs = FailoverEpochs(self.store, sc.storePathRootDir) if bc.controller_mode else None
+        self.roles = RoleServices(
+            bc, sc, self.store, listen_host, self.schedule, self.transactions, self.slave_sync, self.epochs
+        )
+        self.registration = BrokerRegistration(
+            bc, sc, self.outer_api, self.topics, self.roles.on_register_result
+        )
         self.metadata = MetadataPersistence(self.topics, self.offsets, self.subscriptions)
         # Controller mode (automatic failover): the controller decides the role.
-        self.controller_role = ControllerRole(
-            bc, sc, lead_role, listen_host, self.store, self.roles, self.epochs,
-            self.namesrv_client, self.registration.register_broker_all) \
-            if self.epochs is not None else None
+        self.controller_role = (
+            ControllerRole(
+                bc,
+                sc,
+                lead_role,
+                listen_host,
+                self.store,
+                self.roles,
+                self.epochs,
+                self.namesrv_client,
+                self.registration.register_broker_all,
+            )
+            if self.epochs is not None
+            else None
+        )
         self.metrics: BrokerMetrics | None = None
 
         # ---- processors
-        self.runtime_info = BrokerRuntimeInfo(self.stats, self.tps, self.store, sc,
-                                              self.server.stats)
+        self.runtime_info = BrokerRuntimeInfo(self.stats, self.tps, self.store, sc, self.server.stats)
         self.pull_processor = PullMessageProcessor(
-            bc, sc, self.store, self.topics, self.subscriptions, self.consumers, self.offsets,
-            self.stats, self.pull_hold)
+            bc,
+            sc,
+            self.store,
+            self.topics,
+            self.subscriptions,
+            self.consumers,
+            self.offsets,
+            self.stats,
+            self.pull_hold,
+        )
         self.pull_hold.execute_when_wakeup = self.pull_processor.execute_when_wakeup
         self.admin_ops = AdminOpsProcessor(
-            bc, sc, self.store, self.topics, self.offsets, self.subscriptions, self.consumers,
-            self.producers, self.stats, self.metadata, self.registration, config_path)
+            bc,
+            sc,
+            self.store,
+            self.topics,
+            self.offsets,
+            self.subscriptions,
+            self.consumers,
+            self.producers,
+            self.stats,
+            self.metadata,
+            self.registration,
+            config_path,
+        )
         self._register_processors()
 
         # ---- background chores
@@ -133,10 +179,10 @@ class Broker:
             self.producers.scan_not_active()
 
         self._loops = [
-            PeriodicService("register", self.registration.period,
-                            self.registration.register_broker_all, log),
-            PeriodicService("persist", bc.flushConsumerOffsetInterval / 1000,
-                            self.metadata.persist_metadata, log),
+            PeriodicService("register", self.registration.period, self.registration.register_broker_all, log),
+            PeriodicService(
+                "persist", bc.flushConsumerOffsetInterval / 1000, self.metadata.persist_metadata, log
+            ),
             PeriodicService("scan-channels", 10, scan_channels, log),
             PeriodicService("tps", 1, tick, log),
         ]
@@ -146,10 +192,10 @@ class Broker:
     def _register_processors(self) -> None:
         s = self.server
         bc, sc = self.broker_config, self.store_config
-        send = SendMessageProcessor(bc, self.store, self.topics, self.subscriptions, self.stats,
-                                    self.transactions.prepare)
-        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
-                     RequestCode.SEND_BATCH_MESSAGE):
+        send = SendMessageProcessor(
+            bc, self.store, self.topics, self.subscriptions, self.stats, self.transactions.prepare
+        )
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, send.process)
         s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, send.consumer_send_msg_back)
         s.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor.process)
@@ -165,42 +211,54 @@ class Broker:
         s.register_processor(RequestCode.HEART_BEAT, cl.heartbeat)
         s.register_processor(RequestCode.UNREGISTER_CLIENT, cl.unregister_client)
         s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, cl.check_client_config)
-        s.register_processor(RequestCode.END_TRANSACTION,
-                             EndTransactionProcessor(sc, self.store, self.transactions).process)
+        s.register_processor(
+            RequestCode.END_TRANSACTION, EndTransactionProcessor(sc, self.store, self.transactions).process
+        )
         lk = LockProcessor(self.locks)
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
-        a = AdminBrokerProcessor(bc, self.store, self.topics, self.offsets, self.subscriptions,
-                                 self.consumers, self.schedule, self.metadata, self.registration,
-                                 self.roles, self.runtime_info)
-        for code, fn in ((RequestCode.GET_MAX_OFFSET, a.get_max_offset),
-                         (RequestCode.GET_MIN_OFFSET, a.get_min_offset),
-                         (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, a.search_offset_by_timestamp),
-                         (RequestCode.GET_EARLIEST_MSG_STORETIME, a.get_earliest_msg_storetime),
-                         (RequestCode.UPDATE_AND_CREATE_TOPIC, a.update_and_create_topic),
-                         (RequestCode.GET_ALL_TOPIC_CONFIG, a.get_all_topic_config),
-                         (RequestCode.GET_ALL_CONSUMER_OFFSET, a.get_all_consumer_offset),
-                         (RequestCode.GET_ALL_DELAY_OFFSET, a.get_all_delay_offset),
-                         (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-                          a.get_all_subscription_group),
-                         (RequestCode.GET_BROKER_HA_STATUS, a.get_broker_ha_status),
-                         (RequestCode.GET_TOPIC_STATS_INFO, a.get_topic_stats_info),
-                         (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, a.query_topic_consume_by_who),
-                         (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, a.reset_offset),
-                         (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info)):
+        a = AdminBrokerProcessor(
+            bc,
+            self.store,
+            self.topics,
+            self.offsets,
+            self.subscriptions,
+            self.consumers,
+            self.schedule,
+            self.metadata,
+            self.registration,
+            self.roles,
+            self.runtime_info,
+        )
+        for code, fn in (
+            (RequestCode.GET_MAX_OFFSET, a.get_max_offset),
+            (RequestCode.GET_MIN_OFFSET, a.get_min_offset),
+            (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, a.search_offset_by_timestamp),
+            (RequestCode.GET_EARLIEST_MSG_STORETIME, a.get_earliest_msg_storetime),
+            (RequestCode.UPDATE_AND_CREATE_TOPIC, a.update_and_create_topic),
+            (RequestCode.GET_ALL_TOPIC_CONFIG, a.get_all_topic_config),
+            (RequestCode.GET_ALL_CONSUMER_OFFSET, a.get_all_consumer_offset),
+            (RequestCode.GET_ALL_DELAY_OFFSET, a.get_all_delay_offset),
+            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, a.get_all_subscription_group),
+            (RequestCode.GET_BROKER_HA_STATUS, a.get_broker_ha_status),
+            (RequestCode.GET_TOPIC_STATS_INFO, a.get_topic_stats_info),
+            (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, a.query_topic_consume_by_who),
+            (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, a.reset_offset),
+            (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info),
+        ):
             s.register_processor(code, fn)
         ops = self.admin_ops
-        for code, fn in ((RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
-                         (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
-                         (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
-                         (RequestCode.GET_PRODUCER_CONNECTION_LIST, ops.get_producer_connection_list),
-                         (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                          ops.update_and_create_subscription_group),
-                         (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-                          ops.get_all_subscription_group_config),
-                         (RequestCode.DELETE_SUBSCRIPTIONGROUP, ops.delete_subscription_group),
-                         (RequestCode.UPDATE_BROKER_CONFIG, ops.update_broker_config),
-                         (RequestCode.GET_BROKER_CONFIG, ops.get_broker_config)):
+        for code, fn in (
+            (RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
+            (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
+            (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
+            (RequestCode.GET_PRODUCER_CONNECTION_LIST, ops.get_producer_connection_list),
+            (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ops.update_and_create_subscription_group),
+            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, ops.get_all_subscription_group_config),
+            (RequestCode.DELETE_SUBSCRIPTIONGROUP, ops.delete_subscription_group),
+            (RequestCode.UPDATE_BROKER_CONFIG, ops.update_broker_config),
+            (RequestCode.GET_BROKER_CONFIG, ops.get_broker_config),
+        ):
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
 
@@ -248,9 +306,19 @@ class Broker:
         for svc in self._loops:
             svc.start()
         if bc.metricsPromExporterPort:
-            self.metrics = BrokerMetrics(bc, sc, self.store, self.server, self.stats, self.topics,
-                                         self.subscriptions, self.offsets, self.consumers,
-                                         self.producers, self.roles)
+            self.metrics = BrokerMetrics(
+                bc,
+                sc,
+                self.store,
+                self.server,
+                self.stats,
+                self.topics,
+                self.subscriptions,
+                self.offsets,
+                self.consumers,
+                self.producers,
+                self.roles,
+            )
             self.metrics.start()
         if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:
             if self.controller_role is None:
@@ -258,8 +326,12 @@ class Broker:
             # (controller mode: it runs whenever the broker is a slave)
             self.slave_sync_service.start()
         self.stats.boot_timestamp = now_ms()
-        log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
-                 bc.brokerName, self.broker_addr, bc.namesrvAddr or "(none)")
+        log.info(
+            "The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
+            bc.brokerName,
+            self.broker_addr,
+            bc.namesrvAddr or "(none)",
+        )
 
     async def shutdown(self) -> None:
         """Stop accepting, answer parked pulls, unregister, flush and persist (within 10 s)."""

@@ -1,4 +1,5 @@
 """`rmq broker -c broker.conf [-n host:port;host:port]` (mqbroker)."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--config", help="broker.conf (RocketMQ properties format)")
     p.add_argument("-n", "--namesrv", help="NameServer address list host:port;host:port")
     p.add_argument("-p", "--print-config", action="store_true", help="print the effective config and exit")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key (repeatable)")
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (repeatable)",
+    )
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -54,8 +61,11 @@ async def _run(broker: Broker) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
     overrides = {}
     for d in args.defines:
         k, sep, v = d.partition("=")
@@ -70,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.print_config:
         import dataclasses
+
         for obj in (loaded.broker, loaded.store):
             for f in dataclasses.fields(obj):
                 v = getattr(obj, f.name)
@@ -78,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker = Broker(loaded.broker, loaded.store, config_path=args.config)
     try:
         import uvloop
+
         return uvloop.run(_run(broker))
     except ImportError:
         return asyncio.run(_run(broker))

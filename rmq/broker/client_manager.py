@@ -1,4 +1,5 @@
 """ProducerManager and ConsumerManager: who is connected, in which group, subscribed to what."""
+
 from __future__ import annotations
 
 import logging
@@ -23,14 +24,13 @@ class ClientChannelInfo:
 
 
 class ConsumerGroupInfo:
-    def __init__(self, group: str, consume_type: str, message_model: str,
-                 consume_from_where: str) -> None:
+    def __init__(self, group: str, consume_type: str, message_model: str, consume_from_where: str) -> None:
         self.group = group
         self.consume_type = consume_type
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.channels: dict[Any, ClientChannelInfo] = {}
-        self.subscriptions: dict[str, Any] = {}   # topic -> SubscriptionData
+        self.subscriptions: dict[str, Any] = {}  # topic -> SubscriptionData
         self.last_update = _now_ms()
 
     def client_ids(self) -> list[str]:
@@ -39,8 +39,9 @@ class ConsumerGroupInfo:
     def find_subscription(self, topic: str) -> Any | None:
         return self.subscriptions.get(topic)
 
-    def update_channel(self, info: ClientChannelInfo, consume_type: str, message_model: str,
-                       consume_from_where: str) -> bool:
+    def update_channel(
+        self, info: ClientChannelInfo, consume_type: str, message_model: str, consume_from_where: str
+    ) -> bool:
         """True when this client is new to the group."""
         self.consume_type = consume_type
         self.message_model = message_model
@@ -52,8 +53,13 @@ class ConsumerGroupInfo:
                 if c.client_id == info.client_id:
                     del self.channels[conn]
             self.channels[info.conn] = info
-            log.info("new consumer connected, group %s %s %s %s", self.group,
-                     consume_type, message_model, info.client_id)
+            log.info(
+                "new consumer connected, group %s %s %s %s",
+                self.group,
+                consume_type,
+                message_model,
+                info.client_id,
+            )
             return True
         old.last_update = _now_ms()
         if old.client_id != info.client_id:
@@ -73,8 +79,13 @@ class ConsumerGroupInfo:
                 log.info("group %s subscribes to %s (%s)", self.group, topic, s.sub_string)
             elif s.sub_version > old.sub_version:
                 if old.sub_string != s.sub_string:
-                    log.info("group %s changes its subscription to %s: %s -> %s",
-                             self.group, topic, old.sub_string, s.sub_string)
+                    log.info(
+                        "group %s changes its subscription to %s: %s -> %s",
+                        self.group,
+                        topic,
+                        old.sub_string,
+                        s.sub_string,
+                    )
                 self.subscriptions[topic] = s
         for topic in list(self.subscriptions):
             if topic not in fresh:
@@ -97,8 +108,11 @@ CHANGE, UNREGISTER, REGISTER = "CHANGE", "UNREGISTER", "REGISTER"
 
 
 class ConsumerManager:
-    def __init__(self, listener: Callable[[str, str, list[ClientChannelInfo]], None] | None = None,
-                 channel_expire_ms: int = 120_000) -> None:
+    def __init__(
+        self,
+        listener: Callable[[str, str, list[ClientChannelInfo]], None] | None = None,
+        channel_expire_ms: int = 120_000,
+    ) -> None:
         self.table: dict[str, ConsumerGroupInfo] = {}
         self.listener = listener
         self.channel_expire_ms = channel_expire_ms
@@ -111,13 +125,19 @@ class ConsumerManager:
     def get_group(self, group: str) -> ConsumerGroupInfo | None:
         return self.table.get(group)
 
-    def register(self, group: str, info: ClientChannelInfo, consume_type: str,
-                 message_model: str, consume_from_where: str, subs: Iterable[Any],
-                 notify: bool) -> bool:
+    def register(
+        self,
+        group: str,
+        info: ClientChannelInfo,
+        consume_type: str,
+        message_model: str,
+        consume_from_where: str,
+        subs: Iterable[Any],
+        notify: bool,
+    ) -> bool:
         g = self.table.get(group)
         if g is None:
-            g = self.table[group] = ConsumerGroupInfo(group, consume_type, message_model,
-                                                      consume_from_where)
+            g = self.table[group] = ConsumerGroupInfo(group, consume_type, message_model, consume_from_where)
         r1 = g.update_channel(info, consume_type, message_model, consume_from_where)
         r2 = g.update_subscriptions(subs)
         if r1 or r2:
@@ -153,8 +173,12 @@ class ConsumerManager:
         for group, g in list(self.table.items()):
             for conn, c in list(g.channels.items()):
                 if now - c.last_update > self.channel_expire_ms:
-                    log.warning("consumer %s of group %s silent for %d ms; dropped",
-                                c.client_id, group, now - c.last_update)
+                    log.warning(
+                        "consumer %s of group %s silent for %d ms; dropped",
+                        c.client_id,
+                        group,
+                        now - c.last_update,
+                    )
                     del g.channels[conn]
                     dropped.append(c)
             if not g.channels:
@@ -222,10 +246,12 @@ class ConsumerIdsChangeNotifier:
         for c in channels:
             if getattr(c.conn, "closed", False):
                 continue
-            cmd = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                  ext_fields={"consumerGroup": group})
+            cmd = RemotingCommand(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group}
+            )
             try:
                 c.conn.send_oneway(cmd)
             except Exception as e:  # a dying connection must not break the heartbeat
-                log.warning("notify consumer ids changed to %s (%s) failed: %s",
-                            c.client_id, c.conn.remote_address, e)
+                log.warning(
+                    "notify consumer ids changed to %s (%s) failed: %s", c.client_id, c.conn.remote_address, e
+                )

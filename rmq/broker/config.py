@@ -4,6 +4,7 @@ One properties file feeds three RocketMQ objects (BrokerConfig, NettyServerConfi
 MessageStoreConfig); a key lands in whichever knows it. Unknown keys are warned
 about, wrong values rejected with the key named.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,7 +73,7 @@ class BrokerConfig:
     # whether it leads is the controller's decision. brokerId 0 lets the controller
     # adopt it as the group's first master; brokerId > 0 starts it as a slave.
     enableControllerMode: bool = False
-    controllerAddr: str = ""            # "host:port;..."; empty: the NameServers
+    controllerAddr: str = ""  # "host:port;..."; empty: the NameServers
     brokerHeartbeatInterval: int = 1000
     sendHeartbeatTimeoutMillis: int = 1000
     # NettyServerConfig
@@ -118,8 +119,9 @@ class BrokerConfig:
         if not 0 <= self.listenPort < 65536:
             raise ConfigError(f"listenPort: {self.listenPort} is not a TCP port (0 = any free port)")
         if not 0 <= self.metricsPromExporterPort < 65536:
-            raise ConfigError(f"metricsPromExporterPort: {self.metricsPromExporterPort} is not a "
-                              "TCP port (0 = no /metrics)")
+            raise ConfigError(
+                f"metricsPromExporterPort: {self.metricsPromExporterPort} is not a TCP port (0 = no /metrics)"
+            )
         if self.brokerId < 0:
             raise ConfigError("brokerId: must be >= 0")
         if self.controller_mode:
@@ -135,13 +137,13 @@ class BrokerConfig:
             if not host or not port.isdigit():
                 raise ConfigError(f"namesrvAddr: {addr!r} is not host:port")
 
-
     def _validate_controller_mode(self, store: MessageStoreConfig) -> None:
         if store.brokerRole == BrokerRole.SLAVE:
             raise ConfigError(
                 "brokerRole: in controller mode brokerRole is the role this broker takes "
                 "while it leads (SYNC_MASTER or ASYNC_MASTER); the controller decides "
-                "whether it leads; brokerId > 0 starts it as a slave")
+                "whether it leads; brokerId > 0 starts it as a slave"
+            )
         if not self.controller_addrs:
             raise ConfigError("controllerAddr: controller mode needs controllerAddr or namesrvAddr")
         for addr in self.controller_addrs:
@@ -165,8 +167,9 @@ class LoadedConfig:
     unknown_keys: list[str]
 
 
-def load_broker_config(path: str | None, namesrv: str | None = None,
-                       overrides: dict[str, str] | None = None) -> LoadedConfig:
+def load_broker_config(
+    path: str | None, namesrv: str | None = None, overrides: dict[str, str] | None = None
+) -> LoadedConfig:
     """Read a broker.conf; -n beats namesrvAddr in the file, as with mqbroker."""
     props: dict[str, str] = {}
     if path is not None:

@@ -1,6 +1,7 @@
 """What GET_CONSUME_STATS (208) answers: per queue broker offset, consumer offset and the
 store time of the last consumed message, plus the group's consume TPS (4.9.8's
 AdminBrokerProcessor.getConsumeStats and BrokerStatsManager.tpsGroupGetNums)."""
+
 from __future__ import annotations
 
 import collections
@@ -8,8 +9,7 @@ import time
 
 from rmq.broker.seams import ConsumerOffsets, ConsumerRegistry, StoreReader, TopicConfigs
 from rmq.broker.stats import BrokerStats
-from rmq.protocol.bodies import ConsumeStats, OffsetWrapper
-from rmq.protocol.bodies import MessageQueue
+from rmq.protocol.bodies import ConsumeStats, MessageQueue, OffsetWrapper
 
 
 class GroupGetTps:
@@ -21,8 +21,7 @@ class GroupGetTps:
         self.stats = stats
         self.window_s = window_s
         self.step_s = step_s
-        self._samples: collections.deque[tuple[float, dict[tuple[str, str], int]]] = \
-            collections.deque()
+        self._samples: collections.deque[tuple[float, dict[tuple[str, str], int]]] = collections.deque()
 
     def tick(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -44,9 +43,16 @@ class GroupGetTps:
         return max(got, 0) / (now - t0)
 
 
-def build_consume_stats(store: StoreReader, topics: TopicConfigs, offsets: ConsumerOffsets,
-                        consumers: ConsumerRegistry, broker_name: str, group: str,
-                        topic: str | None, tps: GroupGetTps) -> ConsumeStats:
+def build_consume_stats(
+    store: StoreReader,
+    topics: TopicConfigs,
+    offsets: ConsumerOffsets,
+    consumers: ConsumerRegistry,
+    broker_name: str,
+    group: str,
+    topic: str | None,
+    tps: GroupGetTps,
+) -> ConsumeStats:
     """The group's offsets on this broker for topic, or for every topic it has offsets
     for; topics whose config is gone, or that an online group does not subscribe to,
     are left out (as 4.9.8 does)."""
@@ -66,7 +72,8 @@ def build_consume_stats(store: StoreReader, topics: TopicConfigs, offsets: Consu
             if consumer_offset > 0:
                 ts = store.get_message_store_timestamp(t, qid, consumer_offset - 1)
                 last = ts if ts > 0 else 0
-            out.offset_table.append((MessageQueue(t, broker_name, qid),
-                                     OffsetWrapper(broker_offset, consumer_offset, last)))
+            out.offset_table.append(
+                (MessageQueue(t, broker_name, qid), OffsetWrapper(broker_offset, consumer_offset, last))
+            )
         out.consume_tps += tps.tps(group, t)
     return out

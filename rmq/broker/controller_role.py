@@ -36,6 +36,7 @@ an entry beyond its own end, and its new epoch would start before the last one. 
 entry recorded late (crash in between) only makes the next handshake truncate a few
 bytes that were in fact the same.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,12 @@ from rmq.broker.config import BrokerConfig, ha_address
 from rmq.broker.roles import RoleServices
 from rmq.common.service import ServiceLoop, TaskSet
 from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.controller import (ROLE_SLAVE, BrokerHeartbeatRequestHeader,
-                                     BrokerHeartbeatResponseHeader, HeartbeatBody)
+from rmq.protocol.controller import (
+    ROLE_SLAVE,
+    BrokerHeartbeatRequestHeader,
+    BrokerHeartbeatResponseHeader,
+    HeartbeatBody,
+)
 from rmq.protocol.epoch import EpochEntry, close_last, find_consistent_point
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -84,7 +89,7 @@ class FailoverEpochs:
         self.store = store
         self.root_dir = root_dir
         self.epoch_file: EpochFile | None = None
-        self.truncations = 0              # handshakes that cut this broker's log
+        self.truncations = 0  # handshakes that cut this broker's log
         # the master this slave follows (for messages); set by the controller's decision
         self.master = "?"
         # the HA service's in-sync set shrank: the controller is told at once
@@ -108,8 +113,12 @@ class FailoverEpochs:
         return ef.epoch_and_start() if ef is not None else (0, -1)
 
     def ha_service_options(self) -> dict[str, Any]:
-        return {"epochs_provider": self.epochs_for_handshake, "hello_check": self.hello_check,
-                "confirm_reads": True, "on_shrink": self._shrunk}
+        return {
+            "epochs_provider": self.epochs_for_handshake,
+            "hello_check": self.hello_check,
+            "confirm_reads": True,
+            "on_shrink": self._shrunk,
+        }
 
     def ha_client_options(self) -> dict[str, Any]:
         return {"epochs_provider": self.epochs_for_handshake, "accept_hook": self.on_accept}
@@ -126,8 +135,7 @@ class FailoverEpochs:
         master; we are the stale one."""
         mine = max(self.file.last_epoch(), 0)
         if h.epoch > mine:
-            return (f"the slave is at epoch {h.epoch}, this master only at {mine}: "
-                    "this master is stale")
+            return f"the slave is at epoch {h.epoch}, this master only at {mine}: this master is stale"
         return None
 
     async def on_accept(self, accept: MasterAccept) -> None:
@@ -141,45 +149,57 @@ class FailoverEpochs:
         st = self.store
         ef = self.file
         if accept.epochs is None:
-            raise FailoverError(f"master {master} sent no epoch history (not in controller "
-                                "mode?)")
+            raise FailoverError(f"master {master} sent no epoch history (not in controller mode?)")
         theirs = list(accept.epochs)
         mine = ef.entries()
         my_max = st.max_phy_offset
         their_max = accept.master_max_offset
         if mine and accept.epoch < mine[-1].epoch:
-            raise FailoverError(f"master {master} is at epoch {accept.epoch}, this broker at "
-                                f"{mine[-1].epoch}: that master is stale")
+            raise FailoverError(
+                f"master {master} is at epoch {accept.epoch}, this broker at "
+                f"{mine[-1].epoch}: that master is stale"
+            )
         if not mine:
             # a new replica (or one from before controller mode): its log is taken as
             # a prefix of the master's, as RocketMQ 5 does
             if my_max > their_max:
                 raise FailoverError(
                     f"no epoch history here and the CommitLog ({my_max}) is beyond master "
-                    f"{master}'s ({their_max}): cannot tell what to keep; clear this store")
+                    f"{master}'s ({their_max}): cannot tell what to keep; clear this store"
+                )
             point = my_max
         else:
             point = find_consistent_point(close_last(mine, my_max), close_last(theirs, their_max))
             if point < 0:
                 raise FailoverError(
                     f"no epoch in common with master {master} (here: "
-                    f"{', '.join(map(str, mine))}; master: {', '.join(map(str, theirs))})")
+                    f"{', '.join(map(str, mine))}; master: {', '.join(map(str, theirs))})"
+                )
         if my_max > point:
-            log.warning("HA handshake with master %s: this log (end %d, epochs %s) and the "
-                        "master's (end %d, epochs %s) agree up to offset %d; truncating the "
-                        "%d bytes after it that no one else has", master, my_max,
-                        ", ".join(map(str, mine)), their_max, ", ".join(map(str, theirs)),
-                        point, my_max - point)
+            log.warning(
+                "HA handshake with master %s: this log (end %d, epochs %s) and the "
+                "master's (end %d, epochs %s) agree up to offset %d; truncating the "
+                "%d bytes after it that no one else has",
+                master,
+                my_max,
+                ", ".join(map(str, mine)),
+                their_max,
+                ", ".join(map(str, theirs)),
+                point,
+                my_max - point,
+            )
             await st.truncate_to(point)
             dropped = await ef.truncate_suffix(point)
             self.truncations += 1
-            log.warning("truncated this broker's store to CommitLog offset %d (epochs dropped: "
-                        "%s)", point, ", ".join(map(str, dropped)) or "none")
+            log.warning(
+                "truncated this broker's store to CommitLog offset %d (epochs dropped: %s)",
+                point,
+                ", ".join(map(str, dropped)) or "none",
+            )
         # what is left is the master's: a limit kept from leading is lifted
         st.set_dispatch_limit(None)
         last = ef.last_epoch()
-        self._pending = [EpochEntry(e.epoch, e.start_offset) for e in theirs
-                         if e.epoch > last]
+        self._pending = [EpochEntry(e.epoch, e.start_offset) for e in theirs if e.epoch > last]
         await self.record_passed_epochs_locked()
 
     async def record_passed_epochs(self) -> None:
@@ -222,10 +242,18 @@ class ControllerRole:
     while leading. The broker's store starts as a SLAVE (refusing writes) until the
     controller has decided."""
 
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 lead_role: BrokerRole, listen_host: str, store: MessageStore,
-                 roles: RoleServices, epochs: FailoverEpochs, client: RemotingClient,
-                 register: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        lead_role: BrokerRole,
+        listen_host: str,
+        store: MessageStore,
+        roles: RoleServices,
+        epochs: FailoverEpochs,
+        client: RemotingClient,
+        register: Callable[[], Any],
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.master_role = lead_role
@@ -274,9 +302,15 @@ class ControllerRole:
         self._heartbeat.start()
         if self._kicked:
             self._heartbeat.wakeup()
-        log.info("controller mode: broker %s (%s, HA %s) is %s (leads as %s; controllers %s)",
-                 bc.brokerName, self.broker_addr, self.ha_addr, self.state,
-                 self.master_role.value, ";".join(bc.controller_addrs))
+        log.info(
+            "controller mode: broker %s (%s, HA %s) is %s (leads as %s; controllers %s)",
+            bc.brokerName,
+            self.broker_addr,
+            self.ha_addr,
+            self.state,
+            self.master_role.value,
+            ";".join(bc.controller_addrs),
+        )
 
     async def shutdown(self) -> None:
         await self._heartbeat.stop(cancel=True)
@@ -323,12 +357,22 @@ class ControllerRole:
         bc = self.broker_config
         epoch, start = self.epochs.file.epoch_and_start()
         h = BrokerHeartbeatRequestHeader(
-            bc.brokerClusterName, bc.brokerName, self.broker_addr, bc.brokerId, self._role_now(),
-            max(epoch, 0), self.store.max_phy_offset, start)
+            bc.brokerClusterName,
+            bc.brokerName,
+            self.broker_addr,
+            bc.brokerId,
+            self._role_now(),
+            max(epoch, 0),
+            self.store.max_phy_offset,
+            start,
+        )
         svc = self.roles.ha_service
         acks = svc.synced_acks() if self.state == MASTER and svc else {}
-        return RemotingCommand(RequestCode.BROKER_HEARTBEAT, ext_fields=h.to_ext_fields(),
-                               body=HeartbeatBody(self.ha_addr, acks).to_json())
+        return RemotingCommand(
+            RequestCode.BROKER_HEARTBEAT,
+            ext_fields=h.to_ext_fields(),
+            body=HeartbeatBody(self.ha_addr, acks).to_json(),
+        )
 
     async def _beat(self) -> None:
         bc = self.broker_config
@@ -344,10 +388,9 @@ class ControllerRole:
                 self._warn_once(addr, f"controller {addr} unreachable: {e}")
                 return None
             if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-                return None      # a NameServer without the controller
+                return None  # a NameServer without the controller
             if resp.code != ResponseCode.SUCCESS:
-                self._warn_once(addr, f"controller {addr} answered code {resp.code}: "
-                                      f"{resp.remark}")
+                self._warn_once(addr, f"controller {addr} answered code {resp.code}: {resp.remark}")
                 return None
             if self._warned.pop(addr, None) is not None:
                 log.info("controller %s answers again", addr)
@@ -360,8 +403,12 @@ class ControllerRole:
         answers = await asyncio.gather(*(one(a) for a in bc.controller_addrs))
         for a in answers:
             if a is not None and a.master_addr:
-                if (svc is not None and a.master_addr == self.broker_addr
-                        and self.state == MASTER and self.roles.ha_service is svc):
+                if (
+                    svc is not None
+                    and a.master_addr == self.broker_addr
+                    and self.state == MASTER
+                    and self.roles.ha_service is svc
+                ):
                     # the controller saw the in-sync set this report named and keeps us
                     svc.release_departed(generation)
                 self._on_answer(a)
@@ -390,9 +437,12 @@ class ControllerRole:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("role change after controller answer (master %s, epoch %s) "
-                              "failed; retrying on the next heartbeat", a.master_addr,
-                              a.master_epoch)
+                log.exception(
+                    "role change after controller answer (master %s, epoch %s) "
+                    "failed; retrying on the next heartbeat",
+                    a.master_addr,
+                    a.master_epoch,
+                )
                 return
             if not changed and self._answer is a:
                 return
@@ -407,8 +457,12 @@ class ControllerRole:
             return False
         bid = a.broker_id if a.broker_id is not None and a.broker_id > 0 else None
         if bid is None:
-            log.error("controller named %s master of %s but gave this broker no id > 0 (%s)",
-                      a.master_addr, bc.brokerName, a.broker_id)
+            log.error(
+                "controller named %s master of %s but gave this broker no id > 0 (%s)",
+                a.master_addr,
+                bc.brokerName,
+                a.broker_id,
+            )
             return False
         if self.state != SLAVE or bid != bc.brokerId or a.master_addr != self.master_addr:
             await self.become_slave(a.master_addr or "", a.master_ha_addr or "", bid)
@@ -431,8 +485,14 @@ class ControllerRole:
         ef = self.epochs.file
         t0 = time.perf_counter()
         was = self.state
-        log.warning("controller: %s (%s) leads group %s in epoch %d (was %s); taking over",
-                    self.broker_addr, self.master_role.value, bc.brokerName, epoch, was)
+        log.warning(
+            "controller: %s (%s) leads group %s in epoch %d (was %s); taking over",
+            self.broker_addr,
+            self.master_role.value,
+            bc.brokerName,
+            epoch,
+            was,
+        )
         if was == MASTER:
             # a new epoch while leading (the controller re-adopted this master): no
             # write may land between the old epoch's end and the new one's record
@@ -452,9 +512,13 @@ class ControllerRole:
                 # durable before the first write of the epoch
                 await ef.append(epoch, start)
             elif epoch < last.epoch:
-                log.warning("controller announced epoch %d but this broker's history is at "
-                            "epoch %d already; keeping it (the controller adopts it on the "
-                            "next heartbeat)", epoch, last.epoch)
+                log.warning(
+                    "controller announced epoch %d but this broker's history is at "
+                    "epoch %d already; keeping it (the controller adopts it on the "
+                    "next heartbeat)",
+                    epoch,
+                    last.epoch,
+                )
             epoch_now, start_now = ef.epoch_and_start()
         self.master_addr = self.broker_addr
         self._follow_ha(self.ha_addr)
@@ -462,10 +526,16 @@ class ControllerRole:
         await self.roles.change_to_master(self.master_role, drop_slaves=was == MASTER)
         self.state = MASTER
         self.role_changes += 1
-        log.warning("controller: %s is master of %s: epoch %d from offset %d (%d bytes of "
-                    "incomplete tail dropped), writable after %.1f ms", self.broker_addr,
-                    bc.brokerName, epoch_now, start_now, dropped,
-                    (time.perf_counter() - t0) * 1000)
+        log.warning(
+            "controller: %s is master of %s: epoch %d from offset %d (%d bytes of "
+            "incomplete tail dropped), writable after %.1f ms",
+            self.broker_addr,
+            bc.brokerName,
+            epoch_now,
+            start_now,
+            dropped,
+            (time.perf_counter() - t0) * 1000,
+        )
         self.kick()
         await self.register()
 
@@ -473,9 +543,15 @@ class ControllerRole:
     async def become_slave(self, master_addr: str, master_ha_addr: str, broker_id: int) -> None:
         bc = self.broker_config
         was = self.state
-        log.warning("controller: %s (id %d, %s) follows master %s (HA %s) as broker id %d",
-                    self.broker_addr, bc.brokerId, was, master_addr, master_ha_addr or "?",
-                    broker_id)
+        log.warning(
+            "controller: %s (id %d, %s) follows master %s (HA %s) as broker id %d",
+            self.broker_addr,
+            bc.brokerId,
+            was,
+            master_addr,
+            master_ha_addr or "?",
+            broker_id,
+        )
         if was == MASTER:
             await self.roles.step_down()
             self._reserve_ha_port_again()

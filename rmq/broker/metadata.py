@@ -1,5 +1,6 @@
 """Writing the broker's metadata (topics, consumer offsets, subscription groups) to its
 config files: periodically, at once after a change that must survive a crash, at shutdown."""
+
 from __future__ import annotations
 
 import logging
@@ -16,8 +17,12 @@ log = logging.getLogger("rmq.broker")
 
 
 class MetadataPersistence:
-    def __init__(self, topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                 subscriptions: SubscriptionGroupManager) -> None:
+    def __init__(
+        self,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        subscriptions: SubscriptionGroupManager,
+    ) -> None:
         self.topics = topics
         self.offsets = offsets
         self.subscriptions = subscriptions

@@ -21,6 +21,7 @@ HA (beyond RocketMQ): the role services' ``ha_service`` (None when this broker i
 master) gives ``slave_ack_offsets()`` and ``in_sync_replicas()``; ``epoch()`` the epoch
 (0 with static roles).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,9 +41,16 @@ from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
 from rmq.common.clock import now_ms
 from rmq.protocol.codes import LanguageCode, MQVersion
-from rmq.remoting.metrics import (RPC_LATENCY_BUCKETS_MS, Families, HistogramSnapshot,
-                                  LoopHistogram, LoopSnapshot, MetricsHttpServer, NodeLabels,
-                                  RpcLatencyRecorder)
+from rmq.remoting.metrics import (
+    RPC_LATENCY_BUCKETS_MS,
+    Families,
+    HistogramSnapshot,
+    LoopHistogram,
+    LoopSnapshot,
+    MetricsHttpServer,
+    NodeLabels,
+    RpcLatencyRecorder,
+)
 from rmq.remoting.server import RemotingServer
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
@@ -51,8 +59,7 @@ log = logging.getLogger("rmq.broker.metrics")
 
 # RocketMQ 5.x BrokerMetricsManager: 1 KiB, 4 KiB, 512 KiB, 1 MiB, 2 MiB, 4 MiB.
 MESSAGE_SIZE_BUCKETS = (1024.0, 4096.0, 524288.0, 1048576.0, 2097152.0, 4194304.0)
-FLUSH_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                         1.0, 2.5, 5.0)
+FLUSH_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 GROUP_COMMIT_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0)
 
 # rocketmq_broker_role values: RocketMQ's BrokerRole order.
@@ -65,15 +72,15 @@ CONSUME_MODE = {"CONSUME_PASSIVELY": "push", "CONSUME_ACTIVELY": "pull", "CONSUM
 class BrokerSnapshot:
     """Plain values copied on the event loop; read by the HTTP thread."""
 
-    messages_in: list[tuple[str, int, int]]             # topic, messages, bytes
-    messages_out: list[tuple[str, str, int, int]]       # topic, group, messages, bytes
+    messages_in: list[tuple[str, int, int]]  # topic, messages, bytes
+    messages_out: list[tuple[str, str, int, int]]  # topic, group, messages, bytes
     message_size: HistogramSnapshot
     rpc_latency: dict[tuple, HistogramSnapshot]
     flush_latency: HistogramSnapshot
     group_commit: HistogramSnapshot
-    lag: list[tuple[str, str, int, int, int]]           # topic, group, lag, latency ms, in flight
-    producers: dict[tuple[str, str], int]               # (language, version)
-    consumers: dict[tuple[str, str, str, str], int]     # (group, language, version, mode)
+    lag: list[tuple[str, str, int, int, int]]  # topic, group, lag, latency ms, in flight
+    producers: dict[tuple[str, str], int]  # (language, version)
+    consumers: dict[tuple[str, str, str, str], int]  # (group, language, version, mode)
     flush_behind: int
     dispatch_behind: int
     reserve_time_ms: int | None
@@ -103,11 +110,20 @@ class BrokerMetrics:
     """One broker's registry, collectors and exporter. ``start()`` on the loop after
     the store started; ``await stop()`` at shutdown."""
 
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 store: MessageStore, server: RemotingServer, stats: BrokerStats,
-                 topics: TopicConfigManager, subscriptions: SubscriptionGroupManager,
-                 offsets: ConsumerOffsetManager, consumers: ConsumerManager,
-                 producers: ProducerManager, replication: ReplicationView) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        store: MessageStore,
+        server: RemotingServer,
+        stats: BrokerStats,
+        topics: TopicConfigManager,
+        subscriptions: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
+        replication: ReplicationView,
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.store = store
@@ -120,8 +136,7 @@ class BrokerMetrics:
         self.producers = producers
         self.replication = replication
         bc = broker_config
-        self.node = NodeLabels(cluster=bc.brokerClusterName, node_type="broker",
-                               node_id=bc.brokerName)
+        self.node = NodeLabels(cluster=bc.brokerClusterName, node_type="broker", node_id=bc.brokerName)
         self.registry = CollectorRegistry(auto_describe=False)
         self.rpc = RpcLatencyRecorder()
         self.message_size = LoopHistogram(MESSAGE_SIZE_BUCKETS)
@@ -135,8 +150,9 @@ class BrokerMetrics:
     def start(self) -> bool:
         """Install the observers and serve /metrics; False (logged) if the port is taken."""
         bc = self.broker_config
-        self._snapshot = LoopSnapshot(asyncio.get_running_loop(), self._take,
-                                      what=f"broker {bc.brokerName} metrics")
+        self._snapshot = LoopSnapshot(
+            asyncio.get_running_loop(), self._take, what=f"broker {bc.brokerName} metrics"
+        )
         self.server.set_rpc_observer(self.rpc)
         self.stats.message_size_observer = self.message_size.observe
         fs = self.store.flush_service
@@ -144,8 +160,7 @@ class BrokerMetrics:
             fs.flush_observer = self.flush_latency.observe
             if hasattr(fs, "batch_observer"):
                 fs.batch_observer = self.group_commit.observe
-        return self.exporter.start(bc.metricsPromExporterHost or "0.0.0.0",
-                                   bc.metricsPromExporterPort)
+        return self.exporter.start(bc.metricsPromExporterHost or "0.0.0.0", bc.metricsPromExporterPort)
 
     async def stop(self) -> None:
         self.server.set_rpc_observer(None)
@@ -207,16 +222,24 @@ class BrokerMetrics:
             rpc_latency=self.rpc.snapshot(),
             flush_latency=self.flush_latency.snapshot(),
             group_commit=self.group_commit.snapshot(),
-            lag=lag, producers=producers, consumers=consumers,
-            flush_behind=flush_behind, dispatch_behind=dispatch_behind,
-            reserve_time_ms=reserve, topics=len(self.topics.table),
-            groups=len(self.subscriptions.table), role=ROLE_VALUE.get(role, -1),
-            ha_slave_lag=ha_lag, in_sync_replicas=in_sync,
+            lag=lag,
+            producers=producers,
+            consumers=consumers,
+            flush_behind=flush_behind,
+            dispatch_behind=dispatch_behind,
+            reserve_time_ms=reserve,
+            topics=len(self.topics.table),
+            groups=len(self.subscriptions.table),
+            role=ROLE_VALUE.get(role, -1),
+            ha_slave_lag=ha_lag,
+            in_sync_replicas=in_sync,
             epoch=int(epoch),
-            protocol_errors=self.server.stats.protocol_errors)
+            protocol_errors=self.server.stats.protocol_errors,
+        )
 
-    def _lag(self, store: MessageStore, pull_offsets: dict[tuple[str, str, int], int]
-             ) -> list[tuple[str, str, int, int, int]]:
+    def _lag(
+        self, store: MessageStore, pull_offsets: dict[tuple[str, str, int], int]
+    ) -> list[tuple[str, str, int, int, int]]:
         """ConsumerLagCalculator: per topic and group with committed offsets, the
         messages behind the queues' ends, the age of the oldest of them, and the
         messages pulled but not committed."""
@@ -256,34 +279,47 @@ class BrokerMetrics:
         f = Families(self.node)
         f.counter("rocketmq_messages_in_total", "Messages stored by sends.", ["topic"])
         f.counter("rocketmq_throughput_in_total", "Bytes stored by sends (records).", ["topic"])
-        f.counter("rocketmq_messages_out_total", "Messages handed out by pulls.",
-                  ["topic", "consumer_group"])
-        f.counter("rocketmq_throughput_out_total", "Bytes handed out by pulls.",
-                  ["topic", "consumer_group"])
+        f.counter("rocketmq_messages_out_total", "Messages handed out by pulls.", ["topic", "consumer_group"])
+        f.counter("rocketmq_throughput_out_total", "Bytes handed out by pulls.", ["topic", "consumer_group"])
         f.histogram("rocketmq_message_size", "Stored message size in bytes.")
-        f.histogram("rocketmq_rpc_latency", "Request handling time in milliseconds.",
-                    ["request_code", "response_code"])
-        f.gauge("rocketmq_consumer_lag_messages", "Messages not yet consumed (committed).",
-                ["topic", "consumer_group"])
-        f.gauge("rocketmq_consumer_lag_latency",
-                "Age in milliseconds of the oldest message not yet consumed.",
-                ["topic", "consumer_group"])
-        f.gauge("rocketmq_consumer_inflight_messages", "Messages pulled but not committed.",
-                ["topic", "consumer_group"])
-        f.gauge("rocketmq_producer_connections", "Producer connections.",
-                ["language", "version"])
-        f.gauge("rocketmq_consumer_connections", "Consumer connections.",
-                ["consumer_group", "language", "version", "consume_mode"])
+        f.histogram(
+            "rocketmq_rpc_latency",
+            "Request handling time in milliseconds.",
+            ["request_code", "response_code"],
+        )
+        f.gauge(
+            "rocketmq_consumer_lag_messages",
+            "Messages not yet consumed (committed).",
+            ["topic", "consumer_group"],
+        )
+        f.gauge(
+            "rocketmq_consumer_lag_latency",
+            "Age in milliseconds of the oldest message not yet consumed.",
+            ["topic", "consumer_group"],
+        )
+        f.gauge(
+            "rocketmq_consumer_inflight_messages",
+            "Messages pulled but not committed.",
+            ["topic", "consumer_group"],
+        )
+        f.gauge("rocketmq_producer_connections", "Producer connections.", ["language", "version"])
+        f.gauge(
+            "rocketmq_consumer_connections",
+            "Consumer connections.",
+            ["consumer_group", "language", "version", "consume_mode"],
+        )
         f.gauge("rocketmq_storage_size", "Used bytes of the store's file system.")
         f.gauge("rocketmq_storage_flush_behind_bytes", "CommitLog bytes written, not flushed.")
-        f.gauge("rocketmq_storage_dispatch_behind_bytes",
-                "CommitLog bytes not yet dispatched to consume queues.")
-        f.gauge("rocketmq_storage_message_reserve_time",
-                "Age in milliseconds of the oldest message in the CommitLog.")
+        f.gauge(
+            "rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not yet dispatched to consume queues."
+        )
+        f.gauge(
+            "rocketmq_storage_message_reserve_time",
+            "Age in milliseconds of the oldest message in the CommitLog.",
+        )
         f.gauge("rocketmq_topic_number", "Topics.")
         f.gauge("rocketmq_consumer_group_number", "Subscription groups.")
-        f.gauge("rocketmq_ha_slave_lag_bytes", "CommitLog bytes a slave is behind (master).",
-                ["slave"])
+        f.gauge("rocketmq_ha_slave_lag_bytes", "CommitLog bytes a slave is behind (master).", ["slave"])
         f.gauge("rocketmq_ha_in_sync_replicas", "Slaves in sync with this master.")
         f.gauge("rocketmq_broker_role", "0 ASYNC_MASTER, 1 SYNC_MASTER, 2 SLAVE.")
         f.gauge("rocketmq_ha_epoch", "The broker's replication epoch.")
@@ -302,8 +338,9 @@ class BrokerMetrics:
             f.sample("rocketmq_throughput_out_total", size, [topic, group])
         f.histogram_sample("rocketmq_message_size", MESSAGE_SIZE_BUCKETS, s.message_size)
         for key, h in s.rpc_latency.items():
-            f.histogram_sample("rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h,
-                               RpcLatencyRecorder.label_values(key))
+            f.histogram_sample(
+                "rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h, RpcLatencyRecorder.label_values(key)
+            )
         for topic, group, behind, latency, inflight in s.lag:
             f.sample("rocketmq_consumer_lag_messages", behind, [topic, group])
             f.sample("rocketmq_consumer_lag_latency", latency, [topic, group])
@@ -326,9 +363,7 @@ class BrokerMetrics:
         f.sample("rocketmq_broker_role", s.role)
         if s.epoch is not None:
             f.sample("rocketmq_ha_epoch", s.epoch)
-        f.histogram_sample("rocketmq_flush_latency_seconds", FLUSH_LATENCY_BUCKETS,
-                           s.flush_latency)
-        f.histogram_sample("rocketmq_group_commit_batch_size", GROUP_COMMIT_BUCKETS,
-                           s.group_commit)
+        f.histogram_sample("rocketmq_flush_latency_seconds", FLUSH_LATENCY_BUCKETS, s.flush_latency)
+        f.histogram_sample("rocketmq_group_commit_batch_size", GROUP_COMMIT_BUCKETS, s.group_commit)
         f.sample("rocketmq_protocol_errors_total", s.protocol_errors)
         return f

@@ -1,4 +1,5 @@
 """ConsumerOffsetManager: committed offsets per topic@group and queue."""
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,9 @@ class ConsumerOffsetManager:
             queues = self.offset_table[key] = {}
         prev = queues.get(queue_id)
         if prev is not None and offset < prev:
-            log.debug("offset of %s queue %d moves back %d -> %d (client %s)",
-                      key, queue_id, prev, offset, client)
+            log.debug(
+                "offset of %s queue %d moves back %d -> %d (client %s)", key, queue_id, prev, offset, client
+            )
         queues[queue_id] = offset
         self.dirty = True
 
@@ -61,16 +63,21 @@ class ConsumerOffsetManager:
         return dict(self.offset_table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}))
 
     def topics_of_group(self, group: str) -> set[str]:
-        return {k.split(TOPIC_GROUP_SEPARATOR, 1)[0] for k in self.offset_table
-                if k.split(TOPIC_GROUP_SEPARATOR, 1)[1:] == [group]}
+        return {
+            k.split(TOPIC_GROUP_SEPARATOR, 1)[0]
+            for k in self.offset_table
+            if k.split(TOPIC_GROUP_SEPARATOR, 1)[1:] == [group]
+        }
 
     def groups_of_topic(self, topic: str) -> set[str]:
-        return {k.split(TOPIC_GROUP_SEPARATOR, 1)[1] for k in self.offset_table
-                if TOPIC_GROUP_SEPARATOR in k and k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic}
+        return {
+            k.split(TOPIC_GROUP_SEPARATOR, 1)[1]
+            for k in self.offset_table
+            if TOPIC_GROUP_SEPARATOR in k and k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic
+        }
 
     def groups(self) -> set[str]:
-        return {k.split(TOPIC_GROUP_SEPARATOR, 1)[1] for k in self.offset_table
-                if TOPIC_GROUP_SEPARATOR in k}
+        return {k.split(TOPIC_GROUP_SEPARATOR, 1)[1] for k in self.offset_table if TOPIC_GROUP_SEPARATOR in k}
 
     def remove_group(self, group: str, topics: Iterable[str] | None = None) -> None:
         for key in list(self.offset_table):

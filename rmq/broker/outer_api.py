@@ -1,4 +1,5 @@
 """BrokerOuterAPI: the broker's requests to NameServers (register, unregister)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -6,6 +7,7 @@ import logging
 import zlib
 from dataclasses import dataclass
 
+from rmq.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -13,7 +15,6 @@ from rmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
-from rmq.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
@@ -32,28 +33,49 @@ class BrokerOuterAPI:
     def __init__(self, client: RemotingClient) -> None:
         self.client = client
 
-    async def register_broker_all(self, namesrvs: list[str], *, cluster: str, broker_addr: str,
-                                  broker_name: str, broker_id: int, ha_server_addr: str,
-                                  wrapper: TopicConfigSerializeWrapper, compressed: bool,
-                                  timeout_ms: int) -> list[RegisterResult]:
+    async def register_broker_all(
+        self,
+        namesrvs: list[str],
+        *,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        wrapper: TopicConfigSerializeWrapper,
+        compressed: bool,
+        timeout_ms: int,
+    ) -> list[RegisterResult]:
         """Register with every NameServer at once; a NameServer that fails is logged and skipped."""
         body = RegisterBrokerBody(wrapper, []).encode(compressed)
         crc = zlib.crc32(body) & 0x7FFFFFFF
-        header = RegisterBrokerRequestHeader(broker_name, broker_addr, cluster, ha_server_addr,
-                                             broker_id, compressed=compressed, body_crc32=crc)
+        header = RegisterBrokerRequestHeader(
+            broker_name,
+            broker_addr,
+            cluster,
+            ha_server_addr,
+            broker_id,
+            compressed=compressed,
+            body_crc32=crc,
+        )
 
         async def one(addr: str) -> RegisterResult | None:
-            cmd = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(),
-                                  body=body)
+            cmd = RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(), body=body)
             try:
                 resp = await self.client.invoke(addr, cmd, timeout_ms / 1000)
             except (RemotingError, OSError) as e:
-                log.warning("register broker %s (%s) to NameServer %s failed: %s",
-                            broker_name, broker_addr, addr, e)
+                log.warning(
+                    "register broker %s (%s) to NameServer %s failed: %s", broker_name, broker_addr, addr, e
+                )
                 return None
             if resp.code != ResponseCode.SUCCESS:
-                log.warning("NameServer %s refused registration of %s: code %d %s",
-                            addr, broker_name, resp.code, resp.remark)
+                log.warning(
+                    "NameServer %s refused registration of %s: code %d %s",
+                    addr,
+                    broker_name,
+                    resp.code,
+                    resp.remark,
+                )
                 return None
             h = RegisterBrokerResponseHeader.from_ext_fields(resp.ext_fields)
             order = KVTable.from_json(resp.body).table if resp.body else {}
@@ -62,8 +84,16 @@ class BrokerOuterAPI:
         results = await asyncio.gather(*(one(a) for a in namesrvs))
         return [r for r in results if r is not None]
 
-    async def unregister_broker_all(self, namesrvs: list[str], *, cluster: str, broker_addr: str,
-                                    broker_name: str, broker_id: int, timeout_ms: int = 3000) -> None:
+    async def unregister_broker_all(
+        self,
+        namesrvs: list[str],
+        *,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        timeout_ms: int = 3000,
+    ) -> None:
         header = UnRegisterBrokerRequestHeader(broker_name, broker_addr, cluster, broker_id)
 
         async def one(addr: str) -> None:

@@ -1,5 +1,6 @@
 """A broker chore run every so often on the ServiceLoop base (registration, metadata
 flush, idle-client scan, rates)."""
+
 from __future__ import annotations
 
 import inspect
@@ -15,8 +16,13 @@ class PeriodicService(ServiceLoop):
     """Calls ``fn`` every ``seconds`` (first after one period); a failure is logged and
     the next period comes as usual."""
 
-    def __init__(self, name: str, seconds: float, fn: Callable[[], Awaitable[None] | None],
-                 logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        seconds: float,
+        fn: Callable[[], Awaitable[None] | None],
+        logger: logging.Logger | None = None,
+    ) -> None:
         super().__init__(name, logger)
         self.seconds = seconds
         self.fn = fn

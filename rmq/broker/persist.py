@@ -4,6 +4,7 @@ Every manager (topics, consumer offsets, subscription groups, delay offsets) sto
 table through a MetadataFile. The bytes are produced on the event loop (a consistent
 snapshot); writing, fsync and rename run in a worker thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,13 +39,15 @@ class MetadataFile:
             return data, False
         if self.json_path and os.path.exists(self.json_path):
             from rmq.protocol.bodies import loads_fastjson
+
             with open(self.json_path, "rb") as f:
                 raw = f.read()
             data = loads_fastjson(raw) if raw.strip() else {}
             if not isinstance(data, dict):
                 raise ValueError(f"{self.json_path}: expected a JSON object")
-            log.info("adopting RocketMQ metadata %s (it stays untouched; rmq writes %s)",
-                     self.json_path, self.path)
+            log.info(
+                "adopting RocketMQ metadata %s (it stays untouched; rmq writes %s)", self.json_path, self.path
+            )
             return data, True
         return None, False
 

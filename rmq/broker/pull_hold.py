@@ -5,43 +5,45 @@ A pull that finds nothing is parked per queue. Dispatch of that queue re-runs it
 (answering PULL_NOT_FOUND). RocketMQ sweeps held requests every 5 s; a timer per
 request answers exactly on time and costs one TimerHandle.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 log = logging.getLogger("rmq.broker.pull")
 
 
 @dataclass(eq=False)
 class HeldPullRequest:
-    conn: Any                   # rmq.remoting Connection
-    request: Any                # RemotingCommand
+    conn: Any  # rmq.remoting Connection
+    request: Any  # RemotingCommand
     topic: str
     queue_id: int
     pull_from_offset: int
-    deadline: float             # loop.time()
+    deadline: float  # loop.time()
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
     done: bool = False
 
 
 class PullRequestHoldService:
-    def __init__(self, execute_when_wakeup: Callable[[HeldPullRequest], None] | None = None
-                 ) -> None:
+    def __init__(self, execute_when_wakeup: Callable[[HeldPullRequest], None] | None = None) -> None:
         # re-runs the pull without suspending and sends the response: the pull processor,
         # which is built after the store this service listens to (so it may come later)
         self.execute_when_wakeup = execute_when_wakeup
         self._held: dict[tuple[str, int], list[HeldPullRequest]] = {}
         self.held_count = 0
 
-    def suspend(self, conn: Any, request: Any, topic: str, queue_id: int,
-                pull_from_offset: int, timeout_ms: int) -> HeldPullRequest:
+    def suspend(
+        self, conn: Any, request: Any, topic: str, queue_id: int, pull_from_offset: int, timeout_ms: int
+    ) -> HeldPullRequest:
         loop = asyncio.get_running_loop()
-        req = HeldPullRequest(conn, request, topic, queue_id, pull_from_offset,
-                              loop.time() + timeout_ms / 1000)
+        req = HeldPullRequest(
+            conn, request, topic, queue_id, pull_from_offset, loop.time() + timeout_ms / 1000
+        )
         req.timer = loop.call_at(req.deadline, self._on_timeout, req)
         self._held.setdefault((topic, queue_id), []).append(req)
         self.held_count += 1
@@ -73,8 +75,12 @@ class PullRequestHoldService:
         try:
             execute(req)
         except Exception:
-            log.exception("re-running held pull for %s-%d from %s failed",
-                          req.topic, req.queue_id, getattr(req.conn, "remote_address", "?"))
+            log.exception(
+                "re-running held pull for %s-%d from %s failed",
+                req.topic,
+                req.queue_id,
+                getattr(req.conn, "remote_address", "?"),
+            )
 
     def _on_timeout(self, req: HeldPullRequest) -> None:
         self._fire(req)

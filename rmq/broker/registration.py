@@ -1,5 +1,6 @@
 """Registration with the NameServers (BrokerController.registerBrokerAll): at start, every
 registerNameServerPeriod, at once (coalesced) after a topic change, unregistered at shutdown."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,9 +23,14 @@ RegisterAnswer = Callable[[str | None, str | None], None]
 
 
 class BrokerRegistration:
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 outer_api: BrokerOuterAPI, topics: TopicConfigManager,
-                 on_answer: RegisterAnswer) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        outer_api: BrokerOuterAPI,
+        topics: TopicConfigManager,
+        on_answer: RegisterAnswer,
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.outer_api = outer_api
@@ -49,11 +55,16 @@ class BrokerRegistration:
             for name, tc in list(wrapper.topic_config_table.items()):
                 wrapper.topic_config_table[name] = replace(tc, perm=tc.perm & bc.brokerPermission)
         results = await self.outer_api.register_broker_all(
-            bc.namesrv_addrs, cluster=bc.brokerClusterName, broker_addr=bc.broker_addr,
-            broker_name=bc.brokerName, broker_id=bc.brokerId,
+            bc.namesrv_addrs,
+            cluster=bc.brokerClusterName,
+            broker_addr=bc.broker_addr,
+            broker_name=bc.brokerName,
+            broker_id=bc.brokerId,
             ha_server_addr=ha_address(bc, self.store_config),
-            wrapper=wrapper, compressed=bc.compressedRegister,
-            timeout_ms=bc.registerBrokerTimeoutMills)
+            wrapper=wrapper,
+            compressed=bc.compressedRegister,
+            timeout_ms=bc.registerBrokerTimeoutMills,
+        )
         for r in results:
             self.on_answer(r.master_addr, r.ha_server_addr)
             if r.order_topics:
@@ -83,9 +94,16 @@ class BrokerRegistration:
         bc = self.broker_config
         if bc.namesrv_addrs:
             try:
-                await asyncio.wait_for(self.outer_api.unregister_broker_all(
-                    bc.namesrv_addrs, cluster=bc.brokerClusterName, broker_addr=bc.broker_addr,
-                    broker_name=bc.brokerName, broker_id=bc.brokerId), 3)
+                await asyncio.wait_for(
+                    self.outer_api.unregister_broker_all(
+                        bc.namesrv_addrs,
+                        cluster=bc.brokerClusterName,
+                        broker_addr=bc.broker_addr,
+                        broker_name=bc.brokerName,
+                        broker_id=bc.brokerId,
+                    ),
+                    3,
+                )
             except TimeoutError:
                 log.warning("unregistering from the NameServers timed out")
 

@@ -11,6 +11,7 @@ dispatch limit.
 Static roles call ``start_static`` once; controller mode (rmq/broker/controller_role.py)
 decides the role and calls ``change_to_master`` / ``step_down`` / ``change_to_slave``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,10 +44,17 @@ class ReplicationHooks(Protocol):
 
 
 class RoleServices:
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 store: MessageStore, listen_host: str, schedule: ScheduleMessageService,
-                 transactions: TransactionalMessageService, slave_sync: SlaveSynchronize,
-                 replication: ReplicationHooks | None = None) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        store: MessageStore,
+        listen_host: str,
+        schedule: ScheduleMessageService,
+        transactions: TransactionalMessageService,
+        slave_sync: SlaveSynchronize,
+        replication: ReplicationHooks | None = None,
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.store = store
@@ -71,7 +79,7 @@ class RoleServices:
     def on_register_result(self, master_addr: str | None, ha_server_addr: str | None) -> None:
         """A NameServer's answer to a static slave's registration names its master."""
         if self.replication is not None or self.store_config.brokerRole != BrokerRole.SLAVE:
-            return      # (in controller mode the controller's answer names the master)
+            return  # (in controller mode the controller's answer names the master)
         if master_addr:
             self.slave_sync.master_addr = master_addr
         if ha_server_addr:
@@ -93,9 +101,15 @@ class RoleServices:
         if svc is None:
             bc = self.broker_config
             opts = self.replication.ha_service_options() if self.replication is not None else {}
-            svc = HAService(self.store, cluster=bc.brokerClusterName, broker_name=bc.brokerName,
-                            host=self.listen_host, port=self.store_config.haListenPort,
-                            epoch_provider=self.epoch, **opts)
+            svc = HAService(
+                self.store,
+                cluster=bc.brokerClusterName,
+                broker_name=bc.brokerName,
+                host=self.listen_host,
+                port=self.store_config.haListenPort,
+                epoch_provider=self.epoch,
+                **opts,
+            )
             self.ha_service = svc
         await svc.start()
         self.store_config.haListenPort = svc.port
@@ -119,9 +133,14 @@ class RoleServices:
         if client is None:
             bc = self.broker_config
             opts = self.replication.ha_client_options() if self.replication is not None else {}
-            client = HAClient(self.store, cluster=bc.brokerClusterName,
-                              broker_name=bc.brokerName, broker_id=bc.brokerId,
-                              epoch_provider=self.epoch, **opts)
+            client = HAClient(
+                self.store,
+                cluster=bc.brokerClusterName,
+                broker_name=bc.brokerName,
+                broker_id=bc.brokerId,
+                epoch_provider=self.epoch,
+                **opts,
+            )
             self.ha_client = client
         addr = master_ha_addr or self.store_config.haMasterAddress or self.ha_server_addr
         if addr:
@@ -145,19 +164,30 @@ class RoleServices:
         elif self.ha_client is not None:
             info = self.ha_client.runtime_info()
         else:
-            info = {"master": role != BrokerRole.SLAVE, "inSyncSlaveNums": 0,
-                    "haConnectionInfo": [], "haClientRuntimeInfo": {}}
+            info = {
+                "master": role != BrokerRole.SLAVE,
+                "inSyncSlaveNums": 0,
+                "haConnectionInfo": [],
+                "haClientRuntimeInfo": {},
+            }
         st = self.store
         info["masterCommitLogMaxOffset"] = info.get("masterCommitLogMaxOffset") or (
-            st.max_phy_offset if role != BrokerRole.SLAVE else 0)
+            st.max_phy_offset if role != BrokerRole.SLAVE else 0
+        )
         epoch, start = self.epoch()
         bc = self.broker_config
-        info.update({"brokerRole": role.value, "brokerName": bc.brokerName,
-                     "brokerId": bc.brokerId, "epoch": epoch,
-                     "haServerAddr": ha_address(bc, sc) if self.ha_service is not None else "",
-                     "epochStartOffset": start,
-                     "commitLogMaxOffset": st.max_phy_offset,
-                     "dispatchBehindBytes": st.dispatch_behind_bytes})
+        info.update(
+            {
+                "brokerRole": role.value,
+                "brokerName": bc.brokerName,
+                "brokerId": bc.brokerId,
+                "epoch": epoch,
+                "haServerAddr": ha_address(bc, sc) if self.ha_service is not None else "",
+                "epochStartOffset": start,
+                "commitLogMaxOffset": st.max_phy_offset,
+                "dispatchBehindBytes": st.dispatch_behind_bytes,
+            }
+        )
         return info
 
     # ------------------------------------------------------------------ the routine
@@ -185,7 +215,7 @@ class RoleServices:
         self.slave_sync.master_addr = None
         svc = await self.start_ha_service()
         if drop_slaves:
-            svc.drop_slaves()       # they re-handshake and learn the new epoch
+            svc.drop_slaves()  # they re-handshake and learn the new epoch
         if role == BrokerRole.SYNC_MASTER:
             # a SYNC put never goes unreplicated silently
             self.store.replica_waiter = svc.replica_waiter

@@ -13,40 +13,71 @@ file given with ``-c``. Here:
 * the file given with ``-c`` keeps its comments and layout: changed keys are rewritten
   in place, new ones appended (atomic replace).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Mapping
 
 from rmq.broker.config import BrokerConfig
 from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties
 
-__all__ = ["RUNTIME_KEYS", "ConfigUpdate", "all_config_properties", "properties_text",
-           "check_update", "rewrite_properties"]
+__all__ = [
+    "RUNTIME_KEYS",
+    "ConfigUpdate",
+    "all_config_properties",
+    "properties_text",
+    "check_update",
+    "rewrite_properties",
+]
 
 #: Keys whose new value the running broker uses at once (each is read where it is used).
-RUNTIME_KEYS = frozenset({
-    # BrokerConfig
-    "brokerPermission", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
-    "longPollingEnable", "shortPollingTimeMills", "slaveReadEnable",
-    "notifyConsumerIdsChangedEnable", "rejectTransactionMessage", "traceOn",
-    "transactionTimeOut", "transactionCheckMax", "transactionCheckInterval",
-    # MessageStoreConfig: retention and disk watermarks (read on every cleanup run)
-    "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio",
-    "diskSpaceCleanForciblyRatio", "cleanFileForciblyEnable", "deleteFileBatchMax",
-    "cleanResourceInterval", "deleteCommitLogFilesInterval",
-    # ... pulls, queries, flushing
-    "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory",
-    "maxTransferBytesOnMessageInDisk", "maxTransferCountOnMessageInDisk",
-    "offsetCheckInSlave", "defaultQueryMaxNum", "maxMsgsNumBatch", "syncFlushTimeout",
-    "flushIntervalCommitLog", "flushCommitLogLeastPages", "flushCommitLogThoroughInterval",
-    "flushIntervalConsumeQueue", "flushConsumeQueueLeastPages",
-    "flushConsumeQueueThoroughInterval",
-})
+RUNTIME_KEYS = frozenset(
+    {
+        # BrokerConfig
+        "brokerPermission",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "slaveReadEnable",
+        "notifyConsumerIdsChangedEnable",
+        "rejectTransactionMessage",
+        "traceOn",
+        "transactionTimeOut",
+        "transactionCheckMax",
+        "transactionCheckInterval",
+        # MessageStoreConfig: retention and disk watermarks (read on every cleanup run)
+        "fileReservedTime",
+        "deleteWhen",
+        "diskMaxUsedSpaceRatio",
+        "diskSpaceWarningLevelRatio",
+        "diskSpaceCleanForciblyRatio",
+        "cleanFileForciblyEnable",
+        "deleteFileBatchMax",
+        "cleanResourceInterval",
+        "deleteCommitLogFilesInterval",
+        # ... pulls, queries, flushing
+        "maxTransferBytesOnMessageInMemory",
+        "maxTransferCountOnMessageInMemory",
+        "maxTransferBytesOnMessageInDisk",
+        "maxTransferCountOnMessageInDisk",
+        "offsetCheckInSlave",
+        "defaultQueryMaxNum",
+        "maxMsgsNumBatch",
+        "syncFlushTimeout",
+        "flushIntervalCommitLog",
+        "flushCommitLogLeastPages",
+        "flushCommitLogThoroughInterval",
+        "flushIntervalConsumeQueue",
+        "flushConsumeQueueLeastPages",
+        "flushConsumeQueueThoroughInterval",
+    }
+)
 
 _KEY_LINE = re.compile(r"\s*([^=:#!\s][^=:]*?)\s*[=:]")
 
@@ -82,11 +113,10 @@ class ConfigUpdate:
     values: dict[str, Any]
     at_once: list[str]
     on_restart: list[str]
-    text: dict[str, str]          # key -> value as written to the file
+    text: dict[str, str]  # key -> value as written to the file
 
 
-def check_update(bc: BrokerConfig, sc: MessageStoreConfig,
-                 props: Mapping[str, str]) -> ConfigUpdate:
+def check_update(bc: BrokerConfig, sc: MessageStoreConfig, props: Mapping[str, str]) -> ConfigUpdate:
     """Convert and validate props against copies of the live configs; ConfigError
     names the first bad key. Nothing live changes here."""
     if not props:

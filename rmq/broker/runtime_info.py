@@ -1,4 +1,5 @@
 """What GET_BROKER_RUNTIME_INFO (28) answers, and the put / get rates it reports."""
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,14 @@ class TpsMeter:
 class BrokerRuntimeInfo:
     """The KV table of GET_BROKER_RUNTIME_INFO (AdminBrokerProcessor.prepareRuntimeInfo)."""
 
-    def __init__(self, stats: BrokerStats, tps: TpsMeter, store: MessageStore,
-                 store_config: MessageStoreConfig, server_stats: RemotingStats) -> None:
+    def __init__(
+        self,
+        stats: BrokerStats,
+        tps: TpsMeter,
+        store: MessageStore,
+        store_config: MessageStoreConfig,
+        server_stats: RemotingStats,
+    ) -> None:
         self.stats = stats
         self.tps = tps
         self.store = store

@@ -5,6 +5,7 @@ is its delivery time; a due message is rebuilt for its REAL_TOPIC / REAL_QID and
 again. Per-level offsets are persisted (config/delayOffset.msgpack) and, on load,
 clamped into the queue's [min, max].
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,9 +27,9 @@ from rmq.store.results import PutMessageStatus
 
 log = logging.getLogger("rmq.broker.schedule")
 
-FIRST_DELAY_TIME = 1.0       # s before a level's first scan
-DELAY_FOR_A_WHILE = 0.1      # s between scans of a drained level
-DELAY_FOR_A_PERIOD = 10.0    # s after a failed put
+FIRST_DELAY_TIME = 1.0  # s before a level's first scan
+DELAY_FOR_A_WHILE = 0.1  # s between scans of a drained level
+DELAY_FOR_A_PERIOD = 10.0  # s after a failed put
 
 
 def delay_level_to_queue_id(level: int) -> int:
@@ -55,19 +56,32 @@ def message_time_up(msg: MessageExt) -> MessageExtBrokerInner:
     stored = dict(props)
     del stored[MessageConst.WAIT_STORE_MSG_OK]
     return MessageExtBrokerInner(
-        topic=real_topic, body=msg.body, queue_id=real_qid, flag=msg.flag, properties=props,
-        properties_string=properties_to_string(stored), sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=msg.store_host,
+        topic=real_topic,
+        body=msg.body,
+        queue_id=real_qid,
+        flag=msg.flag,
+        properties=props,
+        properties_string=properties_to_string(stored),
+        sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        store_host=msg.store_host,
         reconsume_times=msg.reconsume_times,
-        prepared_transaction_offset=msg.prepared_transaction_offset)
+        prepared_transaction_offset=msg.prepared_transaction_offset,
+    )
 
 
 class ScheduleMessageService:
     """Delay levels and their offsets. ``start`` / ``await stop()`` turn delivery on and
     off (masters only: rmq/broker/roles.py); offsets are loaded and served either way."""
 
-    def __init__(self, store: ServiceStore, delay_levels_ms: list[int], config_dir: str,
-                 flush_interval_ms: int = 10_000) -> None:
+    def __init__(
+        self,
+        store: ServiceStore,
+        delay_levels_ms: list[int],
+        config_dir: str,
+        flush_interval_ms: int = 10_000,
+    ) -> None:
         self.store = store
         self.levels = list(delay_levels_ms)
         self.file = MetadataFile(config_dir, "delayOffset", "delayOffset.json")
@@ -99,8 +113,9 @@ class ScheduleMessageService:
             lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
             fixed = min(max(off, lo), hi)
             if fixed != off:
-                log.error("delay level %d offset %d outside [%d, %d]; corrected to %d",
-                          level, off, lo, hi, fixed)
+                log.error(
+                    "delay level %d offset %d outside [%d, %d]; corrected to %d", level, off, lo, hi, fixed
+                )
                 self.offset_table[level] = fixed
                 self.dirty = True
 
@@ -127,8 +142,9 @@ class ScheduleMessageService:
         if got is None:
             lo = cq.get_min_offset_in_queue()
             if offset < lo:
-                log.error("delay level %d offset %d below the queue minimum %d; skipping ahead",
-                          level, offset, lo)
+                log.error(
+                    "delay level %d offset %d below the queue minimum %d; skipping ahead", level, offset, lo
+                )
                 self._update_offset(level, lo)
             return DELAY_FOR_A_WHILE
         mf, pos, end = got
@@ -152,8 +168,13 @@ class ScheduleMessageService:
                 else:
                     result, _ = self.store.put_nowait(inner)
                     if result.status is not PutMessageStatus.PUT_OK:
-                        log.error("delay level %d: putting the due message at %d to %s failed: %s",
-                                  level, phy, inner.topic, result.status.value)
+                        log.error(
+                            "delay level %d: putting the due message at %d to %s failed: %s",
+                            level,
+                            phy,
+                            inner.topic,
+                            result.status.value,
+                        )
                         self._update_offset(level, idx)
                         return DELAY_FOR_A_PERIOD
                     self.delivered += 1
@@ -169,8 +190,7 @@ class ScheduleMessageService:
     def start(self) -> None:
         if self._services:
             return
-        self._services = [DeliverDelayedMessageService(self, lv)
-                          for lv in range(1, self.max_delay_level + 1)]
+        self._services = [DeliverDelayedMessageService(self, lv) for lv in range(1, self.max_delay_level + 1)]
         self._services.append(PersistDelayOffsetService(self))
         for svc in self._services:
             svc.start()

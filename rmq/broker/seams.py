@@ -5,6 +5,7 @@ A processor or service declares the few of these it uses; ``rmq.broker.broker`` 
 the real managers and the store, a unit test hands it fakes. Nothing here is called per
 message beyond what the real object does: a protocol is only a type.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Iterable
@@ -12,20 +13,37 @@ from typing import Any, Protocol
 
 from rmq.broker.client_manager import ClientChannelInfo, ConsumerGroupInfo
 from rmq.broker.subscriptions import SubscriptionGroupConfig
+from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicConfigSerializeWrapper
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
-from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicConfigSerializeWrapper
 from rmq.store.consume_queue import ConsumeQueue
 from rmq.store.message_filter import MessageFilter
-from rmq.store.results import (GetMessageResult, PutMessageResult, PutMessageStatus,
-                               QueryMessageResult)
+from rmq.store.results import GetMessageResult, PutMessageResult, PutMessageStatus, QueryMessageResult
 
 __all__ = [
-    "PutAnswer", "StoreWriter", "StoreReader", "MessageStoreView", "ConsumeQueues", "ServiceStore",
-    "TopicStore", "QueueStore",
-    "TopicConfigs", "ConsumerOffsets", "SubscriptionGroups", "ConsumerRegistry",
-    "ProducerRegistry", "QueueLocks", "PutStats", "GetStats", "PullHold", "MetadataPersist", "Registration",
-    "HAStatus", "RuntimeInfo", "DelayOffsets", "HalfMessages",
+    "PutAnswer",
+    "StoreWriter",
+    "StoreReader",
+    "MessageStoreView",
+    "ConsumeQueues",
+    "ServiceStore",
+    "TopicStore",
+    "QueueStore",
+    "TopicConfigs",
+    "ConsumerOffsets",
+    "SubscriptionGroups",
+    "ConsumerRegistry",
+    "ProducerRegistry",
+    "QueueLocks",
+    "PutStats",
+    "GetStats",
+    "PullHold",
+    "MetadataPersist",
+    "Registration",
+    "HAStatus",
+    "RuntimeInfo",
+    "DelayOffsets",
+    "HalfMessages",
 ]
 
 # (result now, awaitable completed by flush / replication or None: answer now)
@@ -51,16 +69,23 @@ class StoreWriter(Protocol):
 class StoreReader(Protocol):
     """Reads of the ConsumeQueues, the CommitLog and the index."""
 
-    def get_messages(self, group: str, topic: str, queue_id: int, offset: int,
-                     max_msg_nums: int, message_filter: MessageFilter | None = None
-                     ) -> GetMessageResult: ...
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult: ...
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
-                                    boundary: str | None = None) -> int: ...
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int, boundary: str | None = None
+    ) -> int: ...
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int: ...
 
@@ -68,14 +93,15 @@ class StoreReader(Protocol):
 
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None: ...
 
-    def select_one_message_by_offset(self, commit_log_offset: int,
-                                     size: int | None = None) -> bytes | None: ...
+    def select_one_message_by_offset(
+        self, commit_log_offset: int, size: int | None = None
+    ) -> bytes | None: ...
 
-    def query_message(self, topic: str, key: str, max_num: int, begin: int,
-                      end: int) -> QueryMessageResult: ...
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> QueryMessageResult: ...
 
-    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int,
-                                        consume_offset: int) -> bool: ...
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool: ...
 
 
 class MessageStoreView(StoreReader, StoreWriter, Protocol):
@@ -110,12 +136,18 @@ class TopicConfigs(Protocol):
 
     def is_order_topic(self, topic: str) -> bool: ...
 
-    def create_topic_in_send_message_method(self, topic: str, default_topic: str,
-                                            remote_addr: str, client_default_queue_nums: int,
-                                            topic_sys_flag: int) -> TopicConfig | None: ...
+    def create_topic_in_send_message_method(
+        self,
+        topic: str,
+        default_topic: str,
+        remote_addr: str,
+        client_default_queue_nums: int,
+        topic_sys_flag: int,
+    ) -> TopicConfig | None: ...
 
-    def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
-                                                 topic_sys_flag: int) -> TopicConfig: ...
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int
+    ) -> TopicConfig: ...
 
     def update_topic_config(self, tc: TopicConfig) -> None: ...
 
@@ -127,8 +159,7 @@ class TopicConfigs(Protocol):
 
 
 class ConsumerOffsets(Protocol):
-    def commit_offset(self, client: str, group: str, topic: str, queue_id: int,
-                      offset: int) -> None: ...
+    def commit_offset(self, client: str, group: str, topic: str, queue_id: int, offset: int) -> None: ...
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int: ...
 
@@ -165,9 +196,16 @@ class DelayOffsets(Protocol):
 class ConsumerRegistry(Protocol):
     def get_group(self, group: str) -> ConsumerGroupInfo | None: ...
 
-    def register(self, group: str, info: ClientChannelInfo, consume_type: str,
-                 message_model: str, consume_from_where: str, subs: Iterable[Any],
-                 notify: bool) -> bool: ...
+    def register(
+        self,
+        group: str,
+        info: ClientChannelInfo,
+        consume_type: str,
+        message_model: str,
+        consume_from_where: str,
+        subs: Iterable[Any],
+        notify: bool,
+    ) -> bool: ...
 
     def unregister(self, group: str, conn: Any, notify: bool) -> None: ...
 
@@ -186,28 +224,28 @@ class ProducerRegistry(Protocol):
 
 
 class QueueLocks(Protocol):
-    def try_lock_batch(self, group: str, mqs: Iterable[MessageQueue],
-                       client_id: str) -> set[MessageQueue]: ...
+    def try_lock_batch(
+        self, group: str, mqs: Iterable[MessageQueue], client_id: str
+    ) -> set[MessageQueue]: ...
 
     def unlock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str) -> None: ...
 
 
 # ---------------------------------------------------------------------- broker services
 class PutStats(Protocol):
-    def on_put(self, result: PutMessageResult, request: RemotingCommand,
-               topic: str = "") -> None: ...
+    def on_put(self, result: PutMessageResult, request: RemotingCommand, topic: str = "") -> None: ...
 
 
 class GetStats(Protocol):
-    def on_get(self, group: str, topic: str, result: GetMessageResult,
-               queue_id: int = -1) -> None: ...
+    def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None: ...
 
 
 class PullHold(Protocol):
     """Long polling: park a pull that found nothing."""
 
-    def suspend(self, conn: Any, request: Any, topic: str, queue_id: int,
-                pull_from_offset: int, timeout_ms: int) -> Any: ...
+    def suspend(
+        self, conn: Any, request: Any, topic: str, queue_id: int, pull_from_offset: int, timeout_ms: int
+    ) -> Any: ...
 
 
 class MetadataPersist(Protocol):
@@ -235,10 +273,10 @@ class HalfMessages(Protocol):
 
     def look_half(self, commit_log_offset: int) -> MessageExt | None: ...
 
-    def check_prepare(self, msg: MessageExt, producer_group: str, tran_state_table_offset: int,
-                      commit_log_offset: int) -> str | None: ...
+    def check_prepare(
+        self, msg: MessageExt, producer_group: str, tran_state_table_offset: int, commit_log_offset: int
+    ) -> str | None: ...
 
-    def end_message_transaction(self, half: MessageExt,
-                                commit_log_offset: int) -> MessageExtBrokerInner: ...
+    def end_message_transaction(self, half: MessageExt, commit_log_offset: int) -> MessageExtBrokerInner: ...
 
     def put_op(self, half: MessageExt) -> PutMessageResult: ...

@@ -11,6 +11,7 @@ ordinary remoting port, for
 and writes what changed to its own config files, so that it serves pulls and offset
 queries as its master would, and has the metadata when it is promoted.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,10 +23,10 @@ from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
 from rmq.common.service import ServiceLoop
+from rmq.protocol.bodies import DataVersion, TopicConfigSerializeWrapper, loads_fastjson
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.bodies import DataVersion, TopicConfigSerializeWrapper, loads_fastjson
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 from rmq.store.config import BrokerRole, MessageStoreConfig
@@ -39,10 +40,15 @@ class SlaveSynchronize:
     """``master_addr`` is set by the role change (rmq/broker/roles.py) or, for a static
     slave, from the NameServers' answer to its registration."""
 
-    def __init__(self, client: RemotingClient, broker_config: BrokerConfig,
-                 topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                 schedule: ScheduleMessageService, subscriptions: SubscriptionGroupManager
-                 ) -> None:
+    def __init__(
+        self,
+        client: RemotingClient,
+        broker_config: BrokerConfig,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        schedule: ScheduleMessageService,
+        subscriptions: SubscriptionGroupManager,
+    ) -> None:
         self.client = client
         self.broker_config = broker_config
         self.topics = topics
@@ -56,8 +62,9 @@ class SlaveSynchronize:
     async def _fetch(self, addr: str, code: int) -> bytes:
         resp = await self.client.invoke(addr, RemotingCommand(code), TIMEOUT)
         if resp.code != ResponseCode.SUCCESS:
-            raise ProtocolError(f"{RequestCode.name_of(code)} answered "
-                                f"{ResponseCode.name_of(resp.code)}: {resp.remark}")
+            raise ProtocolError(
+                f"{RequestCode.name_of(code)} answered {ResponseCode.name_of(resp.code)}: {resp.remark}"
+            )
         return resp.body or b""
 
     async def sync_all(self) -> None:
@@ -65,8 +72,12 @@ class SlaveSynchronize:
         if not addr or addr == self.broker_config.broker_addr:
             return
         errors = []
-        for step in (self.sync_topic_config, self.sync_consumer_offset,
-                     self.sync_delay_offset, self.sync_subscription_group_config):
+        for step in (
+            self.sync_topic_config,
+            self.sync_consumer_offset,
+            self.sync_delay_offset,
+            self.sync_subscription_group_config,
+        ):
             try:
                 await step(addr)
             except (RemotingError, ProtocolError, OSError, ValueError, TypeError) as e:
@@ -83,18 +94,25 @@ class SlaveSynchronize:
     async def sync_topic_config(self, addr: str) -> None:
         topics = self.topics
         wrapper = TopicConfigSerializeWrapper.from_json(
-            await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
+            await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        )
         if wrapper.data_version == topics.data_version:
             return
         topics.replace_all(wrapper.topic_config_table, wrapper.data_version)
         await topics.persist()
-        log.info("slave sync: %d topics from master %s (data version %s)",
-                 len(wrapper.topic_config_table), addr, wrapper.data_version.counter)
+        log.info(
+            "slave sync: %d topics from master %s (data version %s)",
+            len(wrapper.topic_config_table),
+            addr,
+            wrapper.data_version.counter,
+        )
 
     async def sync_consumer_offset(self, addr: str) -> None:
         obj = _obj(loads_fastjson(await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)))
-        table = {str(k): {int(q): int(o) for q, o in _obj(v).items()}
-                 for k, v in _obj(obj.get("offsetTable") or {}).items()}
+        table = {
+            str(k): {int(q): int(o) for q, o in _obj(v).items()}
+            for k, v in _obj(obj.get("offsetTable") or {}).items()
+        }
         if self.offsets.merge_all(table):
             await self.offsets.persist()
 
@@ -109,8 +127,7 @@ class SlaveSynchronize:
 
     async def sync_subscription_group_config(self, addr: str) -> None:
         subscriptions = self.subscriptions
-        obj = _obj(loads_fastjson(
-            await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)))
+        obj = _obj(loads_fastjson(await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)))
         dv = DataVersion.from_obj(obj.get("dataVersion") or {})
         mine = subscriptions.data_version
         if (dv.counter, dv.timestamp) == (mine.get("counter"), mine.get("timestamp")):

@@ -2,12 +2,12 @@
 
 Per message only integer additions; rates are derived from snapshots by readers.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from rmq.common.clock import now_ms
-
 from rmq.store.results import GetMessageResult, PutMessageResult
 
 

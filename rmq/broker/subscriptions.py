@@ -1,4 +1,5 @@
 """SubscriptionGroupManager: per consumer group settings (retries, broadcast, ...)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,10 +15,18 @@ from rmq.common.mixall import CLIENT_INNER_PRODUCER_GROUP, TOOLS_CONSUMER_GROUP
 log = logging.getLogger("rmq.broker.subscriptions")
 
 # Groups RocketMQ's SubscriptionGroupManager creates at start.
-SYSTEM_GROUPS = (TOOLS_CONSUMER_GROUP, "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER",
-                 CLIENT_INNER_PRODUCER_GROUP, "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
-                 "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL",
-                 "CID_RMQ_SYS_TRACE")
+SYSTEM_GROUPS = (
+    TOOLS_CONSUMER_GROUP,
+    "FILTERSRV_CONSUMER",
+    "__MONITOR_CONSUMER",
+    CLIENT_INNER_PRODUCER_GROUP,
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_ONSAPI_PULL",
+    "CID_RMQ_SYS_TRACE",
+)
 
 
 @dataclass
@@ -67,8 +76,10 @@ class SubscriptionGroupManager:
         self.dirty = adopted
 
     def snapshot(self) -> dict:
-        return {"subscriptionGroupTable": {k: v.to_dict() for k, v in self.table.items()},
-                "dataVersion": dict(self.data_version)}
+        return {
+            "subscriptionGroupTable": {k: v.to_dict() for k, v in self.table.items()},
+            "dataVersion": dict(self.data_version),
+        }
 
     async def persist(self) -> None:
         self.dirty = False
@@ -102,8 +113,9 @@ class SubscriptionGroupManager:
         self._changed()
         return True
 
-    def replace_all(self, table: dict[str, SubscriptionGroupConfig],
-                    data_version: dict[str, int] | None = None) -> None:
+    def replace_all(
+        self, table: dict[str, SubscriptionGroupConfig], data_version: dict[str, int] | None = None
+    ) -> None:
         """Take a whole table (a slave copying its master: with the master's version)."""
         self.table = dict(table)
         if data_version is None:

@@ -1,4 +1,5 @@
 """TopicConfigManager: the broker's topics, system topics and auto-creation from TBW102."""
+
 from __future__ import annotations
 
 import logging
@@ -6,19 +7,31 @@ from collections.abc import Callable
 
 from rmq.broker.persist import MetadataFile
 from rmq.common.clock import now_ms as _now_ms
-from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT,
-                               SCHEDULE_TOPIC, SELF_TEST_TOPIC)
-from rmq.protocol.codes import PermName
+from rmq.common.mixall import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+)
 from rmq.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmq.protocol.codes import PermName
 
 log = logging.getLogger("rmq.broker.topics")
 
 
 class TopicConfigManager:
-    def __init__(self, config_dir: str, cluster_name: str, broker_name: str,
-                 default_topic_queue_nums: int = 8, auto_create_topic: bool = True,
-                 cluster_topic_enable: bool = True, broker_topic_enable: bool = True,
-                 schedule_levels: int = 18) -> None:
+    def __init__(
+        self,
+        config_dir: str,
+        cluster_name: str,
+        broker_name: str,
+        default_topic_queue_nums: int = 8,
+        auto_create_topic: bool = True,
+        cluster_topic_enable: bool = True,
+        broker_topic_enable: bool = True,
+        schedule_levels: int = 18,
+    ) -> None:
         self.file = MetadataFile(config_dir, "topics", "topics.json")
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
@@ -29,8 +42,14 @@ class TopicConfigManager:
         rw = PermName.PERM_READ | PermName.PERM_WRITE
         self._put_system(TopicConfig(SELF_TEST_TOPIC, 1, 1, rw))
         if auto_create_topic:
-            self._put_system(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums,
-                                         default_topic_queue_nums, rw | PermName.PERM_INHERIT))
+            self._put_system(
+                TopicConfig(
+                    AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    default_topic_queue_nums,
+                    default_topic_queue_nums,
+                    rw | PermName.PERM_INHERIT,
+                )
+            )
         self._put_system(TopicConfig(BENCHMARK_TOPIC, 1024, 1024, rw))
         perm = PermName.PERM_INHERIT | (rw if cluster_topic_enable else 0)
         self._put_system(TopicConfig(cluster_name, 16, 16, perm))
@@ -61,8 +80,10 @@ class TopicConfigManager:
         self.dirty = adopted
 
     def snapshot(self) -> dict:
-        return {"topicConfigTable": {k: v.to_obj() for k, v in self.table.items()},
-                "dataVersion": self.data_version.to_obj()}
+        return {
+            "topicConfigTable": {k: v.to_obj() for k, v in self.table.items()},
+            "dataVersion": self.data_version.to_obj(),
+        }
 
     async def persist(self) -> None:
         self.dirty = False
@@ -86,36 +107,53 @@ class TopicConfigManager:
         return TopicConfigSerializeWrapper(dict(self.table), self.data_version)
 
     # --- changes ---
-    def create_topic_in_send_message_method(self, topic: str, default_topic: str, remote_addr: str,
-                                            client_default_queue_nums: int,
-                                            topic_sys_flag: int) -> TopicConfig | None:
+    def create_topic_in_send_message_method(
+        self,
+        topic: str,
+        default_topic: str,
+        remote_addr: str,
+        client_default_queue_nums: int,
+        topic_sys_flag: int,
+    ) -> TopicConfig | None:
         """Create topic by inheriting from default_topic (TBW102), as a producer's send does."""
         tc = self.table.get(topic)
         if tc is not None:
             return tc
         default = self.table.get(default_topic)
         if default is None:
-            log.warning("create new topic %s failed: the default topic [%s] does not exist "
-                        "(producer %s)", topic, default_topic, remote_addr)
+            log.warning(
+                "create new topic %s failed: the default topic [%s] does not exist (producer %s)",
+                topic,
+                default_topic,
+                remote_addr,
+            )
             return None
         perm = default.perm
         if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic:
             perm = PermName.PERM_READ | PermName.PERM_WRITE
         if not perm & PermName.PERM_INHERIT:
-            log.warning("create new topic %s failed: the default topic [%s] has no inherit "
-                        "perm [%d] (producer %s)", topic, default_topic, perm, remote_addr)
+            log.warning(
+                "create new topic %s failed: the default topic [%s] has no inherit perm [%d] (producer %s)",
+                topic,
+                default_topic,
+                perm,
+                remote_addr,
+            )
             return None
         nums = max(min(client_default_queue_nums, default.write_queue_nums), 0)
-        tc = TopicConfig(topic, nums, nums, perm & ~PermName.PERM_INHERIT,
-                         default.topic_filter_type, topic_sys_flag)
+        tc = TopicConfig(
+            topic, nums, nums, perm & ~PermName.PERM_INHERIT, default.topic_filter_type, topic_sys_flag
+        )
         self.table[topic] = tc
-        log.info("created topic %s from default topic %s: %s (producer %s)",
-                 topic, default_topic, tc, remote_addr)
+        log.info(
+            "created topic %s from default topic %s: %s (producer %s)", topic, default_topic, tc, remote_addr
+        )
         self._changed()
         return tc
 
-    def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
-                                                 topic_sys_flag: int) -> TopicConfig:
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int
+    ) -> TopicConfig:
         tc = self.table.get(topic)
         if tc is not None:
             return tc

@@ -12,6 +12,7 @@ sent to a live producer of the group; after transactionCheckMax checks the half 
 to TRANS_CHECK_MAX_TIME_TOPIC. Offsets of both queues are kept as consumer offsets of
 the system group CID_RMQ_SYS_TRANS, as RocketMQ does, so progress survives restarts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,12 @@ import logging
 from rmq.broker.config import BrokerConfig
 from rmq.broker.seams import ConsumerOffsets, ProducerRegistry, ServiceStore, TopicConfigs
 from rmq.common.clock import now_ms
-from rmq.common.mixall import (TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
-                               TRANS_SYS_GROUP)
+from rmq.common.mixall import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    TRANS_SYS_GROUP,
+)
 from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
@@ -47,16 +52,21 @@ PULL_BATCH = 32
 
 
 def _clean_props_string(props: dict[str, str]) -> str:
-    return properties_to_string({k: v for k, v in props.items()
-                                 if k != MessageConst.WAIT_STORE_MSG_OK})
+    return properties_to_string({k: v for k, v in props.items() if k != MessageConst.WAIT_STORE_MSG_OK})
 
 
 class TransactionalMessageService:
     """Half messages and their check. ``check_service`` is the master-only loop
     (rmq/broker/roles.py turns it on and off)."""
 
-    def __init__(self, broker_config: BrokerConfig, store: ServiceStore, topics: TopicConfigs,
-                 offsets: ConsumerOffsets, producers: ProducerRegistry) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store: ServiceStore,
+        topics: TopicConfigs,
+        offsets: ConsumerOffsets,
+        producers: ProducerRegistry,
+    ) -> None:
         self.broker_config = broker_config
         self.store = store
         self.topics = topics
@@ -83,8 +93,9 @@ class TransactionalMessageService:
         return self.store.look_message_by_offset(commit_log_offset)
 
     @staticmethod
-    def check_prepare(msg: MessageExt, producer_group: str, tran_state_table_offset: int,
-                      commit_log_offset: int) -> str | None:
+    def check_prepare(
+        msg: MessageExt, producer_group: str, tran_state_table_offset: int, commit_log_offset: int
+    ) -> str | None:
         """The remark of a mismatch between the half message and the request, or None."""
         if msg.properties.get(MessageConst.PRODUCER_GROUP) != producer_group:
             return "The producer group wrong"
@@ -105,12 +116,19 @@ class TransactionalMessageService:
         props.pop(MessageConst.TRANSACTION_PREPARED, None)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
         return MessageExtBrokerInner(
-            topic=real_topic, body=half.body, queue_id=real_qid, flag=half.flag,
-            properties=props, properties_string=_clean_props_string(props),
+            topic=real_topic,
+            body=half.body,
+            queue_id=real_qid,
+            flag=half.flag,
+            properties=props,
+            properties_string=_clean_props_string(props),
             sys_flag=SysFlag.reset_transaction_value(half.sys_flag, SysFlag.TRANSACTION_COMMIT_TYPE),
-            born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_host=self.store.store_host, reconsume_times=half.reconsume_times,
-            prepared_transaction_offset=commit_log_offset)
+            born_timestamp=half.born_timestamp,
+            born_host=half.born_host,
+            store_host=self.store.store_host,
+            reconsume_times=half.reconsume_times,
+            prepared_transaction_offset=commit_log_offset,
+        )
 
     def put_op(self, half: MessageExt) -> PutMessageResult:
         """Mark a half message resolved: op message, tag `d`, body = its queue offset."""
@@ -118,13 +136,20 @@ class TransactionalMessageService:
         host = self.store.store_host
         props = {MessageConst.TAGS: REMOVE_TAG, MessageConst.WAIT_STORE_MSG_OK: "false"}
         op = MessageExtBrokerInner(
-            topic=OP_TOPIC, body=str(half.queue_offset).encode(), queue_id=half.queue_id,
-            properties=props, properties_string=_clean_props_string(props),
-            born_timestamp=now_ms(), born_host=host, store_host=host)
+            topic=OP_TOPIC,
+            body=str(half.queue_offset).encode(),
+            queue_id=half.queue_id,
+            properties=props,
+            properties_string=_clean_props_string(props),
+            born_timestamp=now_ms(),
+            born_host=host,
+            store_host=host,
+        )
         result, _ = self.store.put_nowait(op)
         if result.status is not PutMessageStatus.PUT_OK:
-            log.error("writing the op message for half offset %d failed: %s",
-                      half.queue_offset, result.status.value)
+            log.error(
+                "writing the op message for half offset %d failed: %s", half.queue_offset, result.status.value
+            )
         return result
 
     # --- check service ---
@@ -182,7 +207,7 @@ class TransactionalMessageService:
             if not msgs:
                 break
             msg = msgs[0]
-            if msg.queue_offset != i:   # the unit is gone (files cleaned): move on
+            if msg.queue_offset != i:  # the unit is gone (files cleaned): move on
                 i = msg.queue_offset
                 new_offset = i
                 continue
@@ -203,7 +228,7 @@ class TransactionalMessageService:
                 except ValueError:
                     pass
             if 0 <= age < immunity:
-                break   # younger ones follow
+                break  # younger ones follow
             put_back = self._put_back(msg, times + 1)
             if put_back is not None:
                 self._send_check(put_back)
@@ -220,10 +245,18 @@ class TransactionalMessageService:
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(times)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
         inner = MessageExtBrokerInner(
-            topic=HALF_TOPIC, body=msg.body, queue_id=0, flag=msg.flag, properties=props,
-            properties_string=_clean_props_string(props), sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            store_host=msg.store_host, reconsume_times=msg.reconsume_times)
+            topic=HALF_TOPIC,
+            body=msg.body,
+            queue_id=0,
+            flag=msg.flag,
+            properties=props,
+            properties_string=_clean_props_string(props),
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=msg.store_host,
+            reconsume_times=msg.reconsume_times,
+        )
         result, _ = self.store.put_nowait(inner)
         if result.status is not PutMessageStatus.PUT_OK:
             log.error("putting back half message %s failed: %s", msg.msg_id, result.status.value)
@@ -240,46 +273,72 @@ class TransactionalMessageService:
         props = dict(msg.properties)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
         inner = MessageExtBrokerInner(
-            topic=CHECK_MAX_TIME_TOPIC, body=msg.body, queue_id=0, flag=msg.flag,
-            properties=props, properties_string=_clean_props_string(props),
-            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            store_host=msg.store_host, reconsume_times=msg.reconsume_times)
+            topic=CHECK_MAX_TIME_TOPIC,
+            body=msg.body,
+            queue_id=0,
+            flag=msg.flag,
+            properties=props,
+            properties_string=_clean_props_string(props),
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=msg.store_host,
+            reconsume_times=msg.reconsume_times,
+        )
         result, _ = self.store.put_nowait(inner)
         self.discarded += 1
-        log.warning("half message %s (transaction %s) reached transactionCheckMax; moved to %s (%s)",
-                    msg.msg_id, msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                    CHECK_MAX_TIME_TOPIC, result.status.value)
+        log.warning(
+            "half message %s (transaction %s) reached transactionCheckMax; moved to %s (%s)",
+            msg.msg_id,
+            msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            CHECK_MAX_TIME_TOPIC,
+            result.status.value,
+        )
 
     def _send_check(self, msg: MessageExt) -> None:
         group = msg.properties.get(MessageConst.PRODUCER_GROUP, "")
         ch = self.producers.any_channel(group)
         if ch is None:
-            log.warning("transaction check for %s skipped: no live producer of group %s",
-                        msg.msg_id, group)
+            log.warning("transaction check for %s skipped: no live producer of group %s", msg.msg_id, group)
             return
         uniq = msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        header = CheckTransactionStateRequestHeader(msg.queue_offset, msg.commit_log_offset,
-                                                    None, uniq, uniq, msg.msg_id)
+        header = CheckTransactionStateRequestHeader(
+            msg.queue_offset, msg.commit_log_offset, None, uniq, uniq, msg.msg_id
+        )
         real_topic = msg.properties.get(MessageConst.REAL_TOPIC, msg.topic)
         try:
             real_qid = int(msg.properties.get(MessageConst.REAL_QUEUE_ID, "0"))
         except ValueError:
             real_qid = 0
         body = encode_record(
-            topic=real_topic.encode(), body=msg.body,
-            properties=properties_to_string(msg.properties).encode(), queue_id=real_qid,
-            flag=msg.flag, queue_offset=msg.queue_offset, physical_offset=msg.commit_log_offset,
-            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            store_timestamp=msg.store_timestamp, store_host=msg.store_host,
+            topic=real_topic.encode(),
+            body=msg.body,
+            properties=properties_to_string(msg.properties).encode(),
+            queue_id=real_qid,
+            flag=msg.flag,
+            queue_offset=msg.queue_offset,
+            physical_offset=msg.commit_log_offset,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_timestamp=msg.store_timestamp,
+            store_host=msg.store_host,
             reconsume_times=msg.reconsume_times,
-            prepared_transaction_offset=msg.prepared_transaction_offset)
-        cmd = RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext_fields(),
-                              body=body)
+            prepared_transaction_offset=msg.prepared_transaction_offset,
+        )
+        cmd = RemotingCommand(
+            RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext_fields(), body=body
+        )
         try:
             ch.conn.send_oneway(cmd)
             self.checks_sent += 1
-            log.info("transaction check sent for %s (transaction %s) to %s of group %s",
-                     msg.msg_id, uniq, ch.client_id, group)
+            log.info(
+                "transaction check sent for %s (transaction %s) to %s of group %s",
+                msg.msg_id,
+                uniq,
+                ch.client_id,
+                group,
+            )
         except Exception as e:
             log.warning("transaction check to %s failed: %s", ch.conn.remote_address, e)
 

@@ -1,4 +1,5 @@
 """Small asyncio helpers shared by the client's services."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +16,7 @@ log = logging.getLogger("rmq.client")
 CREATE_JUST, RUNNING, SHUTDOWN_ALREADY = "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"
 
 
-async def cancel_and_wait(tasks: Iterable[asyncio.Future], timeout: float = 5.0,
-                          what: str = "tasks") -> None:
+async def cancel_and_wait(tasks: Iterable[asyncio.Future], timeout: float = 5.0, what: str = "tasks") -> None:
     """Cancel ``tasks`` and wait (bounded) for them to finish.
 
     Bounded because a cancellation can be lost: on Python 3.11, ``asyncio.wait_for``
@@ -33,12 +33,11 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future], timeout: float = 5.0,
     done, still = await asyncio.wait(pending, timeout=timeout)
     for t in done:
         if not t.cancelled():
-            t.exception()          # retrieved: nobody else will look
+            t.exception()  # retrieved: nobody else will look
     if still:
         for t in still:
             t.cancel()
-        log.warning("%d %s still running %.1fs after cancel; not waiting for them",
-                    len(still), what, timeout)
+        log.warning("%d %s still running %.1fs after cancel; not waiting for them", len(still), what, timeout)
 
 
 async def sleep_unless(event: asyncio.Event, seconds: float) -> bool:
@@ -67,8 +66,7 @@ class BoundedTaskSet(TaskSet):
 def is_async_callable(fn: Callable[..., Any]) -> bool:
     """A coroutine function, or an object whose ``__call__`` is one (run on the loop,
     not in a thread)."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None))  # noqa: B004 - the method itself, not callable()
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - the method itself, not callable()
 
 
 class PeriodicService(ServiceLoop):
@@ -76,8 +74,14 @@ class PeriodicService(ServiceLoop):
     start, then ``period_ms`` after each run ends; a failed run is logged, the next one
     comes as planned."""
 
-    def __init__(self, name: str, initial_ms: int, period_ms: int,
-                 fn: Callable[[], Awaitable[object]], logger: logging.Logger) -> None:
+    def __init__(
+        self,
+        name: str,
+        initial_ms: int,
+        period_ms: int,
+        fn: Callable[[], Awaitable[object]],
+        logger: logging.Logger,
+    ) -> None:
         super().__init__(name, logger)
         self._initial_ms = initial_ms
         self._period_ms = period_ms

@@ -4,6 +4,7 @@ Durations keep RocketMQ's names and units: milliseconds. The one rule for the wh
 client API is the same: every duration is in milliseconds, and a method parameter that
 takes one ends in ``_ms``.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -35,7 +36,8 @@ class ClientConfig:
     namesrv_addr: str | None = None
     client_ip: str = field(default_factory=local_ip)
     instance_name: str = field(
-        default_factory=lambda: os.environ.get("ROCKETMQ_CLIENT_NAME", DEFAULT_INSTANCE_NAME))
+        default_factory=lambda: os.environ.get("ROCKETMQ_CLIENT_NAME", DEFAULT_INSTANCE_NAME)
+    )
     unit_name: str | None = None
     unit_mode: bool = False
     poll_name_server_interval: int = 30000
@@ -54,8 +56,9 @@ class ClientConfig:
     local_offset_store_dir: str | None = None
 
     @classmethod
-    def of_client(cls, config: ClientConfig | None, namesrv_addr: str | None,
-                  overrides: dict[str, Any]) -> ClientConfig:
+    def of_client(
+        cls, config: ClientConfig | None, namesrv_addr: str | None, overrides: dict[str, Any]
+    ) -> ClientConfig:
         """A producer's or consumer's own copy: ``config`` (or the defaults) with the
         keyword overrides and the NameServer address given to its constructor."""
         own = config.copy() if config is not None else cls(**overrides)

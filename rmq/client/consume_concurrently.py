@@ -13,6 +13,7 @@ is consumed again locally after ``local_retry_delay_ms``); in BROADCASTING mode 
 failed message is dropped. ``consume_timeout_ms``: a message whose listener call has
 run that long goes back to the broker (delay level 3).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,11 +29,15 @@ from rmq.client.consumer_base import MessageModel
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.common.mixall import retry_topic
-from rmq.protocol.message import MessageConst, MessageExt
 from rmq.protocol.bodies import MessageQueue
+from rmq.protocol.message import MessageConst, MessageExt
 
-__all__ = ["ConsumeResult", "ConsumeConcurrentlyContext", "MessageListener",
-           "ConsumeMessageConcurrentlyService"]
+__all__ = [
+    "ConsumeResult",
+    "ConsumeConcurrentlyContext",
+    "MessageListener",
+    "ConsumeMessageConcurrentlyService",
+]
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -42,7 +47,7 @@ class ConsumeResult(enum.Enum):
 
     SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"     # alias of SUCCESS (Java's name)
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"  # alias of SUCCESS (Java's name)
 
 
 @dataclass
@@ -52,11 +57,12 @@ class ConsumeConcurrentlyContext:
 
     message_queue: MessageQueue
     delay_level_when_next_consume: int = 0
-    ack_index: int = 2 ** 31 - 1
+    ack_index: int = 2**31 - 1
 
 
-MessageListener = Callable[[list[MessageExt], ConsumeConcurrentlyContext],
-                           ConsumeResult | None | Awaitable[ConsumeResult | None]]
+MessageListener = Callable[
+    [list[MessageExt], ConsumeConcurrentlyContext], ConsumeResult | None | Awaitable[ConsumeResult | None]
+]
 
 
 class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
@@ -68,8 +74,9 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         self._send_back_warned = False
         period = min(consumer.consume_timeout_ms, 60000)
         # ProcessQueue.cleanExpiredMsg, every consume_timeout (at most 1 min)
-        self._clean_expired = PeriodicService(f"{consumer.group} clean-expired", period, period,
-                                              self._clean_expired_all, log)
+        self._clean_expired = PeriodicService(
+            f"{consumer.group} clean-expired", period, period, self._clean_expired_all, log
+        )
 
     def start(self) -> None:
         self._start_executor()
@@ -85,8 +92,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             await asyncio.wait(tasks, timeout=await_terminate_ms / 1000)
         await self._end_tasks()
 
-    def _spawn_for(self, coro: Coroutine[Any, Any, None], name: str,
-                   pq: ProcessQueue) -> asyncio.Task[Any]:
+    def _spawn_for(self, coro: Coroutine[Any, Any, None], name: str, pq: ProcessQueue) -> asyncio.Task[Any]:
         """A task that works on ``pq`` (``wait_idle`` waits for these)."""
         t = self._spawn(coro, name)
         group = self.tasks_by_pq.setdefault(pq, set())
@@ -98,6 +104,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
                 g.discard(task)
                 if not g:
                     del self.tasks_by_pq[pq]
+
         t.add_done_callback(done)
         return t
 
@@ -109,23 +116,27 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         _, pending = await asyncio.wait(tasks, timeout=timeout)
         return not pending
 
-    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue,
-                               mq: MessageQueue) -> None:
+    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         n = max(1, self.consumer.consume_message_batch_max_size)
         for i in range(0, len(msgs), n):
-            self._spawn_for(self._consume(msgs[i:i + n], pq, mq), f"consume {mq}", pq)
+            self._spawn_for(self._consume(msgs[i : i + n], pq, mq), f"consume {mq}", pq)
 
-    def submit_consume_request_later(self, msgs: list[MessageExt], pq: ProcessQueue,
-                                     mq: MessageQueue) -> None:
+    def submit_consume_request_later(
+        self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
         async def later() -> None:
             await asyncio.sleep(self.consumer.local_retry_delay_ms / 1000)
             self.submit_consume_request(msgs, pq, mq)
+
         self._spawn(later(), f"consume later {mq}")
 
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:
-            log.info("the message queue not be able to consume, because it's dropped. "
-                     "group=%s %s", self.consumer.group, mq)
+            log.info(
+                "the message queue not be able to consume, because it's dropped. group=%s %s",
+                self.consumer.group,
+                mq,
+            )
             return
         ctx = ConsumeConcurrentlyContext(mq)
         self.consumer.reset_retry_topic(msgs)
@@ -141,20 +152,27 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             log.exception("consumeMessage exception, group=%s %s", self.consumer.group, mq)
         if not isinstance(status, ConsumeResult):
             if status is not None:
-                log.warning("listener returned %r, not a ConsumeResult; treated as "
-                            "RECONSUME_LATER", status)
+                log.warning("listener returned %r, not a ConsumeResult; treated as RECONSUME_LATER", status)
             else:
-                log.warning("consumeMessage return null (or raised), group=%s msgs=%s",
-                            self.consumer.group, [m.msg_id for m in msgs])
+                log.warning(
+                    "consumeMessage return null (or raised), group=%s msgs=%s",
+                    self.consumer.group,
+                    [m.msg_id for m in msgs],
+                )
             status = ConsumeResult.RECONSUME_LATER
         if pq.dropped:
             log.warning("processQueue is dropped without process consume result. %s", mq)
             return
         await self.process_consume_result(status, ctx, msgs, pq, mq)
 
-    async def process_consume_result(self, status: ConsumeResult, ctx: ConsumeConcurrentlyContext,
-                                     msgs: list[MessageExt], pq: ProcessQueue,
-                                     mq: MessageQueue) -> None:
+    async def process_consume_result(
+        self,
+        status: ConsumeResult,
+        ctx: ConsumeConcurrentlyContext,
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
         if not msgs:
             return
         ack_index = ctx.ack_index
@@ -164,11 +182,11 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             ack_index = -1
         done = msgs
         if self.consumer.message_model is MessageModel.BROADCASTING:
-            for m in msgs[ack_index + 1:]:
+            for m in msgs[ack_index + 1 :]:
                 log.warning("BROADCASTING, the message consume failed, drop it, %s", m.msg_id)
         else:
             failed = []
-            for m in msgs[ack_index + 1:]:
+            for m in msgs[ack_index + 1 :]:
                 if not await self.send_message_back(m, ctx, mq):
                     m.reconsume_times += 1
                     failed.append(m)
@@ -181,8 +199,9 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             assert self.consumer.offset_store is not None
             self.consumer.offset_store.update_offset(mq, offset, True)
 
-    async def send_message_back(self, msg: MessageExt, ctx: ConsumeConcurrentlyContext,
-                                mq: MessageQueue) -> bool:
+    async def send_message_back(
+        self, msg: MessageExt, ctx: ConsumeConcurrentlyContext, mq: MessageQueue
+    ) -> bool:
         """Hand a failed message back to the broker; False = redeliver it locally.
 
         This is the seam for retry / DLQ: with CONSUMER_SEND_MSG_BACK the broker puts
@@ -197,26 +216,37 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         addr = inst.find_broker_address_in_publish(mq.broker_name) or msg.store_host_str
         try:
             await inst.api.consumer_send_message_back(
-                addr, msg, c.group, ctx.delay_level_when_next_consume, 5000,
-                c.effective_max_reconsume_times())
+                addr, msg, c.group, ctx.delay_level_when_next_consume, 5000, c.effective_max_reconsume_times()
+            )
             return True
         except asyncio.CancelledError:
             raise
         except Exception as e:
             level = logging.DEBUG if self._send_back_warned else logging.WARNING
             self._send_back_warned = True
-            log.log(level, "sendMessageBack of %s to %s failed (%s); sending it to %s "
-                    "through the client's producer", msg.msg_id, addr, e, retry_topic(c.group))
+            log.log(
+                level,
+                "sendMessageBack of %s to %s failed (%s); sending it to %s through the client's producer",
+                msg.msg_id,
+                addr,
+                e,
+                retry_topic(c.group),
+            )
         try:
-            await c.send_back_through_producer(msg, msg.reconsume_times + 1,
-                                               c.effective_max_reconsume_times())
+            await c.send_back_through_producer(
+                msg, msg.reconsume_times + 1, c.effective_max_reconsume_times()
+            )
             return True
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.log(logging.DEBUG if self._send_back_warned else logging.WARNING,
-                    "sending %s back to %s failed too (%s); it will be consumed again "
-                    "locally", msg.msg_id, retry_topic(c.group), e)
+            log.log(
+                logging.DEBUG if self._send_back_warned else logging.WARNING,
+                "sending %s back to %s failed too (%s); it will be consumed again locally",
+                msg.msg_id,
+                retry_topic(c.group),
+                e,
+            )
             return False
 
     # ------------------------------------------------------------------ consume timeout
@@ -242,13 +272,16 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             if msg is None or not start or now - int(start) <= c.consume_timeout_ms:
                 return
             ctx = ConsumeConcurrentlyContext(mq, delay_level_when_next_consume=3)
-            log.info("send expire msg back. topic=%s, msgId=%s, queueId=%d, queueOffset=%d",
-                     msg.topic, msg.msg_id, msg.queue_id, msg.queue_offset)
+            log.info(
+                "send expire msg back. topic=%s, msgId=%s, queueId=%d, queueOffset=%d",
+                msg.topic,
+                msg.msg_id,
+                msg.queue_id,
+                msg.queue_offset,
+            )
             if not await self.send_message_back(msg, ctx, mq):
                 return
             offset = pq.remove_messages([msg])
             if offset >= 0 and not pq.dropped:
                 assert c.offset_store is not None
                 c.offset_store.update_offset(mq, offset, True)
-
-

@@ -29,6 +29,7 @@ Per queue, messages reach the listener in queue-offset order, one batch
   ``mq_lock``), commits, and only then unlocks the queue at the broker, so the next
   owner starts after the last consumed message.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,11 +44,16 @@ from rmq.client._util import PeriodicService, sleep_unless
 from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
 from rmq.common.clock import now_ms
-from rmq.protocol.message import MessageConst, MessageExt
 from rmq.protocol.bodies import MessageQueue
+from rmq.protocol.message import MessageConst, MessageExt
 
-__all__ = ["ConsumeOrderlyResult", "ConsumeOrderlyContext", "MessageListenerOrderly",
-           "ConsumeMessageOrderlyService", "MAX_TIME_CONSUME_CONTINUOUSLY_MS"]
+__all__ = [
+    "ConsumeOrderlyResult",
+    "ConsumeOrderlyContext",
+    "MessageListenerOrderly",
+    "ConsumeMessageOrderlyService",
+    "MAX_TIME_CONSUME_CONTINUOUSLY_MS",
+]
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -77,7 +83,8 @@ class ConsumeOrderlyContext:
 
 MessageListenerOrderly = Callable[
     [list[MessageExt], ConsumeOrderlyContext],
-    ConsumeOrderlyResult | None | Awaitable[ConsumeOrderlyResult | None]]
+    ConsumeOrderlyResult | None | Awaitable[ConsumeOrderlyResult | None],
+]
 
 
 class ConsumeMessageOrderlyService(ConsumeServiceBase):
@@ -85,8 +92,9 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
         super().__init__(consumer, listener)
         self._mq_locks: dict[MessageQueue, asyncio.Lock] = {}
         # lockMQPeriodically: the held queues' locks renewed every 20 s
-        self._lock_renewal = PeriodicService(f"{consumer.group} lock-renewal", 1000,
-                                             REBALANCE_LOCK_INTERVAL_MS, self._lock_all, log)
+        self._lock_renewal = PeriodicService(
+            f"{consumer.group} lock-renewal", 1000, REBALANCE_LOCK_INTERVAL_MS, self._lock_all, log
+        )
 
     @property
     def clustering(self) -> bool:
@@ -121,13 +129,13 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
         await self._end_tasks()
 
     # ------------------------------------------------------------------ scheduling
-    def submit_consume_request(self, msgs: list[MessageExt] | None, pq: ProcessQueue,
-                               mq: MessageQueue, dispatch_to_consume: bool) -> None:
+    def submit_consume_request(
+        self, msgs: list[MessageExt] | None, pq: ProcessQueue, mq: MessageQueue, dispatch_to_consume: bool
+    ) -> None:
         if dispatch_to_consume and not self.stopped:
             self._spawn(self._consume_request(pq, mq), f"consume {mq}")
 
-    def submit_consume_request_later(self, pq: ProcessQueue, mq: MessageQueue,
-                                     suspend_ms: int) -> None:
+    def submit_consume_request_later(self, pq: ProcessQueue, mq: MessageQueue, suspend_ms: int) -> None:
         delay = self.consumer.suspend_current_queue_time_millis if suspend_ms == -1 else suspend_ms
         delay = min(max(delay, 10), 30000)
 
@@ -135,15 +143,16 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
             if await sleep_unless(self._stop, delay / 1000):
                 return
             self.submit_consume_request(None, pq, mq, True)
+
         self._spawn(later(), f"consume later {mq}")
 
-    def try_lock_later_and_reconsume(self, mq: MessageQueue, pq: ProcessQueue,
-                                     delay_ms: int) -> None:
+    def try_lock_later_and_reconsume(self, mq: MessageQueue, pq: ProcessQueue, delay_ms: int) -> None:
         async def later() -> None:
             if await sleep_unless(self._stop, delay_ms / 1000):
                 return
             ok = await self.lock_one_mq(mq)
             self.submit_consume_request_later(pq, mq, 10 if ok else 3000)
+
         self._spawn(later(), f"lock later {mq}")
 
     async def lock_one_mq(self, mq: MessageQueue) -> bool:
@@ -155,8 +164,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
     async def _consume_request(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         """ConsumeRequest.run: batches of one queue, in order, while the lock is good."""
         if pq.dropped:
-            log.warning("run, the message queue not be able to consume, because it's "
-                        "dropped. %s", mq)
+            log.warning("run, the message queue not be able to consume, because it's dropped. %s", mq)
             return
         c = self.consumer
         async with self.mq_lock(mq):
@@ -187,8 +195,11 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                     status: Any = None
                     async with pq.consume_lock:
                         if pq.dropped:
-                            log.warning("consumeMessage, the message queue not be able to "
-                                        "consume, because it's dropped. %s", mq)
+                            log.warning(
+                                "consumeMessage, the message queue not be able to "
+                                "consume, because it's dropped. %s",
+                                mq,
+                            )
                             break
                         try:
                             status = await self._call_listener(msgs, ctx)
@@ -198,13 +209,19 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                             log.exception("consumeMessage exception, group=%s %s", c.group, mq)
                     if not isinstance(status, ConsumeOrderlyResult):
                         if status is not None:
-                            log.warning("orderly listener returned %r, not a "
-                                        "ConsumeOrderlyResult; treated as "
-                                        "SUSPEND_CURRENT_QUEUE_A_MOMENT", status)
+                            log.warning(
+                                "orderly listener returned %r, not a "
+                                "ConsumeOrderlyResult; treated as "
+                                "SUSPEND_CURRENT_QUEUE_A_MOMENT",
+                                status,
+                            )
                         else:
-                            log.warning("consumeMessage Orderly return not OK (null or an "
-                                        "exception), group=%s msgs=%s", c.group,
-                                        [m.msg_id for m in msgs])
+                            log.warning(
+                                "consumeMessage Orderly return not OK (null or an "
+                                "exception), group=%s msgs=%s",
+                                c.group,
+                                [m.msg_id for m in msgs],
+                            )
                         status = ConsumeOrderlyResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
                     if not await self.process_consume_result(msgs, status, ctx, pq, mq):
                         break
@@ -216,17 +233,24 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
             # rebalance is waiting for this batch before it can give the queue away
             c.instance.rebalance_immediately()
 
-    async def process_consume_result(self, msgs: list[MessageExt], status: ConsumeOrderlyResult,
-                                     ctx: ConsumeOrderlyContext, pq: ProcessQueue,
-                                     mq: MessageQueue) -> bool:
+    async def process_consume_result(
+        self,
+        msgs: list[MessageExt],
+        status: ConsumeOrderlyResult,
+        ctx: ConsumeOrderlyContext,
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> bool:
         """Settle one batch; False stops the consume task (the batch comes back later)."""
         R = ConsumeOrderlyResult
         go_on = True
         commit_offset = -1
         if ctx.auto_commit:
             if status in (R.COMMIT, R.ROLLBACK):
-                log.warning("the message queue consume result is illegal, we think you want "
-                            "to ack these message %s", mq)
+                log.warning(
+                    "the message queue consume result is illegal, we think you want to ack these message %s",
+                    mq,
+                )
                 status = R.SUCCESS
             if status is R.SUCCESS:
                 commit_offset = pq.commit()
@@ -246,8 +270,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
             elif status is R.SUSPEND_CURRENT_QUEUE_A_MOMENT:
                 if await self.check_reconsume_times(msgs):
                     pq.make_message_to_consume_again(msgs)
-                    self.submit_consume_request_later(pq, mq,
-                                                      ctx.suspend_current_queue_time_millis)
+                    self.submit_consume_request_later(pq, mq, ctx.suspend_current_queue_time_millis)
                     go_on = False
         # Committed even when the queue was just dropped by rebalance: the queue is not
         # released before this task ends, so the offset is still ours to write. After an
@@ -260,7 +283,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
 
     def max_reconsume_times(self) -> int:
         m = self.consumer.max_reconsume_times
-        return 2 ** 31 - 1 if m == -1 else m
+        return 2**31 - 1 if m == -1 else m
 
     async def check_reconsume_times(self, msgs: list[MessageExt]) -> bool:
         """True: consume the batch again locally. Messages retried ``max_reconsume_times``
@@ -283,14 +306,16 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
         if c.instance is None or not c.send_back_to_broker:
             return False
         try:
-            await c.send_back_through_producer(msg, msg.reconsume_times,
-                                               self.max_reconsume_times())
-            log.info("orderly message %s of %s reconsumed %d times: sent back to the broker",
-                     msg.msg_id, c.group, msg.reconsume_times)
+            await c.send_back_through_producer(msg, msg.reconsume_times, self.max_reconsume_times())
+            log.info(
+                "orderly message %s of %s reconsumed %d times: sent back to the broker",
+                msg.msg_id,
+                c.group,
+                msg.reconsume_times,
+            )
             return True
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.error("sendMessageBack of %s failed (%s); it is consumed again locally",
-                      msg.msg_id, e)
+            log.error("sendMessageBack of %s failed (%s); it is consumed again locally", msg.msg_id, e)
             return False

@@ -3,6 +3,7 @@
 
 The services see their push consumer through ``PushConsumerView``, so they need not
 import it (the consumer imports them)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -42,8 +43,9 @@ class PushConsumerView(Protocol):
 
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None: ...
     def effective_max_reconsume_times(self) -> int: ...
-    async def send_back_through_producer(self, msg: MessageExt, reconsume_times: int,
-                                         max_reconsume_times: int) -> None: ...
+    async def send_back_through_producer(
+        self, msg: MessageExt, reconsume_times: int, max_reconsume_times: int
+    ) -> None: ...
 
 
 class ConsumeServiceBase:
@@ -57,12 +59,13 @@ class ConsumeServiceBase:
         self.semaphore = asyncio.Semaphore(consumer.consume_thread_max)
         self.tasks = BoundedTaskSet(log)
         self.stopped = False
-        self._stop = asyncio.Event()        # set with ``stopped``: ends the waits at once
+        self._stop = asyncio.Event()  # set with ``stopped``: ends the waits at once
 
     def _start_executor(self) -> None:
         if not self.is_async:
-            self.executor = ThreadPoolExecutor(self.consumer.consume_thread_max,
-                                               thread_name_prefix=f"consume-{self.consumer.group}")
+            self.executor = ThreadPoolExecutor(
+                self.consumer.consume_thread_max, thread_name_prefix=f"consume-{self.consumer.group}"
+            )
 
     async def _end_tasks(self) -> None:
         await self.tasks.close_within(5.0, f"{self.consumer.group} consume tasks")

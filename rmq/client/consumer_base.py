@@ -6,6 +6,7 @@ persistence), the offset look-ups at a queue's master, and the steps of start an
 ``ConsumerBase`` is not a consumer on its own: ``PushConsumer`` and ``LitePullConsumer``
 say how a queue is consumed, when a rebalance may run and what an offset reset does.
 """
+
 from __future__ import annotations
 
 import enum
@@ -17,17 +18,25 @@ from rmq.client._util import CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, BoundedTask
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQClientError
 from rmq.client.instance import InnerProducerFactory, MQClientInstance, get_or_create_instance
-from rmq.client.offset_store import (LocalFileOffsetStore, OffsetStore, ReadOffsetType,
-                                     RemoteBrokerOffsetStore)
+from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from rmq.client.pull_api import PullAPIWrapper
 from rmq.client.rebalance import BROADCASTING, CLUSTERING, AllocateStrategy, RebalanceImpl
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic
 from rmq.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
 
-__all__ = ["ConsumeFromWhere", "MessageModel", "ConsumerBase", "ConsumerRebalanceImpl",
-           "parse_consume_timestamp", "compute_pull_from_where_push",
-           "CREATE_JUST", "RUNNING", "SHUTDOWN_ALREADY"]
+__all__ = [
+    "ConsumeFromWhere",
+    "MessageModel",
+    "ConsumerBase",
+    "ConsumerRebalanceImpl",
+    "parse_consume_timestamp",
+    "compute_pull_from_where_push",
+    "CREATE_JUST",
+    "RUNNING",
+    "SHUTDOWN_ALREADY",
+]
+
 
 class ConsumeFromWhere(enum.StrEnum):
     """Where a group with no committed offset starts (the deprecated values act as LAST)."""
@@ -35,8 +44,9 @@ class ConsumeFromWhere(enum.StrEnum):
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = \
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = (
         "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
+    )
     CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
     CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
 
@@ -63,8 +73,10 @@ def parse_consume_timestamp(value: str | int | datetime | None) -> int:
 
 def compute_pull_from_where_push(consume_from_where: ConsumeFromWhere) -> str:
     """The three values that still mean something (the deprecated ones act as LAST)."""
-    if consume_from_where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                              ConsumeFromWhere.CONSUME_FROM_TIMESTAMP):
+    if consume_from_where in (
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+    ):
         return consume_from_where.value
     return ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value
 
@@ -73,8 +85,7 @@ class ConsumerRebalanceImpl(RebalanceImpl):
     """The rebalance of one consumer: the hooks both consumers answer alike."""
 
     def __init__(self, consumer: ConsumerBase) -> None:
-        super().__init__(consumer.group, consumer.message_model.value, consumer.allocate_strategy,
-                         None)
+        super().__init__(consumer.group, consumer.message_model.value, consumer.allocate_strategy, None)
         self.consumer = consumer
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
@@ -91,11 +102,18 @@ class ConsumerBase:
     #: What ``compute_pull_from_where`` reads first (push: the store; lite: memory).
     OFFSET_READ_TYPE: ClassVar[ReadOffsetType] = ReadOffsetType.READ_FROM_STORE
 
-    def __init__(self, group: str, namesrv_addr: str | None, config: ClientConfig | None,
-                 config_kwargs: dict[str, Any], message_model: MessageModel | str,
-                 consume_from_where: ConsumeFromWhere | str,
-                 consume_timestamp: str | int | datetime | None,
-                 allocate_strategy: AllocateStrategy, offset_store: OffsetStore | None) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | None,
+        config: ClientConfig | None,
+        config_kwargs: dict[str, Any],
+        message_model: MessageModel | str,
+        consume_from_where: ConsumeFromWhere | str,
+        consume_timestamp: str | int | datetime | None,
+        allocate_strategy: AllocateStrategy,
+        offset_store: OffsetStore | None,
+    ) -> None:
         if not group:
             raise MQClientError("consumerGroup is blank")
         self.group = group
@@ -129,14 +147,16 @@ class ConsumerBase:
         self.pull_api = PullAPIWrapper(inst, self.group, self.config.unit_mode)
         if self.offset_store is None:
             if self.message_model is MessageModel.BROADCASTING:
-                self.offset_store = LocalFileOffsetStore(inst.client_id, self.group,
-                                                         self.config.local_offset_store_dir)
+                self.offset_store = LocalFileOffsetStore(
+                    inst.client_id, self.group, self.config.local_offset_store_dir
+                )
             else:
                 self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
         self.offset_store.load()
         if not inst.register_consumer(self.group, self):
-            raise MQClientError(f"The consumer group[{self.group}] has been created before, "
-                                "specify another name please.")
+            raise MQClientError(
+                f"The consumer group[{self.group}] has been created before, specify another name please."
+            )
         return inst
 
     async def _start_instance(self, inst: MQClientInstance) -> None:
@@ -178,13 +198,20 @@ class ConsumerBase:
         return list(self.rebalance.subscription_inner.values())
 
     def consumer_data(self) -> ConsumerData:
-        return ConsumerData(self.group, self.rebalance.consume_type, self.message_model.value,
-                            self.consume_from_where.value, self.subscriptions(),
-                            self.config.unit_mode)
+        return ConsumerData(
+            self.group,
+            self.rebalance.consume_type,
+            self.message_model.value,
+            self.consume_from_where.value,
+            self.subscriptions(),
+            self.config.unit_mode,
+        )
 
     def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        return (topic in self.rebalance.subscription_inner
-                and topic not in self.rebalance.topic_subscribe_info_table)
+        return (
+            topic in self.rebalance.subscription_inner
+            and topic not in self.rebalance.topic_subscribe_info_table
+        )
 
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
         if topic in self.rebalance.subscription_inner:
@@ -228,8 +255,9 @@ class ConsumerBase:
         if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET.value:
             return 0
         if is_retry_topic(mq.topic):
-            return 0 if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value \
-                else await self.max_offset(mq)
+            return (
+                0 if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value else await self.max_offset(mq)
+            )
         if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value:
             return await self.max_offset(mq)
         return await self.search_offset(mq, parse_consume_timestamp(self.consume_timestamp))
@@ -275,4 +303,3 @@ class ConsumerBase:
 
     async def shutdown(self) -> None:
         raise NotImplementedError
-

@@ -11,16 +11,28 @@
 
 ``MQError`` is the base of the first two.
 """
+
 from __future__ import annotations
 
 from rmq.protocol.codes import ResponseCode
-from rmq.remoting.errors import (RemotingClosedError, RemotingConnectError, RemotingError,
-                                 RemotingSendRequestError, RemotingTimeoutError)
+from rmq.remoting.errors import (
+    RemotingClosedError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
 
 __all__ = [
-    "MQError", "MQClientError", "MQBrokerError", "ClientErrorCode",
-    "RemotingError", "RemotingConnectError", "RemotingTimeoutError",
-    "RemotingSendRequestError", "RemotingClosedError",
+    "MQError",
+    "MQClientError",
+    "MQBrokerError",
+    "ClientErrorCode",
+    "RemotingError",
+    "RemotingConnectError",
+    "RemotingTimeoutError",
+    "RemotingSendRequestError",
+    "RemotingClosedError",
 ]
 
 

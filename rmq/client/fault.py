@@ -7,18 +7,26 @@ with its latency; a latency at or above ``LATENCY_MAX[i]`` makes the broker
 unavailable for ``NOT_AVAILABLE_DURATION[i]``, and a failure (isolation) is charged
 as 30 s of latency, i.e. 10 minutes out.
 """
+
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from rmq.client.routes import TopicPublishInfo, RoundRobinIndex
+from rmq.client.routes import RoundRobinIndex, TopicPublishInfo
 from rmq.protocol.bodies import MessageQueue
 
-__all__ = ["LATENCY_MAX", "NOT_AVAILABLE_DURATION", "ISOLATION_LATENCY", "FaultItem",
-           "LatencyFaultTolerance", "MQFaultStrategy", "compute_not_available_duration"]
+__all__ = [
+    "LATENCY_MAX",
+    "NOT_AVAILABLE_DURATION",
+    "ISOLATION_LATENCY",
+    "FaultItem",
+    "LatencyFaultTolerance",
+    "MQFaultStrategy",
+    "compute_not_available_duration",
+]
 
 #: 4.9.8 ``MQFaultStrategy.latencyMax`` (ms).
 LATENCY_MAX: tuple[int, ...] = (50, 100, 550, 1000, 2000, 3000, 15000)
@@ -34,9 +42,11 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-def compute_not_available_duration(latency_ms: int,
-                                   latency_max: tuple[int, ...] = LATENCY_MAX,
-                                   durations: tuple[int, ...] = NOT_AVAILABLE_DURATION) -> int:
+def compute_not_available_duration(
+    latency_ms: int,
+    latency_max: tuple[int, ...] = LATENCY_MAX,
+    durations: tuple[int, ...] = NOT_AVAILABLE_DURATION,
+) -> int:
     """The duration for the largest ``i`` with ``latency >= latency_max[i]``, else 0."""
     for i in range(len(latency_max) - 1, -1, -1):
         if latency_ms >= latency_max[i]:
@@ -48,7 +58,7 @@ def compute_not_available_duration(latency_ms: int,
 class FaultItem:
     name: str
     current_latency: int
-    start_timestamp: int     # the broker is available again from this time (ms)
+    start_timestamp: int  # the broker is available again from this time (ms)
 
     def is_available(self, now_ms: int) -> bool:
         return now_ms - self.start_timestamp >= 0
@@ -90,7 +100,7 @@ class LatencyFaultTolerance:
             return None
         self._rng.shuffle(items)
         now = self.clock()
-        items.sort(key=lambda it: it.sort_key(now))   # stable, as Collections.sort
+        items.sort(key=lambda it: it.sort_key(now))  # stable, as Collections.sort
         half = len(items) // 2
         if half <= 0:
             return items[0].name
@@ -100,10 +110,13 @@ class LatencyFaultTolerance:
 class MQFaultStrategy:
     """Queue selection for a send, with or without latency fault tolerance."""
 
-    def __init__(self, send_latency_fault_enable: bool = False,
-                 latency_fault_tolerance: LatencyFaultTolerance | None = None,
-                 latency_max: tuple[int, ...] = LATENCY_MAX,
-                 not_available_duration: tuple[int, ...] = NOT_AVAILABLE_DURATION) -> None:
+    def __init__(
+        self,
+        send_latency_fault_enable: bool = False,
+        latency_fault_tolerance: LatencyFaultTolerance | None = None,
+        latency_max: tuple[int, ...] = LATENCY_MAX,
+        not_available_duration: tuple[int, ...] = NOT_AVAILABLE_DURATION,
+    ) -> None:
         if len(latency_max) != len(not_available_duration):
             raise ValueError("latency_max and not_available_duration differ in length")
         self.send_latency_fault_enable = send_latency_fault_enable
@@ -111,8 +124,9 @@ class MQFaultStrategy:
         self.latency_max = tuple(latency_max)
         self.not_available_duration = tuple(not_available_duration)
 
-    def select_one_message_queue(self, tp_info: TopicPublishInfo,
-                                 last_broker_name: str | None) -> MessageQueue:
+    def select_one_message_queue(
+        self, tp_info: TopicPublishInfo, last_broker_name: str | None
+    ) -> MessageQueue:
         if not self.send_latency_fault_enable:
             return tp_info.select_one_message_queue(last_broker_name)
         lft = self.latency_fault_tolerance
@@ -136,10 +150,8 @@ class MQFaultStrategy:
         if not self.send_latency_fault_enable:
             return
         latency = ISOLATION_LATENCY if isolation else current_latency_ms
-        duration = compute_not_available_duration(latency, self.latency_max,
-                                                  self.not_available_duration)
+        duration = compute_not_available_duration(latency, self.latency_max, self.not_available_duration)
         self.latency_fault_tolerance.update_fault_item(broker_name, current_latency_ms, duration)
 
     def compute_not_available_duration(self, latency_ms: int) -> int:
-        return compute_not_available_duration(latency_ms, self.latency_max,
-                                              self.not_available_duration)
+        return compute_not_available_duration(latency_ms, self.latency_max, self.not_available_duration)

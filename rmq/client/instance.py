@@ -28,6 +28,7 @@ module never imports the producer, which imports it).
 ``shutdown`` (once the last producer/consumer is gone) unregisters from the brokers and
 closes the connections.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,25 +43,44 @@ from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQClientError
 from rmq.client.message import Message, SendResult
-from rmq.client.routes import (TopicPublishInfo, select_broker_addr, topic_route_changed,
-                               topic_route_to_publish_info, topic_route_to_subscribe_info)
+from rmq.client.routes import (
+    TopicPublishInfo,
+    select_broker_addr,
+    topic_route_changed,
+    topic_route_to_publish_info,
+    topic_route_to_subscribe_info,
+)
 from rmq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
+from rmq.common.service import ServiceLoop
+from rmq.protocol.bodies import (
+    MASTER_ID,
+    ConsumerData,
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    SubscriptionData,
+    TopicRouteData,
+    loads_object_keyed_map,
+)
 from rmq.protocol.codes import MQVersion, RequestCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
 from rmq.protocol.message import MessageConst, decode_record
-from rmq.protocol.bodies import (MASTER_ID, ConsumerData, HeartbeatData, MessageQueue,
-                                ProducerData, SubscriptionData, TopicRouteData,
-                                loads_object_keyed_map)
 from rmq.remoting.client import RemotingClient
-from rmq.common.service import ServiceLoop
 from rmq.remoting.connection import Connection
 from rmq.remoting.errors import RemotingError
 
-__all__ = ["MQClientInstance", "FindBrokerResult", "get_or_create_instance",
-           "ProducerInner", "ConsumerInner", "InnerProducer", "InnerProducerFactory",
-           "CLIENT_INNER_PRODUCER_GROUP"]
+__all__ = [
+    "MQClientInstance",
+    "FindBrokerResult",
+    "get_or_create_instance",
+    "ProducerInner",
+    "ConsumerInner",
+    "InnerProducer",
+    "InnerProducerFactory",
+    "CLIENT_INNER_PRODUCER_GROUP",
+]
 
 log = logging.getLogger("rmq.client")
 
@@ -111,9 +131,9 @@ class FindBrokerResult:
 _INSTANCES: dict[str, MQClientInstance] = {}
 
 
-def get_or_create_instance(config: ClientConfig,
-                           inner_producer_factory: InnerProducerFactory | None = None
-                           ) -> MQClientInstance:
+def get_or_create_instance(
+    config: ClientConfig, inner_producer_factory: InnerProducerFactory | None = None
+) -> MQClientInstance:
     """MQClientManager.getOrCreateMQClientInstance: one instance per client id (and loop).
     ``inner_producer_factory``: given by a consumer that may send messages back through
     the instance's producer; kept by an instance made without one."""
@@ -131,21 +151,26 @@ def get_or_create_instance(config: ClientConfig,
 
 
 class MQClientInstance:
-    def __init__(self, config: ClientConfig, client_id: str,
-                 inner_producer_factory: InnerProducerFactory | None = None) -> None:
+    def __init__(
+        self, config: ClientConfig, client_id: str, inner_producer_factory: InnerProducerFactory | None = None
+    ) -> None:
         self.config = config
         self.client_id = client_id
         self.loop = asyncio.get_running_loop()
         self.remoting = RemotingClient(
-            serialize_type=config.serialize_type, language=config.language,
-            version=MQVersion.V4_9_8, connect_timeout=config.connect_timeout / 1000,
-            name=f"client-{client_id}")
-        self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                         self._process_notify_consumer_ids_changed)
-        self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE,
-                                         self._process_check_transaction_state)
-        self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                                         self._process_reset_offset)
+            serialize_type=config.serialize_type,
+            language=config.language,
+            version=MQVersion.V4_9_8,
+            connect_timeout=config.connect_timeout / 1000,
+            name=f"client-{client_id}",
+        )
+        self.remoting.register_processor(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._process_notify_consumer_ids_changed
+        )
+        self.remoting.register_processor(
+            RequestCode.CHECK_TRANSACTION_STATE, self._process_check_transaction_state
+        )
+        self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._process_reset_offset)
         self.api = MQClientAPI(self.remoting, config.namesrv_addr_list())
         self.producer_table: dict[str, ProducerInner] = {}
         self.consumer_table: dict[str, ConsumerInner] = {}
@@ -158,7 +183,7 @@ class MQClientInstance:
         self._services: list[ServiceLoop] = []
         self._side_tasks = BoundedTaskSet(log)
         self.inner_producer_factory = inner_producer_factory
-        self._default_producer: InnerProducer | None = None   # group CLIENT_INNER_PRODUCER
+        self._default_producer: InnerProducer | None = None  # group CLIENT_INNER_PRODUCER
         self._default_producer_lock = asyncio.Lock()
         self._rebalance_later: asyncio.TimerHandle | None = None
         self.started = False
@@ -171,19 +196,31 @@ class MQClientInstance:
         if self.closed:
             raise MQClientError(f"client instance {self.client_id} is shut down")
         if not self.api.name_server_address_list:
-            raise MQClientError("No name server address, please set it (namesrv_addr or "
-                                "the NAMESRV_ADDR environment variable)")
+            raise MQClientError(
+                "No name server address, please set it (namesrv_addr or "
+                "the NAMESRV_ADDR environment variable)"
+            )
         self.started = True
         c = self.config
         cid = self.client_id
         self._services = [
-            PeriodicService(f"{cid} route", 10, c.poll_name_server_interval,
-                            self.update_topic_route_info_from_name_server_all, log),
-            PeriodicService(f"{cid} heartbeat", 1000, c.heartbeat_broker_interval,
-                            self.send_heartbeat_to_all_brokers, log),
-            PeriodicService(f"{cid} persist-offsets", min(10000, c.persist_consumer_offset_interval),
-                            c.persist_consumer_offset_interval, self.persist_all_consumer_offset,
-                            log),
+            PeriodicService(
+                f"{cid} route",
+                10,
+                c.poll_name_server_interval,
+                self.update_topic_route_info_from_name_server_all,
+                log,
+            ),
+            PeriodicService(
+                f"{cid} heartbeat", 1000, c.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers, log
+            ),
+            PeriodicService(
+                f"{cid} persist-offsets",
+                min(10000, c.persist_consumer_offset_interval),
+                c.persist_consumer_offset_interval,
+                self.persist_all_consumer_offset,
+                log,
+            ),
             self._rebalance_service,
         ]
         for service in self._services:
@@ -255,16 +292,26 @@ class MQClientInstance:
 
     async def _unregister_client(self, producer_group: str | None, consumer_group: str | None) -> None:
         """UNREGISTER_CLIENT to every known broker at once (best effort, as Java)."""
+
         async def one(name: str, bid: int, addr: str) -> None:
             try:
-                await self.api.unregister_client(addr, self.client_id, producer_group,
-                                                 consumer_group, 3000)
-                log.info("unregister client[producer: %s consumer: %s] from broker[%s %d %s]",
-                         producer_group, consumer_group, name, bid, addr)
+                await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group, 3000)
+                log.info(
+                    "unregister client[producer: %s consumer: %s] from broker[%s %d %s]",
+                    producer_group,
+                    consumer_group,
+                    name,
+                    bid,
+                    addr,
+                )
             except Exception as e:
                 log.warning("unregister client from %s failed: %s", addr, e)
-        calls = [one(name, bid, addr) for name, addrs in list(self.broker_addr_table.items())
-                 for bid, addr in list(addrs.items())]
+
+        calls = [
+            one(name, bid, addr)
+            for name, addrs in list(self.broker_addr_table.items())
+            for bid, addr in list(addrs.items())
+        ]
         if calls:
             await asyncio.gather(*calls)
 
@@ -281,8 +328,8 @@ class MQClientInstance:
         self.clean_offline_broker()
 
     async def update_topic_route_info_from_name_server(
-            self, topic: str, is_default: bool = False,
-            default_topic_queue_nums: int = 4) -> bool:
+        self, topic: str, is_default: bool = False, default_topic_queue_nums: int = 4
+    ) -> bool:
         """Fetch ``topic``'s route (or TBW102's, when ``is_default``) and push it to every
         producer and consumer that uses the topic; True when something changed."""
         # No timeout on the lock: its holders only wait for bounded requests (and a
@@ -291,7 +338,8 @@ class MQClientInstance:
         try:
             if is_default:
                 route = await self.api.get_topic_route_info(
-                    AUTO_CREATE_TOPIC_KEY_TOPIC, self.config.mq_client_api_timeout)
+                    AUTO_CREATE_TOPIC_KEY_TOPIC, self.config.mq_client_api_timeout
+                )
                 if route is not None:
                     for qd in route.queue_datas:
                         n = min(default_topic_queue_nums, qd.read_queue_nums)
@@ -354,19 +402,18 @@ class MQClientInstance:
         addrs = self.broker_addr_table.get(broker_name)
         return addrs.get(MASTER_ID) if addrs else None
 
-    async def find_broker_address_in_publish_or_update(self, broker_name: str,
-                                                       topic: str) -> str | None:
+    async def find_broker_address_in_publish_or_update(self, broker_name: str, topic: str) -> str | None:
         """The master's address, after a route update of ``topic`` when not known yet."""
-        return await self._find_or_update(
-            topic, lambda: self.find_broker_address_in_publish(broker_name))
+        return await self._find_or_update(topic, lambda: self.find_broker_address_in_publish(broker_name))
 
     async def find_broker_address_in_subscribe_or_update(
-            self, broker_name: str, broker_id: int, only_this_broker: bool,
-            topic: str | None) -> FindBrokerResult | None:
+        self, broker_name: str, broker_id: int, only_this_broker: bool, topic: str | None
+    ) -> FindBrokerResult | None:
         """As ``find_broker_address_in_subscribe``, after a route update of ``topic``
         (when given) if the broker is not known yet."""
-        return await self._find_or_update(topic, lambda: self.find_broker_address_in_subscribe(
-            broker_name, broker_id, only_this_broker))
+        return await self._find_or_update(
+            topic, lambda: self.find_broker_address_in_subscribe(broker_name, broker_id, only_this_broker)
+        )
 
     async def _find_or_update(self, topic: str | None, find: Callable[[], _T | None]) -> _T | None:
         found = find()
@@ -375,8 +422,9 @@ class MQClientInstance:
             found = find()
         return found
 
-    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
-                                         only_this_broker: bool) -> FindBrokerResult | None:
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int, only_this_broker: bool
+    ) -> FindBrokerResult | None:
         addrs = self.broker_addr_table.get(broker_name)
         if not addrs:
             return None
@@ -406,16 +454,16 @@ class MQClientInstance:
         if addr is None:
             return None
         try:
-            return await self.api.get_consumer_id_list_by_group(addr, group,
-                                                                self.config.mq_client_api_timeout)
+            return await self.api.get_consumer_id_list_by_group(
+                addr, group, self.config.mq_client_api_timeout
+            )
         except Exception as e:
             log.warning("getConsumerIdListByGroup %s from %s failed: %s", group, addr, e)
             return None
 
     # ------------------------------------------------------------------ heartbeat
     def prepare_heartbeat_data(self) -> HeartbeatData:
-        producers = [ProducerData(g) for g in self.producer_table
-                     if g != CLIENT_INNER_PRODUCER_GROUP]
+        producers = [ProducerData(g) for g in self.producer_table if g != CLIENT_INNER_PRODUCER_GROUP]
         producers.append(ProducerData(CLIENT_INNER_PRODUCER_GROUP))
         consumers = [c.consumer_data() for c in self.consumer_table.values()]
         return HeartbeatData(self.client_id, producers, consumers)
@@ -474,8 +522,11 @@ class MQClientInstance:
 
     def _process_notify_consumer_ids_changed(self, conn: Connection, cmd: RemotingCommand) -> None:
         group = (cmd.ext_fields or {}).get("consumerGroup")
-        log.info("receive broker's notification[%s], the consumer group: %s changed, "
-                 "rebalance immediately", conn.remote_address, group)
+        log.info(
+            "receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
+            conn.remote_address,
+            group,
+        )
         self.rebalance_immediately()
         return None
 
@@ -495,8 +546,7 @@ class MQClientInstance:
             return None
         group = msg.properties.get(MessageConst.PRODUCER_GROUP)
         if not group:
-            log.warning("checkTransactionState, pick producer group failed (no PGROUP in %s)",
-                        msg.msg_id)
+            log.warning("checkTransactionState, pick producer group failed (no PGROUP in %s)", msg.msg_id)
             return None
         producer = self.producer_table.get(group)
         check = getattr(producer, "check_transaction_state", None)
@@ -510,14 +560,21 @@ class MQClientInstance:
         """RESET_CONSUMER_CLIENT_OFFSET (220): ClientRemotingProcessor.resetOffset."""
         try:
             header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-            table = {MessageQueue.from_obj(k): int(v) for k, v in
-                     loads_object_keyed_map(cmd.body, "offsetTable")} if cmd.body else {}
+            table = (
+                {MessageQueue.from_obj(k): int(v) for k, v in loads_object_keyed_map(cmd.body, "offsetTable")}
+                if cmd.body
+                else {}
+            )
         except (ProtocolError, ValueError, TypeError) as e:
             log.warning("resetOffset from %s: bad request (%s)", conn.remote_address, e)
             return None
-        log.info("invoke reset offset operation from broker. brokerAddr=%s, topic=%s, "
-                 "group=%s, timestamp=%d", conn.remote_address, header.topic, header.group,
-                 header.timestamp)
+        log.info(
+            "invoke reset offset operation from broker. brokerAddr=%s, topic=%s, group=%s, timestamp=%d",
+            conn.remote_address,
+            header.topic,
+            header.group,
+            header.timestamp,
+        )
         consumer = self.consumer_table.get(header.group)
         reset = getattr(consumer, "reset_offset", None)
         if reset is None:

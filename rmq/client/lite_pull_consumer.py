@@ -19,6 +19,7 @@ BROADCASTING consumers keep their offsets in a local file (``LocalFileOffsetStor
 (RESET_CONSUMER_CLIENT_OFFSET, ``rmq admin resetOffsetByTime``) acts like ``seek`` on
 the queues it names: what was pulled for them and not yet polled is dropped.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,15 @@ from datetime import datetime
 from typing import Any
 
 from rmq.client.config import ClientConfig
-from rmq.client.consumer_base import (CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, ConsumeFromWhere,
-                                      ConsumerBase, ConsumerRebalanceImpl, MessageModel)
+from rmq.client.consumer_base import (
+    CREATE_JUST,
+    RUNNING,
+    SHUTDOWN_ALREADY,
+    ConsumeFromWhere,
+    ConsumerBase,
+    ConsumerRebalanceImpl,
+    MessageModel,
+)
 from rmq.client.errors import MQClientError
 from rmq.client.instance import MQClientInstance
 from rmq.client.message import PullStatus
@@ -40,9 +48,9 @@ from rmq.client.process_queue import ProcessQueue
 from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest
 from rmq.client.routes import topic_route_to_subscribe_info
 from rmq.common.clock import now_ms
+from rmq.protocol.bodies import MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.message import MessageExt
-from rmq.protocol.bodies import MessageQueue, SubscriptionData
 
 __all__ = ["LitePullConsumer"]
 
@@ -92,24 +100,38 @@ class RebalanceLitePullImpl(ConsumerRebalanceImpl):
 class LitePullConsumer(ConsumerBase):
     OFFSET_READ_TYPE = ReadOffsetType.MEMORY_FIRST_THEN_STORE
 
-    def __init__(self, group: str, namesrv_addr: str | None = None, *,
-                 config: ClientConfig | None = None,
-                 message_model: MessageModel | str = MessageModel.CLUSTERING,
-                 consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: str | int | datetime | None = None,
-                 allocate_strategy: AllocateStrategy = AVG,
-                 auto_commit: bool = True,
-                 auto_commit_interval_ms: int = 5000,
-                 pull_batch_size: int = 10,
-                 pull_threshold_for_all: int = 10000,
-                 pull_threshold_for_queue: int = 1000,
-                 pull_threshold_size_for_queue: int = 100,
-                 consume_max_span: int = 2000,
-                 poll_timeout_ms: int = 5000,
-                 offset_store: OffsetStore | None = None,
-                 **config_kwargs: Any) -> None:
-        super().__init__(group, namesrv_addr, config, config_kwargs, message_model,
-                         consume_from_where, consume_timestamp, allocate_strategy, offset_store)
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | None = None,
+        *,
+        config: ClientConfig | None = None,
+        message_model: MessageModel | str = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: str | int | datetime | None = None,
+        allocate_strategy: AllocateStrategy = AVG,
+        auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        pull_batch_size: int = 10,
+        pull_threshold_for_all: int = 10000,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100,
+        consume_max_span: int = 2000,
+        poll_timeout_ms: int = 5000,
+        offset_store: OffsetStore | None = None,
+        **config_kwargs: Any,
+    ) -> None:
+        super().__init__(
+            group,
+            namesrv_addr,
+            config,
+            config_kwargs,
+            message_model,
+            consume_from_where,
+            consume_timestamp,
+            allocate_strategy,
+            offset_store,
+        )
         self.auto_commit = auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.pull_batch_size = pull_batch_size
@@ -242,7 +264,7 @@ class LitePullConsumer(ConsumerBase):
     def _update_store_from_consumed(self, only: Iterable[MessageQueue] | None = None) -> None:
         store = self.offset_store
         assert store is not None
-        for mq in (self._assigned if only is None else only):
+        for mq in self._assigned if only is None else only:
             st = self._assigned.get(mq)
             if st is not None and st.consume_offset != -1 and not st.process_queue.dropped:
                 store.update_offset(mq, st.consume_offset, False)
@@ -278,8 +300,9 @@ class LitePullConsumer(ConsumerBase):
         lo = await self.min_offset(mq)
         hi = await self.max_offset(mq)
         if offset < lo or offset > hi:
-            raise MQClientError(f"Seek offset illegal, seek offset = {offset}, min offset = {lo}, "
-                                f"max offset = {hi}")
+            raise MQClientError(
+                f"Seek offset illegal, seek offset = {offset}, min offset = {lo}, max offset = {hi}"
+            )
         st.seek_offset = offset
         self._clear_cached(mq)
         if st.task is not None:
@@ -310,7 +333,7 @@ class LitePullConsumer(ConsumerBase):
     async def _master_addr_fallback(self, inst: MQClientInstance, mq: MessageQueue) -> str | None:
         # An assigned queue's topic may be in no route table yet: ask the NameServer.
         route = await inst.api.get_topic_route_info(mq.topic)
-        for bd in (route.broker_datas if route else []):
+        for bd in route.broker_datas if route else []:
             inst.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
         return inst.find_broker_address_in_publish(mq.broker_name)
 
@@ -396,8 +419,7 @@ class LitePullConsumer(ConsumerBase):
 
     async def _pull_loop(self, mq: MessageQueue, st: _QueueState) -> None:
         try:
-            while self._state == RUNNING and self._assigned.get(mq) is st \
-                    and not st.process_queue.dropped:
+            while self._state == RUNNING and self._assigned.get(mq) is st and not st.process_queue.dropped:
                 delay = await self._pull_once(mq, st)
                 if delay:
                     await asyncio.sleep(delay / 1000)
@@ -412,10 +434,12 @@ class LitePullConsumer(ConsumerBase):
         if st.paused:
             return PULL_TIME_DELAY_MILLS_WHEN_PAUSE
         assert self._cache is not None and self.pull_api is not None
-        if self._cache.qsize() * self.pull_batch_size > self.pull_threshold_for_all \
-                or pq.msg_count > self.pull_threshold_for_queue \
-                or pq.msg_size_mib > self.pull_threshold_size_for_queue \
-                or pq.max_span() > self.consume_max_span:
+        if (
+            self._cache.qsize() * self.pull_batch_size > self.pull_threshold_for_all
+            or pq.msg_count > self.pull_threshold_for_queue
+            or pq.msg_size_mib > self.pull_threshold_size_for_queue
+            or pq.max_span() > self.consume_max_span
+        ):
             return PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
         if st.seek_offset != -1:
             offset = st.seek_offset
@@ -434,13 +458,21 @@ class LitePullConsumer(ConsumerBase):
             st.pull_offset = offset
         else:
             offset = st.pull_offset
-        sd = self.rebalance.subscription_inner.get(mq.topic) \
-            or SubscriptionData.build(mq.topic, "*", None, 0)
+        sd = self.rebalance.subscription_inner.get(mq.topic) or SubscriptionData.build(mq.topic, "*", None, 0)
         sys_flag = PullSysFlag.build(False, True, True, False, True)
         try:
             result = await self.pull_api.pull_kernel_impl(
-                mq, sd.sub_string, sd.expression_type, 0, offset, self.pull_batch_size,
-                sys_flag, 0, BROKER_SUSPEND_MAX_TIME_MILLIS, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND)
+                mq,
+                sd.sub_string,
+                sd.expression_type,
+                0,
+                offset,
+                self.pull_batch_size,
+                sys_flag,
+                0,
+                BROKER_SUSPEND_MAX_TIME_MILLIS,
+                CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
+            )
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -455,8 +487,12 @@ class LitePullConsumer(ConsumerBase):
             st.pull_offset = result.next_begin_offset
             return 0
         if result.status is PullStatus.OFFSET_ILLEGAL:
-            log.warning("the pull request offset of %s is illegal (%d), continue at %d", mq,
-                        offset, result.next_begin_offset)
+            log.warning(
+                "the pull request offset of %s is illegal (%d), continue at %d",
+                mq,
+                offset,
+                result.next_begin_offset,
+            )
         st.pull_offset = result.next_begin_offset
         if pq.msg_count == 0 and result.status is not PullStatus.OFFSET_ILLEGAL:
             # Nothing pulled is waiting for poll(): filtered-out messages count as consumed.

@@ -4,43 +4,93 @@
 (the decoded CommitLog record, re-exported here). ``SendResult``, ``PullResult`` and
 ``QueryResult`` are the typed answers.
 """
+
 from __future__ import annotations
 
 import enum
 import re
 import zlib
-from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from rmq.client.errors import MQClientError
-from rmq.common.mixall import (AUTO_CREATE_TOPIC_KEY_TOPIC, DLQ_GROUP_TOPIC_PREFIX,
-                               NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX,
-                               TOPIC_MAX_LENGTH, retry_topic)
+from rmq.common.mixall import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_MAX_LENGTH,
+    retry_topic,
+)
+from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt, SysFlag
-from rmq.protocol.bodies import MessageQueue
 
 __all__ = [
-    "Message", "MessageExt", "MessageQueue", "SendStatus", "SendResult", "PullStatus",
-    "PullResult", "QueryResult", "validate_topic", "validate_message", "RESERVED_PROPERTIES",
-    "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX", "AUTO_CREATE_TOPIC_KEY",
-    "retry_topic", "compress_body", "decompress_body",
+    "Message",
+    "MessageExt",
+    "MessageQueue",
+    "SendStatus",
+    "SendResult",
+    "PullStatus",
+    "PullResult",
+    "QueryResult",
+    "validate_topic",
+    "validate_message",
+    "RESERVED_PROPERTIES",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "DLQ_GROUP_TOPIC_PREFIX",
+    "AUTO_CREATE_TOPIC_KEY",
+    "retry_topic",
+    "compress_body",
+    "decompress_body",
 ]
 
-AUTO_CREATE_TOPIC_KEY = AUTO_CREATE_TOPIC_KEY_TOPIC    # the client's historical name
+AUTO_CREATE_TOPIC_KEY = AUTO_CREATE_TOPIC_KEY_TOPIC  # the client's historical name
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 #: Property names ``put_user_property`` refuses (MessageConst.STRING_HASH_SET, the ones
 #: the client and broker give a meaning to).
-RESERVED_PROPERTIES = frozenset({
-    "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG",
-    "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
-    "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "UNIQ_KEY",
-    "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET",
-    "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS", "INSTANCE_ID",
-    "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER",
-    "MSG_TYPE", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET", "__SHARDINGKEY",
-})
+RESERVED_PROPERTIES = frozenset(
+    {
+        "KEYS",
+        "TAGS",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        "ORIGIN_MESSAGE_ID",
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        "RECONSUME_TIME",
+        "MSG_REGION",
+        "TRACE_ON",
+        "UNIQ_KEY",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "TRANSACTION_CHECK_TIMES",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
+        "INSTANCE_ID",
+        "CORRELATION_ID",
+        "REPLY_TO_CLIENT",
+        "TTL",
+        "ARRIVE_TIME",
+        "PUSH_REPLY_TIME",
+        "CLUSTER",
+        "MSG_TYPE",
+        "INNER_MULTI_DISPATCH",
+        "INNER_MULTI_QUEUE_OFFSET",
+        "__SHARDINGKEY",
+    }
+)
 
 
 @dataclass(eq=False)
@@ -111,14 +161,17 @@ def validate_topic(topic: str) -> None:
     if not topic or not topic.strip():
         raise MQClientError("The specified topic is blank", ResponseCode.MESSAGE_ILLEGAL)
     if len(topic) > TOPIC_MAX_LENGTH:
-        raise MQClientError(f"The specified topic is longer than topic max length "
-                            f"{TOPIC_MAX_LENGTH}.", ResponseCode.MESSAGE_ILLEGAL)
+        raise MQClientError(
+            f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.",
+            ResponseCode.MESSAGE_ILLEGAL,
+        )
     if not _VALID_TOPIC.match(topic):
-        raise MQClientError(f"The specified topic[{topic}] contains illegal characters, "
-                            "allowing only ^[%|a-zA-Z0-9_-]+$", ResponseCode.MESSAGE_ILLEGAL)
+        raise MQClientError(
+            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+            ResponseCode.MESSAGE_ILLEGAL,
+        )
     if topic in NOT_ALLOWED_SEND_TOPICS:
-        raise MQClientError(f"Sending message to topic[{topic}] is forbidden.",
-                            ResponseCode.NO_PERMISSION)
+        raise MQClientError(f"Sending message to topic[{topic}] is forbidden.", ResponseCode.NO_PERMISSION)
 
 
 def validate_message(msg: Message, max_message_size: int) -> None:
@@ -131,8 +184,9 @@ def validate_message(msg: Message, max_message_size: int) -> None:
     if len(msg.body) == 0:
         raise MQClientError("the message body length is zero", ResponseCode.MESSAGE_ILLEGAL)
     if len(msg.body) > max_message_size:
-        raise MQClientError(f"the message body size over max value, MAX: {max_message_size}",
-                            ResponseCode.MESSAGE_ILLEGAL)
+        raise MQClientError(
+            f"the message body size over max value, MAX: {max_message_size}", ResponseCode.MESSAGE_ILLEGAL
+        )
 
 
 def compress_body(body: bytes, level: int) -> bytes:

@@ -9,6 +9,7 @@ consumed and written to the broker (or the file) every
 ``persist_consumer_offset_interval`` (5 s), piggy-backed on pulls (broker only), when
 a queue moves to another consumer, and on shutdown.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,12 +21,17 @@ from pathlib import Path
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.client.instance import MQClientInstance
 from rmq.common.fs import atomic_write
+from rmq.protocol.bodies import MASTER_ID, MessageQueue, dumps_object_keyed_map, loads_object_keyed_map
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.bodies import (MASTER_ID, MessageQueue, dumps_object_keyed_map,
-                                loads_object_keyed_map)
 
-__all__ = ["ReadOffsetType", "OffsetStore", "RemoteBrokerOffsetStore", "LocalFileOffsetStore",
-           "LOCAL_OFFSET_STORE_DIR_ENV", "default_local_offset_store_dir"]
+__all__ = [
+    "ReadOffsetType",
+    "OffsetStore",
+    "RemoteBrokerOffsetStore",
+    "LocalFileOffsetStore",
+    "LOCAL_OFFSET_STORE_DIR_ENV",
+    "default_local_offset_store_dir",
+]
 
 #: Environment variable naming the root of local offset files (Java's system property
 #: ``rocketmq.client.localOffsetStoreDir``).
@@ -78,8 +84,9 @@ class OffsetStore:
     def clone_offset_table(self, topic: str) -> dict[MessageQueue, int]:
         return {mq: off for mq, off in self.offset_table.items() if not topic or mq.topic == topic}
 
-    async def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int,
-                                              oneway: bool = True) -> None:
+    async def update_consume_offset_to_broker(
+        self, mq: MessageQueue, offset: int, oneway: bool = True
+    ) -> None:
         raise NotImplementedError
 
 
@@ -111,8 +118,13 @@ class RemoteBrokerOffsetStore(OffsetStore):
             if mq in mqs:
                 try:
                     await self.update_consume_offset_to_broker(mq, off)
-                    log.debug("[persistAll] Group: %s ClientId: %s updateConsumeOffsetToBroker "
-                              "%s %d", self.group_name, self.instance.client_id, mq, off)
+                    log.debug(
+                        "[persistAll] Group: %s ClientId: %s updateConsumeOffsetToBroker %s %d",
+                        self.group_name,
+                        self.instance.client_id,
+                        mq,
+                        off,
+                    )
                 except Exception as e:
                     log.warning("updateConsumeOffsetToBroker %s failed: %s", mq, e)
             else:
@@ -132,32 +144,34 @@ class RemoteBrokerOffsetStore(OffsetStore):
 
     async def _find_master(self, mq: MessageQueue) -> str:
         found = await self.instance.find_broker_address_in_subscribe_or_update(
-            mq.broker_name, MASTER_ID, True, mq.topic)
+            mq.broker_name, MASTER_ID, True, mq.topic
+        )
         if found is None:
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         return found.broker_addr
 
-    async def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int,
-                                              oneway: bool = True) -> None:
+    async def update_consume_offset_to_broker(
+        self, mq: MessageQueue, offset: int, oneway: bool = True
+    ) -> None:
         addr = await self._find_master(mq)
         api = self.instance.api
         if oneway:
-            await api.update_consumer_offset_oneway(addr, self.group_name, mq.topic,
-                                                    mq.queue_id, offset)
+            await api.update_consumer_offset_oneway(addr, self.group_name, mq.topic, mq.queue_id, offset)
         else:
-            await api.update_consumer_offset(addr, self.group_name, mq.topic, mq.queue_id,
-                                             offset, 5000)
+            await api.update_consumer_offset(addr, self.group_name, mq.topic, mq.queue_id, offset, 5000)
 
     async def fetch_consume_offset_from_broker(self, mq: MessageQueue) -> int:
         addr = await self._find_master(mq)
         return await self.instance.api.query_consumer_offset(
-            addr, self.group_name, mq.topic, mq.queue_id, self.instance.config.mq_client_api_timeout)
+            addr, self.group_name, mq.topic, mq.queue_id, self.instance.config.mq_client_api_timeout
+        )
 
 
 def default_local_offset_store_dir() -> str:
     """``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``, else ``~/.rocketmq_offsets``."""
-    return (os.environ.get(LOCAL_OFFSET_STORE_DIR_ENV)
-            or os.path.join(os.path.expanduser("~"), ".rocketmq_offsets"))
+    return os.environ.get(LOCAL_OFFSET_STORE_DIR_ENV) or os.path.join(
+        os.path.expanduser("~"), ".rocketmq_offsets"
+    )
 
 
 class LocalFileOffsetStore(OffsetStore):
@@ -207,11 +221,11 @@ class LocalFileOffsetStore(OffsetStore):
             if not data.strip():
                 continue
             try:
-                return {MessageQueue.from_obj(k): int(v)
-                        for k, v in loads_object_keyed_map(data, "offsetTable")}
+                return {
+                    MessageQueue.from_obj(k): int(v) for k, v in loads_object_keyed_map(data, "offsetTable")
+                }
             except (ProtocolError, ValueError, TypeError) as e:
-                log.warning("local offsets file %s is unreadable (%s); trying the next copy",
-                            path, e)
+                log.warning("local offsets file %s is unreadable (%s); trying the next copy", path, e)
         return None
 
     def _write(self, data: bytes) -> None:
@@ -245,8 +259,7 @@ class LocalFileOffsetStore(OffsetStore):
     async def persist_all(self, mqs: set[MessageQueue]) -> None:
         if not mqs:
             return
-        entries = [(mq.to_obj(), off) for mq, off in sorted(self.offset_table.items())
-                   if mq in mqs]
+        entries = [(mq.to_obj(), off) for mq, off in sorted(self.offset_table.items()) if mq in mqs]
         data = dumps_object_keyed_map("offsetTable", entries)
         if self._write_lock is None:
             self._write_lock = asyncio.Lock()
@@ -263,6 +276,7 @@ class LocalFileOffsetStore(OffsetStore):
     def remove_offset(self, mq: MessageQueue) -> None:
         """Kept, as Java does: the file only ever holds what ``persist_all`` was given."""
 
-    async def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int,
-                                              oneway: bool = True) -> None:
+    async def update_consume_offset_to_broker(
+        self, mq: MessageQueue, offset: int, oneway: bool = True
+    ) -> None:
         """Broadcasting offsets never go to the broker."""

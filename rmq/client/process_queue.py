@@ -12,6 +12,7 @@ gives the queue away; ``locked`` / ``last_lock_timestamp`` mirror the broker-sid
 (LOCK_BATCH_MQ), which the client treats as expired after ``REBALANCE_LOCK_MAX_LIVE_TIME_MS``
 without a renewal (the broker keeps it for 60 s, renewals come every 20 s).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,8 +22,12 @@ from collections.abc import Iterable
 from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageConst, MessageExt
 
-__all__ = ["ProcessQueue", "PULL_MAX_IDLE_TIME_MS", "REBALANCE_LOCK_MAX_LIVE_TIME_MS",
-           "REBALANCE_LOCK_INTERVAL_MS"]
+__all__ = [
+    "ProcessQueue",
+    "PULL_MAX_IDLE_TIME_MS",
+    "REBALANCE_LOCK_MAX_LIVE_TIME_MS",
+    "REBALANCE_LOCK_INTERVAL_MS",
+]
 
 #: A queue not pulled for this long is considered stuck and re-created by rebalance.
 PULL_MAX_IDLE_TIME_MS = 120000
@@ -34,27 +39,40 @@ REBALANCE_LOCK_INTERVAL_MS = 20000
 
 
 class ProcessQueue:
-    __slots__ = ("_msgs", "_heap", "msg_count", "msg_size", "queue_offset_max", "dropped",
-                 "last_pull_timestamp", "last_consume_timestamp", "msg_acc_cnt", "locked",
-                 "last_lock_timestamp", "consuming", "try_unlock_times", "_consuming",
-                 "_consume_lock")
+    __slots__ = (
+        "_msgs",
+        "_heap",
+        "msg_count",
+        "msg_size",
+        "queue_offset_max",
+        "dropped",
+        "last_pull_timestamp",
+        "last_consume_timestamp",
+        "msg_acc_cnt",
+        "locked",
+        "last_lock_timestamp",
+        "consuming",
+        "try_unlock_times",
+        "_consuming",
+        "_consume_lock",
+    )
 
     def __init__(self) -> None:
         self._msgs: dict[int, MessageExt] = {}
-        self._heap: list[int] = []           # offsets; lazily cleaned of removed ones
+        self._heap: list[int] = []  # offsets; lazily cleaned of removed ones
         self.msg_count = 0
         self.msg_size = 0
         self.queue_offset_max = 0
         self.dropped = False
         self.last_pull_timestamp = now_ms()
         self.last_consume_timestamp = now_ms()
-        self.msg_acc_cnt = 0                 # messages behind the broker's max offset
+        self.msg_acc_cnt = 0  # messages behind the broker's max offset
         # Orderly consumption (consumption-semantics issue) uses these.
         self.locked = False
         self.last_lock_timestamp = now_ms()
         self.consuming = False
         self.try_unlock_times = 0
-        self._consuming: dict[int, MessageExt] = {}   # orderly: taken, not yet committed
+        self._consuming: dict[int, MessageExt] = {}  # orderly: taken, not yet committed
         self._consume_lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------ state
@@ -142,7 +160,7 @@ class ProcessQueue:
         if first is not None:
             result = first
         elif not self._consuming:
-            self.consuming = False       # concurrent use: the next put starts afresh
+            self.consuming = False  # concurrent use: the next put starts afresh
         return result
 
     # ------------------------------------------------------------------ orderly
@@ -205,5 +223,7 @@ class ProcessQueue:
         return self.msg_count
 
     def __repr__(self) -> str:
-        return (f"ProcessQueue(count={self.msg_count}, size={self.msg_size}, "
-                f"max={self.queue_offset_max}, dropped={self.dropped})")
+        return (
+            f"ProcessQueue(count={self.msg_count}, size={self.msg_size}, "
+            f"max={self.queue_offset_max}, dropped={self.dropped})"
+        )

@@ -5,17 +5,18 @@ sends PULL_MESSAGE, then decodes the records (decompressing COMPRESSED bodies),
 re-checks the tag filter on the client (the broker filters by tag hash code only, spec
 2.5) and stamps ``MIN_OFFSET`` / ``MAX_OFFSET`` on each message.
 """
+
 from __future__ import annotations
 
 import logging
 
-from rmq.client.instance import MQClientInstance
 from rmq.client.errors import MQClientError
+from rmq.client.instance import MQClientInstance
 from rmq.client.message import PullResult, PullStatus
+from rmq.protocol.bodies import MASTER_ID, MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import MessageConst, decode_records
-from rmq.protocol.bodies import MASTER_ID, MessageQueue, SubscriptionData
 
 __all__ = ["PullAPIWrapper"]
 
@@ -23,8 +24,7 @@ log = logging.getLogger("rmq.client.pull")
 
 
 class PullAPIWrapper:
-    def __init__(self, instance: MQClientInstance, consumer_group: str,
-                 unit_mode: bool = False) -> None:
+    def __init__(self, instance: MQClientInstance, consumer_group: str, unit_mode: bool = False) -> None:
         self.instance = instance
         self.consumer_group = consumer_group
         self.unit_mode = unit_mode
@@ -36,31 +36,50 @@ class PullAPIWrapper:
     def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
         return self.pull_from_which_node.get(mq, MASTER_ID)
 
-    async def pull_kernel_impl(self, mq: MessageQueue, sub_expression: str | None,
-                               expression_type: str | None, sub_version: int, offset: int,
-                               max_nums: int, sys_flag: int, commit_offset: int,
-                               broker_suspend_max_ms: int, timeout_ms: int) -> PullResult:
+    async def pull_kernel_impl(
+        self,
+        mq: MessageQueue,
+        sub_expression: str | None,
+        expression_type: str | None,
+        sub_version: int,
+        offset: int,
+        max_nums: int,
+        sys_flag: int,
+        commit_offset: int,
+        broker_suspend_max_ms: int,
+        timeout_ms: int,
+    ) -> PullResult:
         inst = self.instance
         broker_id = self.recalculate_pull_from_which_node(mq)
-        found = await inst.find_broker_address_in_subscribe_or_update(mq.broker_name, broker_id,
-                                                                      False, mq.topic)
+        found = await inst.find_broker_address_in_subscribe_or_update(
+            mq.broker_name, broker_id, False, mq.topic
+        )
         if found is None:
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         if found.slave:
             sys_flag = PullSysFlag.clear_commit_offset(sys_flag)
         header = PullMessageRequestHeader(
-            self.consumer_group, mq.topic, mq.queue_id, offset, max_nums, sys_flag,
-            commit_offset, broker_suspend_max_ms, sub_version, sub_expression,
-            expression_type)
+            self.consumer_group,
+            mq.topic,
+            mq.queue_id,
+            offset,
+            max_nums,
+            sys_flag,
+            commit_offset,
+            broker_suspend_max_ms,
+            sub_version,
+            sub_expression,
+            expression_type,
+        )
         return await inst.api.pull_message(found.broker_addr, header, timeout_ms)
 
-    def process_pull_result(self, mq: MessageQueue, result: PullResult,
-                            subscription: SubscriptionData | None) -> PullResult:
+    def process_pull_result(
+        self, mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None
+    ) -> PullResult:
         self.update_pull_from_which_node(mq, result.suggest_which_broker_id)
         if result.status is PullStatus.FOUND and result.body:
             msgs = decode_records(result.body, decompress=True)
-            if subscription is not None and subscription.tags_set \
-                    and not subscription.class_filter_mode:
+            if subscription is not None and subscription.tags_set and not subscription.class_filter_mode:
                 tags = set(subscription.tags_set)
                 msgs = [m for m in msgs if m.properties.get(MessageConst.TAGS) in tags]
             lo, hi = str(result.min_offset), str(result.max_offset)

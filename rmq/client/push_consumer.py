@@ -48,6 +48,7 @@ How it works, as RocketMQ does it:
   dropped with what was pulled for them, in-flight consumption is let finish (bounded),
   and pulling continues from the new offsets; no restart.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -57,15 +58,29 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rmq.client.config import ClientConfig
-from rmq.client.consume_concurrently import (ConsumeConcurrentlyContext,
-                                             ConsumeMessageConcurrentlyService, ConsumeResult,
-                                             MessageListener)
-from rmq.client.consume_orderly import (ConsumeMessageOrderlyService, ConsumeOrderlyContext,
-                                        ConsumeOrderlyResult, MessageListenerOrderly)
-from rmq.client.consumer_base import (CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, ConsumeFromWhere,
-                                      ConsumerBase,
-                                      ConsumerRebalanceImpl, MessageModel,
-                                      compute_pull_from_where_push, parse_consume_timestamp)
+from rmq.client.consume_concurrently import (
+    ConsumeConcurrentlyContext,
+    ConsumeMessageConcurrentlyService,
+    ConsumeResult,
+    MessageListener,
+)
+from rmq.client.consume_orderly import (
+    ConsumeMessageOrderlyService,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyResult,
+    MessageListenerOrderly,
+)
+from rmq.client.consumer_base import (
+    CREATE_JUST,
+    RUNNING,
+    SHUTDOWN_ALREADY,
+    ConsumeFromWhere,
+    ConsumerBase,
+    ConsumerRebalanceImpl,
+    MessageModel,
+    compute_pull_from_where_push,
+    parse_consume_timestamp,
+)
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.client.instance import InnerProducerFactory
 from rmq.client.message import Message, PullStatus
@@ -75,14 +90,25 @@ from rmq.client.producer import new_inner_producer
 from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic, retry_topic
+from rmq.protocol.bodies import MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt
-from rmq.protocol.bodies import MessageQueue, SubscriptionData
 
-__all__ = ["PushConsumer", "ConsumeResult", "ConsumeConcurrentlyContext", "ConsumeFromWhere",
-           "MessageModel", "MessageListener", "ConsumeMessageConcurrentlyService",
-           "ConsumeOrderlyResult", "ConsumeOrderlyContext", "MessageListenerOrderly",
-           "RebalancePushImpl", "parse_consume_timestamp", "compute_pull_from_where_push"]
+__all__ = [
+    "PushConsumer",
+    "ConsumeResult",
+    "ConsumeConcurrentlyContext",
+    "ConsumeFromWhere",
+    "MessageModel",
+    "MessageListener",
+    "ConsumeMessageConcurrentlyService",
+    "ConsumeOrderlyResult",
+    "ConsumeOrderlyContext",
+    "MessageListenerOrderly",
+    "RebalancePushImpl",
+    "parse_consume_timestamp",
+    "compute_pull_from_where_push",
+]
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -102,8 +128,11 @@ class RebalancePushImpl(ConsumerRebalanceImpl):
         store = c.offset_store
         assert store is not None
         service = c.consume_service
-        if c.orderly and c.message_model is MessageModel.CLUSTERING \
-                and isinstance(service, ConsumeMessageOrderlyService):
+        if (
+            c.orderly
+            and c.message_model is MessageModel.CLUSTERING
+            and isinstance(service, ConsumeMessageOrderlyService)
+        ):
             # Give the queue away only after the batch in flight ended and its offset is
             # written: the next owner locks it after our unlock and starts from there.
             lock = service.mq_lock(mq)
@@ -112,8 +141,11 @@ class RebalancePushImpl(ConsumerRebalanceImpl):
                     await lock.acquire()
             except TimeoutError:
                 pq.try_unlock_times += 1
-                log.warning("[WRONG]mq is consuming, so can not unlock it, %s. maybe hanged "
-                            "for a while, %d", mq, pq.try_unlock_times)
+                log.warning(
+                    "[WRONG]mq is consuming, so can not unlock it, %s. maybe hanged for a while, %d",
+                    mq,
+                    pq.try_unlock_times,
+                )
                 return False
             try:
                 await store.persist(mq)
@@ -132,32 +164,46 @@ class RebalancePushImpl(ConsumerRebalanceImpl):
 
 
 class PushConsumer(ConsumerBase):
-    def __init__(self, group: str, namesrv_addr: str | None = None, *,
-                 listener: MessageListener | None = None,
-                 config: ClientConfig | None = None,
-                 message_model: MessageModel | str = MessageModel.CLUSTERING,
-                 consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: str | int | datetime | None = None,
-                 allocate_strategy: AllocateStrategy = AVG,
-                 consume_thread_max: int = 20,
-                 consume_message_batch_max_size: int = 1,
-                 pull_batch_size: int = 32,
-                 pull_interval: int = 0,
-                 pull_threshold_for_queue: int = 1000,
-                 pull_threshold_size_for_queue: int = 100,
-                 consume_concurrently_max_span: int = 2000,
-                 max_reconsume_times: int = -1,
-                 post_subscription_when_pull: bool = False,
-                 send_back_to_broker: bool = True,
-                 local_retry_delay_ms: int = 5000,
-                 await_termination_ms: int = 5000,
-                 offset_store: OffsetStore | None = None,
-                 orderly: bool = False,
-                 suspend_current_queue_time_millis: int = 1000,
-                 consume_timeout_ms: int = 15 * 60 * 1000,
-                 **config_kwargs: Any) -> None:
-        super().__init__(group, namesrv_addr, config, config_kwargs, message_model,
-                         consume_from_where, consume_timestamp, allocate_strategy, offset_store)
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | None = None,
+        *,
+        listener: MessageListener | None = None,
+        config: ClientConfig | None = None,
+        message_model: MessageModel | str = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: str | int | datetime | None = None,
+        allocate_strategy: AllocateStrategy = AVG,
+        consume_thread_max: int = 20,
+        consume_message_batch_max_size: int = 1,
+        pull_batch_size: int = 32,
+        pull_interval: int = 0,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100,
+        consume_concurrently_max_span: int = 2000,
+        max_reconsume_times: int = -1,
+        post_subscription_when_pull: bool = False,
+        send_back_to_broker: bool = True,
+        local_retry_delay_ms: int = 5000,
+        await_termination_ms: int = 5000,
+        offset_store: OffsetStore | None = None,
+        orderly: bool = False,
+        suspend_current_queue_time_millis: int = 1000,
+        consume_timeout_ms: int = 15 * 60 * 1000,
+        **config_kwargs: Any,
+    ) -> None:
+        super().__init__(
+            group,
+            namesrv_addr,
+            config,
+            config_kwargs,
+            message_model,
+            consume_from_where,
+            consume_timestamp,
+            allocate_strategy,
+            offset_store,
+        )
         self.listener: MessageListener | MessageListenerOrderly | None = listener
         if self.consume_timestamp is None:
             self.consume_timestamp = (datetime.now() - timedelta(minutes=30)).strftime("%Y%m%d%H%M%S")
@@ -223,7 +269,7 @@ class PushConsumer(ConsumerBase):
     def effective_max_reconsume_times(self) -> int:
         """-1 means 16 for a concurrent listener and unbounded for an orderly one."""
         if self.max_reconsume_times == -1:
-            return 2 ** 31 - 1 if self.orderly else 16
+            return 2**31 - 1 if self.orderly else 16
         return self.max_reconsume_times
 
     # ------------------------------------------------------------------ lifecycle
@@ -231,8 +277,7 @@ class PushConsumer(ConsumerBase):
         if self._state == RUNNING:
             return
         if self._state != CREATE_JUST:
-            raise MQClientError(f"The PushConsumer service state not OK, maybe started once, "
-                                f"{self._state}")
+            raise MQClientError(f"The PushConsumer service state not OK, maybe started once, {self._state}")
         if self.listener is None:
             raise MQClientError("messageListener is null")
         if not self._subscriptions:
@@ -282,8 +327,9 @@ class PushConsumer(ConsumerBase):
         await self._persist(list(self.rebalance.process_queue_table), oneway)
 
     # ------------------------------------------------------------------ sending back
-    async def send_back_through_producer(self, msg: MessageExt, reconsume_times: int,
-                                         max_reconsume_times: int) -> None:
+    async def send_back_through_producer(
+        self, msg: MessageExt, reconsume_times: int, max_reconsume_times: int
+    ) -> None:
         """DefaultMQPushConsumerImpl.sendMessageBack's fallback (and the orderly service's
         way back): the failed message goes to ``%RETRY%<group>`` through the instance's
         producer with RECONSUME_TIME / MAX_RECONSUME_TIMES (the broker dead-letters it
@@ -291,16 +337,25 @@ class PushConsumer(ConsumerBase):
         inst = self.instance
         assert inst is not None
         props = dict(msg.properties)
-        for k in (MessageConst.TRANSACTION_PREPARED, MessageConst.MIN_OFFSET,
-                  MessageConst.MAX_OFFSET, MessageConst.CONSUME_START_TIMESTAMP):
+        for k in (
+            MessageConst.TRANSACTION_PREPARED,
+            MessageConst.MIN_OFFSET,
+            MessageConst.MAX_OFFSET,
+            MessageConst.CONSUME_START_TIMESTAMP,
+        ):
             props.pop(k, None)
         if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
             props[MessageConst.ORIGIN_MESSAGE_ID] = msg.msg_id
         props[MessageConst.RETRY_TOPIC] = msg.topic
         props[MessageConst.RECONSUME_TIME] = str(reconsume_times)
         props[MessageConst.MAX_RECONSUME_TIMES] = str(max_reconsume_times)
-        new = Message(retry_topic(self.group), msg.body, properties=props, flag=msg.flag,
-                      delay_time_level=3 + msg.reconsume_times)
+        new = Message(
+            retry_topic(self.group),
+            msg.body,
+            properties=props,
+            flag=msg.flag,
+            delay_time_level=3 + msg.reconsume_times,
+        )
         producer = await inst.default_producer()
         await producer.send(new)
 
@@ -338,14 +393,21 @@ class PushConsumer(ConsumerBase):
         pq.last_pull_timestamp = now_ms()
         if self._paused:
             return PULL_TIME_DELAY_MILLS_WHEN_SUSPEND
-        if pq.msg_count > self.pull_threshold_for_queue \
-                or pq.msg_size_mib > self.pull_threshold_size_for_queue \
-                or (not self.orderly and pq.max_span() > self.consume_concurrently_max_span):
+        if (
+            pq.msg_count > self.pull_threshold_for_queue
+            or pq.msg_size_mib > self.pull_threshold_size_for_queue
+            or (not self.orderly and pq.max_span() > self.consume_concurrently_max_span)
+        ):
             self._flow_control_times += 1
             if self._flow_control_times % 1000 == 0:
-                log.warning("the cached messages of %s exceed the threshold (%d msgs, "
-                            "%.1f MiB, span %d), flow control", mq, pq.msg_count,
-                            pq.msg_size_mib, pq.max_span())
+                log.warning(
+                    "the cached messages of %s exceed the threshold (%d msgs, "
+                    "%.1f MiB, span %d), flow control",
+                    mq,
+                    pq.msg_count,
+                    pq.msg_size_mib,
+                    pq.max_span(),
+                )
             return PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL
         sd = self.rebalance.subscription_inner.get(mq.topic)
         if sd is None:
@@ -369,10 +431,17 @@ class PushConsumer(ConsumerBase):
                 if pq.dropped or self._state != RUNNING:
                     return 0
                 if offset < req.next_offset:
-                    log.info("[NOTIFYME]the first time to pull message, but pull request "
-                             "offset larger than broker consume offset, %s", mq)
-                log.info("the first time to pull message, so fix offset from broker. pull "
-                         "request: %s %d -> %d", mq, req.next_offset, offset)
+                    log.info(
+                        "[NOTIFYME]the first time to pull message, but pull request "
+                        "offset larger than broker consume offset, %s",
+                        mq,
+                    )
+                log.info(
+                    "the first time to pull message, so fix offset from broker. pull request: %s %d -> %d",
+                    mq,
+                    req.next_offset,
+                    offset,
+                )
                 req.previously_locked = True
                 req.next_offset = offset
         commit_offset = 0
@@ -387,16 +456,26 @@ class PushConsumer(ConsumerBase):
         sys_flag = PullSysFlag.build(commit_enable, True, sub_expression is not None)
         try:
             result = await self.pull_api.pull_kernel_impl(
-                mq, sub_expression, sd.expression_type, sd.sub_version, req.next_offset,
-                self.pull_batch_size, sys_flag, commit_offset, BROKER_SUSPEND_MAX_TIME_MILLIS,
-                CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND)
+                mq,
+                sub_expression,
+                sd.expression_type,
+                sd.sub_version,
+                req.next_offset,
+                self.pull_batch_size,
+                sys_flag,
+                commit_offset,
+                BROKER_SUSPEND_MAX_TIME_MILLIS,
+                CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
+            )
         except asyncio.CancelledError:
             raise
         except Exception as e:
             if not is_retry_topic(mq.topic):
                 log.warning("execute the pull request of %s failed: %s", mq, e)
-            if isinstance(e, MQBrokerError) and e.code in (ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                                                           ResponseCode.SUBSCRIPTION_NOT_LATEST):
+            if isinstance(e, MQBrokerError) and e.code in (
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+            ):
                 # The broker lost (restart) or has an old copy of our subscription: tell
                 # it again now rather than at the next 30 s heartbeat.
                 self._heartbeat_soon()
@@ -424,12 +503,16 @@ class PushConsumer(ConsumerBase):
             return 0
         # OFFSET_ILLEGAL: the broker corrected us. Persist the corrected offset, drop
         # the queue; rebalance re-creates it from that offset.
-        log.warning("the pull request offset illegal, %s offset %d, next %d", mq,
-                    req.next_offset, result.next_begin_offset)
+        log.warning(
+            "the pull request offset illegal, %s offset %d, next %d",
+            mq,
+            req.next_offset,
+            result.next_begin_offset,
+        )
         req.next_offset = result.next_begin_offset
         pq.dropped = True
         if isinstance(self.consume_service, ConsumeMessageOrderlyService):
-            async with self.consume_service.mq_lock(mq):      # the batch in flight first
+            async with self.consume_service.mq_lock(mq):  # the batch in flight first
                 pass
         store.update_offset(mq, req.next_offset, False)
         await store.persist(mq)
@@ -452,8 +535,9 @@ class PushConsumer(ConsumerBase):
             self.offset_store.update_offset(req.message_queue, req.next_offset, True)
 
     # ------------------------------------------------------------------ offset reset
-    async def reset_offset(self, topic: str, offset_table: dict[MessageQueue, int],
-                           wait_inflight_ms: int = 10000) -> None:
+    async def reset_offset(
+        self, topic: str, offset_table: dict[MessageQueue, int], wait_inflight_ms: int = 10000
+    ) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: continue the named queues of ``topic`` from the
         given offsets, without a restart (MQClientInstance.resetOffset).
 
@@ -466,8 +550,11 @@ class PushConsumer(ConsumerBase):
         store = self.offset_store
         assert store is not None
         async with self.rebalance._lock:
-            affected = [(mq, pq) for mq, pq in self.rebalance.process_queue_table.items()
-                        if mq.topic == topic and mq in offset_table]
+            affected = [
+                (mq, pq)
+                for mq, pq in self.rebalance.process_queue_table.items()
+                if mq.topic == topic and mq in offset_table
+            ]
             for _, pq in affected:
                 pq.dropped = True
                 pq.clear()
@@ -482,12 +569,10 @@ class PushConsumer(ConsumerBase):
                             await lock.acquire()
                         lock.release()
                     except TimeoutError:
-                        log.warning("[reset-offset] %s still consuming after %d ms", mq,
-                                    wait_inflight_ms)
+                        log.warning("[reset-offset] %s still consuming after %d ms", mq, wait_inflight_ms)
                 elif isinstance(service, ConsumeMessageConcurrentlyService):
                     if not await service.wait_idle(pq, left):
-                        log.warning("[reset-offset] %s still consuming after %d ms", mq,
-                                    wait_inflight_ms)
+                        log.warning("[reset-offset] %s still consuming after %d ms", mq, wait_inflight_ms)
             if self._state != RUNNING:
                 return
             requests = []
@@ -500,8 +585,7 @@ class PushConsumer(ConsumerBase):
                 fresh.locked = pq.locked
                 fresh.last_lock_timestamp = pq.last_lock_timestamp
                 self.rebalance.process_queue_table[mq] = fresh
-                requests.append(PullRequest(self.group, mq, fresh, offset,
-                                            previously_locked=True))
+                requests.append(PullRequest(self.group, mq, fresh, offset, previously_locked=True))
                 log.info("[reset-offset] %s %s continues at offset %d", self.group, mq, offset)
             for r in requests:
                 self.execute_pull_request_immediately(r)

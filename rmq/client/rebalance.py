@@ -15,26 +15,43 @@ does), so every consumer of the group computes the same partition independently.
   of their own room (by ``inner``); rooms without consumers are shared by everyone
   (``MACHINE_ROOM_NEARBY-<inner>``).
 """
+
 from __future__ import annotations
 
 import asyncio
 import bisect
 import hashlib
 import logging
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic
-from rmq.protocol.bodies import (MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData,
-                                UnlockBatchRequestBody)
+from rmq.protocol.bodies import (
+    MASTER_ID,
+    LockBatchRequestBody,
+    MessageQueue,
+    SubscriptionData,
+    UnlockBatchRequestBody,
+)
 
 __all__ = [
-    "AllocateStrategy", "AVG", "AVG_BY_CIRCLE", "consistent_hash", "by_config",
-    "by_machine_room", "machine_room_nearby", "strategy_by_name",
-    "allocate_averagely", "allocate_averagely_by_circle", "RebalanceImpl", "PullRequest",
-    "CLUSTERING", "BROADCASTING", "mq_to_string",
+    "AllocateStrategy",
+    "AVG",
+    "AVG_BY_CIRCLE",
+    "consistent_hash",
+    "by_config",
+    "by_machine_room",
+    "machine_room_nearby",
+    "strategy_by_name",
+    "allocate_averagely",
+    "allocate_averagely_by_circle",
+    "RebalanceImpl",
+    "PullRequest",
+    "CLUSTERING",
+    "BROADCASTING",
+    "mq_to_string",
 ]
 
 log = logging.getLogger("rmq.client.rebalance")
@@ -52,8 +69,9 @@ class AllocateStrategy:
     name: str
     fn: AllocateFn
 
-    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         if not current_cid:
             raise ValueError("currentCID is empty")
         if not mq_all:
@@ -61,16 +79,21 @@ class AllocateStrategy:
         if not cid_all:
             raise ValueError("cidAll is null or cidAll empty")
         if current_cid not in cid_all:
-            log.info("[BUG] ConsumerGroup: %s The consumerId: %s not in cidAll: %s",
-                     consumer_group, current_cid, list(cid_all))
+            log.info(
+                "[BUG] ConsumerGroup: %s The consumerId: %s not in cidAll: %s",
+                consumer_group,
+                current_cid,
+                list(cid_all),
+            )
             return []
         return self.fn(consumer_group, current_cid, mq_all, cid_all)
 
     __call__ = allocate
 
 
-def allocate_averagely(group: str, cid: str, mq_all: Sequence[MessageQueue],
-                       cid_all: Sequence[str]) -> list[MessageQueue]:
+def allocate_averagely(
+    group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+) -> list[MessageQueue]:
     index = list(cid_all).index(cid)
     n_mq, n_cid = len(mq_all), len(cid_all)
     mod = n_mq % n_cid
@@ -85,8 +108,9 @@ def allocate_averagely(group: str, cid: str, mq_all: Sequence[MessageQueue],
     return [mq_all[(start + i) % n_mq] for i in range(max(rng, 0))]
 
 
-def allocate_averagely_by_circle(group: str, cid: str, mq_all: Sequence[MessageQueue],
-                                 cid_all: Sequence[str]) -> list[MessageQueue]:
+def allocate_averagely_by_circle(
+    group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+) -> list[MessageQueue]:
     index = list(cid_all).index(cid)
     return [mq for i, mq in enumerate(mq_all) if i % len(cid_all) == index]
 
@@ -105,19 +129,19 @@ def md5_hash(key: str) -> int:
     return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:4], "big")
 
 
-def consistent_hash(virtual_node_cnt: int = 10,
-                    hash_fn: Callable[[str], int] = md5_hash) -> AllocateStrategy:
+def consistent_hash(virtual_node_cnt: int = 10, hash_fn: Callable[[str], int] = md5_hash) -> AllocateStrategy:
     """CONSISTENT_HASH: virtual node ``"<cid>-<i>"`` for i < n on a ring; a queue goes to
     the first virtual node at or after its hash (wrapping)."""
     if virtual_node_cnt < 0:
         raise ValueError(f"illegal virtualNodeCnt :{virtual_node_cnt}")
 
-    def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         ring: dict[int, str] = {}
         for c in cid_all:
             for i in range(virtual_node_cnt):
-                ring[hash_fn(f"{c}-{i}")] = c       # later puts win, as TreeMap.put
+                ring[hash_fn(f"{c}-{i}")] = c  # later puts win, as TreeMap.put
         if not ring:
             return []
         keys = sorted(ring)
@@ -143,8 +167,9 @@ def by_machine_room(consumer_idcs: set[str] | Sequence[str]) -> AllocateStrategy
     """MACHINE_ROOM: queues of brokers ``room@name`` with room in ``consumer_idcs``."""
     idcs = set(consumer_idcs)
 
-    def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         index = list(cid_all).index(cid)
         pre = []
         for mq in mq_all:
@@ -152,7 +177,7 @@ def by_machine_room(consumer_idcs: set[str] | Sequence[str]) -> AllocateStrategy
             if len(parts) == 2 and parts[0] in idcs:
                 pre.append(mq)
         mod, rem = divmod(len(pre), len(cid_all))
-        out = pre[mod * index:mod * index + mod]
+        out = pre[mod * index : mod * index + mod]
         if rem > index:
             out.append(pre[index + mod * len(cid_all)])
         return out
@@ -160,13 +185,17 @@ def by_machine_room(consumer_idcs: set[str] | Sequence[str]) -> AllocateStrategy
     return AllocateStrategy("MACHINE_ROOM", allocate)
 
 
-def machine_room_nearby(inner: AllocateStrategy, broker_deploy_in: Callable[[MessageQueue], str],
-                        consumer_deploy_in: Callable[[str], str]) -> AllocateStrategy:
+def machine_room_nearby(
+    inner: AllocateStrategy,
+    broker_deploy_in: Callable[[MessageQueue], str],
+    consumer_deploy_in: Callable[[str], str],
+) -> AllocateStrategy:
     """MACHINE_ROOM_NEARBY: ``inner`` within the consumer's own room, plus a share of the
     rooms that have no consumer at all."""
 
-    def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue],
-                 cid_all: Sequence[str]) -> list[MessageQueue]:
+    def allocate(
+        group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
         mr2mq: dict[str, list[MessageQueue]] = {}
         for mq in mq_all:
             room = broker_deploy_in(mq)
@@ -233,12 +262,11 @@ class RebalanceImpl:
 
     consume_type = "CONSUME_PASSIVELY"
 
-    def __init__(self, consumer_group: str, message_model: str, strategy: AllocateStrategy,
-                 instance) -> None:
+    def __init__(self, consumer_group: str, message_model: str, strategy: AllocateStrategy, instance) -> None:
         self.consumer_group = consumer_group
         self.message_model = message_model
         self.strategy = strategy
-        self.instance = instance          # MQClientInstance
+        self.instance = instance  # MQClientInstance
         self.subscription_inner: dict[str, SubscriptionData] = {}
         self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
@@ -258,8 +286,9 @@ class RebalanceImpl:
     def dispatch_pull_requests(self, requests: list[PullRequest]) -> None:
         raise NotImplementedError
 
-    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue],
-                                    mq_divided: set[MessageQueue]) -> None:
+    async def message_queue_changed(
+        self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
+    ) -> None:
         pass
 
     # ------------------------------------------------------------------ rebalance
@@ -278,8 +307,7 @@ class RebalanceImpl:
         if self.message_model == BROADCASTING:
             if mq_set is None:
                 if not is_retry_topic(topic):
-                    log.warning("doRebalance, %s, but the topic[%s] not exist.",
-                                self.consumer_group, topic)
+                    log.warning("doRebalance, %s, but the topic[%s] not exist.", self.consumer_group, topic)
                 return
             if await self.update_process_queue_table_in_rebalance(topic, set(mq_set)):
                 await self.message_queue_changed(topic, set(mq_set), set(mq_set))
@@ -287,30 +315,31 @@ class RebalanceImpl:
         cid_all = await self.instance.find_consumer_id_list(topic, self.consumer_group)
         if mq_set is None:
             if not is_retry_topic(topic):
-                log.warning("doRebalance, %s, but the topic[%s] not exist.",
-                            self.consumer_group, topic)
+                log.warning("doRebalance, %s, but the topic[%s] not exist.", self.consumer_group, topic)
             return
         if not cid_all:
-            log.warning("doRebalance, %s %s, get consumer id list failed",
-                        self.consumer_group, topic)
+            log.warning("doRebalance, %s %s, get consumer id list failed", self.consumer_group, topic)
             return
         mq_all = sorted(mq_set)
         cids = sorted(cid_all)
         try:
-            allocated = self.strategy.allocate(self.consumer_group, self.instance.client_id,
-                                               mq_all, cids)
+            allocated = self.strategy.allocate(self.consumer_group, self.instance.client_id, mq_all, cids)
         except Exception:
             log.exception("AllocateMessageQueueStrategy.allocate (%s) failed", self.strategy.name)
             return
         divided = set(allocated)
         if await self.update_process_queue_table_in_rebalance(topic, divided):
-            log.info("rebalanced %s %s: %d consumers, %d queues, mine %s", self.consumer_group,
-                     topic, len(cids), len(mq_all),
-                     [f"{m.broker_name}:{m.queue_id}" for m in sorted(divided)])
+            log.info(
+                "rebalanced %s %s: %d consumers, %d queues, mine %s",
+                self.consumer_group,
+                topic,
+                len(cids),
+                len(mq_all),
+                [f"{m.broker_name}:{m.queue_id}" for m in sorted(divided)],
+            )
             await self.message_queue_changed(topic, mq_set, divided)
 
-    async def update_process_queue_table_in_rebalance(self, topic: str,
-                                                      mq_set: set[MessageQueue]) -> bool:
+    async def update_process_queue_table_in_rebalance(self, topic: str, mq_set: set[MessageQueue]) -> bool:
         changed = False
         for mq, pq in list(self.process_queue_table.items()):
             if mq.topic != topic:
@@ -331,8 +360,12 @@ class RebalanceImpl:
                 if await self.remove_unnecessary_message_queue(mq, pq):
                     self.process_queue_table.pop(mq, None)
                     changed = True
-                    log.warning("[BUG]doRebalance, %s, remove unnecessary mq, %s, because pull "
-                                "is pause, so try to fixed it", self.consumer_group, mq)
+                    log.warning(
+                        "[BUG]doRebalance, %s, remove unnecessary mq, %s, because pull "
+                        "is pause, so try to fixed it",
+                        self.consumer_group,
+                        mq,
+                    )
         requests: list[PullRequest] = []
         lock_failed = False
         ordered = self.is_order and self.message_model == CLUSTERING
@@ -340,8 +373,9 @@ class RebalanceImpl:
             if mq in self.process_queue_table:
                 continue
             if ordered and not await self.lock(mq):
-                log.warning("doRebalance, %s, add a new mq failed, %s, because lock failed",
-                            self.consumer_group, mq)
+                log.warning(
+                    "doRebalance, %s, add a new mq failed, %s, because lock failed", self.consumer_group, mq
+                )
                 lock_failed = True
                 continue
             self.remove_dirty_offset(mq)
@@ -362,19 +396,18 @@ class RebalanceImpl:
             self.process_queue_table[mq] = pq
             requests.append(PullRequest(self.consumer_group, mq, pq, next_offset))
             changed = True
-            log.info("doRebalance, %s, add a new mq, %s at offset %d", self.consumer_group, mq,
-                     next_offset)
+            log.info("doRebalance, %s, add a new mq, %s at offset %d", self.consumer_group, mq, next_offset)
         if requests:
             self.dispatch_pull_requests(requests)
-        if lock_failed or any(pq.dropped for mq, pq in self.process_queue_table.items()
-                              if mq.topic == topic):
+        if lock_failed or any(pq.dropped for mq, pq in self.process_queue_table.items() if mq.topic == topic):
             self.instance.rebalance_later(self.RETRY_REBALANCE_MS)
         return changed
 
     # ------------------------------------------------------------------ queue locks
     async def _master_of(self, broker_name: str, topic: str | None = None) -> str | None:
         found = await self.instance.find_broker_address_in_subscribe_or_update(
-            broker_name, MASTER_ID, True, topic)
+            broker_name, MASTER_ID, True, topic
+        )
         return found.broker_addr if found is not None else None
 
     def _mark_locked(self, mqs: set[MessageQueue]) -> None:
@@ -398,8 +431,7 @@ class RebalanceImpl:
             return False
         self._mark_locked(locked)
         ok = mq in locked
-        log.info("the message queue lock %s, %s %s", "OK" if ok else "Failed",
-                 self.consumer_group, mq)
+        log.info("the message queue lock %s, %s %s", "OK" if ok else "Failed", self.consumer_group, mq)
         return ok
 
     async def lock_all(self) -> None:
@@ -424,8 +456,7 @@ class RebalanceImpl:
                 held = self.process_queue_table.get(mq)
                 if held is not None and held.locked:
                     held.locked = False
-                    log.info("the message queue locked Failed, Group: %s %s",
-                             self.consumer_group, mq)
+                    log.info("the message queue locked Failed, Group: %s %s", self.consumer_group, mq)
 
     async def unlock(self, mq: MessageQueue, oneway: bool = False) -> None:
         addr = await self._master_of(mq.broker_name)
@@ -434,8 +465,12 @@ class RebalanceImpl:
         body = UnlockBatchRequestBody(self.consumer_group, self.instance.client_id, {mq})
         try:
             await self.instance.api.unlock_batch_mq(addr, body, 1000, oneway)
-            log.info("unlock messageQueue. group:%s, clientId:%s, mq:%s", self.consumer_group,
-                     self.instance.client_id, mq)
+            log.info(
+                "unlock messageQueue. group:%s, clientId:%s, mq:%s",
+                self.consumer_group,
+                self.instance.client_id,
+                mq,
+            )
         except Exception as e:
             log.error("unlockBatchMQ %s at %s failed: %s", mq, addr, e)
 
@@ -463,8 +498,11 @@ class RebalanceImpl:
             if mq.topic not in self.subscription_inner:
                 pq.dropped = True
                 self.process_queue_table.pop(mq, None)
-                log.info("doRebalance, %s, truncateMessageQueueNotMyTopic remove unnecessary "
-                         "mq, %s", self.consumer_group, mq)
+                log.info(
+                    "doRebalance, %s, truncateMessageQueueNotMyTopic remove unnecessary mq, %s",
+                    self.consumer_group,
+                    mq,
+                )
 
     async def remove_process_queue(self, mq: MessageQueue) -> None:
         pq = self.process_queue_table.pop(mq, None)

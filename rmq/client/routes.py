@@ -4,16 +4,23 @@
 that have a master, and the round-robin counter (Java ``TopicPublishInfo``).
 ``topic_route_to_subscribe_info`` gives a consumer's readable queues.
 """
+
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
 
-from rmq.protocol.codes import PermName
 from rmq.protocol.bodies import MASTER_ID, BrokerData, MessageQueue, TopicRouteData
+from rmq.protocol.codes import PermName
 
-__all__ = ["TopicPublishInfo", "RoundRobinIndex", "topic_route_to_publish_info", "topic_route_to_subscribe_info",
-           "select_broker_addr", "topic_route_changed"]
+__all__ = [
+    "TopicPublishInfo",
+    "RoundRobinIndex",
+    "topic_route_to_publish_info",
+    "topic_route_to_subscribe_info",
+    "select_broker_addr",
+    "topic_route_changed",
+]
 
 
 class RoundRobinIndex:
@@ -116,11 +123,14 @@ def select_broker_addr(bd: BrokerData) -> str | None:
 def _route_key(route: TopicRouteData | None) -> object:
     if route is None:
         return None
-    return (route.order_topic_conf,
-            sorted((q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm,
-                    q.topic_sys_flag) for q in route.queue_datas),
-            sorted((b.broker_name, b.cluster, tuple(sorted(b.broker_addrs.items())))
-                   for b in route.broker_datas))
+    return (
+        route.order_topic_conf,
+        sorted(
+            (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+            for q in route.queue_datas
+        ),
+        sorted((b.broker_name, b.cluster, tuple(sorted(b.broker_addrs.items()))) for b in route.broker_datas),
+    )
 
 
 def topic_route_changed(old: TopicRouteData | None, new: TopicRouteData | None) -> bool:

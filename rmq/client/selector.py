@@ -4,16 +4,17 @@ A selector is ``fn(mqs, msg, arg) -> MessageQueue`` (Java ``MessageQueueSelector
 ``mqs`` are the topic's writable queues in route order. Sending every message of one
 business key through the same queue is what ordered consumption relies on.
 """
+
 from __future__ import annotations
 
 import random
 import struct
-from typing import Any
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from rmq.client.message import Message
-from rmq.protocol.message import java_hash
 from rmq.protocol.bodies import MessageQueue
+from rmq.protocol.message import java_hash
 
 __all__ = ["MessageQueueSelector", "select_by_hash", "select_by_random", "java_hash_code"]
 

@@ -9,6 +9,7 @@ The NameServer comes from ``-a/--namesrv``, else ``NAMESRV_ADDR``, else 127.0.0.
 ``consume`` prints one line per message and exits after ``--count`` messages, after
 ``--idle`` seconds without one, or on Ctrl-C / SIGTERM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,12 +24,12 @@ import time
 from collections.abc import Awaitable, Sequence
 
 from rmq.client.config import ClientConfig
-from rmq.client.errors import MQBrokerError, MQClientError, RemotingError
-from rmq.client.message import Message, SendResult
-from rmq.client.producer import Producer
 from rmq.client.consume_concurrently import ConsumeResult
 from rmq.client.consume_orderly import ConsumeOrderlyResult
 from rmq.client.consumer_base import ConsumeFromWhere, MessageModel
+from rmq.client.errors import MQBrokerError, MQClientError, RemotingError
+from rmq.client.message import Message, SendResult
+from rmq.client.producer import Producer
 from rmq.client.push_consumer import PushConsumer
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.message import MessageExt
@@ -36,23 +37,32 @@ from rmq.protocol.message import MessageExt
 __all__ = ["produce_main", "consume_main"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
-ASYNC_SEND_WINDOW = 1024        # rmq produce --mode async: sends in flight at most
+ASYNC_SEND_WINDOW = 1024  # rmq produce --mode async: sends in flight at most
 
 
 def _run(coro) -> int:
     try:
         import uvloop
+
         return uvloop.run(coro)
     except ImportError:  # pragma: no cover - uvloop is a dependency
         return asyncio.run(coro)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-a", "--namesrv", default=None,
-                   help=f"NameServer address(es) a:p;b:p (default $NAMESRV_ADDR or {DEFAULT_NAMESRV})")
+    p.add_argument(
+        "-a",
+        "--namesrv",
+        default=None,
+        help=f"NameServer address(es) a:p;b:p (default $NAMESRV_ADDR or {DEFAULT_NAMESRV})",
+    )
     p.add_argument("-t", "--topic", required=True)
-    p.add_argument("--serialize", choices=("JSON", "ROCKETMQ"), default="JSON",
-                   help="request header encoding (default JSON)")
+    p.add_argument(
+        "--serialize",
+        choices=("JSON", "ROCKETMQ"),
+        default="JSON",
+        help="request header encoding (default JSON)",
+    )
     p.add_argument("--log-level", default="WARNING")
 
 
@@ -63,9 +73,11 @@ def _config(args: argparse.Namespace) -> ClientConfig:
 
 def _format_result(i: int, r: SendResult) -> str:
     mq = r.message_queue
-    return (f"#{i} SendResult [sendStatus={r.status.value}, msgId={r.msg_id}, "
-            f"offsetMsgId={r.offset_msg_id}, messageQueue=[topic={mq.topic}, "
-            f"brokerName={mq.broker_name}, queueId={mq.queue_id}], queueOffset={r.queue_offset}]")
+    return (
+        f"#{i} SendResult [sendStatus={r.status.value}, msgId={r.msg_id}, "
+        f"offsetMsgId={r.offset_msg_id}, messageQueue=[topic={mq.topic}, "
+        f"brokerName={mq.broker_name}, queueId={mq.queue_id}], queueOffset={r.queue_offset}]"
+    )
 
 
 # --------------------------------------------------------------------------- produce
@@ -86,15 +98,23 @@ def _produce_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("-n", "--count", type=int, default=1, help="messages to send (default 1)")
     p.add_argument("-g", "--group", default="rmq_produce_tool", help="producer group")
-    p.add_argument("--body", default=None,
-                   help="message body ({i} is replaced by the message number); default "
-                        "'Hello RocketMQ {i}'")
-    p.add_argument("-s", "--size", type=int, default=None,
-                   help="random alphanumeric body of this many bytes (instead of --body)")
+    p.add_argument(
+        "--body",
+        default=None,
+        help="message body ({i} is replaced by the message number); default 'Hello RocketMQ {i}'",
+    )
+    p.add_argument(
+        "-s",
+        "--size",
+        type=int,
+        default=None,
+        help="random alphanumeric body of this many bytes (instead of --body)",
+    )
     p.add_argument("--tags", default=None)
     p.add_argument("--keys", default=None, help="message keys, space-separated")
-    p.add_argument("-p", "--property", action="append", default=[], metavar="K=V",
-                   help="user property (repeatable)")
+    p.add_argument(
+        "-p", "--property", action="append", default=[], metavar="K=V", help="user property (repeatable)"
+    )
     p.add_argument("--delay-level", type=int, default=0)
     p.add_argument("--mode", choices=("sync", "async", "oneway"), default="sync")
     p.add_argument("--batch", type=int, default=0, help="send in batches of this size")
@@ -117,16 +137,24 @@ async def _produce(args: argparse.Namespace) -> int:
             print(f"bad property {kv!r}, expected K=V", file=sys.stderr)
             return 2
         props[k] = v
-    msgs = [Message(args.topic, _body(args, i), tags=args.tags, keys=args.keys,
-                    properties=dict(props), delay_time_level=args.delay_level)
-            for i in range(args.count)]
+    msgs = [
+        Message(
+            args.topic,
+            _body(args, i),
+            tags=args.tags,
+            keys=args.keys,
+            properties=dict(props),
+            delay_time_level=args.delay_level,
+        )
+        for i in range(args.count)
+    ]
     failed = 0
     sent = 0
     start = time.monotonic()
     async with Producer(args.group, config=_config(args)) as producer:
         if args.batch > 0:
             for j in range(0, len(msgs), args.batch):
-                chunk = msgs[j:j + args.batch]
+                chunk = msgs[j : j + args.batch]
                 try:
                     r = await producer.send_batch(chunk)
                     sent += len(chunk)
@@ -148,7 +176,7 @@ async def _produce(args: argparse.Namespace) -> int:
             # idea): 20 000 at once would queue behind each other past sendMsgTimeout.
             window = ASYNC_SEND_WINDOW
             for base in range(0, len(msgs), window):
-                futs = [producer.send_async(m) for m in msgs[base:base + window]]
+                futs = [producer.send_async(m) for m in msgs[base : base + window]]
                 for i, f in enumerate(futs, base):
                     if await _sent(i, f, args.quiet):
                         sent += 1
@@ -167,8 +195,10 @@ async def _produce(args: argparse.Namespace) -> int:
 
 def produce_main(argv: Sequence[str] | None = None) -> int:
     args = _produce_parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if args.count < 0:
         print("--count must be >= 0", file=sys.stderr)
         return 2
@@ -185,33 +215,48 @@ def _consume_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("-g", "--group", required=True, help="consumer group")
     p.add_argument("-e", "--expression", default="*", help="TAG expression (default *)")
-    p.add_argument("--from", dest="from_where", choices=("last", "first", "timestamp"),
-                   default="last", help="where a group without offsets starts (default last)")
+    p.add_argument(
+        "--from",
+        dest="from_where",
+        choices=("last", "first", "timestamp"),
+        default="last",
+        help="where a group without offsets starts (default last)",
+    )
     p.add_argument("--timestamp", default=None, help="yyyyMMddHHmmss for --from timestamp")
     p.add_argument("-c", "--count", type=int, default=0, help="exit after this many messages")
-    p.add_argument("--idle", type=float, default=0,
-                   help="exit after this many seconds without a message (0 = never)")
+    p.add_argument(
+        "--idle", type=float, default=0, help="exit after this many seconds without a message (0 = never)"
+    )
     p.add_argument("--no-body", action="store_true", help="do not print bodies")
-    p.add_argument("--orderly", action="store_true",
-                   help="orderly listener: each queue in order, under its broker lock")
-    p.add_argument("--broadcast", action="store_true",
-                   help="BROADCASTING: every consumer of the group gets every message; "
-                        "offsets in a local file")
-    p.add_argument("--offset-dir", default=None,
-                   help="root of the local offset files of --broadcast "
-                        "(default ~/.rocketmq_offsets)")
+    p.add_argument(
+        "--orderly", action="store_true", help="orderly listener: each queue in order, under its broker lock"
+    )
+    p.add_argument(
+        "--broadcast",
+        action="store_true",
+        help="BROADCASTING: every consumer of the group gets every message; offsets in a local file",
+    )
+    p.add_argument(
+        "--offset-dir",
+        default=None,
+        help="root of the local offset files of --broadcast (default ~/.rocketmq_offsets)",
+    )
     return p
 
 
-_FROM = {"last": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-         "first": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-         "timestamp": ConsumeFromWhere.CONSUME_FROM_TIMESTAMP}
+_FROM = {
+    "last": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+    "first": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    "timestamp": ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+}
 
 
 def _format_message(m: MessageExt, with_body: bool) -> str:
-    line = (f"topic={m.topic} queueId={m.queue_id} queueOffset={m.queue_offset} "
-            f"msgId={m.uniq_key or m.msg_id} tags={m.tags} keys={m.keys} "
-            f"reconsumeTimes={m.reconsume_times} bornHost={m.born_host_str}")
+    line = (
+        f"topic={m.topic} queueId={m.queue_id} queueOffset={m.queue_offset} "
+        f"msgId={m.uniq_key or m.msg_id} tags={m.tags} keys={m.keys} "
+        f"reconsumeTimes={m.reconsume_times} bornHost={m.born_host_str}"
+    )
     if with_body:
         line += f" body={m.body.decode('utf-8', 'replace')!r}"
     return line
@@ -249,13 +294,18 @@ async def _consume(args: argparse.Namespace) -> int:
 
     config = _config(args)
     config.local_offset_store_dir = args.offset_dir
-    consumer = PushConsumer(args.group, config=config, listener=on_message,
-                            consume_from_where=_FROM[args.from_where],
-                            consume_timestamp=args.timestamp, consume_thread_max=1,
-                            send_back_to_broker=False, local_retry_delay_ms=60000,
-                            await_termination_ms=1000,
-                            message_model=(MessageModel.BROADCASTING if args.broadcast
-                                           else MessageModel.CLUSTERING))
+    consumer = PushConsumer(
+        args.group,
+        config=config,
+        listener=on_message,
+        consume_from_where=_FROM[args.from_where],
+        consume_timestamp=args.timestamp,
+        consume_thread_max=1,
+        send_back_to_broker=False,
+        local_retry_delay_ms=60000,
+        await_termination_ms=1000,
+        message_model=(MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING),
+    )
     if args.orderly:
         consumer.register_message_listener_orderly(on_message_orderly)
     consumer.subscribe(args.topic, args.expression)
@@ -277,8 +327,10 @@ async def _consume(args: argparse.Namespace) -> int:
 
 def consume_main(argv: Sequence[str] | None = None) -> int:
     args = _consume_parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         return _run(_consume(args))
     except (MQClientError, MQBrokerError, RemotingError) as e:

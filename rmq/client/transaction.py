@@ -35,6 +35,7 @@ executor, checks in a pool of ``check_thread_pool_nums`` threads, 1 as Java) or
 coroutines (awaited on the loop). At most ``check_request_hold_max`` checks wait;
 more are dropped (the broker asks again).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,10 +43,10 @@ import dataclasses
 import enum
 import inspect
 import logging
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Awaitable, Callable
 
 from rmq.client._util import BoundedTaskSet, is_async_callable
 from rmq.client.errors import MQClientError
@@ -54,8 +55,13 @@ from rmq.client.producer import Producer
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_message_id
 
-__all__ = ["LocalTransactionState", "TransactionListener", "TransactionSendResult",
-           "TransactionProducer", "TransactionMessageExt"]
+__all__ = [
+    "LocalTransactionState",
+    "TransactionListener",
+    "TransactionSendResult",
+    "TransactionProducer",
+    "TransactionMessageExt",
+]
 
 log = logging.getLogger("rmq.client.transaction")
 
@@ -63,8 +69,8 @@ log = logging.getLogger("rmq.client.transaction")
 class LocalTransactionState(enum.Enum):
     COMMIT_MESSAGE = "COMMIT_MESSAGE"
     ROLLBACK_MESSAGE = "ROLLBACK_MESSAGE"
-    UNKNOW = "UNKNOW"            # Java's spelling
-    UNKNOWN = "UNKNOW"           # alias
+    UNKNOW = "UNKNOW"  # Java's spelling
+    UNKNOWN = "UNKNOW"  # alias
 
 
 #: END_TRANSACTION ``commitOrRollback`` per state (MessageSysFlag values).
@@ -96,8 +102,7 @@ class TransactionMessageExt(MessageExt):
     @classmethod
     def of(cls, msg: MessageExt) -> TransactionMessageExt:
         values = {f.name: getattr(msg, f.name) for f in dataclasses.fields(MessageExt)}
-        return cls(**values, transaction_id=msg.properties.get(
-            MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        return cls(**values, transaction_id=msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
 
 @dataclass(slots=True)
@@ -108,11 +113,16 @@ class TransactionSendResult(SendResult):
 
 
 class TransactionProducer(Producer):
-    def __init__(self, group: str, namesrv_addr: str | None = None, *,
-                 transaction_listener: TransactionListener | None = None,
-                 check_thread_pool_nums: int = 1,
-                 check_request_hold_max: int = 2000,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | None = None,
+        *,
+        transaction_listener: TransactionListener | None = None,
+        check_thread_pool_nums: int = 1,
+        check_request_hold_max: int = 2000,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(group, namesrv_addr, **kwargs)
         self.transaction_listener = transaction_listener
         self.check_thread_pool_nums = max(1, check_thread_pool_nums)
@@ -124,8 +134,9 @@ class TransactionProducer(Producer):
         self.checks_answered = 0
 
     async def start(self) -> None:
-        self._check_executor = ThreadPoolExecutor(self.check_thread_pool_nums,
-                                                  thread_name_prefix=f"tx-check-{self.group}")
+        self._check_executor = ThreadPoolExecutor(
+            self.check_thread_pool_nums, thread_name_prefix=f"tx-check-{self.group}"
+        )
         self._check_sem = asyncio.Semaphore(self.check_thread_pool_nums)
         try:
             await super().start()
@@ -150,7 +161,7 @@ class TransactionProducer(Producer):
             raise MQClientError("TransactionListener is null")
         self._make_sure_state_ok()
         if msg.delay_time_level:
-            msg.delay_time_level = 0          # delayed transactional messages are not supported
+            msg.delay_time_level = 0  # delayed transactional messages are not supported
         msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
         validate_message(msg, self.max_message_size)
         msg.properties[MessageConst.TRANSACTION_PREPARED] = "true"
@@ -172,8 +183,7 @@ class TransactionProducer(Producer):
                 else:
                     state = got
                 if state is not LocalTransactionState.COMMIT_MESSAGE:
-                    log.info("executeLocalTransactionBranch return %s, msgId %s", state.value,
-                             result.msg_id)
+                    log.info("executeLocalTransactionBranch return %s, msgId %s", state.value, result.msg_id)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -184,16 +194,26 @@ class TransactionProducer(Producer):
         try:
             await self.end_transaction(msg, result, state, local_exc)
         except Exception as e:
-            log.warning("local transaction execute %s, but end broker transaction failed: %s",
-                        state.value, e)
+            log.warning("local transaction execute %s, but end broker transaction failed: %s", state.value, e)
         return TransactionSendResult(
-            result.status, result.msg_id, result.offset_msg_id, result.message_queue,
-            result.queue_offset, msg.transaction_id, result.region_id, result.trace_on,
-            state)
+            result.status,
+            result.msg_id,
+            result.offset_msg_id,
+            result.message_queue,
+            result.queue_offset,
+            msg.transaction_id,
+            result.region_id,
+            result.trace_on,
+            state,
+        )
 
-    async def end_transaction(self, msg: Message, result: SendResult,
-                              state: LocalTransactionState,
-                              local_exc: BaseException | None = None) -> None:
+    async def end_transaction(
+        self,
+        msg: Message,
+        result: SendResult,
+        state: LocalTransactionState,
+        local_exc: BaseException | None = None,
+    ) -> None:
         """END_TRANSACTION (oneway) for a half message this producer sent."""
         inst = self._make_sure_state_ok()
         _, _, commit_log_offset = decode_message_id(result.offset_msg_id or result.msg_id or "")
@@ -201,37 +221,47 @@ class TransactionProducer(Producer):
         if addr is None:
             raise MQClientError(f"The broker[{result.message_queue.broker_name}] not exist")
         header = EndTransactionRequestHeader(
-            self.group, result.queue_offset, commit_log_offset, COMMIT_OR_ROLLBACK[state],
-            result.msg_id or "", None, False, result.transaction_id or msg.transaction_id)
-        remark = (f"executeLocalTransactionBranch exception: {local_exc!r}"
-                  if local_exc is not None else None)
+            self.group,
+            result.queue_offset,
+            commit_log_offset,
+            COMMIT_OR_ROLLBACK[state],
+            result.msg_id or "",
+            None,
+            False,
+            result.transaction_id or msg.transaction_id,
+        )
+        remark = f"executeLocalTransactionBranch exception: {local_exc!r}" if local_exc is not None else None
         await inst.api.end_transaction_oneway(addr, header, remark)
 
     # ------------------------------------------------------------------ broker checks
-    def check_transaction_state(self, broker_addr: str, msg: MessageExt,
-                                header: CheckTransactionStateRequestHeader) -> None:
+    def check_transaction_state(
+        self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
         """CHECK_TRANSACTION_STATE from ``broker_addr`` (called by the client instance)."""
         if self.instance is None or self._check_sem is None:
             return
         if len(self._check_tasks) >= self.check_request_hold_max:
-            log.warning("too many transaction checks waiting (%d); dropped the check of %s",
-                        len(self._check_tasks), header.msg_id)
+            log.warning(
+                "too many transaction checks waiting (%d); dropped the check of %s",
+                len(self._check_tasks),
+                header.msg_id,
+            )
             return
-        self._check_tasks.spawn(self._check_logged(broker_addr, msg, header),
-                                f"tx-check {header.msg_id}")
+        self._check_tasks.spawn(self._check_logged(broker_addr, msg, header), f"tx-check {header.msg_id}")
 
-    async def _check_logged(self, broker_addr: str, msg: MessageExt,
-                            header: CheckTransactionStateRequestHeader) -> None:
+    async def _check_logged(
+        self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
         try:
             await self._check(broker_addr, msg, header)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("checkTransactionState of %s from %s failed", header.msg_id,
-                          broker_addr)
+            log.exception("checkTransactionState of %s from %s failed", header.msg_id, broker_addr)
 
-    async def _check(self, broker_addr: str, msg: MessageExt,
-                     header: CheckTransactionStateRequestHeader) -> None:
+    async def _check(
+        self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
         msg = TransactionMessageExt.of(msg)
         uniq = msg.transaction_id
         state = LocalTransactionState.UNKNOW
@@ -240,12 +270,12 @@ class TransactionProducer(Producer):
         assert self._check_sem is not None
         async with self._check_sem:
             if listener is None:
-                log.warning("CheckTransactionState, pick transactionListener by group[%s] "
-                            "failed", self.group)
+                log.warning("CheckTransactionState, pick transactionListener by group[%s] failed", self.group)
             else:
                 try:
-                    got = await self._call(listener.check_local_transaction, msg,
-                                           executor=self._check_executor)
+                    got = await self._call(
+                        listener.check_local_transaction, msg, executor=self._check_executor
+                    )
                     if isinstance(got, LocalTransactionState):
                         state = got
                     elif got is not None:
@@ -253,15 +283,23 @@ class TransactionProducer(Producer):
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:
-                    log.error("Broker call checkTransactionState, but checkLocalTransactionState "
-                              "exception: %r", e)
+                    log.error(
+                        "Broker call checkTransactionState, but checkLocalTransactionState exception: %r", e
+                    )
                     exc = e
         inst = self.instance
         if inst is None or self._state_name() != "RUNNING":
             return
         end = EndTransactionRequestHeader(
-            self.group, header.tran_state_table_offset, header.commit_log_offset,
-            COMMIT_OR_ROLLBACK[state], uniq or msg.msg_id, None, True, header.transaction_id)
+            self.group,
+            header.tran_state_table_offset,
+            header.commit_log_offset,
+            COMMIT_OR_ROLLBACK[state],
+            uniq or msg.msg_id,
+            None,
+            True,
+            header.transaction_id,
+        )
         remark = f"checkLocalTransactionState Exception: {exc!r}" if exc is not None else None
         try:
             await inst.api.end_transaction_oneway(broker_addr, end, remark)
@@ -274,8 +312,7 @@ class TransactionProducer(Producer):
         return self._state
 
     @staticmethod
-    async def _call(fn: Callable[..., Any], *args: Any,
-                    executor: ThreadPoolExecutor | None = None) -> Any:
+    async def _call(fn: Callable[..., Any], *args: Any, executor: ThreadPoolExecutor | None = None) -> Any:
         if is_async_callable(fn):
             return await fn(*args)
         result = await asyncio.get_running_loop().run_in_executor(executor, fn, *args)

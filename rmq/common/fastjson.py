@@ -18,18 +18,27 @@ One escape table serves the frame codec's JSON headers and the bodies: ``quote``
 is the legacy string writer, ``FASTJSON_ONLY`` the characters where it differs
 from json's C encoder.
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from json.encoder import encode_basestring as _c_json_str  # C accelerated, ensure_ascii=False
 from types import MappingProxyType
-from collections.abc import Mapping
 from typing import Any, Final
 
 __all__ = [
-    "FastjsonError", "FASTJSON_ONLY", "LEGACY_ESCAPES", "quote", "quote_standard",
-    "dumps", "loads", "dumps_object_keyed_map", "loads_object_keyed_map", "type_name",
+    "FastjsonError",
+    "FASTJSON_ONLY",
+    "LEGACY_ESCAPES",
+    "quote",
+    "quote_standard",
+    "dumps",
+    "loads",
+    "dumps_object_keyed_map",
+    "loads_object_keyed_map",
+    "type_name",
 ]
 
 
@@ -47,8 +56,19 @@ def _legacy_escapes() -> Mapping[int, str]:
     # separators as \\uXXXX (uppercase hex), the usual short forms, '/' left alone.
     table = {c: f"\\u{c:04X}" for c in range(0x20)}
     table.update({c: f"\\u{c:04X}" for c in range(0x7F, 0xA0)})
-    table.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r",
-                  0x22: '\\"', 0x5C: "\\\\", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+    table.update(
+        {
+            0x08: "\\b",
+            0x09: "\\t",
+            0x0A: "\\n",
+            0x0C: "\\f",
+            0x0D: "\\r",
+            0x22: '\\"',
+            0x5C: "\\\\",
+            0x2028: "\\u2028",
+            0x2029: "\\u2029",
+        }
+    )
     return MappingProxyType(table)
 
 
@@ -60,9 +80,9 @@ LEGACY_ESCAPES: Final = _legacy_escapes()
 #: U+2028/9 (the C encoder leaves them raw). Every other string takes the C encoder.
 FASTJSON_ONLY: Final = re.compile("[\x0b\x0e\x0f\x1a-\x1f\x7f-\x9f\u2028\u2029]")
 
-_BROWSER_SHORT: Mapping[str, str] = MappingProxyType({
-    "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r",
-    '"': '\\"', "/": "\\/", "\\": "\\\\"})
+_BROWSER_SHORT: Mapping[str, str] = MappingProxyType(
+    {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "/": "\\/", "\\": "\\\\"}
+)
 _NEEDS_BROWSER_ESCAPE = re.compile('["\\\\/\x00-\x1f\x7f-\U0010ffff]')
 
 
@@ -111,7 +131,7 @@ def _write(value: Any, browser: bool, out: list[str]) -> None:
         first = True
         for k in sorted(value):
             v = value[k]
-            if v is None:      # fastjson drops null properties and null map values
+            if v is None:  # fastjson drops null properties and null map values
                 continue
             if not first:
                 out.append(",")
@@ -180,10 +200,10 @@ def _quote_bare_keys(text: str) -> str:
             break
         pos = m.end()
         if m.group() == '"':
-            while True:                       # skip to the closing quote
+            while True:  # skip to the closing quote
                 e = _STRING_END.search(text, pos)
                 if e is None:
-                    pos = n                   # unterminated: the parser will say so
+                    pos = n  # unterminated: the parser will say so
                     break
                 if e.group() == "\\":
                     pos = e.end() + 1
@@ -193,7 +213,7 @@ def _quote_bare_keys(text: str) -> str:
             continue
         k = _BARE_KEY.match(text, pos)
         if k is not None:
-            parts.append(text[last:k.start(1)])
+            parts.append(text[last : k.start(1)])
             parts.append('"' + k.group(1) + '"')
             last = k.end(1)
             pos = k.end()

@@ -1,5 +1,6 @@
 """Monotonic milliseconds: for intervals and timeouts (liveness, housekeeping), which a
 wall-clock step must not stretch or cut. Wall-clock time is ``rmq.common.clock.now_ms``."""
+
 from __future__ import annotations
 
 import time

@@ -8,6 +8,7 @@ error is a ``PropertiesError`` whose message starts with the key (or the line). 
 caller reads the file and decides what an unknown key means (RocketMQ ignores it; rmq
 warns about it).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,7 +34,7 @@ def parse_properties_text(text: str) -> dict[str, str]:
         cut = min((i for i in (s.find("="), s.find(":")) if i >= 0), default=-1)
         if cut < 0:
             raise PropertiesError(f"line {lineno}: expected key=value, got {s!r}")
-        key, value = s[:cut].strip(), s[cut + 1:].strip()
+        key, value = s[:cut].strip(), s[cut + 1 :].strip()
         if not key:
             raise PropertiesError(f"line {lineno}: empty key")
         out[key] = value
@@ -80,4 +81,3 @@ def apply_properties(obj: Any, props: Mapping[str, str]) -> list[str]:
             continue
         setattr(obj, key, convert(key, raw, hints[key]))
     return unknown
-

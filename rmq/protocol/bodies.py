@@ -21,6 +21,7 @@ DataVersion JSON, ``TopicConfig.encode()`` lines and the filter server list),
 admin bodies (ConsumeStats with its object-keyed map, connection lists,
 SubscriptionGroupConfig's keys).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,8 @@ import json
 import re
 import struct
 import zlib
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar, cast
 
 from rmq.common import fastjson
@@ -41,28 +42,75 @@ from rmq.protocol.message import java_hash
 
 __all__ = [
     # the dialect, raising ProtocolError
-    "loads_fastjson", "dumps_fastjson", "loads_object_keyed_map", "dumps_object_keyed_map",
+    "loads_fastjson",
+    "dumps_fastjson",
+    "loads_object_keyed_map",
+    "dumps_object_keyed_map",
     # the table
-    "Text", "Codec", "BodyField", "Body", "json_body", "REQUIRED", "STR", "STR_ONLY", "INT", "LONG",
-    "NON_NEGATIVE_LONG", "BOOL", "LONG_KEY", "list_of", "set_of", "map_of", "body_of",
-    "enum_of", "one_of", "nonempty",
+    "Text",
+    "Codec",
+    "BodyField",
+    "Body",
+    "json_body",
+    "REQUIRED",
+    "STR",
+    "STR_ONLY",
+    "INT",
+    "LONG",
+    "NON_NEGATIVE_LONG",
+    "BOOL",
+    "LONG_KEY",
+    "list_of",
+    "set_of",
+    "map_of",
+    "body_of",
+    "enum_of",
+    "one_of",
+    "nonempty",
     # bodies
-    "TopicConfig", "DataVersion", "TopicConfigSerializeWrapper", "RegisterBrokerBody",
-    "QueueData", "BrokerData", "TopicRouteData", "ClusterInfo", "TopicList", "KVTable",
-    "ProducerData", "SubscriptionData", "ConsumerData", "HeartbeatData", "ConsumerIdList",
-    "MessageQueue", "LockBatchRequestBody", "LockBatchResponseBody", "UnlockBatchRequestBody",
-    "OffsetWrapper", "ConsumeStats", "Connection", "ConsumerConnection", "ProducerConnection",
-    "SUBSCRIPTION_GROUP_KEYS", "subscription_group_string", "java_double",
-    "MASTER_ID", "SUB_ALL", "EXPRESSION_TYPE_TAG", "EXPRESSION_TYPE_SQL92",
-    "TOPIC_FILTER_TYPES", "DEFAULT_QUEUE_NUMS", "CONSUME_TYPES", "MESSAGE_MODELS",
+    "TopicConfig",
+    "DataVersion",
+    "TopicConfigSerializeWrapper",
+    "RegisterBrokerBody",
+    "QueueData",
+    "BrokerData",
+    "TopicRouteData",
+    "ClusterInfo",
+    "TopicList",
+    "KVTable",
+    "ProducerData",
+    "SubscriptionData",
+    "ConsumerData",
+    "HeartbeatData",
+    "ConsumerIdList",
+    "MessageQueue",
+    "LockBatchRequestBody",
+    "LockBatchResponseBody",
+    "UnlockBatchRequestBody",
+    "OffsetWrapper",
+    "ConsumeStats",
+    "Connection",
+    "ConsumerConnection",
+    "ProducerConnection",
+    "SUBSCRIPTION_GROUP_KEYS",
+    "subscription_group_string",
+    "java_double",
+    "MASTER_ID",
+    "SUB_ALL",
+    "EXPRESSION_TYPE_TAG",
+    "EXPRESSION_TYPE_SQL92",
+    "TOPIC_FILTER_TYPES",
+    "DEFAULT_QUEUE_NUMS",
+    "CONSUME_TYPES",
+    "MESSAGE_MODELS",
     "CONSUME_FROM_WHERE",
 ]
 
-SUB_ALL = "*"                     # SubscriptionData.SUB_ALL
+SUB_ALL = "*"  # SubscriptionData.SUB_ALL
 EXPRESSION_TYPE_TAG = "TAG"
 EXPRESSION_TYPE_SQL92 = "SQL92"
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
-DEFAULT_QUEUE_NUMS = 16           # TopicConfig.defaultRead/WriteQueueNums
+DEFAULT_QUEUE_NUMS = 16  # TopicConfig.defaultRead/WriteQueueNums
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
@@ -100,8 +148,8 @@ def loads_object_keyed_map(data: Text, field: str) -> list[tuple[dict[str, Any],
 
 
 # =========================================================================== codecs
-_Reader = Callable[[Any, str], Any]     # (JSON value, what) -> Python value
-_Writer = Callable[[Any], Any]          # Python value -> JSON-ready value
+_Reader = Callable[[Any, str], Any]  # (JSON value, what) -> Python value
+_Writer = Callable[[Any], Any]  # Python value -> JSON-ready value
 
 
 class Codec(NamedTuple):
@@ -119,7 +167,7 @@ class Codec(NamedTuple):
 def _read_str(v: Any, what: str) -> str:
     if isinstance(v, str):
         return v
-    if isinstance(v, (int, bool)):    # fastjson coerces scalars into String fields
+    if isinstance(v, (int, bool)):  # fastjson coerces scalars into String fields
         return json.dumps(v)
     raise ProtocolError(f"{what} is {type_name(v)}, not a string")
 
@@ -134,7 +182,7 @@ def _integer(v: Any, what: str, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise ProtocolError(f"{what} is {type_name(v)}, not an integer")
     n: int
-    if isinstance(v, str):            # fastjson parses numeric strings into int fields
+    if isinstance(v, str):  # fastjson parses numeric strings into int fields
         s = v.strip()
         if _DECIMAL.fullmatch(s) is None:
             raise ProtocolError(f"{what} is not an integer: {v[:40]!r}")
@@ -148,9 +196,10 @@ def _integer(v: Any, what: str, lo: int, hi: int) -> int:
 
 def _integer_codec(lo: int, hi: int) -> Codec:
     def read(v: Any, what: str) -> int:
-        if type(v) is int and lo <= v <= hi:   # the common case, one call less
+        if type(v) is int and lo <= v <= hi:  # the common case, one call less
             return v
         return _integer(v, what, lo, hi)
+
     return Codec(read)
 
 
@@ -191,6 +240,7 @@ def list_of(elem: Codec, sort: bool = False) -> Codec:
     def write(v: Any) -> list[Any]:
         items = sorted(v) if sort else v
         return list(items) if write_elem is None else [write_elem(x) for x in items]
+
     return Codec(read, write)
 
 
@@ -204,6 +254,7 @@ def set_of(elem: Codec) -> Codec:
 
     def write(v: Any) -> list[Any]:
         return sorted(v) if write_elem is None else [write_elem(x) for x in sorted(v)]
+
     return Codec(read, write)
 
 
@@ -226,37 +277,44 @@ def map_of(value: Codec, key: Codec | None = None) -> Codec:
 
     def write(v: Any) -> dict[Any, Any]:
         return dict(v) if write_value is None else {k: write_value(x) for k, x in v.items()}
+
     return Codec(read, write)
 
 
 def body_of(cls: type[Body]) -> Codec:
     """A nested body."""
+
     def read(v: Any, what: str) -> Body:
         return cls.from_obj(v, what)
 
     def write(v: Body) -> dict[str, Any]:
         return v.to_obj()
+
     return Codec(read, write)
 
 
 def enum_of(names: tuple[str, ...]) -> Codec:
     """A Java enum by name. The C++ clients send ordinals ("1" or 1); they read as the
     name at that ordinal. Other values pass as they are."""
+
     def read(v: Any, what: str) -> str:
         s = _read_str(v, what)
         if s.isdigit() and int(s) < len(names):
             return names[int(s)]
         return s
+
     return Codec(read)
 
 
 def one_of(values: tuple[str, ...]) -> Codec:
     """A String property that must hold one of ``values``."""
+
     def read(v: Any, what: str) -> str:
         s = _read_str(v, what)
         if s not in values:
             raise ProtocolError(f"unknown {what.removeprefix('field ')} {s!r:.40}")
         return s
+
     return Codec(read)
 
 
@@ -266,6 +324,7 @@ def nonempty(codec: Codec) -> Codec:
 
     def read(v: Any, what: str) -> Any:
         return read_inner(v, what) or None
+
     return Codec(read, codec.write)
 
 
@@ -285,12 +344,12 @@ _DATACLASS_DEFAULT: Final = object()
 class BodyField(NamedTuple):
     """One row of a body's table."""
 
-    attr: str                       # snake_case attribute
-    name: str                       # JSON property
-    aliases: tuple[str, ...]        # older spellings, read when ``name`` is absent
+    attr: str  # snake_case attribute
+    name: str  # JSON property
+    aliases: tuple[str, ...]  # older spellings, read when ``name`` is absent
     codec: Codec
-    missing: Any                    # REQUIRED, or what an absent property reads as
-    factory: Callable[[], Any] | None   # the dataclass default_factory, called instead
+    missing: Any  # REQUIRED, or what an absent property reads as
+    factory: Callable[[], Any] | None  # the dataclass default_factory, called instead
 
 
 B = TypeVar("B", bound="Body")
@@ -304,8 +363,9 @@ class Body:
     FIELDS: ClassVar[tuple[BodyField, ...]] = ()
     # Compiled forms of FIELDS: (name, aliases, read, what, missing, factory) in
     # dataclass order / (name, attr, write) sorted by name (fastjson's bean order).
-    _DECODE: ClassVar[tuple[tuple[str, tuple[str, ...], _Reader, str, Any,
-                                  Callable[[], Any] | None], ...]] = ()
+    _DECODE: ClassVar[
+        tuple[tuple[str, tuple[str, ...], _Reader, str, Any, Callable[[], Any] | None], ...]
+    ] = ()
     _ENCODE: ClassVar[tuple[tuple[str, str, _Writer | None], ...]] = ()
 
     def to_obj(self) -> dict[str, Any]:
@@ -356,6 +416,7 @@ def json_body(*rows: tuple[Any, ...]) -> Callable[[type[B]], type[B]]:
     property reads as; left out, the dataclass default (or default_factory) serves.
     Checked once at import: the rows name the dataclass fields in order.
     """
+
     def apply(cls: type[B]) -> type[B]:
         fields = dataclasses.fields(cast(Any, cls))
         if [f.name for f in fields] != [r[0] for r in rows]:
@@ -373,15 +434,18 @@ def json_body(*rows: tuple[Any, ...]) -> Callable[[type[B]], type[B]]:
                 elif f.default_factory is not dataclasses.MISSING:
                     missing, factory = None, f.default_factory
                 else:
-                    raise TypeError(f"{cls.__name__}.{f.name}: no default, so the row "
-                                    "must say what an absent property reads as")
+                    raise TypeError(
+                        f"{cls.__name__}.{f.name}: no default, so the row "
+                        "must say what an absent property reads as"
+                    )
             table.append(BodyField(f.name, names[0], names[1:], row[2], missing, factory))
         cls.FIELDS = tuple(table)
-        cls._DECODE = tuple((t.name, t.aliases, t.codec.read, f"field {t.name}", t.missing,
-                             t.factory) for t in table)
-        cls._ENCODE = tuple((t.name, t.attr, t.codec.write)
-                            for t in sorted(table, key=lambda t: t.name))
+        cls._DECODE = tuple(
+            (t.name, t.aliases, t.codec.read, f"field {t.name}", t.missing, t.factory) for t in table
+        )
+        cls._ENCODE = tuple((t.name, t.attr, t.codec.write) for t in sorted(table, key=lambda t: t.name))
         return cls
+
     return apply
 
 
@@ -407,7 +471,7 @@ class TopicConfig(Body):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
-    attributes: dict[str, str] | None = None     # 5.x; None = not sent (4.9.8)
+    attributes: dict[str, str] | None = None  # 5.x; None = not sent (4.9.8)
 
     def encode(self) -> str:
         """``TopicConfig.encode()``: ``name read write perm filterType`` (+ 5.x attributes).
@@ -415,8 +479,10 @@ class TopicConfig(Body):
         The compressed register body carries only these fields: topicSysFlag and
         order do not survive it (as in RocketMQ).
         """
-        text = (f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} "
-                f"{self.perm} {self.topic_filter_type}")
+        text = (
+            f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} "
+            f"{self.perm} {self.topic_filter_type}"
+        )
         if self.attributes is not None:
             text += " " + fastjson.dumps(self.attributes).decode()
         return text
@@ -425,7 +491,7 @@ class TopicConfig(Body):
     def decode(cls, text: str) -> TopicConfig:
         """``TopicConfig.decode``: 5 space-separated fields, an optional 6th (5.x attributes)."""
         parts = text.split(" ")
-        while parts and parts[-1] == "":   # Java's split drops trailing empty strings
+        while parts and parts[-1] == "":  # Java's split drops trailing empty strings
             parts.pop()
         if len(parts) < 5:
             raise ProtocolError(f"topic config text has {len(parts)} fields, not 5: {text[:80]!r}")
@@ -444,9 +510,14 @@ class TopicConfig(Body):
                     attributes = attrs
             except FastjsonError:
                 pass
-        return cls(name, _integer(read, "readQueueNums", _INT_MIN, _INT_MAX),
-                   _integer(write, "writeQueueNums", _INT_MIN, _INT_MAX),
-                   _integer(perm, "perm", _INT_MIN, _INT_MAX), tft, attributes=attributes)
+        return cls(
+            name,
+            _integer(read, "readQueueNums", _INT_MIN, _INT_MAX),
+            _integer(write, "writeQueueNums", _INT_MIN, _INT_MAX),
+            _integer(perm, "perm", _INT_MIN, _INT_MAX),
+            tft,
+            attributes=attributes,
+        )
 
 
 @json_body(
@@ -464,7 +535,7 @@ class DataVersion(Body):
 
     timestamp: int = 0
     counter: int = 0
-    state_version: int | None = None    # 5.x; None = not sent (4.9.8)
+    state_version: int | None = None  # 5.x; None = not sent (4.9.8)
 
     def next_version(self, now_ms: int) -> DataVersion:
         return DataVersion(now_ms, self.counter + 1, self.state_version)
@@ -501,9 +572,11 @@ class _Inflated:
     def chunk(self, what: str) -> bytes:
         n = self.int32(what + " length")
         if n < 0 or self.pos + n > len(self.buf):
-            raise ProtocolError(f"compressed register body: {what} length {n} "
-                                f"exceeds the {len(self.buf) - self.pos} bytes left")
-        data = self.buf[self.pos:self.pos + n]
+            raise ProtocolError(
+                f"compressed register body: {what} length {n} "
+                f"exceeds the {len(self.buf) - self.pos} bytes left"
+            )
+        data = self.buf[self.pos : self.pos + n]
         self.pos += n
         return data
 
@@ -516,8 +589,7 @@ def _utf8(b: bytes, what: str) -> str:
 
 
 @json_body(
-    ("topic_config_serialize_wrapper", "topicConfigSerializeWrapper",
-     body_of(TopicConfigSerializeWrapper)),
+    ("topic_config_serialize_wrapper", "topicConfigSerializeWrapper", body_of(TopicConfigSerializeWrapper)),
     ("filter_server_list", "filterServerList", list_of(STR_ONLY)),
 )
 @dataclass(slots=True)
@@ -525,7 +597,8 @@ class RegisterBrokerBody(Body):
     """``RegisterBrokerBody`` (spec 2.14): plain JSON or the compressed form."""
 
     topic_config_serialize_wrapper: TopicConfigSerializeWrapper = field(
-        default_factory=TopicConfigSerializeWrapper)
+        default_factory=TopicConfigSerializeWrapper
+    )
     filter_server_list: list[str] = field(default_factory=list)
 
     def encode(self, compress: bool) -> bytes:
@@ -579,7 +652,7 @@ class RegisterBrokerBody(Body):
     ("read_queue_nums", "readQueueNums", INT, 0),
     ("write_queue_nums", "writeQueueNums", INT, 0),
     ("perm", "perm", INT, 0),
-    ("topic_sys_flag", ("topicSysFlag", "topicSynFlag"), INT),   # 4.x before 4.9: Syn
+    ("topic_sys_flag", ("topicSysFlag", "topicSynFlag"), INT),  # 4.x before 4.9: Syn
 )
 @dataclass(slots=True)
 class QueueData(Body):
@@ -592,8 +665,9 @@ class QueueData(Body):
     topic_sys_flag: int = 0
 
     def copy(self) -> QueueData:
-        return QueueData(self.broker_name, self.read_queue_nums, self.write_queue_nums,
-                         self.perm, self.topic_sys_flag)
+        return QueueData(
+            self.broker_name, self.read_queue_nums, self.write_queue_nums, self.perm, self.topic_sys_flag
+        )
 
 
 @json_body(
@@ -610,15 +684,16 @@ class BrokerData(Body):
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
-    enable_acting_master: bool | None = None    # 5.x
-    zone_name: str | None = None                # 5.x
+    enable_acting_master: bool | None = None  # 5.x
+    zone_name: str | None = None  # 5.x
 
     def master_addr(self) -> str | None:
         return self.broker_addrs.get(MASTER_ID)
 
     def copy(self) -> BrokerData:
-        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs),
-                          self.enable_acting_master, self.zone_name)
+        return BrokerData(
+            self.cluster, self.broker_name, dict(self.broker_addrs), self.enable_acting_master, self.zone_name
+        )
 
 
 @json_body(
@@ -712,8 +787,9 @@ class SubscriptionData(Body):
     class_filter_mode: bool = False
 
     @classmethod
-    def build(cls, topic: str, expression: str | None, expression_type: str | None = None,
-              sub_version: int = 0) -> SubscriptionData:
+    def build(
+        cls, topic: str, expression: str | None, expression_type: str | None = None, sub_version: int = 0
+    ) -> SubscriptionData:
         """``FilterAPI.build``: parse a TAG expression, or keep an SQL92 one verbatim.
 
         TAG: null, empty or ``*`` subscribe to everything; otherwise split on
@@ -727,7 +803,7 @@ class SubscriptionData(Body):
             tags: list[str] = []
             for part in expression.split("||"):
                 tag = _java_trim(part)
-                if tag and tag not in tags:   # HashSet semantics
+                if tag and tag not in tags:  # HashSet semantics
                     tags.append(tag)
             return cls(topic, expression, tags, [java_hash(t) for t in tags], sub_version)
         if not expression:
@@ -739,10 +815,14 @@ class SubscriptionData(Body):
 # and Node clients names; the broker works with names.
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
-CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET",
-                      "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-                      "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET",
-                      "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP")
+CONSUME_FROM_WHERE = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+)
 
 
 @json_body(
@@ -756,8 +836,8 @@ CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET",
 @dataclass(slots=True)
 class ConsumerData(Body):
     group_name: str
-    consume_type: str               # CONSUME_ACTIVELY / CONSUME_PASSIVELY / CONSUME_POP
-    message_model: str              # CLUSTERING / BROADCASTING
+    consume_type: str  # CONSUME_ACTIVELY / CONSUME_PASSIVELY / CONSUME_POP
+    message_model: str  # CLUSTERING / BROADCASTING
     consume_from_where: str
     subscription_data_set: list[SubscriptionData] = field(default_factory=list)
     unit_mode: bool = False
@@ -777,8 +857,8 @@ class HeartbeatData(Body):
     client_id: str
     producer_data_set: list[ProducerData] = field(default_factory=list)
     consumer_data_set: list[ConsumerData] = field(default_factory=list)
-    heartbeat_fingerprint: int | None = None    # 5.x
-    without_sub: bool | None = None             # 5.x
+    heartbeat_fingerprint: int | None = None  # 5.x
+    without_sub: bool | None = None  # 5.x
 
 
 @json_body(("consumer_id_list", "consumerIdList", list_of(STR_ONLY)))
@@ -871,16 +951,20 @@ class ConsumeStats:
     consume_tps: float = 0.0
 
     def to_json(self) -> bytes:
-        entries = ",".join(fastjson.dumps(mq.to_obj()).decode() + ":"
-                           + fastjson.dumps(ow.to_obj()).decode()
-                           for mq, ow in self.offset_table)
-        return ('{"consumeTps":' + java_double(self.consume_tps)
-                + ',"offsetTable":{' + entries + "}}").encode()
+        entries = ",".join(
+            fastjson.dumps(mq.to_obj()).decode() + ":" + fastjson.dumps(ow.to_obj()).decode()
+            for mq, ow in self.offset_table
+        )
+        return (
+            '{"consumeTps":' + java_double(self.consume_tps) + ',"offsetTable":{' + entries + "}}"
+        ).encode()
 
     @classmethod
     def from_json(cls, data: Text) -> ConsumeStats:
-        table = [(MessageQueue.from_obj(k), OffsetWrapper.from_obj(v))
-                 for k, v in loads_object_keyed_map(data, "offsetTable")]
+        table = [
+            (MessageQueue.from_obj(k), OffsetWrapper.from_obj(v))
+            for k, v in loads_object_keyed_map(data, "offsetTable")
+        ]
         tps = 0.0
         text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
         # consumeTps is a plain property; read it without the object-keyed map in the way
@@ -893,8 +977,9 @@ class ConsumeStats:
             try:
                 tps = float(text[j:k])
             except ValueError:
-                raise ProtocolError(f"ConsumeStats.consumeTps is not a number: "
-                                    f"{text[j:j + 20]!r}") from None
+                raise ProtocolError(
+                    f"ConsumeStats.consumeTps is not a number: {text[j : j + 20]!r}"
+                ) from None
         return cls(table, tps)
 
     def compute_total_diff(self) -> int:
@@ -947,15 +1032,26 @@ class ProducerConnection(Body):
 #: SubscriptionGroupConfig (4.9.8) properties, in toString order, with their types
 #: (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200 body).
 SUBSCRIPTION_GROUP_KEYS: tuple[tuple[str, type], ...] = (
-    ("groupName", str), ("consumeEnable", bool), ("consumeFromMinEnable", bool),
-    ("consumeBroadcastEnable", bool), ("retryQueueNums", int), ("retryMaxTimes", int),
-    ("brokerId", int), ("whichBrokerWhenConsumeSlowly", int),
-    ("notifyConsumerIdsChangedEnable", bool))
+    ("groupName", str),
+    ("consumeEnable", bool),
+    ("consumeFromMinEnable", bool),
+    ("consumeBroadcastEnable", bool),
+    ("retryQueueNums", int),
+    ("retryMaxTimes", int),
+    ("brokerId", int),
+    ("whichBrokerWhenConsumeSlowly", int),
+    ("notifyConsumerIdsChangedEnable", bool),
+)
 
 
 def subscription_group_string(cfg: dict[str, Any]) -> str:
     """SubscriptionGroupConfig.toString() (what ``mqadmin updateSubGroup`` prints)."""
+
     def fmt(v: Any) -> str:
         return ("true" if v else "false") if isinstance(v, bool) else str(v)
-    return ("SubscriptionGroupConfig [" + ", ".join(f"{k}={fmt(cfg.get(k))}"
-                                                   for k, _ in SUBSCRIPTION_GROUP_KEYS) + "]")
+
+    return (
+        "SubscriptionGroupConfig ["
+        + ", ".join(f"{k}={fmt(cfg.get(k))}" for k, _ in SUBSCRIPTION_GROUP_KEYS)
+        + "]"
+    )

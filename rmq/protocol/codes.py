@@ -5,10 +5,11 @@ constants (so ``RequestCode.SEND_MESSAGE_V2`` reads like the Java source) with a
 ``name_of(code)`` lookup for logs. The reverse maps are built once when the class
 is created and exposed read-only; nothing here changes after import.
 """
+
 from __future__ import annotations
 
-from types import MappingProxyType
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import ClassVar
 
 
@@ -333,8 +334,8 @@ class SerializeType(_CodeTable):
 class RemotingFlag(_CodeTable):
     """``RemotingCommand.flag`` bits (spec 1.2)."""
 
-    RESPONSE = 1   # RPC_TYPE bit: 0 = request, 1 = response
-    ONEWAY = 2     # RPC_ONEWAY bit: the requester expects no answer
+    RESPONSE = 1  # RPC_TYPE bit: 0 = request, 1 = response
+    ONEWAY = 2  # RPC_ONEWAY bit: the requester expects no answer
 
 
 class PullSysFlag(_CodeTable):
@@ -347,13 +348,20 @@ class PullSysFlag(_CodeTable):
     LITE_PULL_MESSAGE = 0x10
 
     @staticmethod
-    def build(commit_offset: bool, suspend: bool, subscription: bool,
-              class_filter: bool = False, lite_pull: bool = False) -> int:
-        return ((PullSysFlag.COMMIT_OFFSET if commit_offset else 0)
-                | (PullSysFlag.SUSPEND if suspend else 0)
-                | (PullSysFlag.SUBSCRIPTION if subscription else 0)
-                | (PullSysFlag.CLASS_FILTER if class_filter else 0)
-                | (PullSysFlag.LITE_PULL_MESSAGE if lite_pull else 0))
+    def build(
+        commit_offset: bool,
+        suspend: bool,
+        subscription: bool,
+        class_filter: bool = False,
+        lite_pull: bool = False,
+    ) -> int:
+        return (
+            (PullSysFlag.COMMIT_OFFSET if commit_offset else 0)
+            | (PullSysFlag.SUSPEND if suspend else 0)
+            | (PullSysFlag.SUBSCRIPTION if subscription else 0)
+            | (PullSysFlag.CLASS_FILTER if class_filter else 0)
+            | (PullSysFlag.LITE_PULL_MESSAGE if lite_pull else 0)
+        )
 
     @staticmethod
     def clear_commit_offset(sys_flag: int) -> int:
@@ -403,9 +411,11 @@ class PermName(_CodeTable):
     @staticmethod
     def perm_to_string(perm: int) -> str:
         """``PermName.perm2String``: "RWX" positions, "-" where the bit is clear."""
-        return (("R" if perm & PermName.PERM_READ else "-")
-                + ("W" if perm & PermName.PERM_WRITE else "-")
-                + ("X" if perm & PermName.PERM_INHERIT else "-"))
+        return (
+            ("R" if perm & PermName.PERM_READ else "-")
+            + ("W" if perm & PermName.PERM_WRITE else "-")
+            + ("X" if perm & PermName.PERM_INHERIT else "-")
+        )
 
 
 PERM_RW = PermName.PERM_READ | PermName.PERM_WRITE
@@ -415,8 +425,8 @@ class MQVersion(_CodeTable):
     """Ordinals of ``MQVersion.Version`` that change wire behaviour (spec 1.2, 2.15)."""
 
     V3_4_9 = 121
-    V4_9_4 = 401    # namesrv answers standard JSON route data from here on
-    V4_9_8 = 409    # what rmq announces by default
+    V4_9_4 = 401  # namesrv answers standard JSON route data from here on
+    V4_9_8 = 409  # what rmq announces by default
     V5_0_0 = 413
     V5_3_3 = 479
 

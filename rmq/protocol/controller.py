@@ -23,6 +23,7 @@ BROKER_HEARTBEAT (a broker, every second, to the controller NameServer):
   the asking broker must register with: 0 if it is the master). All absent while the
   group has no master.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,10 +33,19 @@ from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import BOOL, INT, LONG, OPTIONAL, REQUIRED, STR, Header, _wire
 
 __all__ = [
-    "ROLE_SLAVE", "MASTER_ROLES", "BrokerHeartbeatRequestHeader",
-    "BrokerHeartbeatResponseHeader", "HeartbeatBody", "ElectMasterRequestHeader",
-    "ElectMasterResponseHeader", "GetSyncStateDataRequestHeader", "MemberStatus",
-    "EpochRecord", "GroupStatus", "encode_group_statuses", "decode_group_statuses",
+    "ROLE_SLAVE",
+    "MASTER_ROLES",
+    "BrokerHeartbeatRequestHeader",
+    "BrokerHeartbeatResponseHeader",
+    "HeartbeatBody",
+    "ElectMasterRequestHeader",
+    "ElectMasterResponseHeader",
+    "GetSyncStateDataRequestHeader",
+    "MemberStatus",
+    "EpochRecord",
+    "GroupStatus",
+    "encode_group_statuses",
+    "decode_group_statuses",
 ]
 
 ROLE_SLAVE = "SLAVE"
@@ -64,18 +74,18 @@ class BrokerHeartbeatRequestHeader(Header):
     epoch: int = 0
     max_offset: int = 0
     epoch_start_offset: int = -1
-    heartbeat_timeout_millis: int | None = None   # RocketMQ 5's; not used by rmq
+    heartbeat_timeout_millis: int | None = None  # RocketMQ 5's; not used by rmq
 
     def check(self) -> None:
         """ProtocolError for values no broker sends."""
         if self.role not in _ROLES:
-            raise ProtocolError(f"header field role must be one of {', '.join(sorted(_ROLES))}, "
-                                f"not {self.role!r}")
+            raise ProtocolError(
+                f"header field role must be one of {', '.join(sorted(_ROLES))}, not {self.role!r}"
+            )
         if self.broker_id < 0 or self.epoch < 0 or self.max_offset < 0:
             raise ProtocolError("brokerId, epoch and maxOffset must not be negative")
         if not self.broker_name or not self.broker_addr or ":" not in self.broker_addr:
-            raise ProtocolError(f"bad brokerName/brokerAddr {self.broker_name!r} "
-                                f"{self.broker_addr!r}")
+            raise ProtocolError(f"bad brokerName/brokerAddr {self.broker_name!r} {self.broker_addr!r}")
 
 
 @_wire(
@@ -172,7 +182,7 @@ class MemberStatus(jb.Body):
     role: str
     epoch: int
     max_offset: int
-    ack_offset: int | None      # as the group's master last reported it
+    ack_offset: int | None  # as the group's master last reported it
     in_sync: bool
     alive: bool
     last_heartbeat_ago_ms: int
@@ -193,7 +203,7 @@ class EpochRecord(jb.Body):
     start_offset: int
     master_addr: str
     reason: str
-    time_ms: int                # wall clock
+    time_ms: int  # wall clock
 
 
 @jb.json_body(

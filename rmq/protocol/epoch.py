@@ -27,17 +27,24 @@ RocketMQ's own HA handshake sends 12-byte entries (epoch, start) and lets the re
 fill in each end from the next start plus the sender's max offset; we carry the end so
 the entries are self-contained, and ``close_last`` does that fill-in where needed.
 """
+
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from rmq.protocol.errors import ProtocolError
 
 __all__ = [
-    "EPOCH_ENTRY_SIZE", "EpochEntry", "encode_epoch_entry", "decode_epoch_entry",
-    "encode_epoch_list", "decode_epoch_list", "validate_history", "close_last",
+    "EPOCH_ENTRY_SIZE",
+    "EpochEntry",
+    "encode_epoch_entry",
+    "decode_epoch_entry",
+    "encode_epoch_list",
+    "decode_epoch_list",
+    "validate_history",
+    "close_last",
     "find_consistent_point",
 ]
 
@@ -65,10 +72,11 @@ class EpochEntry:
         if not 0 <= self.start_offset <= _INT64_MAX:
             raise ValueError(f"start offset {self.start_offset} outside [0, 2^63)")
         if self.end_offset is not None and not self.start_offset <= self.end_offset <= _INT64_MAX:
-            raise ValueError(f"epoch {self.epoch}: end offset {self.end_offset} before its "
-                             f"start {self.start_offset}")
+            raise ValueError(
+                f"epoch {self.epoch}: end offset {self.end_offset} before its start {self.start_offset}"
+            )
 
-    def with_end(self, end_offset: int | None) -> "EpochEntry":
+    def with_end(self, end_offset: int | None) -> EpochEntry:
         return EpochEntry(self.epoch, self.start_offset, end_offset)
 
     def __str__(self) -> str:
@@ -77,8 +85,7 @@ class EpochEntry:
 
 
 def encode_epoch_entry(entry: EpochEntry) -> bytes:
-    return _ENTRY.pack(entry.epoch, entry.start_offset,
-                       -1 if entry.end_offset is None else entry.end_offset)
+    return _ENTRY.pack(entry.epoch, entry.start_offset, -1 if entry.end_offset is None else entry.end_offset)
 
 
 def _entry_at(buf: bytes | bytearray | memoryview, pos: int) -> EpochEntry:
@@ -132,8 +139,7 @@ def validate_history(entries: Sequence[EpochEntry]) -> str | None:
         if b.start_offset < a.start_offset:
             return f"epoch {b.epoch} starts at {b.start_offset}, before epoch {a.epoch} ({a.start_offset})"
         if a.end_offset is not None and a.end_offset != b.start_offset:
-            return (f"epoch {a.epoch} ends at {a.end_offset} but epoch {b.epoch} starts at "
-                    f"{b.start_offset}")
+            return f"epoch {a.epoch} ends at {a.end_offset} but epoch {b.epoch} starts at {b.start_offset}"
     return None
 
 
@@ -176,7 +182,9 @@ def find_consistent_point(local: Sequence[EpochEntry], remote: Sequence[EpochEnt
             continue
         ends = [e for e in (mine.end_offset, theirs.end_offset) if e is not None]
         if not ends:
-            raise ValueError(f"both histories are open in epoch {mine.epoch}: close them "
-                             "with each broker's max offset (close_last) first")
+            raise ValueError(
+                f"both histories are open in epoch {mine.epoch}: close them "
+                "with each broker's max offset (close_last) first"
+            )
         return min(ends)
     return -1

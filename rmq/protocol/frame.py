@@ -8,20 +8,23 @@ Spec section 1. A frame on the wire is::
 objects, ``ProtocolError`` on garbage); ``encode``/``encode_parts`` turn a command
 back into bytes exactly as a 4.9.8 Java peer would write it. Nothing here does I/O.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain
 from json.encoder import encode_basestring as _c_json_str  # C accelerated, ensure_ascii=False
 from operator import add, itemgetter
 from types import MappingProxyType
-from collections.abc import Mapping
 from typing import Final
 
-from rmq.common.fastjson import FASTJSON_ONLY as _FASTJSON_ONLY, quote as _json_str, type_name
+from rmq.common.fastjson import FASTJSON_ONLY as _FASTJSON_ONLY
+from rmq.common.fastjson import quote as _json_str
+from rmq.common.fastjson import type_name
 from rmq.protocol.codes import (
     LanguageCode,
     MQVersion,
@@ -47,14 +50,14 @@ __all__ = [
 #: the 4-byte length field included (LengthFieldBasedFrameDecoder counts it).
 MAX_FRAME_LENGTH: Final = 16777216
 
-_BIN_FIXED_SIZE: Final = 21          # code..flag + remark len + ext len, nothing else
+_BIN_FIXED_SIZE: Final = 21  # code..flag + remark len + ext len, nothing else
 _MAX_HEADER_LENGTH: Final = 0xFFFFFF  # 24 bits of the header-length word
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _U32 = struct.Struct(">I")
-_PREFIX = struct.Struct(">iI")               # total length, type<<24 | header length
-_BIN_HEAD = struct.Struct(">hBhiii")         # code, language, version, opaque, flag, remark len
+_PREFIX = struct.Struct(">iI")  # total length, type<<24 | header length
+_BIN_HEAD = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remark len
 
 Buffer = bytes | bytearray | memoryview
 
@@ -98,23 +101,37 @@ class RemotingCommand:
         # Bodies can be hundreds of KiB: logs get their size, not their bytes.
         table = ResponseCode if self.flag & RemotingFlag.RESPONSE else RequestCode
         body = "None" if self.body is None else f"<{len(self.body)} bytes>"
-        return (f"RemotingCommand(code={self.code} {table.name_of(self.code)}, "
-                f"language={LanguageCode.name_of(self.language)}, version={self.version}, "
-                f"opaque={self.opaque}, flag={self.flag}, remark={self.remark!r}, "
-                f"ext_fields={self.ext_fields!r}, body={body}, "
-                f"serialize_type={SerializeType.name_of(self.serialize_type)})")
+        return (
+            f"RemotingCommand(code={self.code} {table.name_of(self.code)}, "
+            f"language={LanguageCode.name_of(self.language)}, version={self.version}, "
+            f"opaque={self.opaque}, flag={self.flag}, remark={self.remark!r}, "
+            f"ext_fields={self.ext_fields!r}, body={body}, "
+            f"serialize_type={SerializeType.name_of(self.serialize_type)})"
+        )
 
-    def create_response(self, code: int, remark: str | None = None,
-                        ext_fields: dict[str, str] | None = None,
-                        body: bytes | None = None) -> RemotingCommand:
+    def create_response(
+        self,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> RemotingCommand:
         """A response to this request: same opaque, RESPONSE flag, same serialize type.
 
         4.9.8 answers in the request's header encoding (spec 1.5), so a client that
         sends binary headers gets binary back.
         """
-        return RemotingCommand(code, LanguageCode.JAVA, MQVersion.V4_9_8, self.opaque,
-                               RemotingFlag.RESPONSE, remark, ext_fields, body,
-                               self.serialize_type)
+        return RemotingCommand(
+            code,
+            LanguageCode.JAVA,
+            MQVersion.V4_9_8,
+            self.opaque,
+            RemotingFlag.RESPONSE,
+            remark,
+            ext_fields,
+            body,
+            self.serialize_type,
+        )
 
 
 # --------------------------------------------------------------------------- JSON text
@@ -128,20 +145,83 @@ class RemotingCommand:
 # by bucket. Hashing a key in Python costs ~0.6 us, so the keys every hot request
 # and response carries are hashed once here; others are hashed on the fly.
 _COMMON_EXT_KEYS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n",
-    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
-    "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode",
-    "batch", "maxReconsumeTimes", "bname", "msgId", "queueOffset", "transactionId",
-    "batchUniqId", "recallHandle", "MSG_REGION", "TRACE_ON", "consumerGroup",
-    "maxMsgNums", "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion",
-    "expressionType", "maxMsgBytes", "suggestWhichBrokerId", "nextBeginOffset",
-    "minOffset", "maxOffset", "offset", "timestamp", "group", "delayLevel",
-    "originMsgId", "originTopic", "key", "maxNum", "beginTimestamp", "endTimestamp",
-    "indexLastUpdateTimestamp", "indexLastUpdatePhyoffset", "tranStateTableOffset",
-    "commitLogOffset", "commitOrRollback", "fromTransactionCheck", "offsetMsgId",
-    "brokerName", "brokerAddr", "clusterName", "haServerAddr", "brokerId",
-    "compressed", "bodyCrc32", "masterAddr", "clientID", "AccessKey", "Signature",
-    "OnsChannel", "_UNIQUE_KEY_QUERY",
+    "a",
+    "b",
+    "c",
+    "d",
+    "e",
+    "f",
+    "g",
+    "h",
+    "i",
+    "j",
+    "k",
+    "l",
+    "m",
+    "n",
+    "producerGroup",
+    "topic",
+    "defaultTopic",
+    "defaultTopicQueueNums",
+    "queueId",
+    "sysFlag",
+    "bornTimestamp",
+    "flag",
+    "properties",
+    "reconsumeTimes",
+    "unitMode",
+    "batch",
+    "maxReconsumeTimes",
+    "bname",
+    "msgId",
+    "queueOffset",
+    "transactionId",
+    "batchUniqId",
+    "recallHandle",
+    "MSG_REGION",
+    "TRACE_ON",
+    "consumerGroup",
+    "maxMsgNums",
+    "commitOffset",
+    "suspendTimeoutMillis",
+    "subscription",
+    "subVersion",
+    "expressionType",
+    "maxMsgBytes",
+    "suggestWhichBrokerId",
+    "nextBeginOffset",
+    "minOffset",
+    "maxOffset",
+    "offset",
+    "timestamp",
+    "group",
+    "delayLevel",
+    "originMsgId",
+    "originTopic",
+    "key",
+    "maxNum",
+    "beginTimestamp",
+    "endTimestamp",
+    "indexLastUpdateTimestamp",
+    "indexLastUpdatePhyoffset",
+    "tranStateTableOffset",
+    "commitLogOffset",
+    "commitOrRollback",
+    "fromTransactionCheck",
+    "offsetMsgId",
+    "brokerName",
+    "brokerAddr",
+    "clusterName",
+    "haServerAddr",
+    "brokerId",
+    "compressed",
+    "bodyCrc32",
+    "masterAddr",
+    "clientID",
+    "AccessKey",
+    "Signature",
+    "OnsChannel",
+    "_UNIQUE_KEY_QUERY",
 )
 
 
@@ -162,7 +242,8 @@ _bucket16_of = dict(_BUCKET16).__getitem__
 _JSON_KEY: Mapping[str, str] = MappingProxyType({k: f'"{k}":' for k in _COMMON_EXT_KEYS})
 # Binary form of a known key: int16 length + UTF-8, ready to append.
 _BIN_KEY: Mapping[str, bytes] = MappingProxyType(
-    {k: _I16.pack(len(k)) + k.encode() for k in _COMMON_EXT_KEYS})
+    {k: _I16.pack(len(k)) + k.encode() for k in _COMMON_EXT_KEYS}
+)
 _by_bucket = itemgetter(0)
 
 
@@ -200,8 +281,11 @@ def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[list[str], list
         joined = "".join(values)  # TypeError on a None / non-str value
         # Printable ASCII (responses, most requests) cannot hold a character the
         # two encoders escape differently; only the rest needs the regex scan.
-        if (for_json and not (joined.isascii() and joined.isprintable())
-                and _FASTJSON_ONLY.search(joined) is not None):
+        if (
+            for_json
+            and not (joined.isascii() and joined.isprintable())
+            and _FASTJSON_ONLY.search(joined) is not None
+        ):
             return None
     except (KeyError, TypeError):
         return None
@@ -209,8 +293,9 @@ def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[list[str], list
 
 
 # --------------------------------------------------------------------------- encode
-_JSON_HEAD = ('{"code":%d%s,"flag":%d,"language":"%s","opaque":%d%s,'
-              '"serializeTypeCurrentRPC":"JSON","version":%d}')
+_JSON_HEAD = (
+    '{"code":%d%s,"flag":%d,"language":"%s","opaque":%d%s,"serializeTypeCurrentRPC":"JSON","version":%d}'
+)
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
@@ -222,8 +307,11 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         if fast is None:
             ext_part = _exact_ext_part(ext)
         else:
-            ext_part = ',"extFields":{' + ",".join(
-                map(add, map(_JSON_KEY.__getitem__, fast[0]), map(_c_json_str, fast[1]))) + "}"
+            ext_part = (
+                ',"extFields":{'
+                + ",".join(map(add, map(_JSON_KEY.__getitem__, fast[0]), map(_c_json_str, fast[1])))
+                + "}"
+            )
     else:
         ext_part = "" if ext is None else ',"extFields":{}'
     remark = cmd.remark
@@ -233,8 +321,15 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         remark_part = ',"remark":' + _c_json_str(remark)
     else:
         remark_part = _exact_remark_part(remark)
-    text = _JSON_HEAD % (cmd.code, ext_part, cmd.flag, LanguageCode.name_of(cmd.language),
-                         cmd.opaque, remark_part, cmd.version)
+    text = _JSON_HEAD % (
+        cmd.code,
+        ext_part,
+        cmd.flag,
+        LanguageCode.name_of(cmd.language),
+        cmd.opaque,
+        remark_part,
+        cmd.version,
+    )
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -247,8 +342,11 @@ def _exact_ext_part(ext: Mapping[str, str | None]) -> str:
     for k, v in ext.items():
         if type(k) is not str or (v is not None and type(v) is not str):
             raise ProtocolError(f"ext field {k!r:.60} -> {type(v).__name__} is not str -> str")
-    return ',"extFields":{' + ",".join(
-        [_json_str(k) + ":" + _json_str(v) for _, k, v in _java_map_items(ext)]) + "}"
+    return (
+        ',"extFields":{'
+        + ",".join([_json_str(k) + ":" + _json_str(v) for _, k, v in _java_map_items(ext)])
+        + "}"
+    )
 
 
 def _exact_remark_part(remark: object) -> str:
@@ -271,13 +369,13 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
     remark_b = _utf8(remark, "remark") if remark else b""
     ext = cmd.ext_fields
     try:
-        head = _BIN_HEAD.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag,
-                              len(remark_b))
+        head = _BIN_HEAD.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, len(remark_b))
     except struct.error:
         raise ProtocolError(
             "command does not fit the ROCKETMQ header (code and version are int16, "
             f"language a byte): code={cmd.code} language={cmd.language} "
-            f"version={cmd.version} opaque={cmd.opaque} flag={cmd.flag}") from None
+            f"version={cmd.version} opaque={cmd.opaque} flag={cmd.flag}"
+        ) from None
     if not ext:
         return b"".join((head, remark_b, b"\x00\x00\x00\x00"))
     fast = _fast_order(ext, False)
@@ -288,8 +386,14 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
         except UnicodeEncodeError as e:
             raise ProtocolError(f"cannot encode ext field value as UTF-8: {e.reason}") from None
         size = sum(map(len, kps)) + sum(map(len, vbs)) + 4 * len(vbs)
-        return b"".join((head, remark_b, _I32.pack(size),
-                         *chain.from_iterable(zip(kps, map(_I32.pack, map(len, vbs)), vbs, strict=False))))
+        return b"".join(
+            (
+                head,
+                remark_b,
+                _I32.pack(size),
+                *chain.from_iterable(zip(kps, map(_I32.pack, map(len, vbs)), vbs, strict=False)),
+            )
+        )
     parts = [head, remark_b, b""]
     append = parts.append
     pack32 = _I32.pack
@@ -328,8 +432,7 @@ def _prefix(st: int, header: bytes, body_length: int) -> bytes:
     return _PREFIX.pack(total, (st << 24) | len(header)) + header
 
 
-def encode_header_only(cmd: RemotingCommand, body_length: int,
-                       serialize_type: int | None = None) -> bytes:
+def encode_header_only(cmd: RemotingCommand, body_length: int, serialize_type: int | None = None) -> bytes:
     """Length, header word and header for a body of ``body_length`` bytes sent separately.
 
     ``cmd.body`` is ignored: the caller writes the body itself, e.g.
@@ -341,10 +444,9 @@ def encode_header_only(cmd: RemotingCommand, body_length: int,
     return _prefix(st, header, body_length)
 
 
-def encode_parts(cmd: RemotingCommand,
-                 serialize_type: int | None = None) -> tuple[bytes, Buffer | None]:
+def encode_parts(cmd: RemotingCommand, serialize_type: int | None = None) -> tuple[bytes, Buffer | None]:
     """``(prefix, body)``: write both (``writelines``) without concatenating a big body."""
-    body: Buffer | None = cmd.body   # bytes, or a store slice (see RemotingCommand)
+    body: Buffer | None = cmd.body  # bytes, or a store slice (see RemotingCommand)
     st, header = _encode_header(cmd, serialize_type)
     if not body:
         return _prefix(st, header, 0), None
@@ -413,8 +515,7 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     try:
         text = str(raw, "utf-8")
     except UnicodeDecodeError as e:
-        raise ProtocolError(
-            f"JSON header is not valid UTF-8 at byte {e.start}: {e.reason}") from None
+        raise ProtocolError(f"JSON header is not valid UTF-8 at byte {e.start}: {e.reason}") from None
     try:
         # raw_decode + our own whitespace handling skips json.loads' dispatch.
         start = 0 if text[:1] == "{" else _JSON_WS.match(text).end()  # type: ignore[union-attr]
@@ -422,10 +523,10 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     except json.JSONDecodeError as e:
         raise ProtocolError(f"JSON header is not valid JSON: {e.msg} at char {e.pos}") from None
     except (ValueError, RecursionError) as e:  # int digit limit, NaN/Infinity, deep nesting
-        raise ProtocolError(f"JSON header is not acceptable JSON: {type(e).__name__}: "
-                            f"{str(e)[:80]}") from None
-    if end != len(text) and (
-            _JSON_WS.match(text, end).end() != len(text)):  # type: ignore[union-attr]
+        raise ProtocolError(
+            f"JSON header is not acceptable JSON: {type(e).__name__}: {str(e)[:80]}"
+        ) from None
+    if end != len(text) and (_JSON_WS.match(text, end).end() != len(text)):  # type: ignore[union-attr]
         raise ProtocolError(f"JSON header has extra data at char {end}")
     if type(obj) is not dict:
         raise ProtocolError(f"JSON header is {_json_type(obj)}, not an object")
@@ -435,10 +536,16 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     version = get("version")
     opaque = get("opaque")
     flag = get("flag")
-    if not (type(code) is int and type(version) is int and type(opaque) is int
-            and type(flag) is int and -0x80000000 <= code <= 0x7FFFFFFF
-            and -0x80000000 <= version <= 0x7FFFFFFF and -0x80000000 <= opaque <= 0x7FFFFFFF
-            and -0x80000000 <= flag <= 0x7FFFFFFF):
+    if not (
+        type(code) is int
+        and type(version) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and -0x80000000 <= code <= 0x7FFFFFFF
+        and -0x80000000 <= version <= 0x7FFFFFFF
+        and -0x80000000 <= opaque <= 0x7FFFFFFF
+        and -0x80000000 <= flag <= 0x7FFFFFFF
+    ):
         # Slow path: absent/null fields take Java's defaults, anything else is named.
         code = _json_int(obj, "code", 0)
         version = _json_int(obj, "version", 0)
@@ -453,8 +560,9 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     elif type(lang) is int:
         language = lang if LanguageCode.is_known(lang) else LanguageCode.OTHER
     else:
-        raise ProtocolError(f"JSON header field language is {_json_type(lang)}, "
-                            "not an enum name or an integer")
+        raise ProtocolError(
+            f"JSON header field language is {_json_type(lang)}, not an enum name or an integer"
+        )
 
     ext = get("extFields")
     if ext is not None:
@@ -475,33 +583,34 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     remark = get("remark")
     if remark is not None and type(remark) is not str:
         remark = _java_string(remark, "field remark")
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, body,
-                           SerializeType.JSON)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, body, SerializeType.JSON)
 
 
-def _decode_binary_header(mv: memoryview, start: int, end: int,
-                          body: bytes | None) -> RemotingCommand:
+def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | None) -> RemotingCommand:
     size = end - start
     if size < _BIN_FIXED_SIZE:
-        raise ProtocolError(f"ROCKETMQ header of {size} bytes is shorter than the "
-                            f"{_BIN_FIXED_SIZE}-byte minimum")
+        raise ProtocolError(
+            f"ROCKETMQ header of {size} bytes is shorter than the {_BIN_FIXED_SIZE}-byte minimum"
+        )
     code, language, version, opaque, flag, rlen = _BIN_HEAD.unpack_from(mv, start)
     p = start + 17
     if rlen < 0 or rlen > end - p - 4:
-        raise ProtocolError(f"ROCKETMQ header remark length {rlen} runs past the header "
-                            f"({end - p - 4} bytes available)")
+        raise ProtocolError(
+            f"ROCKETMQ header remark length {rlen} runs past the header ({end - p - 4} bytes available)"
+        )
     remark = None
     if rlen:  # length 0 is null in Java's decoder
         try:
-            remark = str(mv[p:p + rlen], "utf-8")
+            remark = str(mv[p : p + rlen], "utf-8")
         except UnicodeDecodeError as e:
             raise ProtocolError(f"ROCKETMQ header remark is not valid UTF-8: {e.reason}") from None
         p += rlen
     (elen,) = _I32.unpack_from(mv, p)
     p += 4
     if elen < 0 or elen > end - p:
-        raise ProtocolError(f"ROCKETMQ header extFields length {elen} runs past the header "
-                            f"({end - p} bytes available)")
+        raise ProtocolError(
+            f"ROCKETMQ header extFields length {elen} runs past the header ({end - p} bytes available)"
+        )
     ext: dict[str, str] | None = None
     if elen:
         ext = {}
@@ -514,29 +623,31 @@ def _decode_binary_header(mv: memoryview, start: int, end: int,
         try:
             while q < n:
                 if n - q < 6:
-                    raise ProtocolError(f"ROCKETMQ header ext entry at byte {q} of the "
-                                        f"extFields block is truncated")
+                    raise ProtocolError(
+                        f"ROCKETMQ header ext entry at byte {q} of the extFields block is truncated"
+                    )
                 (klen,) = unpack16(raw, q)
                 q += 2
                 if klen < 0 or klen > n - q - 4:
-                    raise ProtocolError(f"ROCKETMQ header ext key length {klen} runs past "
-                                        "the extFields block")
-                key = raw[q:q + klen].decode("utf-8")
+                    raise ProtocolError(
+                        f"ROCKETMQ header ext key length {klen} runs past the extFields block"
+                    )
+                key = raw[q : q + klen].decode("utf-8")
                 q += klen
                 (vlen,) = unpack32(raw, q)
                 q += 4
                 if vlen < 0 or vlen > n - q:
-                    raise ProtocolError(f"ROCKETMQ header ext value length {vlen} runs past "
-                                        "the extFields block")
-                value = raw[q:q + vlen].decode("utf-8")
+                    raise ProtocolError(
+                        f"ROCKETMQ header ext value length {vlen} runs past the extFields block"
+                    )
+                value = raw[q : q + vlen].decode("utf-8")
                 q += vlen
                 # Java (5.x readStr) reads a zero-length string as null; a null key or
                 # value is indistinguishable from an absent entry for every lookup.
                 if klen and vlen:
                     ext[key] = value
         except UnicodeDecodeError as e:
-            raise ProtocolError(
-                f"ROCKETMQ header ext field is not valid UTF-8: {e.reason}") from None
+            raise ProtocolError(f"ROCKETMQ header ext field is not valid UTF-8: {e.reason}") from None
         p = stop
         if not ext:
             ext = None
@@ -544,8 +655,7 @@ def _decode_binary_header(mv: memoryview, start: int, end: int,
         raise ProtocolError(f"ROCKETMQ header has {end - p} bytes after the extFields block")
     if not LanguageCode.is_known(language):
         language = LanguageCode.OTHER
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, body,
-                           SerializeType.ROCKETMQ)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, body, SerializeType.ROCKETMQ)
 
 
 def _check_length(length: int, max_frame: int) -> None:

@@ -21,41 +21,69 @@ The per-message paths (SEND_MESSAGE_V2 on the broker, its response on the client
 have hand-written conversions: ``SendMessageRequestHeader.from_v2_ext_fields``,
 ``SendMessageRequestHeader.to_v2_ext_fields`` and ``SendMessageResponseHeader``.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar, Final, NamedTuple, TypeVar
-from collections.abc import Callable, Mapping
 
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
 
 __all__ = [
-    "STR", "INT", "LONG", "BOOL", "HeaderField", "Header",
-    "SendMessageRequestHeader", "SendMessageRequestHeaderV2", "SendMessageResponseHeader",
-    "PullMessageRequestHeader", "PullMessageResponseHeader",
-    "QueryConsumerOffsetRequestHeader", "QueryConsumerOffsetResponseHeader",
+    "STR",
+    "INT",
+    "LONG",
+    "BOOL",
+    "HeaderField",
+    "Header",
+    "SendMessageRequestHeader",
+    "SendMessageRequestHeaderV2",
+    "SendMessageResponseHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
     "UpdateConsumerOffsetRequestHeader",
-    "GetMaxOffsetRequestHeader", "GetMaxOffsetResponseHeader",
-    "GetMinOffsetRequestHeader", "GetMinOffsetResponseHeader",
-    "SearchOffsetRequestHeader", "SearchOffsetResponseHeader",
-    "GetEarliestMsgStoretimeRequestHeader", "GetEarliestMsgStoretimeResponseHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "SearchOffsetRequestHeader",
+    "SearchOffsetResponseHeader",
+    "GetEarliestMsgStoretimeRequestHeader",
+    "GetEarliestMsgStoretimeResponseHeader",
     "ConsumerSendMsgBackRequestHeader",
-    "QueryMessageRequestHeader", "QueryMessageResponseHeader", "ViewMessageRequestHeader",
-    "EndTransactionRequestHeader", "CheckTransactionStateRequestHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "ViewMessageRequestHeader",
+    "EndTransactionRequestHeader",
+    "CheckTransactionStateRequestHeader",
     "CreateTopicRequestHeader",
-    "RegisterBrokerRequestHeader", "RegisterBrokerResponseHeader",
-    "UnRegisterBrokerRequestHeader", "GetRouteInfoRequestHeader",
-    "GetConsumerListByGroupRequestHeader", "NotifyConsumerIdsChangedRequestHeader",
-    "UnregisterClientRequestHeader", "ResetOffsetRequestHeader", "REQUEST_HEADERS",
-    "DeleteTopicRequestHeader", "DeleteTopicFromNamesrvRequestHeader",
-    "GetConsumeStatsRequestHeader", "GetConsumerConnectionListRequestHeader",
-    "GetProducerConnectionListRequestHeader", "DeleteSubscriptionGroupRequestHeader",
-    "BrokerPermRequestHeader", "HeaderFieldError",
-    "parse_int", "parse_long", "parse_bool",
+    "RegisterBrokerRequestHeader",
+    "RegisterBrokerResponseHeader",
+    "UnRegisterBrokerRequestHeader",
+    "GetRouteInfoRequestHeader",
+    "GetConsumerListByGroupRequestHeader",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "UnregisterClientRequestHeader",
+    "ResetOffsetRequestHeader",
+    "REQUEST_HEADERS",
+    "DeleteTopicRequestHeader",
+    "DeleteTopicFromNamesrvRequestHeader",
+    "GetConsumeStatsRequestHeader",
+    "GetConsumerConnectionListRequestHeader",
+    "GetProducerConnectionListRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
+    "BrokerPermRequestHeader",
+    "HeaderFieldError",
+    "parse_int",
+    "parse_long",
+    "parse_bool",
 ]
 
 # Field kinds. INT and LONG differ only in the range accepted (Java Integer/Long).
@@ -99,8 +127,7 @@ def _parse_integer(label: str, raw: str, lo: int, hi: int, kind: str, alias: str
         try:
             value = int(raw)
         except ValueError:  # more digits than Python's int() str limit
-            raise HeaderFieldError(label, f"is out of range for {kind}: {raw[:40]}",
-                                   alias) from None
+            raise HeaderFieldError(label, f"is out of range for {kind}: {raw[:40]}", alias) from None
     else:
         raise HeaderFieldError(label, f"is not a number: {raw[:60]}", alias)
     if value < lo or value > hi:
@@ -127,24 +154,26 @@ def _fmt_bool(value: object) -> str:
     return "true" if value else "false"
 
 
-_Parser = Callable[[str, str], object]       # (label, raw) -> value
+_Parser = Callable[[str, str], object]  # (label, raw) -> value
 _Formatter = Callable[[object], str]
 
 # None: strings pass through untouched.
 _PARSERS: Mapping[str, _Parser | None] = MappingProxyType(
-    {STR: None, INT: parse_int, LONG: parse_long, BOOL: parse_bool})
+    {STR: None, INT: parse_int, LONG: parse_long, BOOL: parse_bool}
+)
 _FORMATTERS: Mapping[str, _Formatter | None] = MappingProxyType(
-    {STR: None, INT: str, LONG: str, BOOL: _fmt_bool})
+    {STR: None, INT: str, LONG: str, BOOL: _fmt_bool}
+)
 
 
 class HeaderField(NamedTuple):
     """One row of a header's wire table."""
 
-    attr: str          # snake_case attribute
-    wire: str          # ext field name on the wire (camelCase, or a..n for V2)
-    kind: str          # STR / INT / LONG / BOOL
-    required: bool     # missing -> HeaderFieldError
-    default: object    # what a missing optional field decodes to
+    attr: str  # snake_case attribute
+    wire: str  # ext field name on the wire (camelCase, or a..n for V2)
+    kind: str  # STR / INT / LONG / BOOL
+    required: bool  # missing -> HeaderFieldError
+    default: object  # what a missing optional field decodes to
 
 
 H = TypeVar("H", bound="Header")
@@ -199,6 +228,7 @@ def _wire(*rows: tuple[str, str, str, bool]) -> Callable[[type[H]], type[H]]:
     decodes to, and a non-None default is always sent, as Java sends its
     initialised fields).
     """
+
     def apply(cls: type[H]) -> type[H]:
         # the header classes are dataclasses (@dataclass sits under @_wire), which a
         # type[H] bound to Header does not say
@@ -211,25 +241,38 @@ def _wire(*rows: tuple[str, str, str, bool]) -> Callable[[type[H]], type[H]]:
                 raise TypeError(f"{cls.__name__}.{attr}: unknown kind {kind!r}")
             has_default = f.default is not dataclasses.MISSING
             if required == has_default:
-                raise TypeError(f"{cls.__name__}.{attr}: required fields take no default, "
-                                "optional fields need one")
-            table.append(HeaderField(attr, wire, kind, required,
-                                     f.default if has_default else None))
+                raise TypeError(
+                    f"{cls.__name__}.{attr}: required fields take no default, optional fields need one"
+                )
+            table.append(HeaderField(attr, wire, kind, required, f.default if has_default else None))
         cls.FIELDS = tuple(table)
         cls._DECODE = tuple((t.wire, _PARSERS[t.kind], t.required, t.default) for t in table)
         cls._ENCODE = tuple((t.attr, t.wire, _FORMATTERS[t.kind]) for t in table)
         return cls
+
     return apply
 
 
 # --------------------------------------------------------------------------- send (2.4)
 # V2 short key -> the V1 wire name it stands for (for error messages).
-_V2_NAMES: Mapping[str, str] = MappingProxyType({
-    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
-    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
-    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch",
-    "n": "bname",
-})
+_V2_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        "a": "producerGroup",
+        "b": "topic",
+        "c": "defaultTopic",
+        "d": "defaultTopicQueueNums",
+        "e": "queueId",
+        "f": "sysFlag",
+        "g": "bornTimestamp",
+        "h": "flag",
+        "i": "properties",
+        "j": "reconsumeTimes",
+        "k": "unitMode",
+        "l": "maxReconsumeTimes",
+        "m": "batch",
+        "n": "bname",
+    }
+)
 
 
 def _v2_missing(key: str) -> HeaderFieldError:
@@ -269,7 +312,7 @@ class SendMessageRequestHeader(Header):
     unit_mode: bool = False
     batch: bool = False
     max_reconsume_times: int | None = None
-    broker_name: str | None = None   # 5.x ``bname``
+    broker_name: str | None = None  # 5.x ``bname``
 
     @classmethod
     def from_v2_ext_fields(cls, ext: Mapping[str, str] | None) -> SendMessageRequestHeader:
@@ -299,17 +342,16 @@ class SendMessageRequestHeader(Header):
         # are converted inline: this runs once per produced message, and the call
         # into parse_int costs more than the conversion itself.
         return cls(
-            a, b, c,
-            int(d) if len(d) < 10 and d.isdigit() and d.isascii()
+            a,
+            b,
+            c,
+            int(d)
+            if len(d) < 10 and d.isdigit() and d.isascii()
             else parse_int("d", d, "defaultTopicQueueNums"),
-            int(e) if len(e) < 10 and e.isdigit() and e.isascii()
-            else parse_int("e", e, "queueId"),
-            int(f) if len(f) < 10 and f.isdigit() and f.isascii()
-            else parse_int("f", f, "sysFlag"),
-            int(g) if len(g) < 19 and g.isdigit() and g.isascii()
-            else parse_long("g", g, "bornTimestamp"),
-            int(h) if len(h) < 10 and h.isdigit() and h.isascii()
-            else parse_int("h", h, "flag"),
+            int(e) if len(e) < 10 and e.isdigit() and e.isascii() else parse_int("e", e, "queueId"),
+            int(f) if len(f) < 10 and f.isdigit() and f.isascii() else parse_int("f", f, "sysFlag"),
+            int(g) if len(g) < 19 and g.isdigit() and g.isascii() else parse_long("g", g, "bornTimestamp"),
+            int(h) if len(h) < 10 and h.isdigit() and h.isascii() else parse_int("h", h, "flag"),
             get("i"),
             None if j is None else parse_int("j", j, "reconsumeTimes"),
             False if k is None or k == "false" else parse_bool("k", k),
@@ -346,10 +388,21 @@ class SendMessageRequestHeader(Header):
 
     def to_v2(self) -> SendMessageRequestHeaderV2:
         return SendMessageRequestHeaderV2(
-            self.producer_group, self.topic, self.default_topic,
-            self.default_topic_queue_nums, self.queue_id, self.sys_flag,
-            self.born_timestamp, self.flag, self.properties, self.reconsume_times,
-            self.unit_mode, self.max_reconsume_times, self.batch, self.broker_name)
+            self.producer_group,
+            self.topic,
+            self.default_topic,
+            self.default_topic_queue_nums,
+            self.queue_id,
+            self.sys_flag,
+            self.born_timestamp,
+            self.flag,
+            self.properties,
+            self.reconsume_times,
+            self.unit_mode,
+            self.max_reconsume_times,
+            self.batch,
+            self.broker_name,
+        )
 
 
 @_wire(
@@ -398,8 +451,21 @@ class SendMessageRequestHeaderV2(Header):
 
     def to_v1(self) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
-            self.a, self.b, self.c, self.d, self.e, self.f, self.g, self.h, self.i, self.j,
-            bool(self.k), bool(self.m), self.l, self.n)
+            self.a,
+            self.b,
+            self.c,
+            self.d,
+            self.e,
+            self.f,
+            self.g,
+            self.h,
+            self.i,
+            self.j,
+            bool(self.k),
+            bool(self.m),
+            self.l,
+            self.n,
+        )
 
 
 @_wire(
@@ -419,7 +485,7 @@ class SendMessageResponseHeader(Header):
     queue_offset: int
     transaction_id: str | None = None
     batch_uniq_id: str | None = None
-    recall_handle: str | None = None   # 5.x
+    recall_handle: str | None = None  # 5.x
 
     # Hand-written: one of these per produced message, on both sides.
     @classmethod
@@ -433,12 +499,17 @@ class SendMessageResponseHeader(Header):
         except KeyError as err:
             raise _missing(err.args[0]) from None
         get = ext.get
-        return cls(msg_id, parse_int("queueId", queue_id), parse_long("queueOffset", queue_offset),
-                   get("transactionId"), get("batchUniqId"), get("recallHandle"))
+        return cls(
+            msg_id,
+            parse_int("queueId", queue_id),
+            parse_long("queueOffset", queue_offset),
+            get("transactionId"),
+            get("batchUniqId"),
+            get("recallHandle"),
+        )
 
     def to_ext_fields(self) -> dict[str, str]:
-        out = {"msgId": self.msg_id, "queueId": str(self.queue_id),
-               "queueOffset": str(self.queue_offset)}
+        out = {"msgId": self.msg_id, "queueId": str(self.queue_id), "queueOffset": str(self.queue_offset)}
         if self.transaction_id is not None:
             out["transactionId"] = self.transaction_id
         if self.batch_uniq_id is not None:
@@ -479,9 +550,9 @@ class PullMessageRequestHeader(Header):
     suspend_timeout_millis: int
     sub_version: int
     subscription: str | None = None
-    expression_type: str | None = None    # "TAG" / "SQL92"
+    expression_type: str | None = None  # "TAG" / "SQL92"
     max_msg_bytes: int | None = None
-    request_source: int | None = None     # 5.x
+    request_source: int | None = None  # 5.x
     proxy_forward_client_id: str | None = None  # 5.x, wire name misspelt upstream
 
 
@@ -501,10 +572,10 @@ class PullMessageResponseHeader(Header):
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    offset_delta: int | None = None       # 5.x
-    topic_sys_flag: int | None = None     # 5.x
-    group_sys_flag: int | None = None     # 5.x
-    forbidden_type: int | None = None     # 5.x
+    offset_delta: int | None = None  # 5.x
+    topic_sys_flag: int | None = None  # 5.x
+    group_sys_flag: int | None = None  # 5.x
+    forbidden_type: int | None = None  # 5.x
 
 
 # --------------------------------------------------------------------------- offsets (2.6)
@@ -631,7 +702,7 @@ class ConsumerSendMsgBackRequestHeader(Header):
 
     offset: int
     group: str
-    delay_level: int          # 0 = broker decides, -1 = straight to the DLQ
+    delay_level: int  # 0 = broker decides, -1 = straight to the DLQ
     origin_msg_id: str | None = None
     origin_topic: str | None = None
     unit_mode: bool = False
@@ -679,7 +750,7 @@ class ViewMessageRequestHeader(Header):
     """VIEW_MESSAGE_BY_ID (33): ``offset`` is the commit-log offset from the offset msgId."""
 
     offset: int
-    topic: str | None = None   # 5.x
+    topic: str | None = None  # 5.x
 
 
 # --------------------------------------------------------------------------- transactions (2.12)
@@ -702,7 +773,7 @@ class EndTransactionRequestHeader(Header):
     commit_log_offset: int
     commit_or_rollback: int
     msg_id: str
-    topic: str | None = None   # 5.x
+    topic: str | None = None  # 5.x
     from_transaction_check: bool = False
     transaction_id: str | None = None
 
@@ -721,7 +792,7 @@ class CheckTransactionStateRequestHeader(Header):
 
     tran_state_table_offset: int
     commit_log_offset: int
-    topic: str | None = None   # 5.x
+    topic: str | None = None  # 5.x
     msg_id: str | None = None
     transaction_id: str | None = None
     offset_msg_id: str | None = None
@@ -754,8 +825,8 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str | None = "SINGLE_TAG"
     topic_sys_flag: int | None = None
     order: bool = False
-    attributes: str | None = None   # 5.x "+k=v,+k2=v2"
-    force: bool | None = None       # 5.x
+    attributes: str | None = None  # 5.x "+k=v,+k2=v2"
+    force: bool | None = None  # 5.x
 
 
 # --------------------------------------------------------------------------- namesrv (2.14, 2.15)
@@ -778,9 +849,9 @@ class RegisterBrokerRequestHeader(Header):
     broker_addr: str
     cluster_name: str
     ha_server_addr: str
-    broker_id: int            # 0 = master
-    heartbeat_timeout_millis: int | None = None   # 5.x
-    enable_acting_master: bool | None = None      # 5.x
+    broker_id: int  # 0 = master
+    heartbeat_timeout_millis: int | None = None  # 5.x
+    enable_acting_master: bool | None = None  # 5.x
     compressed: bool = False
     body_crc32: int = 0
 
@@ -907,9 +978,11 @@ class GetProducerConnectionListRequestHeader(Header):
     producer_group: str
 
 
-@_wire(("group_name", "groupName", STR, REQUIRED),
-       ("remove_offset", "removeOffset", BOOL, OPTIONAL),
-       ("clean_offset", "cleanOffset", BOOL, OPTIONAL))
+@_wire(
+    ("group_name", "groupName", STR, REQUIRED),
+    ("remove_offset", "removeOffset", BOOL, OPTIONAL),
+    ("clean_offset", "cleanOffset", BOOL, OPTIONAL),
+)
 @dataclass(slots=True)
 class DeleteSubscriptionGroupRequestHeader(Header):
     """DELETE_SUBSCRIPTIONGROUP (207): ``removeOffset`` is 4.9.x's name for also dropping
@@ -930,36 +1003,38 @@ class BrokerPermRequestHeader(Header):
 
 
 #: Request code -> header class its ext fields parse into.
-REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
-    RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
-    RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeaderV2,
-    RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeaderV2,
-    RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
-    RequestCode.LITE_PULL_MESSAGE: PullMessageRequestHeader,
-    RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
-    RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
-    RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
-    RequestCode.UPDATE_AND_CREATE_TOPIC: CreateTopicRequestHeader,
-    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetRequestHeader,
-    RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
-    RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
-    RequestCode.GET_EARLIEST_MSG_STORETIME: GetEarliestMsgStoretimeRequestHeader,
-    RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,
-    RequestCode.UNREGISTER_CLIENT: UnregisterClientRequestHeader,
-    RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
-    RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
-    RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
-    RequestCode.CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
-    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
-    RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
-    RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
-    RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
-    RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
-    RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
-    RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
-    RequestCode.GET_CONSUMER_CONNECTION_LIST: GetConsumerConnectionListRequestHeader,
-    RequestCode.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader,
-    RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
-    RequestCode.WIPE_WRITE_PERM_OF_BROKER: BrokerPermRequestHeader,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER: BrokerPermRequestHeader,
-})
+REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType(
+    {
+        RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
+        RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeaderV2,
+        RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeaderV2,
+        RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
+        RequestCode.LITE_PULL_MESSAGE: PullMessageRequestHeader,
+        RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
+        RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
+        RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+        RequestCode.UPDATE_AND_CREATE_TOPIC: CreateTopicRequestHeader,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetRequestHeader,
+        RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
+        RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
+        RequestCode.GET_EARLIEST_MSG_STORETIME: GetEarliestMsgStoretimeRequestHeader,
+        RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,
+        RequestCode.UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+        RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
+        RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
+        RequestCode.CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
+        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
+        RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
+        RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+        RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+        RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
+        RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: GetConsumerConnectionListRequestHeader,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER: BrokerPermRequestHeader,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER: BrokerPermRequestHeader,
+    }
+)

@@ -2,6 +2,7 @@
 
 Spec sections 3.1-3.7. Everything here is pure: bytes in, objects out.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -9,16 +10,17 @@ import os
 import struct
 import time
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import mul
-from typing import Iterable, Mapping, NamedTuple
+from typing import NamedTuple
 
 from rmq.protocol.errors import ProtocolError
 
 # --- magic codes (spec 3.1) -------------------------------------------------
-MESSAGE_MAGIC_CODE = -626843481      # DA A3 20 A7
-MESSAGE_MAGIC_CODE_V2 = -626843477   # DA A3 20 AB (5.x, 2-byte topic length)
-BLANK_MAGIC_CODE = -875286124        # CB D4 31 94
+MESSAGE_MAGIC_CODE = -626843481  # DA A3 20 A7
+MESSAGE_MAGIC_CODE_V2 = -626843477  # DA A3 20 AB (5.x, 2-byte topic length)
+BLANK_MAGIC_CODE = -875286124  # CB D4 31 94
 END_FILE_MIN_BLANK_LENGTH = 8
 
 
@@ -127,9 +129,7 @@ def tags_string_to_tags_code(tags: str | None) -> int:
 # --- properties (spec 3.4) ---------------------------------------------------
 def properties_to_string(props: Mapping[str, str | None]) -> str:
     """name\\x01value\\x02 for every non-null value, trailing separator included."""
-    return "".join(
-        f"{k}\x01{v}\x02" for k, v in props.items() if v is not None
-    )
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)
 
 
 def string_to_properties(s: str | None) -> dict[str, str]:
@@ -144,7 +144,7 @@ def string_to_properties(s: str | None) -> dict[str, str]:
     for seg in s.split("\x02"):
         sep = seg.find("\x01")
         if 0 < sep < len(seg) - 1:
-            out[seg[:sep]] = seg[sep + 1:]
+            out[seg[:sep]] = seg[sep + 1 :]
     return out
 
 
@@ -214,8 +214,9 @@ class UniqueIdGenerator:
     The seed stands in for Java's class-loader hash.
     """
 
-    def __init__(self, ip: bytes = b"\x7f\x00\x00\x01", pid: int | None = None,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self, ip: bytes = b"\x7f\x00\x00\x01", pid: int | None = None, seed: int | None = None
+    ) -> None:
         if len(ip) not in (4, 16):
             raise ValueError("ip must be 4 or 16 bytes")
         pid = os.getpid() if pid is None else pid
@@ -249,10 +250,7 @@ def _to_short(v: int) -> int:
 
 
 # --- CommitLog record (spec 3.2) ------------------------------------------------
-_HEAD_STRUCTS = {
-    (b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi")
-    for b in (8, 20) for s in (8, 20)
-}
+_HEAD_STRUCTS = {(b, s): struct.Struct(f">iiiiiqqiq{b}sq{s}siqi") for b in (8, 20) for s in (8, 20)}
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
 _BLANK = struct.Struct(">ii")
@@ -265,10 +263,11 @@ PROPERTIES_MAX = 32767
 """The properties field's length is a signed short."""
 
 
-def record_format(born_len: int, store_len: int, body_len: int, topic_len: int,
-                  props_len: int) -> str:
+def record_format(born_len: int, store_len: int, body_len: int, topic_len: int, props_len: int) -> str:
     """struct format of one whole record of that shape (head, body, topic, properties)."""
     return f">iiiiiqqiq{born_len}sq{store_len}siqi{body_len}sB{topic_len}sh{props_len}s"
+
+
 # Fixed overhead without body/topic/properties: 4*5 + 8*2 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 # plus the two host fields.
 _FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
@@ -286,8 +285,7 @@ POS_BORNTIMESTAMP = 40
 POS_BORNHOST = 48
 
 
-def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int,
-                  v2: bool = False) -> int:
+def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int, v2: bool = False) -> int:
     """calMsgLength: the TOTALSIZE a record with these parts must have."""
     bh = 20 if sys_flag & SysFlag.BORNHOST_V6 else 8
     sh = 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
@@ -302,11 +300,24 @@ def body_crc(body: bytes | memoryview) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-def encode_record(*, topic: bytes, body: bytes, properties: bytes, queue_id: int,
-                  flag: int, queue_offset: int, physical_offset: int, sys_flag: int,
-                  born_timestamp: int, born_host: bytes, store_timestamp: int,
-                  store_host: bytes, reconsume_times: int = 0,
-                  prepared_transaction_offset: int = 0, crc: int | None = None) -> bytes:
+def encode_record(
+    *,
+    topic: bytes,
+    body: bytes,
+    properties: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    crc: int | None = None,
+) -> bytes:
     """One message version 1 record; sys_flag must already carry the v6 host bits."""
     if len(topic) > 127:
         raise ProtocolError(f"topic is {len(topic)} bytes; version 1 records allow 127")
@@ -314,12 +325,23 @@ def encode_record(*, topic: bytes, body: bytes, properties: bytes, queue_id: int
         raise ProtocolError(f"properties are {len(properties)} bytes; at most 32767")
     total = _FIXED + len(born_host) + len(store_host) + len(body) + len(topic) + len(properties)
     head = _HEAD_STRUCTS[len(born_host), len(store_host)].pack(
-        total, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc, queue_id, flag,
-        queue_offset, physical_offset, sys_flag, born_timestamp, born_host,
-        store_timestamp, store_host, reconsume_times, prepared_transaction_offset,
-        len(body))
-    return b"".join((head, body, bytes((len(topic),)), topic,
-                     _SHORT.pack(len(properties)), properties))
+        total,
+        MESSAGE_MAGIC_CODE,
+        body_crc(body) if crc is None else crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        store_timestamp,
+        store_host,
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
+    )
+    return b"".join((head, body, bytes((len(topic),)), topic, _SHORT.pack(len(properties)), properties))
 
 
 def encode_blank(max_blank: int) -> bytes:
@@ -404,15 +426,17 @@ def read_record_head(buf: bytes | memoryview | bytearray, pos: int = 0) -> Recor
         if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
             raise ProtocolError(f"bad magic code 0x{magic & 0xFFFFFFFF:08X} at {pos}")
         sys_flag = _INT.unpack_from(buf, pos + POS_SYSFLAG)[0]
-        st = _HEAD_STRUCTS[20 if sys_flag & SysFlag.BORNHOST_V6 else 8,
-                           20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8]
+        st = _HEAD_STRUCTS[
+            20 if sys_flag & SysFlag.BORNHOST_V6 else 8, 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
+        ]
         return RecordHead._make(st.unpack_from(buf, pos))
     except struct.error:
         raise ProtocolError(f"truncated record at {pos}") from None
 
 
-def decode_record(buf: bytes | memoryview | bytearray, pos: int = 0, *,
-                  check_crc: bool = False, decompress: bool = False) -> MessageExt:
+def decode_record(
+    buf: bytes | memoryview | bytearray, pos: int = 0, *, check_crc: bool = False, decompress: bool = False
+) -> MessageExt:
     """Decode the record at pos; ProtocolError on anything malformed.
 
     With decompress, a COMPRESSED (zlib) body is inflated, as RocketMQ's client does.
@@ -427,7 +451,7 @@ def decode_record(buf: bytes | memoryview | bytearray, pos: int = 0, *,
     try:
         if body_len < 0 or body_start + body_len > pos + total:
             raise ProtocolError(f"record at {pos}: body length {body_len} exceeds the record")
-        body = bytes(buf[body_start:body_start + body_len])
+        body = bytes(buf[body_start : body_start + body_len])
         p = body_start + body_len
         if v2:
             topic_len = struct.unpack_from(">h", buf, p)[0]
@@ -438,19 +462,18 @@ def decode_record(buf: bytes | memoryview | bytearray, pos: int = 0, *,
         if topic_len < 0 or (not v2 and topic_len > 127):
             # v1 reads a signed byte, v2 a signed short: never negative.
             raise ProtocolError(f"record at {pos}: bad topic length {topic_len}")
-        topic_raw = bytes(buf[p:p + topic_len])
+        topic_raw = bytes(buf[p : p + topic_len])
         p += topic_len
         props_len = _SHORT.unpack_from(buf, p)[0]
         p += 2
         if props_len < 0:
             raise ProtocolError(f"record at {pos}: negative properties length {props_len}")
-        props_raw = bytes(buf[p:p + props_len])
+        props_raw = bytes(buf[p : p + props_len])
         p += props_len
     except (struct.error, IndexError):
         raise ProtocolError(f"truncated record at {pos}") from None
     if p - pos != total:
-        raise ProtocolError(
-            f"record at {pos}: TOTALSIZE {total} but fields add up to {p - pos}")
+        raise ProtocolError(f"record at {pos}: TOTALSIZE {total} but fields add up to {p - pos}")
     if check_crc and body_crc(body) != head.body_crc:
         raise ProtocolError(f"record at {pos}: body CRC mismatch")
     try:
@@ -463,10 +486,24 @@ def decode_record(buf: bytes | memoryview | bytearray, pos: int = 0, *,
         except zlib.error as e:
             raise ProtocolError(f"record at {pos}: compressed body does not inflate: {e}") from None
     return MessageExt(
-        total, head.magic, head.body_crc, head.queue_id, head.flag, head.queue_offset,
-        head.physical_offset, head.sys_flag, head.born_timestamp, head.born_host,
-        head.store_timestamp, head.store_host, head.reconsume_times,
-        head.prepared_transaction_offset, body, topic, decode_properties(props_raw))
+        total,
+        head.magic,
+        head.body_crc,
+        head.queue_id,
+        head.flag,
+        head.queue_offset,
+        head.physical_offset,
+        head.sys_flag,
+        head.born_timestamp,
+        head.born_host,
+        head.store_timestamp,
+        head.store_host,
+        head.reconsume_times,
+        head.prepared_transaction_offset,
+        body,
+        topic,
+        decode_properties(props_raw),
+    )
 
 
 def decode_records(buf: bytes | memoryview | bytearray, *, decompress: bool = True) -> list[MessageExt]:
@@ -589,13 +626,12 @@ def decode_batch(buf: bytes | memoryview) -> list[BatchItem]:
             b0 = pos + 20
             if body_len < 0 or b0 + body_len + 2 > pos + size:
                 raise ProtocolError(f"batch message at {pos}: body length {body_len} exceeds it")
-            body = bytes(buf[b0:b0 + body_len])
+            body = bytes(buf[b0 : b0 + body_len])
             plen = _SHORT.unpack_from(buf, b0 + body_len)[0]
             p0 = b0 + body_len + 2
             if plen < 0 or p0 + plen != pos + size:
-                raise ProtocolError(
-                    f"batch message at {pos}: size {size} does not match its fields")
-            props = bytes(buf[p0:p0 + plen]).decode("utf-8")
+                raise ProtocolError(f"batch message at {pos}: size {size} does not match its fields")
+            props = bytes(buf[p0 : p0 + plen]).decode("utf-8")
             out.append(BatchItem(flag, body, props))
             pos += size
     except struct.error:

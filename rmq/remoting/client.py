@@ -1,4 +1,5 @@
 """``RemotingClient``: one connection per address, request/response by opaque (NettyRemotingClient)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,8 +10,7 @@ from rmq.protocol.codes import SerializeType
 from rmq.protocol.frame import MAX_FRAME_LENGTH, RemotingCommand
 from rmq.remoting.connection import Connection, RemotingStats
 from rmq.remoting.dispatch import Processor, RequestDispatcher
-from rmq.remoting.errors import (RemotingClosedError, RemotingConnectError,
-                                 RemotingTimeoutError)
+from rmq.remoting.errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
 
 __all__ = ["RemotingClient", "split_address"]
 
@@ -39,12 +39,19 @@ class RemotingClient:
     answered REQUEST_CODE_NOT_SUPPORTED.
     """
 
-    def __init__(self, *, serialize_type: int = SerializeType.JSON,
-                 language: int | None = None, version: int | None = None,
-                 connect_timeout: float = 3.0, request_handler: Processor | None = None,
-                 name: str = "remoting-client", max_inflight_per_connection: int = 4096,
-                 max_frame_length: int = MAX_FRAME_LENGTH,
-                 coalesce_limit: int = 16 << 10) -> None:
+    def __init__(
+        self,
+        *,
+        serialize_type: int = SerializeType.JSON,
+        language: int | None = None,
+        version: int | None = None,
+        connect_timeout: float = 3.0,
+        request_handler: Processor | None = None,
+        name: str = "remoting-client",
+        max_inflight_per_connection: int = 4096,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+        coalesce_limit: int = 16 << 10,
+    ) -> None:
         if serialize_type not in (SerializeType.JSON, SerializeType.ROCKETMQ):
             raise ValueError(f"unknown serialize type {serialize_type}")
         self.serialize_type = serialize_type
@@ -126,8 +133,7 @@ class RemotingClient:
         for conn in conns:
             conn.close()
         if conns:
-            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns],
-                               timeout=1.0)
+            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns], timeout=1.0)
             for conn in conns:
                 if not conn.closed:
                     conn.abort()
@@ -156,8 +162,8 @@ class RemotingClient:
         except TimeoutError:
             self.stats.timeouts += 1
             raise RemotingTimeoutError(
-                f"connect to {addr} not done within the request timeout "
-                f"{timeout * 1000:.0f}ms") from None
+                f"connect to {addr} not done within the request timeout {timeout * 1000:.0f}ms"
+            ) from None
         except asyncio.CancelledError:
             if self._closed and task.cancelled():
                 # close() cancelled the shared attempt, not our caller
@@ -178,12 +184,13 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(functools.partial(self._new_connection, addr),
-                                       host, port),
-                self.connect_timeout)
+                loop.create_connection(functools.partial(self._new_connection, addr), host, port),
+                self.connect_timeout,
+            )
         except TimeoutError:
             raise RemotingConnectError(
-                f"connect to {addr} timed out after {self.connect_timeout * 1000:.0f}ms") from None
+                f"connect to {addr} timed out after {self.connect_timeout * 1000:.0f}ms"
+            ) from None
         except OSError as e:
             raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
         if self._closed:
@@ -196,12 +203,17 @@ class RemotingClient:
 
     def _new_connection(self, addr: str) -> Connection:
         return Connection(
-            dispatch=self._dispatcher.dispatch, stats=self.stats, name=self.name,
-            max_inflight=self._max_inflight, max_frame_length=self._max_frame_length,
+            dispatch=self._dispatcher.dispatch,
+            stats=self.stats,
+            name=self.name,
+            max_inflight=self._max_inflight,
+            max_frame_length=self._max_frame_length,
             # Never stop reading responses because our own writes are blocked: if both
             # sides did that they would deadlock. Senders wait in drain() instead.
-            pause_reading_on_write_pressure=False, coalesce_limit=self._coalesce_limit,
-            on_lost=functools.partial(self._connection_lost, addr))
+            pause_reading_on_write_pressure=False,
+            coalesce_limit=self._coalesce_limit,
+            on_lost=functools.partial(self._connection_lost, addr),
+        )
 
     def _connection_lost(self, addr: str, conn: Connection) -> None:
         if self._conns.get(addr) is conn:

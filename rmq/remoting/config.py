@@ -1,5 +1,6 @@
 """NettyServerConfig: the key names RocketMQ gives a remoting server's settings in its
 properties files (namesrv.properties, broker.conf), shared by every server that reads one."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,5 +31,4 @@ class NettyServerConfig:
 
     def validate(self) -> None:
         if not 0 <= self.listenPort < 65536:
-            raise PropertiesError(f"listenPort: {self.listenPort} is not a TCP port "
-                                  "(0 = any free port)")
+            raise PropertiesError(f"listenPort: {self.listenPort} is not a TCP port (0 = any free port)")

@@ -23,14 +23,15 @@ Two things shape the hot path:
   write buffer is above its high-water mark (the peer is not reading its responses).
   Frames already decoded when a pause starts wait in a backlog bounded by one read.
 """
+
 from __future__ import annotations
 
 import asyncio
 import itertools
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from rmq.protocol.codes import RemotingFlag, RequestCode
 from rmq.protocol.errors import ProtocolError
@@ -46,23 +47,23 @@ _ONEWAY: int = RemotingFlag.ONEWAY
 _TYPE_BITS: int = RemotingFlag.RESPONSE | RemotingFlag.ONEWAY
 
 # Why reading is paused; reading resumes when no reason is left.
-_PAUSE_INFLIGHT = 1   # too many requests not yet answered
-_PAUSE_WRITE = 2      # transport write buffer above its high-water mark
-_PAUSE_CLOSING = 4    # close() was called: dispatch nothing more
+_PAUSE_INFLIGHT = 1  # too many requests not yet answered
+_PAUSE_WRITE = 2  # transport write buffer above its high-water mark
+_PAUSE_CLOSING = 4  # close() was called: dispatch nothing more
 
 
 @dataclass(slots=True)
 class RemotingStats:
     """Counters of one server or one client (shared by all of its connections)."""
 
-    connections_accepted: int = 0   # server: accepted; client: opened
+    connections_accepted: int = 0  # server: accepted; client: opened
     connections_closed: int = 0
-    requests: int = 0               # requests received and dispatched
-    protocol_errors: int = 0        # connections closed for bad input
-    read_pauses: int = 0            # times a connection stopped reading (flow control)
-    unmatched_responses: int = 0    # responses whose opaque had no pending request
-    processor_errors: int = 0       # processors that raised (answered SYSTEM_ERROR)
-    timeouts: int = 0               # requests of ours that timed out
+    requests: int = 0  # requests received and dispatched
+    protocol_errors: int = 0  # connections closed for bad input
+    read_pauses: int = 0  # times a connection stopped reading (flow control)
+    unmatched_responses: int = 0  # responses whose opaque had no pending request
+    processor_errors: int = 0  # processors that raised (answered SYSTEM_ERROR)
+    timeouts: int = 0  # requests of ours that timed out
 
 
 def format_address(addr: object) -> str:
@@ -85,13 +86,20 @@ class Connection(asyncio.Protocol):
     ``drain``, ``close``, ``wait_closed``.
     """
 
-    def __init__(self, *, dispatch: Dispatch, stats: RemotingStats, name: str,
-                 max_inflight: int = 4096, max_frame_length: int = MAX_FRAME_LENGTH,
-                 pause_reading_on_write_pressure: bool = True,
-                 write_buffer_high: int | None = 1 << 20,
-                 coalesce_limit: int = 16 << 10,
-                 on_made: ConnectionCallback | None = None,
-                 on_lost: ConnectionCallback | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        dispatch: Dispatch,
+        stats: RemotingStats,
+        name: str,
+        max_inflight: int = 4096,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+        pause_reading_on_write_pressure: bool = True,
+        write_buffer_high: int | None = 1 << 20,
+        coalesce_limit: int = 16 << 10,
+        on_made: ConnectionCallback | None = None,
+        on_lost: ConnectionCallback | None = None,
+    ) -> None:
         if max_inflight < 1:
             raise ValueError("max_inflight must be at least 1")
         self.remote_address = "?"
@@ -176,8 +184,8 @@ class Connection(asyncio.Protocol):
             prefix, body = encode_parts(cmd)
         except ProtocolError as e:
             raise RemotingSendRequestError(
-                f"cannot encode request {RequestCode.name_of(cmd.code)} to "
-                f"{self.remote_address}: {e}") from e
+                f"cannot encode request {RequestCode.name_of(cmd.code)} to {self.remote_address}: {e}"
+            ) from e
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[opaque] = fut
         self._queue(prefix, body)
@@ -199,8 +207,8 @@ class Connection(asyncio.Protocol):
             prefix, body = encode_parts(cmd)
         except ProtocolError as e:
             raise RemotingSendRequestError(
-                f"cannot encode oneway request {RequestCode.name_of(cmd.code)} to "
-                f"{self.remote_address}: {e}") from e
+                f"cannot encode oneway request {RequestCode.name_of(cmd.code)} to {self.remote_address}: {e}"
+            ) from e
         self._queue(prefix, body)
 
     def send_response(self, resp: RemotingCommand) -> None:
@@ -213,8 +221,9 @@ class Connection(asyncio.Protocol):
         """
         resp.flag |= _RESPONSE
         if self.closed:
-            logger.debug("%s: response opaque=%d to closed %s dropped",
-                         self._name, resp.opaque, self.remote_address)
+            logger.debug(
+                "%s: response opaque=%d to closed %s dropped", self._name, resp.opaque, self.remote_address
+            )
             return
         prefix, body = encode_parts(resp)
         self._queue(prefix, body)
@@ -234,10 +243,11 @@ class Connection(asyncio.Protocol):
                 await waiter
             else:
                 await asyncio.wait_for(waiter, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._stats.timeouts += 1
             raise RemotingTimeoutError(
-                f"{self.remote_address} not writable within {timeout * 1000:.0f}ms") from None
+                f"{self.remote_address} not writable within {timeout * 1000:.0f}ms"
+            ) from None
         finally:
             try:
                 self._drain_waiters.remove(waiter)
@@ -370,9 +380,13 @@ class Connection(asyncio.Protocol):
         if fut is None:
             self._stats.unmatched_responses += 1
             # Normal after a timeout or a cancelled long poll; the counter keeps the tally.
-            logger.debug("%s: response opaque=%d code=%d from %s matches no pending "
-                           "request (timed out?); dropped",
-                           self._name, cmd.opaque, cmd.code, self.remote_address)
+            logger.debug(
+                "%s: response opaque=%d code=%d from %s matches no pending request (timed out?); dropped",
+                self._name,
+                cmd.opaque,
+                cmd.code,
+                self.remote_address,
+            )
             return
         if not fut.done():
             fut.set_result(cmd)
@@ -381,9 +395,12 @@ class Connection(asyncio.Protocol):
         fut = self._pending.pop(opaque, None)
         if fut is not None and not fut.done():
             self._stats.timeouts += 1
-            fut.set_exception(RemotingTimeoutError(
-                f"wait response on {self.remote_address} timeout {timeout * 1000:.0f}ms, "
-                f"request {RequestCode.name_of(code)} opaque={opaque}"))
+            fut.set_exception(
+                RemotingTimeoutError(
+                    f"wait response on {self.remote_address} timeout {timeout * 1000:.0f}ms, "
+                    f"request {RequestCode.name_of(code)} opaque={opaque}"
+                )
+            )
 
     def _queue(self, prefix: bytes, body: object) -> None:
         out = self._out
@@ -425,8 +442,13 @@ class Connection(asyncio.Protocol):
         if not self._reading_paused:
             self._reading_paused = True
             self._stats.read_pauses += 1
-            logger.debug("%s: pause reading %s (reason %d, in flight %d)",
-                         self._name, self.remote_address, reason, self._inflight)
+            logger.debug(
+                "%s: pause reading %s (reason %d, in flight %d)",
+                self._name,
+                self.remote_address,
+                reason,
+                self._inflight,
+            )
             transport = self._transport
             if transport is not None and not transport.is_closing():
                 transport.pause_reading()
@@ -459,6 +481,7 @@ class Connection(asyncio.Protocol):
         if self._pause_mask & _PAUSE_CLOSING:
             return  # already being closed; the decoder just repeats its first error
         self._stats.protocol_errors += 1
-        logger.warning("%s: bad input from %s, closing the connection: %s",
-                       self._name, self.remote_address, e)
+        logger.warning(
+            "%s: bad input from %s, closing the connection: %s", self._name, self.remote_address, e
+        )
         self.abort()

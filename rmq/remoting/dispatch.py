@@ -28,15 +28,16 @@ for every two-way request the dispatcher answers, with the time from dispatch to
 response being queued. Requests a processor takes over and answers later itself
 (long-polling pulls) are not seen. Unset, it costs one attribute load per request.
 """
+
 from __future__ import annotations
 
 import asyncio
 import functools
 import inspect
 import logging
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any
-from collections.abc import Awaitable, Callable
 
 from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
@@ -136,8 +137,9 @@ class RequestDispatcher:
             self._failed(conn, req, e)
 
     # ------------------------------------------------------------------ async results
-    def _attach(self, conn: Connection, req: RemotingCommand, result: object,
-                t0: float | None = None) -> None:
+    def _attach(
+        self, conn: Connection, req: RemotingCommand, result: object, t0: float | None = None
+    ) -> None:
         if isinstance(result, RemotingCommand):  # a subclass
             self._answer(conn, req, result)
             if t0 is not None:
@@ -154,9 +156,13 @@ class RequestDispatcher:
             self._tasks.add(fut)
             fut.add_done_callback(self._tasks.discard)
         else:
-            self._failed(conn, req, TypeError(
-                f"processor returned {type(result).__name__}, not a RemotingCommand, "
-                "None or an awaitable"))
+            self._failed(
+                conn,
+                req,
+                TypeError(
+                    f"processor returned {type(result).__name__}, not a RemotingCommand, None or an awaitable"
+                ),
+            )
             return
         done: Callable[[asyncio.Future[Any]], object]
         if t0 is None:
@@ -165,8 +171,9 @@ class RequestDispatcher:
             done = functools.partial(self._on_done_observed, conn, req, t0)
         fut.add_done_callback(done)
 
-    def _on_done_observed(self, conn: Connection, req: RemotingCommand, t0: float,
-                          fut: asyncio.Future) -> None:
+    def _on_done_observed(
+        self, conn: Connection, req: RemotingCommand, t0: float, fut: asyncio.Future
+    ) -> None:
         code = self._on_done(conn, req, fut)
         if code is not None:
             self._observe(req, code, t0)
@@ -174,13 +181,16 @@ class RequestDispatcher:
     def _on_done(self, conn: Connection, req: RemotingCommand, fut: asyncio.Future) -> int | None:
         """Answer from a processor's future; returns the response code sent, if any."""
         if fut.cancelled():
-            logger.debug("%s: processing of %s from %s was cancelled", self.name,
-                         RequestCode.name_of(req.code), conn.remote_address)
+            logger.debug(
+                "%s: processing of %s from %s was cancelled",
+                self.name,
+                RequestCode.name_of(req.code),
+                conn.remote_address,
+            )
             if req.flag & _ONEWAY:
                 conn._finish_request()
                 return None
-            self._send_error(conn, req, ResponseCode.SYSTEM_ERROR,
-                             "request processing was cancelled")
+            self._send_error(conn, req, ResponseCode.SYSTEM_ERROR, "request processing was cancelled")
             return ResponseCode.SYSTEM_ERROR
         exc = fut.exception()
         if exc is not None:
@@ -194,33 +204,49 @@ class RequestDispatcher:
         if isinstance(result, RemotingCommand):
             self._answer(conn, req, result)
             return result.code
-        self._failed(conn, req, TypeError(
-            f"processor's awaitable returned {type(result).__name__}, "
-            "not a RemotingCommand or None"))
+        self._failed(
+            conn,
+            req,
+            TypeError(
+                f"processor's awaitable returned {type(result).__name__}, not a RemotingCommand or None"
+            ),
+        )
         return ResponseCode.SYSTEM_ERROR
 
     # ------------------------------------------------------------------ generic answers
     def _unsupported(self, conn: Connection, req: RemotingCommand) -> None:
-        self._log_once(req.code, LookupError,
-                       "%s: request code %d (%s) from %s is not supported",
-                       self.name, req.code, RequestCode.name_of(req.code), conn.remote_address)
+        self._log_once(
+            req.code,
+            LookupError,
+            "%s: request code %d (%s) from %s is not supported",
+            self.name,
+            req.code,
+            RequestCode.name_of(req.code),
+            conn.remote_address,
+        )
         if req.flag & _ONEWAY:
             conn._finish_request()
             return
-        self._send_error(conn, req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                         f" request type {req.code} not supported")
+        self._send_error(
+            conn, req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported"
+        )
 
     def _failed(self, conn: Connection, req: RemotingCommand, exc: BaseException) -> None:
         self.stats.processor_errors += 1
         if isinstance(exc, HeaderFieldError):
             self._bad_header(conn, req, exc)
             return
-        self._log_once(req.code, type(exc),
-                       "%s: processing %s (code %d) from %s failed, %s "
-                       "(logged once per code and exception type)",
-                       self.name, RequestCode.name_of(req.code), req.code, conn.remote_address,
-                       "oneway, not answered" if req.flag & _ONEWAY else "answering SYSTEM_ERROR",
-                       exc=exc)
+        self._log_once(
+            req.code,
+            type(exc),
+            "%s: processing %s (code %d) from %s failed, %s (logged once per code and exception type)",
+            self.name,
+            RequestCode.name_of(req.code),
+            req.code,
+            conn.remote_address,
+            "oneway, not answered" if req.flag & _ONEWAY else "answering SYSTEM_ERROR",
+            exc=exc,
+        )
         if req.flag & _ONEWAY:
             conn._finish_request()
             return
@@ -234,11 +260,18 @@ class RequestDispatcher:
         if first:
             warned.add(peer)
         if first or logger.isEnabledFor(logging.DEBUG):
-            logger.log(logging.WARNING if first else logging.DEBUG,
-                       "%s: bad request from %s: %s (code %d), field %s: %s; %s%s",
-                       self.name, peer, RequestCode.name_of(req.code), req.code, exc.field, exc,
-                       "oneway, not answered" if req.flag & _ONEWAY else "answered SYSTEM_ERROR",
-                       " (logged once per peer)" if first else "")
+            logger.log(
+                logging.WARNING if first else logging.DEBUG,
+                "%s: bad request from %s: %s (code %d), field %s: %s; %s%s",
+                self.name,
+                peer,
+                RequestCode.name_of(req.code),
+                req.code,
+                exc.field,
+                exc,
+                "oneway, not answered" if req.flag & _ONEWAY else "answered SYSTEM_ERROR",
+                " (logged once per peer)" if first else "",
+            )
         if req.flag & _ONEWAY:
             conn._finish_request()
             return
@@ -249,16 +282,19 @@ class RequestDispatcher:
             conn.send_response(req.create_response(code, remark))
         except Exception:
             # e.g. lone surrogates in the text; the code alone still tells the caller.
-            conn.send_response(req.create_response(
-                code, remark.encode("utf-8", "replace").decode("utf-8")))
+            conn.send_response(req.create_response(code, remark.encode("utf-8", "replace").decode("utf-8")))
 
-    def _log_once(self, code: int, kind: type, msg: str, *args: object,
-                  exc: BaseException | None = None) -> None:
+    def _log_once(
+        self, code: int, kind: type, msg: str, *args: object, exc: BaseException | None = None
+    ) -> None:
         key = (code, kind)
         if key in self._logged or len(self._logged) >= _MAX_LOGGED_KEYS:
             if logger.isEnabledFor(logging.DEBUG):
-                logger.debug(msg + (": %s" if exc is not None else ""),
-                             *args, *((exception_text(exc),) if exc is not None else ()))
+                logger.debug(
+                    msg + (": %s" if exc is not None else ""),
+                    *args,
+                    *((exception_text(exc),) if exc is not None else ()),
+                )
             return
         self._logged.add(key)
         if exc is None:

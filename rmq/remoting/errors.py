@@ -4,6 +4,7 @@ Malformed bytes from a peer are ``rmq.protocol.errors.ProtocolError``; they neve
 caller of ``invoke``: the transport closes that connection instead. Everything here is
 about one request's fate as seen by the side that sent it.
 """
+
 from __future__ import annotations
 
 

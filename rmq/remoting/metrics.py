@@ -15,6 +15,7 @@ Per-message and per-request figures are plain ints and lists bumped on the loop
 prometheus_client ``Counter.labels().inc()`` or ``Histogram.observe()`` per message
 would take a lock and a label lookup each time.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily, Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from rmq.protocol.codes import RequestCode, ResponseCode
@@ -36,8 +36,14 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
 __all__ = [
-    "LabelledHistograms", "LoopHistogram", "LoopSnapshot", "MetricsHttpServer",
-    "NodeLabels", "RPC_LATENCY_BUCKETS_MS", "RpcLatencyRecorder", "Families",
+    "LabelledHistograms",
+    "LoopHistogram",
+    "LoopSnapshot",
+    "MetricsHttpServer",
+    "NodeLabels",
+    "RPC_LATENCY_BUCKETS_MS",
+    "RpcLatencyRecorder",
+    "Families",
 ]
 
 log = logging.getLogger("rmq.metrics")
@@ -117,8 +123,13 @@ class RpcLatencyRecorder:
 class LoopSnapshot(Generic[T]):
     """Run ``take()`` on the event loop and return its result to another thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, take: Callable[[], T],
-                 timeout: float = 5.0, what: str = "metrics") -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        take: Callable[[], T],
+        timeout: float = 5.0,
+        what: str = "metrics",
+    ) -> None:
         self._loop = loop
         self._take = take
         self._timeout = timeout
@@ -153,8 +164,11 @@ class LoopSnapshot(Generic[T]):
             return fut.result(self._timeout)
         except concurrent.futures.TimeoutError:
             fut.cancel()
-            log.warning("%s: the event loop did not answer a scrape within %.0f s; "
-                        "serving families without samples", self._what, self._timeout)
+            log.warning(
+                "%s: the event loop did not answer a scrape within %.0f s; serving families without samples",
+                self._what,
+                self._timeout,
+            )
             return None
         except Exception:
             log.exception("%s: taking the snapshot failed", self._what)
@@ -178,8 +192,7 @@ class Families:
 
     def __init__(self, node: NodeLabels) -> None:
         self.node = node
-        self.families: dict[str, CounterMetricFamily | GaugeMetricFamily
-                            | HistogramMetricFamily] = {}
+        self.families: dict[str, CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily] = {}
 
     def _declare(self, cls: type[F], name: str, doc: str, labels: Sequence[str]) -> F:
         fam = cls(name, doc, labels=[*self.node.names, *labels])
@@ -202,12 +215,13 @@ class Families:
         assert not isinstance(fam, HistogramMetricFamily), name
         fam.add_metric([*self.node.values, *labels], value)
 
-    def histogram_sample(self, name: str, bounds: Sequence[float], snap: HistogramSnapshot,
-                         labels: Sequence[str] = ()) -> None:
+    def histogram_sample(
+        self, name: str, bounds: Sequence[float], snap: HistogramSnapshot, labels: Sequence[str] = ()
+    ) -> None:
         counts, total = snap
         buckets = []
         acc = 0
-        for bound, n in zip(bounds, counts, strict=False):   # counts has the +Inf one more
+        for bound, n in zip(bounds, counts, strict=False):  # counts has the +Inf one more
             acc += n
             buckets.append((floatToGoString(bound), acc))
         buckets.append(("+Inf", acc + counts[-1]))
@@ -241,8 +255,13 @@ class MetricsHttpServer:
         try:
             httpd, self._thread = start_http_server(port, host, registry=self.registry)
         except OSError as e:
-            log.warning("%s: Prometheus exporter not started, cannot listen on %s:%d (%s); "
-                        "running without /metrics", self.what, host, port, e.strerror or e)
+            log.warning(
+                "%s: Prometheus exporter not started, cannot listen on %s:%d (%s); running without /metrics",
+                self.what,
+                host,
+                port,
+                e.strerror or e,
+            )
             return False
         self._httpd = httpd
         self.host = host
@@ -259,4 +278,3 @@ class MetricsHttpServer:
         httpd.server_close()
         if self._thread is not None:
             self._thread.join(2)
-

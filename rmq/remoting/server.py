@@ -1,4 +1,5 @@
 """``RemotingServer``: accept connections, dispatch requests by code (NettyRemotingServer)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -21,12 +22,18 @@ class RemotingServer:
     ``.port`` after ``start()``.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, name: str = "remoting-server",
-                 max_inflight_per_connection: int = 4096,
-                 max_frame_length: int = MAX_FRAME_LENGTH,
-                 write_buffer_high: int | None = 1 << 20,
-                 coalesce_limit: int = 16 << 10,
-                 backlog: int = 1024) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        name: str = "remoting-server",
+        max_inflight_per_connection: int = 4096,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+        write_buffer_high: int | None = 1 << 20,
+        coalesce_limit: int = 16 << 10,
+        backlog: int = 1024,
+    ) -> None:
         self.host = host
         self.port = port
         self.name = name
@@ -68,8 +75,8 @@ class RemotingServer:
             raise RuntimeError(f"{self.name} already started")
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._new_connection, self.host, self.port,
-            backlog=self._backlog, reuse_address=True)
+            self._new_connection, self.host, self.port, backlog=self._backlog, reuse_address=True
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         logger.info("%s listening on %s:%d", self.name, self.host, self.port)
 
@@ -92,8 +99,7 @@ class RemotingServer:
             for conn in conns:
                 if not conn.closed:
                     conn.abort()
-            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns],
-                               timeout=grace)
+            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns], timeout=grace)
         self._dispatcher.cancel_tasks()
         await server.wait_closed()
         logger.info("%s stopped", self.name)
@@ -118,13 +124,19 @@ class RemotingServer:
     # ------------------------------------------------------------------ internals
     def _new_connection(self) -> Connection:
         return Connection(
-            dispatch=self._dispatcher.dispatch, stats=self.stats, name=self.name,
-            max_inflight=self._max_inflight, max_frame_length=self._max_frame_length,
+            dispatch=self._dispatcher.dispatch,
+            stats=self.stats,
+            name=self.name,
+            max_inflight=self._max_inflight,
+            max_frame_length=self._max_frame_length,
             # A client that does not read its responses must not make us buffer
             # them without limit: stop reading its requests instead.
             pause_reading_on_write_pressure=True,
-            write_buffer_high=self._write_buffer_high, coalesce_limit=self._coalesce_limit,
-            on_made=self._connection_made, on_lost=self._connection_lost)
+            write_buffer_high=self._write_buffer_high,
+            coalesce_limit=self._coalesce_limit,
+            on_made=self._connection_made,
+            on_lost=self._connection_lost,
+        )
 
     def _connection_made(self, conn: Connection) -> None:
         self.stats.connections_accepted += 1

@@ -1,4 +1,5 @@
 """StoreCheckpoint: the 4 KiB `checkpoint` file (spec 4.4)."""
+
 from __future__ import annotations
 
 import mmap
@@ -30,8 +31,13 @@ class StoreCheckpoint:
         self.master_flushed_offset: int
         self.confirm_phy_offset: int
         if existed:
-            (self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
-             self.master_flushed_offset, self.confirm_phy_offset) = _LONGS.unpack_from(self._mm, 0)
+            (
+                self.physic_msg_timestamp,
+                self.logics_msg_timestamp,
+                self.index_msg_timestamp,
+                self.master_flushed_offset,
+                self.confirm_phy_offset,
+            ) = _LONGS.unpack_from(self._mm, 0)
         else:
             self.physic_msg_timestamp = 0
             self.logics_msg_timestamp = 0
@@ -49,9 +55,15 @@ class StoreCheckpoint:
 
     def write(self) -> None:
         """Copy the values into the mapping (cheap; loop thread)."""
-        _LONGS.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
-                         self.index_msg_timestamp, self.master_flushed_offset,
-                         self.confirm_phy_offset)
+        _LONGS.pack_into(
+            self._mm,
+            0,
+            self.physic_msg_timestamp,
+            self.logics_msg_timestamp,
+            self.index_msg_timestamp,
+            self.master_flushed_offset,
+            self.confirm_phy_offset,
+        )
 
     def sync(self) -> None:
         """fdatasync (blocking; call from a flush thread after write())."""

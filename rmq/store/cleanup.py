@@ -20,6 +20,7 @@ Every cleanResourceInterval ms (RocketMQ's cleanFilesPeriodically) the store
 Bookkeeping (which files leave which list) happens on the event loop; unlink and munmap
 run in a worker thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -79,19 +80,18 @@ def _mtimes(paths: Sequence[str]) -> list[float]:
         try:
             out.append(os.path.getmtime(p))
         except OSError:
-            out.append(0.0)    # gone already: as old as it gets
+            out.append(0.0)  # gone already: as old as it gets
     return out
 
 
-def _destroy_blocking(files: Sequence[MappedFile], free: Sequence[bool],
-                      interval_s: float) -> None:
+def _destroy_blocking(files: Sequence[MappedFile], free: Sequence[bool], interval_s: float) -> None:
     for i, (mf, unmap) in enumerate(zip(files, free, strict=True)):
         if i and interval_s > 0:
-            time.sleep(interval_s)   # spread the I/O, as deleteCommitLogFilesInterval does
+            time.sleep(interval_s)  # spread the I/O, as deleteCommitLogFilesInterval does
         if unmap:
             mf.destroy()
         else:
-            mf.unlink()      # a holder's release() unmaps it
+            mf.unlink()  # a holder's release() unmaps it
 
 
 async def destroy_files(files: Sequence[MappedFile], interval_ms: int = 0) -> None:
@@ -101,7 +101,8 @@ async def destroy_files(files: Sequence[MappedFile], interval_ms: int = 0) -> No
         return
     free = [mf.detach() for mf in files]
     await asyncio.get_running_loop().run_in_executor(
-        None, _destroy_blocking, list(files), free, interval_ms / 1000)
+        None, _destroy_blocking, list(files), free, interval_ms / 1000
+    )
 
 
 def _human_ms(ms: float) -> str:
@@ -111,8 +112,9 @@ def _human_ms(ms: float) -> str:
 class CleanCommitLogService:
     """Expired (or, under disk pressure, any old) CommitLog files, and the disk marks."""
 
-    def __init__(self, store: MessageStore,
-                 disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
+    def __init__(
+        self, store: MessageStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
+    ) -> None:
         self.store = store
         self.disk_ratio = disk_ratio
         self.clean_immediately = False
@@ -133,34 +135,46 @@ class CleanCommitLogService:
         cfg = store.config
         loop = asyncio.get_running_loop()
         cl_ratio, lg_ratio = await loop.run_in_executor(
-            None, lambda: (self.disk_ratio(cfg.commitlog_dir),
-                           self.disk_ratio(cfg.consume_queue_dir)))
+            None, lambda: (self.disk_ratio(cfg.commitlog_dir), self.disk_ratio(cfg.consume_queue_dir))
+        )
         self.commitlog_ratio, self.logics_ratio = cl_ratio, lg_ratio
         max_used = cfg.diskMaxUsedSpaceRatio / 100.0
         self.clean_immediately = False
         flags = store.running_flags
         space_full = False
-        for ratio, bit, what in ((cl_ratio, RunningFlags.DISK_FULL, "physic"),
-                                 (lg_ratio, RunningFlags.LOGIC_DISK_FULL, "logics")):
+        for ratio, bit, what in (
+            (cl_ratio, RunningFlags.DISK_FULL, "physic"),
+            (lg_ratio, RunningFlags.LOGIC_DISK_FULL, "logics"),
+        ):
             if ratio > cfg.diskSpaceWarningLevelRatio / 100.0:
                 if not flags.is_set(bit):
-                    log.error("%s disk maybe full soon: %.1f%% used (diskSpaceWarningLevelRatio "
-                              "%d%%), so mark disk full%s", what, ratio * 100,
-                              cfg.diskSpaceWarningLevelRatio,
-                              "; writes are refused" if bit == RunningFlags.DISK_FULL else "")
+                    log.error(
+                        "%s disk maybe full soon: %.1f%% used (diskSpaceWarningLevelRatio "
+                        "%d%%), so mark disk full%s",
+                        what,
+                        ratio * 100,
+                        cfg.diskSpaceWarningLevelRatio,
+                        "; writes are refused" if bit == RunningFlags.DISK_FULL else "",
+                    )
                 flags.set(bit)
                 self.clean_immediately = True
             elif ratio > cfg.diskSpaceCleanForciblyRatio / 100.0:
                 self.clean_immediately = True
             elif flags.is_set(bit):
                 flags.clear(bit)
-                log.info("%s disk space OK: %.1f%% used, so mark disk ok%s", what, ratio * 100,
-                         "; writes are accepted again" if bit == RunningFlags.DISK_FULL else "")
+                log.info(
+                    "%s disk space OK: %.1f%% used, so mark disk ok%s",
+                    what,
+                    ratio * 100,
+                    "; writes are accepted again" if bit == RunningFlags.DISK_FULL else "",
+                )
             if ratio < 0 or ratio > max_used:
                 if ratio < 0:
-                    log.warning("cannot measure the %s disk of %s; reclaiming space", what,
-                                cfg.commitlog_dir if bit == RunningFlags.DISK_FULL
-                                else cfg.consume_queue_dir)
+                    log.warning(
+                        "cannot measure the %s disk of %s; reclaiming space",
+                        what,
+                        cfg.commitlog_dir if bit == RunningFlags.DISK_FULL else cfg.consume_queue_dir,
+                    )
                 space_full = True
         if 0 <= cl_ratio <= cfg.diskSpaceWarningLevelRatio / 100.0:
             store.space_returned()
@@ -178,12 +192,15 @@ class CleanCommitLogService:
             self.manual_delete_times -= 1
         clean_at_once = cfg.cleanFileForciblyEnable and self.clean_immediately
         used = self.commitlog_ratio * 100
-        reason = (f"forced: disk {used:.1f}% used > diskSpaceCleanForciblyRatio "
-                  f"{cfg.diskSpaceCleanForciblyRatio}%"
-                  if clean_at_once else
-                  f"disk {used:.1f}% used > diskMaxUsedSpaceRatio {cfg.diskMaxUsedSpaceRatio}%"
-                  if space_full else
-                  f"deleteWhen {cfg.deleteWhen}" if time_up else "manual")
+        reason = (
+            f"forced: disk {used:.1f}% used > diskSpaceCleanForciblyRatio {cfg.diskSpaceCleanForciblyRatio}%"
+            if clean_at_once
+            else f"disk {used:.1f}% used > diskMaxUsedSpaceRatio {cfg.diskMaxUsedSpaceRatio}%"
+            if space_full
+            else f"deleteWhen {cfg.deleteWhen}"
+            if time_up
+            else "manual"
+        )
         n = await self._delete_expired(cfg.fileReservedTime * 3600.0, clean_at_once, reason)
         self.deleted_files += n
         return n
@@ -192,7 +209,7 @@ class CleanCommitLogService:
         store = self.store
         cfg = store.config
         mfq = store.commitlog.mfq
-        candidates = mfq.mapped_files[:-1][:max(cfg.deleteFileBatchMax, 0)]
+        candidates = mfq.mapped_files[:-1][: max(cfg.deleteFileBatchMax, 0)]
         if not candidates:
             return 0
         loop = asyncio.get_running_loop()
@@ -201,7 +218,7 @@ class CleanCommitLogService:
         n = 0
         for mt in mtimes:
             if not (clean_at_once or now >= mt + reserved_s):
-                break    # never a hole in the middle of the log
+                break  # never a hole in the middle of the log
             n += 1
         # The queue may have changed while the files were stat'ed: only an unchanged head
         # goes, and never the last file.
@@ -212,12 +229,22 @@ class CleanCommitLogService:
         if k == 0:
             return 0
         doomed = mfq.detach_first(k)
-        log.info("deleting %d CommitLog file(s) (%s; fileReservedTime %s h; at most %d a run)",
-                 k, reason, cfg.fileReservedTime, cfg.deleteFileBatchMax)
-        for mf, mt in zip(doomed, mtimes, strict=False):   # (mtimes may be longer)
-            log.info("deleted CommitLog file %s: offsets [%d, %d), last modified %s (%.1f s ago)",
-                     mf.file_name, mf.file_from_offset, mf.file_from_offset + mf.file_size,
-                     _human_ms(mt), now - mt)
+        log.info(
+            "deleting %d CommitLog file(s) (%s; fileReservedTime %s h; at most %d a run)",
+            k,
+            reason,
+            cfg.fileReservedTime,
+            cfg.deleteFileBatchMax,
+        )
+        for mf, mt in zip(doomed, mtimes, strict=False):  # (mtimes may be longer)
+            log.info(
+                "deleted CommitLog file %s: offsets [%d, %d), last modified %s (%.1f s ago)",
+                mf.file_name,
+                mf.file_from_offset,
+                mf.file_from_offset + mf.file_size,
+                _human_ms(mt),
+                now - mt,
+            )
         await destroy_files(doomed, cfg.deleteCommitLogFilesInterval)
         log.info("CommitLog min offset is now %d", store.commitlog.min_offset)
         return k
@@ -241,9 +268,15 @@ class CleanConsumeQueueService:
         for cq in list(store.iter_consume_queues()):
             files = cq.detach_expired_files(min_offset)
             for mf in files:
-                log.info("deleting consume queue file %s-%d/%s: its last unit points below "
-                         "CommitLog min %d (queue min offset now %d)", cq.topic, cq.queue_id,
-                         mf.file_name, min_offset, cq.get_min_offset_in_queue())
+                log.info(
+                    "deleting consume queue file %s-%d/%s: its last unit points below "
+                    "CommitLog min %d (queue min offset now %d)",
+                    cq.topic,
+                    cq.queue_id,
+                    mf.file_name,
+                    min_offset,
+                    cq.get_min_offset_in_queue(),
+                )
             doomed += files
         if store.index_service is not None:
             doomed += [f.mapped_file for f in store.index_service.detach_expired_files(min_offset)]
@@ -254,8 +287,9 @@ class CleanConsumeQueueService:
 class StoreCleaner(ServiceLoop):
     """The periodic loop running both services (cleanFilesPeriodically)."""
 
-    def __init__(self, store: MessageStore,
-                 disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
+    def __init__(
+        self, store: MessageStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
+    ) -> None:
         super().__init__("CleanFilesPeriodically", log)
         self.store = store
         self.commitlog_service = CleanCommitLogService(store, disk_ratio)
@@ -275,14 +309,14 @@ class StoreCleaner(ServiceLoop):
         return max(self.store.config.cleanResourceInterval, 10) / 1000
 
     async def on_start(self) -> None:
-        await self.commitlog_service.measure()   # runtime info and the disk mark at once
+        await self.commitlog_service.measure()  # runtime info and the disk mark at once
 
     async def run_once(self) -> None:
         try:
             await self.clean_once()
         except OSError as e:
             if e.errno not in NO_SPACE_ERRNOS:
-                raise       # logged with its traceback by the loop
+                raise  # logged with its traceback by the loop
             log.error("cleaning files failed: %s", e)
 
     async def stop(self, cancel: bool = True) -> None:

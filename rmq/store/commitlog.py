@@ -19,6 +19,7 @@ write buffer). Bytes are the same as writing each record in place; a commit writ
 first record's TOTALSIZE last (`write_size_last`), so a process killed in the middle of
 a commit leaves nothing recovery would accept.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,10 +34,10 @@ from zlib import crc32
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
     BLANK_RECORD,
-    PROPERTIES_MAX,
-    RECORD_HEAD_STRUCTS,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    PROPERTIES_MAX,
+    RECORD_HEAD_STRUCTS,
     SCHEDULE_TOPIC,
     MessageConst,
     MessageExtBatch,
@@ -102,9 +103,14 @@ class CommitLog:
     # Ready DispatchRequests kept for dispatch at most (more: it parses instead).
     DISPATCH_READY_MAX = 1 << 17
 
-    def __init__(self, store_path: str, file_size: int, max_message_size: int,
-                 delay_levels_ms: Sequence[int],
-                 allocator: AllocateMappedFileService | None = None) -> None:
+    def __init__(
+        self,
+        store_path: str,
+        file_size: int,
+        max_message_size: int,
+        delay_levels_ms: Sequence[int],
+        allocator: AllocateMappedFileService | None = None,
+    ) -> None:
         self.mfq = MappedFileQueue(store_path, file_size, allocator)
         self.file_size = file_size
         self.max_message_size = max_message_size
@@ -194,7 +200,7 @@ class CommitLog:
         try:
             self.commit()
         except OSError:
-            pass    # logged, the records rolled back and their waiters answered by commit()
+            pass  # logged, the records rolled back and their waiters answered by commit()
 
     def commit(self) -> None:
         """pwrite everything appended since the last commit (loop thread).
@@ -232,15 +238,21 @@ class CommitLog:
 
     def _roll_back(self, mf: MappedFile, pos: int, n: int, e: OSError) -> None:
         """Forget the n buffered bytes a failed commit could not write at pos of mf."""
-        log.error("committing %d bytes to CommitLog file %s at %d failed: %s; those records "
-                  "are rolled back and refused", n, mf.file_name, pos, e)
+        log.error(
+            "committing %d bytes to CommitLog file %s at %d failed: %s; those records "
+            "are rolled back and refused",
+            n,
+            mf.file_name,
+            pos,
+            e,
+        )
         restore: dict[tuple[str, int], int] = {}
         at = 0
         levels = self.delay_levels_ms
         while at < n:
             size, req = check_message_and_return_size(self._wview[:n], at, False, levels)
             if req is None:
-                break           # the BLANK that ends a file: takes no queue offset
+                break  # the BLANK that ends a file: takes no queue offset
             if req.sys_flag & 0xC in (0, SysFlag.TRANSACTION_COMMIT_TYPE):
                 restore.setdefault((req.topic, req.queue_id), req.consume_queue_offset)
             at += size
@@ -251,7 +263,7 @@ class CommitLog:
             ready.pop()
         mf.wrote_position = pos
         self._wlen = 0
-        self._wfile = None      # the next put goes through _file_for, which repairs first
+        self._wfile = None  # the next put goes through _file_for, which repairs first
         self._damaged = (mf, pos, n)
         fut = self._commit_fut
         if fut is not None:
@@ -275,8 +287,7 @@ class CommitLog:
         mf, pos, n = d
         pwrite_all(mf.fd, memoryview(_ZEROS)[:n] if n <= len(_ZEROS) else bytes(n), pos)
         self._damaged = None
-        log.warning("CommitLog file %s takes writes again (%d bytes at %d zeroed)",
-                    mf.file_name, n, pos)
+        log.warning("CommitLog file %s takes writes again (%d bytes at %d zeroed)", mf.file_name, n, pos)
 
     def pending_commit(self) -> asyncio.Future[PutMessageStatus] | None:
         """The future the next commit completes (PUT_OK, or UNKNOWN_ERROR when its write
@@ -311,7 +322,7 @@ class CommitLog:
         """The file the next `size` bytes go to, with room in the write buffer;
         writes BLANK and rolls when they do not fit."""
         if self._damaged is not None:
-            self.repair()       # OSError: the put is refused (UNKNOWN_ERROR)
+            self.repair()  # OSError: the put is refused (UNKNOWN_ERROR)
         mfq = self.mfq
         files = mfq.mapped_files
         mf = files[-1] if files else None
@@ -325,13 +336,15 @@ class CommitLog:
                 self.commit()
                 mf = mfq.get_last_mapped_file_for_write(0)
         except OSError as e:
-            log.error("cannot create the next CommitLog file after offset %d: %s",
-                      self.wrote_offset, e)
-            raise _NoSpace(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
-                           f"create mapped file failed: {e}") from None
+            log.error("cannot create the next CommitLog file after offset %d: %s", self.wrote_offset, e)
+            raise _NoSpace(
+                PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"create mapped file failed: {e}"
+            ) from None
         if size + 8 > mf.remaining():
-            raise _NoSpace(PutMessageStatus.MESSAGE_ILLEGAL,
-                           f"a {size}-byte record does not fit a {self.file_size}-byte CommitLog file")
+            raise _NoSpace(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                f"a {size}-byte record does not fit a {self.file_size}-byte CommitLog file",
+            )
         self._bind(mf)
         if self._wlen + size > self._wcap:
             self.commit()
@@ -340,7 +353,7 @@ class CommitLog:
     def _bind(self, mf: MappedFile) -> None:
         """Point the write buffer at mf (it holds bytes of one file only)."""
         if mf is not self._wfile:
-            self.commit()      # normally a no-op: a roll commits the old file first
+            self.commit()  # normally a no-op: a roll commits the old file first
             self._wfile = mf
 
     def _append_blank(self, mf: MappedFile) -> None:
@@ -354,7 +367,7 @@ class CommitLog:
     def _append_record(self, mf: MappedFile, rec: bytes) -> None:
         n = len(rec)
         w = self._wlen
-        self._wbuf[w:w + n] = rec
+        self._wbuf[w : w + n] = rec
         self._wlen = w + n
         mf.wrote_position += n
         self._appended()
@@ -371,15 +384,15 @@ class CommitLog:
             self._topics[topic] = b
         return b
 
-    def _record_struct(self, bh: int, sh: int, body_len: int, topic_len: int,
-                       props_len: int) -> struct.Struct | None:
+    def _record_struct(
+        self, bh: int, sh: int, body_len: int, topic_len: int, props_len: int
+    ) -> struct.Struct | None:
         """One Struct packing a whole record (head, body, topic, properties), cached per
         shape; None once the cache is full (the caller packs in parts)."""
         key = (bh, sh, body_len, topic_len, props_len)
         st = self._structs.get(key)
         if st is None and len(self._structs) < 1024:
-            st = self._structs[key] = struct.Struct(
-                record_format(bh, sh, body_len, topic_len, props_len))
+            st = self._structs[key] = struct.Struct(record_format(bh, sh, body_len, topic_len, props_len))
         return st
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
@@ -394,16 +407,17 @@ class CommitLog:
         if topic_b is None:
             topic_b = self._topic_bytes(topic)
         if topic_b is None:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark="topic is longer than 127 bytes")
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="topic is longer than 127 bytes")
         props_s = msg.properties_string
         if props_s is None:
             props_s = msg.properties_string = properties_to_string(msg.properties)
         props_b = props_s.encode("utf-8")
         plen = len(props_b)
         if plen > PROPERTIES_MAX:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"properties are {plen} bytes; at most {PROPERTIES_MAX}")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"properties are {plen} bytes; at most {PROPERTIES_MAX}",
+            )
         born = msg.born_host
         store = msg.store_host
         bh = len(born)
@@ -411,22 +425,25 @@ class CommitLog:
         sys_flag = msg.sys_flag & ~0x30
         if bh != 8:
             if bh != 20:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"born host must be 8 or 20 bytes, not {bh}")
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL, remark=f"born host must be 8 or 20 bytes, not {bh}"
+                )
             sys_flag |= SysFlag.BORNHOST_V6
         if sh != 8:
             if sh != 20:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"store host must be 8 or 20 bytes, not {sh}")
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL, remark=f"store host must be 8 or 20 bytes, not {sh}"
+                )
             sys_flag |= SysFlag.STOREHOSTADDRESS_V6
         body = msg.body
         blen = len(body)
         tlen = len(topic_b)
         total = _FIXED_NO_HOSTS + bh + sh + blen + tlen + plen
         if total > self.max_message_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"message of {total} bytes exceeds maxMessageSize "
-                                           f"{self.max_message_size}")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"message of {total} bytes exceeds maxMessageSize {self.max_message_size}",
+            )
         # fast path: room in the current file and in the write buffer (_wfile is None
         # or the last file)
         mf = self._wfile
@@ -437,8 +454,7 @@ class CommitLog:
             except _NoSpace as e:
                 return PutMessageResult(e.status, remark=e.remark)
             except OSError as e:
-                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR,
-                                        remark=f"commit failed: {e}")
+                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
             w = self._wlen
         queue_id = msg.queue_id
         key = (topic, queue_id)
@@ -451,15 +467,54 @@ class CommitLog:
         if st is None:
             st = self._record_struct(bh, sh, blen, tlen, plen)
         if st is not None:
-            st.pack_into(self._wbuf, w, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF,
-                         queue_id, msg.flag, rec_qoff, phys, sys_flag, msg.born_timestamp, born,
-                         now_ms, store, msg.reconsume_times, msg.prepared_transaction_offset,
-                         blen, body, tlen, topic_b, plen, props_b)
+            st.pack_into(
+                self._wbuf,
+                w,
+                total,
+                MESSAGE_MAGIC_CODE,
+                crc32(body) & 0x7FFFFFFF,
+                queue_id,
+                msg.flag,
+                rec_qoff,
+                phys,
+                sys_flag,
+                msg.born_timestamp,
+                born,
+                now_ms,
+                store,
+                msg.reconsume_times,
+                msg.prepared_transaction_offset,
+                blen,
+                body,
+                tlen,
+                topic_b,
+                plen,
+                props_b,
+            )
         else:
-            self._pack_parts(w, (total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id,
-                                 msg.flag, rec_qoff, phys, sys_flag, msg.born_timestamp, born,
-                                 now_ms, store, msg.reconsume_times,
-                                 msg.prepared_transaction_offset, blen), body, topic_b, props_b)
+            self._pack_parts(
+                w,
+                (
+                    total,
+                    MESSAGE_MAGIC_CODE,
+                    crc32(body) & 0x7FFFFFFF,
+                    queue_id,
+                    msg.flag,
+                    rec_qoff,
+                    phys,
+                    sys_flag,
+                    msg.born_timestamp,
+                    born,
+                    now_ms,
+                    store,
+                    msg.reconsume_times,
+                    msg.prepared_transaction_offset,
+                    blen,
+                ),
+                body,
+                topic_b,
+                props_b,
+            )
         # (pack_into raised nothing: the record is there; now take its queue offset)
         if takes_offset:
             table[key] = rec_qoff + 1
@@ -481,30 +536,47 @@ class CommitLog:
             tags_code = 0
         ready = self.dispatch_ready
         if len(ready) >= self.DISPATCH_READY_MAX:
-            ready.clear()   # dispatch is not running or far behind: it parses instead
-        ready.append(DispatchRequest(topic, queue_id, phys, total, tags_code, now_ms, rec_qoff,
-                                     keys, uniq, sys_flag, msg.prepared_transaction_offset))
+            ready.clear()  # dispatch is not running or far behind: it parses instead
+        ready.append(
+            DispatchRequest(
+                topic,
+                queue_id,
+                phys,
+                total,
+                tags_code,
+                now_ms,
+                rec_qoff,
+                keys,
+                uniq,
+                sys_flag,
+                msg.prepared_transaction_offset,
+            )
+        )
         return PutMessageResult(_PUT_OK, phys, total, rec_qoff, now_ms, 1, store)
 
     def _tags_code(self, topic: str, tags: str | None, props_s: str, now_ms: int) -> int:
-        return tags_code_of(topic, tags,
-                            property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
-                            now_ms, self.delay_levels_ms, self._tag_cache)
+        return tags_code_of(
+            topic,
+            tags,
+            property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
+            now_ms,
+            self.delay_levels_ms,
+            self._tag_cache,
+        )
 
-    def _pack_parts(self, w: int, args: tuple[Any, ...], body: bytes, topic_b: bytes,
-                    props_b: bytes) -> None:
+    def _pack_parts(self, w: int, args: tuple[Any, ...], body: bytes, topic_b: bytes, props_b: bytes) -> None:
         """Encode a record whose shape has no cached Struct: head, then the rest."""
         buf = self._wbuf
         head = _HEAD_STRUCTS[len(args[9]), len(args[11])]
         head.pack_into(buf, w, *args)
         p = w + head.size
-        buf[p:p + len(body)] = body
+        buf[p : p + len(body)] = body
         p += len(body)
         buf[p] = len(topic_b)
-        buf[p + 1:p + 1 + len(topic_b)] = topic_b
+        buf[p + 1 : p + 1 + len(topic_b)] = topic_b
         p += 1 + len(topic_b)
         _H.pack_into(buf, p, len(props_b))
-        buf[p + 2:p + 2 + len(props_b)] = props_b
+        buf[p + 2 : p + 2 + len(props_b)] = props_b
 
     def _ready(self, req: DispatchRequest) -> None:
         """Hand dispatch the request of a record just appended (it would parse the same
@@ -528,12 +600,14 @@ class CommitLog:
     def put_messages(self, batch: MessageExtBatch, now_ms: int) -> PutMessageResult:
         """Append a batch as consecutive records of one queue, all in one file."""
         if batch.sys_flag & 0xC:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark="batch messages cannot be transactional")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional"
+            )
         delay = batch.properties.get(MessageConst.DELAY_TIME_LEVEL)
         if delay and delay.strip() not in ("", "0"):
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark="batch messages cannot be delayed")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be delayed"
+            )
         if not batch.items:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         topic_b = batch.topic.encode("utf-8")
@@ -550,19 +624,22 @@ class CommitLog:
                 props_s += batch_props
             props_b = props_s.encode("utf-8")
             if len(props_b) > PROPERTIES_MAX:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"properties are {len(props_b)} bytes; "
-                                               f"at most {PROPERTIES_MAX}")
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    remark=f"properties are {len(props_b)} bytes; at most {PROPERTIES_MAX}",
+                )
             size = record_length(sys_flag, len(item.body), len(topic_b), len(props_b))
             if size > self.max_message_size:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"message of {size} bytes exceeds maxMessageSize")
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL, remark=f"message of {size} bytes exceeds maxMessageSize"
+                )
             total_all += size
             parts.append((item.flag, item.body, props_s, props_b, size))
         if total_all > self.max_message_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {total_all} bytes exceeds maxMessageSize "
-                                           f"{self.max_message_size}")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"batch of {total_all} bytes exceeds maxMessageSize {self.max_message_size}",
+            )
         try:
             mf = self._file_for(total_all)
         except _NoSpace as e:
@@ -576,11 +653,22 @@ class CommitLog:
         offsets: list[int] = []
         phys = phys0
         for i, (flag, body, _, props_b, size) in enumerate(parts):
-            recs.append(encode_record(
-                topic=topic_b, body=body, properties=props_b, queue_id=batch.queue_id,
-                flag=flag, queue_offset=qoff0 + i, physical_offset=phys, sys_flag=sys_flag,
-                born_timestamp=batch.born_timestamp, born_host=born, store_timestamp=now_ms,
-                store_host=store))
+            recs.append(
+                encode_record(
+                    topic=topic_b,
+                    body=body,
+                    properties=props_b,
+                    queue_id=batch.queue_id,
+                    flag=flag,
+                    queue_offset=qoff0 + i,
+                    physical_offset=phys,
+                    sys_flag=sys_flag,
+                    born_timestamp=batch.born_timestamp,
+                    born_host=born,
+                    store_timestamp=now_ms,
+                    store_host=store,
+                )
+            )
             offsets.append(phys)
             phys += size
         # one append: a batch is never split between two commits
@@ -592,15 +680,31 @@ class CommitLog:
         levels = self.delay_levels_ms
         cache = self._tag_cache
         for i, (_, _, props_s, _, size) in enumerate(parts):
-            self._ready(DispatchRequest(
-                topic, batch.queue_id, offsets[i], size,
-                tags_code_of(topic, property_value(props_s, "TAGS"),
-                             property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
-                             now_ms, levels, cache),
-                now_ms, qoff0 + i, property_value(props_s, "KEYS"),
-                property_value(props_s, "UNIQ_KEY"), sys_flag, 0))
-        return PutMessageResult(PutMessageStatus.PUT_OK, phys0, total_all, qoff0, now_ms,
-                                len(parts), store, offsets)
+            self._ready(
+                DispatchRequest(
+                    topic,
+                    batch.queue_id,
+                    offsets[i],
+                    size,
+                    tags_code_of(
+                        topic,
+                        property_value(props_s, "TAGS"),
+                        property_value(props_s, "DELAY") if topic == SCHEDULE_TOPIC else None,
+                        now_ms,
+                        levels,
+                        cache,
+                    ),
+                    now_ms,
+                    qoff0 + i,
+                    property_value(props_s, "KEYS"),
+                    property_value(props_s, "UNIQ_KEY"),
+                    sys_flag,
+                    0,
+                )
+            )
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK, phys0, total_all, qoff0, now_ms, len(parts), store, offsets
+        )
 
     # --- replication (slave side) ---
     def replica_file(self, offset: int) -> MappedFile | None:
@@ -644,12 +748,14 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         n = sum(len(b) for b in blocks)
         if pos != mf.wrote_position or pos != mf.committed_position or pos + n > mf.file_size:
-            raise StoreError(f"replicated block [{offset}, {offset + n}) does not continue "
-                             f"{mf.file_name} at {mf.file_from_offset + mf.wrote_position}")
+            raise StoreError(
+                f"replicated block [{offset}, {offset + n}) does not continue "
+                f"{mf.file_name} at {mf.file_from_offset + mf.wrote_position}"
+            )
         fd = mf.fd
         done = 0
         for i in range(0, len(blocks), 512):
-            part = blocks[i:i + 512]
+            part = blocks[i : i + 512]
             want = sum(len(b) for b in part)
             k = os.pwritev(fd, part, pos + done)
             if k != want:
@@ -666,8 +772,9 @@ class CommitLog:
         """Blocking convenience for tools and tests: append_replica, creating the file
         in this thread when needed. False when the bytes do not continue the CommitLog."""
         if self.mfq.mapped_files and start_offset != self.max_offset:
-            log.error("replicated data at %d does not continue the CommitLog end %d",
-                      start_offset, self.max_offset)
+            log.error(
+                "replicated data at %d does not continue the CommitLog end %d", start_offset, self.max_offset
+            )
             return False
         try:
             if self.replica_file(start_offset) is None:
@@ -687,7 +794,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos < 0 or pos + size > mf.committed_position:
             return None
-        return mf.mm[pos:pos + size]
+        return mf.mm[pos : pos + size]
 
     def get_data(self, offset: int, max_size: int | None = None) -> tuple[MappedFile, int, int] | None:
         """(file, start, end) of readable bytes from offset within its file."""
@@ -737,8 +844,9 @@ class CommitLog:
         index = max(len(files) - 3, 0)
         return self._scan_and_truncate(index, check_crc, None)
 
-    def recover_abnormally(self, check_crc: bool, min_timestamp: int,
-                           dispatch: Callable[[DispatchRequest], None]) -> int:
+    def recover_abnormally(
+        self, check_crc: bool, min_timestamp: int, dispatch: Callable[[DispatchRequest], None]
+    ) -> int:
         """Start at the newest file that is provably older than the checkpoint and
         re-dispatch every valid record from there (dispatch is idempotent)."""
         files = self.mfq.mapped_files
@@ -750,8 +858,11 @@ class CommitLog:
             if self._file_matched_recover(files[i], min_timestamp):
                 index = i
                 break
-        log.info("abnormal recovery re-dispatches from CommitLog file %s (checkpoint min time %d)",
-                 files[index].file_name, min_timestamp)
+        log.info(
+            "abnormal recovery re-dispatches from CommitLog file %s (checkpoint min time %d)",
+            files[index].file_name,
+            min_timestamp,
+        )
         return self._scan_and_truncate(index, check_crc, dispatch)
 
     @staticmethod
@@ -763,8 +874,9 @@ class CommitLog:
         ts: int = _Q.unpack_from(mm, store_timestamp_position(sys_flag))[0]
         return ts != 0 and ts <= min_timestamp
 
-    def _scan_and_truncate(self, index: int, check_crc: bool,
-                           dispatch: Callable[[DispatchRequest], None] | None) -> int:
+    def _scan_and_truncate(
+        self, index: int, check_crc: bool, dispatch: Callable[[DispatchRequest], None] | None
+    ) -> int:
         files = self.mfq.mapped_files
         mf = files[index]
         pos = 0
@@ -790,8 +902,12 @@ class CommitLog:
             if reason.startswith("end of data"):
                 log.info("CommitLog recovered up to offset %d (file %s)", end, mf.file_name)
             else:
-                log.warning("CommitLog: invalid record at offset %d (file %s): %s; "
-                            "truncating everything from there", end, mf.file_name, reason)
+                log.warning(
+                    "CommitLog: invalid record at offset %d (file %s): %s; truncating everything from there",
+                    end,
+                    mf.file_name,
+                    reason,
+                )
             break
         process_offset = mf.file_from_offset + pos
         self.mfq.flushed_where = process_offset
@@ -839,8 +955,10 @@ class CommitLog:
         if offset == end or offset == dispatched_to:
             return None
         if offset < self.min_offset:
-            return (f"it is before the first CommitLog file ({self.min_offset}): those "
-                    "records were deleted, so the history before them cannot be checked")
+            return (
+                f"it is before the first CommitLog file ({self.min_offset}): those "
+                "records were deleted, so the history before them cannot be checked"
+            )
         mf = self.mfq.find_mapped_file_by_offset(offset)
         if mf is None:
             return f"no CommitLog file holds it (files start at {self.min_offset})"
@@ -881,8 +999,13 @@ class CommitLog:
         self._wfile = None
         old_end = self.max_offset
         plan = self.mfq.detach_from(offset)
-        log.warning("CommitLog truncated at offset %d: %d bytes dropped (end was %d), "
-                    "%d file(s) deleted", offset, old_end - offset, old_end, len(plan.doomed))
+        log.warning(
+            "CommitLog truncated at offset %d: %d bytes dropped (end was %d), %d file(s) deleted",
+            offset,
+            old_end - offset,
+            old_end,
+            len(plan.doomed),
+        )
         return plan
 
     # --- lifetime ---

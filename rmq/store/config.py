@@ -3,14 +3,15 @@
 Attribute names keep RocketMQ's camelCase spelling on purpose: they are the keys users
 write in broker.conf, and a RocketMQ engineer greps for them.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import enum
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Mapping
 
 
 class BrokerRole(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() of a member)
@@ -61,8 +62,10 @@ def parse_delete_when(spec: str) -> list[int]:
         try:
             h = int(p)
         except ValueError:
-            raise ConfigError(f"deleteWhen: {part!r} is not an hour of the day (00-23); "
-                              "several are separated by ';' as in 04;16") from None
+            raise ConfigError(
+                f"deleteWhen: {part!r} is not an hour of the day (00-23); "
+                "several are separated by ';' as in 04;16"
+            ) from None
         if not 0 <= h <= 23:
             raise ConfigError(f"deleteWhen: {h} is not an hour of the day (00-23)")
         hours.append(h)
@@ -195,8 +198,7 @@ class MessageStoreConfig:
         parse_delete_when(self.deleteWhen)
         if self.fileReservedTime < 0:
             raise ConfigError("fileReservedTime: hours must not be negative")
-        for key in ("diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio",
-                    "diskSpaceCleanForciblyRatio"):
+        for key in ("diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio", "diskSpaceCleanForciblyRatio"):
             if not 1 <= getattr(self, key) <= 100:
                 raise ConfigError(f"{key}: a percentage of the disk, 1 to 100")
         if self.deleteFileBatchMax < 1:
@@ -249,8 +251,14 @@ def apply_properties(obj: Any, props: Mapping[str, str]) -> list[str]:
 
 
 def _resolve(annotation: str) -> Any:
-    return {"int": int, "bool": bool, "float": float, "str": str,
-            "BrokerRole": BrokerRole, "FlushDiskType": FlushDiskType}.get(annotation, str)
+    return {
+        "int": int,
+        "bool": bool,
+        "float": float,
+        "str": str,
+        "BrokerRole": BrokerRole,
+        "FlushDiskType": FlushDiskType,
+    }.get(annotation, str)
 
 
 def parse_properties_text(text: str) -> dict[str, str]:
@@ -265,7 +273,7 @@ def parse_properties_text(text: str) -> dict[str, str]:
                 break
         else:
             raise ConfigError(f"line {lineno}: expected key=value, got {s!r}")
-        key, value = s[:sep_i].strip(), s[sep_i + 1:].strip()
+        key, value = s[:sep_i].strip(), s[sep_i + 1 :].strip()
         if not key:
             raise ConfigError(f"line {lineno}: empty key")
         out[key] = value

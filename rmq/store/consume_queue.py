@@ -1,10 +1,11 @@
 """ConsumeQueue: one logical queue as 20-byte units pointing into the CommitLog (spec 4.1)."""
+
 from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from rmq.store.cq_codec import BLANK_UNIT, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from rmq.store.mapped_file import FlushPlan, MappedFile, MappedFileQueue, TruncatePlan
@@ -31,7 +32,7 @@ def _dirty_units_end(mf: MappedFile, pos: int) -> int:
     mm = mf.mm
     end = mf.file_size
     start = pos
-    while pos + CQ_STORE_UNIT_SIZE <= end and mm[pos:pos + CQ_STORE_UNIT_SIZE] != _ZERO_UNIT:
+    while pos + CQ_STORE_UNIT_SIZE <= end and mm[pos : pos + CQ_STORE_UNIT_SIZE] != _ZERO_UNIT:
         pos += CQ_STORE_UNIT_SIZE
     return max(pos, min(end, start + MAX_UNITS_PER_WRITE * CQ_STORE_UNIT_SIZE))
 
@@ -56,9 +57,9 @@ class ConsumeQueue:
         # as RocketMQ's are: a topic with 1024 queues must not reserve 6 GB up front.
         # Sparse files are written with pwrite (see MappedFile.sparse).
         self.mfq = MappedFileQueue(self.store_path, mapped_file_size, preallocate=False)
-        self.max_physic_offset = -1   # end (offset + size) of the last unit written
-        self.min_logic_offset = 0     # bytes
-        self._units_done = 0          # progress of put_units (for UnitsWriteError)
+        self.max_physic_offset = -1  # end (offset + size) of the last unit written
+        self.min_logic_offset = 0  # bytes
+        self._units_done = 0  # progress of put_units (for UnitsWriteError)
 
     # --- load / recover ---
     def load(self) -> None:
@@ -103,8 +104,7 @@ class ConsumeQueue:
         self.max_physic_offset = max_ext
 
     # --- write path (dispatch) ---
-    def put_message_position_info(self, offset: int, size: int, tags_code: int,
-                                  cq_offset: int) -> bool:
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """Append one unit at logical offset cq_offset; idempotent for re-dispatch."""
         if offset + size <= self.max_physic_offset:
             return True  # built before (re-dispatch after recovery)
@@ -116,18 +116,32 @@ class ConsumeQueue:
             self.min_logic_offset = expect
             mfq.flushed_where = mfq.committed_where = expect
             self._fill_pre_blank(mf, expect)
-            log.info("consume queue %s-%d starts at logical offset %d; back-filled blanks",
-                     self.topic, self.queue_id, cq_offset)
+            log.info(
+                "consume queue %s-%d starts at logical offset %d; back-filled blanks",
+                self.topic,
+                self.queue_id,
+                cq_offset,
+            )
         if cq_offset != 0:
             current = mf.file_from_offset + mf.wrote_position
             if expect < current:
-                log.warning("build consume queue repeatedly: topic=%s queue=%d expect=%d current=%d",
-                            self.topic, self.queue_id, expect, current)
+                log.warning(
+                    "build consume queue repeatedly: topic=%s queue=%d expect=%d current=%d",
+                    self.topic,
+                    self.queue_id,
+                    expect,
+                    current,
+                )
                 return True
             if expect != current:
-                log.error("[BUG] logic queue order maybe wrong: topic=%s queue=%d expect=%d "
-                          "current=%d diff=%d", self.topic, self.queue_id, expect, current,
-                          expect - current)
+                log.error(
+                    "[BUG] logic queue order maybe wrong: topic=%s queue=%d expect=%d current=%d diff=%d",
+                    self.topic,
+                    self.queue_id,
+                    expect,
+                    current,
+                    expect - current,
+                )
         mf.append(_UNIT.pack(offset, size, tags_code), 12)
         self.max_physic_offset = offset + size
         return True
@@ -160,8 +174,10 @@ class ConsumeQueue:
                 continue  # built before (re-dispatch after recovery)
             if cq_offset != 0 and mfq.mapped_files:
                 last = mfq.mapped_files[-1]
-                if not last.is_full() and cq_offset * CQ_STORE_UNIT_SIZE != \
-                        last.file_from_offset + last.wrote_position:
+                if (
+                    not last.is_full()
+                    and cq_offset * CQ_STORE_UNIT_SIZE != last.file_from_offset + last.wrote_position
+                ):
                     # not the next unit: the one-by-one path logs and decides
                     self.put_message_position_info(off, size, req.tags_code, cq_offset)
                     i += 1
@@ -172,8 +188,7 @@ class ConsumeQueue:
                 i += 1
                 continue
             mf = mfq.mapped_files[-1]
-            room = min((mf.file_size - mf.wrote_position) // CQ_STORE_UNIT_SIZE,
-                       MAX_UNITS_PER_WRITE)
+            room = min((mf.file_size - mf.wrote_position) // CQ_STORE_UNIT_SIZE, MAX_UNITS_PER_WRITE)
             units = [pack(off, size, req.tags_code)]
             max_phy = off + size
             # the next unit lands right after: it joins the run if that is where it
@@ -311,7 +326,7 @@ class ConsumeQueue:
             self.max_physic_offset = -1
             self.min_logic_offset = 0
             plan = self.mfq.detach_all()
-            plan.dirs.append(os.path.dirname(self.store_path))   # the topic's, if now empty
+            plan.dirs.append(os.path.dirname(self.store_path))  # the topic's, if now empty
             return plan, True
         plan = self.mfq.detach_from(cut)
         self.max_physic_offset = -1
@@ -345,10 +360,13 @@ class ConsumeQueue:
             if lo < n:
                 new_min = mf.file_from_offset + lo * CQ_STORE_UNIT_SIZE
                 if new_min != self.min_logic_offset:
-                    log.info("consume queue %s-%d: min logical offset %d -> %d",
-                             self.topic, self.queue_id,
-                             self.min_logic_offset // CQ_STORE_UNIT_SIZE,
-                             new_min // CQ_STORE_UNIT_SIZE)
+                    log.info(
+                        "consume queue %s-%d: min logical offset %d -> %d",
+                        self.topic,
+                        self.queue_id,
+                        self.min_logic_offset // CQ_STORE_UNIT_SIZE,
+                        new_min // CQ_STORE_UNIT_SIZE,
+                    )
                 self.min_logic_offset = new_min
                 return
         # Every unit points below the CommitLog minimum: the queue is logically empty.
@@ -381,9 +399,9 @@ class ConsumeQueue:
         self.correct_min_offset(min_commit_log_offset)
         return doomed
 
-    def get_offset_in_queue_by_time(self, timestamp: int,
-                                    store_time_of: Callable[[int, int], int],
-                                    boundary: str | None = None) -> int:
+    def get_offset_in_queue_by_time(
+        self, timestamp: int, store_time_of: Callable[[int, int], int], boundary: str | None = None
+    ) -> int:
         """Logical offset for a store timestamp (spec 4.1.4).
 
         boundary None: 4.x nearest neighbour (ties to the left, clamped to the queue);

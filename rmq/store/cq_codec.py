@@ -3,6 +3,7 @@
 A unit is (commit-log offset int64, message size int32, tag code int64), big-endian.
 The store's ConsumeQueue and the Spark rebuild both encode units with these.
 """
+
 from __future__ import annotations
 
 import struct
@@ -17,4 +18,3 @@ BLANK_UNIT = CQ_UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 # The same unit as a numpy record, for whole runs of units at once.
 CQ_UNIT_DTYPE = np.dtype([("phy_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert CQ_UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
-

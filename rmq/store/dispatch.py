@@ -7,6 +7,7 @@ this process are not parsed back: the put path leaves their DispatchRequests in
 CommitLog.dispatch_ready (tests/unit/store/test_dispatch_ready.py proves them equal to
 what parsing gives).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,13 @@ class ReputMessageService(ServiceLoop):
     """Follows the CommitLog's readable end from reput_from_offset and hands every
     record, decoded once, to the dispatcher (which builds CQ units and the index)."""
 
-    def __init__(self, commitlog: CommitLog, delay_levels_ms: Sequence[int],
-                 dispatcher: Dispatcher, batch_limit: int = 2048) -> None:
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        delay_levels_ms: Sequence[int],
+        dispatcher: Dispatcher,
+        batch_limit: int = 2048,
+    ) -> None:
         super().__init__("ReputMessageService", log)
         self.commitlog = commitlog
         self.delay_levels_ms = list(delay_levels_ms)
@@ -55,7 +61,7 @@ class ReputMessageService(ServiceLoop):
     def start(self) -> None:
         self._idle = asyncio.Event()
         super().start()
-        self.wakeup()       # dispatch what is there at once
+        self.wakeup()  # dispatch what is there at once
 
     # --- settings (the store's recovery, truncation and role changes) ---
     def reset_offset(self, offset: int) -> None:
@@ -98,6 +104,7 @@ class ReputMessageService(ServiceLoop):
 
     async def wait_caught_up(self, timeout: float | None = None) -> bool:
         """Until dispatch has reached the CommitLog end (as of each check)."""
+
         async def _wait() -> None:
             while not self.is_caught_up():
                 if self._stalled_at >= 0 and self._stalled_at == self.reput_from_offset:
@@ -106,6 +113,7 @@ class ReputMessageService(ServiceLoop):
                 self._idle.clear()
                 self.wakeup()
                 await self._idle.wait()
+
         try:
             await asyncio.wait_for(_wait(), timeout)
         except TimeoutError:
@@ -141,8 +149,9 @@ class ReputMessageService(ServiceLoop):
         cl = self.commitlog
         offset = start = self.reput_from_offset
         if offset < cl.min_offset:
-            log.warning("reput offset %d is below the CommitLog minimum %d; skipping ahead",
-                        offset, cl.min_offset)
+            log.warning(
+                "reput offset %d is below the CommitLog minimum %d; skipping ahead", offset, cl.min_offset
+            )
             offset = cl.min_offset
         reqs: list[DispatchRequest] = []
         append = reqs.append
@@ -161,7 +170,7 @@ class ReputMessageService(ServiceLoop):
                 o = r.commit_log_offset
                 if o != offset:
                     if o < offset:
-                        popleft()   # dispatched from the file already
+                        popleft()  # dispatched from the file already
                         continue
                     break
                 nxt = o + r.msg_size
@@ -174,7 +183,7 @@ class ReputMessageService(ServiceLoop):
             if n >= limit or offset >= max_offset:
                 break
             if ready and ready[0].commit_log_offset == offset:
-                break       # the next record (complete) ends past the dispatch limit
+                break  # the next record (complete) ends past the dispatch limit
             # slow path: parse from the file up to the next ready request (if any)
             stop_at = ready[0].commit_log_offset if ready else -1
             got = cl.get_data(offset)
@@ -191,7 +200,7 @@ class ReputMessageService(ServiceLoop):
                     break
                 size, req = check_message_and_return_size(mm, pos, False, levels, cache)
                 if size > 0 and pos + size > end:
-                    stop = True     # not all of it is here yet (a slave mid-record)
+                    stop = True  # not all of it is here yet (a slave mid-record)
                     self._incomplete = (base + pos, max_offset)
                     break
                 if req is not None:
@@ -208,8 +217,9 @@ class ReputMessageService(ServiceLoop):
                     pos = mf.file_size  # BLANK: the rest of this file is padding
                     break
                 elif size > 0:
-                    log.error("[BUG] record at %d: fields do not add up to TOTALSIZE %d; skipped",
-                              base + pos, size)
+                    log.error(
+                        "[BUG] record at %d: fields do not add up to TOTALSIZE %d; skipped", base + pos, size
+                    )
                     pos += size
                 else:
                     at = base + pos

@@ -3,6 +3,7 @@
 Pure (no files, no loop): recovery, the ReputMessageService and the Spark rebuild all
 call check_message_and_return_size, so a ConsumeQueue unit comes out the same everywhere.
 """
+
 from __future__ import annotations
 
 import struct
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -20,7 +22,6 @@ from rmq.protocol.message import (
     decode_record,
     java_hash,
 )
-from rmq.protocol.errors import ProtocolError
 
 if TYPE_CHECKING:
     import mmap
@@ -45,7 +46,7 @@ class DispatchRequest:
     prepared_transaction_offset: int = 0
 
 
-_HEAD48 = struct.Struct(">iiiiiqqiq")   # TOTALSIZE .. BORNTIMESTAMP
+_HEAD48 = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _H = struct.Struct(">h")
@@ -55,8 +56,7 @@ RECORD_BLANK = 0
 RECORD_INVALID = -1
 
 
-def compute_deliver_timestamp(level: int, store_timestamp: int,
-                              delay_levels_ms: Sequence[int]) -> int:
+def compute_deliver_timestamp(level: int, store_timestamp: int, delay_levels_ms: Sequence[int]) -> int:
     """Delivery time of a SCHEDULE_TOPIC_XXXX unit (the tag code of its CQ unit)."""
     if 1 <= level <= len(delay_levels_ms):
         return store_timestamp + delay_levels_ms[level - 1]
@@ -86,7 +86,7 @@ def property_value(props: str, name: str, end: int | None = None) -> str | None:
             if j < 0:
                 j = len(props)
             if j > i + klen:
-                return props[i + klen:j]
+                return props[i + klen : j]
         end = i
 
 
@@ -105,7 +105,7 @@ def dispatch_properties(props: str) -> tuple[str | None, str | None, str | None]
         if j < 0:
             j = n
         if (i == 0 or props[i - 1] == "\x02") and j > i + 5:
-            tags = props[i + 5:j]
+            tags = props[i + 5 : j]
         else:
             tags = property_value(props, "TAGS", i)
     i = props.rfind("KEYS\x01")
@@ -115,7 +115,7 @@ def dispatch_properties(props: str) -> tuple[str | None, str | None, str | None]
         if j < 0:
             j = n
         if (i == 0 or props[i - 1] == "\x02") and j > i + 5:
-            keys = props[i + 5:j]
+            keys = props[i + 5 : j]
         else:
             keys = property_value(props, "KEYS", i)
     i = props.rfind("UNIQ_KEY\x01")
@@ -125,14 +125,20 @@ def dispatch_properties(props: str) -> tuple[str | None, str | None, str | None]
         if j < 0:
             j = n
         if (i == 0 or props[i - 1] == "\x02") and j > i + 9:
-            uniq = props[i + 9:j]
+            uniq = props[i + 9 : j]
         else:
             uniq = property_value(props, "UNIQ_KEY", i)
     return tags, keys, uniq
 
 
-def tags_code_of(topic: str, tags: str | None, delay: str | None, store_timestamp: int,
-                 delay_levels_ms: Sequence[int], tag_cache: dict[str, int] | None = None) -> int:
+def tags_code_of(
+    topic: str,
+    tags: str | None,
+    delay: str | None,
+    store_timestamp: int,
+    delay_levels_ms: Sequence[int],
+    tag_cache: dict[str, int] | None = None,
+) -> int:
     """The ConsumeQueue tag code of a record (DispatchRequest.tags_code): the Java hash
     of TAGS, or for SCHEDULE_TOPIC_XXXX with a DELAY level the delivery time."""
     tags_code = 0
@@ -160,8 +166,11 @@ def tags_code_of(topic: str, tags: str | None, delay: str | None, store_timestam
 
 
 def check_message_and_return_size(
-        buf: ReadBuffer, pos: int, check_crc: bool, delay_levels_ms: Sequence[int],
-        tag_cache: dict[str, int] | None = None,
+    buf: ReadBuffer,
+    pos: int,
+    check_crc: bool,
+    delay_levels_ms: Sequence[int],
+    tag_cache: dict[str, int] | None = None,
 ) -> tuple[int, DispatchRequest | None]:
     """Check the record at pos.
 
@@ -175,8 +184,9 @@ def check_message_and_return_size(
         # before reading the 48-byte head, or it reads as invalid.
         if _I.unpack_from(buf, pos + 4)[0] == BLANK_MAGIC_CODE:
             return RECORD_BLANK, None
-        (total, magic, crc, queue_id, _flag, queue_offset, phys, sys_flag,
-         _born) = _HEAD48.unpack_from(buf, pos)
+        (total, magic, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born) = _HEAD48.unpack_from(
+            buf, pos
+        )
         if magic != MESSAGE_MAGIC_CODE:
             if magic == BLANK_MAGIC_CODE:
                 return RECORD_BLANK, None
@@ -192,7 +202,7 @@ def check_message_and_return_size(
         p += 12
         if body_len < 0 or body_len > total:
             return RECORD_INVALID, None
-        if check_crc and (zlib.crc32(buf[p:p + body_len]) & 0x7FFFFFFF) != crc:
+        if check_crc and (zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF) != crc:
             return RECORD_INVALID, None
         p += body_len
         if magic == MESSAGE_MAGIC_CODE:
@@ -201,28 +211,40 @@ def check_message_and_return_size(
         else:
             topic_len = _H.unpack_from(buf, p)[0]
             p += 2
-        topic = bytes(buf[p:p + topic_len]).decode("utf-8")
+        topic = bytes(buf[p : p + topic_len]).decode("utf-8")
         p += topic_len
         props_len = _H.unpack_from(buf, p)[0]
         p += 2
         bh = 20 if sys_flag & SysFlag.BORNHOST_V6 else 8
         sh = 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
-        read_len = (_FIXED + bh + sh + body_len + topic_len + max(props_len, 0)
-                    + (1 if magic != MESSAGE_MAGIC_CODE else 0))
+        read_len = (
+            _FIXED
+            + bh
+            + sh
+            + body_len
+            + topic_len
+            + max(props_len, 0)
+            + (1 if magic != MESSAGE_MAGIC_CODE else 0)
+        )
         if read_len != total:
             return total, None
         tags_code = 0
         keys = uniq = None
         if props_len > 0:
-            props = bytes(buf[p:p + props_len]).decode("utf-8")
+            props = bytes(buf[p : p + props_len]).decode("utf-8")
             keys = property_value(props, "KEYS")
             uniq = property_value(props, "UNIQ_KEY")
             tags_code = tags_code_of(
-                topic, property_value(props, "TAGS"),
+                topic,
+                property_value(props, "TAGS"),
                 property_value(props, "DELAY") if topic == SCHEDULE_TOPIC else None,
-                store_ts, delay_levels_ms, tag_cache)
-        return total, DispatchRequest(topic, queue_id, phys, total, tags_code, store_ts,
-                                      queue_offset, keys, uniq, sys_flag, prepared)
+                store_ts,
+                delay_levels_ms,
+                tag_cache,
+            )
+        return total, DispatchRequest(
+            topic, queue_id, phys, total, tags_code, store_ts, queue_offset, keys, uniq, sys_flag, prepared
+        )
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         return RECORD_INVALID, None
 

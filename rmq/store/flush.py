@@ -14,6 +14,7 @@ waiter is answered FLUSH_DISK_TIMEOUT, and the store refuses writes until restar
 (RocketMQ's CommitRealTimeService has no counterpart here: the CommitLog commits its
 write buffer itself, at the end of every loop iteration that appended; see commitlog.py.)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,7 +46,7 @@ class FlushStats:
     def __init__(self) -> None:
         self.fsyncs = 0
         self.rounds = 0
-        self.waiters = 0          # puts answered by group-commit rounds
+        self.waiters = 0  # puts answered by group-commit rounds
         self.fsync_seconds = 0.0
         self.last_batch = 0
         self.timeouts = 0
@@ -76,9 +77,14 @@ class FlushGate:
                 self.on_trip(e)
 
 
-async def _run_plan(mfq: MappedFileQueue, plan: FlushPlan,
-                    executor: concurrent.futures.Executor, stats: FlushStats,
-                    gate: FlushGate, observer: FlushObserver | None = None) -> bool:
+async def _run_plan(
+    mfq: MappedFileQueue,
+    plan: FlushPlan,
+    executor: concurrent.futures.Executor,
+    stats: FlushStats,
+    gate: FlushGate,
+    observer: FlushObserver | None = None,
+) -> bool:
     if gate.tripped:
         mfq.abandon_flush(plan)
         return False
@@ -99,7 +105,7 @@ async def _run_plan(mfq: MappedFileQueue, plan: FlushPlan,
     stats.fsyncs += len(plan.files)
     if observer is not None:
         observer(took)
-    if gate.tripped:        # (another flush failed meanwhile: this one proves nothing)
+    if gate.tripped:  # (another flush failed meanwhile: this one proves nothing)
         mfq.abandon_flush(plan)
         return False
     mfq.apply_flush(plan)
@@ -123,9 +129,16 @@ class _CommitLogFlusher(ServiceLoop):
     """What both CommitLog flush services hold: the queue, the commit to run before a
     plan, the checkpoint, the gate, the stats and a flush thread of their own."""
 
-    def __init__(self, name: str, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
-                 config: MessageStoreConfig, commit: Callable[[], None],
-                 gate: FlushGate | None, thread_name: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        mfq: MappedFileQueue,
+        checkpoint: StoreCheckpoint,
+        config: MessageStoreConfig,
+        commit: Callable[[], None],
+        gate: FlushGate | None,
+        thread_name: str,
+    ) -> None:
         super().__init__(name, log)
         self.mfq = mfq
         self._commit = commit
@@ -134,8 +147,7 @@ class _CommitLogFlusher(ServiceLoop):
         self.gate = gate if gate is not None else FlushGate()
         self.stats = FlushStats()
         self.flush_observer: FlushObserver | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=thread_name)
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
 
 
 class GroupCommitService(_CommitLogFlusher):
@@ -154,11 +166,15 @@ class GroupCommitService(_CommitLogFlusher):
     fewer puts/s than one round per iteration).
     """
 
-    def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
-                 config: MessageStoreConfig, commit: Callable[[], None] = _no_commit,
-                 gate: FlushGate | None = None) -> None:
-        super().__init__("GroupCommitService", mfq, checkpoint, config, commit, gate,
-                         "rmq-groupcommit")
+    def __init__(
+        self,
+        mfq: MappedFileQueue,
+        checkpoint: StoreCheckpoint,
+        config: MessageStoreConfig,
+        commit: Callable[[], None] = _no_commit,
+        gate: FlushGate | None = None,
+    ) -> None:
+        super().__init__("GroupCommitService", mfq, checkpoint, config, commit, gate, "rmq-groupcommit")
         self.batch_observer: BatchObserver | None = None
         self._open: asyncio.Future[PutMessageStatus] | None = None
         self._open_target = 0
@@ -208,8 +224,9 @@ class GroupCommitService(_CommitLogFlusher):
         # FlushDiskWatcher: the producer gets an answer even if the disk hangs.
         if not fut.done():
             self.stats.timeouts += 1
-            log.warning("group commit round not flushed within syncFlushTimeout=%d ms",
-                        self.config.syncFlushTimeout)
+            log.warning(
+                "group commit round not flushed within syncFlushTimeout=%d ms", self.config.syncFlushTimeout
+            )
             fut.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
     async def run_once(self) -> None:
@@ -228,8 +245,7 @@ class GroupCommitService(_CommitLogFlusher):
         plan = self.mfq.flush_plan(0)
         ok = not self.gate.tripped
         if plan is not None:
-            ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.gate,
-                                 self.flush_observer)
+            ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.gate, self.flush_observer)
             if ok and plan.store_timestamp > 0:
                 self.checkpoint.physic_msg_timestamp = plan.store_timestamp
         if rounds:
@@ -242,19 +258,26 @@ class GroupCommitService(_CommitLogFlusher):
             flushed = self.mfq.flushed_where
             for fut, target, _ in rounds:
                 if not fut.done():
-                    fut.set_result(PutMessageStatus.PUT_OK if ok and flushed >= target
-                                   else PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    fut.set_result(
+                        PutMessageStatus.PUT_OK
+                        if ok and flushed >= target
+                        else PutMessageStatus.FLUSH_DISK_TIMEOUT
+                    )
 
 
 class FlushRealTimeService(_CommitLogFlusher):
     """ASYNC_FLUSH: every flushIntervalCommitLog ms flush at least flushCommitLogLeastPages
     dirty pages; everything every flushCommitLogThoroughInterval ms."""
 
-    def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint,
-                 config: MessageStoreConfig, commit: Callable[[], None] = _no_commit,
-                 gate: FlushGate | None = None) -> None:
-        super().__init__("FlushRealTimeService", mfq, checkpoint, config, commit, gate,
-                         "rmq-flush")
+    def __init__(
+        self,
+        mfq: MappedFileQueue,
+        checkpoint: StoreCheckpoint,
+        config: MessageStoreConfig,
+        commit: Callable[[], None] = _no_commit,
+        gate: FlushGate | None = None,
+    ) -> None:
+        super().__init__("FlushRealTimeService", mfq, checkpoint, config, commit, gate, "rmq-flush")
         self._last_thorough = 0
 
     async def flush_once(self, least_pages: int) -> bool:
@@ -264,8 +287,7 @@ class FlushRealTimeService(_CommitLogFlusher):
         plan = self.mfq.flush_plan(least_pages)
         if plan is None:
             return True
-        ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.gate,
-                             self.flush_observer)
+        ok = await _run_plan(self.mfq, plan, self._executor, self.stats, self.gate, self.flush_observer)
         if ok and plan.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = plan.store_timestamp
         return ok
@@ -299,9 +321,13 @@ class FlushConsumeQueueService(ServiceLoop):
     flushIntervalConsumeQueue ms; thoroughly, with the checkpoint, every
     flushConsumeQueueThoroughInterval ms."""
 
-    def __init__(self, consume_queues: Callable[[], Iterable[ConsumeQueue]],
-                 index: IndexService | None, checkpoint: StoreCheckpoint,
-                 config: MessageStoreConfig) -> None:
+    def __init__(
+        self,
+        consume_queues: Callable[[], Iterable[ConsumeQueue]],
+        index: IndexService | None,
+        checkpoint: StoreCheckpoint,
+        config: MessageStoreConfig,
+    ) -> None:
         super().__init__("FlushConsumeQueueService", log)
         self._consume_queues = consume_queues
         self.index = index
@@ -309,7 +335,8 @@ class FlushConsumeQueueService(ServiceLoop):
         self.config = config
         self.stats = FlushStats()
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-flush-cq")
+            max_workers=1, thread_name_prefix="rmq-flush-cq"
+        )
         self._last_thorough = now_ms()
 
     async def flush_once(self, least_pages: int) -> None:

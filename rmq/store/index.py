@@ -13,6 +13,7 @@ Hot path: `IndexService.build_index_batch` hashes every key of a dispatch batch 
 with numpy and writes the batch's entries and slots with array operations; the bytes are
 the same as putting the keys one by one (tests/unit/store/test_index.py proves it).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -20,8 +21,8 @@ import logging
 import os
 import struct
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -76,8 +77,9 @@ class IndexFile:
 
     # --- opening ---
     @classmethod
-    def create(cls, path: str, hash_slot_num: int, index_num: int,
-               end_phy_offset: int = 0, end_timestamp: int = 0) -> IndexFile:
+    def create(
+        cls, path: str, hash_slot_num: int, index_num: int, end_phy_offset: int = 0, end_timestamp: int = 0
+    ) -> IndexFile:
         """A new, empty file, seeded with the previous file's end offset/timestamp."""
         mf = MappedFile.create(path, index_file_size(hash_slot_num, index_num))
         f = cls(mf, hash_slot_num, index_num)
@@ -98,11 +100,18 @@ class IndexFile:
             raise StoreError(
                 f"index file {path}: length {actual} differs from {expected} = 40 + "
                 f"maxHashSlotNum({hash_slot_num})*4 + maxIndexNum({index_num})*20; "
-                "check maxHashSlotNum/maxIndexNum in the config")
+                "check maxHashSlotNum/maxIndexNum in the config"
+            )
         mf = MappedFile.open_existing(path, expected)
         f = cls(mf, hash_slot_num, index_num)
-        (f.begin_timestamp, f.end_timestamp, f.begin_phy_offset, f.end_phy_offset,
-         f.hash_slot_count, f.index_count) = _HEADER.unpack_from(f._mm, 0)
+        (
+            f.begin_timestamp,
+            f.end_timestamp,
+            f.begin_phy_offset,
+            f.end_phy_offset,
+            f.hash_slot_count,
+            f.index_count,
+        ) = _HEADER.unpack_from(f._mm, 0)
         if f.index_count <= 0:
             # A file RocketMQ created but never wrote to has 0 here (IndexHeader.load).
             f.index_count = 1
@@ -134,9 +143,16 @@ class IndexFile:
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
 
     def _write_header(self) -> None:
-        _HEADER.pack_into(self._mm, 0, self.begin_timestamp, self.end_timestamp,
-                          self.begin_phy_offset, self.end_phy_offset,
-                          self.hash_slot_count, self.index_count)
+        _HEADER.pack_into(
+            self._mm,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
     # --- writing ---
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
@@ -157,8 +173,7 @@ class IndexFile:
         # timeDiff uses the begin timestamp as it is *before* this put: for the first
         # entry of a seeded file that is the previous file's end timestamp.
         td = _time_diff(store_timestamp, self.begin_timestamp)
-        _ENTRY.pack_into(mm, self._entries_base + n * INDEX_SIZE,
-                         key_hash, phy_offset, td, prev)
+        _ENTRY.pack_into(mm, self._entries_base + n * INDEX_SIZE, key_hash, phy_offset, td, prev)
         _SLOT.pack_into(mm, slot_pos, n)
         if n <= 1:
             self.begin_phy_offset = phy_offset
@@ -170,14 +185,16 @@ class IndexFile:
         self.end_timestamp = store_timestamp
         self._write_header()
 
-    def put_hashes(self, key_hashes: np.ndarray, phy_offsets: np.ndarray,
-                   store_timestamps: np.ndarray) -> int:
+    def put_hashes(
+        self, key_hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray
+    ) -> int:
         """Append entries for a run of keys, in order, as put_hash would one by one.
 
         Writes as many as fit and returns how many that was. Arrays are int64.
         """
-        m = put_hashes(self, self._mm, self.hash_slot_num, self.index_num,
-                       key_hashes, phy_offsets, store_timestamps)
+        m = put_hashes(
+            self, self._mm, self.hash_slot_num, self.index_num, key_hashes, phy_offsets, store_timestamps
+        )
         if m:
             self._write_header()
         return m
@@ -249,8 +266,7 @@ class IndexFile:
         """
         n = self.index_count
         if not 2 <= first <= n:
-            raise ValueError(f"index file {self.file_name}: cannot keep {first - 1} of "
-                             f"{n - 1} entries")
+            raise ValueError(f"index file {self.file_name}: cannot keep {first - 1} of {n - 1} entries")
         m = n - first
         start = self._entries_base + first * INDEX_SIZE
         if m == 0:
@@ -263,8 +279,7 @@ class IndexFile:
         finally:
             del removed
         uniq, oldest = np.unique(slots, return_index=True)
-        table = np.frombuffer(mm, dtype=">i4", count=self.hash_slot_num,
-                              offset=INDEX_HEADER_SIZE)
+        table = np.frombuffer(mm, dtype=">i4", count=self.hash_slot_num, offset=INDEX_HEADER_SIZE)
         try:
             table[uniq] = prev[oldest]
         finally:
@@ -291,9 +306,11 @@ class IndexFile:
         self.mapped_file.destroy()
 
     def __repr__(self) -> str:
-        return (f"IndexFile({self.file_name}, count={self.index_count}, "
-                f"phy=[{self.begin_phy_offset},{self.end_phy_offset}], "
-                f"ts=[{self.begin_timestamp},{self.end_timestamp}])")
+        return (
+            f"IndexFile({self.file_name}, count={self.index_count}, "
+            f"phy=[{self.begin_phy_offset},{self.end_phy_offset}], "
+            f"ts=[{self.begin_timestamp},{self.end_timestamp}])"
+        )
 
 
 @dataclass(slots=True)
@@ -309,8 +326,7 @@ def _is_index_file_name(name: str) -> bool:
 
 def _parse_file_name(name: str) -> _dt.datetime | None:
     try:
-        return _dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(
-            microsecond=int(name[14:17]) * 1000)
+        return _dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(microsecond=int(name[14:17]) * 1000)
     except ValueError:
         return None
 
@@ -349,8 +365,9 @@ class IndexService:
         for name in names:
             path = os.path.join(self.store_path, name)
             if not _is_index_file_name(name) or not os.path.isfile(path):
-                log.warning("ignoring %s in the index directory: not a %d-digit index file",
-                            path, FILE_NAME_LENGTH)
+                log.warning(
+                    "ignoring %s in the index directory: not a %d-digit index file", path, FILE_NAME_LENGTH
+                )
                 continue
             if os.path.getsize(path) == 0:
                 # created, killed before posix_fallocate: holds nothing
@@ -360,21 +377,33 @@ class IndexService:
             f = IndexFile.load(path, self.hash_slot_num, self.index_num)
             # Past the first too-new file everything goes: a kept later file would make
             # re-dispatch skip the deleted range (its endPhyOffset is beyond it).
-            if not last_exit_ok and (deleting or
-                                     f.end_timestamp > self.checkpoint.index_msg_timestamp):
+            if not last_exit_ok and (deleting or f.end_timestamp > self.checkpoint.index_msg_timestamp):
                 deleting = True
-                log.warning("abnormal exit: deleting index file %s (endTimestamp %d, "
-                            "checkpoint indexMsgTimestamp %d, phy [%d, %d], %d entries)",
-                            f.file_name, f.end_timestamp, self.checkpoint.index_msg_timestamp,
-                            f.begin_phy_offset, f.end_phy_offset, f.entry_count)
-                if f.entry_count > 0 and (self.rebuild_from_phy_offset is None
-                                          or f.begin_phy_offset < self.rebuild_from_phy_offset):
+                log.warning(
+                    "abnormal exit: deleting index file %s (endTimestamp %d, "
+                    "checkpoint indexMsgTimestamp %d, phy [%d, %d], %d entries)",
+                    f.file_name,
+                    f.end_timestamp,
+                    self.checkpoint.index_msg_timestamp,
+                    f.begin_phy_offset,
+                    f.end_phy_offset,
+                    f.entry_count,
+                )
+                if f.entry_count > 0 and (
+                    self.rebuild_from_phy_offset is None or f.begin_phy_offset < self.rebuild_from_phy_offset
+                ):
                     self.rebuild_from_phy_offset = f.begin_phy_offset
                 f.destroy()
                 continue
-            log.info("loaded index file %s: %d entries, phy [%d, %d], ts [%d, %d]",
-                     f.file_name, f.entry_count, f.begin_phy_offset, f.end_phy_offset,
-                     f.begin_timestamp, f.end_timestamp)
+            log.info(
+                "loaded index file %s: %d entries, phy [%d, %d], ts [%d, %d]",
+                f.file_name,
+                f.entry_count,
+                f.begin_phy_offset,
+                f.end_phy_offset,
+                f.begin_timestamp,
+                f.end_timestamp,
+            )
             self._files.append(f)
 
     def shutdown(self) -> None:
@@ -415,9 +444,14 @@ class IndexService:
         f = IndexFile.create(path, self.hash_slot_num, self.index_num, end_phy, end_ts)
         self._files.append(f)
         if prev is not None:
-            log.info("index file %s is full (%d entries, phy [%d, %d]); created %s",
-                     prev.file_name, prev.entry_count, prev.begin_phy_offset,
-                     prev.end_phy_offset, f.file_name)
+            log.info(
+                "index file %s is full (%d entries, phy [%d, %d]); created %s",
+                prev.file_name,
+                prev.entry_count,
+                prev.begin_phy_offset,
+                prev.end_phy_offset,
+                f.file_name,
+            )
         else:
             log.info("created index file %s", f.file_name)
         return f
@@ -462,7 +496,7 @@ class IndexService:
             # Past a few hundred records the numpy temporaries fall out of the CPU
             # caches and the per-key cost rises again (bench/index_bench.py).
             for i in range(0, len(reqs), step):
-                self._build_index_batch(reqs[i:i + step])
+                self._build_index_batch(reqs[i : i + step])
         else:
             self._build_index_batch(reqs)
 
@@ -508,7 +542,7 @@ class IndexService:
         if m < self.BATCH_MIN_KEYS:
             i = 0
             for off, ts, c in zip(rec_offsets, rec_timestamps, rec_counts, strict=True):
-                for k in keys[i:i + c]:
+                for k in keys[i : i + c]:
                     self._put_hash(index_key_hash(k), off, ts)
                 i += c
             return
@@ -526,8 +560,7 @@ class IndexService:
                 self._full_unflushed.append(f)
 
     # --- query ---
-    def query_offset(self, topic: str, key: str, max_num: int, begin: int,
-                     end: int) -> QueryOffsetResult:
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
         """Offsets of messages with key in [begin, end] ms, newest file first."""
         max_num = min(max_num, self.config.maxMsgsNumBatch)
         offsets: list[int] = []
@@ -539,8 +572,7 @@ class IndexService:
             full_key = topic + "#" + key
             for f in reversed(files):
                 if f.is_time_matched(begin, end):
-                    offsets.extend(f.select_phy_offsets(full_key, max_num - len(offsets),
-                                                        begin, end))
+                    offsets.extend(f.select_phy_offsets(full_key, max_num - len(offsets), begin, end))
                 if f.begin_timestamp < begin or len(offsets) >= max_num:
                     break
         if len(offsets) > 1:
@@ -568,8 +600,12 @@ class IndexService:
             if not f.destroyed and f.end_timestamp > ts:
                 ts = f.end_timestamp
             f.mapped_file.release()
-            log.info("flushed index file %s (endTimestamp %d, endPhyOffset %d)",
-                     f.file_name, f.end_timestamp, f.end_phy_offset)
+            log.info(
+                "flushed index file %s (endTimestamp %d, endPhyOffset %d)",
+                f.file_name,
+                f.end_timestamp,
+                f.end_phy_offset,
+            )
         self.checkpoint.index_msg_timestamp = ts
 
     def on_flush_failed(self, files: Sequence[IndexFile]) -> None:
@@ -630,9 +666,14 @@ class IndexService:
         doomed_ids = {id(f) for f in doomed}
         self._full_unflushed = [f for f in self._full_unflushed if id(f) not in doomed_ids]
         for f in doomed:
-            log.warning("truncating index at phy offset %d: deleting %s (phy [%d, %d], "
-                        "%d entries)", phy_offset, f.file_name, f.begin_phy_offset,
-                        f.end_phy_offset, f.entry_count)
+            log.warning(
+                "truncating index at phy offset %d: deleting %s (phy [%d, %d], %d entries)",
+                phy_offset,
+                f.file_name,
+                f.begin_phy_offset,
+                f.end_phy_offset,
+                f.entry_count,
+            )
             f.destroy()
         # indexMsgTimestamp may name a deleted file; rebuilt files can end at or before
         # it without being synced, so fall back to what the kept files prove durable.
@@ -645,8 +686,7 @@ class IndexService:
             self.checkpoint.index_msg_timestamp = durable
         return rebuild_from
 
-    def truncate_plan(self, phy_offset: int,
-                      end_timestamp_of: Callable[[int], int]) -> TruncatePlan:
+    def truncate_plan(self, phy_offset: int, end_timestamp_of: Callable[[int], int]) -> TruncatePlan:
         """Forget every entry at or beyond phy_offset, bookkeeping only: files left
         without entries are detached, the one that keeps some is cut back in place
         (IndexFile.truncate_entries); the plan zeroes the dropped entries, syncs that
@@ -666,19 +706,28 @@ class IndexService:
                 files.pop()
                 f.destroyed = True
                 plan.doomed.append(f.mapped_file)
-                log.warning("truncating index at phy offset %d: deleting %s (phy [%d, %d], "
-                            "%d entries)", phy_offset, f.file_name, f.begin_phy_offset,
-                            f.end_phy_offset, f.entry_count)
+                log.warning(
+                    "truncating index at phy offset %d: deleting %s (phy [%d, %d], %d entries)",
+                    phy_offset,
+                    f.file_name,
+                    f.begin_phy_offset,
+                    f.end_phy_offset,
+                    f.entry_count,
+                )
                 continue
             dropped = f.index_count - first
             a, b = f.truncate_entries(first, end_timestamp_of)
             plan.zero.append((f.mapped_file, a, b))
-            log.warning("truncating index at phy offset %d: %s keeps %d entries, %d dropped",
-                        phy_offset, f.file_name, f.entry_count, dropped)
+            log.warning(
+                "truncating index at phy offset %d: %s keeps %d entries, %d dropped",
+                phy_offset,
+                f.file_name,
+                f.entry_count,
+                dropped,
+            )
             break
         kept = {id(f) for f in files}
-        self._full_unflushed = [f for f in self._full_unflushed
-                                if id(f) in kept and f.is_write_full()]
+        self._full_unflushed = [f for f in self._full_unflushed if id(f) in kept and f.is_write_full()]
         durable = max((f.end_timestamp for f in files if f.is_write_full()), default=0)
         if durable < self.checkpoint.index_msg_timestamp:
             self.checkpoint.index_msg_timestamp = durable
@@ -706,6 +755,11 @@ class IndexService:
         self._full_unflushed = [f for f in self._full_unflushed if id(f) not in doomed_ids]
         for f in doomed:
             f.destroyed = True
-            log.info("deleting expired index file %s (phy [%d, %d], endPhyOffset < commit-log "
-                     "min %d)", f.file_name, f.begin_phy_offset, f.end_phy_offset, min_phy_offset)
+            log.info(
+                "deleting expired index file %s (phy [%d, %d], endPhyOffset < commit-log min %d)",
+                f.file_name,
+                f.begin_phy_offset,
+                f.end_phy_offset,
+                min_phy_offset,
+            )
         return doomed

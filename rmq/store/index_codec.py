@@ -4,13 +4,14 @@ The store's IndexFile (rmq/store/index.py) and the Spark rebuild
 (spark/rebuild_consume_queue.py) both write entries through `put_hashes`, so an index
 built either way has the same bytes.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import mmap
 import struct
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -32,8 +33,9 @@ INDEX_HEADER = struct.Struct(">qqqqii")
 # keyHash, phyOffset, timeDiff (seconds), prevIndex
 INDEX_ENTRY = struct.Struct(">iqii")
 SLOT = struct.Struct(">i")
-ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
-                        ("time_diff", ">i4"), ("prev_index", ">i4")])
+ENTRY_DTYPE = np.dtype(
+    [("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")]
+)
 assert ENTRY_DTYPE.itemsize == INDEX_SIZE
 
 
@@ -80,8 +82,7 @@ def index_key_hashes(keys: Sequence[str]) -> np.ndarray:
     else:
         units = np.frombuffer(joined.encode("utf-16-le"), dtype="<u2")
         # Characters outside the BMP are two code units, as in Java.
-        lens = np.fromiter((len(k.encode("utf-16-le")) >> 1 for k in keys),
-                           dtype=np.int64, count=n)
+        lens = np.fromiter((len(k.encode("utf-16-le")) >> 1 for k in keys), dtype=np.int64, count=n)
     total = units.shape[0]
     ends = np.cumsum(lens)
     starts = ends - lens
@@ -142,13 +143,27 @@ class HeaderFields(Protocol):
 
 def write_header(f: HeaderFields, buf: Buffer) -> None:
     """Pack f's header fields (an IndexHeader or an IndexFile) at the start of buf."""
-    INDEX_HEADER.pack_into(buf, 0, f.begin_timestamp, f.end_timestamp, f.begin_phy_offset,
-                      f.end_phy_offset, f.hash_slot_count, f.index_count)
+    INDEX_HEADER.pack_into(
+        buf,
+        0,
+        f.begin_timestamp,
+        f.end_timestamp,
+        f.begin_phy_offset,
+        f.end_phy_offset,
+        f.hash_slot_count,
+        f.index_count,
+    )
 
 
-def put_hashes(f: HeaderFields, mm: mmap.mmap | bytearray, hash_slot_num: int, index_num: int,
-               key_hashes: np.ndarray, phy_offsets: np.ndarray,
-               store_timestamps: np.ndarray) -> int:
+def put_hashes(
+    f: HeaderFields,
+    mm: mmap.mmap | bytearray,
+    hash_slot_num: int,
+    index_num: int,
+    key_hashes: np.ndarray,
+    phy_offsets: np.ndarray,
+    store_timestamps: np.ndarray,
+) -> int:
     """Append entries for a run of keys to the index file in mm (writable buffer of the
     whole file), in order, as IndexFile.put_hash would one by one, and update f's header
     fields (not the header bytes: see write_header).
@@ -166,8 +181,7 @@ def put_hashes(f: HeaderFields, mm: mmap.mmap | bytearray, hash_slot_num: int, i
     slots = kh % hash_slot_num
     # Views into the mapping live only inside this call: an exported buffer would
     # stop MappedFile.close() from unmapping.
-    table = np.frombuffer(mm, dtype=">i4", count=hash_slot_num,
-                          offset=INDEX_HEADER_SIZE)
+    table = np.frombuffer(mm, dtype=">i4", count=hash_slot_num, offset=INDEX_HEADER_SIZE)
     try:
         prev = table[slots].astype(np.int64)
         prev[(prev <= INVALID_INDEX) | (prev > entry_no)] = INVALID_INDEX

@@ -14,6 +14,7 @@ thread. Blocking work (creating a file, fdatasync, unlink) is done by the caller
 worker thread on objects it holds; `hold()`/`release()` keep a file's descriptor and
 mapping alive while a worker uses it.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -22,8 +23,8 @@ import mmap
 import os
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from rmq.store.errors import StoreError
 
@@ -44,9 +45,9 @@ def zero_range(mm: mmap.mmap, start: int, end: int, fd: int | None = None) -> No
     while pos < end:
         n = min(len(_ZERO_CHUNK), end - pos)
         chunk = _ZERO_CHUNK if n == len(_ZERO_CHUNK) else bytes(n)
-        if mm[pos:pos + n] != chunk:
+        if mm[pos : pos + n] != chunk:
             if fd is None:
-                mm[pos:pos + n] = chunk
+                mm[pos : pos + n] = chunk
             else:
                 pwrite_all(fd, chunk, pos)
         pos += n
@@ -99,12 +100,24 @@ class MappedFile:
     (ConsumeQueue, replicated CommitLog data) keep wrote == committed.
     """
 
-    __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
-                 "wrote_position", "committed_position", "flushed_position",
-                 "store_timestamp", "sparse", "_refs", "_destroyed", "_closed")
+    __slots__ = (
+        "path",
+        "file_name",
+        "file_from_offset",
+        "file_size",
+        "fd",
+        "mm",
+        "wrote_position",
+        "committed_position",
+        "flushed_position",
+        "store_timestamp",
+        "sparse",
+        "_refs",
+        "_destroyed",
+        "_closed",
+    )
 
-    def __init__(self, path: str, file_size: int, fd: int, mm: mmap.mmap,
-                 sparse: bool = False) -> None:
+    def __init__(self, path: str, file_size: int, fd: int, mm: mmap.mmap, sparse: bool = False) -> None:
         self.path = path
         self.file_name = os.path.basename(path)
         try:
@@ -154,7 +167,8 @@ class MappedFile:
         if actual != file_size:
             raise StoreError(
                 f"{path}: length {actual} differs from the configured file size {file_size}; "
-                "files of one queue must all have the configured size")
+                "files of one queue must all have the configured size"
+            )
         fd = os.open(path, os.O_RDWR)
         try:
             mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -190,8 +204,10 @@ class MappedFile:
         writes the first head bytes last (see write_size_last)."""
         pos = self.wrote_position
         if pos != self.committed_position:
-            raise StoreError(f"{self.file_name}: direct append while {self.wrote_position - pos} "
-                             "buffered bytes are not committed")
+            raise StoreError(
+                f"{self.file_name}: direct append while {self.wrote_position - pos} "
+                "buffered bytes are not committed"
+            )
         end = pos + len(data)
         if end > self.file_size:
             raise StoreError(f"{self.file_name}: append of {len(data)} bytes at {pos} overflows")
@@ -203,7 +219,7 @@ class MappedFile:
         return pos
 
     def read(self, pos: int, size: int) -> bytes:
-        return self.mm[pos:pos + size]
+        return self.mm[pos : pos + size]
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         flushed = self.flushed_position
@@ -289,8 +305,10 @@ class MappedFile:
             return 0.0
 
     def __repr__(self) -> str:
-        return (f"MappedFile({self.file_name}, wrote={self.wrote_position}, "
-                f"committed={self.committed_position}, flushed={self.flushed_position})")
+        return (
+            f"MappedFile({self.file_name}, wrote={self.wrote_position}, "
+            f"committed={self.committed_position}, flushed={self.flushed_position})"
+        )
 
 
 class AllocateMappedFileService:
@@ -302,19 +320,19 @@ class AllocateMappedFileService:
 
     def __init__(self, preallocate: bool = True) -> None:
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-allocate")
+            max_workers=1, thread_name_prefix="rmq-allocate"
+        )
         self._pending: dict[str, concurrent.futures.Future[MappedFile]] = {}
         self._lock = threading.Lock()
         self._preallocate = preallocate
-        self.waits = 0          # times a caller had to wait for a file
+        self.waits = 0  # times a caller had to wait for a file
         self.wait_seconds = 0.0
 
     def request(self, path: str, size: int) -> None:
         with self._lock:
             if path in self._pending or os.path.exists(path):
                 return
-            self._pending[path] = self._executor.submit(
-                MappedFile.create, path, size, self._preallocate)
+            self._pending[path] = self._executor.submit(MappedFile.create, path, size, self._preallocate)
 
     def take(self, path: str, size: int) -> MappedFile:
         """The file at path: preallocated if it was requested, else created now."""
@@ -407,9 +425,13 @@ class TruncatePlan:
 class MappedFileQueue:
     """The ordered files of one CommitLog or ConsumeQueue."""
 
-    def __init__(self, store_path: str, mapped_file_size: int,
-                 allocator: AllocateMappedFileService | None = None,
-                 preallocate: bool = True) -> None:
+    def __init__(
+        self,
+        store_path: str,
+        mapped_file_size: int,
+        allocator: AllocateMappedFileService | None = None,
+        preallocate: bool = True,
+    ) -> None:
         self.store_path = store_path
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator
@@ -424,21 +446,20 @@ class MappedFileQueue:
         """Map every file in the directory; all at full length, positions at the end."""
         if not os.path.isdir(self.store_path):
             return
-        names = sorted(n for n in os.listdir(self.store_path)
-                       if n.isdigit() and len(n) == 20)
+        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit() and len(n) == 20)
         for n in names:
             path = os.path.join(self.store_path, n)
             size = os.path.getsize(path)
             if size != self.mapped_file_size:
                 if size == 0 and n == names[-1]:
                     # created, killed before posix_fallocate/ftruncate: holds nothing
-                    log.warning("%s: empty, its creation was cut short (crash); deleting it",
-                                path)
+                    log.warning("%s: empty, its creation was cut short (crash); deleting it", path)
                     os.unlink(path)
                     continue
                 raise StoreError(
                     f"{path}: length {size} differs from the configured size "
-                    f"{self.mapped_file_size}; check mappedFileSize* in the config")
+                    f"{self.mapped_file_size}; check mappedFileSize* in the config"
+                )
             mf = MappedFile.open_existing(path, self.mapped_file_size, sparse=not self.preallocate)
             mf.set_positions(self.mapped_file_size)
             self.mapped_files.append(mf)
@@ -493,8 +514,9 @@ class MappedFileQueue:
             return last
         return self.create_mapped_file(create_offset)
 
-    def find_mapped_file_by_offset(self, offset: int,
-                                   return_first_on_not_found: bool = False) -> MappedFile | None:
+    def find_mapped_file_by_offset(
+        self, offset: int, return_first_on_not_found: bool = False
+    ) -> MappedFile | None:
         files = self.mapped_files
         if not files:
             return None
@@ -578,8 +600,9 @@ class MappedFileQueue:
                 self.apply_flush(plan)
 
     # --- truncate / delete ---
-    def truncate_dirty_files(self, offset: int,
-                             dirty_end: Callable[[MappedFile, int], int] | None = None) -> None:
+    def truncate_dirty_files(
+        self, offset: int, dirty_end: Callable[[MappedFile, int], int] | None = None
+    ) -> None:
         """Drop everything at and after offset (spec 4.0 truncateDirtyFiles).
 
         dirty_end(file, pos) says how far stale bytes may reach beyond pos in the file
@@ -621,8 +644,9 @@ class MappedFileQueue:
         """
         files = self.mapped_files
         if files and offset < files[0].file_from_offset:
-            raise ValueError(f"{self.store_path}: offset {offset} is before the first file "
-                             f"({files[0].file_from_offset})")
+            raise ValueError(
+                f"{self.store_path}: offset {offset} is before the first file ({files[0].file_from_offset})"
+            )
         plan = TruncatePlan.empty()
         keep: list[MappedFile] = []
         for i, mf in enumerate(files):
@@ -632,8 +656,7 @@ class MappedFileQueue:
                 pos = offset - mf.file_from_offset
                 old_end = max(mf.wrote_position, mf.committed_position)
                 if pos > old_end:
-                    raise ValueError(f"{mf.path}: offset {offset} is past the data "
-                                     f"(position {old_end})")
+                    raise ValueError(f"{mf.path}: offset {offset} is past the data (position {old_end})")
                 if old_end > pos:
                     plan.zero.append((mf, pos, old_end))
                 mf.set_positions(pos)

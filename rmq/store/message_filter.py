@@ -1,8 +1,9 @@
 """Message filters the read path applies (tag filtering by ConsumeQueue tag code)."""
+
 from __future__ import annotations
 
-from typing import Protocol
 from collections.abc import Iterable
+from typing import Protocol
 
 from rmq.protocol.message import java_hash
 

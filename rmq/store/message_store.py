@@ -1,4 +1,5 @@
 """MessageStore: the one facade the broker and HA use (RocketMQ's DefaultMessageStore)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -67,16 +68,25 @@ class MessageStore:
     `await shutdown()` finishes dispatch, flushes everything and removes `abort`.
     """
 
-    def __init__(self, config: MessageStoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911),
-                 arriving_listener: ArrivingListener | None = None) -> None:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        store_host: tuple[str, int] = ("127.0.0.1", 10911),
+        arriving_listener: ArrivingListener | None = None,
+    ) -> None:
         config.validate()
         self.config = config
         self.store_host = pack_host(*store_host)
         self.delay_levels_ms = config.delay_levels_ms
         self.running_flags = RunningFlags()
         self.allocator = AllocateMappedFileService()
-        self.commitlog = CommitLog(config.commitlog_dir, config.mappedFileSizeCommitLog,
-                                   config.maxMessageSize, self.delay_levels_ms, self.allocator)
+        self.commitlog = CommitLog(
+            config.commitlog_dir,
+            config.mappedFileSizeCommitLog,
+            config.maxMessageSize,
+            self.delay_levels_ms,
+            self.allocator,
+        )
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.checkpoint: StoreCheckpoint | None = None
         self.index_service: IndexService | None = None
@@ -86,7 +96,7 @@ class MessageStore:
         self._commit_listeners: list[Callable[[], None]] = []
         self.reput = ReputMessageService(self.commitlog, self.delay_levels_ms, self.dispatch_batch)
         self.flush_service: GroupCommitService | FlushRealTimeService | None = None
-        self._group_commit: GroupCommitService | None = None   # SYNC_FLUSH
+        self._group_commit: GroupCommitService | None = None  # SYNC_FLUSH
         self.flush_cq_service: FlushConsumeQueueService | None = None
         self.shutdown_flag = True
         self.last_exit_ok = True
@@ -114,8 +124,11 @@ class MessageStore:
         self._acquire_lock()
         try:
             self.last_exit_ok = not os.path.exists(cfg.abort_path)
-            log.info("loading store %s (last exit %s)", cfg.storePathRootDir,
-                     "clean" if self.last_exit_ok else "ABNORMAL: abort file present")
+            log.info(
+                "loading store %s (last exit %s)",
+                cfg.storePathRootDir,
+                "clean" if self.last_exit_ok else "ABNORMAL: abort file present",
+            )
             self.commitlog.load()
             self._load_consume_queues()
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
@@ -141,7 +154,8 @@ class MessageStore:
             os.close(fd)
             raise StoreLockedError(
                 f"store {self.config.storePathRootDir} is in use by another broker "
-                f"(lock file {path} is held); stop it or use another storePathRootDir") from None
+                f"(lock file {path} is held); stop it or use another storePathRootDir"
+            ) from None
         os.pwrite(fd, b"lock", 0)
         self._lock_fd = fd
 
@@ -169,10 +183,6 @@ class MessageStore:
                 cq.load()
                 self.consume_queue_table.setdefault(topic, {})[cq.queue_id] = cq
 
-
-
-
-
     async def start(self) -> None:
         """Start flushing and dispatching; returns once dispatch has caught up."""
         if not self._loaded:
@@ -184,8 +194,9 @@ class MessageStore:
             if cq.max_physic_offset > reput_from:
                 reput_from = cq.max_physic_offset
         self.reput.reput_from_offset = reput_from
-        log.info("dispatch starts at CommitLog offset %d (CommitLog end %d)",
-                 reput_from, self.commitlog.max_offset)
+        log.info(
+            "dispatch starts at CommitLog offset %d (CommitLog end %d)", reput_from, self.commitlog.max_offset
+        )
         with open(cfg.abort_path, "wb"):
             pass
         cl = self.commitlog
@@ -208,13 +219,16 @@ class MessageStore:
         cl = self.commitlog
         if cfg.flushDiskType == FlushDiskType.SYNC_FLUSH:
             self.flush_service = self._group_commit = GroupCommitService(
-                cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate)
+                cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate
+            )
         else:
-            self.flush_service = FlushRealTimeService(cl.mfq, self.checkpoint, cfg, cl.commit,
-                                                      self.flush_gate)
+            self.flush_service = FlushRealTimeService(
+                cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate
+            )
         self.flush_service.start()
         self.flush_cq_service = FlushConsumeQueueService(
-            self.iter_consume_queues, self.index_service, self.checkpoint, cfg)
+            self.iter_consume_queues, self.index_service, self.checkpoint, cfg
+        )
         self.flush_cq_service.start()
 
     async def shutdown(self) -> None:
@@ -226,7 +240,7 @@ class MessageStore:
         if self._repair_handle is not None:
             self._repair_handle.cancel()
             self._repair_handle = None
-        self.reput.limit = None      # (a restart dispatches everything anyway)
+        self.reput.limit = None  # (a restart dispatches everything anyway)
         try:
             try:
                 self.commitlog.stop()
@@ -239,10 +253,10 @@ class MessageStore:
                 await self.flush_cq_service.stop()
             assert self.checkpoint is not None
             if self.index_service is not None:
-                await asyncio.get_running_loop().run_in_executor(
-                    None, self.index_service.flush_all_blocking)
-            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
-                                                       self.commitlog.mfq.store_timestamp)
+                await asyncio.get_running_loop().run_in_executor(None, self.index_service.flush_all_blocking)
+            self.checkpoint.physic_msg_timestamp = max(
+                self.checkpoint.physic_msg_timestamp, self.commitlog.mfq.store_timestamp
+            )
             self.checkpoint.flush()
             # (a slave's CommitLog may end in an incomplete record: recovery drops it)
             clean = self.running_flags.is_writeable() and self.reput.is_caught_up()
@@ -253,9 +267,11 @@ class MessageStore:
                 except FileNotFoundError:
                     pass
             else:
-                log.warning("store shut down with dispatch %d bytes behind or not writeable; "
-                            "keeping the abort file so the next start recovers",
-                            self.reput.behind)
+                log.warning(
+                    "store shut down with dispatch %d bytes behind or not writeable; "
+                    "keeping the abort file so the next start recovers",
+                    self.reput.behind,
+                )
         finally:
             self._release_lock()
 
@@ -293,8 +309,6 @@ class MessageStore:
         if fn in self._commit_listeners:
             self._commit_listeners.remove(fn)
 
-
-
     # ------------------------------------------------------------------ role changes (failover)
     def switch_to_slave(self) -> None:
         """Stop taking writes now (a master told to step down): puts are refused from
@@ -303,7 +317,6 @@ class MessageStore:
         the new master's history says whether it stays."""
         self.config.brokerRole = BrokerRole.SLAVE
         self.commit_now()
-
 
     def set_role(self, role: BrokerRole) -> None:
         """Take role now (a master role: puts are accepted from here on)."""
@@ -323,15 +336,12 @@ class MessageStore:
         if self.flush_cq_service is not None:
             await self.flush_cq_service.stop()
 
-
-
     def _on_commit_error(self, e: OSError) -> None:
         """A CommitLog commit failed and rolled its records back: refuse writes until
         repair() has zeroed what the write may have reached (retried here, then on
         the next put) -- the probe that the disk takes writes again."""
         if not self.running_flags.is_set(RunningFlags.NOT_WRITEABLE):
-            log.error("writing the CommitLog failed (%s); refusing writes until a write "
-                      "succeeds again", e)
+            log.error("writing the CommitLog failed (%s); refusing writes until a write succeeds again", e)
             self._no_space = e.errno in (errno.ENOSPC, errno.EDQUOT)
         self.running_flags.set(RunningFlags.NOT_WRITEABLE)
         gc = self._group_commit
@@ -341,8 +351,7 @@ class MessageStore:
 
     def _schedule_repair(self, delay: float) -> None:
         if self._repair_handle is None and not self.shutdown_flag:
-            self._repair_handle = asyncio.get_running_loop().call_later(delay, self._try_repair,
-                                                                        delay)
+            self._repair_handle = asyncio.get_running_loop().call_later(delay, self._try_repair, delay)
 
     def _try_repair(self, delay: float) -> None:
         self._repair_handle = None
@@ -362,19 +371,27 @@ class MessageStore:
         log.warning("the CommitLog takes writes again; accepting puts")
 
     def _on_flush_error(self, e: OSError) -> None:
-        log.error("fdatasync of the CommitLog failed (%s): what it covered may be lost, and "
-                  "no later flush can prove otherwise; refusing writes until the broker is "
-                  "restarted", e)
+        log.error(
+            "fdatasync of the CommitLog failed (%s): what it covered may be lost, and "
+            "no later flush can prove otherwise; refusing writes until the broker is "
+            "restarted",
+            e,
+        )
         self.running_flags.set(RunningFlags.NOT_WRITEABLE)
 
     def space_returned(self) -> None:
         """The cleaner measured room on the CommitLog's disk: writes refused because a
         file could not be created or committed for lack of space resume, once what a
         failed commit may have written is zeroed."""
-        if (self._no_space and self.running_flags.is_set(RunningFlags.NOT_WRITEABLE)
-                and not self.commitlog.damaged):
-            log.warning("the CommitLog's disk has room again (%.1f%% used)",
-                        self.cleaner.commitlog_service.commitlog_ratio * 100)
+        if (
+            self._no_space
+            and self.running_flags.is_set(RunningFlags.NOT_WRITEABLE)
+            and not self.commitlog.damaged
+        ):
+            log.warning(
+                "the CommitLog's disk has room again (%.1f%% used)",
+                self.cleaner.commitlog_service.commitlog_ratio * 100,
+            )
             self._writes_work_again()
 
     def not_writeable_reason(self) -> str:
@@ -386,11 +403,15 @@ class MessageStore:
             return "message store is slave mode, so putMessage is forbidden"
         if flags.is_set(RunningFlags.DISK_FULL):
             c = self.cleaner.commitlog_service
-            return (f"the disk is full: the CommitLog's disk is {c.commitlog_ratio * 100:.1f}% "
-                    f"used, above diskSpaceWarningLevelRatio {self.config.diskSpaceWarningLevelRatio}%")
+            return (
+                f"the disk is full: the CommitLog's disk is {c.commitlog_ratio * 100:.1f}% "
+                f"used, above diskSpaceWarningLevelRatio {self.config.diskSpaceWarningLevelRatio}%"
+            )
         if self.flush_gate.tripped:
-            return (f"store not writeable: flushing the CommitLog failed ({self.flush_gate.error}); "
-                    "restart the broker")
+            return (
+                f"store not writeable: flushing the CommitLog failed ({self.flush_gate.error}); "
+                "restart the broker"
+            )
         if flags.is_set(RunningFlags.NOT_WRITEABLE) and self._no_space:
             return "the disk is full: no space left for the CommitLog"
         if flags.is_set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR):
@@ -421,7 +442,9 @@ class MessageStore:
         self._valid_topics.add(topic)
         return None
 
-    def put_nowait(self, msg: MessageExtBrokerInner) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+    def put_nowait(
+        self, msg: MessageExtBrokerInner
+    ) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
         """Append now; the awaitable (if any) completes when flush/replication allow an answer.
 
         Without an awaitable (ASYNC_FLUSH, or WAIT=false, and no replica wait) the
@@ -445,8 +468,11 @@ class MessageStore:
         fdatasync that covers the record; a replica wait: after the slave has it).
         Reads (pulls, lookups by offset, HA) see the record once it is committed.
         """
-        if (self.shutdown_flag or self.running_flags.flags & _WRITE_BLOCKING
-                or self.config.brokerRole == BrokerRole.SLAVE):
+        if (
+            self.shutdown_flag
+            or self.running_flags.flags & _WRITE_BLOCKING
+            or self.config.brokerRole == BrokerRole.SLAVE
+        ):
             refused = self._refused()
             if refused is not None:
                 return refused, None
@@ -461,8 +487,9 @@ class MessageStore:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
                 self._no_space = True
-                log.error("CommitLog file creation failed (%s); refusing writes until space returns",
-                          result.remark)
+                log.error(
+                    "CommitLog file creation failed (%s); refusing writes until space returns", result.remark
+                )
             return result, None
         if self.replica_waiter is None:
             gc = self._group_commit
@@ -479,7 +506,9 @@ class MessageStore:
             return None
         return PutMessageResult(status, remark=self.not_writeable_reason())
 
-    def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+    def put_batch_nowait(
+        self, batch: MessageExtBatch
+    ) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
         refused = self._refused()
         if refused is not None:
             return refused, None
@@ -532,8 +561,9 @@ class MessageStore:
             return None
         return self.commitlog.commit_waiter(result.end_offset)
 
-    async def _await_put(self, result: PutMessageResult,
-                         waiter: Awaitable[PutMessageStatus] | None) -> PutMessageResult:
+    async def _await_put(
+        self, result: PutMessageResult, waiter: Awaitable[PutMessageStatus] | None
+    ) -> PutMessageResult:
         if waiter is None:
             # ASYNC_FLUSH: answered once the record is at least in the page cache
             waiter = self.commit_waiter(result)
@@ -556,14 +586,10 @@ class MessageStore:
 
     # ------------------------------------------------------------------ replication
 
-
     def set_dispatch_throttle(self, seconds: float) -> None:
         """Dispatch pauses this long between its batches (0: it only yields): a slave
         catching up lets the CommitLog copy go first."""
         self.reput.set_throttle(seconds)
-
-
-
 
     # ------------------------------------------------------------------ dispatch
     def dispatch_batch(self, reqs: list[DispatchRequest]) -> int:
@@ -600,11 +626,16 @@ class MessageStore:
             except UnitsWriteError as e:
                 self.running_flags.set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR)
                 bad = g[e.done]
-                log.error("writing consume queue for %s-%d failed at CommitLog offset %d: %s",
-                          cq.topic, cq.queue_id, bad.commit_log_offset, e)
+                log.error(
+                    "writing consume queue for %s-%d failed at CommitLog offset %d: %s",
+                    cq.topic,
+                    cq.queue_id,
+                    bad.commit_log_offset,
+                    e,
+                )
                 # retry from the first request not written (others are idempotent)
                 done = min(done, next(i for i, r in enumerate(reqs) if r is bad))
-                g = g[:e.done]
+                g = g[: e.done]
                 if not g:
                     continue
             arrived.append((cq, g[-1].consume_queue_offset + 1))
@@ -655,7 +686,8 @@ class MessageStore:
         await destroy_files(doomed)
         root = self.config.consume_queue_dir
         await asyncio.get_running_loop().run_in_executor(
-            None, _remove_empty_dirs, [os.path.join(root, t) for t in topics])
+            None, _remove_empty_dirs, [os.path.join(root, t) for t in topics]
+        )
         return n
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -664,8 +696,9 @@ class MessageStore:
             qs = self.consume_queue_table[topic] = {}
         cq = qs.get(queue_id)
         if cq is None:
-            cq = qs[queue_id] = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir,
-                                             self.config.consume_queue_file_size)
+            cq = qs[queue_id] = ConsumeQueue(
+                topic, queue_id, self.config.consume_queue_dir, self.config.consume_queue_file_size
+            )
         return cq
 
     def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
@@ -681,8 +714,15 @@ class MessageStore:
         self.consume_queue_table.clear()
 
     # ------------------------------------------------------------------ reads (read_path.py)
-    def get_messages(self, group: str, topic: str, queue_id: int, offset: int,
-                     max_msg_nums: int, message_filter: MessageFilter | None = None) -> GetMessageResult:
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
         """Records of one queue from offset, exactly as stored (spec 2.5 statuses)."""
         return self.reader.get_messages(group, topic, queue_id, offset, max_msg_nums, message_filter)
 
@@ -704,8 +744,9 @@ class MessageStore:
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         return self.reader.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
-                                    boundary: str | None = None) -> int:
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int, boundary: str | None = None
+    ) -> int:
         return self.reader.get_offset_in_queue_by_time(topic, queue_id, timestamp, boundary)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
@@ -746,7 +787,6 @@ class MessageStore:
 
     # ------------------------------------------------------------------ offsets
 
-
     @property
     def max_phy_offset(self) -> int:
         return self.commitlog.max_offset
@@ -765,18 +805,6 @@ class MessageStore:
         return self.reput.behind
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def _remove_empty_dirs(topic_dirs: list[str]) -> None:
     for d in topic_dirs:
         if not os.path.isdir(d):
@@ -792,8 +820,9 @@ def _remove_empty_dirs(topic_dirs: list[str]) -> None:
             pass
 
 
-async def _combine(flush_fut: Awaitable[PutMessageStatus],
-                   replica_fut: Awaitable[PutMessageStatus]) -> PutMessageStatus:
+async def _combine(
+    flush_fut: Awaitable[PutMessageStatus], replica_fut: Awaitable[PutMessageStatus]
+) -> PutMessageStatus:
     flush_status = await flush_fut
     if not flush_status.stored:
         # not written (rolled back): a slave's ack of the same offsets later is

@@ -1,5 +1,6 @@
 """The store's read path: pulls (get_messages), lookups by offset and key, queue offsets
 and times (RocketMQ's DefaultMessageStore read methods). Reads see committed bytes only."""
+
 from __future__ import annotations
 
 import os
@@ -30,12 +31,16 @@ def _total_physical_memory() -> int:
 class MessageReader:
     """Reads over the CommitLog and the ConsumeQueues of one store."""
 
-    def __init__(self, config: MessageStoreConfig, commitlog: CommitLog,
-                 consume_queue_table: dict[str, dict[int, ConsumeQueue]]) -> None:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commitlog: CommitLog,
+        consume_queue_table: dict[str, dict[int, ConsumeQueue]],
+    ) -> None:
         self.config = config
         self.commitlog = commitlog
         self.consume_queue_table = consume_queue_table
-        self.index_service: IndexService | None = None     # set by the store's load()
+        self.index_service: IndexService | None = None  # set by the store's load()
         # pulls beyond this far behind the CommitLog end read from disk (slave hint)
         self._memory_budget = _total_physical_memory() * config.accessMessageInMemoryMaxRatio // 100
 
@@ -52,7 +57,7 @@ class MessageReader:
             return None
         mf, pos, end = got
         if mf.file_from_offset + pos != offset:
-            return None     # offset is not in the returned file (deleted / not written)
+            return None  # offset is not in the returned file (deleted / not written)
         return mf.mm[pos:end]
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -68,27 +73,40 @@ class MessageReader:
             return new
         return old
 
-    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int,
-                           message_total: int, in_disk: bool) -> bool:
+    def _is_the_batch_full(
+        self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int, in_disk: bool
+    ) -> bool:
         if buffer_total == 0 or message_total == 0:
             return False
         if max_msg_nums <= message_total:
             return True
         cfg = self.config
         if in_disk:
-            return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInDisk
-                    or message_total > cfg.maxTransferCountOnMessageInDisk - 1)
-        return (buffer_total + size_py > cfg.maxTransferBytesOnMessageInMemory
-                or message_total > cfg.maxTransferCountOnMessageInMemory - 1)
+            return (
+                buffer_total + size_py > cfg.maxTransferBytesOnMessageInDisk
+                or message_total > cfg.maxTransferCountOnMessageInDisk - 1
+            )
+        return (
+            buffer_total + size_py > cfg.maxTransferBytesOnMessageInMemory
+            or message_total > cfg.maxTransferCountOnMessageInMemory - 1
+        )
 
-    def get_messages(self, group: str, topic: str, queue_id: int, offset: int,
-                     max_msg_nums: int, message_filter: MessageFilter | None = None) -> GetMessageResult:
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
         """Records of one queue from offset, exactly as stored (spec 2.5 statuses)."""
         max_offset_py = self.commitlog.max_offset
         cq = self.get_consume_queue(topic, queue_id)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
-                                    self._next_offset_correction(offset, 0))
+            return GetMessageResult(
+                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._next_offset_correction(offset, 0)
+            )
         min_offset = cq.get_min_offset_in_queue()
         max_offset = cq.get_max_offset_in_queue()
         result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
@@ -103,20 +121,27 @@ class MessageReader:
         elif offset > max_offset:
             result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
             result.next_begin_offset = self._next_offset_correction(
-                offset, min_offset if min_offset == 0 else max_offset)
+                offset, min_offset if min_offset == 0 else max_offset
+            )
         else:
             got = cq.get_index_buffer(offset)
             if got is None:
                 result.status = GetMessageStatus.OFFSET_FOUND_NULL
-                result.next_begin_offset = self._next_offset_correction(
-                    offset, cq.roll_next_file(offset))
+                result.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
                 return result
             self._collect(result, cq, got, offset, max_msg_nums, message_filter, max_offset_py)
         return result
 
-    def _collect(self, result: GetMessageResult, cq: ConsumeQueue,
-                 got: tuple[MappedFile, int, int], offset: int,
-                 max_msg_nums: int, message_filter: MessageFilter | None, max_offset_py: int) -> None:
+    def _collect(
+        self,
+        result: GetMessageResult,
+        cq: ConsumeQueue,
+        got: tuple[MappedFile, int, int],
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None,
+        max_offset_py: int,
+    ) -> None:
         mf, pos, end = got
         mm = mf.mm
         unit = CQ_UNIT
@@ -200,8 +225,9 @@ class MessageReader:
         u = cq.read_unit(cq_offset)
         return u[0] if u is not None else 0
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
-                                    boundary: str | None = None) -> int:
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int, boundary: str | None = None
+    ) -> int:
         cq = self.get_consume_queue(topic, queue_id)
         if cq is None:
             return 0

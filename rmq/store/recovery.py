@@ -1,6 +1,7 @@
 """Recovery and truncation (RocketMQ's recoverNormally / recoverAbnormally and 5.x's
 truncateFiles): what the store does at load to agree with its CommitLog, and what a
 failover does to cut it back to the history of the new master."""
+
 from __future__ import annotations
 
 import asyncio
@@ -79,10 +80,12 @@ class StoreRecovery:
             else:
                 min_ts = self._st.checkpoint.min_timestamp()
             process = self._st.commitlog.recover_abnormally(
-                cfg.checkCRCOnRecover, min_ts, lambda req: self._dispatch_recovery(req))
+                cfg.checkCRCOnRecover, min_ts, lambda req: self._dispatch_recovery(req)
+            )
         if max_phy_cq > process:
-            log.warning("consume queues reach %d, beyond the CommitLog end %d; truncating them",
-                        max_phy_cq, process)
+            log.warning(
+                "consume queues reach %d, beyond the CommitLog end %d; truncating them", max_phy_cq, process
+            )
             self._st.truncate_dirty_logic_files(process)
         self._truncate_index_beyond(process)
         self.recover_topic_queue_table()
@@ -96,8 +99,10 @@ class StoreRecovery:
         count too: re-dispatch from the checkpoint may start after their entries)."""
         if self._st.index_service is None:
             return
-        candidates = [self._st.index_service.truncate_beyond(offset),
-                      self._st.index_service.rebuild_from_phy_offset]
+        candidates = [
+            self._st.index_service.truncate_beyond(offset),
+            self._st.index_service.rebuild_from_phy_offset,
+        ]
         present = [c for c in candidates if c is not None]
         if not present:
             return
@@ -109,8 +114,9 @@ class StoreRecovery:
             rebuild_from = min(rebuild_from, again)
         self._st.index_service.rebuild_from_phy_offset = None
         log.info("rebuilding the index from CommitLog offset %d to %d", rebuild_from, offset)
-        self._st.reput.replay(max(rebuild_from, self._st.commitlog.min_offset), offset,
-                          self._st.index_service.build_index_only)
+        self._st.reput.replay(
+            max(rebuild_from, self._st.commitlog.min_offset), offset, self._st.index_service.build_index_only
+        )
 
     def recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
@@ -146,8 +152,10 @@ class StoreRecovery:
             raise StoreError("truncate_to needs a loaded store (call load() first)")
         running = not self._st.shutdown_flag
         if running and self._st.config.brokerRole != BrokerRole.SLAVE:
-            raise StoreError(f"truncate_to refuses to cut a writable store "
-                             f"({self._st.config.brokerRole.value}): make it a SLAVE first")
+            raise StoreError(
+                f"truncate_to refuses to cut a writable store "
+                f"({self._st.config.brokerRole.value}): make it a SLAVE first"
+            )
         cl = self._st.commitlog
         try:
             cl.commit()
@@ -165,8 +173,9 @@ class StoreRecovery:
             raise StoreError(f"cannot truncate the CommitLog at offset {offset}: {problem}")
         if offset == end:
             return 0
-        log.warning("truncating the store at CommitLog offset %d (end %d, %d bytes)",
-                    offset, end, end - offset)
+        log.warning(
+            "truncating the store at CommitLog offset %d (end %d, %d bytes)", offset, end, end - offset
+        )
         if running:
             await self._st.stop_flush_services()
         try:
@@ -182,15 +191,15 @@ class StoreRecovery:
                 await asyncio.to_thread(disk_work)
             except OSError as e:
                 self._st.running_flags.set(RunningFlags.NOT_WRITEABLE)
-                raise StoreError(f"truncating the store files at {offset} failed: {e}; "
-                                 "the store refuses writes") from e
+                raise StoreError(
+                    f"truncating the store files at {offset} failed: {e}; the store refuses writes"
+                ) from e
             finally:
                 plan.finish()
         finally:
             if running:
                 self._st.start_flush_services()
-        log.warning("store truncated at CommitLog offset %d: %d bytes dropped", offset,
-                    end - offset)
+        log.warning("store truncated at CommitLog offset %d: %d bytes dropped", offset, end - offset)
         return end - offset
 
     async def drop_incomplete_tail(self) -> int:
@@ -210,7 +219,7 @@ class StoreRecovery:
         dropped. Nothing may append meanwhile; set_role then opens the store."""
         if self._st.config.brokerRole != BrokerRole.SLAVE:
             raise StoreError("prepare_to_lead needs a SLAVE store (switch_to_slave first)")
-        self._st.reput.limit = None      # all of this log is the group's now
+        self._st.reput.limit = None  # all of this log is the group's now
         dropped = await self.drop_incomplete_tail()
         await self._st.reput.dispatch_all()
         self.recover_topic_queue_table()
@@ -229,8 +238,9 @@ class StoreRecovery:
                 del self._st.consume_queue_table[topic]
         cl = self._st.commitlog
         if self._st.index_service is not None:
-            plan.add(self._st.index_service.truncate_plan(
-                offset, lambda phy: cl.pick_store_timestamp(phy, 0)))
+            plan.add(
+                self._st.index_service.truncate_plan(offset, lambda phy: cl.pick_store_timestamp(phy, 0))
+            )
         self.recover_topic_queue_table()
         if self._st.reput.reput_from_offset > offset:
             self._st.reput.reset_offset(offset)

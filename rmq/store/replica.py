@@ -1,5 +1,6 @@
 """Replica append (slave side): the master's CommitLog bytes go in at the same offsets;
 dispatch builds the ConsumeQueues and the index from them."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,7 +31,7 @@ class ReplicaAppender:
         """Create the CommitLog file for replicated offset in a worker thread."""
         cl = self.commitlog
         mf = await asyncio.get_running_loop().run_in_executor(None, cl.make_replica_file, offset)
-        if cl.replica_file(offset) is not None:    # someone else made it meanwhile
+        if cl.replica_file(offset) is not None:  # someone else made it meanwhile
             mf.close()
             return
         cl.add_replica_file(mf, offset)

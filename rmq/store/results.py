@@ -1,9 +1,10 @@
 """Statuses and results the store answers with (the broker maps them to response codes)."""
+
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from rmq.protocol.message import create_message_id
 
@@ -26,8 +27,14 @@ class PutMessageStatus(enum.Enum):
         return self in _STORED
 
 
-_STORED = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
-                     PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE})
+_STORED = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ brokerId 0 lets the controller adopt the first one as master, brokerId 1 starts 
 other as a slave. ``restart`` brings a broker back on its old ports (the same
 address, as a machine coming back would).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,9 +16,10 @@ import re
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from rmq.client import Message, Producer
 from rmq.client.errors import MQBrokerError, MQClientError
@@ -28,20 +30,26 @@ from tests.cluster.ha_util import CLUSTER, GROUP, ha_status
 from tests.harness import BrokerProcess, NameServerProcess, broker_process, namesrv_process
 from tests.integration.broker_util import BrokerApi, wait_until
 
-MASTER_TIMEOUT_MS = 2000      # controllerMasterTimeout in these tests
+MASTER_TIMEOUT_MS = 2000  # controllerMasterTimeout in these tests
 
 
 def controller_conf(role: str, broker_id: int, **extra: object) -> dict[str, object]:
-    return {"brokerRole": role, "brokerId": broker_id, "brokerClusterName": CLUSTER,
-            "enableControllerMode": "true", "slaveSyncInterval": 1000,
-            "slaveReadEnable": "true", **extra}
+    return {
+        "brokerRole": role,
+        "brokerId": broker_id,
+        "brokerClusterName": CLUSTER,
+        "enableControllerMode": "true",
+        "slaveSyncInterval": 1000,
+        "slaveReadEnable": "true",
+        **extra,
+    }
 
 
 @dataclass
 class FailoverGroup:
     ns: NameServerProcess
-    a: BrokerProcess            # brokerId 0 at start: the first master
-    b: BrokerProcess            # brokerId 1 at start: its slave
+    a: BrokerProcess  # brokerId 0 at start: the first master
+    b: BrokerProcess  # brokerId 1 at start: its slave
     workdir: Path
 
     def by_addr(self, addr: str) -> BrokerProcess:
@@ -55,8 +63,7 @@ def failover_group(role: str, **extra: object) -> Iterator[FailoverGroup]:
     ends."""
     with tempfile.TemporaryDirectory(prefix="rmq-fo-", ignore_cleanup_errors=True) as d:
         wd = Path(d)
-        ns = namesrv_process(wd, "--controller", "--controller-master-timeout-ms",
-                             str(MASTER_TIMEOUT_MS))
+        ns = namesrv_process(wd, "--controller", "--controller-master-timeout-ms", str(MASTER_TIMEOUT_MS))
         a: BrokerProcess | None = None
         b: BrokerProcess | None = None
         try:
@@ -100,14 +107,15 @@ async def role_of(addr: str) -> tuple[str, int]:
 async def wait_role(addr: str, leads: bool, timeout: float = 30.0) -> None:
     """Until a broker reports itself master with brokerId 0 (leads) or a slave with an
     id > 0."""
+
     async def there() -> bool:
         try:
             role, bid = await role_of(addr)
         except (RemotingError, OSError, AssertionError):
             return False
         return (role != "SLAVE" and bid == 0) if leads else (role == "SLAVE" and bid > 0)
-    await wait_until(there, timeout, f"{addr} never became {'master' if leads else 'a slave'}",
-                     0.05)
+
+    await wait_until(there, timeout, f"{addr} never became {'master' if leads else 'a slave'}", 0.05)
 
 
 async def wait_master(addr: str, timeout: float = 30.0) -> None:
@@ -126,7 +134,7 @@ async def create_topic(addr: str, topic: str, queues: int) -> None:
 
 def store_host(offset_msg_id: str) -> str:
     """ip:port of the broker that stored a message, from its offsetMsgId."""
-    ip = ".".join(str(int(offset_msg_id[i:i + 2], 16)) for i in range(0, 8, 2))
+    ip = ".".join(str(int(offset_msg_id[i : i + 2], 16)) for i in range(0, 8, 2))
     return f"{ip}:{int(offset_msg_id[8:16], 16)}"
 
 
@@ -143,19 +151,27 @@ class SendLog:
     resent: set[str] = field(default_factory=set)
     errors: Counter = field(default_factory=Counter)
     first_at: dict[str, float] = field(default_factory=dict)
-    lost_sends: list[str] = field(default_factory=list)   # gave up (deadline)
+    lost_sends: list[str] = field(default_factory=list)  # gave up (deadline)
 
     def stored_on(self, addr: str) -> set[str]:
         """Keys a broker answered with a stored status (SEND_OK or not)."""
-        return ({k for k, h in self.acked.items() if h == addr}
-                | {k for k, (_, h) in self.stored.items() if h == addr})
+        return {k for k, h in self.acked.items() if h == addr} | {
+            k for k, (_, h) in self.stored.items() if h == addr
+        }
 
 
-async def produce_through(ns_addr: str, topic: str, *, producers: int, total: int,
-                          body_size: int = 200, log: SendLog | None = None,
-                          progress: Callable[[SendLog], None] | None = None,
-                          give_up_after: float = 60.0,
-                          pace: float = 0.0) -> SendLog:
+async def produce_through(
+    ns_addr: str,
+    topic: str,
+    *,
+    producers: int,
+    total: int,
+    body_size: int = 200,
+    log: SendLog | None = None,
+    progress: Callable[[SendLog], None] | None = None,
+    give_up_after: float = 60.0,
+    pace: float = 0.0,
+) -> SendLog:
     """``producers`` Producer instances send ``total`` messages between them, one at a
     time each. A send that raises is retried with the same Message (same UNIQ_KEY)
     every 50 ms until a broker answers, as an application riding out a failover would;
@@ -166,8 +182,9 @@ async def produce_through(ns_addr: str, topic: str, *, producers: int, total: in
     body = b"x" * body_size
 
     async def one(k: int) -> None:
-        async with Producer(f"fo_pg_{k}", ns_addr, instance_name=f"fo-producer-{k}",
-                            send_msg_timeout=2000) as p:
+        async with Producer(
+            f"fo_pg_{k}", ns_addr, instance_name=f"fo-producer-{k}", send_msg_timeout=2000
+        ) as p:
             for i in range(per):
                 msg = Message(topic, body, keys=f"p{k}-{i}")
                 deadline = time.monotonic() + give_up_after
@@ -216,5 +233,6 @@ async def wait_dispatched(addr: str, timeout: float = 30.0) -> dict[str, Any]:
         nonlocal last
         last = await ha_status(addr)
         return last["dispatchBehindBytes"] == 0
+
     await wait_until(done, timeout, f"{addr} never finished dispatching", 0.05)
     return last

@@ -6,6 +6,7 @@ The failover tests build on the same pieces: ``ha_group`` gives the processes (t
 slave can be started later, killed, restarted), ``produce`` can run while a broker is
 killed, ``uniq_keys_on`` reads what one broker can serve.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +15,10 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rmq.client import Message, Producer
 from rmq.client.errors import MQBrokerError, MQClientError
@@ -47,8 +49,9 @@ class HAGroup:
 
 
 @contextlib.contextmanager
-def ha_group(master: dict[str, object], slave: dict[str, object], *,
-             start_slave: bool = True) -> Iterator[HAGroup]:
+def ha_group(
+    master: dict[str, object], slave: dict[str, object], *, start_slave: bool = True
+) -> Iterator[HAGroup]:
     """NameServer + master (+ slave) of broker group broker-a in a temp directory; every
     process is stopped and the directory removed however the test ends."""
     with tempfile.TemporaryDirectory(prefix="rmq-ha-", ignore_cleanup_errors=True) as d:
@@ -93,8 +96,12 @@ async def wait_in_sync(g: HAGroup, timeout: float = 30.0) -> int:
         m = await ha_status(g.master.addr)
         s = await ha_status(g.slave.addr)
         top = m["commitLogMaxOffset"]
-        return (s["commitLogMaxOffset"] == top and list(acks(m).values()) == [top]
-                and m["dispatchBehindBytes"] == 0 and s["dispatchBehindBytes"] == 0)
+        return (
+            s["commitLogMaxOffset"] == top
+            and list(acks(m).values()) == [top]
+            and m["dispatchBehindBytes"] == 0
+            and s["dispatchBehindBytes"] == 0
+        )
 
     await wait_until(done, timeout, "the slave never caught up with the master", 0.05)
     return top
@@ -113,7 +120,7 @@ def _is_zero(path: Path) -> bool:
     zero = bytes(8 << 20)
     with open(path, "rb") as f:
         while chunk := f.read(len(zero)):
-            if chunk != zero[:len(chunk)]:
+            if chunk != zero[: len(chunk)]:
                 return False
     return True
 
@@ -154,9 +161,16 @@ class ProduceLog:
     errors: list[str] = field(default_factory=list)
 
 
-async def produce(ns_addr: str, topic: str, *, producers: int = 8, total: int = 20_000,
-                  body_size: int = 256, stop: asyncio.Event | None = None,
-                  log: ProduceLog | None = None) -> ProduceLog:
+async def produce(
+    ns_addr: str,
+    topic: str,
+    *,
+    producers: int = 8,
+    total: int = 20_000,
+    body_size: int = 256,
+    stop: asyncio.Event | None = None,
+    log: ProduceLog | None = None,
+) -> ProduceLog:
     """``producers`` Producer instances (each its own client identity) send ``total``
     messages between them, one at a time each, until done or ``stop`` is set."""
     log = log or ProduceLog()
@@ -185,8 +199,10 @@ async def produce(ns_addr: str, topic: str, *, producers: int = 8, total: int = 
 async def wait_topic_on(addr: str, topic: str, timeout: float = 15.0) -> None:
     """A slave knows a topic once it copied its master's table (slaveSyncInterval)."""
     async with BrokerApi(addr) as api:
+
         async def known() -> bool:
             return topic in await api.topics()
+
         await wait_until(known, timeout, f"{addr} never learned topic {topic}", 0.1)
 
 

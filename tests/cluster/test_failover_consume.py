@@ -7,6 +7,7 @@
   load: the old master steps down to a slave (brokerId 1), no SEND_OK message is lost,
   and the old master ends with the new master's CommitLog and ConsumeQueues.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,11 +19,24 @@ from collections import Counter
 import pytest
 
 from rmq.client import ConsumeFromWhere, ConsumeResult, PushConsumer
-from tests.cluster.failover_util import (SendLog, create_topic, duplicates, failover_group,
-                                         produce_through, role_of, wait_dispatched,
-                                         wait_master, wait_slave)
-from tests.cluster.ha_util import (assert_commitlogs_identical, consume_queue_digests,
-                                   ha_status, uniq_keys_on, wait_topic_on)
+from tests.cluster.failover_util import (
+    SendLog,
+    create_topic,
+    duplicates,
+    failover_group,
+    produce_through,
+    role_of,
+    wait_dispatched,
+    wait_master,
+    wait_slave,
+)
+from tests.cluster.ha_util import (
+    assert_commitlogs_identical,
+    consume_queue_digests,
+    ha_status,
+    uniq_keys_on,
+    wait_topic_on,
+)
 from tests.integration.broker_util import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,6 +50,7 @@ async def _ready(g, topic: str) -> None:
 
     async def confirmed() -> bool:
         return (await ha_status(g.a.addr))["inSyncSlaveNums"] == 1
+
     await wait_until(confirmed, 30, "the slave never got in sync", 0.05)
 
 
@@ -43,6 +58,7 @@ def _after(log: SendLog, n: int, event: asyncio.Event):
     def progress(lg: SendLog) -> None:
         if len(lg.acked) >= n:
             event.set()
+
     return progress
 
 
@@ -58,9 +74,14 @@ async def test_push_consumer_loses_nothing_across_a_failover():
                 got[m.uniq_key] += 1
             return ConsumeResult.SUCCESS
 
-        c = PushConsumer("fo_cg", g.ns.addr, listener=listener,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                         poll_name_server_interval=1000, instance_name="fo-consumer")
+        c = PushConsumer(
+            "fo_cg",
+            g.ns.addr,
+            listener=listener,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            poll_name_server_interval=1000,
+            instance_name="fo-consumer",
+        )
         c.subscribe(topic, "*")
         await c.start()
         try:
@@ -70,34 +91,47 @@ async def test_push_consumer_loses_nothing_across_a_failover():
             async def killer() -> None:
                 await half.wait()
                 g.a.kill()
+
             kill = asyncio.create_task(killer())
-            await produce_through(g.ns.addr, topic, producers=2, total=4000, log=log,
-                                  progress=_after(log, 1500, half), pace=0.002)
+            await produce_through(
+                g.ns.addr,
+                topic,
+                producers=2,
+                total=4000,
+                log=log,
+                progress=_after(log, 1500, half),
+                pace=0.002,
+            )
             await kill
             await wait_master(g.b.addr)
             must = set(log.acked) | log.stored_on(g.b.addr)
 
             async def all_consumed() -> bool:
                 return must <= set(got)
+
             try:
                 await wait_until(all_consumed, 60, "consumption", 0.1)
             except AssertionError:
-                raise AssertionError(f"{len(must - set(got))} of {len(must)} stored messages "
-                                     "were never consumed") from None
+                raise AssertionError(
+                    f"{len(must - set(got))} of {len(must)} stored messages were never consumed"
+                ) from None
         finally:
             await c.shutdown()
         assert not log.lost_sends, log.lost_sends[:3]
         dups = {k: n for k, n in got.items() if n > 1}
         on_b = await uniq_keys_on(g.b.addr, topic, QUEUES)
-        print(f"\n[failover consume] {len(log.acked)} SEND_OK + {len(log.stored)} other stored "
-              f"answers; consumed {len(got)} distinct messages, {len(dups)} more than once "
-              f"({sum(dups.values()) - len(dups)} extra deliveries); the new master holds "
-              f"{len(duplicates(on_b))} stored duplicates from {len(log.resent)} resends")
+        print(
+            f"\n[failover consume] {len(log.acked)} SEND_OK + {len(log.stored)} other stored "
+            f"answers; consumed {len(got)} distinct messages, {len(dups)} more than once "
+            f"({sum(dups.values()) - len(dups)} extra deliveries); the new master holds "
+            f"{len(duplicates(on_b))} stored duplicates from {len(log.resent)} resends"
+        )
 
 
 def _admin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rmq.cli", "admin", *args],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True, text=True, timeout=30
+    )
 
 
 @pytest.mark.slow
@@ -113,11 +147,14 @@ async def test_elect_master_switches_a_live_pair_without_losing_acked_messages()
             nonlocal switched_at
             await half.wait()
             switched_at = time.monotonic()
-            return await asyncio.to_thread(_admin, "electMaster", "-n", g.ns.addr,
-                                           "-b", "broker-a", "--brokerAddr", g.b.addr)
+            return await asyncio.to_thread(
+                _admin, "electMaster", "-n", g.ns.addr, "-b", "broker-a", "--brokerAddr", g.b.addr
+            )
+
         sw = asyncio.create_task(switch())
-        await produce_through(g.ns.addr, topic, producers=4, total=6000, log=log,
-                              progress=_after(log, 1500, half), pace=0.001)
+        await produce_through(
+            g.ns.addr, topic, producers=4, total=6000, log=log, progress=_after(log, 1500, half), pace=0.001
+        )
         r = await sw
         assert r.returncode == 0, r.stdout + r.stderr
         await wait_master(g.b.addr)
@@ -126,8 +163,12 @@ async def test_elect_master_switches_a_live_pair_without_losing_acked_messages()
 
         async def same_end() -> bool:
             a, b = await ha_status(g.a.addr), await ha_status(g.b.addr)
-            return (a["commitLogMaxOffset"] == b["commitLogMaxOffset"]
-                    and a["dispatchBehindBytes"] == 0 and b["dispatchBehindBytes"] == 0)
+            return (
+                a["commitLogMaxOffset"] == b["commitLogMaxOffset"]
+                and a["dispatchBehindBytes"] == 0
+                and b["dispatchBehindBytes"] == 0
+            )
+
         await wait_until(same_end, 60, "the old master never caught up", 0.1)
 
         assert not log.lost_sends, log.lost_sends[:3]
@@ -144,9 +185,11 @@ async def test_elect_master_switches_a_live_pair_without_losing_acked_messages()
         dropped = log.stored_on(g.a.addr) - set(log.acked) - set(keys)
         statuses: Counter[str] = Counter(st for st, _ in log.stored.values())
         first_b = log.first_at.get(g.b.addr, switched_at) - switched_at
-        print(f"\n[electMaster] switch under load: first answer from the new master "
-              f"{first_b:.2f} s after electMaster was run; {len(log.acked)} SEND_OK, other "
-              f"answers {dict(statuses)}, send errors {dict(log.errors)}; "
-              f"{len(duplicates(keys))} duplicates from {len(log.resent)} resends; "
-              f"{len(dropped)} messages the old master stored without SEND_OK were "
-              f"truncated on its return ({'truncating the' in g.a.log_text()})")
+        print(
+            f"\n[electMaster] switch under load: first answer from the new master "
+            f"{first_b:.2f} s after electMaster was run; {len(log.acked)} SEND_OK, other "
+            f"answers {dict(statuses)}, send errors {dict(log.errors)}; "
+            f"{len(duplicates(keys))} duplicates from {len(log.resent)} resends; "
+            f"{len(dropped)} messages the old master stored without SEND_OK were "
+            f"truncated on its return ({'truncating the' in g.a.log_text()})"
+        )

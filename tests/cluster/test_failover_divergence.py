@@ -7,6 +7,7 @@ old master comes back on its old address: it joins as a slave, the HA handshake 
 where the two epoch histories part, it truncates its tail (log line), catches up, and
 ends with the new master's CommitLog byte for byte and the same ConsumeQueues.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,16 +17,20 @@ import signal
 import pytest
 
 from rmq.client import Message, Producer
-from tests.cluster.failover_util import (create_topic, failover_group, restart, wait_master,
-                                         wait_slave)
-from tests.cluster.ha_util import (acks, assert_commitlogs_identical, consume_queue_digests,
-                                   ha_status, wait_topic_on)
+from tests.cluster.failover_util import create_topic, failover_group, restart, wait_master, wait_slave
+from tests.cluster.ha_util import (
+    acks,
+    assert_commitlogs_identical,
+    consume_queue_digests,
+    ha_status,
+    wait_topic_on,
+)
 from tests.integration.broker_util import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
 QUEUES = 4
-TAIL = 24 << 20          # written while the slave is frozen: beyond what sockets buffer
+TAIL = 24 << 20  # written while the slave is frozen: beyond what sockets buffer
 
 
 async def _send_batches(ns: str, topic: str, group: str, nbytes: int, body: int = 4000) -> int:
@@ -33,8 +38,10 @@ async def _send_batches(ns: str, topic: str, group: str, nbytes: int, body: int 
     batches = max(nbytes // (body * per_batch), 1)
     async with Producer(group, ns, instance_name=group) as p:
         for i in range(batches):
-            msgs = [Message(topic, os.urandom(body // 2).hex().encode(), keys=f"{group}-{i}-{j}")
-                    for j in range(per_batch)]
+            msgs = [
+                Message(topic, os.urandom(body // 2).hex().encode(), keys=f"{group}-{i}-{j}")
+                for j in range(per_batch)
+            ]
             await p.send_batch(msgs)
     return batches * per_batch
 
@@ -51,6 +58,7 @@ async def test_returning_master_truncates_its_unreplicated_tail_and_ends_identic
         async def replicated() -> bool:
             m = await ha_status(old.addr)
             return list(acks(m).values()) == [m["commitLogMaxOffset"]]
+
         await wait_until(replicated, 30, "the slave never caught up", 0.05)
 
         os.kill(new.pid, signal.SIGSTOP)
@@ -64,8 +72,8 @@ async def test_returning_master_truncates_its_unreplicated_tail_and_ends_identic
         s = await ha_status(new.addr)
         start = s["epochStartOffset"]
         assert s["epoch"] == 2 and old_end - start > (1 << 20), (
-            f"no real unreplicated tail: old master ended at {old_end}, the new epoch starts "
-            f"at {start}")
+            f"no real unreplicated tail: old master ended at {old_end}, the new epoch starts at {start}"
+        )
 
         await _send_batches(g.ns.addr, topic, "fo_after", 2 << 20)
         restart(old)
@@ -73,8 +81,12 @@ async def test_returning_master_truncates_its_unreplicated_tail_and_ends_identic
 
         async def same_end() -> bool:
             a, b = await ha_status(old.addr), await ha_status(new.addr)
-            return (a["commitLogMaxOffset"] == b["commitLogMaxOffset"]
-                    and a["dispatchBehindBytes"] == 0 and b["dispatchBehindBytes"] == 0)
+            return (
+                a["commitLogMaxOffset"] == b["commitLogMaxOffset"]
+                and a["dispatchBehindBytes"] == 0
+                and b["dispatchBehindBytes"] == 0
+            )
+
         await wait_until(same_end, 60, "the old master never caught up", 0.1)
         text = old.log_text()
         m = re.search(r"agree up to offset (\d+); truncating the (\d+) bytes", text)
@@ -86,6 +98,8 @@ async def test_returning_master_truncates_its_unreplicated_tail_and_ends_identic
 
         files = assert_commitlogs_identical(new.store_dir, old.store_dir)
         assert consume_queue_digests(old.store_dir) == consume_queue_digests(new.store_dir)
-        print(f"\n[failover divergence] old master ended at {old_end}, new epoch 2 from "
-              f"{start}: {cut} bytes truncated on return; {files} CommitLog files identical, "
-              f"ConsumeQueues equal")
+        print(
+            f"\n[failover divergence] old master ended at {old_end}, new epoch 2 from "
+            f"{start}: {cut} bytes truncated on return; {files} CommitLog files identical, "
+            f"ConsumeQueues equal"
+        )

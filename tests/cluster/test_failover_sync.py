@@ -7,6 +7,7 @@ broker), and every one the new master answered as stored, can be pulled from the
 master; duplicates (by UNIQ_KEY) exist only for messages the application resent after
 an error. Prints the failover time: SIGKILL -> first send the new master answered.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,22 +15,30 @@ import time
 
 import pytest
 
-from tests.cluster.failover_util import (SendLog, create_topic, duplicates, failover_group,
-                                         produce_through, wait_dispatched, wait_master)
-from tests.cluster.ha_util import ha_status, uniq_keys_on, wait_topic_on
 from rmq.remoting.client import RemotingClient
+from tests.cluster.failover_util import (
+    SendLog,
+    create_topic,
+    duplicates,
+    failover_group,
+    produce_through,
+    wait_dispatched,
+    wait_master,
+)
+from tests.cluster.ha_util import ha_status, uniq_keys_on, wait_topic_on
 from tests.integration.broker_util import route, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
 QUEUES = 8
 TOTAL = 20_000
-KILL_AFTER = 6_000       # SEND_OKs before the master dies
+KILL_AFTER = 6_000  # SEND_OKs before the master dies
 
 
 async def wait_confirmed_slave(master: str) -> None:
     async def one() -> bool:
         return (await ha_status(master))["inSyncSlaveNums"] == 1
+
     await wait_until(one, 30, "the slave never got in sync", 0.05)
 
 
@@ -58,7 +67,7 @@ async def test_sync_master_killed_mid_stream_every_send_ok_is_on_the_new_master(
             killed_at = time.monotonic()
             client = RemotingClient()
             try:
-                while True:         # the NameServer's route names the new master
+                while True:  # the NameServer's route names the new master
                     _, rd = await route(client, g.ns.addr, topic)
                     if rd is not None and rd.broker_datas[0].broker_addrs == {0: g.b.addr}:
                         routed_at = time.monotonic()
@@ -69,8 +78,7 @@ async def test_sync_master_killed_mid_stream_every_send_ok_is_on_the_new_master(
 
         t0 = time.monotonic()
         kill = asyncio.create_task(killer())
-        await produce_through(g.ns.addr, topic, producers=8, total=TOTAL, log=log,
-                              progress=progress)
+        await produce_through(g.ns.addr, topic, producers=8, total=TOTAL, log=log, progress=progress)
         took = time.monotonic() - t0
         await kill
         await wait_master(g.b.addr)
@@ -95,9 +103,11 @@ async def test_sync_master_killed_mid_stream_every_send_ok_is_on_the_new_master(
         statuses: dict[str, int] = {"SEND_OK": len(log.acked)}
         for st, _ in log.stored.values():
             statuses[st] = statuses.get(st, 0) + 1
-        print(f"\n[failover sync] {TOTAL} messages from 8 producers in {took:.1f} s; master "
-              f"SIGKILLed after {KILL_AFTER} SEND_OK; failover (SIGKILL -> first send answered "
-              f"by the new master) {failover_s:.2f} s (route at brokerId 0 after "
-              f"{routed_at - killed_at:.2f} s); answers {statuses}; send errors "
-              f"during the failover {dict(log.errors)}; resent {len(log.resent)}; on the new "
-              f"master {len(keys)} messages, {len(dups)} duplicates (all resent messages)")
+        print(
+            f"\n[failover sync] {TOTAL} messages from 8 producers in {took:.1f} s; master "
+            f"SIGKILLed after {KILL_AFTER} SEND_OK; failover (SIGKILL -> first send answered "
+            f"by the new master) {failover_s:.2f} s (route at brokerId 0 after "
+            f"{routed_at - killed_at:.2f} s); answers {statuses}; send errors "
+            f"during the failover {dict(log.errors)}; resent {len(log.resent)}; on the new "
+            f"master {len(keys)} messages, {len(dups)} duplicates (all resent messages)"
+        )

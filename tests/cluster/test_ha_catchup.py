@@ -3,6 +3,7 @@ up, and ends with a CommitLog byte-identical to the master's and the same Consum
 
 RMQ_HA_CATCHUP_MB shrinks the volume (make test runs the full 200 MB).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +13,15 @@ import time
 import pytest
 
 from rmq.protocol.codes import ResponseCode
-from tests.cluster.ha_util import (assert_commitlogs_identical, consume_queue_digests,
-                                   ha_group, ha_status, master_conf, slave_conf, wait_in_sync)
+from tests.cluster.ha_util import (
+    assert_commitlogs_identical,
+    consume_queue_digests,
+    ha_group,
+    ha_status,
+    master_conf,
+    slave_conf,
+    wait_in_sync,
+)
 from tests.integration.broker_util import BrokerApi, props, uniq_key, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -41,7 +49,7 @@ async def _fill(addr: str, nbytes: int) -> int:
                 r = await api.send_batch(TOPIC, items, queue_id=k % QUEUES)
                 assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
                 sent += 64
-                grown += 64 * 1150     # about one record; the loop re-reads the truth below
+                grown += 64 * 1150  # about one record; the loop re-reads the truth below
                 if sent % (64 * 64) == 0:
                     grown = (await ha_status(addr))["commitLogMaxOffset"]
 
@@ -51,12 +59,11 @@ async def _fill(addr: str, nbytes: int) -> int:
 
 async def test_slave_catches_up_200mb_byte_identical(capsys):
     mb = int(os.environ.get("RMQ_HA_CATCHUP_MB", "200"))
-    with ha_group(master_conf("ASYNC_MASTER", **STORE),
-                  slave_conf(**STORE)) as g:
+    with ha_group(master_conf("ASYNC_MASTER", **STORE), slave_conf(**STORE)) as g:
         async with BrokerApi(g.master.addr) as api:
             r = await api.create_topic(TOPIC, QUEUES)
             assert r.code == ResponseCode.SUCCESS
-            for i in range(200):   # the slave has a head start: it resumes, not starts over
+            for i in range(200):  # the slave has a head start: it resumes, not starts over
                 await api.send_ok(TOPIC, b"first-%d" % i, queue_id=i % QUEUES)
         before = await wait_in_sync(g)
         assert before > 0
@@ -71,8 +78,12 @@ async def test_slave_catches_up_200mb_byte_identical(capsys):
 
         t_spawn = time.monotonic()
         g.slave.start()
-        await wait_until(lambda: _slave_at(g.slave.addr, top), 120,
-                         "the slave never reached the master's CommitLog end", 0.02)
+        await wait_until(
+            lambda: _slave_at(g.slave.addr, top),
+            120,
+            "the slave never reached the master's CommitLog end",
+            0.02,
+        )
         caught = time.monotonic() - t_spawn
         s = await ha_status(g.slave.addr)
         cu = s["haClientRuntimeInfo"]["lastCatchUp"]
@@ -81,11 +92,13 @@ async def test_slave_catches_up_200mb_byte_identical(capsys):
         await wait_in_sync(g, timeout=120)
         dispatched = time.monotonic() - t_spawn
         with capsys.disabled():
-            print(f"\n[ha catch-up] {n} messages, {(top - before) / 1e6:.0f} MB written in "
-                  f"{fill_s:.1f} s while the slave was down; slave appended them at "
-                  f"{rate:.0f} MB/s ({cu['micros'] / 1e6:.2f} s from its first byte; "
-                  f"{caught:.2f} s from process spawn), ConsumeQueues complete after "
-                  f"{dispatched:.2f} s")
+            print(
+                f"\n[ha catch-up] {n} messages, {(top - before) / 1e6:.0f} MB written in "
+                f"{fill_s:.1f} s while the slave was down; slave appended them at "
+                f"{rate:.0f} MB/s ({cu['micros'] / 1e6:.2f} s from its first byte; "
+                f"{caught:.2f} s from process spawn), ConsumeQueues complete after "
+                f"{dispatched:.2f} s"
+            )
 
         files = assert_commitlogs_identical(g.master.store_dir, g.slave.store_dir)
         assert files >= mb // 32

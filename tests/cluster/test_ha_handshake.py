@@ -6,6 +6,7 @@ master's ack table stays as it was and a SYNC_MASTER put that waits for the real
 (stopped) slave is not released by it. A handshaken slave that reports more than the
 master has is closed too.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,17 +16,24 @@ import time
 
 import pytest
 
-from ha.protocol import (MasterReject, SlaveHello, SlaveStreamReader, encode_hello,
-                         encode_offset_report)
+from ha.protocol import MasterReject, SlaveHello, SlaveStreamReader, encode_hello, encode_offset_report
 from rmq.protocol.codes import ResponseCode
-from tests.cluster.ha_util import (CLUSTER, GROUP, acks, ha_group, ha_status, master_conf,
-                                   slave_conf, wait_in_sync)
+from tests.cluster.ha_util import (
+    CLUSTER,
+    GROUP,
+    acks,
+    ha_group,
+    ha_status,
+    master_conf,
+    slave_conf,
+    wait_in_sync,
+)
 from tests.integration.broker_util import BrokerApi, RawConn
 
 pytestmark = pytest.mark.timeout(120)
 
 SLAVE_TIMEOUT_MS = 2000
-FILE_SIZE = 4 * 1024 * 1024    # tests/harness.py's mappedFileSizeCommitLog
+FILE_SIZE = 4 * 1024 * 1024  # tests/harness.py's mappedFileSizeCommitLog
 
 
 def hello(**kw) -> bytes:
@@ -112,8 +120,8 @@ async def test_bogus_clients_change_nothing():
                 await c.close()
 
                 info = await ha_status(g.master.addr)
-                assert acks(info) == table                 # nobody's ack moved
-                r = await pending                          # and the put was not released
+                assert acks(info) == table  # nobody's ack moved
+                r = await pending  # and the put was not released
                 assert r.code == ResponseCode.FLUSH_SLAVE_TIMEOUT, (r.code, r.remark)
                 assert time.monotonic() - t0 >= SLAVE_TIMEOUT_MS / 1000 * 0.9
         finally:

@@ -1,14 +1,15 @@
 """A slave's duties: it refuses writes, serves pulls when its master suggests it, and has
 its master's metadata (topics, consumer offsets, delay offsets, subscription groups)
 within slaveSyncInterval."""
+
 from __future__ import annotations
 
 import pytest
 
 from rmq.client import ConsumeFromWhere, PushConsumer
+from rmq.protocol.bodies import loads_fastjson
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_records
-from rmq.protocol.bodies import loads_fastjson
 from tests.cluster.ha_util import ha_group, master_conf, slave_conf, wait_in_sync, wait_topic_on
 from tests.integration.broker_util import BrokerApi, props, uniq_key, wait_until
 from tests.integration.test_client import Collector
@@ -40,15 +41,16 @@ async def test_slave_refuses_writes_and_copies_metadata():
             for i in range(5):
                 await m.send_ok(topic, b"m%d" % i, queue_id=0)
             await m.wait_max_offset(topic, 0, 5)
-            r = await m.pull(topic, 0, 0, group=group)          # creates the group
+            r = await m.pull(topic, 0, 0, group=group)  # creates the group
             assert r.code == ResponseCode.SUCCESS
             assert (await m.update_offset(group, topic, 0, 3)).code == ResponseCode.SUCCESS
-            await m.send_ok(topic, b"later", queue_id=1,
-                            properties=props(uniq=uniq_key(), wait="true", DELAY="1"))
+            await m.send_ok(
+                topic, b"later", queue_id=1, properties=props(uniq=uniq_key(), wait="true", DELAY="1")
+            )
 
             async def delay_delivered() -> bool:
-                return (await _body(m, RequestCode.GET_ALL_DELAY_OFFSET)).get(
-                    "offsetTable", {}).get("1") == 1
+                return (await _body(m, RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable", {}).get("1") == 1
+
             await wait_until(delay_delivered, 10, "the delayed message was never delivered")
 
             # ... are on the slave within a few sync intervals
@@ -56,27 +58,39 @@ async def test_slave_refuses_writes_and_copies_metadata():
 
             async def copied() -> bool:
                 off = await s.query_offset(group, topic, 0)
-                groups = (await _body(s, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-                          ).get("subscriptionGroupTable", {})
+                groups = (await _body(s, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).get(
+                    "subscriptionGroupTable", {}
+                )
                 delay = (await _body(s, RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable", {})
-                return (off.code == ResponseCode.SUCCESS and off.ext_fields["offset"] == "3"
-                        and group in groups and delay.get("1") == 1)
+                return (
+                    off.code == ResponseCode.SUCCESS
+                    and off.ext_fields["offset"] == "3"
+                    and group in groups
+                    and delay.get("1") == 1
+                )
+
             await wait_until(copied, SYNC_MS / 1000 * 6, "the slave did not copy the metadata")
             mt, st = await m.topics(), await s.topics()
             assert st[topic] == mt[topic]
         # the copies are written down: a restarted slave has them before its first sync
         g.slave.stop()
         cfg = g.slave.store_dir / "config"
-        assert {"topics.msgpack", "consumerOffset.msgpack", "subscriptionGroup.msgpack",
-                "delayOffset.msgpack"} <= {p.name for p in cfg.iterdir()}
+        assert {
+            "topics.msgpack",
+            "consumerOffset.msgpack",
+            "subscriptionGroup.msgpack",
+            "delayOffset.msgpack",
+        } <= {p.name for p in cfg.iterdir()}
 
 
 async def test_slave_serves_pulls_when_the_master_suggests_it():
     """accessMessageInMemoryMaxRatio=0 makes every consumer 'far behind' (spec 2.5), so a
     master with slaveReadEnable suggests the group's whichBrokerWhenConsumeSlowly (1)."""
     topic, group = "HASlaveRead", "CG_HA_READ"
-    with ha_group(master_conf(slaveReadEnable="true", accessMessageInMemoryMaxRatio=0),
-                  slave_conf(slaveReadEnable="true", slaveSyncInterval=SYNC_MS)) as g:
+    with ha_group(
+        master_conf(slaveReadEnable="true", accessMessageInMemoryMaxRatio=0),
+        slave_conf(slaveReadEnable="true", slaveSyncInterval=SYNC_MS),
+    ) as g:
         async with BrokerApi(g.master.addr) as m, BrokerApi(g.slave.addr) as s:
             assert (await m.create_topic(topic, 2)).code == ResponseCode.SUCCESS
             for i in range(40):
@@ -95,8 +109,13 @@ async def test_slave_serves_pulls_when_the_master_suggests_it():
 
         # a real consumer follows the suggestion: part of its pulls go to the slave
         got = Collector()
-        c = PushConsumer(group, g.ns.addr, listener=got, pull_batch_size=4,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        c = PushConsumer(
+            group,
+            g.ns.addr,
+            listener=got,
+            pull_batch_size=4,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
         c.subscribe(topic, "*")
         await c.start()
         try:

@@ -7,6 +7,7 @@
 * the slave killed mid-stream (frozen, then SIGKILL): the puts it never acked are
   answered FLUSH_SLAVE_TIMEOUT (12) after slaveTimeout, later ones SLAVE_NOT_AVAILABLE.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,16 @@ import pytest
 
 from rmq.client import SendStatus
 from rmq.protocol.codes import ResponseCode
-from tests.cluster.ha_util import (acks, ha_group, ha_status, master_conf, produce,
-                                   slave_conf, uniq_keys_on, wait_in_sync)
+from tests.cluster.ha_util import (
+    acks,
+    ha_group,
+    ha_status,
+    master_conf,
+    produce,
+    slave_conf,
+    uniq_keys_on,
+    wait_in_sync,
+)
 from tests.integration.broker_util import BrokerApi, wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -37,15 +46,13 @@ async def _topic(g, topic: str) -> None:
 @pytest.mark.slow
 async def test_every_send_ok_of_8_producers_is_on_the_slave():
     topic = "HASync"
-    with ha_group(master_conf("SYNC_MASTER"),
-                  slave_conf(slaveReadEnable="true", slaveSyncInterval=500)) as g:
+    with ha_group(master_conf("SYNC_MASTER"), slave_conf(slaveReadEnable="true", slaveSyncInterval=500)) as g:
         await _topic(g, topic)
         await wait_in_sync(g)
         t0 = time.monotonic()
         log = await produce(g.ns.addr, topic, producers=8, total=20_000)
         took = time.monotonic() - t0
-        assert log.errors == [] and log.statuses == {"SEND_OK": 20_000}, (log.statuses,
-                                                                          log.errors[:3])
+        assert log.errors == [] and log.statuses == {"SEND_OK": 20_000}, (log.statuses, log.errors[:3])
         assert len(log.ok) == 20_000
         # The slave had each message before its producer heard SEND_OK: no wait needed
         # for the CommitLog (only for the slave's own dispatch into ConsumeQueues).
@@ -60,14 +67,15 @@ async def test_every_send_ok_of_8_producers_is_on_the_slave():
 
 
 async def test_sync_master_without_slave_answers_slave_not_available():
-    with ha_group(master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(),
-                  start_slave=False) as g:
+    with ha_group(
+        master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(), start_slave=False
+    ) as g:
         await _topic(g, "HANoSlave")
         async with BrokerApi(g.master.addr) as api:
             t0 = time.monotonic()
             r = await api.send("HANoSlave", b"alone")
             assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE == 11
-            assert time.monotonic() - t0 < 1.0             # not a wait for a timeout
+            assert time.monotonic() - t0 < 1.0  # not a wait for a timeout
             # stored on the master all the same (RocketMQ: sendOK with this status)
             assert r.ext_fields["queueOffset"] == "0" and r.ext_fields["msgId"]
             data, _ = await api.pull_all("HANoSlave", 0)
@@ -87,7 +95,7 @@ async def test_slave_killed_mid_stream_flush_slave_timeout_then_not_available():
     with ha_group(master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf()) as g:
         await _topic(g, topic)
         await wait_in_sync(g)
-        codes: list[tuple[float, int, float]] = []      # (sent at, code, answer time)
+        codes: list[tuple[float, int, float]] = []  # (sent at, code, answer time)
         stop = asyncio.Event()
 
         async def sender(k: int) -> None:
@@ -113,25 +121,31 @@ async def test_slave_killed_mid_stream_flush_slave_timeout_then_not_available():
         await asyncio.gather(*senders)
 
         by_code = collections.Counter(c for _, c, _ in codes)
-        assert set(by_code) <= {ResponseCode.SUCCESS, ResponseCode.FLUSH_SLAVE_TIMEOUT,
-                                ResponseCode.SLAVE_NOT_AVAILABLE}, by_code
+        assert set(by_code) <= {
+            ResponseCode.SUCCESS,
+            ResponseCode.FLUSH_SLAVE_TIMEOUT,
+            ResponseCode.SLAVE_NOT_AVAILABLE,
+        }, by_code
         timeouts = [(t, d) for t, c, d in codes if c == ResponseCode.FLUSH_SLAVE_TIMEOUT]
-        assert timeouts, by_code                # the puts in flight at the kill
+        assert timeouts, by_code  # the puts in flight at the kill
         for t, d in timeouts:
             assert stopped - 0.5 <= t <= killed + 0.5
             assert SLAVE_TIMEOUT_MS / 1000 * 0.9 <= d <= SLAVE_TIMEOUT_MS / 1000 + 1.0, d
         late = [c for t, c, _ in codes if t > killed + 0.5]
         assert late and set(late) == {ResponseCode.SLAVE_NOT_AVAILABLE}, collections.Counter(late)
         assert (await ha_status(g.master.addr))["haConnectionInfo"] == []
-        print(f"\n[ha sync] slave SIGKILLed: {by_code[ResponseCode.FLUSH_SLAVE_TIMEOUT]} "
-              f"FLUSH_SLAVE_TIMEOUT, then {by_code[ResponseCode.SLAVE_NOT_AVAILABLE]} "
-              f"SLAVE_NOT_AVAILABLE")
+        print(
+            f"\n[ha sync] slave SIGKILLed: {by_code[ResponseCode.FLUSH_SLAVE_TIMEOUT]} "
+            f"FLUSH_SLAVE_TIMEOUT, then {by_code[ResponseCode.SLAVE_NOT_AVAILABLE]} "
+            f"SLAVE_NOT_AVAILABLE"
+        )
 
 
 async def test_client_sees_slave_statuses():
     """rmq.client maps the codes to SendStatus as the Java client does (no retry)."""
-    with ha_group(master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(),
-                  start_slave=False) as g:
+    with ha_group(
+        master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(), start_slave=False
+    ) as g:
         await _topic(g, "HAClientStatus")
         log = await produce(g.ns.addr, "HAClientStatus", producers=2, total=10)
         assert log.statuses == {SendStatus.SLAVE_NOT_AVAILABLE.name: 10} and not log.ok

@@ -1,5 +1,6 @@
 """`rmq admin` run as a real subprocess, and checks on what it prints (shared by the
 admin test modules)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,14 @@ def admin(*args: str, env: dict[str, str] | None = None) -> Run:
     e.pop("NAMESRV_ADDR", None)
     e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
-    p = subprocess.run([sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True,
-                       text=True, timeout=60, cwd=REPO, env=e)
+    p = subprocess.run(
+        [sys.executable, "-m", "rmq.cli", "admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=e,
+    )
     return Run(p.returncode, p.stdout, p.stderr)
 
 
@@ -51,7 +58,7 @@ def failed(cmd: str, *args: str, rc: int = 1) -> str:
     assert len(lines) == 1, r.err
     prefix = f"rmq admin {cmd}: "
     assert lines[0].startswith(prefix), lines[0]
-    return lines[0][len(prefix):]
+    return lines[0][len(prefix) :]
 
 
 def closed_port() -> int:

@@ -5,6 +5,7 @@ the real transport (`rmq.remoting.client.RemotingClient`) with raw requests: exa
 request codes, ext fields and bodies, so that the tests can assert exact response
 codes, remarks and headers (spec sections 1 and 2). Nothing here uses `rmq.client`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,9 +13,21 @@ import itertools
 import os
 import struct
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
+from rmq.protocol.bodies import (
+    ClusterInfo,
+    ConsumerData,
+    HeartbeatData,
+    KVTable,
+    ProducerData,
+    SubscriptionData,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
 from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType
 from rmq.protocol.frame import RemotingCommand, decode_frame, encode
 from rmq.protocol.headers import (
@@ -28,17 +41,6 @@ from rmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rmq.protocol.message import BatchItem, encode_batch, properties_to_string
-from rmq.protocol.bodies import (
-    ClusterInfo,
-    ConsumerData,
-    HeartbeatData,
-    KVTable,
-    ProducerData,
-    SubscriptionData,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
-    TopicRouteData,
-)
 from rmq.remoting.client import RemotingClient
 from tests.harness import BrokerProcess, broker_process
 
@@ -51,8 +53,13 @@ def unique(prefix: str) -> str:
     return f"{prefix}{os.getpid() % 10000}x{next(_uniq)}"
 
 
-def props(tags: str | None = None, keys: str | None = None, uniq: str | None = None,
-          wait: str | None = None, **extra: str) -> str:
+def props(
+    tags: str | None = None,
+    keys: str | None = None,
+    uniq: str | None = None,
+    wait: str | None = None,
+    **extra: str,
+) -> str:
     """A properties string (spec 3.4) as a Java producer writes it."""
     d: dict[str, str] = {}
     if keys is not None:
@@ -76,42 +83,74 @@ def uniq_key() -> str:
 class BrokerApi:
     """Raw requests to one broker over one RemotingClient connection."""
 
-    def __init__(self, addr: str, serialize_type: int = SerializeType.JSON,
-                 client: RemotingClient | None = None) -> None:
+    def __init__(
+        self, addr: str, serialize_type: int = SerializeType.JSON, client: RemotingClient | None = None
+    ) -> None:
         self.addr = addr
         self.client = client or RemotingClient(serialize_type=serialize_type)
 
     async def close(self) -> None:
         await self.client.close()
 
-    async def __aenter__(self) -> "BrokerApi":
+    async def __aenter__(self) -> BrokerApi:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def call(self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None,
-                   timeout: float = TIMEOUT) -> RemotingCommand:
-        return await self.client.invoke(self.addr, RemotingCommand(code, ext_fields=ext, body=body),
-                                        timeout)
+    async def call(
+        self,
+        code: int,
+        ext: dict[str, str] | None = None,
+        body: bytes | None = None,
+        timeout: float = TIMEOUT,
+    ) -> RemotingCommand:
+        return await self.client.invoke(self.addr, RemotingCommand(code, ext_fields=ext, body=body), timeout)
 
-    async def oneway(self, code: int, ext: dict[str, str] | None = None,
-                     body: bytes | None = None) -> None:
+    async def oneway(self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None) -> None:
         await self.client.invoke_oneway(self.addr, RemotingCommand(code, ext_fields=ext, body=body))
 
     # --- send (2.4) ---
     @staticmethod
-    def send_header(topic: str, *, queue_id: int = 0, properties: str | None = None,
-                    group: str = "PG_TEST", default_topic: str = "TBW102",
-                    default_queue_nums: int = 4, sys_flag: int = 0, flag: int = 0,
-                    batch: bool | None = None) -> SendMessageRequestHeader:
+    def send_header(
+        topic: str,
+        *,
+        queue_id: int = 0,
+        properties: str | None = None,
+        group: str = "PG_TEST",
+        default_topic: str = "TBW102",
+        default_queue_nums: int = 4,
+        sys_flag: int = 0,
+        flag: int = 0,
+        batch: bool | None = None,
+    ) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
-            group, topic, default_topic, default_queue_nums, queue_id, sys_flag,
-            int(time.time() * 1000), flag, properties, 0, False, bool(batch), None)
+            group,
+            topic,
+            default_topic,
+            default_queue_nums,
+            queue_id,
+            sys_flag,
+            int(time.time() * 1000),
+            flag,
+            properties,
+            0,
+            False,
+            bool(batch),
+            None,
+        )
 
-    async def send(self, topic: str, body: bytes, *, code: int = RequestCode.SEND_MESSAGE_V2,
-                   queue_id: int = 0, properties: str | None = None, timeout: float = TIMEOUT,
-                   **kw: Any) -> RemotingCommand:
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        code: int = RequestCode.SEND_MESSAGE_V2,
+        queue_id: int = 0,
+        properties: str | None = None,
+        timeout: float = TIMEOUT,
+        **kw: Any,
+    ) -> RemotingCommand:
         if properties is None:
             properties = props(uniq=uniq_key(), wait="true")
         h = self.send_header(topic, queue_id=queue_id, properties=properties, **kw)
@@ -123,31 +162,58 @@ class BrokerApi:
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return r
 
-    async def send_batch(self, topic: str, items: list[tuple[bytes, str]], *, queue_id: int = 0,
-                         **kw: Any) -> RemotingCommand:
+    async def send_batch(
+        self, topic: str, items: list[tuple[bytes, str]], *, queue_id: int = 0, **kw: Any
+    ) -> RemotingCommand:
         body = encode_batch([BatchItem(0, b, p) for b, p in items])
-        h = self.send_header(topic, queue_id=queue_id, properties=props(wait="true"),
-                             batch=True, **kw)
+        h = self.send_header(topic, queue_id=queue_id, properties=props(wait="true"), batch=True, **kw)
         return await self.call(RequestCode.SEND_BATCH_MESSAGE, h.to_v2_ext_fields(), body)
 
     # --- pull (2.5) ---
     @staticmethod
-    def pull_header(topic: str, queue_id: int, offset: int, *, group: str = "CG_TEST",
-                    max_nums: int = 32, sys_flag: int = PullSysFlag.SUBSCRIPTION,
-                    subscription: str | None = "*", suspend_ms: int = 0, commit_offset: int = 0,
-                    sub_version: int = 0) -> PullMessageRequestHeader:
-        return PullMessageRequestHeader(group, topic, queue_id, offset, max_nums, sys_flag,
-                                        commit_offset, suspend_ms, sub_version, subscription,
-                                        "TAG" if subscription is not None else None)
+    def pull_header(
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        group: str = "CG_TEST",
+        max_nums: int = 32,
+        sys_flag: int = PullSysFlag.SUBSCRIPTION,
+        subscription: str | None = "*",
+        suspend_ms: int = 0,
+        commit_offset: int = 0,
+        sub_version: int = 0,
+    ) -> PullMessageRequestHeader:
+        return PullMessageRequestHeader(
+            group,
+            topic,
+            queue_id,
+            offset,
+            max_nums,
+            sys_flag,
+            commit_offset,
+            suspend_ms,
+            sub_version,
+            subscription,
+            "TAG" if subscription is not None else None,
+        )
 
-    async def pull(self, topic: str, queue_id: int, offset: int, *,
-                   code: int = RequestCode.PULL_MESSAGE, timeout: float = TIMEOUT,
-                   **kw: Any) -> RemotingCommand:
+    async def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        code: int = RequestCode.PULL_MESSAGE,
+        timeout: float = TIMEOUT,
+        **kw: Any,
+    ) -> RemotingCommand:
         h = self.pull_header(topic, queue_id, offset, **kw)
         return await self.call(code, h.to_ext_fields(), timeout=timeout)
 
-    async def pull_all(self, topic: str, queue_id: int, *, group: str = "CG_TEST",
-                       start: int = 0, max_nums: int = 32) -> tuple[bytes, int]:
+    async def pull_all(
+        self, topic: str, queue_id: int, *, group: str = "CG_TEST", start: int = 0, max_nums: int = 32
+    ) -> tuple[bytes, int]:
         """Every record of the queue from start: (concatenated bodies, next offset)."""
         out = []
         offset = start
@@ -164,8 +230,9 @@ class BrokerApi:
         h = QueryConsumerOffsetRequestHeader(group, topic, queue_id)
         return await self.call(RequestCode.QUERY_CONSUMER_OFFSET, h.to_ext_fields())
 
-    async def update_offset(self, group: str, topic: str, queue_id: int, offset: int,
-                            oneway: bool = False) -> RemotingCommand | None:
+    async def update_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, oneway: bool = False
+    ) -> RemotingCommand | None:
         ext = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset).to_ext_fields()
         if oneway:
             await self.oneway(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
@@ -173,36 +240,57 @@ class BrokerApi:
         return await self.call(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
 
     async def max_offset(self, topic: str, queue_id: int) -> int:
-        r = await self.call(RequestCode.GET_MAX_OFFSET,
-                            GetMaxOffsetRequestHeader(topic, queue_id).to_ext_fields())
+        r = await self.call(
+            RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id).to_ext_fields()
+        )
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return int(r.ext_fields["offset"])
 
     async def min_offset(self, topic: str, queue_id: int) -> int:
-        r = await self.call(RequestCode.GET_MIN_OFFSET,
-                            GetMinOffsetRequestHeader(topic, queue_id).to_ext_fields())
+        r = await self.call(
+            RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic, queue_id).to_ext_fields()
+        )
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return int(r.ext_fields["offset"])
 
     async def wait_max_offset(self, topic: str, queue_id: int, n: int, timeout: float = 5.0) -> None:
         """Dispatch is asynchronous (as in RocketMQ): wait until the queue holds n units."""
-        await wait_until(lambda: self._max_at_least(topic, queue_id, n), timeout,
-                         f"{topic}-{queue_id} never reached max offset {n}")
+        await wait_until(
+            lambda: self._max_at_least(topic, queue_id, n),
+            timeout,
+            f"{topic}-{queue_id} never reached max offset {n}",
+        )
 
     async def _max_at_least(self, topic: str, queue_id: int, n: int) -> bool:
         return await self.max_offset(topic, queue_id) >= n
 
     # --- clients (2.7) ---
-    async def heartbeat(self, client_id: str, consumers: list[tuple[str, list[tuple[str, str]]]] = (),
-                        producers: list[str] = (), message_model: str = "CLUSTERING",
-                        sub_version: int = 0) -> RemotingCommand:
+    async def heartbeat(
+        self,
+        client_id: str,
+        consumers: list[tuple[str, list[tuple[str, str]]]] = (),
+        producers: list[str] = (),
+        message_model: str = "CLUSTERING",
+        sub_version: int = 0,
+    ) -> RemotingCommand:
         """consumers: [(group, [(topic, expression), ...])]."""
         hb = HeartbeatData(
-            client_id, [ProducerData(g) for g in producers],
-            [ConsumerData(g, "CONSUME_PASSIVELY", message_model, "CONSUME_FROM_LAST_OFFSET",
-                          [SubscriptionData.build(t, e, sub_version=sub_version or
-                                                  int(time.time() * 1000)) for t, e in subs])
-             for g, subs in consumers])
+            client_id,
+            [ProducerData(g) for g in producers],
+            [
+                ConsumerData(
+                    g,
+                    "CONSUME_PASSIVELY",
+                    message_model,
+                    "CONSUME_FROM_LAST_OFFSET",
+                    [
+                        SubscriptionData.build(t, e, sub_version=sub_version or int(time.time() * 1000))
+                        for t, e in subs
+                    ],
+                )
+                for g, subs in consumers
+            ],
+        )
         return await self.call(RequestCode.HEART_BEAT, body=hb.to_json())
 
     # --- admin ---
@@ -211,8 +299,7 @@ class BrokerApi:
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return TopicConfigSerializeWrapper.from_json(r.body).topic_config_table
 
-    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6,
-                           **kw: Any) -> RemotingCommand:
+    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6, **kw: Any) -> RemotingCommand:
         h = CreateTopicRequestHeader(topic, "TBW102", queues, queues, perm, **kw)
         return await self.call(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields())
 
@@ -224,9 +311,13 @@ class BrokerApi:
 
 # --------------------------------------------------------------------------- NameServer
 async def route(client: RemotingClient, ns_addr: str, topic: str) -> tuple[int, TopicRouteData | None]:
-    r = await client.invoke(ns_addr, RemotingCommand(
-        RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields=GetRouteInfoRequestHeader(topic).to_ext_fields()),
-        TIMEOUT)
+    r = await client.invoke(
+        ns_addr,
+        RemotingCommand(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields=GetRouteInfoRequestHeader(topic).to_ext_fields()
+        ),
+        TIMEOUT,
+    )
     if r.code != ResponseCode.SUCCESS:
         return r.code, None
     return r.code, TopicRouteData.from_json(r.body)
@@ -238,8 +329,9 @@ async def cluster_info(client: RemotingClient, ns_addr: str) -> ClusterInfo:
     return ClusterInfo.from_json(r.body)
 
 
-async def broker_in_route(client: RemotingClient, ns_addr: str, topic: str,
-                          broker_addr: str) -> TopicRouteData | None:
+async def broker_in_route(
+    client: RemotingClient, ns_addr: str, topic: str, broker_addr: str
+) -> TopicRouteData | None:
     code, rd = await route(client, ns_addr, topic)
     if rd is None:
         return None
@@ -249,8 +341,9 @@ async def broker_in_route(client: RemotingClient, ns_addr: str, topic: str,
 
 
 # --------------------------------------------------------------------------- waiting
-async def wait_until(pred: Callable[[], Awaitable[bool] | bool], timeout: float, what: str,
-                     interval: float = 0.02) -> float:
+async def wait_until(
+    pred: Callable[[], Awaitable[bool] | bool], timeout: float, what: str, interval: float = 0.02
+) -> float:
     """Poll pred until true; returns the seconds it took; fails with `what` on timeout."""
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -266,8 +359,9 @@ async def wait_until(pred: Callable[[], Awaitable[bool] | bool], timeout: float,
 
 
 # --------------------------------------------------------------------------- processes
-def restart_broker(workdir: Path, ns_addr: str | None, old: BrokerProcess,
-                   conf: dict[str, object] | None = None) -> BrokerProcess:
+def restart_broker(
+    workdir: Path, ns_addr: str | None, old: BrokerProcess, conf: dict[str, object] | None = None
+) -> BrokerProcess:
     """Start the broker again on the same store (same name => same directory)."""
     assert not old.alive()
     return broker_process(workdir, ns_addr, old.name, conf).start()
@@ -292,7 +386,7 @@ class RawConn:
         self.local_port = writer.get_extra_info("sockname")[1]
 
     @classmethod
-    async def open(cls, addr: str) -> "RawConn":
+    async def open(cls, addr: str) -> RawConn:
         host, port = addr.rsplit(":", 1)
         r, w = await asyncio.open_connection(host, int(port))
         return cls(r, w)
@@ -319,7 +413,7 @@ class RawConn:
             data = await asyncio.wait_for(self.reader.read(65536), timeout)
         except (ConnectionResetError, BrokenPipeError):
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return data == b""
 

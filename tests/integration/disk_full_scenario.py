@@ -3,6 +3,7 @@
 Run by test_store_disk_full.py inside a private mount namespace with a size-limited
 tmpfs at ROOT. Prints one JSON object on its last line.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,15 +17,20 @@ from rmq.store.results import PutMessageStatus
 
 
 def config(root: str) -> MessageStoreConfig:
-    return MessageStoreConfig(storePathRootDir=root, mappedFileSizeCommitLog=128 * 1024,
-                              mappedFileSizeConsumeQueue=20 * 400, maxHashSlotNum=64,
-                              maxIndexNum=4096, flushDiskType=FlushDiskType.SYNC_FLUSH,
-                              # retention must not delete what this test checks is kept
-                              cleanFileForciblyEnable=False)
+    return MessageStoreConfig(
+        storePathRootDir=root,
+        mappedFileSizeCommitLog=128 * 1024,
+        mappedFileSizeConsumeQueue=20 * 400,
+        maxHashSlotNum=64,
+        maxIndexNum=4096,
+        flushDiskType=FlushDiskType.SYNC_FLUSH,
+        # retention must not delete what this test checks is kept
+        cleanFileForciblyEnable=False,
+    )
 
 
 def body_of(i: int) -> bytes:
-    return (b"%08d" % i) * 128   # 1 KiB, recomputable
+    return (b"%08d" % i) * 128  # 1 KiB, recomputable
 
 
 async def fill(root: str) -> dict:
@@ -35,8 +41,12 @@ async def fill(root: str) -> dict:
     refused: dict[str, int] = {}
     i = 0
     while True:
-        m = MessageExtBrokerInner(topic="DiskFull", body=body_of(i), queue_id=i % 2,
-                                  properties={"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"})
+        m = MessageExtBrokerInner(
+            topic="DiskFull",
+            body=body_of(i),
+            queue_id=i % 2,
+            properties={"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"},
+        )
         r = await st.put(m)
         if r.status is PutMessageStatus.PUT_OK:
             acked.append((i, r.wrote_offset, r.wrote_bytes, r.queue_offset, i % 2))

@@ -8,11 +8,12 @@ A test file names its fixture and its scratch directory in one line,
 so that each file still gets its own NameServer and broker (module scope), started once
 for the file and stopped after its last test.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
-from collections.abc import Iterator
 
 import pytest
 
@@ -23,8 +24,9 @@ def ns_and_broker(dirname: str, conf: dict[str, object] | None = None) -> Any:
     """A fixture yielding (NameServer, broker registered with it), one pair per test module."""
 
     @pytest.fixture(scope="module")
-    def fixture(tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[tuple[NameServerProcess, BrokerProcess]]:
+    def fixture(
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> Iterator[tuple[NameServerProcess, BrokerProcess]]:
         d = tmp_path_factory.mktemp(dirname)
         with start_namesrv(d) as ns, start_broker(d, ns.addr, conf=conf) as br:
             yield ns, br

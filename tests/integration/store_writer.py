@@ -20,6 +20,7 @@ item suffix; the checker takes topic and queue from the ACK line and the record.
 
 It runs until killed; it never shuts the store down.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,15 +34,15 @@ from dataclasses import dataclass
 if __name__ == "__main__":  # runnable as a plain script from anywhere
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from rmq.protocol.message import (  # noqa: E402
+from rmq.protocol.message import (
     BatchItem,
     MessageExtBatch,
     MessageExtBrokerInner,
     properties_to_string,
 )
-from rmq.store.config import FlushDiskType, MessageStoreConfig  # noqa: E402
-from rmq.store.message_store import MessageStore  # noqa: E402
-from rmq.store.results import PutMessageStatus  # noqa: E402
+from rmq.store.config import FlushDiskType, MessageStoreConfig
+from rmq.store.message_store import MessageStore
+from rmq.store.results import PutMessageStatus
 
 TOPICS = ("CrashA", "CrashB", "CrashC", "CrashD")
 QUEUES = 4
@@ -56,9 +57,14 @@ INDEX_NUM = 2048
 
 def store_config(root: str, mode: FlushDiskType | str, **overrides) -> MessageStoreConfig:
     """Small files: the CommitLog, every ConsumeQueue and the index roll constantly."""
-    cfg = dict(storePathRootDir=root, mappedFileSizeCommitLog=COMMITLOG_FILE_SIZE,
-               mappedFileSizeConsumeQueue=CQ_FILE_SIZE, flushDiskType=FlushDiskType(mode),
-               maxHashSlotNum=HASH_SLOTS, maxIndexNum=INDEX_NUM)
+    cfg = dict(
+        storePathRootDir=root,
+        mappedFileSizeCommitLog=COMMITLOG_FILE_SIZE,
+        mappedFileSizeConsumeQueue=CQ_FILE_SIZE,
+        flushDiskType=FlushDiskType(mode),
+        maxHashSlotNum=HASH_SLOTS,
+        maxIndexNum=INDEX_NUM,
+    )
     cfg.update(overrides)
     return MessageStoreConfig(**cfg)
 
@@ -112,8 +118,9 @@ def _emit(line: str) -> None:
     os.write(1, (line + "\n").encode("ascii"))
 
 
-async def _producer(st: MessageStore, run: str, task: int, rng: random.Random,
-                    pause: float, stats: dict[str, int]) -> None:
+async def _producer(
+    st: MessageStore, run: str, task: int, rng: random.Random, pause: float, stats: dict[str, int]
+) -> None:
     seq = 0
     while True:
         batch_id = f"{run}-{task}-{seq}"
@@ -123,20 +130,22 @@ async def _producer(st: MessageStore, run: str, task: int, rng: random.Random,
         uniqs = [batch_id if n == 1 else f"{batch_id}-{i}" for i in range(n)]
         specs = [message_spec(u) for u in uniqs]
         if n == 1:
-            r = await st.put(MessageExtBrokerInner(
-                topic=topic, body=specs[0].body, queue_id=qid,
-                properties=specs[0].properties(uniqs[0])))
+            r = await st.put(
+                MessageExtBrokerInner(
+                    topic=topic, body=specs[0].body, queue_id=qid, properties=specs[0].properties(uniqs[0])
+                )
+            )
             offsets = [r.wrote_offset]
         else:
-            items = [BatchItem(0, s.body, properties_to_string(s.properties(u)))
-                     for u, s in zip(uniqs, specs)]
+            items = [
+                BatchItem(0, s.body, properties_to_string(s.properties(u))) for u, s in zip(uniqs, specs)
+            ]
             r = await st.put_batch(MessageExtBatch(topic=topic, items=items, queue_id=qid))
             offsets = r.batch_offsets
         if r.status is PutMessageStatus.PUT_OK:
             ends = offsets[1:] + [r.wrote_offset + r.wrote_bytes]
             for i, u in enumerate(uniqs):
-                _emit(f"ACK {u} {topic} {qid} {r.queue_offset + i} {offsets[i]} "
-                      f"{ends[i] - offsets[i]}")
+                _emit(f"ACK {u} {topic} {qid} {r.queue_offset + i} {offsets[i]} {ends[i] - offsets[i]}")
             stats["acked"] += n
         else:
             _emit(f"NACK {r.status.value} {batch_id}")
@@ -159,7 +168,8 @@ def knobs(seed: int, pinned: dict[str, str] | None = None) -> dict[str, float | 
         flushIntervalConsumeQueue=rng.choice([50, 200, 1000]),
         flushConsumeQueueThoroughInterval=rng.choice([200, 1000, 60_000]),
         flushIntervalCommitLog=rng.choice([20, 100, 500]),
-        flushCommitLogThoroughInterval=rng.choice([200, 10_000]))
+        flushCommitLogThoroughInterval=rng.choice([200, 10_000]),
+    )
     for name, value in (pinned or {}).items():
         if name not in k:
             raise SystemExit(f"unknown knob {name!r}; known: {', '.join(sorted(k))}")
@@ -170,8 +180,9 @@ def knobs(seed: int, pinned: dict[str, str] | None = None) -> dict[str, float | 
 async def _main(root: str, mode: str, seed: int, pinned: dict[str, str]) -> None:
     overrides = knobs(seed, pinned)
     pause = float(overrides.pop("pause"))
-    _emit("CONF " + " ".join(f"{k}={v}" for k, v in
-                             sorted({**overrides, "pause": pause, "seed": seed}.items())))
+    _emit(
+        "CONF " + " ".join(f"{k}={v}" for k, v in sorted({**overrides, "pause": pause, "seed": seed}.items()))
+    )
     cfg = store_config(root, mode, **overrides)
     st = MessageStore(cfg)
     _emit(f"LOADING {os.getpid()}")
@@ -180,8 +191,10 @@ async def _main(root: str, mode: str, seed: int, pinned: dict[str, str]) -> None
     _emit(f"READY {st.max_phy_offset}")
     run = f"s{seed}"
     stats = {"acked": 0, "nacked": 0}
-    tasks = [asyncio.create_task(_producer(st, run, t, random.Random(f"{seed}/{t}"), pause, stats))
-             for t in range(TASKS)]
+    tasks = [
+        asyncio.create_task(_producer(st, run, t, random.Random(f"{seed}/{t}"), pause, stats))
+        for t in range(TASKS)
+    ]
     await asyncio.gather(*tasks)  # forever: only SIGKILL ends this process
 
 
@@ -191,8 +204,9 @@ def main(argv: list[str]) -> None:
         raise SystemExit(2)
     root, mode, seed = argv[1], argv[2], int(argv[3])
     pinned = dict(a.split("=", 1) for a in argv[4:])
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     asyncio.run(_main(root, mode, seed, pinned))
 
 

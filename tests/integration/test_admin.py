@@ -4,6 +4,7 @@ brokerStatus, updateTopic — exit codes, mqadmin's tables, `--json`, and the er
 Every command runs as `python -m rmq.cli admin ...` in a subprocess, flags after the
 subcommand name (the NameServer flag last, to show order does not matter).
 """
+
 from __future__ import annotations
 
 import os
@@ -15,22 +16,19 @@ import pytest
 
 from rmq.admin.output import human_time
 from tests.harness import start_broker, start_namesrv
-from tests.integration.admin_util import (admin, closed_port, failed, header_cols, ok,
-                                          wait_route)
+from tests.integration.admin_util import admin, closed_port, failed, header_cols, ok, wait_route
 from tests.integration.broker_util import BrokerApi, unique
 
 pytestmark = pytest.mark.timeout(120)
 
-COMMANDS = ("brokerStatus", "clusterList", "topicList", "topicRoute", "topicStatus",
-            "updateTopic")
+COMMANDS = ("brokerStatus", "clusterList", "topicList", "topicRoute", "topicStatus", "updateTopic")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("admin")
     # --order-message-enable: route data then carry orderTopicConf (updateTopic -o true)
-    with start_namesrv(d, "--order-message-enable") as ns, \
-            start_broker(d, ns.addr, name="broker-a") as br:
+    with start_namesrv(d, "--order-message-enable") as ns, start_broker(d, ns.addr, name="broker-a") as br:
         yield ns, br
 
 
@@ -45,16 +43,24 @@ def test_help_lists_every_command_and_their_flags():
 
     r = ok("help", "updateTopic")
     assert r.out.startswith("usage: rmq admin updateTopic")
-    for flag in ("-t TOPIC, --topic TOPIC", "-b ADDR, --brokerAddr ADDR", "-c CLUSTER",
-                 "-r N", "-w N", "-p PERM", "-o BOOL", "-n ADDR, --namesrvAddr ADDR", "--json"):
+    for flag in (
+        "-t TOPIC, --topic TOPIC",
+        "-b ADDR, --brokerAddr ADDR",
+        "-c CLUSTER",
+        "-r N",
+        "-w N",
+        "-p PERM",
+        "-o BOOL",
+        "-n ADDR, --namesrvAddr ADDR",
+        "--json",
+    ):
         assert flag in r.out, flag
     # mqadmin matches command names without regard to case
     assert ok("help", "TOPICROUTE").out.startswith("usage: rmq admin topicRoute")
 
     r = admin("noSuchCommand")
     assert r.rc == 2 and r.out == ""
-    assert r.err == ("rmq admin: the sub command noSuchCommand not exist; "
-                     "see 'rmq admin help'\n")
+    assert r.err == ("rmq admin: the sub command noSuchCommand not exist; see 'rmq admin help'\n")
 
 
 def test_bad_usage_exits_2_with_argparse_message():
@@ -79,8 +85,17 @@ def test_cluster_list(cluster):
     r = ok("clusterList", "-n", ns.addr)
     head, *rows = r.out.splitlines()
     assert [t for _, t in header_cols(head)] == [
-        "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)",
-        "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE"]
+        "#Cluster Name",
+        "#Broker Name",
+        "#BID",
+        "#Addr",
+        "#Version",
+        "#InTPS(LOAD)",
+        "#OutTPS(LOAD)",
+        "#PCWait(ms)",
+        "#Hour",
+        "#SPACE",
+    ]
     assert len(rows) == 1
     cells = rows[0].split()
     assert cells[:5] == ["TestCluster", "broker-a", "0", br.addr, "V4_9_8"]
@@ -94,15 +109,25 @@ def test_cluster_list(cluster):
 
     doc = ok("clusterList", "--json", "-n", ns.addr).json()
     (b,) = doc["brokers"]
-    assert (b["cluster"], b["brokerName"], b["brokerId"], b["addr"], b["version"]) == \
-        ("TestCluster", "broker-a", 0, br.addr, "V4_9_8")
+    assert (b["cluster"], b["brokerName"], b["brokerId"], b["addr"], b["version"]) == (
+        "TestCluster",
+        "broker-a",
+        0,
+        br.addr,
+        "V4_9_8",
+    )
     assert isinstance(b["inTps"], float) and isinstance(b["outTps"], float)
 
     r = ok("clusterList", "-m", "-n", ns.addr)
     head, row = r.out.splitlines()
     assert [t for _, t in header_cols(head)] == [
-        "#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday",
-        "#OutTotalToday"]
+        "#Cluster Name",
+        "#Broker Name",
+        "#InTotalYest",
+        "#OutTotalYest",
+        "#InTotalToday",
+        "#OutTotalToday",
+    ]
     assert row.split()[:2] == ["TestCluster", "broker-a"]
 
 
@@ -114,39 +139,42 @@ def test_update_topic_on_cluster_then_route_and_list(cluster):
     assert r.out == (
         f"create topic to {br.addr} success.\n"
         f"TopicConfig [topicName={topic}, readQueueNums=4, writeQueueNums=4, perm=RW-, "
-        f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]\n")
+        f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]\n"
+    )
 
     r = wait_route(ns.addr, topic)
     assert r.rc == 0, r
     # mqadmin prints fastjson's pretty form: tabs, bare broker-id keys
     assert r.out == (
         "{\n"
-        "\t\"brokerDatas\":[\n"
+        '\t"brokerDatas":[\n'
         "\t\t{\n"
-        f"\t\t\t\"brokerAddrs\":{{0:\"{br.addr}\"\n"
+        f'\t\t\t"brokerAddrs":{{0:"{br.addr}"\n'
         "\t\t\t},\n"
-        "\t\t\t\"brokerName\":\"broker-a\",\n"
-        "\t\t\t\"cluster\":\"TestCluster\"\n"
+        '\t\t\t"brokerName":"broker-a",\n'
+        '\t\t\t"cluster":"TestCluster"\n'
         "\t\t}\n"
         "\t],\n"
-        "\t\"filterServerTable\":{},\n"
-        "\t\"queueDatas\":[\n"
+        '\t"filterServerTable":{},\n'
+        '\t"queueDatas":[\n'
         "\t\t{\n"
-        "\t\t\t\"brokerName\":\"broker-a\",\n"
-        "\t\t\t\"perm\":6,\n"
-        "\t\t\t\"readQueueNums\":4,\n"
-        "\t\t\t\"topicSysFlag\":0,\n"
-        "\t\t\t\"writeQueueNums\":4\n"
+        '\t\t\t"brokerName":"broker-a",\n'
+        '\t\t\t"perm":6,\n'
+        '\t\t\t"readQueueNums":4,\n'
+        '\t\t\t"topicSysFlag":0,\n'
+        '\t\t\t"writeQueueNums":4\n'
         "\t\t}\n"
         "\t]\n"
-        "}\n")
+        "}\n"
+    )
     doc = ok("topicRoute", "--json", "-t", topic, "-n", ns.addr).json()
     assert doc == {
-        "brokerDatas": [{"brokerAddrs": {"0": br.addr}, "brokerName": "broker-a",
-                         "cluster": "TestCluster"}],
+        "brokerDatas": [{"brokerAddrs": {"0": br.addr}, "brokerName": "broker-a", "cluster": "TestCluster"}],
         "filterServerTable": {},
-        "queueDatas": [{"brokerName": "broker-a", "perm": 6, "readQueueNums": 4,
-                        "topicSysFlag": 0, "writeQueueNums": 4}]}
+        "queueDatas": [
+            {"brokerName": "broker-a", "perm": 6, "readQueueNums": 4, "topicSysFlag": 0, "writeQueueNums": 4}
+        ],
+    }
 
     assert topic in ok("topicList", "-n", ns.addr).out.splitlines()
     assert topic in ok("topicList", "--json", "-n", ns.addr).json()["topics"]
@@ -168,17 +196,26 @@ def test_update_topic_on_broker_defaults_perm_order_and_json(cluster):
     assert r.out == (
         f"create topic to {br.addr} success.\n"
         f"TopicConfig [topicName={topic}, readQueueNums=8, writeQueueNums=8, perm=RW-, "
-        f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]\n")
+        f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]\n"
+    )
     assert wait_route(ns.addr, topic).rc == 0
     qd = ok("topicRoute", "-t", topic, "--json", "-n", ns.addr).json()["queueDatas"]
     assert [(q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in qd] == [(8, 8, 6)]
 
     # update: read-only, 2 queues; --json document
-    doc = ok("updateTopic", "--json", "-t", topic, "-p", "4", "-w", "2", "-r", "2",
-             "-b", br.addr).json()
-    assert doc == {"brokers": [br.addr], "topicConfig": {
-        "order": False, "perm": 4, "readQueueNums": 2, "topicFilterType": "SINGLE_TAG",
-        "topicName": topic, "topicSysFlag": 0, "writeQueueNums": 2}}
+    doc = ok("updateTopic", "--json", "-t", topic, "-p", "4", "-w", "2", "-r", "2", "-b", br.addr).json()
+    assert doc == {
+        "brokers": [br.addr],
+        "topicConfig": {
+            "order": False,
+            "perm": 4,
+            "readQueueNums": 2,
+            "topicFilterType": "SINGLE_TAG",
+            "topicName": topic,
+            "topicSysFlag": 0,
+            "writeQueueNums": 2,
+        },
+    }
     deadline = time.monotonic() + 10
     while True:
         qd = ok("topicRoute", "-t", topic, "--json", "-n", ns.addr).json()["queueDatas"]
@@ -194,10 +231,10 @@ def test_update_topic_on_broker_defaults_perm_order_and_json(cluster):
         "set broker orderConf. isOrder=true, orderConf=[broker-a:3]",
         f"create topic to {br.addr} success.",
         f"TopicConfig [topicName={ordered}, readQueueNums=8, writeQueueNums=3, perm=RW-, "
-        f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order=true]"]
+        f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order=true]",
+    ]
     assert wait_route(ns.addr, ordered).rc == 0
-    assert ok("topicRoute", "-t", ordered, "--json", "-n", ns.addr).json()["orderTopicConf"] \
-        == "broker-a:3"
+    assert ok("topicRoute", "-t", ordered, "--json", "-n", ns.addr).json()["orderTopicConf"] == "broker-a:3"
     text = ok("topicRoute", "-t", ordered, "-n", ns.addr).out
     assert '\n\t"orderTopicConf":"broker-a:3",\n' in text
 
@@ -216,22 +253,34 @@ async def test_topic_status(cluster):
 
     doc = ok("topicStatus", "-t", topic, "--json", "-n", ns.addr).json()
     assert doc["topic"] == topic
-    assert [(q["brokerName"], q["queueId"], q["minOffset"], q["maxOffset"])
-            for q in doc["queues"]] == [("broker-a", 0, 0, 3), ("broker-a", 1, 0, 1)]
+    assert [(q["brokerName"], q["queueId"], q["minOffset"], q["maxOffset"]) for q in doc["queues"]] == [
+        ("broker-a", 0, 0, 3),
+        ("broker-a", 1, 0, 1),
+    ]
     now = time.time() * 1000
     assert all(now - 60_000 < q["lastUpdateTimestamp"] <= now + 1000 for q in doc["queues"])
 
     r = ok("topicStatus", "-t", topic, "-n", ns.addr)
     head, *rows = r.out.splitlines()
     assert [t for _, t in header_cols(head)] == [
-        "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"]
+        "#Broker Name",
+        "#QID",
+        "#Min Offset",
+        "#Max Offset",
+        "#Last Updated",
+    ]
     # mqadmin: %-32s  %-4s  %-20s  %-20s    %s
-    assert head.index("#QID") == 34 and head.index("#Min Offset") == 40 \
-        and head.index("#Max Offset") == 62 and head.index("#Last Updated") == 86
+    assert (
+        head.index("#QID") == 34
+        and head.index("#Min Offset") == 40
+        and head.index("#Max Offset") == 62
+        and head.index("#Last Updated") == 86
+    )
     assert rows == [
-        "%-32s  %-4d  %-20d  %-20d    %s" % ("broker-a", q["queueId"], q["minOffset"],
-                                           q["maxOffset"], human_time(q["lastUpdateTimestamp"]))
-        for q in doc["queues"]]
+        "%-32s  %-4d  %-20d  %-20d    %s"
+        % ("broker-a", q["queueId"], q["minOffset"], q["maxOffset"], human_time(q["lastUpdateTimestamp"]))
+        for q in doc["queues"]
+    ]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", rows[0][86:])
 
 
@@ -255,8 +304,7 @@ def test_broker_status(cluster):
     lines = r.out.splitlines()
     assert all(ln.startswith("%-24s " % br.addr) for ln in lines)
     assert "%-24s %-32s: %s" % (br.addr, "brokerVersionDesc", "V4_9_8") in lines
-    assert list(ok("brokerStatus", "-c", "TestCluster", "--json", "-n", ns.addr).json()) \
-        == [br.addr]
+    assert list(ok("brokerStatus", "-c", "TestCluster", "--json", "-n", ns.addr).json()) == [br.addr]
 
 
 # =========================================================================== errors
@@ -273,8 +321,7 @@ def test_errors_are_one_line_and_exit_1(cluster):
     assert failed("updateTopic", "-b", dead, "-t", "T1").startswith(f"connect to {dead} failed")
 
     msg = failed("updateTopic", "-c", "NoSuchCluster", "-t", "T1", "-n", ns.addr)
-    assert msg == (f"cluster NoSuchCluster not found on NameServer {ns.addr} "
-                   f"(known: TestCluster)")
+    assert msg == (f"cluster NoSuchCluster not found on NameServer {ns.addr} (known: TestCluster)")
     assert "NoSuchCluster" in failed("brokerStatus", "-c", "NoSuchCluster", "-n", ns.addr)
 
     # the broker refuses a bad name: its answer is the error line
@@ -286,9 +333,13 @@ def test_namesrv_down_and_env_default(cluster, tmp_path):
     ns, br = cluster
     with start_namesrv(tmp_path, name="ns-gone") as gone:
         addr = gone.addr
-    for cmd, extra in (("clusterList", ()), ("topicList", ()), ("topicRoute", ("-t", "T")),
-                       ("topicStatus", ("-t", "T")),
-                       ("updateTopic", ("-c", "TestCluster", "-t", "T"))):
+    for cmd, extra in (
+        ("clusterList", ()),
+        ("topicList", ()),
+        ("topicRoute", ("-t", "T")),
+        ("topicStatus", ("-t", "T")),
+        ("updateTopic", ("-c", "TestCluster", "-t", "T")),
+    ):
         msg = failed(cmd, *extra, "-n", addr)
         assert msg.startswith(f"NameServer {addr} unreachable: connect to {addr} failed"), msg
 
@@ -300,14 +351,20 @@ def test_namesrv_down_and_env_default(cluster, tmp_path):
 def test_a_silent_broker_still_listed_and_reported(tmp_path):
     """clusterList reports what the NameServer knows (exit 0, a warning per silent broker);
     brokerStatus -c reports the brokers that answer and fails for the others."""
-    with start_namesrv(tmp_path) as ns, start_broker(tmp_path, ns.addr, name="broker-x") as bx, \
-            start_broker(tmp_path, ns.addr, name="broker-y") as by:
-        os.kill(by.pid, signal.SIGSTOP)    # registered and connected, but never answers
+    with (
+        start_namesrv(tmp_path) as ns,
+        start_broker(tmp_path, ns.addr, name="broker-x") as bx,
+        start_broker(tmp_path, ns.addr, name="broker-y") as by,
+    ):
+        os.kill(by.pid, signal.SIGSTOP)  # registered and connected, but never answers
         try:
             r = admin("clusterList", "-n", ns.addr, "--timeout", "1000")
             assert r.rc == 0, r
-            assert re.fullmatch(rf"rmq admin clusterList: broker broker-y \(0, {by.addr}\): "
-                                rf"wait response on {by.addr} timeout \d+ms, .*\n", r.err), r.err
+            assert re.fullmatch(
+                rf"rmq admin clusterList: broker broker-y \(0, {by.addr}\): "
+                rf"wait response on {by.addr} timeout \d+ms, .*\n",
+                r.err,
+            ), r.err
             rows = [ln.split() for ln in r.out.splitlines()[1:]]
             assert rows[0][:5] == ["TestCluster", "broker-x", "0", bx.addr, "V4_9_8"]
             assert rows[1][:4] == ["TestCluster", "broker-y", "0", by.addr] and len(rows) == 2

@@ -2,13 +2,14 @@
 TBW102 with autoCreateTopicEnable, registration with the NameServer at start-up and on
 topic changes — spec 2.13, 2.14, 2.15.
 """
+
 from __future__ import annotations
 
 import pytest
 
+from rmq.protocol.bodies import TopicConfigSerializeWrapper
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_message_id, decode_records
-from rmq.protocol.bodies import TopicConfigSerializeWrapper
 from tests.integration.broker_util import BrokerApi, broker_in_route, cluster_info, route, unique, wait_until
 from tests.integration.rigs import ns_and_broker
 
@@ -25,10 +26,12 @@ async def test_tbw102_created_and_registered_at_start(cluster):
     async with BrokerApi(br.addr) as api:
         code, rd = await route(api.client, ns.addr, "TBW102")
         assert code == ResponseCode.SUCCESS
-        assert [(q.broker_name, q.perm, q.read_queue_nums, q.write_queue_nums)
-                for q in rd.queue_datas] == [("broker-a", 7, 8, 8)]
-        assert [(b.cluster, b.broker_name, b.broker_addrs) for b in rd.broker_datas] == \
-            [("TestCluster", "broker-a", {0: br.addr})]
+        assert [(q.broker_name, q.perm, q.read_queue_nums, q.write_queue_nums) for q in rd.queue_datas] == [
+            ("broker-a", 7, 8, 8)
+        ]
+        assert [(b.cluster, b.broker_name, b.broker_addrs) for b in rd.broker_datas] == [
+            ("TestCluster", "broker-a", {0: br.addr})
+        ]
         ci = await cluster_info(api.client, ns.addr)
         assert ci.cluster_addr_table["TestCluster"] == ["broker-a"]
         assert ci.broker_addr_table["broker-a"].broker_addrs == {0: br.addr}
@@ -39,8 +42,14 @@ async def test_tbw102_created_and_registered_at_start(cluster):
         tbw = w.topic_config_table["TBW102"]
         assert (tbw.perm, tbw.read_queue_nums, tbw.write_queue_nums) == (7, 8, 8)
         # RocketMQ's other start-up topics
-        for t in ("SELF_TEST_TOPIC", "BenchmarkTest", "OFFSET_MOVED_EVENT", "TestCluster",
-                  "broker-a", "SCHEDULE_TOPIC_XXXX"):
+        for t in (
+            "SELF_TEST_TOPIC",
+            "BenchmarkTest",
+            "OFFSET_MOVED_EVENT",
+            "TestCluster",
+            "broker-a",
+            "SCHEDULE_TOPIC_XXXX",
+        ):
             assert t in w.topic_config_table, t
 
 
@@ -56,11 +65,19 @@ async def test_update_and_create_topic_registers_within_one_second(cluster):
         assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
         w = TopicConfigSerializeWrapper.from_json((await api.call(RequestCode.GET_ALL_TOPIC_CONFIG)).body)
         tc = w.topic_config_table[topic]
-        assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type, tc.order) == \
-            (6, 6, 6, "SINGLE_TAG", False)
+        assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type, tc.order) == (
+            6,
+            6,
+            6,
+            "SINGLE_TAG",
+            False,
+        )
         assert w.data_version.counter > v0.counter
-        took = await wait_until(lambda: broker_in_route(api.client, ns.addr, topic, br.addr), 1.0,
-                                f"{topic} not in the NameServer route within 1 s")
+        took = await wait_until(
+            lambda: broker_in_route(api.client, ns.addr, topic, br.addr),
+            1.0,
+            f"{topic} not in the NameServer route within 1 s",
+        )
         assert took < 1.0
         rd = await broker_in_route(api.client, ns.addr, topic, br.addr)
         assert [(q.read_queue_nums, q.write_queue_nums, q.perm) for q in rd.queue_datas] == [(6, 6, 6)]
@@ -72,18 +89,24 @@ async def test_update_and_create_topic_registers_within_one_second(cluster):
         async def updated() -> bool:
             rd = await broker_in_route(api.client, ns.addr, topic, br.addr)
             return rd is not None and [(q.read_queue_nums, q.perm) for q in rd.queue_datas] == [(2, 4)]
+
         await wait_until(updated, 1.0, f"update of {topic} not in the route within 1 s")
         # a readable topic can be pulled from
         assert (await api.pull(topic, 0, 0)).code == ResponseCode.PULL_NOT_FOUND
 
 
-@pytest.mark.parametrize("topic,remark", [
-    ("bad topic", "The specified topic[bad topic] contains illegal characters, "
-                  "allowing only ^[%|a-zA-Z0-9_-]+$"),
-    ("TestCluster", "the topic[TestCluster] is conflict with system reserved words."),
-    ("SCHEDULE_TOPIC_XXXX", "The topic[SCHEDULE_TOPIC_XXXX] is conflict with system topic."),
-    ("TBW102", "The topic[TBW102] is conflict with system topic."),
-])
+@pytest.mark.parametrize(
+    "topic,remark",
+    [
+        (
+            "bad topic",
+            "The specified topic[bad topic] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        ),
+        ("TestCluster", "the topic[TestCluster] is conflict with system reserved words."),
+        ("SCHEDULE_TOPIC_XXXX", "The topic[SCHEDULE_TOPIC_XXXX] is conflict with system topic."),
+        ("TBW102", "The topic[TBW102] is conflict with system topic."),
+    ],
+)
 async def test_update_and_create_topic_rejects_bad_names(api, topic, remark):
     before = await api.topics()
     r = await api.create_topic(topic, 3)
@@ -100,10 +123,22 @@ async def test_update_and_create_topic_missing_header_field(api):
 async def test_broker_runtime_info(api):
     topic = unique("Runtime")
     info0 = await api.runtime_info()
-    for k in ("brokerVersionDesc", "brokerVersion", "bootTimestamp", "msgPutTotalTodayNow",
-              "msgGetTotalTodayNow", "putTps", "getFoundTps", "commitLogMinOffset",
-              "commitLogMaxOffset", "dispatchBehindBytes", "remainHowManyDataToFlush",
-              "brokerRole", "flushDiskType", "runtime"):
+    for k in (
+        "brokerVersionDesc",
+        "brokerVersion",
+        "bootTimestamp",
+        "msgPutTotalTodayNow",
+        "msgGetTotalTodayNow",
+        "putTps",
+        "getFoundTps",
+        "commitLogMinOffset",
+        "commitLogMaxOffset",
+        "dispatchBehindBytes",
+        "remainHowManyDataToFlush",
+        "brokerRole",
+        "flushDiskType",
+        "runtime",
+    ):
         assert k in info0, k
     assert info0["brokerVersionDesc"] == "V4_9_8" and info0["brokerVersion"] == "409"
     assert info0["brokerRole"] == "ASYNC_MASTER" and info0["flushDiskType"] == "ASYNC_FLUSH"

@@ -8,6 +8,7 @@ broker must: recover the store as is; adopt topics, offsets and groups once, wri
 them as msgpack; answer QUERY_CONSUMER_OFFSET with the adopted offsets; serve RocketMQ's
 records byte for byte.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,35 +42,63 @@ def _fastjson_pretty(obj: object, depth: int = 0) -> str:
 
 
 def _topic_config(name: str, queues: int) -> dict[str, object]:
-    return {"order": False, "perm": 6, "readQueueNums": queues, "topicFilterType": "SINGLE_TAG",
-            "topicName": name, "topicSysFlag": 0, "writeQueueNums": queues}
+    return {
+        "order": False,
+        "perm": 6,
+        "readQueueNums": queues,
+        "topicFilterType": "SINGLE_TAG",
+        "topicName": name,
+        "topicSysFlag": 0,
+        "writeQueueNums": queues,
+    }
 
 
 def _group_config(name: str, consume_enable: bool, retry_max_times: int) -> dict[str, object]:
-    return {"brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": consume_enable,
-            "consumeFromMinEnable": True, "groupName": name, "notifyConsumerIdsChangedEnable": True,
-            "retryMaxTimes": retry_max_times, "retryQueueNums": 1, "whichBrokerWhenConsumeSlowly": 1}
+    return {
+        "brokerId": 0,
+        "consumeBroadcastEnable": True,
+        "consumeEnable": consume_enable,
+        "consumeFromMinEnable": True,
+        "groupName": name,
+        "notifyConsumerIdsChangedEnable": True,
+        "retryMaxTimes": retry_max_times,
+        "retryQueueNums": 1,
+        "whichBrokerWhenConsumeSlowly": 1,
+    }
 
 
-TOPICS_JSON = _fastjson_pretty({
-    "dataVersion": {"counter": 7, "timestamp": 1763778789483},
-    "topicConfigTable": {name: _topic_config(name, queues) for name, queues in
-                         (("SCHEDULE_TOPIC_XXXX", 18), (TOPIC, 4), ("OnlyInJson", 2))}})
+TOPICS_JSON = _fastjson_pretty(
+    {
+        "dataVersion": {"counter": 7, "timestamp": 1763778789483},
+        "topicConfigTable": {
+            name: _topic_config(name, queues)
+            for name, queues in (("SCHEDULE_TOPIC_XXXX", 18), (TOPIC, 4), ("OnlyInJson", 2))
+        },
+    }
+)
 
 # fastjson writes Map<Integer, Long> keys bare: {0:10,1:20}
-OFFSETS_JSON = """{
+OFFSETS_JSON = (
+    """{
 \t"offsetTable":{
 \t\t"%s@G1":{0:10,1:20,2:30,3:40
 \t\t},
 \t\t"%%RETRY%%G1@G1":{0:0
 \t\t}
 \t}
-}""" % TOPIC
+}"""
+    % TOPIC
+)
 
-GROUPS_JSON = _fastjson_pretty({
-    "dataVersion": {"counter": 3, "timestamp": 1763778789000},
-    "subscriptionGroupTable": {"G1": _group_config("G1", True, 5),
-                               "GOff": _group_config("GOff", False, 16)}})
+GROUPS_JSON = _fastjson_pretty(
+    {
+        "dataVersion": {"counter": 3, "timestamp": 1763778789000},
+        "subscriptionGroupTable": {
+            "G1": _group_config("G1", True, 5),
+            "GOff": _group_config("GOff", False, 16),
+        },
+    }
+)
 
 
 def _digest(paths: list[Path]) -> dict[str, str]:
@@ -105,10 +134,15 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
     end_of_data = max(phy + size for u in units.values() for phy, size, _ in u)
     assert not (store / "abort").exists()
 
-    conf = {"storePathRootDir": str(store), "mappedFileSizeCommitLog": FILE_SIZE,
-            "autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false",
-            # RocketMQ's default index file geometry (the harness uses a small one)
-            "maxHashSlotNum": 5000000, "maxIndexNum": 20000000}
+    conf = {
+        "storePathRootDir": str(store),
+        "mappedFileSizeCommitLog": FILE_SIZE,
+        "autoCreateTopicEnable": "false",
+        "autoCreateSubscriptionGroup": "false",
+        # RocketMQ's default index file geometry (the harness uses a small one)
+        "maxHashSlotNum": 5000000,
+        "maxIndexNum": 20000000,
+    }
     with start_namesrv(tmp_path) as ns:
         br = broker_process(tmp_path, ns.addr, name="adopter", conf=conf).start()
         try:
@@ -117,16 +151,22 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
             assert log.count("adopting RocketMQ metadata") == 3, log
             # written as msgpack at start-up (before "boot success"), JSON left as it was
             assert {p.name for p in cfg.iterdir()} == {
-                "topics.json", "consumerOffset.json", "subscriptionGroup.json",
-                "topics.msgpack", "consumerOffset.msgpack", "subscriptionGroup.msgpack"}
-            off = msgpack.unpackb((cfg / "consumerOffset.msgpack").read_bytes(), raw=False,
-                                  strict_map_key=False)
+                "topics.json",
+                "consumerOffset.json",
+                "subscriptionGroup.json",
+                "topics.msgpack",
+                "consumerOffset.msgpack",
+                "subscriptionGroup.msgpack",
+            }
+            off = msgpack.unpackb(
+                (cfg / "consumerOffset.msgpack").read_bytes(), raw=False, strict_map_key=False
+            )
             assert off["offsetTable"][f"{TOPIC}@G1"] == OFFSETS
-            top = msgpack.unpackb((cfg / "topics.msgpack").read_bytes(), raw=False,
-                                  strict_map_key=False)
+            top = msgpack.unpackb((cfg / "topics.msgpack").read_bytes(), raw=False, strict_map_key=False)
             assert top["topicConfigTable"][TOPIC]["readQueueNums"] == 4
-            grp = msgpack.unpackb((cfg / "subscriptionGroup.msgpack").read_bytes(), raw=False,
-                                  strict_map_key=False)
+            grp = msgpack.unpackb(
+                (cfg / "subscriptionGroup.msgpack").read_bytes(), raw=False, strict_map_key=False
+            )
             assert grp["subscriptionGroupTable"]["G1"]["retryMaxTimes"] == 5
 
             async with BrokerApi(br.addr) as api:
@@ -147,8 +187,10 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
                 assert r.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
                 # an adopted setting takes effect: consumeEnable=false
                 r = await api.pull(TOPIC, 0, 0, group="GOff")
-                assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION,
-                                              "subscription group no permission, GOff")
+                assert (r.code, r.remark) == (
+                    ResponseCode.NO_PERMISSION,
+                    "subscription group no permission, GOff",
+                )
 
                 total = 0
                 tagged = {}
@@ -159,8 +201,13 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
                     assert len(msgs) == len(units[q])
                     expected = []
                     for i, (m, (phy, size, _tag)) in enumerate(zip(msgs, units[q])):
-                        assert (m.commit_log_offset, m.store_size, m.queue_offset, m.queue_id,
-                                m.topic) == (phy, size, i, q, TOPIC)
+                        assert (m.commit_log_offset, m.store_size, m.queue_offset, m.queue_id, m.topic) == (
+                            phy,
+                            size,
+                            i,
+                            q,
+                            TOPIC,
+                        )
                         expected.append(commitlog_slice(store, phy, size, FILE_SIZE))
                         tagged.setdefault(m.properties.get("TAGS"), []).append((q, i))
                     assert body == b"".join(expected), f"queue {q}: pulled bytes differ from the CommitLog"
@@ -183,10 +230,11 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
                         offset = int(r.ext_fields["nextBeginOffset"])
                 assert sorted(got) == sorted(tagged["Tag1"])
                 # QUERY_MESSAGE through RocketMQ's IndexFile
-                first = decode_records((await api.pull(TOPIC, 2, 5, group="G1", max_nums=1)).body,
-                                       decompress=False)[0]
+                first = decode_records(
+                    (await api.pull(TOPIC, 2, 5, group="G1", max_nums=1)).body, decompress=False
+                )[0]
                 key = first.properties["KEYS"].split(" ")[0]
-                ext = QueryMessageRequestHeader(TOPIC, key, 32, 0, 2 ** 62).to_ext_fields()
+                ext = QueryMessageRequestHeader(TOPIC, key, 32, 0, 2**62).to_ext_fields()
                 ext["_UNIQUE_KEY_QUERY"] = "false"
                 r = await api.call(RequestCode.QUERY_MESSAGE, ext)
                 assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)

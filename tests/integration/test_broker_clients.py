@@ -5,15 +5,16 @@ A consumer heartbeat creates `%RETRY%<group>` (visible in GET_ALL_TOPIC_CONFIG a
 NameServer route); each consumer connection of a group is told (oneway request, code 40)
 when another one joins, unregisters or goes away.
 """
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
+from rmq.protocol.bodies import ConsumerIdList
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
-from rmq.protocol.bodies import ConsumerIdList
 from rmq.remoting.client import RemotingClient
 from tests.integration.broker_util import BrokerApi, broker_in_route, unique, wait_until
 from tests.integration.rigs import ns_and_broker
@@ -25,8 +26,9 @@ cluster = ns_and_broker("broker-clients")
 
 
 async def consumer_list(api: BrokerApi, group: str):
-    return await api.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                          GetConsumerListByGroupRequestHeader(group).to_ext_fields())
+    return await api.call(
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListByGroupRequestHeader(group).to_ext_fields()
+    )
 
 
 async def test_consumer_heartbeat_creates_retry_topic(cluster):
@@ -39,11 +41,15 @@ async def test_consumer_heartbeat_creates_retry_topic(cluster):
         assert r.code == ResponseCode.SUCCESS and r.remark is None
         tc = (await api.topics())[retry]
         assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm) == (1, 1, 6)
-        took = await wait_until(lambda: broker_in_route(api.client, ns.addr, retry, br.addr), 1.0,
-                                f"{retry} not in the NameServer route within 1 s")
+        took = await wait_until(
+            lambda: broker_in_route(api.client, ns.addr, retry, br.addr),
+            1.0,
+            f"{retry} not in the NameServer route within 1 s",
+        )
         rd = await broker_in_route(api.client, ns.addr, retry, br.addr)
-        assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm)
-                for q in rd.queue_datas] == [("broker-a", 1, 1, 6)]
+        assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in rd.queue_datas] == [
+            ("broker-a", 1, 1, 6)
+        ]
         assert took < 1.0
         # a producer-only heartbeat creates nothing
         pg = unique("OnlyProducer")
@@ -70,15 +76,18 @@ async def test_consumer_list_and_unregister_client(cluster):
         await a.heartbeat("10.0.0.1@A", [(group, [(topic, "*")])])
         r = await consumer_list(b, group)
         assert sorted(ConsumerIdList.from_json(r.body).consumer_id_list) == ["10.0.0.1@A", "10.0.0.2@B"]
-        u = await b.call(RequestCode.UNREGISTER_CLIENT,
-                         UnregisterClientRequestHeader("10.0.0.2@B", None, group).to_ext_fields())
+        u = await b.call(
+            RequestCode.UNREGISTER_CLIENT,
+            UnregisterClientRequestHeader("10.0.0.2@B", None, group).to_ext_fields(),
+        )
         assert u.code == ResponseCode.SUCCESS
         r = await consumer_list(a, group)
         assert ConsumerIdList.from_json(r.body).consumer_id_list == ["10.0.0.1@A"]
         # closing the connection removes the client too
         await a.close()
-        await wait_until(lambda: _no_consumers(b, group), 3.0,
-                         "consumer still listed after its connection closed")
+        await wait_until(
+            lambda: _no_consumers(b, group), 3.0, "consumer still listed after its connection closed"
+        )
 
 
 async def _no_consumers(api: BrokerApi, group: str) -> bool:
@@ -98,7 +107,7 @@ class Notified:
     def _on_notify(self, conn, cmd):
         self.events.append(cmd)
         self.arrived.set()
-        return None   # oneway: nothing to answer
+        return None  # oneway: nothing to answer
 
     async def next(self, timeout: float = 2.0):
         await asyncio.wait_for(self.arrived.wait(), timeout)
@@ -131,8 +140,9 @@ async def test_notify_consumer_ids_changed_on_join_and_leave(cluster):
         assert cmd.ext_fields == {"consumerGroup": group}
 
         # the second unregisters: told again
-        await second.api.call(RequestCode.UNREGISTER_CLIENT,
-                              UnregisterClientRequestHeader("c@2", None, group).to_ext_fields())
+        await second.api.call(
+            RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader("c@2", None, group).to_ext_fields()
+        )
         cmd = await first.next()
         assert cmd.ext_fields == {"consumerGroup": group}
 
@@ -142,8 +152,9 @@ async def test_notify_consumer_ids_changed_on_join_and_leave(cluster):
         await second.client.close()
         cmd = await first.next()
         assert cmd.ext_fields == {"consumerGroup": group}
-        assert ConsumerIdList.from_json((await consumer_list(first.api, group)).body) \
-            .consumer_id_list == ["c@1"]
+        assert ConsumerIdList.from_json((await consumer_list(first.api, group)).body).consumer_id_list == [
+            "c@1"
+        ]
 
         # other groups' changes are not sent to it
         await second.api.close()

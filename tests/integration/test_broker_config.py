@@ -2,6 +2,7 @@
 with RocketMQ's key names; unknown keys are warned about (the broker still starts); a
 wrong value makes `rmq broker` exit non-zero with a one-line message naming the key.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -32,8 +33,15 @@ async def test_rocketmq_keys_apply_and_unknown_keys_are_warned_about(tmp_path):
             assert lines, f"no warning about the unknown key {key}:\n{log}"
             assert "WARNING" in lines[0] and "unknown key" in lines[0]
         # known keys are not reported as unknown
-        for key in ("brokerClusterName", "defaultTopicQueueNums", "flushDiskType", "listenPort",
-                    "mappedFileSizeCommitLog", "storePathRootDir", "brokerIP1"):
+        for key in (
+            "brokerClusterName",
+            "defaultTopicQueueNums",
+            "flushDiskType",
+            "listenPort",
+            "mappedFileSizeCommitLog",
+            "storePathRootDir",
+            "brokerIP1",
+        ):
             assert f"unknown key {key!r}" not in log and f"unknown key '{key}'" not in log
         async with BrokerApi(br.addr) as api:
             tbw = (await api.topics())["TBW102"]
@@ -48,25 +56,35 @@ async def test_rocketmq_keys_apply_and_unknown_keys_are_warned_about(tmp_path):
 
 
 def _run_broker(conf_path: Path, *extra: str, timeout: float = 20.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rmq.cli", "broker", "-c", str(conf_path), *extra],
-                          capture_output=True, text=True, timeout=timeout, cwd=conf_path.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "rmq.cli", "broker", "-c", str(conf_path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=conf_path.parent,
+    )
 
 
-@pytest.mark.parametrize("key,value", [
-    ("listenPort", "abc"),
-    ("flushDiskType", "SOMETIMES"),
-    ("brokerRole", "BOSS"),
-    ("autoCreateTopicEnable", "maybe"),
-    ("mappedFileSizeCommitLog", "1G"),
-    ("listenPort", "70000"),
-    ("mappedFileSizeCommitLog", "100"),
-    ("brokerId", "-1"),
-    ("messageDelayLevel", "1x 5s"),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("listenPort", "abc"),
+        ("flushDiskType", "SOMETIMES"),
+        ("brokerRole", "BOSS"),
+        ("autoCreateTopicEnable", "maybe"),
+        ("mappedFileSizeCommitLog", "1G"),
+        ("listenPort", "70000"),
+        ("mappedFileSizeCommitLog", "100"),
+        ("brokerId", "-1"),
+        ("messageDelayLevel", "1x 5s"),
+    ],
+)
 def test_wrong_value_exits_non_zero_naming_the_key(tmp_path, key, value):
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"brokerClusterName=C\nbrokerName=b\nlistenPort=0\n"
-                    f"storePathRootDir={tmp_path / 'store'}\n{key}={value}\n")
+    conf.write_text(
+        f"brokerClusterName=C\nbrokerName=b\nlistenPort=0\n"
+        f"storePathRootDir={tmp_path / 'store'}\n{key}={value}\n"
+    )
     p = _run_broker(conf)
     assert p.returncode != 0
     out = (p.stdout + p.stderr).strip()

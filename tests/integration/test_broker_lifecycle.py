@@ -4,6 +4,7 @@ clean shutdown on SIGTERM / SIGINT, SIGKILL + recovery, metadata persistence —
 and on topic changes; unregisters on clean shutdown. SIGTERM and SIGINT shut it down
 cleanly within 10 s ... Metadata persisted with atomic replace; survives restart").
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,8 +44,7 @@ async def _wait_exit(br, timeout: float) -> tuple[int | None, float]:
 
 async def _gone_from(client, ns_addr: str, broker_addr: str) -> bool:
     code, rd = await route(client, ns_addr, "TBW102")
-    if code == ResponseCode.SUCCESS and any(b.broker_addrs.get(0) == broker_addr
-                                            for b in rd.broker_datas):
+    if code == ResponseCode.SUCCESS and any(b.broker_addrs.get(0) == broker_addr for b in rd.broker_datas):
         return False
     ci = await cluster_info(client, ns_addr)
     return all(broker_addr not in bd.broker_addrs.values() for bd in ci.broker_addr_table.values())
@@ -66,12 +66,22 @@ async def test_registered_with_every_namesrv_and_unregistered_on_sigterm(tmp_pat
                 # a topic change reaches both
                 assert (await api.create_topic("BothNs", 2)).code == ResponseCode.SUCCESS
                 for ns in (ns1, ns2):
-                    await wait_until(lambda: broker_in_route(api.client, ns.addr, "BothNs", br.addr),
-                                     1.0, f"BothNs not registered with {ns.addr} within 1 s")
+                    await wait_until(
+                        lambda: broker_in_route(api.client, ns.addr, "BothNs", br.addr),
+                        1.0,
+                        f"BothNs not registered with {ns.addr} within 1 s",
+                    )
                 # a pull parked when the signal comes is answered, not dropped
-                parked = asyncio.ensure_future(api.pull(
-                    "BothNs", 0, 0, sys_flag=PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND,
-                    suspend_ms=30000, timeout=20))
+                parked = asyncio.ensure_future(
+                    api.pull(
+                        "BothNs",
+                        0,
+                        0,
+                        sys_flag=PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND,
+                        suspend_ms=30000,
+                        timeout=20,
+                    )
+                )
                 await asyncio.sleep(0.2)
                 assert not parked.done()
                 br.proc.send_signal(signal.SIGTERM)
@@ -86,8 +96,9 @@ async def test_registered_with_every_namesrv_and_unregistered_on_sigterm(tmp_pat
             assert "Traceback" not in log
             async with BrokerApi(ns1.addr) as nsapi:
                 for ns in (ns1, ns2):
-                    assert await _gone_from(nsapi.client, ns.addr, br.addr), \
+                    assert await _gone_from(nsapi.client, ns.addr, br.addr), (
                         f"{ns.addr} still lists the broker after a clean shutdown"
+                    )
                     code, _ = await route(nsapi.client, ns.addr, "BothNs")
                     assert code == ResponseCode.TOPIC_NOT_EXIST
 
@@ -96,16 +107,20 @@ async def test_a_dead_namesrv_does_not_stop_the_broker(tmp_path):
     """One NameServer of the list is down: the broker starts, registers with the other,
     and still shuts down cleanly and quickly."""
     import socket
-    with socket.socket() as s:      # a port nothing listens on
+
+    with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
     with start_namesrv(tmp_path) as ns, start_broker(tmp_path, f"{dead};{ns.addr}") as br:
         async with BrokerApi(br.addr) as api:
             assert await broker_in_route(api.client, ns.addr, "TBW102", br.addr)
-            assert dead in br.log_text()   # the failure is logged
+            assert dead in br.log_text()  # the failure is logged
             assert (await api.create_topic("DeadNs", 1)).code == ResponseCode.SUCCESS
-            await wait_until(lambda: broker_in_route(api.client, ns.addr, "DeadNs", br.addr), 1.0,
-                             "DeadNs not registered within 1 s")
+            await wait_until(
+                lambda: broker_in_route(api.client, ns.addr, "DeadNs", br.addr),
+                1.0,
+                "DeadNs not registered within 1 s",
+            )
             br.proc.send_signal(signal.SIGTERM)
             rc, took = await _wait_exit(br, 10.0)
             assert rc == 0 and took < 5.0, (rc, took)
@@ -174,8 +189,9 @@ async def test_a_client_that_stops_reading_does_not_hold_up_shutdown(tmp_path):
             hog = await RawConn.open(br.addr)
             ext = api.pull_header("Unread", 0, 0, max_nums=32).to_ext_fields()
             for opaque in range(1, 65):
-                hog.writer.write(encode(RemotingCommand(RequestCode.PULL_MESSAGE, opaque=opaque,
-                                                        ext_fields=ext)))
+                hog.writer.write(
+                    encode(RemotingCommand(RequestCode.PULL_MESSAGE, opaque=opaque, ext_fields=ext))
+                )
             await hog.writer.drain()
             await asyncio.sleep(0.5)
             # the broker still serves others
@@ -212,17 +228,27 @@ async def test_sigint_shuts_down_cleanly(tmp_path):
 async def test_reregisters_periodically(tmp_path):
     """registerNameServerPeriod (minimum 10 s): a NameServer that expired the broker
     (here after 3 s) lists it again at the next period."""
-    with start_namesrv(tmp_path, "--broker-expire-ms", "3000", "--scan-interval-ms", "200") as ns, \
-            start_broker(tmp_path, ns.addr, conf={"registerNameServerPeriod": 10000}) as br:
+    with (
+        start_namesrv(tmp_path, "--broker-expire-ms", "3000", "--scan-interval-ms", "200") as ns,
+        start_broker(tmp_path, ns.addr, conf={"registerNameServerPeriod": 10000}) as br,
+    ):
         booted = time.monotonic()
         async with BrokerApi(br.addr) as api:
             assert await broker_in_route(api.client, ns.addr, "TBW102", br.addr)
-            await wait_until(lambda: _gone_from(api.client, ns.addr, br.addr), 6.0,
-                             "the NameServer never expired the broker", interval=0.1)
+            await wait_until(
+                lambda: _gone_from(api.client, ns.addr, br.addr),
+                6.0,
+                "the NameServer never expired the broker",
+                interval=0.1,
+            )
             gone_at = time.monotonic() - booted
             assert gone_at < 9.0
-            await wait_until(lambda: broker_in_route(api.client, ns.addr, "TBW102", br.addr), 8.0,
-                             "the broker did not register again", interval=0.1)
+            await wait_until(
+                lambda: broker_in_route(api.client, ns.addr, "TBW102", br.addr),
+                8.0,
+                "the broker did not register again",
+                interval=0.1,
+            )
             back_at = time.monotonic() - booted
             assert 9.0 <= back_at <= 12.0, f"re-registered {back_at:.1f}s after boot (period 10 s)"
 
@@ -236,11 +262,13 @@ async def test_sigkill_then_restart_recovers_every_acked_message(tmp_path):
             async with BrokerApi(br.addr) as api:
                 acked = {0: [], 1: []}
                 for i in range(30):
-                    r = await api.send_ok("Crash", b"c-%03d" % i, queue_id=i % 2,
-                                          properties=props(keys=f"ck{i}", wait="true"))
+                    r = await api.send_ok(
+                        "Crash", b"c-%03d" % i, queue_id=i % 2, properties=props(keys=f"ck{i}", wait="true")
+                    )
                     acked[i % 2].append(int(r.ext_fields["queueOffset"]))
-                r = await api.send_batch("Crash", [(b"cb-%d" % i, props(tags="B")) for i in range(10)],
-                                         queue_id=1)
+                r = await api.send_batch(
+                    "Crash", [(b"cb-%d" % i, props(tags="B")) for i in range(10)], queue_id=1
+                )
                 assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "15"
                 await api.wait_max_offset("Crash", 0, 15)
                 await api.wait_max_offset("Crash", 1, 25)
@@ -296,8 +324,9 @@ async def test_metadata_survives_restarts_as_msgpack(tmp_path):
             async with BrokerApi(br.addr) as api:
                 assert (await api.create_topic("MetaTopic", 3)).code == ResponseCode.SUCCESS
                 await api.send_ok("AutoMeta", b"x", queue_id=0)
-                assert (await api.heartbeat("127.0.0.1@meta", [("MetaG", [("AutoMeta", "*")])])
-                        ).code == ResponseCode.SUCCESS
+                assert (
+                    await api.heartbeat("127.0.0.1@meta", [("MetaG", [("AutoMeta", "*")])])
+                ).code == ResponseCode.SUCCESS
                 await api.update_offset("MetaG", "MetaTopic", 0, 7)
                 await api.update_offset("MetaG", "MetaTopic", 2, 9)
 
@@ -307,11 +336,21 @@ async def test_metadata_survives_restarts_as_msgpack(tmp_path):
                     except (FileNotFoundError, ValueError):
                         return False
                     return t.get("offsetTable", {}).get("MetaTopic@MetaG") == {0: 7, 2: 9}
-                await wait_until(persisted, 3.0, "consumer offsets not persisted within "
-                                 "flushConsumerOffsetInterval (1 s)", interval=0.1)
-                await wait_until(lambda: (cfg / "topics.msgpack").exists()
-                                 and (cfg / "subscriptionGroup.msgpack").exists(), 3.0,
-                                 "topics / subscription groups not persisted", interval=0.1)
+
+                await wait_until(
+                    persisted,
+                    3.0,
+                    "consumer offsets not persisted within flushConsumerOffsetInterval (1 s)",
+                    interval=0.1,
+                )
+                await wait_until(
+                    lambda: (
+                        (cfg / "topics.msgpack").exists() and (cfg / "subscriptionGroup.msgpack").exists()
+                    ),
+                    3.0,
+                    "topics / subscription groups not persisted",
+                    interval=0.1,
+                )
         finally:
             br.kill()
 
@@ -332,11 +371,14 @@ async def test_metadata_survives_restarts_as_msgpack(tmp_path):
 
         # the files: msgpack, RocketMQ's names with .msgpack, nothing else left behind
         names = _config_files(br2.store_dir)
-        assert names == ["consumerOffset.msgpack", "delayOffset.msgpack", "subscriptionGroup.msgpack",
-                     "topics.msgpack"], names
+        assert names == [
+            "consumerOffset.msgpack",
+            "delayOffset.msgpack",
+            "subscriptionGroup.msgpack",
+            "topics.msgpack",
+        ], names
         t = _read_msgpack(cfg / "topics.msgpack")
-        assert {"MetaTopic", "MetaTopic2", "AutoMeta", "%RETRY%MetaG", "TBW102"} <= \
-            set(t["topicConfigTable"])
+        assert {"MetaTopic", "MetaTopic2", "AutoMeta", "%RETRY%MetaG", "TBW102"} <= set(t["topicConfigTable"])
         assert t["topicConfigTable"]["MetaTopic"]["readQueueNums"] == 3
         assert "dataVersion" in t
         o = _read_msgpack(cfg / "consumerOffset.msgpack")
@@ -373,11 +415,14 @@ async def test_auto_created_topics_and_groups_survive_an_immediate_sigkill(tmp_p
         try:
             async with BrokerApi(br.addr) as api:
                 await api.send_ok("KillTopic", b"x", queue_id=0)
-                assert (await api.heartbeat("127.0.0.1@kill", [("KillG", [("KillTopic", "*")])])
-                        ).code == ResponseCode.SUCCESS
+                assert (
+                    await api.heartbeat("127.0.0.1@kill", [("KillG", [("KillTopic", "*")])])
+                ).code == ResponseCode.SUCCESS
                 assert (await api.pull("KillTopic", 0, 0, group="KillPullG")).code in (
-                    ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND)
-                await asyncio.sleep(0.3)   # far below flushConsumerOffsetInterval (5 s)
+                    ResponseCode.SUCCESS,
+                    ResponseCode.PULL_NOT_FOUND,
+                )
+                await asyncio.sleep(0.3)  # far below flushConsumerOffsetInterval (5 s)
         finally:
             br.kill()
         conf = {"autoCreateTopicEnable": "false", "autoCreateSubscriptionGroup": "false"}
@@ -388,7 +433,6 @@ async def test_auto_created_topics_and_groups_survive_an_immediate_sigkill(tmp_p
                 assert "KillTopic" in topics and "%RETRY%KillG" in topics
                 for g in ("KillG", "KillPullG"):
                     r = await api.pull("KillTopic", 0, 0, group=g)
-                    assert r.code == ResponseCode.SUCCESS, \
-                        f"group {g} lost by the crash: {r.code} {r.remark}"
+                    assert r.code == ResponseCode.SUCCESS, f"group {g} lost by the crash: {r.code} {r.remark}"
         finally:
             br2.stop()

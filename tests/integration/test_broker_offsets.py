@@ -6,6 +6,7 @@ test_broker_pull.py covers the QUERY_NOT_FOUND side); UPDATE_CONSUMER_OFFSET two
 and oneway; GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,8 +55,9 @@ async def test_update_and_query_consumer_offset(api):
     assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {"offset": "17"})
     # the Java client updates oneway: no answer, but it is applied
     assert await api.update_offset(group, topic, 1, 23, oneway=True) is None
-    await wait_until(lambda: _offset_is(api, group, topic, 1, "23"), 2.0,
-                     "oneway UPDATE_CONSUMER_OFFSET not applied")
+    await wait_until(
+        lambda: _offset_is(api, group, topic, 1, "23"), 2.0, "oneway UPDATE_CONSUMER_OFFSET not applied"
+    )
     # per queue and per group
     r = await api.query_offset(group, topic, 0)
     assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})
@@ -97,32 +99,37 @@ async def test_search_offset_by_timestamp_and_earliest_store_time(api):
     assert ts == sorted(ts) and len(set(ts)) == 4
 
     async def search(t: int) -> int:
-        r = await api.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                           SearchOffsetRequestHeader(topic, 0, t).to_ext_fields())
+        r = await api.call(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(topic, 0, t).to_ext_fields()
+        )
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         assert set(r.ext_fields) == {"offset"}
         return int(r.ext_fields["offset"])
 
-    for i, t in enumerate(ts):          # exact store times
+    for i, t in enumerate(ts):  # exact store times
         assert await search(t) == i
-    assert await search(ts[0] - 60_000) == 0          # before all -> first
-    assert await search(ts[-1] + 60_000) == 3         # after all -> last (4.x)
-    assert await search(ts[1] + 1) == 1               # nearer neighbour (4.x)
+    assert await search(ts[0] - 60_000) == 0  # before all -> first
+    assert await search(ts[-1] + 60_000) == 3  # after all -> last (4.x)
+    assert await search(ts[1] + 1) == 1  # nearer neighbour (4.x)
     assert await search(ts[2] - 1) == 2
     # a queue that does not exist
     assert await search_missing(api, topic) == 0
 
-    r = await api.call(RequestCode.GET_EARLIEST_MSG_STORETIME,
-                       GetEarliestMsgStoretimeRequestHeader(topic, 0).to_ext_fields())
+    r = await api.call(
+        RequestCode.GET_EARLIEST_MSG_STORETIME, GetEarliestMsgStoretimeRequestHeader(topic, 0).to_ext_fields()
+    )
     assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {"timestamp": str(ts[0])})
-    r = await api.call(RequestCode.GET_EARLIEST_MSG_STORETIME,
-                       GetEarliestMsgStoretimeRequestHeader(topic, 3).to_ext_fields())
+    r = await api.call(
+        RequestCode.GET_EARLIEST_MSG_STORETIME, GetEarliestMsgStoretimeRequestHeader(topic, 3).to_ext_fields()
+    )
     assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {"timestamp": "-1"})
 
 
 async def search_missing(api: BrokerApi, topic: str) -> int:
-    r = await api.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                       SearchOffsetRequestHeader(topic, 3, int(time.time() * 1000)).to_ext_fields())
+    r = await api.call(
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        SearchOffsetRequestHeader(topic, 3, int(time.time() * 1000)).to_ext_fields(),
+    )
     assert r.code == ResponseCode.SUCCESS
     return int(r.ext_fields["offset"])
 
@@ -132,14 +139,17 @@ async def test_query_message_by_key_and_by_uniq_key(api):
     t0 = int(time.time() * 1000) - 1000
     uks = [uniq_key() for _ in range(4)]
     for i, uk in enumerate(uks):
-        await api.send_ok(topic, b"q%d" % i, queue_id=i % 2,
-                          properties=props(keys=f"order-{i % 2} common", uniq=uk, wait="true"))
+        await api.send_ok(
+            topic,
+            b"q%d" % i,
+            queue_id=i % 2,
+            properties=props(keys=f"order-{i % 2} common", uniq=uk, wait="true"),
+        )
     await api.wait_max_offset(topic, 0, 2)
     await api.wait_max_offset(topic, 1, 2)
     t1 = int(time.time() * 1000) + 1000
 
-    async def query(key: str, unique_key: bool = False, max_num: int = 32,
-                    begin: int = t0, end: int = t1):
+    async def query(key: str, unique_key: bool = False, max_num: int = 32, begin: int = t0, end: int = t1):
         ext = QueryMessageRequestHeader(topic, key, max_num, begin, end).to_ext_fields()
         ext["_UNIQUE_KEY_QUERY"] = "true" if unique_key else "false"
         return await api.call(RequestCode.QUERY_MESSAGE, ext)
@@ -166,15 +176,14 @@ async def test_query_message_by_key_and_by_uniq_key(api):
 
 async def test_view_message_by_id(api):
     topic = unique("View")
-    r = await api.send_ok(topic, b"view-me", queue_id=0,
-                          properties=props(tags="TV", keys="vk", wait="true"))
+    r = await api.send_ok(topic, b"view-me", queue_id=0, properties=props(tags="TV", keys="vk", wait="true"))
     _, _, phy = decode_message_id(r.ext_fields["msgId"])
     v = await api.call(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(phy).to_ext_fields())
     assert v.code == ResponseCode.SUCCESS
     m = decode_record(v.body)
-    assert m.store_size == len(v.body)          # exactly one record
+    assert m.store_size == len(v.body)  # exactly one record
     assert (m.body, m.topic, m.commit_log_offset) == (b"view-me", topic, phy)
-    bad = phy + 10 ** 9
+    bad = phy + 10**9
     v = await api.call(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(bad).to_ext_fields())
     assert v.code == ResponseCode.SYSTEM_ERROR
     assert v.remark == f"can not find message by the offset, {bad}"

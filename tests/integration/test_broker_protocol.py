@@ -7,6 +7,7 @@
   type, bad JSON) closes that connection only, with a log line and a counter that goes up;
   a parallel good connection, with a long poll parked on it, keeps working.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,8 +61,9 @@ async def test_response_uses_the_request_serialize_type(broker, st):
     conn = await RawConn.open(broker.addr)
     try:
         for opaque, code, ext in (
-                (77, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, 1).to_ext_fields()),
-                (78, 9998, None)):
+            (77, RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, 1).to_ext_fields()),
+            (78, 9998, None),
+        ):
             await conn.send(RemotingCommand(code, opaque=opaque, ext_fields=ext, serialize_type=st))
             raw = await conn.read_frame_raw()
             assert raw[4] == st, f"response header type {raw[4]} for a request of type {st}"
@@ -107,14 +109,23 @@ async def test_oneway_requests_get_no_answer(broker):
         oneway = RemotingFlag.ONEWAY
         # a oneway offset update (as the Java client sends it), a oneway unknown code and
         # a oneway request whose processing fails (no header fields at all)
-        await conn.send(RemotingCommand(
-            RequestCode.UPDATE_CONSUMER_OFFSET, opaque=101, flag=oneway,
-            ext_fields=UpdateConsumerOffsetRequestHeader(group, topic, 0, 42).to_ext_fields()))
+        await conn.send(
+            RemotingCommand(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                opaque=101,
+                flag=oneway,
+                ext_fields=UpdateConsumerOffsetRequestHeader(group, topic, 0, 42).to_ext_fields(),
+            )
+        )
         await conn.send(RemotingCommand(9999, opaque=102, flag=oneway))
         await conn.send(RemotingCommand(RequestCode.GET_MAX_OFFSET, opaque=103, flag=oneway))
-        await conn.send(RemotingCommand(
-            RequestCode.QUERY_CONSUMER_OFFSET, opaque=104,
-            ext_fields=QueryConsumerOffsetRequestHeader(group, topic, 0).to_ext_fields()))
+        await conn.send(
+            RemotingCommand(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                opaque=104,
+                ext_fields=QueryConsumerOffsetRequestHeader(group, topic, 0).to_ext_fields(),
+            )
+        )
         resp = await conn.read_frame()
         assert resp.opaque == 104, f"a oneway request was answered: {resp!r}"
         assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "42"
@@ -126,12 +137,15 @@ async def test_oneway_requests_get_no_answer(broker):
 
 # --------------------------------------------------------------------------- bad input
 def _json_header(code: int = RequestCode.GET_BROKER_RUNTIME_INFO) -> bytes:
-    return (b'{"code":%d,"flag":0,"language":"JAVA","opaque":1,'
-            b'"serializeTypeCurrentRPC":"JSON","version":409}' % code)
+    return (
+        b'{"code":%d,"flag":0,"language":"JAVA","opaque":1,'
+        b'"serializeTypeCurrentRPC":"JSON","version":409}' % code
+    )
 
 
-def _frame(header: bytes, st: int = 0, body: bytes = b"", hlen: int | None = None,
-           length: int | None = None) -> bytes:
+def _frame(
+    header: bytes, st: int = 0, body: bytes = b"", hlen: int | None = None, length: int | None = None
+) -> bytes:
     hl = len(header) if hlen is None else hlen
     n = 4 + len(header) + len(body) if length is None else length
     return struct.pack(">iI", n, (st << 24) | hl) + header + body
@@ -144,7 +158,7 @@ BAD_INPUT = {
     "header-longer-than-frame": _frame(b"x" * 6, hlen=100),
     "unknown-serialize-type": _frame(_json_header(), st=5),
     "bad-json": _frame(b'{"code":28,"flag":0,"opaque":1,'),
-    "json-not-an-object": _frame(b'[1,2,3]'),
+    "json-not-an-object": _frame(b"[1,2,3]"),
 }
 
 
@@ -156,9 +170,16 @@ async def test_bad_input_closes_only_that_connection(broker, case):
         conn_before = good.client.connections[good.addr]
         assert (await good.create_topic(topic)).code == ResponseCode.SUCCESS
         # a long poll parked on the good connection while the bad one misbehaves
-        parked = asyncio.ensure_future(good.pull(
-            topic, 0, 0, sys_flag=PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND,
-            suspend_ms=8000, timeout=15))
+        parked = asyncio.ensure_future(
+            good.pull(
+                topic,
+                0,
+                0,
+                sys_flag=PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND,
+                suspend_ms=8000,
+                timeout=15,
+            )
+        )
         await asyncio.sleep(0.2)
         assert not parked.done()
 
@@ -169,10 +190,14 @@ async def test_bad_input_closes_only_that_connection(broker, case):
         finally:
             await bad.close()
 
-        await wait_until(lambda: f"bad input from 127.0.0.1:{bad.local_port}" in broker.log_text(),
-                         3.0, f"{case}: no log line for the bad connection")
-        line = [ln for ln in broker.log_text().splitlines()
-                if f"bad input from 127.0.0.1:{bad.local_port}" in ln]
+        await wait_until(
+            lambda: f"bad input from 127.0.0.1:{bad.local_port}" in broker.log_text(),
+            3.0,
+            f"{case}: no log line for the bad connection",
+        )
+        line = [
+            ln for ln in broker.log_text().splitlines() if f"bad input from 127.0.0.1:{bad.local_port}" in ln
+        ]
         assert len(line) == 1 and "closing the connection" in line[0]
 
         # the good connection: same socket, parked pull still answered, requests work

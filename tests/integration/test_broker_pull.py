@@ -9,6 +9,7 @@
   that queue, and at its timeout with PULL_NOT_FOUND when nothing arrives;
 * commit offset piggy-backed on a pull.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,7 @@ from tests.integration.rigs import ns_and_broker
 
 pytestmark = pytest.mark.timeout(60)
 
-CL_FILE = 4 * 1024 * 1024   # harness default mappedFileSizeCommitLog
+CL_FILE = 4 * 1024 * 1024  # harness default mappedFileSizeCommitLog
 SUB = PullSysFlag.SUBSCRIPTION
 SUSPEND = PullSysFlag.SUSPEND
 COMMIT = PullSysFlag.COMMIT_OFFSET
@@ -37,38 +38,49 @@ def _hdr(r) -> dict[str, int]:
     return {k: int(v) for k, v in r.ext_fields.items()}
 
 
-@pytest.mark.parametrize("code", [RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE],
-                         ids=["PULL_MESSAGE", "LITE_PULL_MESSAGE"])
+@pytest.mark.parametrize(
+    "code",
+    [RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE],
+    ids=["PULL_MESSAGE", "LITE_PULL_MESSAGE"],
+)
 async def test_found_body_is_the_commitlog_bytes(cluster, code):
     ns, br = cluster
     topic = unique("PullBytes")
     async with BrokerApi(br.addr) as api:
         sent = []
         for i in range(7):
-            r = await api.send_ok(topic, (b"payload-%d " % i) * (i + 1), queue_id=3,
-                                  properties=props(tags=f"Tag{i % 2}", keys=f"key{i}", wait="true"))
+            r = await api.send_ok(
+                topic,
+                (b"payload-%d " % i) * (i + 1),
+                queue_id=3,
+                properties=props(tags=f"Tag{i % 2}", keys=f"key{i}", wait="true"),
+            )
             sent.append(r)
         await api.wait_max_offset(topic, 3, 7)
         r = await api.pull(topic, 3, 2, code=code, max_nums=4)
         assert r.code == ResponseCode.SUCCESS and r.remark == "FOUND"
-        assert set(r.ext_fields) == {"suggestWhichBrokerId", "nextBeginOffset", "minOffset",
-                                     "maxOffset"}, r.ext_fields
-        assert _hdr(r) == {"suggestWhichBrokerId": 0, "nextBeginOffset": 6, "minOffset": 0,
-                           "maxOffset": 7}
+        assert set(r.ext_fields) == {"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}, (
+            r.ext_fields
+        )
+        assert _hdr(r) == {"suggestWhichBrokerId": 0, "nextBeginOffset": 6, "minOffset": 0, "maxOffset": 7}
         msgs = decode_records(r.body, decompress=False)
         assert [m.queue_offset for m in msgs] == [2, 3, 4, 5]
         # the body is the stored records back to back, exactly as in the CommitLog files
-        expected = b"".join(commitlog_slice(br.store_dir, m.commit_log_offset, m.store_size, CL_FILE)
-                            for m in msgs)
+        expected = b"".join(
+            commitlog_slice(br.store_dir, m.commit_log_offset, m.store_size, CL_FILE) for m in msgs
+        )
         assert r.body == expected
         assert [m.msg_id for m in msgs] == [s.ext_fields["msgId"] for s in sent[2:6]]
         # the whole queue, in one pull
         r = await api.pull(topic, 3, 0, code=code)
         msgs = decode_records(r.body)
         first, last = msgs[0], msgs[-1]
-        assert r.body == commitlog_slice(br.store_dir, first.commit_log_offset,
-                                         last.commit_log_offset + last.store_size
-                                         - first.commit_log_offset, CL_FILE)
+        assert r.body == commitlog_slice(
+            br.store_dir,
+            first.commit_log_offset,
+            last.commit_log_offset + last.store_size - first.commit_log_offset,
+            CL_FILE,
+        )
         assert _hdr(r)["nextBeginOffset"] == 7
 
 
@@ -82,8 +94,7 @@ async def test_pull_status_table(api):
     # offset == max: OFFSET_OVERFLOW_ONE -> PULL_NOT_FOUND, next = offset
     r = await api.pull(topic, 0, 3)
     assert (r.code, r.remark) == (ResponseCode.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE")
-    assert _hdr(r) == {"suggestWhichBrokerId": 0, "nextBeginOffset": 3, "minOffset": 0,
-                       "maxOffset": 3}
+    assert _hdr(r) == {"suggestWhichBrokerId": 0, "nextBeginOffset": 3, "minOffset": 0, "maxOffset": 3}
     assert r.body is None
     # offset > max: OFFSET_OVERFLOW_BADLY -> PULL_OFFSET_MOVED. 4.9.8's
     # DefaultMessageStore.getMessage corrects to minOffset when that is 0, else maxOffset
@@ -114,8 +125,7 @@ async def test_pull_status_table(api):
     wo = unique("WriteOnly")
     assert (await api.create_topic(wo, 1, perm=2)).code == ResponseCode.SUCCESS
     r = await api.pull(wo, 0, 0)
-    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION,
-                                  f"the topic[{wo}] pulling message is forbidden")
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, f"the topic[{wo}] pulling message is forbidden")
     # no SUBSCRIPTION flag and no heartbeat for the group
     r = await api.pull(topic, 0, 0, group=unique("NoHb"), sys_flag=0, subscription=None)
     assert r.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
@@ -126,8 +136,9 @@ async def test_tag_filter_and_no_matched_msg(api):
     topic = unique("Tags")
     tags = ["TagA", "TagB", "TagA", "TagB", "TagC", "TagA"]
     for i, t in enumerate(tags):
-        await api.send_ok(topic, b"%s-%d" % (t.encode(), i), queue_id=0,
-                          properties=props(tags=t, wait="true"))
+        await api.send_ok(
+            topic, b"%s-%d" % (t.encode(), i), queue_id=0, properties=props(tags=t, wait="true")
+        )
     await api.send_ok(topic, b"no-tag", queue_id=0, properties=props(wait="true"))
     await api.wait_max_offset(topic, 0, 7)
     r = await api.pull(topic, 0, 0, subscription="TagA")
@@ -142,8 +153,7 @@ async def test_tag_filter_and_no_matched_msg(api):
     # everything scanned, nothing matched: NO_MATCHED_MESSAGE -> PULL_RETRY_IMMEDIATELY
     r = await api.pull(topic, 0, 0, subscription="TagZ")
     assert (r.code, r.remark) == (ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE")
-    assert _hdr(r) == {"suggestWhichBrokerId": 0, "nextBeginOffset": 7, "minOffset": 0,
-                       "maxOffset": 7}
+    assert _hdr(r) == {"suggestWhichBrokerId": 0, "nextBeginOffset": 7, "minOffset": 0, "maxOffset": 7}
     assert r.body is None
     r = await api.pull(topic, 0, 4, subscription="TagB")
     assert (r.code, _hdr(r)["nextBeginOffset"]) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 7)
@@ -154,23 +164,26 @@ async def test_pull_uses_the_heartbeat_subscription(api):
     for t in ("TagA", "TagB", "TagA"):
         await api.send_ok(topic, t.encode(), queue_id=0, properties=props(tags=t, wait="true"))
     await api.wait_max_offset(topic, 0, 3)
-    hb = await api.heartbeat("127.0.0.1@hbsub", [(group, [(topic, "TagB")])],
-                             sub_version=1000)
+    hb = await api.heartbeat("127.0.0.1@hbsub", [(group, [(topic, "TagB")])], sub_version=1000)
     assert hb.code == ResponseCode.SUCCESS
     # no SUBSCRIPTION flag: the broker filters with what the consumer registered
     r = await api.pull(topic, 0, 0, group=group, sys_flag=0, subscription=None, sub_version=1000)
     assert r.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_records(r.body)] == [b"TagB"]
     r = await api.pull(topic, 0, 0, group=group, sys_flag=0, subscription=None, sub_version=2000)
-    assert (r.code, r.remark) == (ResponseCode.SUBSCRIPTION_NOT_LATEST,
-                                  "the consumer's subscription not latest")
+    assert (r.code, r.remark) == (
+        ResponseCode.SUBSCRIPTION_NOT_LATEST,
+        "the consumer's subscription not latest",
+    )
     r = await api.pull(unique("Other"), 0, 0, group=group, sys_flag=0, subscription=None)
     assert r.code == ResponseCode.TOPIC_NOT_EXIST
     other = unique("OtherT")
     await api.send_ok(other, b"x")
     r = await api.pull(other, 0, 0, group=group, sys_flag=0, subscription=None)
-    assert (r.code, r.remark) == (ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                                  "the consumer's subscription not exist")
+    assert (r.code, r.remark) == (
+        ResponseCode.SUBSCRIPTION_NOT_EXIST,
+        "the consumer's subscription not exist",
+    )
 
 
 async def test_long_poll_answered_when_a_message_arrives(cluster):
@@ -179,8 +192,9 @@ async def test_long_poll_answered_when_a_message_arrives(cluster):
     async with BrokerApi(br.addr) as api, BrokerApi(br.addr) as producer:
         assert (await api.create_topic(topic, 2)).code == ResponseCode.SUCCESS
         loop = asyncio.get_running_loop()
-        parked = asyncio.ensure_future(api.pull(topic, 0, 0, sys_flag=SUB | SUSPEND,
-                                                suspend_ms=10000, timeout=20))
+        parked = asyncio.ensure_future(
+            api.pull(topic, 0, 0, sys_flag=SUB | SUSPEND, suspend_ms=10000, timeout=20)
+        )
         await asyncio.sleep(0.3)
         assert not parked.done(), parked.result() if parked.done() else None
         # a message for another queue does not answer it
@@ -198,8 +212,9 @@ async def test_long_poll_answered_when_a_message_arrives(cluster):
         assert delay < 0.2, f"long poll answered {delay:.3f}s after the send was acknowledged"
 
         # parked at offset == max (OFFSET_OVERFLOW_ONE) and woken by the next message
-        parked = asyncio.ensure_future(api.pull(topic, 0, 1, sys_flag=SUB | SUSPEND,
-                                                suspend_ms=10000, timeout=20))
+        parked = asyncio.ensure_future(
+            api.pull(topic, 0, 1, sys_flag=SUB | SUSPEND, suspend_ms=10000, timeout=20)
+        )
         await asyncio.sleep(0.2)
         assert not parked.done()
         await producer.send_ok(topic, b"second", queue_id=0)
@@ -216,8 +231,7 @@ async def test_long_poll_timeout_answers_pull_not_found(api):
     for offset, remark in ((1, "OFFSET_OVERFLOW_ONE"), (0, None)):
         qid = 0 if offset == 1 else 1
         t0 = time.monotonic()
-        r = await api.pull(topic, qid, offset, sys_flag=SUB | SUSPEND, suspend_ms=1000,
-                           timeout=10)
+        r = await api.pull(topic, qid, offset, sys_flag=SUB | SUSPEND, suspend_ms=1000, timeout=10)
         took = time.monotonic() - t0
         assert r.code == ResponseCode.PULL_NOT_FOUND
         if remark:
@@ -244,9 +258,18 @@ async def test_commit_offset_piggybacked_on_pull(api):
     q = await api.query_offset(group, topic, 0)
     assert q.ext_fields == {"offset": "3"}
     # a parked pull commits too (when it is parked, not again when it is answered)
-    parked = asyncio.ensure_future(api.pull(topic, 0, 5, group=group,
-                                            sys_flag=SUB | COMMIT | SUSPEND,
-                                            commit_offset=5, suspend_ms=500, timeout=5))
+    parked = asyncio.ensure_future(
+        api.pull(
+            topic,
+            0,
+            5,
+            group=group,
+            sys_flag=SUB | COMMIT | SUSPEND,
+            commit_offset=5,
+            suspend_ms=500,
+            timeout=5,
+        )
+    )
     await asyncio.sleep(0.1)
     q = await api.query_offset(group, topic, 0)
     assert q.ext_fields == {"offset": "5"}
@@ -264,7 +287,7 @@ async def test_offset_too_small_after_the_first_commitlog_file_is_gone(tmp_path)
         br = broker_process(tmp_path, ns.addr, conf=conf).start()
         try:
             async with BrokerApi(br.addr) as api:
-                for i in range(40):   # ~4 KiB each: a few CommitLog files
+                for i in range(40):  # ~4 KiB each: a few CommitLog files
                     await api.send_ok(topic, bytes([65 + i % 26]) * 4000, queue_id=0)
                 await api.wait_max_offset(topic, 0, 40)
         finally:

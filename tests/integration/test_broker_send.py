@@ -5,6 +5,7 @@ both flush modes, auto-creation from TBW102, the msgCheck pre-checks and the sto
 status -> response code table, batches (comma-joined msgIds, consecutive offsets, pull
 order).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +16,15 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import ViewMessageRequestHeader
 from rmq.protocol.message import decode_message_id, decode_record, decode_records
 from tests.harness import start_broker, start_namesrv
-from tests.integration.broker_util import BrokerApi, broker_in_route, props, route
-from tests.integration.broker_util import uniq_key, unique, wait_until
+from tests.integration.broker_util import (
+    BrokerApi,
+    broker_in_route,
+    props,
+    route,
+    uniq_key,
+    unique,
+    wait_until,
+)
 from tests.integration.rigs import ns_and_broker
 
 pytestmark = pytest.mark.timeout(60)
@@ -25,20 +33,25 @@ pytestmark = pytest.mark.timeout(60)
 cluster = ns_and_broker("broker-send")
 
 
-@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2],
-                         ids=["SEND_MESSAGE", "SEND_MESSAGE_V2"])
+@pytest.mark.parametrize(
+    "code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2], ids=["SEND_MESSAGE", "SEND_MESSAGE_V2"]
+)
 async def test_send_response_header_and_stored_record(api, code):
     topic = unique("Send")
     offsets = []
     for i in range(3):
         uk = uniq_key()
-        r = await api.send(topic, b"body-%d" % i, code=code, queue_id=2,
-                           properties=props(tags="TagA", keys="k1 k2", uniq=uk, wait="true"))
+        r = await api.send(
+            topic,
+            b"body-%d" % i,
+            code=code,
+            queue_id=2,
+            properties=props(tags="TagA", keys="k1 k2", uniq=uk, wait="true"),
+        )
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         assert r.remark is None
         ext = r.ext_fields
-        assert set(ext) == {"msgId", "queueId", "queueOffset", "transactionId",
-                            "MSG_REGION", "TRACE_ON"}, ext
+        assert set(ext) == {"msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON"}, ext
         assert ext["queueId"] == "2"
         assert ext["queueOffset"] == str(i)
         assert ext["transactionId"] == uk
@@ -51,8 +64,7 @@ async def test_send_response_header_and_stored_record(api, code):
         offsets.append(phy)
 
         # the record at that offset, by VIEW_MESSAGE_BY_ID (2.11)
-        v = await api.call(RequestCode.VIEW_MESSAGE_BY_ID,
-                           ViewMessageRequestHeader(phy).to_ext_fields())
+        v = await api.call(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(phy).to_ext_fields())
         assert v.code == ResponseCode.SUCCESS, (v.code, v.remark)
         m = decode_record(v.body)
         assert m.store_size == len(v.body)
@@ -78,18 +90,17 @@ async def test_send_negative_queue_id_picks_a_queue(api):
 
 @pytest.mark.parametrize("mode", ["SYNC_FLUSH", "ASYNC_FLUSH"])
 async def test_send_in_both_flush_modes(tmp_path, mode):
-    with start_namesrv(tmp_path) as ns, start_broker(tmp_path, ns.addr,
-                                                     conf={"flushDiskType": mode}) as br:
+    with start_namesrv(tmp_path) as ns, start_broker(tmp_path, ns.addr, conf={"flushDiskType": mode}) as br:
         topic = unique("Flush")
         async with BrokerApi(br.addr) as api:
             info = await api.runtime_info()
             assert info["flushDiskType"] == mode
-            rs = await asyncio.gather(*(api.send(topic, b"m%03d" % i, queue_id=i % 2)
-                                        for i in range(40)))
+            rs = await asyncio.gather(*(api.send(topic, b"m%03d" % i, queue_id=i % 2) for i in range(40)))
             assert all(r.code == ResponseCode.SUCCESS for r in rs), [(r.code, r.remark) for r in rs]
             for q in (0, 1):
-                offs = sorted(int(r.ext_fields["queueOffset"]) for r in rs
-                              if r.ext_fields["queueId"] == str(q))
+                offs = sorted(
+                    int(r.ext_fields["queueOffset"]) for r in rs if r.ext_fields["queueId"] == str(q)
+                )
                 assert offs == list(range(20))
             if mode == "SYNC_FLUSH":
                 # acked => flushed: nothing of what was acknowledged waits for a flush
@@ -101,8 +112,9 @@ async def test_send_in_both_flush_modes(tmp_path, mode):
             await api.wait_max_offset(topic, 0, 21)
             body, nxt = await api.pull_all(topic, 0)
             assert nxt == 21
-            assert [m.body for m in decode_records(body)] == \
-                [b"m%03d" % i for i in range(0, 40, 2)] + [b"nowait"]
+            assert [m.body for m in decode_records(body)] == [b"m%03d" % i for i in range(0, 40, 2)] + [
+                b"nowait"
+            ]
 
 
 async def test_send_auto_creates_topic_from_tbw102(cluster):
@@ -118,8 +130,11 @@ async def test_send_auto_creates_topic_from_tbw102(cluster):
         assert (topics[t4].read_queue_nums, topics[t4].write_queue_nums, topics[t4].perm) == (4, 4, 6)
         assert (topics[t16].read_queue_nums, topics[t16].write_queue_nums, topics[t16].perm) == (8, 8, 6)
         # a topic change re-registers with the NameServer at once
-        took = await wait_until(lambda: broker_in_route(api.client, ns.addr, t4, br.addr), 1.0,
-                                f"auto-created {t4} not in the NameServer route within 1 s")
+        took = await wait_until(
+            lambda: broker_in_route(api.client, ns.addr, t4, br.addr),
+            1.0,
+            f"auto-created {t4} not in the NameServer route within 1 s",
+        )
         rd = await broker_in_route(api.client, ns.addr, t4, br.addr)
         qd = [q for q in rd.queue_datas if q.broker_name == "broker-a"][0]
         assert (qd.read_queue_nums, qd.write_queue_nums, qd.perm) == (4, 4, 6)
@@ -145,8 +160,15 @@ async def test_send_topic_not_exist_without_auto_create(tmp_path):
             await api.send_ok("MadeByAdmin", b"x", queue_id=1)
 
 
-@pytest.mark.parametrize("topic", ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC",
-                                   "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"])
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+    ],
+)
 async def test_send_to_system_topic_no_permission(api, topic):
     for c in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
         r = await api.send(topic, b"x", code=c)
@@ -154,16 +176,20 @@ async def test_send_to_system_topic_no_permission(api, topic):
         assert r.remark == f"Sending message to topic[{topic}] is forbidden."
 
 
-@pytest.mark.parametrize("topic", ["bad topic", "bad/topic", "bäd", "a.b", "x" * 128],
-                         ids=["space", "slash", "non-ascii", "dot", "too-long"])
+@pytest.mark.parametrize(
+    "topic",
+    ["bad topic", "bad/topic", "bäd", "a.b", "x" * 128],
+    ids=["space", "slash", "non-ascii", "dot", "too-long"],
+)
 async def test_send_illegal_topic_is_system_error(api, topic):
     r = await api.send(topic, b"x")
     assert r.code == ResponseCode.SYSTEM_ERROR == 1
     if len(topic) > 127:
         assert r.remark == "The specified topic is longer than topic max length 127."
     else:
-        assert r.remark == (f"The specified topic[{topic}] contains illegal characters, "
-                            "allowing only ^[%|a-zA-Z0-9_-]+$")
+        assert r.remark == (
+            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
     assert topic not in await api.topics()
 
 
@@ -202,8 +228,7 @@ async def test_send_oversized_body_is_message_illegal(api):
 async def test_batch_send_then_pull_in_order(api):
     topic = unique("Batch")
     await api.send_ok(topic, b"single-first", queue_id=1)
-    items = [(b"batch-%02d" % i, props(tags=f"T{i % 3}", keys=f"bk{i}", uniq=uniq_key()))
-             for i in range(10)]
+    items = [(b"batch-%02d" % i, props(tags=f"T{i % 3}", keys=f"bk{i}", uniq=uniq_key())) for i in range(10)]
     r = await api.send_batch(topic, items, queue_id=1)
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
     ext = r.ext_fields
@@ -238,7 +263,9 @@ async def test_batch_send_auto_creates_topic(api):
     await api.wait_max_offset(topic, 2, 2)
     assert [m.body for m in decode_records((await api.pull(topic, 2, 0)).body)] == [b"a", b"b"]
     # a malformed batch body is refused
-    r = await api.call(RequestCode.SEND_BATCH_MESSAGE,
-                       api.send_header(topic, queue_id=0, batch=True).to_v2_ext_fields(),
-                       b"\x00\x00\x00\x30garbage")
+    r = await api.call(
+        RequestCode.SEND_BATCH_MESSAGE,
+        api.send_header(topic, queue_id=0, batch=True).to_v2_ext_fields(),
+        b"\x00\x00\x00\x30garbage",
+    )
     assert r.code == ResponseCode.MESSAGE_ILLEGAL

@@ -3,6 +3,7 @@
 Each test uses its own topics and groups. Tests that kill or restart processes live in
 ``test_client_cluster.py``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,20 +13,30 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from collections.abc import Callable, Iterator
 
 import pytest
 
-from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message,
-                        MQBrokerError, MQClientAPI, MQClientError, Producer, PushConsumer,
-                        SendStatus, select_by_hash)
+from rmq.client import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    LitePullConsumer,
+    Message,
+    MQBrokerError,
+    MQClientAPI,
+    MQClientError,
+    Producer,
+    PushConsumer,
+    SendStatus,
+    select_by_hash,
+)
 from rmq.client.config import ClientConfig
+from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicRouteData
 from rmq.protocol.codes import ResponseCode, SerializeType
 from rmq.protocol.message import SysFlag, decode_message_id
-from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicRouteData
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
 
@@ -40,8 +51,9 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{next(_seq)}"
 
 
-async def wait_until(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,
-                     what: str = "condition") -> None:
+async def wait_until(
+    pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition"
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         r = pred()
@@ -54,8 +66,9 @@ async def wait_until(pred: Callable[[], Any], timeout: float = 20.0, interval: f
         await asyncio.sleep(interval)
 
 
-async def create_topic(namesrv: str, broker_addrs: list[str] | str, topic: str,
-                       queues: int = 4) -> TopicRouteData:
+async def create_topic(
+    namesrv: str, broker_addrs: list[str] | str, topic: str, queues: int = 4
+) -> TopicRouteData:
     """UPDATE_AND_CREATE_TOPIC on each broker, then wait until the NameServer routes it."""
     if isinstance(broker_addrs, str):
         broker_addrs = [broker_addrs]
@@ -69,6 +82,7 @@ async def create_topic(namesrv: str, broker_addrs: list[str] | str, topic: str,
             nonlocal route
             route = await api.get_topic_route_info(topic)
             return route is not None and len(route.queue_datas) == len(broker_addrs)
+
         await wait_until(routed, 10, what=f"route of {topic}")
         assert route is not None
         return route
@@ -89,12 +103,14 @@ class Collector:
         return [m.body for m in self.msgs]
 
 
-async def start_push_from_first(group: str, namesrv: str, topic: str,
-                                expression: str = "*") -> tuple[PushConsumer, Collector]:
+async def start_push_from_first(
+    group: str, namesrv: str, topic: str, expression: str = "*"
+) -> tuple[PushConsumer, Collector]:
     """A started PushConsumer of topic (from the first offset) and what it receives."""
     got = Collector()
-    c = PushConsumer(group, namesrv, listener=got,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        group, namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
     c.subscribe(topic, expression)
     await c.start()
     return c, got
@@ -107,15 +123,16 @@ async def poll_at_least(c: LitePullConsumer, n: int, what: str, timeout: float =
     async def enough() -> bool:
         got.extend(await c.poll(200))
         return len(got) >= n
+
     await wait_until(enough, timeout, what=what)
     return got
 
 
-async def lite_pull_at_least(namesrv: str, queues: list[MessageQueue], n: int, what: str,
-                             timeout: float = 20.0) -> list:
+async def lite_pull_at_least(
+    namesrv: str, queues: list[MessageQueue], n: int, what: str, timeout: float = 20.0
+) -> list:
     """Poll the queues (from the first offset, a fresh group) until n messages arrived."""
-    c = LitePullConsumer(unique("lg"), namesrv,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = LitePullConsumer(unique("lg"), namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     c.assign(queues)
     await c.start()
     try:
@@ -141,12 +158,17 @@ async def new_topic(cluster, prefix: str = "T", queues: int = 4) -> str:
 # --------------------------------------------------------------------------- produce / consume
 async def test_sync_send_and_push_consume_keep_tags_keys_properties_and_compression(cluster):
     topic = await new_topic(cluster)
-    big = os.urandom(3000) * 2            # 6000 bytes, compressed on the way
+    big = os.urandom(3000) * 2  # 6000 bytes, compressed on the way
     sent: dict[str, tuple[Message, Any]] = {}
     async with Producer(unique("pg"), cluster.namesrv) as p:
         for i in range(10):
-            m = Message(topic, f"body-{i}".encode(), tags="TagA", keys=[f"k{i}", "shared"],
-                        properties={"color": "red", "i": str(i)})
+            m = Message(
+                topic,
+                f"body-{i}".encode(),
+                tags="TagA",
+                keys=[f"k{i}", "shared"],
+                properties={"color": "red", "i": str(i)},
+            )
             r = await p.send(m)
             assert r.status is SendStatus.SEND_OK and r.ok
             assert len(r.msg_id) == 32
@@ -179,7 +201,7 @@ async def test_sync_send_and_push_consume_keep_tags_keys_properties_and_compress
             assert m.properties["color"] == "red"
             assert not m.sys_flag & SysFlag.COMPRESSED
         else:
-            assert m.sys_flag & SysFlag.COMPRESSED          # stored compressed, given inflated
+            assert m.sys_flag & SysFlag.COMPRESSED  # stored compressed, given inflated
             assert len(m.body) == 6000
 
 
@@ -187,8 +209,9 @@ async def test_async_oneway_and_batch_sends(cluster):
     topic = await new_topic(cluster)
     done: list = []
     async with Producer(unique("pg"), cluster.namesrv) as p:
-        futs = [p.send_async(Message(topic, f"async-{i}".encode()), on_success=done.append)
-                for i in range(20)]
+        futs = [
+            p.send_async(Message(topic, f"async-{i}".encode()), on_success=done.append) for i in range(20)
+        ]
         results = await asyncio.gather(*futs)
         assert all(r.status is SendStatus.SEND_OK for r in results)
         for i in range(10):
@@ -202,11 +225,16 @@ async def test_async_oneway_and_batch_sends(cluster):
         assert len(r2.msg_id.split(",")) == 2
     assert len(done) == 20
     # everything is there, batch members in order at consecutive offsets of one queue
-    got = await lite_pull_at_least(cluster.namesrv, [MessageQueue(topic, "broker-a", i) for i in range(4)],
-                                   42, "42 messages")
+    got = await lite_pull_at_least(
+        cluster.namesrv, [MessageQueue(topic, "broker-a", i) for i in range(4)], 42, "42 messages"
+    )
     bodies = sorted(m.body.decode() for m in got)
-    expected = sorted([f"async-{i}" for i in range(20)] + [f"oneway-{i}" for i in range(10)]
-                      + [f"batch-{i}" for i in range(10)] + ["ab-1", "ab-2"])
+    expected = sorted(
+        [f"async-{i}" for i in range(20)]
+        + [f"oneway-{i}" for i in range(10)]
+        + [f"batch-{i}" for i in range(10)]
+        + ["ab-1", "ab-2"]
+    )
     assert bodies == expected
     batch_msgs = sorted((m for m in got if m.body.startswith(b"batch-")), key=lambda m: m.queue_offset)
     assert len({m.queue_id for m in batch_msgs}) == 1
@@ -227,14 +255,18 @@ async def test_send_to_chosen_queue_and_by_selector_keeps_order(cluster):
         queues: dict[str, set[int]] = {}
         for step in range(8):
             for order in range(5):
-                r = await p.send(Message(topic, f"order-{order}:{step}".encode()),
-                                 selector=select_by_hash, arg=f"order-{order}")
+                r = await p.send(
+                    Message(topic, f"order-{order}:{step}".encode()),
+                    selector=select_by_hash,
+                    arg=f"order-{order}",
+                )
                 queues.setdefault(f"order-{order}", set()).add(r.message_queue.queue_id)
         assert all(len(q) == 1 for q in queues.values())
         with pytest.raises(MQClientError):
             await p.send(Message(topic, b"x"), queue=MessageQueue("other", "broker-a", 0))
-    got = await lite_pull_at_least(cluster.namesrv, [MessageQueue(topic, "broker-a", i) for i in range(4)],
-                                   42, "42 messages")
+    got = await lite_pull_at_least(
+        cluster.namesrv, [MessageQueue(topic, "broker-a", i) for i in range(4)], 42, "42 messages"
+    )
     assert [m.body for m in got if m.queue_id == 2][0] == b"to-q2"
     assert [m.body for m in got if m.queue_id == 3][0] == b"oneway-q3"
     per_order: dict[str, list[tuple[int, int]]] = {}
@@ -251,9 +283,9 @@ async def test_send_errors_from_the_client_and_the_broker(cluster):
     topic = await new_topic(cluster)
     async with Producer(unique("pg"), cluster.namesrv) as p:
         with pytest.raises(MQClientError):
-            await p.send(Message(topic, b""))                       # empty body
+            await p.send(Message(topic, b""))  # empty body
         with pytest.raises(MQClientError):
-            await p.send(Message("SCHEDULE_TOPIC_XXXX", b"x"))      # system topic
+            await p.send(Message("SCHEDULE_TOPIC_XXXX", b"x"))  # system topic
         # properties longer than 32767 bytes: the store refuses, the broker says why,
         # and the client does not retry a non-retryable code
         with pytest.raises(MQBrokerError) as ei:
@@ -267,7 +299,7 @@ async def test_send_errors_from_the_client_and_the_broker(cluster):
         assert ei.value.code == ResponseCode.SYSTEM_ERROR
         assert "queueId[99] is illegal" in ei.value.remark
     with pytest.raises(MQClientError):
-        await p.send(Message(topic, b"x"))                           # shut down
+        await p.send(Message(topic, b"x"))  # shut down
 
 
 async def test_producer_without_name_server_fails_to_start():
@@ -288,12 +320,19 @@ async def test_new_groups_see_the_backlog_whatever_consume_from_where(cluster):
             await p.send(Message(topic, f"old-{i}".encode()))
     collectors = {}
     consumers = []
-    for where in (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                  ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                  ConsumeFromWhere.CONSUME_FROM_TIMESTAMP):
+    for where in (
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+    ):
         got = collectors[where] = Collector()
-        c = PushConsumer(unique("cg"), cluster.namesrv, listener=got, consume_from_where=where,
-                         consume_timestamp=time.strftime("%Y%m%d%H%M%S"))
+        c = PushConsumer(
+            unique("cg"),
+            cluster.namesrv,
+            listener=got,
+            consume_from_where=where,
+            consume_timestamp=time.strftime("%Y%m%d%H%M%S"),
+        )
         c.subscribe(topic)
         consumers.append(c)
         await c.start()
@@ -309,8 +348,9 @@ async def test_new_groups_see_the_backlog_whatever_consume_from_where(cluster):
         for c in consumers:
             await c.shutdown()
     for got in collectors.values():
-        assert sorted(got.bodies()) == sorted([f"old-{i}".encode() for i in range(6)]
-                                              + [f"new-{i}".encode() for i in range(4)])
+        assert sorted(got.bodies()) == sorted(
+            [f"old-{i}".encode() for i in range(6)] + [f"new-{i}".encode() for i in range(4)]
+        )
 
 
 async def test_offset_committed_on_shutdown_survives_a_consumer_restart(cluster):
@@ -351,11 +391,16 @@ async def test_tag_filtering_push_and_lite(cluster):
             await p.send(Message(topic, f"{'abc'[i % 3]}-{i}".encode(), tags="abc"[i % 3]))
         await p.send(Message(topic, b"untagged-1"))
     got = Collector()
-    c = PushConsumer(unique("cg"), cluster.namesrv, listener=got,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        unique("cg"),
+        cluster.namesrv,
+        listener=got,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     c.subscribe(topic, "a || c")
-    lite = LitePullConsumer(unique("lg"), cluster.namesrv,
-                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    lite = LitePullConsumer(
+        unique("lg"), cluster.namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
     lite.subscribe(topic, "b")
     await c.start()
     await lite.start()
@@ -383,12 +428,18 @@ async def test_two_consumers_split_queues_and_rebalance_when_one_leaves(cluster)
     await c2.start()
 
     def owned(c) -> set[int]:
-        return {mq.queue_id for mq, pq in c.rebalance.process_queue_table.items()
-                if mq.topic == topic and not pq.dropped}
+        return {
+            mq.queue_id
+            for mq, pq in c.rebalance.process_queue_table.items()
+            if mq.topic == topic and not pq.dropped
+        }
+
     stopped2 = False
     try:
-        await wait_until(lambda: len(owned(c1)) == 2 and len(owned(c2)) == 2
-                         and owned(c1) | owned(c2) == {0, 1, 2, 3}, what="an AVG split")
+        await wait_until(
+            lambda: len(owned(c1)) == 2 and len(owned(c2)) == 2 and owned(c1) | owned(c2) == {0, 1, 2, 3},
+            what="an AVG split",
+        )
         # AVG over the sorted client ids: the smaller id owns queues 0 and 1
         first = min((c1, c2), key=lambda c: c.instance.client_id)
         assert owned(first) == {0, 1}
@@ -409,8 +460,9 @@ async def test_two_consumers_split_queues_and_rebalance_when_one_leaves(cluster)
             for i in range(40, 80):
                 await p.send(Message(topic, f"m-{i}".encode()))
                 sent.append(f"m-{i}".encode())
-            await wait_until(lambda: set(got1.bodies()) | set(got2.bodies()) >= set(sent),
-                             what="every message")
+            await wait_until(
+                lambda: set(got1.bodies()) | set(got2.bodies()) >= set(sent), what="every message"
+            )
     finally:
         await c1.shutdown()
         if not stopped2:
@@ -440,9 +492,14 @@ async def test_reconsume_later_is_delivered_again_locally(cluster):
     async with Producer(unique("pg"), cluster.namesrv) as p:
         for body in (b"ok-1", b"flaky", b"raises", b"ok-2"):
             await p.send(Message(topic, body))
-    c = PushConsumer(group, cluster.namesrv, listener=listener, local_retry_delay_ms=200,
-                     send_back_to_broker=False,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        group,
+        cluster.namesrv,
+        listener=listener,
+        local_retry_delay_ms=200,
+        send_back_to_broker=False,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     c.subscribe(topic)
     await c.start()
     mq = MessageQueue(topic, "broker-a", 0)
@@ -450,8 +507,10 @@ async def test_reconsume_later_is_delivered_again_locally(cluster):
         await wait_until(lambda: len(attempts.get(b"flaky", [])) >= 1, what="first delivery")
         # while "flaky" is pending, the committable offset stays at it (offset 1)
         assert c.offset_store.offset_table.get(mq, 0) <= 1
-        await wait_until(lambda: len(attempts.get(b"flaky", [])) >= 3
-                         and len(attempts.get(b"raises", [])) >= 2, what="redeliveries")
+        await wait_until(
+            lambda: len(attempts.get(b"flaky", [])) >= 3 and len(attempts.get(b"raises", [])) >= 2,
+            what="redeliveries",
+        )
         await wait_until(lambda: c.offset_store.offset_table.get(mq) == 4, what="offset 4")
     finally:
         await c.shutdown()
@@ -478,13 +537,20 @@ async def test_reconsume_later_goes_back_through_the_broker(cluster):
     async with Producer(unique("pg"), cluster.namesrv) as p:
         r = await p.send(Message(topic, b"retry-me", tags="t", keys="k"))
         await p.send(Message(topic, b"to-dlq"))
-    c = PushConsumer(group, cluster.namesrv, listener=listener,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        group,
+        cluster.namesrv,
+        listener=listener,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     c.subscribe(topic)
     await c.start()
     try:
-        await wait_until(lambda: any(b == b"retry-me" and n == 1 for b, _, n, _ in seen),
-                         timeout=30, what="the retried message")
+        await wait_until(
+            lambda: any(b == b"retry-me" and n == 1 for b, _, n, _ in seen),
+            timeout=30,
+            what="the retried message",
+        )
         # the original queue moved on: both originals count as consumed
         mq = MessageQueue(topic, "broker-a", 0)
         await wait_until(lambda: c.offset_store.offset_table.get(mq) == 2, what="offset 2")
@@ -496,8 +562,9 @@ async def test_reconsume_later_goes_back_through_the_broker(cluster):
     assert props["ORIGIN_MESSAGE_ID"] == r.offset_msg_id
     assert props["UNIQ_KEY"] == r.msg_id
     assert [x for x in seen if x[0] == b"to-dlq"] and all(x[2] == 0 for x in seen if x[0] == b"to-dlq")
-    got = await lite_pull_at_least(cluster.namesrv, [MessageQueue(f"%DLQ%{group}", "broker-a", 0)],
-                                   1, "the DLQ message")
+    got = await lite_pull_at_least(
+        cluster.namesrv, [MessageQueue(f"%DLQ%{group}", "broker-a", 0)], 1, "the DLQ message"
+    )
     assert [m.body for m in got] == [b"to-dlq"]
 
 
@@ -560,7 +627,7 @@ async def test_producer_and_consumer_share_one_client_instance(cluster):
         await p.send(Message(topic, b"one"))
         await wait_until(lambda: len(got.msgs) == 1, what="one")
         await p.shutdown()
-        assert not c.instance.closed          # the consumer still uses it
+        assert not c.instance.closed  # the consumer still uses it
         async with Producer(unique("pg"), config=cfg) as p2:
             assert p2.instance is c.instance
             await p2.send(Message(topic, b"two"))
@@ -581,12 +648,15 @@ async def test_route_refresh_and_periodic_rebalance_pick_up_new_queues(cluster):
         await c.start()
         try:
             assert len(await p.fetch_publish_message_queues(topic)) == 2
-            await create_topic(cluster.namesrv, cluster.broker, topic, 4)   # 2 -> 4 queues
-            await wait_until(lambda: len(p.topic_publish_info_table[topic].message_queue_list) == 4,
-                             what="the producer's route refresh")
-            await wait_until(lambda: len([mq for mq in c.rebalance.process_queue_table
-                                          if mq.topic == topic]) == 4,
-                             what="the consumer's rebalance onto 4 queues")
+            await create_topic(cluster.namesrv, cluster.broker, topic, 4)  # 2 -> 4 queues
+            await wait_until(
+                lambda: len(p.topic_publish_info_table[topic].message_queue_list) == 4,
+                what="the producer's route refresh",
+            )
+            await wait_until(
+                lambda: len([mq for mq in c.rebalance.process_queue_table if mq.topic == topic]) == 4,
+                what="the consumer's rebalance onto 4 queues",
+            )
             results = [await p.send(Message(topic, f"m-{i}".encode())) for i in range(8)]
             assert {r.message_queue.queue_id for r in results} == {0, 1, 2, 3}
             await wait_until(lambda: len(got.msgs) == 8, what="8 messages")
@@ -602,13 +672,17 @@ async def test_lite_pull_assign_poll_commit_seek(cluster):
     async with Producer(unique("pg"), cluster.namesrv) as p:
         for i in range(10):
             await p.send(Message(topic, f"m-{i}".encode()), queue=mqs[i % 2])
-        c = LitePullConsumer(group, cluster.namesrv, auto_commit=False,
-                             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        c = LitePullConsumer(
+            group,
+            cluster.namesrv,
+            auto_commit=False,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
         c.assign(mqs)
         await c.start()
         try:
             got = await poll_at_least(c, 10, "10 messages")
-            assert await c.committed(mqs[0]) == 0          # nothing committed yet (spec 2.6)
+            assert await c.committed(mqs[0]) == 0  # nothing committed yet (spec 2.6)
             await c.commit()
             assert [await c.committed(mq) for mq in mqs] == [5, 5]
             # seek back: the queue is read again from there
@@ -631,7 +705,7 @@ async def test_lite_pull_assign_poll_commit_seek(cluster):
         got2 = await poll_at_least(c2, 4, "4 new messages")
         assert await c2.poll(300) == []
     finally:
-        await c2.shutdown()       # auto-commit: the polled messages are committed
+        await c2.shutdown()  # auto-commit: the polled messages are committed
     assert sorted(m.body for m in got2) == sorted(f"m-{i}".encode() for i in range(10, 14))
     async with RemotingClient() as rc:
         api = MQClientAPI(rc, [cluster.namesrv])
@@ -647,8 +721,9 @@ async def test_lite_pull_subscribe_rebalances_between_two_consumers(cluster):
         c.subscribe(topic, "*")
         await c.start()
     try:
-        await wait_until(lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2,
-                         what="2 queues each")
+        await wait_until(
+            lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2, what="2 queues each"
+        )
         assert c1.assignment().isdisjoint(c2.assignment())
         async with Producer(unique("pg"), cluster.namesrv) as p:
             for i in range(20):
@@ -659,6 +734,7 @@ async def test_lite_pull_subscribe_rebalances_between_two_consumers(cluster):
             got1.extend(await c1.poll(100))
             got2.extend(await c2.poll(100))
             return len(got1) + len(got2) >= 20
+
         await wait_until(enough, what="20 messages")
         assert len(got1) == 10 and len(got2) == 10
         assert {m.queue_id for m in got1}.isdisjoint({m.queue_id for m in got2})
@@ -672,7 +748,9 @@ async def test_admin_requests(cluster):
     topic = await new_topic(cluster, queues=2)
     t0 = int(time.time() * 1000)
     async with Producer(unique("pg"), cluster.namesrv) as p:
-        r = await p.send(Message(topic, b"findme", keys="key-1 key-2"), queue=MessageQueue(topic, "broker-a", 1))
+        r = await p.send(
+            Message(topic, b"findme", keys="key-1 key-2"), queue=MessageQueue(topic, "broker-a", 1)
+        )
         mqs = await p.fetch_publish_message_queues(topic)
         assert mqs == [MessageQueue(topic, "broker-a", 0), MessageQueue(topic, "broker-a", 1)]
     async with RemotingClient() as rc:
@@ -692,8 +770,9 @@ async def test_admin_requests(cluster):
         assert m.body == b"findme" and m.uniq_key == r.msg_id
         q = await api.query_message(b, topic, "key-2", 32, t0 - 1000, int(time.time() * 1000) + 1000)
         assert [x.body for x in q.messages] == [b"findme"]
-        q = await api.query_message(b, topic, r.msg_id, 32, t0 - 1000,
-                                    int(time.time() * 1000) + 1000, unique_key=True)
+        q = await api.query_message(
+            b, topic, r.msg_id, 32, t0 - 1000, int(time.time() * 1000) + 1000, unique_key=True
+        )
         assert [x.body for x in q.messages] == [b"findme"]
         with pytest.raises(MQBrokerError) as ei:
             await api.query_message(b, topic, "no-such-key", 32, t0 - 1000, t0 + 60000)
@@ -712,41 +791,94 @@ async def test_admin_requests(cluster):
 # --------------------------------------------------------------------------- CLI
 def _rmq(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, "-m", "rmq.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rmq.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 async def test_cli_produce_and_consume(cluster):
     topic = await new_topic(cluster)
     loop = asyncio.get_running_loop()
-    out = await loop.run_in_executor(None, lambda: _rmq(
-        "produce", "-a", cluster.namesrv, "-t", topic, "-n", "6", "--body", "hello {i}",
-        "--tags", "cli", "--keys", "ck"))
+    out = await loop.run_in_executor(
+        None,
+        lambda: _rmq(
+            "produce",
+            "-a",
+            cluster.namesrv,
+            "-t",
+            topic,
+            "-n",
+            "6",
+            "--body",
+            "hello {i}",
+            "--tags",
+            "cli",
+            "--keys",
+            "ck",
+        ),
+    )
     assert out.returncode == 0, out.stderr
     lines = [l for l in out.stdout.splitlines() if l.startswith("#")]
     assert len(lines) == 6 and all("sendStatus=SEND_OK" in l for l in lines)
     assert "sent 6 message(s)" in out.stdout
-    out = await loop.run_in_executor(None, lambda: _rmq(
-        "produce", "-a", cluster.namesrv, "-t", topic, "-n", "4", "--batch", "2", "-q",
-        "--serialize", "ROCKETMQ"))
+    out = await loop.run_in_executor(
+        None,
+        lambda: _rmq(
+            "produce",
+            "-a",
+            cluster.namesrv,
+            "-t",
+            topic,
+            "-n",
+            "4",
+            "--batch",
+            "2",
+            "-q",
+            "--serialize",
+            "ROCKETMQ",
+        ),
+    )
     assert out.returncode == 0, out.stderr
     group = unique("cli")
-    out = await loop.run_in_executor(None, lambda: _rmq(
-        "consume", "-a", cluster.namesrv, "-t", topic, "-g", group, "--from", "first",
-        "-c", "8", "--idle", "20"))
+    out = await loop.run_in_executor(
+        None,
+        lambda: _rmq(
+            "consume",
+            "-a",
+            cluster.namesrv,
+            "-t",
+            topic,
+            "-g",
+            group,
+            "--from",
+            "first",
+            "-c",
+            "8",
+            "--idle",
+            "20",
+        ),
+    )
     assert out.returncode == 0, out.stderr
     first = [l for l in out.stdout.splitlines() if l.startswith("topic=")]
     assert len(first) == 8
     assert "consumed 8 message(s)" in out.stderr
     # the other 2 were not committed: the group gets them next time
-    out = await loop.run_in_executor(None, lambda: _rmq(
-        "consume", "-a", cluster.namesrv, "-t", topic, "-g", group, "-c", "2", "--idle", "20"))
+    out = await loop.run_in_executor(
+        None,
+        lambda: _rmq("consume", "-a", cluster.namesrv, "-t", topic, "-g", group, "-c", "2", "--idle", "20"),
+    )
     assert out.returncode == 0, out.stderr
     second = [l for l in out.stdout.splitlines() if l.startswith("topic=")]
     assert len(second) == 2
     bodies = sorted(l.split(" body=")[1] for l in first + second)
-    assert bodies == sorted([repr(f"hello {i}") for i in range(6)]
-                            + [repr(f"Hello RocketMQ {i}") for i in range(4)])
+    assert bodies == sorted(
+        [repr(f"hello {i}") for i in range(6)] + [repr(f"Hello RocketMQ {i}") for i in range(4)]
+    )
     assert all(f"topic={topic} " in l for l in first + second)
     bad = await loop.run_in_executor(None, lambda: _rmq("produce", "-a", "127.0.0.1:1", "-t", topic))
     assert bad.returncode != 0
@@ -757,7 +889,9 @@ async def test_cli_async_produce_of_many_to_a_new_topic(cluster):
     created on the way (TBW102 route) all answer within sendMsgTimeout."""
     topic = unique("cli-async")
     loop = asyncio.get_running_loop()
-    out = await loop.run_in_executor(None, lambda: _rmq(
-        "produce", "-a", cluster.namesrv, "-t", topic, "-n", "6000", "--mode", "async", "-q"))
+    out = await loop.run_in_executor(
+        None,
+        lambda: _rmq("produce", "-a", cluster.namesrv, "-t", topic, "-n", "6000", "--mode", "async", "-q"),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "sent 6000 message(s)" in out.stdout and "0 failed" in out.stdout

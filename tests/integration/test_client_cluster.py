@@ -1,33 +1,40 @@
 """Client tests that need their own processes: a broker without auto-creation, a broker
 killed under a producer, a broker restarted under a consumer."""
+
 from __future__ import annotations
 
 import asyncio
 import socket
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from rmq.client import (ClientErrorCode, Message, MQBrokerError,
-                        MQClientAPI, MQClientError, Producer, PushConsumer, RemotingError,
-                        SendStatus)
-from rmq.protocol.codes import ResponseCode
+from rmq.client import (
+    ClientErrorCode,
+    Message,
+    MQBrokerError,
+    MQClientAPI,
+    MQClientError,
+    Producer,
+    PushConsumer,
+    RemotingError,
+    SendStatus,
+)
 from rmq.protocol.bodies import MessageQueue
+from rmq.protocol.codes import ResponseCode
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
-from tests.integration.test_client import (Collector, create_topic, start_push_from_first, unique,
-                                           wait_until)
+from tests.integration.test_client import Collector, create_topic, start_push_from_first, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="rmq-client-cluster-",
-                                     ignore_cleanup_errors=True) as d:
+    with tempfile.TemporaryDirectory(prefix="rmq-client-cluster-", ignore_cleanup_errors=True) as d:
         yield Path(d)
 
 
@@ -40,8 +47,10 @@ def free_port() -> int:
 async def test_send_to_a_topic_the_broker_does_not_have(workdir):
     """autoCreateTopicEnable=false: no route at all is a client error; a send that reaches
     the broker is refused with TOPIC_NOT_EXIST and its remark, after the sync retries."""
-    with start_namesrv(workdir) as ns, \
-            start_broker(workdir, ns.addr, conf={"autoCreateTopicEnable": "false"}) as br:
+    with (
+        start_namesrv(workdir) as ns,
+        start_broker(workdir, ns.addr, conf={"autoCreateTopicEnable": "false"}) as br,
+    ):
         known = unique("Known")
         await create_topic(ns.addr, br.addr, known, 2)
         missing = unique("Missing")
@@ -64,9 +73,11 @@ async def test_send_to_a_topic_the_broker_does_not_have(workdir):
 
 
 async def test_sends_go_to_the_other_broker_when_one_is_killed(workdir):
-    with start_namesrv(workdir) as ns, \
-            start_broker(workdir, ns.addr, name="broker-a") as a, \
-            start_broker(workdir, ns.addr, name="broker-b") as b:
+    with (
+        start_namesrv(workdir) as ns,
+        start_broker(workdir, ns.addr, name="broker-a") as a,
+        start_broker(workdir, ns.addr, name="broker-b") as b,
+    ):
         topic = unique("Two")
         await create_topic(ns.addr, [a.addr, b.addr], topic, 4)
         plain = Producer(unique("pg"), ns.addr)
@@ -75,20 +86,22 @@ async def test_sends_go_to_the_other_broker_when_one_is_killed(workdir):
         await faulty.start()
         try:
             for p in (plain, faulty):
-                brokers = {(await p.send(Message(topic, b"warm"))).message_queue.broker_name
-                           for _ in range(8)}
+                brokers = {
+                    (await p.send(Message(topic, b"warm"))).message_queue.broker_name for _ in range(8)
+                }
                 assert brokers == {"broker-a", "broker-b"}
             a.kill()
             # the producers' cached routes still list broker-a
-            assert "broker-a" in {m.broker_name for m in plain.topic_publish_info_table[topic].message_queue_list}
+            assert "broker-a" in {
+                m.broker_name for m in plain.topic_publish_info_table[topic].message_queue_list
+            }
             for p in (plain, faulty):
                 t0 = time.monotonic()
                 results = [await p.send(Message(topic, f"after-{i}".encode())) for i in range(20)]
                 assert all(r.status is SendStatus.SEND_OK for r in results)
                 assert {r.message_queue.broker_name for r in results} == {"broker-b"}
                 assert time.monotonic() - t0 < 10
-                results = await asyncio.gather(*[p.send_async(Message(topic, b"async"))
-                                                 for _ in range(10)])
+                results = await asyncio.gather(*[p.send_async(Message(topic, b"async")) for _ in range(10)])
                 assert {r.message_queue.broker_name for r in results} == {"broker-b"}
             # with fault tolerance on, broker-a is out for the 4.9.8 isolation time (10 min)
             lft = faulty.fault_strategy.latency_fault_tolerance
@@ -102,8 +115,10 @@ async def test_sends_go_to_the_other_broker_when_one_is_killed(workdir):
         # everything acknowledged is on broker-b
         c, got = await start_push_from_first(unique("cg"), ns.addr, topic)
         try:
-            await wait_until(lambda: sum(m.body.startswith(b"after-") for m in got.msgs) >= 40,
-                             what="the messages sent after the kill")
+            await wait_until(
+                lambda: sum(m.body.startswith(b"after-") for m in got.msgs) >= 40,
+                what="the messages sent after the kill",
+            )
         finally:
             await c.shutdown()
 
@@ -131,8 +146,9 @@ async def test_committed_offsets_survive_a_broker_restart(workdir):
                 async def committed() -> bool:
                     offs = [await api.query_consumer_offset(br.addr, group, topic, q) for q in (0, 1)]
                     return sum(offs) == 10
+
                 await wait_until(committed, what="offsets committed by the periodic persist")
-            br.stop()                      # SIGTERM: the broker persists offsets on the way out
+            br.stop()  # SIGTERM: the broker persists offsets on the way out
         # The same broker (name, port, store) again. A new process name: the harness
         # appends to <name>.log and would take the first run's "boot success" line as
         # this run's.
@@ -153,8 +169,9 @@ async def test_committed_offsets_survive_a_broker_restart(workdir):
                 await wait_until(lambda: len(got.msgs) >= 16, timeout=30, what="messages after restart")
             finally:
                 await c.shutdown()
-            assert sorted(got.bodies()) == sorted([f"a-{i}".encode() for i in range(10)]
-                                                  + [f"b-{i}".encode() for i in range(6)])
+            assert sorted(got.bodies()) == sorted(
+                [f"a-{i}".encode() for i in range(10)] + [f"b-{i}".encode() for i in range(6)]
+            )
             # and a new consumer of the group starts from the committed offsets
             c2, got2 = await start_push_from_first(group, ns.addr, topic)
             try:

@@ -11,6 +11,7 @@
    scrape config, and every query of the Grafana dashboard returns data through
    Prometheus's HTTP API. Grafana itself is not run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,12 +28,13 @@ import time
 import urllib.parse
 import urllib.request
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from rmq.client import ConsumeFromWhere, MQClientAPI, Message, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, Message, MQClientAPI, Producer, PushConsumer
 from rmq.remoting.client import RemotingClient
 from tests.compose_local import ComposeDeployment, load_yaml
 from tests.integration.test_client import Collector, create_topic, unique, wait_until
@@ -44,8 +46,16 @@ REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
 DASHBOARD = REPO / "conf" / "grafana" / "rmq-dashboard.json"
 # Store files small enough for a test (the compose confs keep RocketMQ's 1 GiB).
-SMALL_STORE = ["-D", "mappedFileSizeCommitLog=4194304", "-D", "mappedFileSizeConsumeQueue=60000",
-               "-D", "maxHashSlotNum=10000", "-D", "maxIndexNum=40000"]
+SMALL_STORE = [
+    "-D",
+    "mappedFileSizeCommitLog=4194304",
+    "-D",
+    "mappedFileSizeConsumeQueue=60000",
+    "-D",
+    "maxHashSlotNum=10000",
+    "-D",
+    "maxIndexNum=40000",
+]
 # Series that exist only once replication runs (broker.ha_service / broker.epoch).
 HA_ONLY = ("rocketmq_ha_slave_lag_bytes", "rocketmq_ha_in_sync_replicas", "rocketmq_ha_epoch")
 # What Grafana would put in for its own variables.
@@ -53,9 +63,12 @@ GRAFANA_BUILTINS = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h
 
 
 def check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema",
-                           "vendor.compose-spec", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def conf_props(path: Path) -> dict[str, str]:
@@ -86,27 +99,33 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
     brokers = {}
     for n in (n for n, r in roles.items() if r == "broker"):
         cmd = dep.local[n].command
-        assert "brokerIP1=10.1.2.3" in cmd                # from RMQ_BROKER_IP
+        assert "brokerIP1=10.1.2.3" in cmd  # from RMQ_BROKER_IP
         props = conf_props(Path(cmd[cmd.index("-c") + 1]))
         brokers[n] = (props["brokerName"], props["brokerId"], props["brokerRole"])
         assert props["metricsPromExporterPort"] != "0"
         assert dep.local[n].env["NAMESRV_ADDR"].count(";") == 1
         # the advertised port is the one published on the host
         published = dep.services[n]["ports"][0].split(":")
-        assert published[0] == published[1] == conf_props(
-            dep.mounted_file(n, "/etc/rmq/broker.conf"))["listenPort"]
-    assert sorted(brokers.values()) == [("broker-a", "0", "SYNC_MASTER"), ("broker-a", "1", "SLAVE"),
-                                        ("broker-b", "0", "ASYNC_MASTER"), ("broker-b", "1", "SLAVE")]
+        assert (
+            published[0]
+            == published[1]
+            == conf_props(dep.mounted_file(n, "/etc/rmq/broker.conf"))["listenPort"]
+        )
+    assert sorted(brokers.values()) == [
+        ("broker-a", "0", "SYNC_MASTER"),
+        ("broker-a", "1", "SLAVE"),
+        ("broker-b", "0", "ASYNC_MASTER"),
+        ("broker-b", "1", "SLAVE"),
+    ]
     confs = {dep.mounted_file(n, "/etc/rmq/broker.conf") for n in brokers}
     stores = {m.source for n in brokers for m in dep.local[n].mounts if m.named}
-    assert len(confs) == len(stores) == 4                 # own conf file and volume each
-    assert dep.services["broker-a"]["build"] == "."       # one image, every role
+    assert len(confs) == len(stores) == 4  # own conf file and volume each
+    assert dep.services["broker-a"]["build"] == "."  # one image, every role
     assert {dep.services[n]["image"] for n in rmq} == {"rmq:local"}
 
     # Prometheus scrapes every rmq process's metrics port
     cfg = json.loads(dep.prometheus_config())
-    targets = {t for job in cfg["scrape_configs"] for sc in job["static_configs"]
-               for t in sc["targets"]}
+    targets = {t for job in cfg["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
     metric_ports = set()
     for n in rmq:
         cmd = dep.local[n].command
@@ -133,18 +152,27 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
 def run_prometheus(dep: ComposeDeployment, workdir: Path) -> Iterator[str]:
     binary = shutil.which("prometheus")
     if binary is None:
-        pytest.fail("no `prometheus` on PATH: scripts/install_test_deps.sh installs the "
-                    "Debian package prometheus")
+        pytest.fail(
+            "no `prometheus` on PATH: scripts/install_test_deps.sh installs the Debian package prometheus"
+        )
     d = workdir / "prometheus-run"
     d.mkdir()
     (d / "prometheus.yml").write_text(dep.prometheus_config())
     port = dep.port_map["prometheus"][9090]
     url = f"http://127.0.0.1:{port}"
     log = open(d / "prometheus.log", "wb")
-    proc = subprocess.Popen([binary, f"--config.file={d / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={d / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={d / 'prometheus.yml'}",
+            f"--storage.tsdb.path={d / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -155,8 +183,9 @@ def run_prometheus(dep: ComposeDeployment, workdir: Path) -> Iterator[str]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("prometheus did not become ready:\n"
-                                   + (d / "prometheus.log").read_text()[-3000:])
+                raise RuntimeError(
+                    "prometheus did not become ready:\n" + (d / "prometheus.log").read_text()[-3000:]
+                )
             time.sleep(0.2)
         yield url
     finally:
@@ -197,6 +226,7 @@ def grafana_to_promql(expr: str, dashboard: dict[str, Any]) -> str:
         if name not in values:
             raise AssertionError(f"unknown Grafana variable ${name} in {expr}")
         return values[name]
+
     return re.sub(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)", sub, expr)
 
 
@@ -229,54 +259,71 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
 
                 async def both_groups() -> bool:
                     info = await api.get_broker_cluster_info()
-                    return {n: set(b.broker_addrs) for n, b in info.broker_addr_table.items()} \
-                        == {"broker-a": {0, 1}, "broker-b": {0, 1}}
+                    return {n: set(b.broker_addrs) for n, b in info.broker_addr_table.items()} == {
+                        "broker-a": {0, 1},
+                        "broker-b": {0, 1},
+                    }
+
                 await wait_until(both_groups, 20, what=f"4 brokers on {ns}")
 
         def all_targets_up() -> bool:
             active = prom_api(prom, "targets")["activeTargets"]
             return len(active) == 6 and all(t["health"] == "up" for t in active)
+
         await eventually(all_targets_up, timeout=30, what="every scrape target up")
 
         topic = unique("ComposeT")
         await create_topic(procs["namesrv-1"].addr, list(masters.values()), topic, queues=4)
         got = Collector()
         group = unique("compose_cg")
-        consumer = PushConsumer(group, namesrv, listener=got, persist_consumer_offset_interval=500,
-                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        consumer = PushConsumer(
+            group,
+            namesrv,
+            listener=got,
+            persist_consumer_offset_interval=500,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
         consumer.subscribe(topic, "*")
         await consumer.start()
         try:
             per_broker: dict[str, int] = {}
             sent = 0
             async with Producer(unique("compose_pg"), namesrv) as p:
-                for _ in range(3):                   # spread over several scrapes
+                for _ in range(3):  # spread over several scrapes
                     for i in range(40):
                         r = await p.send(Message(topic, b"%04d" % i + b"x" * 1020))
-                        per_broker[r.message_queue.broker_name] = \
+                        per_broker[r.message_queue.broker_name] = (
                             per_broker.get(r.message_queue.broker_name, 0) + 1
+                        )
                         sent += 1
                     await asyncio.sleep(1.0)
             assert set(per_broker) == {"broker-a", "broker-b"}, per_broker
             await wait_until(lambda: len(got.msgs) >= sent, 30, what=f"{sent} consumed")
             assert sorted(m.body for m in got.msgs) == sorted(
-                b"%04d" % (i % 40) + b"x" * 1020 for i in range(sent))
+                b"%04d" % (i % 40) + b"x" * 1020 for i in range(sent)
+            )
 
             # Prometheus has the traffic and the committed offsets
             def scraped() -> bool:
                 r = query(prom, f'sum(rocketmq_messages_in_total{{topic="{topic}"}})')
-                lag = query(prom, f'rocketmq_consumer_lag_messages{{consumer_group="{group}", '
-                                  f'topic="{topic}"}}')
-                return bool(r) and float(r[0]["value"][1]) == sent \
-                    and sorted(x["metric"]["node_id"] for x in lag) == ["broker-a", "broker-b"] \
+                lag = query(
+                    prom, f'rocketmq_consumer_lag_messages{{consumer_group="{group}", topic="{topic}"}}'
+                )
+                return (
+                    bool(r)
+                    and float(r[0]["value"][1]) == sent
+                    and sorted(x["metric"]["node_id"] for x in lag) == ["broker-a", "broker-b"]
                     and all(float(x["value"][1]) == 0 for x in lag)
+                )
+
             await eventually(scraped, timeout=30, what="traffic and offsets in Prometheus")
             alive = query(prom, 'rocketmq_namesrv_brokers_alive{cluster="DefaultCluster"}')
             assert sorted(float(a["value"][1]) for a in alive) == [4.0, 4.0]
             per_node = query(prom, f'sum by (node_id) (rocketmq_messages_in_total{{topic="{topic}"}})')
-            assert {x["metric"]["node_id"]: float(x["value"][1]) for x in per_node} == \
-                {k: float(v) for k, v in per_broker.items()}
-            roles = query(prom, 'rocketmq_broker_role')
+            assert {x["metric"]["node_id"]: float(x["value"][1]) for x in per_node} == {
+                k: float(v) for k, v in per_broker.items()
+            }
+            roles = query(prom, "rocketmq_broker_role")
             assert sorted(float(x["value"][1]) for x in roles) == [0.0, 1.0, 2.0, 2.0]
 
             # every panel's query returns data (HA series once replication runs)
@@ -293,7 +340,8 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
                     missing.append(f"{title}: {promql} -> {result}")
             assert not missing, "dashboard queries without data:\n" + "\n".join(missing)
             if pending:
-                warnings.warn(f"HA not running on these brokers yet; no data expected for: "
-                              f"{sorted(set(pending))}")
+                warnings.warn(
+                    f"HA not running on these brokers yet; no data expected for: {sorted(set(pending))}"
+                )
         finally:
             await consumer.shutdown()

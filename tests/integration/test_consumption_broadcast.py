@@ -8,6 +8,7 @@ gets again at most what it consumed since the last write. The crash test kills a
 consumer process with a 1 s interval and checks that only messages consumed in the
 last interval come back, never older ones.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,8 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from rmq.client import (ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message,
-                        MessageModel, Producer, PushConsumer)
+from rmq.client import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    LitePullConsumer,
+    Message,
+    MessageModel,
+    Producer,
+    PushConsumer,
+)
 from rmq.client.config import local_ip
 from rmq.protocol.bodies import loads_object_keyed_map
 from tests.integration.rigs import module_cluster
@@ -44,12 +52,17 @@ class Sink:
         return ConsumeResult.SUCCESS
 
 
-def broadcast_consumer(cluster, group: str, topic: str, name: str, sink, store: Path,
-                       **kw) -> PushConsumer:
-    c = PushConsumer(group, cluster.namesrv, listener=sink,
-                     message_model=MessageModel.BROADCASTING, instance_name=name,
-                     local_offset_store_dir=str(store),
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
+def broadcast_consumer(cluster, group: str, topic: str, name: str, sink, store: Path, **kw) -> PushConsumer:
+    c = PushConsumer(
+        group,
+        cluster.namesrv,
+        listener=sink,
+        message_model=MessageModel.BROADCASTING,
+        instance_name=name,
+        local_offset_store_dir=str(store),
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **kw,
+    )
     c.subscribe(topic, "*")
     return c
 
@@ -70,25 +83,28 @@ async def test_every_consumer_gets_every_message_and_a_restart_resumes(cluster, 
     store = tmp_path / "offsets"
     names = [unique("bc") for _ in range(3)]
     sinks = [Sink() for _ in names]
-    consumers = [broadcast_consumer(cluster, group, topic, n, s, store)
-                 for n, s in zip(names, sinks)]
+    consumers = [broadcast_consumer(cluster, group, topic, n, s, store) for n, s in zip(names, sinks)]
     first = [f"a{i}".encode() for i in range(40)]
     try:
         for c in consumers:
             await c.start()
         await send(cluster, topic, first)
-        await wait_until(lambda: all(len(s.bodies) >= 40 for s in sinks), 20,
-                         what="every consumer has every message")
+        await wait_until(
+            lambda: all(len(s.bodies) >= 40 for s in sinks), 20, what="every consumer has every message"
+        )
         await asyncio.sleep(0.3)
     finally:
         for c in consumers:
             await c.shutdown()
     for s in sinks:
-        assert sorted(s.bodies) == sorted(first)          # each one, once
+        assert sorted(s.bodies) == sorted(first)  # each one, once
     # the file: RocketMQ's OffsetSerializeWrapper, one entry per queue, 40 in all
     f = offsets_file(store, names[0], group)
-    table = {k["queueId"]: v for k, v in loads_object_keyed_map(f.read_bytes(), "offsetTable")
-             if k["topic"] == topic}
+    table = {
+        k["queueId"]: v
+        for k, v in loads_object_keyed_map(f.read_bytes(), "offsetTable")
+        if k["topic"] == topic
+    }
     assert sorted(table) == [0, 1, 2, 3] and sum(table.values()) == 40
     assert not f.with_name("offsets.json.tmp").exists()
 
@@ -102,7 +118,7 @@ async def test_every_consumer_gets_every_message_and_a_restart_resumes(cluster, 
         await asyncio.sleep(1.0)
     finally:
         await c.shutdown()
-    assert sorted(again.bodies) == sorted(second)         # nothing of the first 40 again
+    assert sorted(again.bodies) == sorted(second)  # nothing of the first 40 again
 
 
 CRASHING_CONSUMER = textwrap.dedent("""
@@ -138,12 +154,19 @@ async def test_a_crash_redelivers_only_what_was_consumed_since_the_last_write(cl
     await create_topic(cluster.namesrv, cluster.broker, topic, 2)
     store = tmp_path / "offsets"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-c", CRASHING_CONSUMER, cluster.namesrv, topic,
-                             group, name, str(store)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_CONSUMER, cluster.namesrv, topic, group, name, str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=REPO,
+        start_new_session=True,
+    )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(
-        ln.decode().strip() for ln in iter(proc.stdout.readline, b"")), daemon=True)
+    reader = threading.Thread(
+        target=lambda: lines.extend(ln.decode().strip() for ln in iter(proc.stdout.readline, b"")),
+        daemon=True,
+    )
     reader.start()
     got = lambda prefix: {ln.split()[1] for ln in lines if ln.startswith(f"GOT {prefix}")}  # noqa: E731
     try:
@@ -151,12 +174,12 @@ async def test_a_crash_redelivers_only_what_was_consumed_since_the_last_write(cl
         old = [f"old{i}" for i in range(10)]
         await send(cluster, topic, [b.encode() for b in old])
         await wait_until(lambda: got("old") == set(old), 20, what="the old messages")
-        await asyncio.sleep(2.5)                          # > 1 s: their offsets are on disk
+        await asyncio.sleep(2.5)  # > 1 s: their offsets are on disk
         recent = [f"new{i}" for i in range(10)]
         await send(cluster, topic, [b.encode() for b in recent])
         await wait_until(lambda: got("new") == set(recent), 20, what="the recent messages")
     finally:
-        proc.kill()                                       # kill -9: no shutdown, no last write
+        proc.kill()  # kill -9: no shutdown, no last write
         proc.wait(10)
         reader.join(5)
         proc.stdout.close()
@@ -168,7 +191,7 @@ async def test_a_crash_redelivers_only_what_was_consumed_since_the_last_write(cl
     finally:
         await c.shutdown()
     redelivered = {b.decode() for b in again.bodies}
-    assert redelivered <= set(recent), redelivered        # never anything older
+    assert redelivered <= set(recent), redelivered  # never anything older
     assert len(again.bodies) == len(redelivered)
 
 
@@ -178,9 +201,14 @@ async def test_lite_pull_broadcast_keeps_local_offsets(cluster, tmp_path):
     store = tmp_path / "offsets"
 
     def lite() -> LitePullConsumer:
-        c = LitePullConsumer(group, cluster.namesrv, message_model=MessageModel.BROADCASTING,
-                             instance_name=name, local_offset_store_dir=str(store),
-                             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        c = LitePullConsumer(
+            group,
+            cluster.namesrv,
+            message_model=MessageModel.BROADCASTING,
+            instance_name=name,
+            local_offset_store_dir=str(store),
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
         c.subscribe(topic, "*")
         return c
 

@@ -11,6 +11,7 @@
 Consumers run in this process as separate client instances (own instance names, own
 connections, own client ids), which is all the broker can tell apart.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from rmq.client import (ConsumeFromWhere, ConsumeOrderlyResult, Message, MessageQueue,
-                        MQBrokerError, MQClientAPI, Producer, PushConsumer, select_by_hash)
+from rmq.client import (
+    ConsumeFromWhere,
+    ConsumeOrderlyResult,
+    Message,
+    MessageQueue,
+    MQBrokerError,
+    MQClientAPI,
+    Producer,
+    PushConsumer,
+    select_by_hash,
+)
 from rmq.remoting.client import RemotingClient
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
@@ -44,8 +54,13 @@ class Call:
 
 
 def orderly_consumer(cluster, group: str, topic: str, name: str, listener, **kw) -> PushConsumer:
-    c = PushConsumer(group, cluster.namesrv, instance_name=name,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
+    c = PushConsumer(
+        group,
+        cluster.namesrv,
+        instance_name=name,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **kw,
+    )
     c.subscribe(topic, "*")
     c.register_message_listener_orderly(listener)
     return c
@@ -58,7 +73,7 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
     await create_topic(cluster.namesrv, cluster.broker, topic, 4)
     keys, per_key = 8, 100
     calls: list[Call] = []
-    busy: dict[int, str] = {}            # key -> consumer currently inside the listener
+    busy: dict[int, str] = {}  # key -> consumer currently inside the listener
     overlaps: list[tuple] = []
 
     def make_listener(name: str):
@@ -74,6 +89,7 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
                 calls.append(Call(name, key, seq, m.queue_id, t0, time.monotonic()))
                 busy.pop(key, None)
             return ConsumeOrderlyResult.SUCCESS
+
         return listener
 
     consumers: dict[str, PushConsumer] = {}
@@ -87,8 +103,11 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
         async with Producer(unique("OrdP"), cluster.namesrv) as p:
             for seq in range(per_key):
                 for key in range(keys):
-                    await p.send(Message(topic, f"{key}:{seq}".encode(), keys=str(key)),
-                                 selector=select_by_hash, arg=key)
+                    await p.send(
+                        Message(topic, f"{key}:{seq}".encode(), keys=str(key)),
+                        selector=select_by_hash,
+                        arg=key,
+                    )
                 await asyncio.sleep(0.03)
 
     def consumed() -> int:
@@ -106,8 +125,9 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
         await wait_until(lambda: consumed() >= 80, 20, what="c1 consuming")
         await start("c2")
         await start("c3")
-        await wait_until(lambda: {c.consumer for c in calls[-40:]} >= {"c2", "c3"}, 20,
-                         what="c2 and c3 consuming")
+        await wait_until(
+            lambda: {c.consumer for c in calls[-40:]} >= {"c2", "c3"}, 20, what="c2 and c3 consuming"
+        )
         n = consumed()
         await stop("c2")
         await wait_until(lambda: consumed() >= n + 100, 20, what="more after c2 left")
@@ -129,8 +149,8 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
     for key, cs in by_key.items():
         assert [c.seq for c in cs] == list(range(per_key)), (key, [(c.consumer, c.seq) for c in cs])
         for a, b in zip(cs, cs[1:]):
-            assert a.end <= b.start, (key, a, b)      # never two at once, across consumers
-        assert len({c.queue_id for c in cs}) == 1    # one key, one queue
+            assert a.end <= b.start, (key, a, b)  # never two at once, across consumers
+        assert len({c.queue_id for c in cs}) == 1  # one key, one queue
     owners = {(c.consumer, c.queue_id) for c in calls}
     # c1 had every queue, gave two to c2 / c3, then c3 took c2's, then c1's
     assert {q for who, q in owners if who == "c1"} == {0, 1, 2, 3}, owners
@@ -143,10 +163,10 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
 async def test_suspend_retries_locally_in_order_then_moves_on(cluster):
     topic = unique("SusT")
     await create_topic(cluster.namesrv, cluster.broker, topic, 1)
-    seen: list[tuple[int, int, float]] = []         # (seq, reconsume_times, when)
+    seen: list[tuple[int, int, float]] = []  # (seq, reconsume_times, when)
     failures: dict[int, int] = {}
 
-    def listener(msgs, ctx):                        # a plain function: runs in a thread
+    def listener(msgs, ctx):  # a plain function: runs in a thread
         for m in msgs:
             seq = int(m.body)
             seen.append((seq, m.reconsume_times, time.monotonic()))
@@ -167,8 +187,18 @@ async def test_suspend_retries_locally_in_order_then_moves_on(cluster):
         await wait_until(lambda: c.offset_store.offset_table.get(mq) == 8, 5, what="offset 8")
     finally:
         await c.shutdown()
-    assert [(s, r) for s, r, _ in seen] == [(0, 0), (1, 0), (2, 0), (3, 0), (3, 1), (3, 2),
-                                            (4, 0), (5, 0), (6, 0), (7, 0)]
+    assert [(s, r) for s, r, _ in seen] == [
+        (0, 0),
+        (1, 0),
+        (2, 0),
+        (3, 0),
+        (3, 1),
+        (3, 2),
+        (4, 0),
+        (5, 0),
+        (6, 0),
+        (7, 0),
+    ]
     t = [w for s, _, w in seen if s == 3]
     # suspend_current_queue_time_millis defaults to 1000 ms between the attempts
     assert 0.9 <= t[1] - t[0] < 3 and 0.9 <= t[2] - t[1] < 3, t
@@ -198,8 +228,7 @@ async def test_orderly_max_reconsume_times_then_dead_letter(cluster):
         await wait_until(lambda: any(b == b"after" for b, _, _ in seen), 20, what="'after'")
     finally:
         await c.shutdown()
-    assert seen == [(b"poison", 0, topic), (b"poison", 1, topic), (b"poison", 2, topic),
-                    (b"after", 0, topic)]
+    assert seen == [(b"poison", 0, topic), (b"poison", 1, topic), (b"poison", 2, topic), (b"after", 0, topic)]
     # The DLQ a retry-topic send creates is write-only (PermName.PERM_WRITE, as 4.9.8's
     # SendMessageProcessor), so the message is looked up by its UNIQ_KEY in the index.
     dlq_topic = f"%DLQ%{group}"
@@ -209,12 +238,14 @@ async def test_orderly_max_reconsume_times_then_dead_letter(cluster):
 
         async def dead() -> bool:
             try:
-                qr = await api.query_message(cluster.broker, dlq_topic, r.msg_id, 32, 0,
-                                             2 ** 62, unique_key=True)
+                qr = await api.query_message(
+                    cluster.broker, dlq_topic, r.msg_id, 32, 0, 2**62, unique_key=True
+                )
             except MQBrokerError:
                 return False
             found[:] = [m for m in qr.messages if m.topic == dlq_topic]
             return bool(found)
+
         await wait_until(dead, 15, what="the DLQ message")
     [d] = found
     assert d.body == b"poison" and d.tags == "T1" and d.keys == "pk"

@@ -2,6 +2,7 @@
 broker commit new offsets and push them (RESET_CONSUMER_CLIENT_OFFSET); running push
 (concurrent and orderly) and lite pull consumers continue from there without a restart.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from rmq.client import (ConsumeFromWhere, ConsumeOrderlyResult, ConsumeResult,
-                        LitePullConsumer, Message, MessageQueue, Producer, PushConsumer)
+from rmq.client import (
+    ConsumeFromWhere,
+    ConsumeOrderlyResult,
+    ConsumeResult,
+    LitePullConsumer,
+    Message,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+)
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
@@ -32,22 +41,26 @@ async def admin(*args: str) -> subprocess.CompletedProcess:
     env.pop("NAMESRV_ADDR", None)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "rmq.cli", "admin", *args],
-        capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+        subprocess.run,
+        [sys.executable, "-m", "rmq.cli", "admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=env,
+    )
 
 
 async def early_and_late(cluster, topic: str) -> int:
     """5 + 5 "early" messages, a timestamp, 5 + 5 "late" ones (2 queues)."""
     async with Producer(unique("RsP"), cluster.namesrv) as p:
         for i in range(10):
-            await p.send(Message(topic, f"early{i}".encode()),
-                         queue=MessageQueue(topic, "broker-a", i % 2))
+            await p.send(Message(topic, f"early{i}".encode()), queue=MessageQueue(topic, "broker-a", i % 2))
         await asyncio.sleep(0.1)
         mid = int(time.time() * 1000)
         await asyncio.sleep(0.1)
         for i in range(10):
-            await p.send(Message(topic, f"late{i}".encode()),
-                         queue=MessageQueue(topic, "broker-a", i % 2))
+            await p.send(Message(topic, f"late{i}".encode()), queue=MessageQueue(topic, "broker-a", i % 2))
     return mid
 
 
@@ -62,22 +75,29 @@ async def test_running_push_consumer_reconsumes_from_the_reset_time(cluster, ord
         got.extend(m.body for m in msgs)
         return ConsumeOrderlyResult.SUCCESS if orderly else ConsumeResult.SUCCESS
 
-    c = PushConsumer(group, cluster.namesrv, orderly=orderly, listener=listener,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        group,
+        cluster.namesrv,
+        orderly=orderly,
+        listener=listener,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     c.subscribe(topic, "*")
     await c.start()
     try:
         await wait_until(lambda: len(got) >= 20, 20, what="the first 20")
         mqs = [MessageQueue(topic, "broker-a", q) for q in (0, 1)]
-        await wait_until(lambda: all(c.offset_store.offset_table.get(m) == 10 for m in mqs), 5,
-                         what="offsets at 10")
-        r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic,
-                        "-s", str(mid))
+        await wait_until(
+            lambda: all(c.offset_store.offset_table.get(m) == 10 for m in mqs), 5, what="offsets at 10"
+        )
+        r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic, "-s", str(mid))
         assert r.returncode == 0 and r.stderr == "", r
         lines = r.stdout.splitlines()
-        assert lines[0] == (f"rollback consumer offset by specified consumerGroup[{group}], "
-                            f"topic[{topic}], force[true], timestamp(string)[{mid}], "
-                            f"timestamp(long)[{mid}]")
+        assert lines[0] == (
+            f"rollback consumer offset by specified consumerGroup[{group}], "
+            f"topic[{topic}], force[true], timestamp(string)[{mid}], "
+            f"timestamp(long)[{mid}]"
+        )
         assert lines[1].split() == ["#brokerName", "#queueId", "#offset"]
         assert [ln.split() for ln in lines[2:]] == [["broker-a", "0", "5"], ["broker-a", "1", "5"]]
         # the late ten again, nothing early, no restart
@@ -85,19 +105,34 @@ async def test_running_push_consumer_reconsumes_from_the_reset_time(cluster, ord
         await asyncio.sleep(0.5)
         assert sorted(got[20:]) == sorted(f"late{i}".encode() for i in range(10))
         assert len(got) == 30
-        await wait_until(lambda: all(c.offset_store.offset_table.get(m) == 10 for m in mqs), 5,
-                         what="offsets at 10 again")
+        await wait_until(
+            lambda: all(c.offset_store.offset_table.get(m) == 10 for m in mqs), 5, what="offsets at 10 again"
+        )
         # -1: the end of each queue, without force (never forward of what the broker
         # has; so let it have the consumer's offsets first); --json; nothing comes again
         await c.persist_consumer_offset(oneway=False)
-        r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic,
-                        "-s", "-1", "-f", "false", "--json")
+        r = await admin(
+            "resetOffsetByTime",
+            "-n",
+            cluster.namesrv,
+            "-g",
+            group,
+            "-t",
+            topic,
+            "-s",
+            "-1",
+            "-f",
+            "false",
+            "--json",
+        )
         assert r.returncode == 0, r
         doc = json.loads(r.stdout)
         assert doc["consumerGroup"] == group and doc["topic"] == topic
         assert doc["force"] is False and doc["timestamp"] == -1
-        assert doc["offsetTable"] == [{"brokerName": "broker-a", "queueId": 0, "offset": 10},
-                                      {"brokerName": "broker-a", "queueId": 1, "offset": 10}]
+        assert doc["offsetTable"] == [
+            {"brokerName": "broker-a", "queueId": 0, "offset": 10},
+            {"brokerName": "broker-a", "queueId": 1, "offset": 10},
+        ]
         await asyncio.sleep(0.5)
         assert len(got) == 30
     finally:
@@ -108,8 +143,9 @@ async def test_running_lite_pull_consumer_follows_a_reset(cluster):
     topic, group = unique("RsT"), unique("RsG")
     await create_topic(cluster.namesrv, cluster.broker, topic, 2)
     mid = await early_and_late(cluster, topic)
-    c = LitePullConsumer(group, cluster.namesrv,
-                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = LitePullConsumer(
+        group, cluster.namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
     c.subscribe(topic, "*")
     await c.start()
     got: list[bytes] = []
@@ -117,11 +153,11 @@ async def test_running_lite_pull_consumer_follows_a_reset(cluster):
     async def at_least(n: int) -> bool:
         got.extend(m.body for m in await c.poll(100))
         return len(got) >= n
+
     try:
         await wait_until(lambda: at_least(20), 20, what="the first 20")
         await c.commit()
-        r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic,
-                        "-s", str(mid))
+        r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic, "-s", str(mid))
         assert r.returncode == 0, r
         await wait_until(lambda: at_least(30), 20, what="the late ones again")
         got.extend(m.body for m in await c.poll(500))
@@ -131,12 +167,10 @@ async def test_running_lite_pull_consumer_follows_a_reset(cluster):
 
 
 async def test_reset_errors(cluster):
-    r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", "G", "-t", "NoSuchTopic",
-                    "-s", "now")
+    r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", "G", "-t", "NoSuchTopic", "-s", "now")
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.startswith("rmq admin resetOffsetByTime: ")
-    r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", "G", "-t", "T",
-                    "-s", "yesterday")
+    r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", "G", "-t", "T", "-s", "yesterday")
     assert r.returncode == 2 and "yyyy-MM-dd#HH:mm:ss:SSS" in r.stderr
     r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-t", "T", "-s", "now")
     assert r.returncode == 2 and "consumerGroup" in r.stderr

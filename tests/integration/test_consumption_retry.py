@@ -4,14 +4,14 @@ The broker's delay levels are all 1 s (``messageDelayLevel``) so the retry path
 (level 3 + reconsumeTimes) is quick; the client's ``max_reconsume_times`` (sent in the
 CONSUMER_SEND_MSG_BACK header) decides when a message is dead-lettered.
 """
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
-from rmq.client import (ConsumeFromWhere, ConsumeResult, Message,
-                        MessageQueue, Producer, PushConsumer)
+from rmq.client import ConsumeFromWhere, ConsumeResult, Message, MessageQueue, Producer, PushConsumer
 from rmq.client.instance import CLIENT_INNER_PRODUCER_GROUP
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, lite_pull_at_least, unique, wait_until
@@ -33,15 +33,25 @@ async def setup(cluster, body: bytes = b"payload"):
 
 
 def consumer(cluster, group: str, topic: str, listener, **kw) -> PushConsumer:
-    c = PushConsumer(group, cluster.namesrv, listener=listener,
-                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
+    c = PushConsumer(
+        group,
+        cluster.namesrv,
+        listener=listener,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        **kw,
+    )
     c.subscribe(topic, "*")
     return c
 
 
 async def pull_all(cluster, topic: str, expect: int, timeout: float = 15) -> list:
-    return await lite_pull_at_least(cluster.namesrv, [MessageQueue(topic, "broker-a", 0)], expect,
-                                    f"{expect} message(s) in {topic}", timeout)
+    return await lite_pull_at_least(
+        cluster.namesrv,
+        [MessageQueue(topic, "broker-a", 0)],
+        expect,
+        f"{expect} message(s) in {topic}",
+        timeout,
+    )
 
 
 @pytest.mark.slow
@@ -63,7 +73,7 @@ async def test_always_failing_message_goes_through_the_retry_levels_into_the_dlq
         await c.shutdown()
     # deliveries 0, 1, 2 (the group's retryMaxTimes is 16: the header's 2 decided)
     assert [n for n, _, _ in seen] == [0, 1, 2]
-    assert all(t == topic for _, t, _ in seen)             # RETRY_TOPIC restored
+    assert all(t == topic for _, t, _ in seen)  # RETRY_TOPIC restored
     assert "RETRY_TOPIC" not in seen[0][2]
     for _, _, props in seen[1:]:
         assert props["RETRY_TOPIC"] == topic
@@ -80,7 +90,7 @@ async def test_message_failing_twice_succeeds_on_the_third_delivery(cluster):
     group = unique("RtG")
     seen: list = []
 
-    async def listener(msgs, ctx):                      # a coroutine listener
+    async def listener(msgs, ctx):  # a coroutine listener
         m = msgs[0]
         seen.append(m)
         return ConsumeResult.SUCCESS if m.reconsume_times >= 2 else ConsumeResult.RECONSUME_LATER
@@ -89,10 +99,11 @@ async def test_message_failing_twice_succeeds_on_the_third_delivery(cluster):
     await c.start()
     try:
         await wait_until(lambda: len(seen) >= 3, 20, what="the third delivery")
-        await asyncio.sleep(1.5)                         # nothing more comes
+        await asyncio.sleep(1.5)  # nothing more comes
         retry_mq = MessageQueue(f"%RETRY%{group}", "broker-a", 0)
-        await wait_until(lambda: c.offset_store.offset_table.get(retry_mq) == 2, 5,
-                         what="both retries consumed")
+        await wait_until(
+            lambda: c.offset_store.offset_table.get(retry_mq) == 2, 5, what="both retries consumed"
+        )
     finally:
         await c.shutdown()
     assert [m.reconsume_times for m in seen] == [0, 1, 2]
@@ -120,6 +131,7 @@ async def test_send_back_falls_back_to_the_inner_producer(cluster):
 
     async def refused(*a, **kw):
         raise RuntimeError("CONSUMER_SEND_MSG_BACK unavailable")
+
     c.instance.api.consumer_send_message_back = refused
     try:
         await wait_until(lambda: len(seen) >= 2, 20, what="the retried message")
@@ -131,7 +143,7 @@ async def test_send_back_falls_back_to_the_inner_producer(cluster):
     assert again.properties["RETRY_TOPIC"] == topic
     assert again.properties["ORIGIN_MESSAGE_ID"] == r.offset_msg_id
     assert again.properties["UNIQ_KEY"] == r.msg_id
-    assert "RECONSUME_TIME" not in again.properties       # moved into the send header
+    assert "RECONSUME_TIME" not in again.properties  # moved into the send header
     assert c.instance.closed
 
 
@@ -144,7 +156,7 @@ async def test_consume_timeout_hands_the_message_back(cluster):
     async def listener(msgs, ctx):
         seen.append(msgs[0].reconsume_times)
         if msgs[0].reconsume_times == 0:
-            await release.wait()                         # stuck past consume_timeout_ms
+            await release.wait()  # stuck past consume_timeout_ms
         return ConsumeResult.SUCCESS
 
     c = consumer(cluster, group, topic, listener, consume_timeout_ms=1000)

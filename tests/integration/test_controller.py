@@ -6,6 +6,7 @@ after the master goes silent, the epoch increment, the routes after the promoted
 broker re-registers, the fencing of the returning old master, `rmq admin electMaster`
 and `controllerStatus`, and that epochs survive a NameServer restart.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,13 +16,17 @@ import sys
 import time
 from pathlib import Path
 
+from rmq.protocol.bodies import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
-from rmq.protocol.controller import (BrokerHeartbeatRequestHeader,
-                                     BrokerHeartbeatResponseHeader, HeartbeatBody)
+from rmq.protocol.controller import BrokerHeartbeatRequestHeader, BrokerHeartbeatResponseHeader, HeartbeatBody
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import RegisterBrokerRequestHeader
-from rmq.protocol.bodies import (DataVersion, RegisterBrokerBody, TopicConfig,
-                                TopicConfigSerializeWrapper, TopicRouteData)
 from rmq.remoting.client import RemotingClient
 from tests.harness import namesrv_process
 
@@ -42,10 +47,21 @@ class PlayedBroker:
         self.last: BrokerHeartbeatResponseHeader | None = None
 
     def request(self) -> RemotingCommand:
-        h = BrokerHeartbeatRequestHeader("TestCluster", "broker-a", self.addr, self.broker_id,
-                                         self.role, self.epoch, self.max_offset, self.epoch_start)
-        return RemotingCommand(RequestCode.BROKER_HEARTBEAT, ext_fields=h.to_ext_fields(),
-                               body=HeartbeatBody(HA[self.addr], self.acks).to_json())
+        h = BrokerHeartbeatRequestHeader(
+            "TestCluster",
+            "broker-a",
+            self.addr,
+            self.broker_id,
+            self.role,
+            self.epoch,
+            self.max_offset,
+            self.epoch_start,
+        )
+        return RemotingCommand(
+            RequestCode.BROKER_HEARTBEAT,
+            ext_fields=h.to_ext_fields(),
+            body=HeartbeatBody(HA[self.addr], self.acks).to_json(),
+        )
 
     def obey(self, a: BrokerHeartbeatResponseHeader) -> None:
         """What the wiring does with the answer: take the id and, once named master,
@@ -62,8 +78,9 @@ class PlayedBroker:
             self.epoch, self.epoch_start = a.master_epoch, a.epoch_start_offset
 
 
-async def beat(client: RemotingClient, ns: list[str], brokers: list[PlayedBroker],
-               stop: asyncio.Event) -> None:
+async def beat(
+    client: RemotingClient, ns: list[str], brokers: list[PlayedBroker], stop: asyncio.Event
+) -> None:
     while not stop.is_set():
         for b in brokers:
             if not b.beating:
@@ -71,7 +88,7 @@ async def beat(client: RemotingClient, ns: list[str], brokers: list[PlayedBroker
             try:
                 resp = await client.invoke(ns[0], b.request(), T)
             except Exception:
-                continue        # the NameServer is restarting
+                continue  # the NameServer is restarting
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             b.obey(BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields))
         try:
@@ -81,18 +98,28 @@ async def beat(client: RemotingClient, ns: list[str], brokers: list[PlayedBroker
 
 
 def register(addr: str, broker_id: int) -> RemotingCommand:
-    wrapper = TopicConfigSerializeWrapper({"FailoverTopic": TopicConfig("FailoverTopic", 4, 4)},
-                                          DataVersion(1, 1))
+    wrapper = TopicConfigSerializeWrapper(
+        {"FailoverTopic": TopicConfig("FailoverTopic", 4, 4)}, DataVersion(1, 1)
+    )
     header = RegisterBrokerRequestHeader("broker-a", addr, "TestCluster", HA[addr], broker_id)
-    return RemotingCommand(RequestCode.REGISTER_BROKER, version=MQVersion.V4_9_8,
-                           ext_fields=header.to_ext_fields(),
-                           body=RegisterBrokerBody(wrapper).to_json())
+    return RemotingCommand(
+        RequestCode.REGISTER_BROKER,
+        version=MQVersion.V4_9_8,
+        ext_fields=header.to_ext_fields(),
+        body=RegisterBrokerBody(wrapper).to_json(),
+    )
 
 
 async def route_addrs(client: RemotingClient, ns: str) -> dict[int, str]:
-    resp = await client.invoke(ns, RemotingCommand(
-        RequestCode.GET_ROUTEINFO_BY_TOPIC, version=MQVersion.V4_9_8,
-        ext_fields={"topic": "FailoverTopic"}), T)
+    resp = await client.invoke(
+        ns,
+        RemotingCommand(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            version=MQVersion.V4_9_8,
+            ext_fields={"topic": "FailoverTopic"},
+        ),
+        T,
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return TopicRouteData.from_json(resp.body).broker_datas[0].broker_addrs
 
@@ -110,14 +137,19 @@ async def admin(*args: str) -> subprocess.CompletedProcess[str]:
     # In a worker thread: the played brokers' heartbeats run on this loop and must not
     # stop while the CLI starts (a blocked loop looks like a dead broker to the controller).
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "rmq.cli", "admin", *args],
-        capture_output=True, text=True, timeout=60)
+        subprocess.run,
+        [sys.executable, "-m", "rmq.cli", "admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
-    conf.write_text(f"enableControllerInNamesrv=true\ncontrollerMasterTimeout={TIMEOUT_MS}\n"
-                    "controllerScanInterval=100\n")
+    conf.write_text(
+        f"enableControllerInNamesrv=true\ncontrollerMasterTimeout={TIMEOUT_MS}\ncontrollerScanInterval=100\n"
+    )
     ns_proc = namesrv_process(tmp_path, "-c", str(conf))
     ns_proc.start()
     m = PlayedBroker(M, 0, "SYNC_MASTER", 5000)
@@ -130,8 +162,11 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
     client = RemotingClient()
     task = asyncio.create_task(beat(client, ns, brokers, stop))
     try:
-        await until(lambda: all(b.last is not None and b.last.master_addr == M for b in brokers),
-                    10, "the first master to be adopted")
+        await until(
+            lambda: all(b.last is not None and b.last.master_addr == M for b in brokers),
+            10,
+            "the first master to be adopted",
+        )
         assert (m.last.master_epoch, m.last.epoch_start_offset, m.last.broker_id) == (1, 0, 0)
         assert (s1.last.master_ha_addr, s1.last.broker_id, s2.last.broker_id) == (HA[M], 1, 2)
         for b in brokers:
@@ -167,25 +202,40 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
         await asyncio.sleep(0.5)
         bad = await admin("electMaster", "-n", ns[0], "-b", "broker-a", "--brokerAddr", "1.2.3.4:5")
         assert bad.returncode == 1 and bad.stdout == ""
-        assert bad.stderr.strip() == ("rmq admin electMaster: NameServer answered "
-                                      "CONTROLLER_BROKER_NOT_ALIVE (2006): 1.2.3.4:5 is not a "
-                                      "live broker of broker-a")
+        assert bad.stderr.strip() == (
+            "rmq admin electMaster: NameServer answered "
+            "CONTROLLER_BROKER_NOT_ALIVE (2006): 1.2.3.4:5 is not a "
+            "live broker of broker-a"
+        )
         ok = await admin("electMaster", "-n", ns[0], "-b", "broker-a", "--brokerAddr", S2, "--json")
         assert ok.returncode == 0, ok.stderr
         doc = json.loads(ok.stdout)
         assert (doc["masterAddress"], doc["masterEpoch"], doc["epochStartOffset"]) == (S2, 3, 5200)
-        await until(lambda: s2.role == "SYNC_MASTER" and s1.role == "SLAVE", 5,
-                    "the manual switch to reach the brokers")
-        await asyncio.sleep(0.5)              # ... and their new roles the controller
+        await until(
+            lambda: s2.role == "SYNC_MASTER" and s1.role == "SLAVE",
+            5,
+            "the manual switch to reach the brokers",
+        )
+        await asyncio.sleep(0.5)  # ... and their new roles the controller
 
         status = await admin("controllerStatus", "-n", ns[0])
         assert status.returncode == 0, status.stderr
         lines = status.stdout.splitlines()
-        assert lines[0].startswith("#Group broker-a (cluster TestCluster): epoch 3 from offset "
-                                   f"5200, master {S2} (alive)")
-        assert lines[1].split() == ["#BrokerName", "#BrokerAddr", "#BrokerId", "#Role", "#Epoch",
-                                    "#MaxOffset", "#AckOffset", "#InSync", "#Alive",
-                                    "#LastHeartbeat(ms)"]
+        assert lines[0].startswith(
+            f"#Group broker-a (cluster TestCluster): epoch 3 from offset 5200, master {S2} (alive)"
+        )
+        assert lines[1].split() == [
+            "#BrokerName",
+            "#BrokerAddr",
+            "#BrokerId",
+            "#Role",
+            "#Epoch",
+            "#MaxOffset",
+            "#AckOffset",
+            "#InSync",
+            "#Alive",
+            "#LastHeartbeat(ms)",
+        ]
         rows = {ln.split()[1]: ln.split() for ln in lines[2:]}
         assert rows[S2][2:4] == ["0", "SYNC_MASTER*"]
         assert rows[M][2:4] == ["1", "SLAVE"]
@@ -208,17 +258,21 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
         task = asyncio.create_task(beat(client, ns, brokers, stop))
         s1.max_offset = m.max_offset = 5300
         s2.acks = {S1: 5300, M: 5300}
-        await until(lambda: s1.last is not None and s1.last.master_addr == S2 and
-                    s1.last.master_epoch == 3, 5, "the brokers to reach the restarted NameServer")
-        await asyncio.sleep(0.5)              # S2's acks reach the controller
+        await until(
+            lambda: s1.last is not None and s1.last.master_addr == S2 and s1.last.master_epoch == 3,
+            5,
+            "the brokers to reach the restarted NameServer",
+        )
+        await asyncio.sleep(0.5)  # S2's acks reach the controller
         s2.beating = False
-        await until(lambda: m.role == "SYNC_MASTER" or s1.role == "SYNC_MASTER", 15,
-                    "an election after the restart")
+        await until(
+            lambda: m.role == "SYNC_MASTER" or s1.role == "SYNC_MASTER", 15, "an election after the restart"
+        )
         # same acks: the lower assigned id wins; S1 stepped down after M took id 1, so
         # it got the id S2 left (2)
         assert (m.broker_id, s1.role) == (0, "SLAVE")
         assert s1.broker_id == 2
-        assert m.last.master_epoch == 4          # 3 was handed out before the restart
+        assert m.last.master_epoch == 4  # 3 was handed out before the restart
     finally:
         stop.set()
         await task

@@ -1,6 +1,7 @@
 """A request missing a required header field, or carrying a malformed value, against real
 processes (issue 11 item 7): answered SYSTEM_ERROR (1) with RocketMQ's remark naming the
 field, logged once per peer as a warning line, never as a traceback."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,8 +10,8 @@ import re
 import pytest
 
 from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.remoting import RemotingClient
 from rmq.protocol.frame import RemotingCommand
+from rmq.remoting import RemotingClient
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, unique
 
@@ -42,20 +43,19 @@ async def test_broker_get_max_offset_without_topic(cluster):
     async with BrokerApi(br.addr) as api:
         for _ in range(3):
             r = await api.call(RequestCode.GET_MAX_OFFSET, {"queueId": "0"})
-            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR == 1,
-                                          "the custom field <topic> is null")
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR == 1, "the custom field <topic> is null")
         r = await api.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "abc"})
         assert (r.code, r.remark) == (1, "the custom field <queueId> is not a number: abc")
         # the connection stays usable
         await api.send_ok(topic, b"x", queue_id=0)
         assert await api.max_offset(topic, 0) == 1
-    async with BrokerApi(br.addr) as other:   # another peer: warned about once as well
+    async with BrokerApi(br.addr) as other:  # another peer: warned about once as well
         r = await other.call(RequestCode.GET_MAX_OFFSET, {})
         assert r.remark == "the custom field <topic> is null"
     pattern = r"WARNING .*bad request from 127\.0\.0\.1:\d+: GET_MAX_OFFSET \(code 30\), field topic"
     log = (await _settle_log(br, pattern, 2))[start:]
     assert len(re.findall(pattern, log)) == 2, log
-    assert "field queueId" not in log     # second mistake of a warned peer: DEBUG only
+    assert "field queueId" not in log  # second mistake of a warned peer: DEBUG only
     assert "Traceback" not in log, log
 
 
@@ -64,13 +64,23 @@ async def test_namesrv_get_kv_config_without_key(cluster):
     start = len(ns.log_text())
     async with RemotingClient() as client:
         for _ in range(2):
-            r = await client.invoke(ns.addr, RemotingCommand(
-                RequestCode.GET_KV_CONFIG, ext_fields={"namespace": "NS"}), 5)
+            r = await client.invoke(
+                ns.addr, RemotingCommand(RequestCode.GET_KV_CONFIG, ext_fields={"namespace": "NS"}), 5
+            )
             assert (r.code, r.remark) == (1, "the custom field <key> is null")
-        r = await client.invoke(ns.addr, RemotingCommand(
-            RequestCode.QUERY_DATA_VERSION, ext_fields={
-                "brokerAddr": "1.2.3.4:1", "brokerName": "b", "clusterName": "c",
-                "brokerId": "x"}), 5)
+        r = await client.invoke(
+            ns.addr,
+            RemotingCommand(
+                RequestCode.QUERY_DATA_VERSION,
+                ext_fields={
+                    "brokerAddr": "1.2.3.4:1",
+                    "brokerName": "b",
+                    "clusterName": "c",
+                    "brokerId": "x",
+                },
+            ),
+            5,
+        )
         assert (r.code, r.remark) == (1, "the custom field <brokerId> is not a number: x")
     pattern = r"WARNING .*bad request from 127\.0\.0\.1:\d+: GET_KV_CONFIG \(code 101\), field key"
     log = (await _settle_log(ns, pattern, 1))[start:]

@@ -1,13 +1,14 @@
 """INVOKE_BROKER_TO_RESET_OFFSET: offsets by time, committed and pushed to live consumers."""
+
 from __future__ import annotations
 
 import asyncio
 import time
 
+from rmq.protocol.bodies import loads_object_keyed_map
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import ResetOffsetRequestHeader
-from rmq.protocol.bodies import loads_object_keyed_map
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, props, uniq_key, unique, wait_until
 
@@ -27,19 +28,21 @@ async def test_reset_offset_by_time_commits_and_notifies(tmp_path):
             for q in (0, 1):
                 await api.update_offset(group, topic, q, 5)
             pushed: list[RemotingCommand] = []
-            consumer.client.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                                               lambda conn, cmd: pushed.append(cmd))
+            consumer.client.register_processor(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, lambda conn, cmd: pushed.append(cmd)
+            )
             await consumer.heartbeat("127.0.0.1@reset", [(group, [(topic, "*")])])
             h = ResetOffsetRequestHeader(topic, group, mid, False)
             r = await api.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, h.to_ext_fields())
             assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
             table = {k["queueId"]: v for k, v in loads_object_keyed_map(r.body, "offsetTable")}
-            assert table == {0: 2, 1: 2}        # first message stored after `mid` in each queue
+            assert table == {0: 2, 1: 2}  # first message stored after `mid` in each queue
             for q in (0, 1):
                 assert int((await api.query_offset(group, topic, q)).ext_fields["offset"]) == 2
             await wait_until(lambda: pushed, 5, "RESET_CONSUMER_CLIENT_OFFSET at the consumer")
-            assert loads_object_keyed_map(pushed[0].body, "offsetTable") == \
-                loads_object_keyed_map(r.body, "offsetTable")
+            assert loads_object_keyed_map(pushed[0].body, "offsetTable") == loads_object_keyed_map(
+                r.body, "offsetTable"
+            )
             # without force a reset never moves an offset forward; -1 = the end of each queue
             h = ResetOffsetRequestHeader(topic, group, -1, False)
             r = await api.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, h.to_ext_fields())

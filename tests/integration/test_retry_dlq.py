@@ -1,4 +1,5 @@
 """CONSUMER_SEND_MSG_BACK (spec 2.9, 7.2): retry topic with delay 3 + reconsumeTimes, DLQ."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,6 +23,7 @@ async def _one(api: BrokerApi, topic: str, timeout: float = 10.0):
             found[:] = decode_records(r.body)
             return True
         return False
+
     await wait_until(ready, timeout, f"a message in {topic}")
     return found
 
@@ -49,17 +51,19 @@ async def test_send_back_retries_then_dead_letters(tmp_path):
             assert m1.properties["RETRY_TOPIC"] == topic
             assert m1.properties["ORIGIN_MESSAGE_ID"] == orig.msg_id
             assert m1.properties["UNIQ_KEY"] == uk and m1.properties["TAGS"] == "TagR"
-            assert m1.properties["REAL_TOPIC"] == retry_topic    # went through SCHEDULE_TOPIC_XXXX
+            assert m1.properties["REAL_TOPIC"] == retry_topic  # went through SCHEDULE_TOPIC_XXXX
             # second failure: level 3 + 1 = 4
             r = await _send_back(api, m1.commit_log_offset, group, 0, 2)
             assert r.code == ResponseCode.SUCCESS
+
             async def two() -> bool:
                 rr = await api.pull(retry_topic, 0, 1)
                 return rr.code == ResponseCode.SUCCESS
+
             await wait_until(two, 10, "second retry")
             m2 = decode_records((await api.pull(retry_topic, 0, 1)).body)[0]
             assert m2.reconsume_times == 2
-            assert m2.properties["ORIGIN_MESSAGE_ID"] == orig.msg_id   # kept across retries
+            assert m2.properties["ORIGIN_MESSAGE_ID"] == orig.msg_id  # kept across retries
             # reconsumeTimes (2) >= maxReconsumeTimes (2): dead letter, no delay
             r = await _send_back(api, m2.commit_log_offset, group, 0, 2)
             assert r.code == ResponseCode.SUCCESS
@@ -83,16 +87,19 @@ async def test_delay_minus_one_goes_straight_to_dlq_and_errors(tmp_path):
             [d] = await _one(api, f"%DLQ%{group}", timeout=3)
             assert d.reconsume_times == 1
             r = await _send_back(api, 123456789, group, 0, 16)
-            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR,
-                                          "look message by offset failed, 123456789")
+            assert (r.code, r.remark) == (
+                ResponseCode.SYSTEM_ERROR,
+                "look message by offset failed, 123456789",
+            )
             # maxReconsumeTimes comes from the header only for clients >= V3_4_9; an older
             # client gets the group's retryMaxTimes (16): header max 0 sends a new client's
             # message straight to the DLQ, an old client's to the retry topic
             from rmq.protocol.frame import RemotingCommand
-            h = ConsumerSendMsgBackRequestHeader(orig.commit_log_offset, group, 0, None, None,
-                                                 False, 0)
-            old = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=h.to_ext_fields(),
-                                  version=MQVersion.V3_4_9 - 1)
+
+            h = ConsumerSendMsgBackRequestHeader(orig.commit_log_offset, group, 0, None, None, False, 0)
+            old = RemotingCommand(
+                RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=h.to_ext_fields(), version=MQVersion.V3_4_9 - 1
+            )
             assert (await api.client.invoke(api.addr, old, 5)).code == ResponseCode.SUCCESS
             [m] = await _one(api, f"%RETRY%{group}")
             assert m.reconsume_times == 1
@@ -104,13 +111,34 @@ async def test_group_retry_queue_nums_and_max_times_are_honoured(tmp_path):
     than V3_4_9 (no maxReconsumeTimes in its header), when a message goes to the DLQ."""
     import subprocess
     import sys
+
     from rmq.protocol.frame import RemotingCommand
+
     with start_namesrv(tmp_path) as ns, start_broker(tmp_path, ns.addr, conf=CONF) as br:
         async with BrokerApi(br.addr) as api:
             topic, group = unique("GrpT"), unique("GrpG")
-            out = subprocess.run([sys.executable, "-m", "rmq.cli", "admin", "updateSubGroup",
-                                  "-n", ns.addr, "-b", br.addr, "-g", group, "-q", "3", "-r", "1"],
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rmq.cli",
+                    "admin",
+                    "updateSubGroup",
+                    "-n",
+                    ns.addr,
+                    "-b",
+                    br.addr,
+                    "-g",
+                    group,
+                    "-q",
+                    "3",
+                    "-r",
+                    "1",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert out.returncode == 0, out.stderr
             await api.create_topic(topic, queues=1)
             await api.send_ok(topic, b"g", properties=props(uniq=uniq_key()))
@@ -118,8 +146,11 @@ async def test_group_retry_queue_nums_and_max_times_are_honoured(tmp_path):
 
             async def old_client_send_back(offset: int) -> None:
                 h = ConsumerSendMsgBackRequestHeader(offset, group, 0, None, None, False, None)
-                req = RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK,
-                                      ext_fields=h.to_ext_fields(), version=MQVersion.V3_4_9 - 1)
+                req = RemotingCommand(
+                    RequestCode.CONSUMER_SEND_MSG_BACK,
+                    ext_fields=h.to_ext_fields(),
+                    version=MQVersion.V3_4_9 - 1,
+                )
                 r = await api.client.invoke(api.addr, req, 5)
                 assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
 
@@ -135,6 +166,7 @@ async def test_group_retry_queue_nums_and_max_times_are_honoured(tmp_path):
                         found[:] = decode_records(rr.body)
                         return True
                 return False
+
             await wait_until(retried, 10, "the retried message")
             assert found[0].reconsume_times == 1
             # reconsumeTimes 1 >= the group's retryMaxTimes 1: dead letter

@@ -22,6 +22,7 @@ or after READY while puts are in flight. Afterwards the test process opens the s
 Reproduce a run with RMQ_CRASH_SEED=<seed printed by the test> (timings still vary:
 the kill lands at a random *moment*, the seed fixes the delays and the writer knobs).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -106,15 +107,20 @@ def _tail(path: Path, n: int = 40) -> str:
 class WriterLife:
     """One writer process: stdout/stderr go to files, so a slow reader never stalls it."""
 
-    def __init__(self, root: Path, logs: Path, mode: str, seed: int, n: int,
-                 knobs: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, root: Path, logs: Path, mode: str, seed: int, n: int, knobs: tuple[str, ...] = ()
+    ) -> None:
         self.out = logs / f"life{n}.out"
         self.err = logs / f"life{n}.err"
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, str(WRITER), str(root), mode, str(seed), *knobs],
-                stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=str(REPO),
-                env={**os.environ, "PYTHONPATH": str(REPO)})
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                cwd=str(REPO),
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+            )
         self.started = time.monotonic()
 
     def wait_for(self, word: str, timeout: float) -> float | None:
@@ -150,7 +156,7 @@ def _run_lives(root: Path, logs: Path, mode: str, base_seed: int) -> list[Ack]:
     """Start and SIGKILL the writer once per PLAN entry; returns every ACK seen."""
     rng = random.Random(f"{base_seed}/{mode}")
     acks: list[Ack] = []
-    recovery_s = 0.2       # LOADING -> READY of the last life that got there
+    recovery_s = 0.2  # LOADING -> READY of the last life that got there
     lives: list[WriterLife] = []
     try:
         for n, phase in enumerate(PLAN):
@@ -180,12 +186,15 @@ def _run_lives(root: Path, logs: Path, mode: str, base_seed: int) -> list[Ack]:
                 time.sleep(delay)
             rc = life.kill()
             assert rc == -signal.SIGKILL, (
-                f"life {n} ({phase}) ended by itself with {rc} before the kill:\n{_tail(life.err)}")
+                f"life {n} ({phase}) ended by itself with {rc} before the kill:\n{_tail(life.err)}"
+            )
             got = life.acks()
             acks.extend(got)
             conf = next((line for line in _lines(life.out) if line.startswith("CONF")), "CONF -")
-            print(f"[{mode}] life {n}: seed={seed} kill={what} after {delay * 1000:.0f} ms, "
-                  f"{len(got)} acks, {life.count('NACK')} nacks, {conf[5:]}")
+            print(
+                f"[{mode}] life {n}: seed={seed} kill={what} after {delay * 1000:.0f} ms, "
+                f"{len(got)} acks, {life.count('NACK')} nacks, {conf[5:]}"
+            )
     finally:
         for life in lives:
             life.kill()
@@ -220,15 +229,18 @@ def _walk_commitlog(st: MessageStore, recovered_end: int) -> list[Record]:
                 break
             assert magic == MESSAGE_MAGIC_CODE and total > 0, (
                 f"offset {base + pos} (recovered end {recovered_end}): neither a record nor "
-                f"BLANK (size {total}, magic {magic & 0xFFFFFFFF:08X})")
-            m = decode_record(data, pos, check_crc=True)   # ProtocolError = torn record
+                f"BLANK (size {total}, magic {magic & 0xFFFFFFFF:08X})"
+            )
+            m = decode_record(data, pos, check_crc=True)  # ProtocolError = torn record
             assert m.commit_log_offset == base + pos, (
-                f"record at {base + pos} says PHYSICALOFFSET {m.commit_log_offset}")
-            records.append(Record(base + pos, data[pos:pos + total], m))
+                f"record at {base + pos} says PHYSICALOFFSET {m.commit_log_offset}"
+            )
+            records.append(Record(base + pos, data[pos : pos + total], m))
             pos += total
         if last:
             assert data[pos:] == bytes(size - pos), (
-                f"non-zero bytes after the recovered end {recovered_end} in {mf.file_name}")
+                f"non-zero bytes after the recovered end {recovered_end} in {mf.file_name}"
+            )
     return records
 
 
@@ -251,7 +263,8 @@ def _check_records(records: list[Record]) -> dict[tuple[str, int], list[Record]]
         q = queues[(m.topic, m.queue_id)]
         assert m.queue_offset == len(q), (
             f"{m.topic}-{m.queue_id}: record at {r.phys} has queue offset {m.queue_offset}, "
-            f"expected {len(q)} (a queue offset was reused or skipped)")
+            f"expected {len(q)} (a queue offset was reused or skipped)"
+        )
         q.append(r)
     return queues
 
@@ -266,14 +279,20 @@ def _check_acks(st: MessageStore, by_phys: dict[int, Record], acks: list[Ack], m
         r = by_phys.get(a.phys)
         assert r is not None, f"[{mode}] ACKed {a} is not a record of the recovered CommitLog"
         m = r.msg
-        assert (m.properties.get("UNIQ_KEY"), m.topic, m.queue_id, m.queue_offset, m.store_size) == \
-            (a.uniq, a.topic, a.queue_id, a.queue_offset, a.size), f"[{mode}] {a} reads back as {m}"
+        assert (m.properties.get("UNIQ_KEY"), m.topic, m.queue_id, m.queue_offset, m.store_size) == (
+            a.uniq,
+            a.topic,
+            a.queue_id,
+            a.queue_offset,
+            a.size,
+        ), f"[{mode}] {a} reads back as {m}"
         got = st.select_one_message_by_offset(a.phys)
         assert got is not None and bytes(got) == r.raw, f"[{mode}] {a}: select by offset differs"
 
 
-def _check_consume_queues(st: MessageStore, queues: dict[tuple[str, int], list[Record]],
-                          acks: list[Ack]) -> None:
+def _check_consume_queues(
+    st: MessageStore, queues: dict[tuple[str, int], list[Record]], acks: list[Ack]
+) -> None:
     """Check 3 (and check 1 through the queue): units cover 0..n-1, each points at its
     record with the right size and tag code, get_messages returns the records."""
     known = {(t, q) for t, qs in st.consume_queue_table.items() for q in qs}
@@ -284,10 +303,12 @@ def _check_consume_queues(st: MessageStore, queues: dict[tuple[str, int], list[R
         cq = st.get_consume_queue(topic, qid)
         assert cq is not None, f"no consume queue for {topic}-{qid}"
         n = len(recs)
-        assert (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()) == (0, n), \
+        assert (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()) == (0, n), (
             f"{topic}-{qid}: queue spans {cq.get_min_offset_in_queue()}..{cq.get_max_offset_in_queue()}, records {n}"
-        assert st.commitlog.topic_queue_table.get((topic, qid)) == n, \
+        )
+        assert st.commitlog.topic_queue_table.get((topic, qid)) == n, (
             f"{topic}-{qid}: next queue offset {st.commitlog.topic_queue_table.get((topic, qid))}, expected {n}"
+        )
         units = list(cq.iter_units(0))
         assert [u[0] for u in units] == list(range(n)), f"{topic}-{qid}: units are not consecutive"
         for (idx, off, sz, tag), r in zip(units, recs):
@@ -295,8 +316,9 @@ def _check_consume_queues(st: MessageStore, queues: dict[tuple[str, int], list[R
             assert (off, sz, tag) == want, f"{topic}-{qid} unit {idx} is {(off, sz, tag)}, record {want}"
         # nothing after the last unit of the last file: a stale unit would come back
         last = cq.mfq.mapped_files[-1]
-        assert bytes(last.mm[last.wrote_position:]) == bytes(last.file_size - last.wrote_position), \
+        assert bytes(last.mm[last.wrote_position :]) == bytes(last.file_size - last.wrote_position), (
             f"{topic}-{qid}: stale bytes after the last unit in {last.path}"
+        )
         got: dict[int, bytes] = {}
         off = 0
         while off < n:
@@ -310,8 +332,9 @@ def _check_consume_queues(st: MessageStore, queues: dict[tuple[str, int], list[R
         by_queue[(topic, qid)] = got
     for a in acks:
         raw = by_queue.get((a.topic, a.queue_id), {}).get(a.queue_offset)
-        assert raw is not None and decode_record(raw).properties.get("UNIQ_KEY") == a.uniq, \
+        assert raw is not None and decode_record(raw).properties.get("UNIQ_KEY") == a.uniq, (
             f"ACKed {a} is not at its queue offset"
+        )
 
 
 def _check_index(st: MessageStore, records: list[Record]) -> None:
@@ -325,8 +348,9 @@ def _check_index(st: MessageStore, records: list[Record]) -> None:
             q = st.query_message(m.topic, k, 32, ts - 2000, ts + 1000)
             if not any(decode_record(b).commit_log_offset == r.phys for b in q.buffers):
                 missing.append((r.phys, m.topic, k))
-    assert not missing, (f"{len(missing)} keys not found by the index, "
-                         f"first {missing[:5]}, last {missing[-3:]}")
+    assert not missing, (
+        f"{len(missing)} keys not found by the index, first {missing[:5]}, last {missing[-3:]}"
+    )
 
 
 async def _check_new_puts(st: MessageStore, queues: dict[tuple[str, int], list[Record]]) -> dict:
@@ -335,13 +359,19 @@ async def _check_new_puts(st: MessageStore, queues: dict[tuple[str, int], list[R
     for i, (topic, qid) in enumerate(sorted(queues)):
         uniq = f"after-{i}"
         spec = sw.message_spec(uniq)
-        r = await st.put(MessageExtBrokerInner(topic=topic, body=spec.body, queue_id=qid,
-                                               properties=spec.properties(uniq)))
+        r = await st.put(
+            MessageExtBrokerInner(topic=topic, body=spec.body, queue_id=qid, properties=spec.properties(uniq))
+        )
         assert r.status is PutMessageStatus.PUT_OK and r.queue_offset == expect[(topic, qid)]
         expect[(topic, qid)] += 1
-    items = [BatchItem(0, sw.message_spec(f"afterb-{j}").body,
-                       properties_to_string(sw.message_spec(f"afterb-{j}").properties(f"afterb-{j}")))
-             for j in range(3)]
+    items = [
+        BatchItem(
+            0,
+            sw.message_spec(f"afterb-{j}").body,
+            properties_to_string(sw.message_spec(f"afterb-{j}").properties(f"afterb-{j}")),
+        )
+        for j in range(3)
+    ]
     r = await st.put_batch(MessageExtBatch(topic="CrashNew", items=items, queue_id=0))
     assert r.status is PutMessageStatus.PUT_OK and r.queue_offset == 0
     expect[("CrashNew", 0)] = 3
@@ -350,7 +380,7 @@ async def _check_new_puts(st: MessageStore, queues: dict[tuple[str, int], list[R
         assert st.get_max_offset_in_queue(topic, qid) == n
         g = st.get_messages("crash-check", topic, qid, n - 1, 1)
         assert g.status is GetMessageStatus.FOUND
-    q = st.query_message("CrashNew", "afterb-2", 32, 0, 2 ** 62)
+    q = st.query_message("CrashNew", "afterb-2", 32, 0, 2**62)
     assert len(q.buffers) == 1
     return expect
 
@@ -378,9 +408,11 @@ async def _verify(root: Path, mode: str, acks: list[Ack]) -> None:
         end_after = st.max_phy_offset
     finally:
         await st.shutdown()
-    print(f"[{mode}] verified {len(records)} records ({len(acks)} ACKed) in {len(queues)} queues, "
-          f"CommitLog end {recovered_end} in {len(st.commitlog.mfq.mapped_files) or '-'} files; "
-          f"recovery {t1 - t0:.2f} s, log+queues {t2 - t1:.2f} s, index {t3 - t2:.2f} s")
+    print(
+        f"[{mode}] verified {len(records)} records ({len(acks)} ACKed) in {len(queues)} queues, "
+        f"CommitLog end {recovered_end} in {len(st.commitlog.mfq.mapped_files) or '-'} files; "
+        f"recovery {t1 - t0:.2f} s, log+queues {t2 - t1:.2f} s, index {t3 - t2:.2f} s"
+    )
     assert not os.path.exists(cfg.abort_path), "a clean shutdown left `abort` behind"
 
     # check 5 (part 2): the next load is a normal recovery of exactly that
@@ -402,7 +434,7 @@ async def _verify(root: Path, mode: str, acks: list[Ack]) -> None:
 
 def _base_seed() -> int:
     env = os.environ.get("RMQ_CRASH_SEED")
-    return int(env) if env else random.SystemRandom().randrange(1, 10 ** 6)
+    return int(env) if env else random.SystemRandom().randrange(1, 10**6)
 
 
 @pytest.mark.slow
@@ -430,12 +462,15 @@ async def test_blank_record_with_less_than_48_bytes_left(tmp_path):
     must read as BLANK: dispatch has to skip to the next file, and recovery must keep
     the records after it (found by the SIGKILL test: a file ending 47 bytes after its
     last record stalled dispatch and made recovery truncate every later file)."""
-    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=4096,
-                             flushDiskType=FlushDiskType.SYNC_FLUSH)
+    cfg = MessageStoreConfig(
+        storePathRootDir=str(tmp_path / "s"),
+        mappedFileSizeCommitLog=4096,
+        flushDiskType=FlushDiskType.SYNC_FLUSH,
+    )
     st = MessageStore(cfg)
     st.load()
     await st.start()
-    first = 4096 - 20 - record_length(0, 0, 1, 0)      # leaves 20 bytes: BLANK territory
+    first = 4096 - 20 - record_length(0, 0, 1, 0)  # leaves 20 bytes: BLANK territory
     r1 = await st.put(MessageExtBrokerInner(topic="T", body=b"a" * first))
     r2 = await st.put(MessageExtBrokerInner(topic="T", body=b"b" * 100))
     assert r1.status is r2.status is PutMessageStatus.PUT_OK
@@ -443,7 +478,7 @@ async def test_blank_record_with_less_than_48_bytes_left(tmp_path):
     assert await st.reput.wait_caught_up(timeout=5), "dispatch stalled at the BLANK record"
     g = st.get_messages("g", "T", 0, 0, 32)
     assert g.status is GetMessageStatus.FOUND and len(g.buffers) == 2
-    st.close_after_crash_test()          # as if killed: `abort` stays
+    st.close_after_crash_test()  # as if killed: `abort` stays
 
     st = MessageStore(cfg)
     st.load()
@@ -464,14 +499,21 @@ async def test_index_rebuilt_below_the_checkpoint_restart_point(tmp_path):
     12.5 s in: 600+ keys lost)."""
     from rmq.store.checkpoint import StoreCheckpoint
 
-    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=4096,
-                             maxHashSlotNum=64, maxIndexNum=4096)
+    cfg = MessageStoreConfig(
+        storePathRootDir=str(tmp_path / "s"),
+        mappedFileSizeCommitLog=4096,
+        maxHashSlotNum=64,
+        maxIndexNum=4096,
+    )
     st = MessageStore(cfg)
     st.load()
     await st.start()
     for i in range(40):
-        r = await st.put(MessageExtBrokerInner(topic="T", body=bytes(400),
-                                               properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"}))
+        r = await st.put(
+            MessageExtBrokerInner(
+                topic="T", body=bytes(400), properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"}
+            )
+        )
         assert r.status is PutMessageStatus.PUT_OK
     assert await st.reput.wait_caught_up(timeout=5)
     last_ts = r.store_timestamp
@@ -491,15 +533,18 @@ async def test_index_rebuilt_below_the_checkpoint_restart_point(tmp_path):
     assert not st.last_exit_ok
     await st.start()
     try:
-        lost = [i for i in range(40)
-                if len(st.query_message("T", f"k{i}", 32, 0, 2 ** 62).buffers) != 1
-                or len(st.query_message("T", f"U{i}", 32, 0, 2 ** 62).buffers) != 1]
+        lost = [
+            i
+            for i in range(40)
+            if len(st.query_message("T", f"k{i}", 32, 0, 2**62).buffers) != 1
+            or len(st.query_message("T", f"U{i}", 32, 0, 2**62).buffers) != 1
+        ]
         assert not lost, f"keys of messages {lost} are no longer in the index"
     finally:
         await st.shutdown()
 
 
-_KILL_DURING_CREATE = r'''
+_KILL_DURING_CREATE = r"""
 import asyncio, os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from rmq.protocol.message import MessageExtBrokerInner
@@ -543,12 +588,15 @@ async def main():
     os.write(1, b"NOT KILLED\n")
 
 asyncio.run(main())
-'''
+"""
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("where,nth", [("/commitlog/", 3), ("/consumequeue/", 2), ("/index/", 2)],
-                         ids=["commitlog", "consumequeue", "index"])
+@pytest.mark.parametrize(
+    "where,nth",
+    [("/commitlog/", 3), ("/consumequeue/", 2), ("/index/", 2)],
+    ids=["commitlog", "consumequeue", "index"],
+)
 async def test_sigkill_while_a_store_file_is_created(tmp_path, where, nth):
     """A SIGKILL between creating a store file and giving it its length (posix_fallocate
     or ftruncate) leaves a 0-byte file; load() must drop it, not fail for ever with
@@ -556,12 +604,21 @@ async def test_sigkill_while_a_store_file_is_created(tmp_path, where, nth):
     the kill landed 11 ms after LOADING, as the first put after recovery created the
     next CommitLog file)."""
     root = tmp_path / "s"
-    p = subprocess.run([sys.executable, "-c", _KILL_DURING_CREATE, str(REPO), str(root), where,
-                        str(nth)], capture_output=True, timeout=50, cwd=str(REPO))
+    p = subprocess.run(
+        [sys.executable, "-c", _KILL_DURING_CREATE, str(REPO), str(root), where, str(nth)],
+        capture_output=True,
+        timeout=50,
+        cwd=str(REPO),
+    )
     assert p.returncode == -signal.SIGKILL, p.stdout.decode() + p.stderr.decode()
     acked = [int(line.split()[1]) for line in p.stdout.decode().splitlines() if line.startswith("ACK")]
-    cfg = MessageStoreConfig(storePathRootDir=str(root), mappedFileSizeCommitLog=4096,
-                             mappedFileSizeConsumeQueue=40, maxHashSlotNum=8, maxIndexNum=4)
+    cfg = MessageStoreConfig(
+        storePathRootDir=str(root),
+        mappedFileSizeCommitLog=4096,
+        mappedFileSizeConsumeQueue=40,
+        maxHashSlotNum=8,
+        maxIndexNum=4,
+    )
     st = MessageStore(cfg)
     st.load()
     await st.start()

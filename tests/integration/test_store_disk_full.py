@@ -1,4 +1,5 @@
 """A full disk refuses writes; it does not corrupt them (and never kills the broker)."""
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,14 @@ def _namespace_prefix() -> list[str]:
 def test_full_disk_refuses_writes_and_keeps_acked_messages(tmp_path):
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    script = (f"mount -t tmpfs -o size=1536k tmpfs {mnt} && "
-              f"exec {sys.executable} {SCENARIO} {mnt}/store")
-    proc = subprocess.run([*_namespace_prefix(), "sh", "-c", script], capture_output=True,
-                          text=True, timeout=170, cwd=str(Path(__file__).parents[2]))
+    script = f"mount -t tmpfs -o size=1536k tmpfs {mnt} && exec {sys.executable} {SCENARIO} {mnt}/store"
+    proc = subprocess.run(
+        [*_namespace_prefix(), "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=170,
+        cwd=str(Path(__file__).parents[2]),
+    )
     # A SIGBUS (-7) here would mean a write through a mapping hit a hole on a full disk.
     assert proc.returncode == 0, f"scenario failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -40,5 +45,8 @@ def test_full_disk_refuses_writes_and_keeps_acked_messages(tmp_path):
     assert v["n_bad"] == 0, v
     # every acknowledged message is still in its queue after reopening
     assert sum(v["queues"]) == result["acked"], (v, result["acked"])
-    assert "No space left on device" in proc.stderr or "create mapped file failed" in proc.stderr.lower() \
-        or "cannot create" in proc.stderr, proc.stderr[-2000:]
+    assert (
+        "No space left on device" in proc.stderr
+        or "create mapped file failed" in proc.stderr.lower()
+        or "cannot create" in proc.stderr
+    ), proc.stderr[-2000:]

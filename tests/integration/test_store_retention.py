@@ -14,6 +14,7 @@ preallocated filler file.
   90 % sends are refused with SERVICE_NOT_AVAILABLE and a disk-full remark, and
   accepted again once space returns.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,11 +27,18 @@ from pathlib import Path
 
 import pytest
 
-from rmq.client import (ConsumeFromWhere, ConsumeResult, Message, MQBrokerError, MQClientAPI,
-                        Producer, PushConsumer)
+from rmq.client import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    Message,
+    MQBrokerError,
+    MQClientAPI,
+    Producer,
+    PushConsumer,
+)
+from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_message_id
-from rmq.protocol.bodies import TopicConfig
 from rmq.remoting.client import RemotingClient
 from tests.harness import BrokerProcess, broker_process, start_namesrv
 from tests.integration.broker_util import wait_until
@@ -38,13 +46,13 @@ from tests.integration.broker_util import wait_until
 pytestmark = pytest.mark.timeout(240)
 
 CL_FILE = 64 * 1024
-CQ_UNITS = 40                       # units per ConsumeQueue file
-BODY = 900                          # ~1 KiB records: ~60 a CommitLog file
+CQ_UNITS = 40  # units per ConsumeQueue file
+BODY = 900  # ~1 KiB records: ~60 a CommitLog file
 
 
 def this_hour() -> str:
     h = time.localtime().tm_hour
-    return f"{h:02d};{(h + 1) % 24:02d}"     # still matches if the test crosses the hour
+    return f"{h:02d};{(h + 1) % 24:02d}"  # still matches if the test crosses the hour
 
 
 def other_hour() -> str:
@@ -66,10 +74,16 @@ class TmpfsBroker:
     def __init__(self, workdir: Path, ns_addr: str, name: str, size: str, **conf: object) -> None:
         self.mnt = workdir / name / "mnt"
         self.mnt.mkdir(parents=True)
-        props = {"storePathRootDir": str(self.mnt / "store"), "mappedFileSizeCommitLog": CL_FILE,
-                 "mappedFileSizeConsumeQueue": 20 * CQ_UNITS, "maxHashSlotNum": 64,
-                 "maxIndexNum": 200, "cleanResourceInterval": 200,
-                 "deleteCommitLogFilesInterval": 0, **conf}
+        props = {
+            "storePathRootDir": str(self.mnt / "store"),
+            "mappedFileSizeCommitLog": CL_FILE,
+            "mappedFileSizeConsumeQueue": 20 * CQ_UNITS,
+            "maxHashSlotNum": 64,
+            "maxIndexNum": 200,
+            "cleanResourceInterval": 200,
+            "deleteCommitLogFilesInterval": 0,
+            **conf,
+        }
         self.proc: BrokerProcess = broker_process(workdir, ns_addr, name, props)
         self.proc.prefix = namespace_prefix(self.mnt, size)
 
@@ -139,6 +153,7 @@ async def create_topic(api: MQClientAPI, ns: str, br: TmpfsBroker, topic: str, q
 
     async def routed() -> bool:
         return await api.get_topic_route_info(topic) is not None
+
     await wait_until(routed, 10, f"route of {topic}")
 
 
@@ -150,8 +165,9 @@ async def produce(ns: str, topic: str, n: int, start: int = 0) -> list[tuple[int
             body = (b"%06d" % i) * (BODY // 6)
             r = await p.send(Message(topic, body, keys=f"k{i}"))
             assert r.ok, r
-            sent.append((r.message_queue.queue_id, r.queue_offset,
-                         decode_message_id(r.offset_msg_id)[2], body))
+            sent.append(
+                (r.message_queue.queue_id, r.queue_offset, decode_message_id(r.offset_msg_id)[2], body)
+            )
     return sent
 
 
@@ -159,7 +175,7 @@ def index_end_phy_offsets(br: TmpfsBroker) -> list[int]:
     out = []
     for name in br.ls("index"):
         with open(br.store("index", name), "rb") as f:
-            out.append(struct.unpack(">q", f.read(32)[24:32])[0])   # endPhyOffset
+            out.append(struct.unpack(">q", f.read(32)[24:32])[0])  # endPhyOffset
     return out
 
 
@@ -170,14 +186,17 @@ def workdir(tmp_path):
 
 async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_minimum(workdir):
     topic, group = "Retention", "RetentionGroup"
-    with start_namesrv(workdir) as ns, \
-            TmpfsBroker(workdir, ns.addr, "broker-ret", "8m", fileReservedTime=0.0003,
-                        deleteWhen=other_hour()) as br:
+    with (
+        start_namesrv(workdir) as ns,
+        TmpfsBroker(
+            workdir, ns.addr, "broker-ret", "8m", fileReservedTime=0.0003, deleteWhen=other_hour()
+        ) as br,
+    ):
         async with RemotingClient() as rc:
             api = MQClientAPI(rc, [ns.addr])
             await create_topic(api, ns.addr, br, topic, 2)
             sent = await produce(ns.addr, topic, 300)
-            for qid in (0, 1):     # a group far behind: it consumed nothing yet
+            for qid in (0, 1):  # a group far behind: it consumed nothing yet
                 await api.update_consumer_offset(br.addr, group, topic, qid, 0)
             files = await commitlog_files(api, br)
             assert len(files) >= 5
@@ -187,25 +206,30 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
             # 0.0003 h = 1.08 s: every file expires, but it is not the hour and the disk
             # is nearly empty, so nothing goes
             time.sleep(1.3)
-            await asyncio.sleep(1.0)       # five cleanup runs
+            await asyncio.sleep(1.0)  # five cleanup runs
             assert await commitlog_files(api, br) == files
             assert "deleting" not in br.log()
 
             # deleteWhen covering this hour: every file but the current one goes
-            r = await api.raw(br.addr, RequestCode.UPDATE_BROKER_CONFIG, None,
-                              f"deleteWhen={this_hour()}\n".encode())
+            r = await api.raw(
+                br.addr, RequestCode.UPDATE_BROKER_CONFIG, None, f"deleteWhen={this_hour()}\n".encode()
+            )
             assert r.code == ResponseCode.SUCCESS, r.remark
 
             async def deleted() -> bool:
                 return len(await commitlog_files(api, br)) == 1
+
             await wait_until(deleted, 15, "expired CommitLog files deleted")
             assert (await commitlog_files(api, br)) == files[-1:]
             cl_min = int(files[-1])
             assert int((await runtime(api, br))["commitLogMinOffset"]) == cl_min
             for name in files[:-1]:
                 start = int(name)
-                assert re.search(rf"deleted CommitLog file {name}: offsets \[{start}, "
-                                 rf"{start + CL_FILE}\)", br.log()), name
+                assert re.search(
+                    rf"deleted CommitLog file {name}: offsets \[{start}, "
+                    rf"{start + CL_FILE}\)",
+                    br.log(),
+                ), name
             assert f"deleteWhen {this_hour()}" in br.log()
 
             # consume queues: min offset = first message still in the CommitLog; their
@@ -219,6 +243,7 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
                     if await api.get_min_offset(br.addr, topic, qid) != first:
                         return False
                 return True
+
             await wait_until(corrected, 5, "consume queue min offsets corrected")
             for qid in (0, 1):
                 first = min(s[1] for s in survivors if s[0] == qid)
@@ -235,8 +260,13 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
             def listener(msgs, ctx) -> ConsumeResult:
                 got.extend(msgs)
                 return ConsumeResult.SUCCESS
-            c = PushConsumer(group, ns.addr, listener=listener,
-                             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+
+            c = PushConsumer(
+                group,
+                ns.addr,
+                listener=listener,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            )
             c.subscribe(topic)
             await c.start()
             try:
@@ -246,15 +276,20 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
                 await c.shutdown()
             assert sorted(m.body for m in got) == sorted(s[3] for s in survivors)
             assert len(got) == len(survivors)
-            assert re.search(rf"PULL_OFFSET_MOVED: correction offset\. topic={topic} queue=\d "
-                             rf"group={group} requestOffset=0 newOffset=[1-9]", br.log())
+            assert re.search(
+                rf"PULL_OFFSET_MOVED: correction offset\. topic={topic} queue=\d "
+                rf"group={group} requestOffset=0 newOffset=[1-9]",
+                br.log(),
+            )
             for qid in (0, 1):
-                assert await api.query_consumer_offset(br.addr, group, topic, qid) == \
-                    await api.get_max_offset(br.addr, topic, qid)
+                assert await api.query_consumer_offset(
+                    br.addr, group, topic, qid
+                ) == await api.get_max_offset(br.addr, topic, qid)
 
             # above diskMaxUsedSpaceRatio expired files go at once, whatever the hour
-            r = await api.raw(br.addr, RequestCode.UPDATE_BROKER_CONFIG, None,
-                              f"deleteWhen={other_hour()}\n".encode())
+            r = await api.raw(
+                br.addr, RequestCode.UPDATE_BROKER_CONFIG, None, f"deleteWhen={other_hour()}\n".encode()
+            )
             assert r.code == ResponseCode.SUCCESS, r.remark
             await produce(ns.addr, topic, 250, start=300)
             files = await commitlog_files(api, br)
@@ -271,10 +306,19 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
 
 async def test_forced_deletion_above_85_and_disk_full_above_90(workdir):
     topic = "DiskMarks"
-    with start_namesrv(workdir) as ns, \
-            TmpfsBroker(workdir, ns.addr, "broker-full", "4m", fileReservedTime=72,
-                        deleteWhen=other_hour(), deleteFileBatchMax=2,
-                        cleanResourceInterval=300) as br:
+    with (
+        start_namesrv(workdir) as ns,
+        TmpfsBroker(
+            workdir,
+            ns.addr,
+            "broker-full",
+            "4m",
+            fileReservedTime=72,
+            deleteWhen=other_hour(),
+            deleteFileBatchMax=2,
+            cleanResourceInterval=300,
+        ) as br,
+    ):
         async with RemotingClient() as rc:
             api = MQClientAPI(rc, [ns.addr])
             await create_topic(api, ns.addr, br, topic, 1)
@@ -294,6 +338,7 @@ async def test_forced_deletion_above_85_and_disk_full_above_90(workdir):
 
             async def gone(n: int) -> bool:
                 return len(await commitlog_files(api, br)) == len(files) - n
+
             await wait_until(lambda: gone(2), 10, "forced deletion")
             await asyncio.sleep(1.5)
             assert await commitlog_files(api, br) == files[2:]
@@ -309,10 +354,11 @@ async def test_forced_deletion_above_85_and_disk_full_above_90(workdir):
             async def all_but_current_gone() -> bool:
                 br.fill_to(0.93)
                 return await gone(len(files) - 1)
+
             await wait_until(all_but_current_gone, 20, "all old files deleted")
             assert all(int(n) <= 2 for n in re.findall(r"deleting (\d+) CommitLog file", br.log()))
             assert br.fill_to(0.93) >= 0.92
-            await asyncio.sleep(0.7)         # a run or two at 93 %
+            await asyncio.sleep(0.7)  # a run or two at 93 %
             async with Producer("pg-full", ns.addr, retry_times_when_send_failed=0) as p:
                 with pytest.raises(MQBrokerError) as ei:
                     await p.send(Message(topic, b"refused"))

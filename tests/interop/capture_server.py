@@ -27,6 +27,7 @@ Frames that rmq's FrameDecoder rejects are logged as ``decode_error`` with the
 exact bytes of the offending frame (hex) — that is a bug in rmq or a client
 quirk rmq must learn, and the connection is closed as Netty would.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,14 +47,17 @@ _ROOT = os.path.dirname(os.path.dirname(_HERE))
 if _ROOT not in sys.path:  # run from anywhere inside the repo without installing
     sys.path.insert(0, _ROOT)
 
+from rmq.common import mixall  # noqa: E402
+from rmq.common.clock import now_ms  # noqa: E402
+from rmq.protocol import message as M  # noqa: E402
 from rmq.protocol.codes import (  # noqa: E402
-    LanguageCode, RequestCode, ResponseCode, SerializeType,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
 )
 from rmq.protocol.errors import ProtocolError  # noqa: E402
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode  # noqa: E402
-from rmq.protocol import message as M  # noqa: E402
-from rmq.common import mixall  # noqa: E402
-from rmq.common.clock import now_ms  # noqa: E402
 
 RC = RequestCode
 RS = ResponseCode
@@ -62,13 +66,25 @@ BROKER_NAME = "capture-broker"
 CLUSTER_NAME = "CaptureCluster"
 
 # SEND_MESSAGE_V2 single-letter keys -> V1 names (spec 2.4).
-_V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic",
-            "d": "defaultTopicQueueNums", "e": "queueId", "f": "sysFlag",
-            "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
-            "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "bname"}
+_V2_KEYS = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "bname",
+}
 
-_MAX_BODY_TEXT = 2048      # bodies up to this size are logged (JSON parsed or as text)
-_MAX_ERROR_HEX = 8192      # bytes of a bad frame written to the log
+_MAX_BODY_TEXT = 2048  # bodies up to this size are logged (JSON parsed or as text)
+_MAX_ERROR_HEX = 8192  # bytes of a bad frame written to the log
 
 
 # --------------------------------------------------------------------------- raw views
@@ -88,11 +104,11 @@ def _raw_binary_ext(header: bytes) -> list[list[Any]] | None:
         while p < end:
             klen = struct.unpack_from(">h", header, p)[0]
             p += 2
-            k = header[p:p + klen].decode("utf-8", "replace")
+            k = header[p : p + klen].decode("utf-8", "replace")
             p += klen
             vlen = struct.unpack_from(">i", header, p)[0]
             p += 4
-            v = header[p:p + vlen].decode("utf-8", "replace")
+            v = header[p : p + vlen].decode("utf-8", "replace")
             p += vlen
             out.append([k, v])
         return out
@@ -112,8 +128,15 @@ def _raw_json_ext(header: bytes) -> tuple[dict | None, dict]:
     types = {}
     for k, v in ext.items():
         if not isinstance(v, str):
-            types[k] = ("null" if v is None else "boolean" if isinstance(v, bool)
-                        else "number" if isinstance(v, (int, float)) else type(v).__name__)
+            types[k] = (
+                "null"
+                if v is None
+                else "boolean"
+                if isinstance(v, bool)
+                else "number"
+                if isinstance(v, (int, float))
+                else type(v).__name__
+            )
     return ext, types
 
 
@@ -139,8 +162,8 @@ def _split_frames(raw: bytearray, n: int) -> list[bytes]:
     out = []
     for _ in range(n):
         (length,) = struct.unpack_from(">i", raw, 0)
-        out.append(bytes(raw[:4 + length]))
-        del raw[:4 + length]
+        out.append(bytes(raw[: 4 + length]))
+        del raw[: 4 + length]
     return out
 
 
@@ -174,26 +197,46 @@ class FakeBroker:
         n = self.queue_count(topic)
         addrs = f'{{"0":"{self.addr}"}}' if standard_json else f'{{0:"{self.addr}"}}'
         # fastjson field order; legacy form has bare integer map keys (spec 2.15).
-        text = (f'{{"brokerDatas":[{{"brokerAddrs":{addrs},"brokerName":"{BROKER_NAME}",'
-                f'"cluster":"{CLUSTER_NAME}"}}],"filterServerTable":{{}},"queueDatas":'
-                f'[{{"brokerName":"{BROKER_NAME}","perm":6,"readQueueNums":{n},'
-                f'"topicSysFlag":0,"writeQueueNums":{n}}}]}}')
+        text = (
+            f'{{"brokerDatas":[{{"brokerAddrs":{addrs},"brokerName":"{BROKER_NAME}",'
+            f'"cluster":"{CLUSTER_NAME}"}}],"filterServerTable":{{}},"queueDatas":'
+            f'[{{"brokerName":"{BROKER_NAME}","perm":6,"readQueueNums":{n},'
+            f'"topicSysFlag":0,"writeQueueNums":{n}}}]}}'
+        )
         return text.encode()
 
-    def _append(self, topic: str, qid: int, body: bytes, props: dict[str, str], flag: int,
-                sys_flag: int, born_ts: int, born_host: bytes, reconsume: int) -> tuple[str, int]:
+    def _append(
+        self,
+        topic: str,
+        qid: int,
+        body: bytes,
+        props: dict[str, str],
+        flag: int,
+        sys_flag: int,
+        born_ts: int,
+        born_host: bytes,
+        reconsume: int,
+    ) -> tuple[str, int]:
         lst = self.records[(topic, qid)]
         qoff = len(lst)
         if M.MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
             props[M.MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = M.UniqueIdGenerator().next_id()
         sys_flag |= M.host_sysflag(born_host, self.store_host)
         rec = M.encode_record(
-            topic=topic.encode(), body=body,
-            properties=M.properties_to_string(props).encode(), queue_id=qid, flag=flag,
-            queue_offset=qoff, physical_offset=self.phys, sys_flag=sys_flag,
-            born_timestamp=born_ts, born_host=born_host,
-            store_timestamp=now_ms(), store_host=self.store_host,
-            reconsume_times=reconsume)
+            topic=topic.encode(),
+            body=body,
+            properties=M.properties_to_string(props).encode(),
+            queue_id=qid,
+            flag=flag,
+            queue_offset=qoff,
+            physical_offset=self.phys,
+            sys_flag=sys_flag,
+            born_timestamp=born_ts,
+            born_host=born_host,
+            store_timestamp=now_ms(),
+            store_host=self.store_host,
+            reconsume_times=reconsume,
+        )
         msg_id = M.create_message_id(self.store_host, self.phys)
         lst.append(rec)
         self.by_phys[self.phys] = rec
@@ -228,14 +271,27 @@ class FakeBroker:
             for it in items:
                 props = dict(base_props)
                 props.update(M.string_to_properties(it.properties))
-                mid, qoff = self._append(topic, qid, it.body, props, it.flag,
-                                         _int(ext, "sysFlag"), _int(ext, "bornTimestamp"),
-                                         born_host, _int(ext, "reconsumeTimes"))
+                mid, qoff = self._append(
+                    topic,
+                    qid,
+                    it.body,
+                    props,
+                    it.flag,
+                    _int(ext, "sysFlag"),
+                    _int(ext, "bornTimestamp"),
+                    born_host,
+                    _int(ext, "reconsumeTimes"),
+                )
                 ids.append(mid)
                 first = qoff if first is None else first
             await self._notify()
-            hdr = {"msgId": ",".join(ids), "queueId": str(qid), "queueOffset": str(first or 0),
-                   "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+            hdr = {
+                "msgId": ",".join(ids),
+                "queueId": str(qid),
+                "queueOffset": str(first or 0),
+                "MSG_REGION": "DefaultRegion",
+                "TRACE_ON": "true",
+            }
             uniq = base_props.get(M.MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if uniq:
                 hdr["transactionId"] = uniq
@@ -260,7 +316,8 @@ class FakeBroker:
             ids = sorted(self.consumers.get(ext.get("consumerGroup", ""), {}))
             if not ids:
                 return cmd.create_response(
-                    RS.SYSTEM_ERROR, f"no consumer for this group, {ext.get('consumerGroup')}")
+                    RS.SYSTEM_ERROR, f"no consumer for this group, {ext.get('consumerGroup')}"
+                )
             return cmd.create_response(ok, body=json.dumps({"consumerIdList": ids}).encode())
         if code == RC.QUERY_CONSUMER_OFFSET:
             key = (ext.get("consumerGroup", ""), ext.get("topic", ""), _int(ext, "queueId"))
@@ -269,21 +326,20 @@ class FakeBroker:
             if self.records.get((key[1], key[2])):
                 return cmd.create_response(ok, ext_fields={"offset": "0"})
             return cmd.create_response(
-                RS.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+                RS.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+            )
         if code == RC.UPDATE_CONSUMER_OFFSET:
             key = (ext.get("consumerGroup", ""), ext.get("topic", ""), _int(ext, "queueId"))
             self.offsets[key] = _int(ext, "commitOffset")
             return cmd.create_response(ok)
         if code in (RC.GET_MAX_OFFSET, RC.GET_MIN_OFFSET, RC.SEARCH_OFFSET_BY_TIMESTAMP):
             n = len(self.records.get((ext.get("topic", ""), _int(ext, "queueId")), ()))
-            return cmd.create_response(ok, ext_fields={
-                "offset": str(n if code == RC.GET_MAX_OFFSET else 0)})
+            return cmd.create_response(ok, ext_fields={"offset": str(n if code == RC.GET_MAX_OFFSET else 0)})
         if code == RC.GET_EARLIEST_MSG_STORETIME:
             return cmd.create_response(ok, ext_fields={"timestamp": "0"})
         if code == RC.LOCK_BATCH_MQ:
             req = json.loads(cmd.body or b"{}")
-            return cmd.create_response(
-                ok, body=json.dumps({"lockOKMQSet": req.get("mqSet", [])}).encode())
+            return cmd.create_response(ok, body=json.dumps({"lockOKMQSet": req.get("mqSet", [])}).encode())
         if code == RC.UNLOCK_BATCH_MQ:
             return cmd.create_response(ok)
         if code == RC.CONSUMER_SEND_MSG_BACK:
@@ -310,10 +366,9 @@ class FakeBroker:
                 hdr["nextBeginOffset"] = str(n)
                 return cmd.create_response(RS.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", hdr)
             if off < n:
-                chunk = lst[off:off + max_n]
+                chunk = lst[off : off + max_n]
                 if tags is not None:
-                    chunk = [r for r in chunk
-                             if M.decode_record(r).properties.get("TAGS") in tags]
+                    chunk = [r for r in chunk if M.decode_record(r).properties.get("TAGS") in tags]
                 hdr["nextBeginOffset"] = str(min(n, off + max_n))
                 if not chunk:
                     return cmd.create_response(RS.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", hdr)
@@ -337,8 +392,17 @@ class FakeBroker:
         props = dict(m.properties)
         props.setdefault(M.MessageConst.RETRY_TOPIC, m.topic)
         props.setdefault(M.MessageConst.ORIGIN_MESSAGE_ID, ext.get("originMsgId") or m.msg_id)
-        self._append(mixall.retry_topic(group), 0, m.body, props, m.flag, m.sys_flag & 0x3,
-                     m.born_timestamp, M.pack_host(peer[0], peer[1]), m.reconsume_times + 1)
+        self._append(
+            mixall.retry_topic(group),
+            0,
+            m.body,
+            props,
+            m.flag,
+            m.sys_flag & 0x3,
+            m.born_timestamp,
+            M.pack_host(peer[0], peer[1]),
+            m.reconsume_times + 1,
+        )
         await self._notify()
         return cmd.create_response(RS.SUCCESS)
 
@@ -362,7 +426,7 @@ class CaptureServer:
 
     def describe(self, cmd: RemotingCommand, frame: bytes) -> dict:
         hlen = struct.unpack_from(">I", frame, 4)[0] & 0xFFFFFF
-        header = frame[8:8 + hlen]
+        header = frame[8 : 8 + hlen]
         d: dict[str, Any] = {
             "code": cmd.code,
             "code_name": (RC.name_of(cmd.code) if not cmd.is_response else RS.name_of(cmd.code)),
@@ -407,10 +471,12 @@ class CaptureServer:
         elif cmd.code == RC.GET_ROUTEINFO_BY_TOPIC:
             topic = (cmd.ext_fields or {}).get("topic", "")
             return cmd.create_response(
-                RS.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
+                RS.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
+            )
         return cmd.create_response(
             RS.SYSTEM_ERROR,
-            f"rmq capture server: request code {cmd.code} ({RC.name_of(cmd.code)}) not handled")
+            f"rmq capture server: request code {cmd.code} ({RC.name_of(cmd.code)}) not handled",
+        )
 
     async def on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.conn_seq += 1
@@ -435,9 +501,17 @@ class CaptureServer:
             async with wlock:
                 writer.write(data)
                 await writer.drain()
-            self.log(event="reply", conn=cid, opaque=cmd.opaque, to_code=cmd.code,
-                     code=resp.code, code_name=RS.name_of(resp.code), remark=resp.remark,
-                     ext=resp.ext_fields, body_len=len(resp.body or b""))
+            self.log(
+                event="reply",
+                conn=cid,
+                opaque=cmd.opaque,
+                to_code=cmd.code,
+                code=resp.code,
+                code_name=RS.name_of(resp.code),
+                remark=resp.remark,
+                ext=resp.ext_fields,
+                body_len=len(resp.body or b""),
+            )
 
         try:
             while True:
@@ -451,9 +525,15 @@ class CaptureServer:
                     self.decode_errors += 1
                     bad = bytes(raw[:_MAX_ERROR_HEX])
                     length = struct.unpack_from(">i", raw, 0)[0] if len(raw) >= 4 else None
-                    self.log(event="decode_error", conn=cid, error=str(e),
-                             frame_index=nframes, declared_length=length,
-                             buffered=len(raw), bytes_hex=bad.hex())
+                    self.log(
+                        event="decode_error",
+                        conn=cid,
+                        error=str(e),
+                        frame_index=nframes,
+                        declared_length=length,
+                        buffered=len(raw),
+                        bytes_hex=bad.hex(),
+                    )
                     break
                 frames = _split_frames(raw, len(cmds))
                 for cmd, frame in zip(cmds, frames, strict=True):
@@ -464,9 +544,14 @@ class CaptureServer:
                     if cmd.is_response:
                         continue
                     self.codes[rec["code_name"]] += 1
-                    self.first.setdefault(rec["code_name"], {
-                        k: rec[k] for k in ("language_name", "version", "serialize_name",
-                                            "opaque", "ext") if k in rec})
+                    self.first.setdefault(
+                        rec["code_name"],
+                        {
+                            k: rec[k]
+                            for k in ("language_name", "version", "serialize_name", "opaque", "ext")
+                            if k in rec
+                        },
+                    )
                     t = asyncio.ensure_future(respond(cmd, rec))
                     tasks.add(t)
                     t.add_done_callback(tasks.discard)
@@ -479,9 +564,13 @@ class CaptureServer:
             writer.close()
 
     def summary(self) -> dict:
-        return {"event": "summary", "connections": self.connections,
-                "requests": dict(self.codes), "decode_errors": self.decode_errors,
-                "first_of_each": self.first}
+        return {
+            "event": "summary",
+            "connections": self.connections,
+            "requests": dict(self.codes),
+            "decode_errors": self.decode_errors,
+            "first_of_each": self.first,
+        }
 
 
 async def main_async(args) -> int:
@@ -493,8 +582,13 @@ async def main_async(args) -> int:
     if args.fake_broker:
         fake = FakeBroker(args.advertise or args.host, port, args.queues, args.pull_hold_ms)
         srv.fake = fake
-    srv.log(event="listening", host=args.host, port=port,
-            mode="fake-broker" if fake else "namesrv", pid=os.getpid())
+    srv.log(
+        event="listening",
+        host=args.host,
+        port=port,
+        mode="fake-broker" if fake else "namesrv",
+        pid=os.getpid(),
+    )
     if args.port_file:
         with open(args.port_file + ".tmp", "w") as f:
             f.write(str(port))
@@ -526,12 +620,17 @@ def main(argv=None) -> int:
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument("--out", help="JSON lines file (default stdout)")
     p.add_argument("--duration", type=float, default=0, help="stop after N seconds (0 = on SIGTERM/SIGINT)")
-    p.add_argument("--fake-broker", action="store_true",
-                   help="also act as a one-broker cluster with an in-memory store")
+    p.add_argument(
+        "--fake-broker", action="store_true", help="also act as a one-broker cluster with an in-memory store"
+    )
     p.add_argument("--advertise", help="broker address host to put in routes (default --host)")
     p.add_argument("--queues", type=int, default=4, help="queues per topic in --fake-broker mode")
-    p.add_argument("--pull-hold-ms", type=int, default=3000,
-                   help="longest a suspended pull is held in --fake-broker mode")
+    p.add_argument(
+        "--pull-hold-ms",
+        type=int,
+        default=3000,
+        help="longest a suspended pull is held in --fake-broker mode",
+    )
     args = p.parse_args(argv)
     return asyncio.run(main_async(args))
 

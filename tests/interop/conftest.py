@@ -13,6 +13,7 @@
 A missing interop environment is a failure (never a skip) that names
 scripts/install_test_deps.sh.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,14 +29,15 @@ import subprocess
 import threading
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rmq.common import mixall
 from rmq.common.clock import now_ms
+from rmq.protocol.bodies import TopicRouteData
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -57,7 +59,6 @@ from rmq.protocol.message import (
     decode_records,
     properties_to_string,
 )
-from rmq.protocol.bodies import TopicRouteData
 from rmq.remoting.client import RemotingClient
 from tests.harness import (
     BrokerProcess,
@@ -112,9 +113,12 @@ def require_client(client: str) -> None:
     """Fail (not skip) the test when the client's environment is missing."""
     what = _missing(client)
     if what:
-        pytest.fail(f"interop environment for {client} is missing: {what}.\n"
-                    f"Build it with {INSTALL_SCRIPT} (`make test` runs it first; "
-                    f"it is idempotent).", pytrace=False)
+        pytest.fail(
+            f"interop environment for {client} is missing: {what}.\n"
+            f"Build it with {INSTALL_SCRIPT} (`make test` runs it first; "
+            f"it is idempotent).",
+            pytrace=False,
+        )
 
 
 # =============================================================================== names
@@ -133,8 +137,7 @@ class _LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="interop-loop",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.loop.run_forever, name="interop-loop", daemon=True)
         self.thread.start()
 
     def run(self, coro, timeout: float = 60.0):
@@ -155,19 +158,23 @@ def broker_problems(limit: int = 12) -> str:
     """The last WARNING/ERROR lines of every running test broker (for failure messages)."""
     out = []
     for c in list(_LIVE_CLUSTERS):
-        lines = [ln for ln in c.broker.log_text().splitlines()
-                 if " WARNING " in ln or " ERROR " in ln or "Traceback" in ln]
+        lines = [
+            ln
+            for ln in c.broker.log_text().splitlines()
+            if " WARNING " in ln or " ERROR " in ln or "Traceback" in ln
+        ]
         if lines:
-            out.append(f"--- broker {c.broker_addr} warnings/errors ({c.broker.log_path}):\n"
-                       + "\n".join(lines[-limit:]))
+            out.append(
+                f"--- broker {c.broker_addr} warnings/errors ({c.broker.log_path}):\n"
+                + "\n".join(lines[-limit:])
+            )
     return "\n".join(out)
 
 
 class Cluster:
     """NameServer(s) + one broker, and a raw admin/test client for them."""
 
-    def __init__(self, workdir: Path, namesrvs: list[NameServerProcess],
-                 broker: BrokerProcess) -> None:
+    def __init__(self, workdir: Path, namesrvs: list[NameServerProcess], broker: BrokerProcess) -> None:
         self.workdir = workdir
         self.namesrvs = namesrvs
         self.broker = broker
@@ -199,33 +206,48 @@ class Cluster:
         self._loop.close()
 
     # ------------------------------------------------------------------ raw requests
-    def invoke(self, addr: str, code: int, ext: dict[str, str] | None = None,
-               body: bytes | None = None, timeout: float = REQUEST_TIMEOUT) -> RemotingCommand:
+    def invoke(
+        self,
+        addr: str,
+        code: int,
+        ext: dict[str, str] | None = None,
+        body: bytes | None = None,
+        timeout: float = REQUEST_TIMEOUT,
+    ) -> RemotingCommand:
         async def go() -> RemotingCommand:
             if self._client is None:
                 self._client = RemotingClient(name="interop-admin")
-            return await self._client.invoke(addr, RemotingCommand(code, ext_fields=ext, body=body),
-                                             timeout)
+            return await self._client.invoke(addr, RemotingCommand(code, ext_fields=ext, body=body), timeout)
+
         return self._loop.run(go(), timeout + 10)
 
-    def create_topic(self, topic: str, queues: int = DEFAULT_QUEUES, order: bool = False,
-                     timeout: float = 20.0) -> None:
+    def create_topic(
+        self, topic: str, queues: int = DEFAULT_QUEUES, order: bool = False, timeout: float = 20.0
+    ) -> None:
         """UPDATE_AND_CREATE_TOPIC on the broker, then wait until every (live) NameServer
         routes it with ``queues`` read/write queues."""
-        h = CreateTopicRequestHeader(topic=topic, default_topic=mixall.AUTO_CREATE_TOPIC_KEY_TOPIC,
-                                     read_queue_nums=queues, write_queue_nums=queues, perm=6,
-                                     order=order)
-        resp = self.invoke(self.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC,
-                           h.to_ext_fields())
-        assert resp.code == ResponseCode.SUCCESS, \
+        h = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic=mixall.AUTO_CREATE_TOPIC_KEY_TOPIC,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=6,
+            order=order,
+        )
+        resp = self.invoke(self.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields())
+        assert resp.code == ResponseCode.SUCCESS, (
             f"UPDATE_AND_CREATE_TOPIC {topic}: {resp.code} {resp.remark}"
+        )
         for ns in self.namesrvs:
             if ns.alive():
                 self.wait_route(topic, ns.addr, queues, timeout)
 
     def route(self, topic: str, ns_addr: str) -> TopicRouteData | None:
-        resp = self.invoke(ns_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                           GetRouteInfoRequestHeader(topic=topic).to_ext_fields())
+        resp = self.invoke(
+            ns_addr,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            GetRouteInfoRequestHeader(topic=topic).to_ext_fields(),
+        )
         if resp.code != ResponseCode.SUCCESS or not resp.body:
             return None
         return TopicRouteData.from_json(resp.body)
@@ -235,30 +257,44 @@ class Cluster:
         last = None
         while time.monotonic() < deadline:
             last = self.route(topic, ns_addr)
-            if last is not None and any(q.broker_name == self.broker_name
-                                        and q.write_queue_nums == queues
-                                        and q.read_queue_nums == queues
-                                        for q in last.queue_datas):
+            if last is not None and any(
+                q.broker_name == self.broker_name
+                and q.write_queue_nums == queues
+                and q.read_queue_nums == queues
+                for q in last.queue_datas
+            ):
                 return
             time.sleep(0.1)
-        raise AssertionError(f"NameServer {ns_addr} has no route for {topic} with {queues} queues "
-                             f"after {timeout}s (last: {last})")
+        raise AssertionError(
+            f"NameServer {ns_addr} has no route for {topic} with {queues} queues "
+            f"after {timeout}s (last: {last})"
+        )
 
     # ------------------------------------------------------------------ broker truth
-    def pull_queue(self, topic: str, group: str, queue_id: int, offset: int = 0,
-                   max_nums: int = 32) -> tuple[int, list[MessageExt], PullMessageResponseHeader | None]:
+    def pull_queue(
+        self, topic: str, group: str, queue_id: int, offset: int = 0, max_nums: int = 32
+    ) -> tuple[int, list[MessageExt], PullMessageResponseHeader | None]:
         h = PullMessageRequestHeader(
-            consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset,
-            max_msg_nums=max_nums, sys_flag=0x4,  # FLAG_SUBSCRIPTION, no suspend, no commit
-            commit_offset=0, suspend_timeout_millis=0, sub_version=0, subscription="*",
-            expression_type="TAG")
+            consumer_group=group,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=0x4,  # FLAG_SUBSCRIPTION, no suspend, no commit
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            sub_version=0,
+            subscription="*",
+            expression_type="TAG",
+        )
         resp = self.invoke(self.broker_addr, RequestCode.PULL_MESSAGE, h.to_ext_fields())
         rh = PullMessageResponseHeader.from_ext_fields(resp.ext_fields) if resp.ext_fields else None
         msgs = decode_records(resp.body) if resp.code == ResponseCode.SUCCESS and resp.body else []
         return resp.code, msgs, rh
 
-    def pull_all(self, topic: str, group: str | None = None,
-                 queues: int = DEFAULT_QUEUES) -> list[MessageExt]:
+    def pull_all(
+        self, topic: str, group: str | None = None, queues: int = DEFAULT_QUEUES
+    ) -> list[MessageExt]:
         """Every message of the topic, queue by queue from offset 0 (raw PULL_MESSAGE)."""
         group = group or unique_name("truth")
         out: list[MessageExt] = []
@@ -270,18 +306,19 @@ class Cluster:
                     out.extend(msgs)
                     offset = rh.next_begin_offset if rh else msgs[-1].queue_offset + 1
                     continue
-                if code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED) \
-                        and (rh is None or offset >= rh.max_offset):
+                if code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED) and (
+                    rh is None or offset >= rh.max_offset
+                ):
                     break
                 if code == ResponseCode.PULL_RETRY_IMMEDIATELY and rh is not None:
                     offset = rh.next_begin_offset
                     continue
-                raise AssertionError(f"PULL_MESSAGE {topic}/{q}@{offset}: code {code} "
-                                     f"(header {rh})")
+                raise AssertionError(f"PULL_MESSAGE {topic}/{q}@{offset}: code {code} (header {rh})")
         return out
 
-    def wait_truth(self, topic: str, expected: int, queues: int = DEFAULT_QUEUES,
-                   timeout: float = 10.0) -> dict[str, MessageExt]:
+    def wait_truth(
+        self, topic: str, expected: int, queues: int = DEFAULT_QUEUES, timeout: float = 10.0
+    ) -> dict[str, MessageExt]:
         """body -> stored record, once ``expected`` messages are pullable."""
         deadline = time.monotonic() + timeout
         while True:
@@ -289,19 +326,22 @@ class Cluster:
             if len(msgs) >= expected or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        assert len(msgs) == expected, \
-            f"broker holds {len(msgs)} messages in {topic}, expected {expected}; " \
+        assert len(msgs) == expected, (
+            f"broker holds {len(msgs)} messages in {topic}, expected {expected}; "
             f"broker log tail ({self.broker.log_path}):\n{self.broker.tail(15)}"
+        )
         truth = {m.body.decode(): m for m in msgs}
         assert len(truth) == expected, f"duplicate bodies stored in {topic}"
         return truth
 
-    def query_by_key(self, topic: str, key: str, uniq: bool = False,
-                     timeout: float = 10.0) -> list[MessageExt]:
+    def query_by_key(
+        self, topic: str, key: str, uniq: bool = False, timeout: float = 10.0
+    ) -> list[MessageExt]:
         """QUERY_MESSAGE by KEYS (or by UNIQ_KEY with ``_UNIQUE_KEY_QUERY=true``);
         retried while the index has not caught up."""
-        h = QueryMessageRequestHeader(topic=topic, key=key, max_num=32, begin_timestamp=0,
-                                      end_timestamp=2 ** 62)
+        h = QueryMessageRequestHeader(
+            topic=topic, key=key, max_num=32, begin_timestamp=0, end_timestamp=2**62
+        )
         ext = h.to_ext_fields()
         if uniq:
             ext["_UNIQUE_KEY_QUERY"] = "true"
@@ -311,26 +351,41 @@ class Cluster:
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 return decode_records(resp.body)
             if time.monotonic() > deadline:
-                raise AssertionError(f"QUERY_MESSAGE topic={topic} key={key} uniq={uniq}: "
-                                     f"{resp.code} {resp.remark}")
+                raise AssertionError(
+                    f"QUERY_MESSAGE topic={topic} key={key} uniq={uniq}: {resp.code} {resp.remark}"
+                )
             time.sleep(0.2)
 
     def view_message(self, msg_id: str) -> MessageExt:
         """VIEW_MESSAGE_BY_ID for an offset msgId (the broker address must be ours)."""
         ip, port, offset = decode_message_id(msg_id)
-        assert f"{ip}:{port}" == self.broker_addr, \
+        assert f"{ip}:{port}" == self.broker_addr, (
             f"offset msgId {msg_id} names {ip}:{port}, the broker is {self.broker_addr}"
-        resp = self.invoke(self.broker_addr, RequestCode.VIEW_MESSAGE_BY_ID,
-                           ViewMessageRequestHeader(offset=offset).to_ext_fields())
-        assert resp.code == ResponseCode.SUCCESS and resp.body, \
+        )
+        resp = self.invoke(
+            self.broker_addr,
+            RequestCode.VIEW_MESSAGE_BY_ID,
+            ViewMessageRequestHeader(offset=offset).to_ext_fields(),
+        )
+        assert resp.code == ResponseCode.SUCCESS and resp.body, (
             f"VIEW_MESSAGE_BY_ID {msg_id} (offset {offset}): {resp.code} {resp.remark}"
+        )
         return decode_record(resp.body, decompress=True)
 
     # ------------------------------------------------------------------ rmq as a raw client
-    def raw_send(self, topic: str, group: str, n: int, *, tags: list[str] | None = None,
-                 keys_prefix: str | None = None, props: dict[str, str] | None = None,
-                 body_prefix: str = "body-", start_index: int = 0,
-                 queues: int = DEFAULT_QUEUES) -> list[dict[str, Any]]:
+    def raw_send(
+        self,
+        topic: str,
+        group: str,
+        n: int,
+        *,
+        tags: list[str] | None = None,
+        keys_prefix: str | None = None,
+        props: dict[str, str] | None = None,
+        body_prefix: str = "body-",
+        start_index: int = 0,
+        queues: int = DEFAULT_QUEUES,
+    ) -> list[dict[str, Any]]:
         """SEND_MESSAGE_V2 x n, round robin over the queues, messages built as the drivers
         build them (body B+i, tag tags[i % len], keys P+i, props, a UNIQ_KEY). Returns
         ``sent`` lines in the drivers' shape."""
@@ -349,22 +404,43 @@ class Cluster:
             p.update(props or {})
             p[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
             h = SendMessageRequestHeader(
-                producer_group=group, topic=topic, default_topic=mixall.AUTO_CREATE_TOPIC_KEY_TOPIC,
-                default_topic_queue_nums=4, queue_id=i % queues, sys_flag=0,
-                born_timestamp=now_ms(), flag=0,
-                properties=properties_to_string(p), reconsume_times=0)
-            resp = self.invoke(self.broker_addr, RequestCode.SEND_MESSAGE_V2,
-                               h.to_v2_ext_fields(), body.encode())
-            assert resp.code == ResponseCode.SUCCESS, \
+                producer_group=group,
+                topic=topic,
+                default_topic=mixall.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                default_topic_queue_nums=4,
+                queue_id=i % queues,
+                sys_flag=0,
+                born_timestamp=now_ms(),
+                flag=0,
+                properties=properties_to_string(p),
+                reconsume_times=0,
+            )
+            resp = self.invoke(
+                self.broker_addr, RequestCode.SEND_MESSAGE_V2, h.to_v2_ext_fields(), body.encode()
+            )
+            assert resp.code == ResponseCode.SUCCESS, (
                 f"raw SEND_MESSAGE_V2 {topic} #{i}: {resp.code} {resp.remark}"
+            )
             rh = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
-            out.append({"event": "sent", "i": i, "body": body, "tags": tag, "keys": keys,
-                        "status": "SEND_OK", "msg_id": uniq, "offset_msg_id": rh.msg_id,
-                        "queue_id": rh.queue_id, "queue_offset": rh.queue_offset})
+            out.append(
+                {
+                    "event": "sent",
+                    "i": i,
+                    "body": body,
+                    "tags": tag,
+                    "keys": keys,
+                    "status": "SEND_OK",
+                    "msg_id": uniq,
+                    "offset_msg_id": rh.msg_id,
+                    "queue_id": rh.queue_id,
+                    "queue_offset": rh.queue_offset,
+                }
+            )
         return out
 
-    def raw_consume(self, topic: str, group: str, expected: int,
-                    queues: int = DEFAULT_QUEUES, timeout: float = 15.0) -> list[MessageExt]:
+    def raw_consume(
+        self, topic: str, group: str, expected: int, queues: int = DEFAULT_QUEUES, timeout: float = 15.0
+    ) -> list[MessageExt]:
         """rmq as a consumer: raw PULL_MESSAGE on every queue until ``expected`` arrived."""
         deadline = time.monotonic() + timeout
         offsets = dict.fromkeys(range(queues), 0)
@@ -396,8 +472,9 @@ class RmqSide:
     def produce(self, topic: str, group: str, n: int, **kw: Any) -> list[dict[str, Any]]:
         return self.cluster.raw_send(topic, group, n, **kw)
 
-    def consume(self, topic: str, group: str, bodies: Iterable[str],
-                timeout: float = 30.0) -> list[dict[str, Any]]:
+    def consume(
+        self, topic: str, group: str, bodies: Iterable[str], timeout: float = 30.0
+    ) -> list[dict[str, Any]]:
         want = set(bodies)
         got = self.cluster.raw_consume(topic, group, len(want), timeout=timeout)
         return [message_record(m) for m in got]
@@ -413,10 +490,19 @@ class ClientRmqSide(RmqSide):
         super().__init__(cluster)
         self.namesrv = namesrv or cluster.namesrv_addr
 
-    def produce(self, topic: str, group: str, n: int, *, tags: list[str] | None = None,
-                keys_prefix: str | None = None, props: dict[str, str] | None = None,
-                body_prefix: str = "body-", start_index: int = 0,
-                **_: Any) -> list[dict[str, Any]]:
+    def produce(
+        self,
+        topic: str,
+        group: str,
+        n: int,
+        *,
+        tags: list[str] | None = None,
+        keys_prefix: str | None = None,
+        props: dict[str, str] | None = None,
+        body_prefix: str = "body-",
+        start_index: int = 0,
+        **_: Any,
+    ) -> list[dict[str, Any]]:
         from rmq.client.message import Message
         from rmq.client.producer import Producer
 
@@ -429,24 +515,37 @@ class ClientRmqSide(RmqSide):
                     body = f"{body_prefix}{i}"
                     tag = tags[i % len(tags)] if tags else None
                     keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
-                    r = await p.send(Message(topic, body.encode(), tags=tag, keys=keys,
-                                             properties=dict(props or {})))
-                    out.append({"event": "sent", "i": i, "body": body, "tags": tag,
-                                "keys": keys, "status": r.status.value, "msg_id": r.msg_id,
-                                "offset_msg_id": r.offset_msg_id,
-                                "queue_id": r.message_queue.queue_id,
-                                "queue_offset": r.queue_offset})
+                    r = await p.send(
+                        Message(topic, body.encode(), tags=tag, keys=keys, properties=dict(props or {}))
+                    )
+                    out.append(
+                        {
+                            "event": "sent",
+                            "i": i,
+                            "body": body,
+                            "tags": tag,
+                            "keys": keys,
+                            "status": r.status.value,
+                            "msg_id": r.msg_id,
+                            "offset_msg_id": r.offset_msg_id,
+                            "queue_id": r.message_queue.queue_id,
+                            "queue_offset": r.queue_offset,
+                        }
+                    )
             finally:
                 await p.shutdown()
             return out
+
         return self.cluster._loop.run(go(), 60)
 
-    def consume(self, topic: str, group: str, bodies: Iterable[str],
-                timeout: float = 30.0) -> list[dict[str, Any]]:
+    def consume(
+        self, topic: str, group: str, bodies: Iterable[str], timeout: float = 30.0
+    ) -> list[dict[str, Any]]:
         """PushConsumer until every one of ``bodies`` arrived (or ``timeout``); a consumer
         that does not start, does not get everything or does not shut down raises
         AssertionError with the rmq.client log."""
         from rmq.client.push_consumer import ConsumeResult, PushConsumer
+
         want = set(bodies)
         got: list[dict[str, Any]] = []
         phase = ["create"]
@@ -482,11 +581,12 @@ class ClientRmqSide(RmqSide):
                 error = f"{type(e).__name__}: {e}"
         missing = want - {g["body"] for g in got}
         if error or missing:
-            raise ConsumeIncomplete(list(got),
+            raise ConsumeIncomplete(
+                list(got),
                 f"rmq.client PushConsumer ({group} on {topic}): {error or 'incomplete'} in "
                 f"phase {phase[0]}; got {len(got)} messages, missing {len(missing)}\n"
-                f"rmq.client log (last 40 lines):\n" + "\n".join(log[-40:]) + "\n"
-                + broker_problems())
+                f"rmq.client log (last 40 lines):\n" + "\n".join(log[-40:]) + "\n" + broker_problems(),
+            )
         return got
 
 
@@ -534,8 +634,9 @@ def rmq_side(cluster: Cluster, namesrv: str | None = None) -> RmqSide:
     return ClientRmqSide(cluster, namesrv)
 
 
-def _start_cluster(workdir: Path, namesrv_count: int = 1,
-                   broker_conf: dict[str, object] | None = None) -> Iterator[Cluster]:
+def _start_cluster(
+    workdir: Path, namesrv_count: int = 1, broker_conf: dict[str, object] | None = None
+) -> Iterator[Cluster]:
     procs: list[Any] = []
     cluster = None
     try:
@@ -545,8 +646,7 @@ def _start_cluster(workdir: Path, namesrv_count: int = 1,
             procs.append(ns)
             ns.start()
             namesrvs.append(ns)
-        br = broker_process(workdir, ";".join(ns.addr for ns in namesrvs), name="broker-a",
-                            conf=broker_conf)
+        br = broker_process(workdir, ";".join(ns.addr for ns in namesrvs), name="broker-a", conf=broker_conf)
         procs.append(br)
         br.start()
         cluster = Cluster(workdir, namesrvs, br)
@@ -584,8 +684,7 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
 class Driver:
     """One driver subprocess: JSON lines from stdout collected by a reader thread."""
 
-    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict[str, str],
-                 cwd: Path) -> None:
+    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict[str, str], cwd: Path) -> None:
         self.name = name
         self.argv = argv
         workdir.mkdir(parents=True, exist_ok=True)
@@ -596,9 +695,15 @@ class Driver:
         self._cond = threading.Condition()
         self._eof = False
         with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err,
-                                         stdin=subprocess.DEVNULL, env=env, cwd=str(cwd),
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=str(cwd),
+                start_new_session=True,
+            )
         self._reader = threading.Thread(target=self._read, name=f"read-{name}", daemon=True)
         self._reader.start()
 
@@ -646,16 +751,17 @@ class Driver:
         with self._cond:
             evs = list(self.events)
         brief = [e for e in evs if e.get("event") != "message"][-8:]
-        return (f"--- driver {self.name} (pid {self.proc.pid}, rc {self.proc.poll()})\n"
-                f"argv: {' '.join(self.argv)}\n"
-                f"{len(evs)} events, {sum(1 for e in evs if e.get('event') == 'message')} "
-                f"messages; last non-message events: {brief}\n"
-                f"stderr tail ({self.stderr_path}):\n{self.stderr_tail()}\n"
-                f"{broker_problems()}").rstrip()
+        return (
+            f"--- driver {self.name} (pid {self.proc.pid}, rc {self.proc.poll()})\n"
+            f"argv: {' '.join(self.argv)}\n"
+            f"{len(evs)} events, {sum(1 for e in evs if e.get('event') == 'message')} "
+            f"messages; last non-message events: {brief}\n"
+            f"stderr tail ({self.stderr_path}):\n{self.stderr_tail()}\n"
+            f"{broker_problems()}"
+        ).rstrip()
 
     # ------------------------------------------------------------------ waiting
-    def wait_for(self, pred: Callable[[list[dict[str, Any]]], bool], timeout: float,
-                 what: str) -> None:
+    def wait_for(self, pred: Callable[[list[dict[str, Any]]], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         with self._cond:
             while not pred(self.events):
@@ -667,12 +773,12 @@ class Driver:
                 self._cond.wait(min(left, 0.5))
             ok = pred(self.events)
         if not ok:
-            raise AssertionError(f"{self.name}: {what} not seen within {timeout}s\n"
-                                 + self.describe())
+            raise AssertionError(f"{self.name}: {what} not seen within {timeout}s\n" + self.describe())
 
     def wait_started(self, timeout: float = 30.0) -> dict[str, Any]:
-        self.wait_for(lambda evs: any(e.get("event") in ("started", "fatal") for e in evs),
-                      timeout, "a started line")
+        self.wait_for(
+            lambda evs: any(e.get("event") in ("started", "fatal") for e in evs), timeout, "a started line"
+        )
         fatal = self.of("fatal")
         assert not fatal, f"{self.name} could not start: {fatal}\n{self.describe()}"
         return self.of("started")[0]
@@ -681,24 +787,26 @@ class Driver:
         want = set(bodies)
 
         def done(evs):
-            got = {e.get("body") for e in evs if e.get("event") == "message"
-                   and e.get("action", "CONSUME_SUCCESS") == "CONSUME_SUCCESS"}
+            got = {
+                e.get("body")
+                for e in evs
+                if e.get("event") == "message" and e.get("action", "CONSUME_SUCCESS") == "CONSUME_SUCCESS"
+            }
             return want <= got
+
         try:
             self.wait_for(done, timeout, f"{len(want)} messages")
         except AssertionError as e:
             got = {m.get("body") for m in self.messages}
             missing = sorted(want - got)
-            raise AssertionError(f"{e}\nmissing {len(missing)} of {len(want)}: "
-                                 f"{missing[:20]}") from None
+            raise AssertionError(f"{e}\nmissing {len(missing)} of {len(want)}: {missing[:20]}") from None
 
     def wait_exit(self, timeout: float) -> int:
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"{self.name} did not exit within {timeout}s\n"
-                                 + self.describe()) from None
+            raise AssertionError(f"{self.name} did not exit within {timeout}s\n" + self.describe()) from None
         self._reader.join(5)
         return rc
 
@@ -761,13 +869,37 @@ class Clients:
         self.drivers.append(d)
         return d
 
-    def producer(self, client: str, namesrv: str, topic: str, group: str, n: int, *,
-                 tags: Iterable[str] | str | None = None, keys_prefix: str | None = None,
-                 props: dict[str, str] | None = None, body_prefix: str | None = None,
-                 orderly: bool = False, sharding_key_mod: int | None = None,
-                 start_index: int = 0, timeout_ms: int = 5000) -> Driver:
-        o = ["--namesrv", namesrv, "--topic", topic, "--group", group, "-n", str(n),
-             "--start-index", str(start_index), "--timeout-ms", str(timeout_ms)]
+    def producer(
+        self,
+        client: str,
+        namesrv: str,
+        topic: str,
+        group: str,
+        n: int,
+        *,
+        tags: Iterable[str] | str | None = None,
+        keys_prefix: str | None = None,
+        props: dict[str, str] | None = None,
+        body_prefix: str | None = None,
+        orderly: bool = False,
+        sharding_key_mod: int | None = None,
+        start_index: int = 0,
+        timeout_ms: int = 5000,
+    ) -> Driver:
+        o = [
+            "--namesrv",
+            namesrv,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "-n",
+            str(n),
+            "--start-index",
+            str(start_index),
+            "--timeout-ms",
+            str(timeout_ms),
+        ]
         if tags is not None:
             o += ["--tags", _csv(tags)]
         if keys_prefix is not None:
@@ -782,23 +914,36 @@ class Clients:
             o += ["--sharding-key-mod", str(sharding_key_mod)]
         return self._start(client, "producer", o)
 
-    def produce(self, client: str, namesrv: str, topic: str, group: str, n: int,
-                timeout: float = 60.0, **kw: Any) -> list[dict[str, Any]]:
+    def produce(
+        self, client: str, namesrv: str, topic: str, group: str, n: int, timeout: float = 60.0, **kw: Any
+    ) -> list[dict[str, Any]]:
         """Run a producer to completion; every send must succeed. Returns the sent lines."""
         d = self.producer(client, namesrv, topic, group, n, **kw)
         rc = d.wait_exit(timeout)
         sent = d.sent
-        assert rc == 0 and len(sent) == n, \
+        assert rc == 0 and len(sent) == n, (
             f"{client} producer: exit {rc}, {len(sent)}/{n} sent\n{d.describe()}"
+        )
         summary = d.of("summary")
         assert summary and summary[-1]["sent"] == n and summary[-1]["failed"] == 0, d.describe()
         return sent
 
-    def consumer(self, client: str, namesrv: str, topic: str, group: str, *,
-                 expression: str = "*", orderly: bool = False,
-                 property_keys: Iterable[str] | None = None, from_first: bool = False,
-                 max_messages: int | None = None, idle_exit: float | None = None,
-                 reconsume_until: int | None = None, wait_started: bool = True) -> Driver:
+    def consumer(
+        self,
+        client: str,
+        namesrv: str,
+        topic: str,
+        group: str,
+        *,
+        expression: str = "*",
+        orderly: bool = False,
+        property_keys: Iterable[str] | None = None,
+        from_first: bool = False,
+        max_messages: int | None = None,
+        idle_exit: float | None = None,
+        reconsume_until: int | None = None,
+        wait_started: bool = True,
+    ) -> Driver:
         o = ["--namesrv", namesrv, "--topic", topic, "--group", group, "--expression", expression]
         if orderly:
             o += ["--orderly"]
@@ -819,14 +964,33 @@ class Clients:
             d.wait_started()
         return d
 
-    def puller(self, client: str, namesrv: str, topic: str, group: str, *,
-               expression: str = "*", property_keys: Iterable[str] | None = None,
-               max_messages: int | None = None, timeout: float = 45.0) -> Driver:
+    def puller(
+        self,
+        client: str,
+        namesrv: str,
+        topic: str,
+        group: str,
+        *,
+        expression: str = "*",
+        property_keys: Iterable[str] | None = None,
+        max_messages: int | None = None,
+        timeout: float = 45.0,
+    ) -> Driver:
         """The C++ pull consumer driver (DefaultMQPullConsumer, every queue from 0)."""
         if client not in CPP_VENVS:
             raise ValueError(f"{client} has no pull consumer driver")
-        o = ["--namesrv", namesrv, "--topic", topic, "--group", group, "--expression", expression,
-             "--timeout", str(timeout)]
+        o = [
+            "--namesrv",
+            namesrv,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--expression",
+            expression,
+            "--timeout",
+            str(timeout),
+        ]
         if property_keys:
             o += ["--property-keys", _csv(property_keys)]
         if max_messages is not None:
@@ -848,8 +1012,15 @@ def clients(tmp_path: Path) -> Iterator[Clients]:
 
 
 # =============================================================================== assertions
-def check_stored(truth: dict[str, MessageExt], body: str, *, topic: str, tags: str | None,
-                 keys: str | None, props: dict[str, str]) -> MessageExt:
+def check_stored(
+    truth: dict[str, MessageExt],
+    body: str,
+    *,
+    topic: str,
+    tags: str | None,
+    keys: str | None,
+    props: dict[str, str],
+) -> MessageExt:
     """The broker's record of one message carries what the producer put on it."""
     assert body in truth, f"{body!r} is not stored in {topic}"
     m = truth[body]
@@ -857,20 +1028,32 @@ def check_stored(truth: dict[str, MessageExt], body: str, *, topic: str, tags: s
     assert m.tags == tags, f"{body}: stored TAGS {m.tags!r}, sent {tags!r}"
     assert m.keys == keys, f"{body}: stored KEYS {m.keys!r}, sent {keys!r}"
     for k, v in props.items():
-        assert m.properties.get(k) == v, \
-            f"{body}: stored property {k}={m.properties.get(k)!r}, sent {v!r}"
+        assert m.properties.get(k) == v, f"{body}: stored property {k}={m.properties.get(k)!r}, sent {v!r}"
     return m
 
 
-def check_delivered(consumer: Driver, truth: dict[str, MessageExt], bodies: Iterable[str], *,
-                    topic: str, props: dict[str, str]) -> None:
+def check_delivered(
+    consumer: Driver,
+    truth: dict[str, MessageExt],
+    bodies: Iterable[str],
+    *,
+    topic: str,
+    props: dict[str, str],
+) -> None:
     """Every message ``consumer`` consumed matches the broker's record (see
     ``check_messages``), all of ``bodies`` arrived, and nothing else."""
     check_messages(consumer.name, consumer.messages, truth, bodies, topic=topic, props=props)
 
 
-def check_messages(name: str, messages: list[dict[str, Any]], truth: dict[str, MessageExt],
-                   bodies: Iterable[str], *, topic: str, props: dict[str, str]) -> None:
+def check_messages(
+    name: str,
+    messages: list[dict[str, Any]],
+    truth: dict[str, MessageExt],
+    bodies: Iterable[str],
+    *,
+    topic: str,
+    props: dict[str, str],
+) -> None:
     """Delivered ``messages`` (driver ``message`` lines) against the stored records: body,
     topic, tags, keys, user properties, UNIQ_KEY, queue id, queue offset, commit-log
     offset and msgId; every one of ``bodies`` arrived and nothing else did."""
@@ -887,63 +1070,84 @@ def check_messages(name: str, messages: list[dict[str, Any]], truth: dict[str, M
         assert m["topic"] == topic, f"{where}: topic {m['topic']!r}"
         assert m["tags"] == t.tags, f"{where}: tags {m['tags']!r}, stored {t.tags!r}"
         assert m["keys"] == t.keys, f"{where}: keys {m['keys']!r}, stored {t.keys!r}"
-        assert m["queue_id"] == t.queue_id, \
-            f"{where}: queue_id {m['queue_id']}, stored in queue {t.queue_id}"
-        assert int(m["queue_offset"]) == t.queue_offset, \
+        assert m["queue_id"] == t.queue_id, f"{where}: queue_id {m['queue_id']}, stored in queue {t.queue_id}"
+        assert int(m["queue_offset"]) == t.queue_offset, (
             f"{where}: queue_offset {m['queue_offset']}, stored at {t.queue_offset}"
-        assert int(m["commit_log_offset"]) == t.commit_log_offset, \
+        )
+        assert int(m["commit_log_offset"]) == t.commit_log_offset, (
             f"{where}: commit_log_offset {m['commit_log_offset']}, stored at {t.commit_log_offset}"
+        )
         assert m["reconsume_times"] == 0, f"{where}: reconsume_times {m['reconsume_times']}"
         got_props = m.get("properties") or {}
         for k, v in props.items():
             assert got_props.get(k) == v, f"{where}: property {k}={got_props.get(k)!r}, sent {v!r}"
         uniq = t.uniq_key
         if uniq is not None:
-            assert got_props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == uniq, \
+            assert got_props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == uniq, (
                 f"{where}: UNIQ_KEY {got_props.get('UNIQ_KEY')!r}, stored {uniq!r}"
+            )
         # A client's msgId is the UNIQ_KEY when the message has one, else the offset msgId.
         # C++ 1.x quirk: it computes the offset msgId itself with the IPv4 bytes
         # little-endian (0100007F... for 127.0.0.1), as it does for its UNIQ_KEYs.
         accepted = {uniq, t.msg_id} - {None}
         if "cpp1" in name and len(t.msg_id) == 32:
             accepted.add(bytes.fromhex(t.msg_id[:8])[::-1].hex().upper() + t.msg_id[8:])
-        assert m["msg_id"] in accepted, \
+        assert m["msg_id"] in accepted, (
             f"{where}: msg_id {m['msg_id']!r}, UNIQ_KEY {uniq!r}, offset msgId {t.msg_id}"
+        )
     missing = sorted(bodies - seen)
     assert not missing, f"{name} did not get {len(missing)} of {len(bodies)}: {missing[:20]}"
 
 
 def message_record(m: MessageExt) -> dict[str, Any]:
     """A stored/pulled record in the drivers' ``message`` line shape."""
-    return {"event": "message", "action": "CONSUME_SUCCESS", "topic": m.topic, "tags": m.tags,
-            "keys": m.keys, "body": m.body.decode("utf-8", "replace"), "queue_id": m.queue_id,
-            "queue_offset": m.queue_offset, "msg_id": m.uniq_key or m.msg_id,
-            "reconsume_times": m.reconsume_times, "commit_log_offset": m.commit_log_offset,
-            "properties": dict(m.properties)}
+    return {
+        "event": "message",
+        "action": "CONSUME_SUCCESS",
+        "topic": m.topic,
+        "tags": m.tags,
+        "keys": m.keys,
+        "body": m.body.decode("utf-8", "replace"),
+        "queue_id": m.queue_id,
+        "queue_offset": m.queue_offset,
+        "msg_id": m.uniq_key or m.msg_id,
+        "reconsume_times": m.reconsume_times,
+        "commit_log_offset": m.commit_log_offset,
+        "properties": dict(m.properties),
+    }
 
 
 SEND_OK = {"cpp2": "OK", "cpp1": "OK", "node": "SEND_OK", "rmq": "SEND_OK"}
 
 
-def check_sent(client: str, sent: list[dict[str, Any]], truth: dict[str, MessageExt], *,
-               topic: str, props: dict[str, str]) -> None:
+def check_sent(
+    client: str,
+    sent: list[dict[str, Any]],
+    truth: dict[str, MessageExt],
+    *,
+    topic: str,
+    props: dict[str, str],
+) -> None:
     """A driver's send results agree with what the broker stored: status, what the
     message carries, queue offset (and queue id where the client reports it), and the
     msgId (C++: the UNIQ_KEY it set; ali-ons: the broker's offset msgId)."""
     for s in sent:
         where = f"{client} sent #{s['i']} ({s['body']!r})"
         assert s["status"] == SEND_OK[client], f"{where}: status {s['status']}"
-        m = check_stored(truth, s["body"], topic=topic, tags=s["tags"], keys=s["keys"],
-                         props=props)
-        assert int(s["queue_offset"]) == m.queue_offset, \
+        m = check_stored(truth, s["body"], topic=topic, tags=s["tags"], keys=s["keys"], props=props)
+        assert int(s["queue_offset"]) == m.queue_offset, (
             f"{where}: send result queue offset {s['queue_offset']}, stored at {m.queue_offset}"
+        )
         if client in ("node", "rmq"):
-            assert s["queue_id"] == m.queue_id, \
+            assert s["queue_id"] == m.queue_id, (
                 f"{where}: send result queue {s['queue_id']}, stored in {m.queue_id}"
-            assert s["offset_msg_id"] == m.msg_id, \
+            )
+            assert s["offset_msg_id"] == m.msg_id, (
                 f"{where}: offsetMsgId {s['offset_msg_id']}, stored record's is {m.msg_id}"
+            )
         if client == "node":
             assert m.uniq_key is None, f"{where}: ali-ons sets no UNIQ_KEY, stored {m.uniq_key}"
         else:
-            assert m.uniq_key and s["msg_id"] == m.uniq_key, \
+            assert m.uniq_key and s["msg_id"] == m.uniq_key, (
                 f"{where}: msgId {s['msg_id']}, stored UNIQ_KEY {m.uniq_key}"
+            )

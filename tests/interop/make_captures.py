@@ -16,6 +16,7 @@ Per client two captures are written:
 
 Needs scripts/install_test_deps.sh to have run (the interop venvs, node_modules).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,18 +38,30 @@ NODE = os.path.join(HERE, "node")
 def client_cmds(client: str) -> dict[str, list[str]]:
     if client in ("cpp1", "cpp2"):
         py = os.path.join(ROOT, f".venv-interop-{client}", "bin", "python")
-        return {role: [py, os.path.join(DRIVERS, f"{client}_{role}.py")]
-                for role in ("producer", "push_consumer", "pull_consumer")}
-    return {"producer": ["node", os.path.join(NODE, "producer.js")],
-            "push_consumer": ["node", os.path.join(NODE, "consumer.js")]}
+        return {
+            role: [py, os.path.join(DRIVERS, f"{client}_{role}.py")]
+            for role in ("producer", "push_consumer", "pull_consumer")
+        }
+    return {
+        "producer": ["node", os.path.join(NODE, "producer.js")],
+        "push_consumer": ["node", os.path.join(NODE, "consumer.js")],
+    }
 
 
 class Capture:
     def __init__(self, out: str, fake: bool) -> None:
         self.tmp = tempfile.mkdtemp(prefix="rmq-capture-")
         port_file = os.path.join(self.tmp, "port")
-        cmd = [sys.executable, os.path.join(HERE, "capture_server.py"), "--port", "0",
-               "--port-file", port_file, "--out", out]
+        cmd = [
+            sys.executable,
+            os.path.join(HERE, "capture_server.py"),
+            "--port",
+            "0",
+            "--port-file",
+            port_file,
+            "--out",
+            out,
+        ]
         if fake:
             cmd.append("--fake-broker")
         self.proc = subprocess.Popen(cmd)
@@ -66,8 +79,7 @@ class Capture:
 
 def run(cmd: list[str], seconds: float, sig=signal.SIGTERM, cwd=None) -> tuple[int, str]:
     """Run cmd, SIGTERM it after `seconds` if still running; (exit status, stdout)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd,
-                         text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, text=True)
     try:
         out, _ = p.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
@@ -86,14 +98,17 @@ def capture_startup(client: str) -> None:
     cap = Capture(out, fake=False)
     try:
         base = ["--namesrv", cap.addr, "--topic", "CaptureTopic"]
-        rc, _ = run(cmds["producer"] + base + ["--group", f"PG_{client}", "-n", "1",
-                                               "--tags", "TagA", "--keys-prefix", "key-"], 20)
+        rc, _ = run(
+            cmds["producer"]
+            + base
+            + ["--group", f"PG_{client}", "-n", "1", "--tags", "TagA", "--keys-prefix", "key-"],
+            20,
+        )
         print(f"{client}: producer exit {rc} (no route: a failure is expected)")
         rc, _ = run(cmds["push_consumer"] + base + ["--group", f"CG_{client}"], 6)
         print(f"{client}: push consumer exit {rc} after SIGTERM")
         if "pull_consumer" in cmds:
-            rc, _ = run(cmds["pull_consumer"] + base + ["--group", f"CGP_{client}",
-                                                        "--timeout", "4"], 15)
+            rc, _ = run(cmds["pull_consumer"] + base + ["--group", f"CGP_{client}", "--timeout", "4"], 15)
             print(f"{client}: pull consumer exit {rc}")
         time.sleep(0.5)
     finally:
@@ -108,14 +123,31 @@ def capture_fake_broker(client: str) -> None:
     lines = []
     try:
         base = ["--namesrv", cap.addr, "--topic", "CaptureTopic"]
-        rc, o = run(cmds["producer"] + base + [
-            "--group", f"PG_{client}", "-n", "3", "--tags", "TagA,TagB", "--keys-prefix", "key-",
-            "--props", "color=red,size=2", "--body-prefix", f"hello from {client} #"], 20)
+        rc, o = run(
+            cmds["producer"]
+            + base
+            + [
+                "--group",
+                f"PG_{client}",
+                "-n",
+                "3",
+                "--tags",
+                "TagA,TagB",
+                "--keys-prefix",
+                "key-",
+                "--props",
+                "color=red,size=2",
+                "--body-prefix",
+                f"hello from {client} #",
+            ],
+            20,
+        )
         lines += o.splitlines()
         print(f"{client}: fake-broker producer exit {rc}")
         extra = ["--from-first"] if client == "node" else ["--property-keys", "color,size"]
-        rc, o = run(cmds["push_consumer"] + base + ["--group", f"CG_{client}",
-                                                    "--max-messages", "3"] + extra, 20)
+        rc, o = run(
+            cmds["push_consumer"] + base + ["--group", f"CG_{client}", "--max-messages", "3"] + extra, 20
+        )
         lines += o.splitlines()
         print(f"{client}: fake-broker push consumer exit {rc}")
         time.sleep(0.5)

@@ -3,13 +3,17 @@
 This client sends SEND_MESSAGE (10) with V1 header names, version 63, and a UNIQ_KEY
 whose IPv4 bytes are little-endian (tests/interop/README.md).
 """
+
 from __future__ import annotations
 
 import pytest
 
-from tests.interop.conftest import Cluster, Clients, check_delivered
+from tests.interop.conftest import Clients, Cluster, check_delivered
 from tests.interop.flows import (
-    consume_then_more, new_topic, orderly_send_by_selector, produce_and_check,
+    consume_then_more,
+    new_topic,
+    orderly_send_by_selector,
+    produce_and_check,
     pull_consumer_reads_all,
 )
 
@@ -25,8 +29,9 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
     VIEW_MESSAGE_BY_ID."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "pc")
     n = 16
-    sent, truth = produce_and_check(cluster, clients, CLIENT, topic, pgroup, n,
-                                    tags=["TagA", "TagB"], keys_prefix="k-", props=PROPS)
+    sent, truth = produce_and_check(
+        cluster, clients, CLIENT, topic, pgroup, n, tags=["TagA", "TagB"], keys_prefix="k-", props=PROPS
+    )
     assert len({truth[s["body"]].queue_id for s in sent}) == 4
 
     for s in sent[:4]:
@@ -36,9 +41,19 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
         assert viewed.body.decode() == s["body"] and viewed.uniq_key == s["msg_id"]
 
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, property_keys=PROPS)
-    _, bodies = consume_then_more(clients, CLIENT, cluster.namesrv_addr, topic, pgroup, sent, 6,
-                                  consumer=consumer, tags=["TagA", "TagB"], keys_prefix="k-",
-                                  props=PROPS)
+    _, bodies = consume_then_more(
+        clients,
+        CLIENT,
+        cluster.namesrv_addr,
+        topic,
+        pgroup,
+        sent,
+        6,
+        consumer=consumer,
+        tags=["TagA", "TagB"],
+        keys_prefix="k-",
+        props=PROPS,
+    )
     truth = cluster.wait_truth(topic, n + 6)
     check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
 

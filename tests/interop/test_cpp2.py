@@ -3,14 +3,19 @@
 The client runs in its own venv (.venv-interop-cpp2) through the drivers in
 tests/interop/drivers; see tests/interop/README.md for their output and quirks.
 """
+
 from __future__ import annotations
 
 import pytest
 
-from tests.interop.conftest import Cluster, Clients, check_delivered
+from tests.interop.conftest import Clients, Cluster, check_delivered
 from tests.interop.flows import (
-    compressed_body_round_trip, consume_then_more, new_topic, orderly_send_by_selector,
-    produce_and_check, pull_consumer_reads_all,
+    compressed_body_round_trip,
+    consume_then_more,
+    new_topic,
+    orderly_send_by_selector,
+    produce_and_check,
+    pull_consumer_reads_all,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -24,15 +29,18 @@ def test_send_sync_msg_id_resolves_with_view_message_by_id(cluster: Cluster, cli
     (_UNIQUE_KEY_QUERY) and the offset msgId of that record resolves with
     VIEW_MESSAGE_BY_ID to the same message."""
     topic, group, _ = new_topic(cluster, CLIENT, "send")
-    sent, truth = produce_and_check(cluster, clients, CLIENT, topic, group, 8,
-                                    tags=["TagA", "TagB"], keys_prefix="order-", props=PROPS)
-    assert len({truth[s["body"]].queue_id for s in sent}) == 4, \
+    sent, truth = produce_and_check(
+        cluster, clients, CLIENT, topic, group, 8, tags=["TagA", "TagB"], keys_prefix="order-", props=PROPS
+    )
+    assert len({truth[s["body"]].queue_id for s in sent}) == 4, (
         "send_sync should spread 8 messages over the 4 queues"
+    )
 
     for s in sent:
         found = cluster.query_by_key(topic, s["msg_id"], uniq=True)
-        assert [m.uniq_key for m in found] == [s["msg_id"]], \
+        assert [m.uniq_key for m in found] == [s["msg_id"]], (
             f"QUERY_MESSAGE by UNIQ_KEY {s['msg_id']}: {[m.uniq_key for m in found]}"
+        )
         offset_msg_id = found[0].msg_id
         viewed = cluster.view_message(offset_msg_id)
         assert viewed.body.decode() == s["body"]
@@ -52,14 +60,32 @@ def test_push_consumer_receives_every_message_intact(cluster: Cluster, clients: 
     properties, queue id/offset, commit-log offset and msgId of every message."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "push")
     n = 20
-    sent, _ = produce_and_check(cluster, clients, CLIENT, topic, pgroup, n,
-                                tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS)
-    consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup,
-                                property_keys=PROPS)
+    sent, _ = produce_and_check(
+        cluster,
+        clients,
+        CLIENT,
+        topic,
+        pgroup,
+        n,
+        tags=["TagA", "TagB", "TagC"],
+        keys_prefix="k-",
+        props=PROPS,
+    )
+    consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, property_keys=PROPS)
     # the later messages are delivered through long polling
-    _, bodies = consume_then_more(clients, CLIENT, cluster.namesrv_addr, topic, pgroup, sent, 8,
-                                  consumer=consumer, tags=["TagA", "TagB", "TagC"],
-                                  keys_prefix="k-", props=PROPS)
+    _, bodies = consume_then_more(
+        clients,
+        CLIENT,
+        cluster.namesrv_addr,
+        topic,
+        pgroup,
+        sent,
+        8,
+        consumer=consumer,
+        tags=["TagA", "TagB", "TagC"],
+        keys_prefix="k-",
+        props=PROPS,
+    )
     truth = cluster.wait_truth(topic, n + 8)
     check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
     summary = consumer.of("summary")
@@ -70,12 +96,12 @@ def test_push_consumer_tag_filter(cluster: Cluster, clients: Clients):
     """A 'TagA || TagC' subscription gets exactly the messages with those tags."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "tags")
     n = 18
-    sent = clients.produce(CLIENT, cluster.namesrv_addr, topic, pgroup, n,
-                           tags=["TagA", "TagB", "TagC"], keys_prefix="k-")
+    sent = clients.produce(
+        CLIENT, cluster.namesrv_addr, topic, pgroup, n, tags=["TagA", "TagB", "TagC"], keys_prefix="k-"
+    )
     truth = cluster.wait_truth(topic, n)
     wanted = [s["body"] for s in sent if s["tags"] in ("TagA", "TagC")]
-    consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup,
-                                expression="TagA || TagC")
+    consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, expression="TagA || TagC")
     consumer.wait_bodies(wanted)
     # A TagB message would have been delivered with the others (same queues, same pulls).
     consumer.terminate()

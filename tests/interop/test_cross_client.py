@@ -8,25 +8,34 @@ message 0 being in memory) and half after (long polling); every consumer (its ow
 group) must get all messages of all producers. The matrix runs once per module;
 each (producer, consumer) cell is its own test, so a failure names the pair.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.interop.conftest import (
-    CLIENTS, Clients, Cluster, ConsumeIncomplete, RmqSide, check_messages, check_sent, require_client, rmq_side,
+    CLIENTS,
+    Clients,
+    Cluster,
+    ConsumeIncomplete,
+    RmqSide,
+    check_messages,
+    check_sent,
+    require_client,
+    rmq_side,
     unique_name,
 )
 
 pytestmark = pytest.mark.timeout(240)
 
 PARTIES = (*CLIENTS, "rmq")
-PER_PRODUCER = 12          # 6 before the consumers start, 6 after
+PER_PRODUCER = 12  # 6 before the consumers start, 6 after
 TAGS = ["TagA", "TagB", "TagC"]
 
 
@@ -48,14 +57,19 @@ class Matrix:
         self.rmq_mode = ""
 
 
-def _produce(clients: Clients, rmq: RmqSide, cluster: Cluster, party: str, topic: str,
-             start: int, n: int) -> list[dict[str, Any]]:
-    kw: dict[str, Any] = dict(tags=TAGS, keys_prefix=f"{party}-key-", props=props_of(party),
-              body_prefix=f"{party}-body-", start_index=start)
+def _produce(
+    clients: Clients, rmq: RmqSide, cluster: Cluster, party: str, topic: str, start: int, n: int
+) -> list[dict[str, Any]]:
+    kw: dict[str, Any] = dict(
+        tags=TAGS,
+        keys_prefix=f"{party}-key-",
+        props=props_of(party),
+        body_prefix=f"{party}-body-",
+        start_index=start,
+    )
     if party == "rmq":
         return rmq.produce(topic, unique_name("x-rmq-pg"), n, **kw)
-    return clients.produce(party, cluster.namesrv_addr, topic, unique_name(f"x-{party}-pg"), n,
-                           **kw)
+    return clients.produce(party, cluster.namesrv_addr, topic, unique_name(f"x-{party}-pg"), n, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +84,14 @@ def matrix(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     mx.rmq_mode = rmq.mode
     half = PER_PRODUCER // 2
     try:
+
         def produce_round(start: int) -> None:
             with concurrent.futures.ThreadPoolExecutor(len(PARTIES)) as ex:
-                futs = {p: ex.submit(_produce, clients, rmq, cluster, p, topic, start, half)
-                        for p in PARTIES if p not in mx.produce_errors}
+                futs = {
+                    p: ex.submit(_produce, clients, rmq, cluster, p, topic, start, half)
+                    for p in PARTIES
+                    if p not in mx.produce_errors
+                }
                 for p, f in futs.items():
                     try:
                         mx.sent.setdefault(p, []).extend(f.result())
@@ -81,10 +99,17 @@ def matrix(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                         mx.produce_errors[p] = f"{type(e).__name__}: {e}"
 
         produce_round(0)
-        consumers = {c: clients.consumer(c, cluster.namesrv_addr, topic,
-                                         unique_name(f"x-{c}-cg"), property_keys=PROPERTY_KEYS,
-                                         wait_started=False)
-                     for c in CLIENTS}
+        consumers = {
+            c: clients.consumer(
+                c,
+                cluster.namesrv_addr,
+                topic,
+                unique_name(f"x-{c}-cg"),
+                property_keys=PROPERTY_KEYS,
+                wait_started=False,
+            )
+            for c in CLIENTS
+        }
         for c, d in consumers.items():
             try:
                 d.wait_started()
@@ -128,15 +153,22 @@ def test_producer_stores_intact(matrix: Matrix, producer: str):
 def test_cross_client(matrix: Matrix, producer: str, consumer: str):
     """``consumer`` got every message ``producer`` sent, intact: body, tags, keys, user
     properties, UNIQ_KEY/msgId, queue id and offsets equal the stored record."""
-    assert producer not in matrix.produce_errors, \
+    assert producer not in matrix.produce_errors, (
         f"{producer} could not produce: {matrix.produce_errors[producer]}"
+    )
     sent = matrix.sent[producer]
     prefix = f"{producer}-body-"
     received = [m for m in matrix.received.get(consumer, []) if m["body"].startswith(prefix)]
     error = matrix.consume_errors.get(consumer, "")
     try:
-        check_messages(f"{consumer} consumer (from {producer})", received, matrix.truth,
-                       [s["body"] for s in sent], topic=matrix.topic, props=props_of(producer))
+        check_messages(
+            f"{consumer} consumer (from {producer})",
+            received,
+            matrix.truth,
+            [s["body"] for s in sent],
+            topic=matrix.topic,
+            props=props_of(producer),
+        )
     except AssertionError as e:
         raise AssertionError(f"{e}\n{error}".rstrip()) from None
 
@@ -144,5 +176,6 @@ def test_cross_client(matrix: Matrix, producer: str, consumer: str):
 def test_rmq_side_is_rmq_client(matrix: Matrix):
     """rmq's producer and consumer in this matrix are rmq's own client (rmq.client);
     raw SEND_MESSAGE_V2 / PULL_MESSAGE stand in only while it does not exist."""
-    assert matrix.rmq_mode == "rmq.client", \
+    assert matrix.rmq_mode == "rmq.client", (
         f"rmq's side ran as {matrix.rmq_mode!r}: rmq.client.producer / push_consumer missing"
+    )

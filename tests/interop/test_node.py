@@ -4,6 +4,7 @@ ali-ons sends as a JAVA client of version 121, sets no UNIQ_KEY (its msgId is th
 broker's offset msgId), never creates topics, and has no orderly consumer
 (tests/interop/README.md).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -11,9 +12,12 @@ from collections import defaultdict
 
 import pytest
 
-from tests.interop.conftest import Cluster, Clients, check_delivered, check_sent
+from tests.interop.conftest import Clients, Cluster, check_delivered, check_sent
 from tests.interop.flows import (
-    compressed_body_round_trip, consume_then_more, new_topic, produce_and_check,
+    compressed_body_round_trip,
+    consume_then_more,
+    new_topic,
+    produce_and_check,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -26,8 +30,9 @@ def test_send_result_offset_msg_id_resolves(cluster: Cluster, clients: Clients):
     """send -> SEND_OK with queue id/offset matching the store, and an offset msgId
     that VIEW_MESSAGE_BY_ID resolves to the message."""
     topic, group, _ = new_topic(cluster, CLIENT, "send")
-    sent, _ = produce_and_check(cluster, clients, CLIENT, topic, group, 8,
-                                tags=["TagA", "TagB"], keys_prefix="order-", props=PROPS)
+    sent, _ = produce_and_check(
+        cluster, clients, CLIENT, topic, group, 8, tags=["TagA", "TagB"], keys_prefix="order-", props=PROPS
+    )
     assert {s["broker_name"] for s in sent} == {cluster.broker_name}
     assert len({s["queue_id"] for s in sent}) == 4
     for s in sent:
@@ -47,20 +52,41 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
     through long polling; every field intact."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "pc")
     n = 16
-    sent = clients.produce(CLIENT, cluster.namesrv_addr, topic, pgroup, n,
-                           tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS)
+    sent = clients.produce(
+        CLIENT,
+        cluster.namesrv_addr,
+        topic,
+        pgroup,
+        n,
+        tags=["TagA", "TagB", "TagC"],
+        keys_prefix="k-",
+        props=PROPS,
+    )
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup)
-    more, bodies = consume_then_more(clients, CLIENT, cluster.namesrv_addr, topic, pgroup, sent, 8,
-                                     consumer=consumer, tags=["TagA", "TagB", "TagC"],
-                                     keys_prefix="k-", props=PROPS)
+    more, bodies = consume_then_more(
+        clients,
+        CLIENT,
+        cluster.namesrv_addr,
+        topic,
+        pgroup,
+        sent,
+        8,
+        consumer=consumer,
+        tags=["TagA", "TagB", "TagC"],
+        keys_prefix="k-",
+        props=PROPS,
+    )
     truth = cluster.wait_truth(topic, n + 8)
     check_sent(CLIENT, sent + more, truth, topic=topic, props=PROPS)
     check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
     # ali-ons hands over every property: what was sent, the broker's CLUSTER and the
     # client's own MIN_OFFSET/MAX_OFFSET (added on pull, as the Java client does)
     for m in consumer.messages:
-        extra = set(m["properties"]) - set(PROPS) - {"TAGS", "KEYS", "WAIT", "CLUSTER",
-                                                     "MIN_OFFSET", "MAX_OFFSET"}
+        extra = (
+            set(m["properties"])
+            - set(PROPS)
+            - {"TAGS", "KEYS", "WAIT", "CLUSTER", "MIN_OFFSET", "MAX_OFFSET"}
+        )
         assert not extra, f"{m['body']}: unexpected properties {extra}"
     summary = consumer.of("summary")
     assert summary and summary[-1]["reason"] == "SIGTERM", consumer.describe()
@@ -70,11 +96,13 @@ def test_consume_from_first_offset_and_tag_filter(cluster: Cluster, clients: Cli
     """A consumer started on an empty topic (CONSUME_FROM_FIRST_OFFSET, 'TagB'
     subscription) gets exactly the TagB messages produced afterwards."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "tag")
-    consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, expression="TagB",
-                                from_first=True)
+    consumer = clients.consumer(
+        CLIENT, cluster.namesrv_addr, topic, cgroup, expression="TagB", from_first=True
+    )
     n = 12
-    sent = clients.produce(CLIENT, cluster.namesrv_addr, topic, pgroup, n,
-                           tags=["TagA", "TagB", "TagC"], keys_prefix="k-")
+    sent = clients.produce(
+        CLIENT, cluster.namesrv_addr, topic, pgroup, n, tags=["TagA", "TagB", "TagC"], keys_prefix="k-"
+    )
     truth = cluster.wait_truth(topic, n)
     wanted = [s["body"] for s in sent if s["tags"] == "TagB"]
     consumer.wait_bodies(wanted)
@@ -95,8 +123,18 @@ def test_orderly_send_by_sharding_key(cluster: Cluster, clients: Clients):
     (``queueId = queueIds[i] || ''`` makes 0 falsy -> plain round robin), so keys "0" and
     "1" (-> queue 0) are only checked for being stored intact."""
     topic, pgroup, _ = new_topic(cluster, CLIENT, "order")
-    sent, truth = produce_and_check(cluster, clients, CLIENT, topic, pgroup, 36, orderly=True,
-                                    sharding_key_mod=6, tags=["TagO"], keys_prefix="ok-")
+    sent, truth = produce_and_check(
+        cluster,
+        clients,
+        CLIENT,
+        topic,
+        pgroup,
+        36,
+        orderly=True,
+        sharding_key_mod=6,
+        tags=["TagO"],
+        keys_prefix="ok-",
+    )
     by_key = defaultdict(list)
     for s in sent:
         by_key[s["sharding_key"]].append(s)

@@ -11,6 +11,7 @@ on the batch at the first failure, so messages behind it in a batch taken from t
 queue are sent back without being shown: a C++ listener may see reconsumeTimes 0 then 2.
 The broker side (one stored copy per send-back, counting up) is the same for both.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from rmq.common.mixall import retry_topic
-from tests.interop.conftest import Cluster, Clients, _start_cluster, unique_name
+from tests.interop.conftest import Clients, Cluster, _start_cluster, unique_name
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -28,20 +29,22 @@ FAST_LEVELS = " ".join(["1s"] * 18)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from _start_cluster(tmp_path_factory.mktemp("retry"),
-                              broker_conf={"messageDelayLevel": FAST_LEVELS})
+    yield from _start_cluster(
+        tmp_path_factory.mktemp("retry"), broker_conf={"messageDelayLevel": FAST_LEVELS}
+    )
 
 
 @pytest.mark.parametrize("client", ["node", "cpp2"])
-def test_reconsume_later_comes_back_through_the_retry_topic(cluster: Cluster, clients: Clients,
-                                                            client: str):
-    topic, pgroup, cgroup = (unique_name(f"{client}-rt"), unique_name(f"{client}-rpg"),
-                             unique_name(f"{client}-rcg"))
+def test_reconsume_later_comes_back_through_the_retry_topic(cluster: Cluster, clients: Clients, client: str):
+    topic, pgroup, cgroup = (
+        unique_name(f"{client}-rt"),
+        unique_name(f"{client}-rpg"),
+        unique_name(f"{client}-rcg"),
+    )
     cluster.create_topic(topic)
     n, fails = 4, 2
     # ali-ons starts a new group at the last offset: start it before producing
-    consumer = clients.consumer(client, cluster.namesrv_addr, topic, cgroup,
-                                reconsume_until=fails)
+    consumer = clients.consumer(client, cluster.namesrv_addr, topic, cgroup, reconsume_until=fails)
     sent = clients.produce(client, cluster.namesrv_addr, topic, pgroup, n)
     bodies = [s["body"] for s in sent]
     consumer.wait_bodies(bodies, timeout=90)
@@ -58,7 +61,8 @@ def test_reconsume_later_comes_back_through_the_retry_topic(cluster: Cluster, cl
         # reconsumeTimes counts up; "later" while below `fails`, then success
         assert times == sorted(set(times)) and times[0] == 0, got
         assert [m["action"] for m in got] == [
-            "RECONSUME_LATER" if t < fails else "CONSUME_SUCCESS" for t in times], got
+            "RECONSUME_LATER" if t < fails else "CONSUME_SUCCESS" for t in times
+        ], got
         assert times[-1] == fails, got
         # the listener sees the original topic, not %RETRY%<group>
         assert {m["topic"] for m in got} == {topic}, got

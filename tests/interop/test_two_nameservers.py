@@ -6,16 +6,26 @@ addresses, the dead one first and (second run) last, and must still produce and
 consume. ali-ons takes the list as an array (the node drivers split "a;b") and
 rotates over it per request, so it meets the dead one either way.
 """
+
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.interop.conftest import (
-    CLIENTS, ClientRmqSide, Clients, Cluster, Driver, _start_cluster, check_delivered,
-    check_messages, check_sent, rmq_side, unique_name,
+    CLIENTS,
+    ClientRmqSide,
+    Clients,
+    Cluster,
+    Driver,
+    _start_cluster,
+    check_delivered,
+    check_messages,
+    check_sent,
+    rmq_side,
+    unique_name,
 )
 from tests.interop.flows import consume_then_more, produce_and_check
 
@@ -34,8 +44,9 @@ def ha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.create_topic(probe)  # waits until BOTH NameServers route it
         for ns in (ns1, ns2):
             route = cluster.route(probe, ns.addr)
-            assert route and [b.broker_addrs for b in route.broker_datas] == \
-                [{0: cluster.broker_addr}], f"{ns.addr}: {route}"
+            assert route and [b.broker_addrs for b in route.broker_datas] == [{0: cluster.broker_addr}], (
+                f"{ns.addr}: {route}"
+            )
         ns1.kill()
         assert not ns1.alive()
         yield cluster
@@ -59,13 +70,32 @@ def test_one_namesrv_down(ha_cluster: Cluster, clients: Clients, client: str, de
     # created after the kill: the broker keeps registering with the live NameServer
     cluster.create_topic(topic)
     n = 10
-    sent, _ = produce_and_check(cluster, clients, client, topic, unique_name("ha-pg"), n,
-                                namesrv=addrs, tags=["TagA", "TagB"], keys_prefix="ha-",
-                                props=PROPS)
+    sent, _ = produce_and_check(
+        cluster,
+        clients,
+        client,
+        topic,
+        unique_name("ha-pg"),
+        n,
+        namesrv=addrs,
+        tags=["TagA", "TagB"],
+        keys_prefix="ha-",
+        props=PROPS,
+    )
     consumer = clients.consumer(client, addrs, topic, unique_name("ha-cg"), property_keys=PROPS)
-    _, bodies = consume_then_more(clients, client, addrs, topic, unique_name("ha-pg"), sent, 4,
-                                  consumer=consumer, tags=["TagA", "TagB"], keys_prefix="ha-",
-                                  props=PROPS)
+    _, bodies = consume_then_more(
+        clients,
+        client,
+        addrs,
+        topic,
+        unique_name("ha-pg"),
+        sent,
+        4,
+        consumer=consumer,
+        tags=["TagA", "TagB"],
+        keys_prefix="ha-",
+        props=PROPS,
+    )
     truth = cluster.wait_truth(topic, n + 4)
     check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
 
@@ -75,8 +105,9 @@ def test_one_namesrv_down(ha_cluster: Cluster, clients: Clients, client: str, de
     if client == "node":
         assert tried, f"no ali-ons driver ever tried the dead NameServer {ns1.addr}"
     elif dead == "first":
-        assert len(tried) == len(clients.drivers), \
+        assert len(tried) == len(clients.drivers), (
             f"only {tried} of {[d.name for d in clients.drivers]} tried {ns1.addr} first"
+        )
 
 
 def tried_dead(driver: Driver, addr: str) -> bool:
@@ -84,8 +115,7 @@ def tried_dead(driver: Driver, addr: str) -> bool:
     texts = [driver.stderr_path.read_text(errors="replace")]
     if driver.log_dir.exists():
         texts += [f.read_text(errors="replace") for f in driver.log_dir.rglob("*") if f.is_file()]
-    return any(f"can not connect to server:{addr}" in t or f"ECONNREFUSED {addr}" in t
-               for t in texts)
+    return any(f"can not connect to server:{addr}" in t or f"ECONNREFUSED {addr}" in t for t in texts)
 
 
 @pytest.mark.parametrize("dead", ["first", "last"])
@@ -97,10 +127,10 @@ def test_one_namesrv_down_rmq_client(ha_cluster: Cluster, dead: str):
     assert isinstance(side, ClientRmqSide), "rmq.client.producer / push_consumer do not exist"
     topic = unique_name(f"ha-rmq-{dead}")
     cluster.create_topic(topic)
-    sent = side.produce(topic, unique_name("ha-pg"), 10, tags=["TagA", "TagB"],
-                        keys_prefix="ha-", props=PROPS)
+    sent = side.produce(
+        topic, unique_name("ha-pg"), 10, tags=["TagA", "TagB"], keys_prefix="ha-", props=PROPS
+    )
     truth = cluster.wait_truth(topic, 10)
     check_sent("rmq", sent, truth, topic=topic, props=PROPS)
     got = side.consume(topic, unique_name("ha-cg"), [s["body"] for s in sent])
-    check_messages("rmq.client consumer", got, truth, [s["body"] for s in sent], topic=topic,
-                   props=PROPS)
+    check_messages("rmq.client consumer", got, truth, [s["body"] for s in sent], topic=topic, props=PROPS)

@@ -7,6 +7,7 @@ module level, inside functions, under TYPE_CHECKING).
 * rmq.store imports nothing from rmq.remoting, rmq.broker, ha, rmq.client;
 * rmq.client never imports rmq.store or rmq.broker.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,7 +60,7 @@ def _imports(module: str) -> Iterator[str]:
             base = node.module or ""
             if node.level:
                 pkg = module.split(".") if is_pkg else module.split(".")[:-1]
-                pkg = pkg[:len(pkg) - (node.level - 1)]
+                pkg = pkg[: len(pkg) - (node.level - 1)]
                 base = ".".join([*pkg, base] if base else pkg)
             if base.split(".")[0] not in OURS:
                 continue
@@ -74,10 +75,13 @@ GRAPH: dict[str, set[str]] = {m: {t for t in _imports(m) if t != m} for m in MOD
 
 def _importers(prefixes: tuple[str, ...], of: tuple[str, ...]) -> list[str]:
     """'a imports b' for every module a under prefixes importing a module under of."""
+
     def under(m: str, ps: tuple[str, ...]) -> bool:
         return any(m == p or m.startswith(p + ".") for p in ps)
-    return sorted(f"{m} imports {t}" for m, ts in GRAPH.items() if under(m, prefixes)
-                  for t in ts if under(t, of))
+
+    return sorted(
+        f"{m} imports {t}" for m, ts in GRAPH.items() if under(m, prefixes) for t in ts if under(t, of)
+    )
 
 
 def _cycles() -> list[list[str]]:
@@ -120,26 +124,30 @@ def _cycles() -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     assert "rmq.broker.broker" in GRAPH
-    assert "rmq.broker.seams" in GRAPH["rmq.broker.broker"] or \
-        "rmq.broker.roles" in GRAPH["rmq.broker.broker"]
+    assert (
+        "rmq.broker.seams" in GRAPH["rmq.broker.broker"] or "rmq.broker.roles" in GRAPH["rmq.broker.broker"]
+    )
 
 
 def test_no_import_cycles() -> None:
     cycles = _cycles()
-    assert not cycles, "import cycles (TYPE_CHECKING and function-level imports count):\n" + \
-        "\n".join(" <-> ".join(c) for c in cycles)
+    assert not cycles, "import cycles (TYPE_CHECKING and function-level imports count):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
 
 
 def test_only_the_clis_import_the_assembled_broker() -> None:
     allowed = {"rmq.cli", "rmq.broker.cli"}
-    bad = [line for line in _importers(PACKAGES, ("rmq.broker.broker",))
-           if line.split(" ")[0] not in allowed]
+    bad = [line for line in _importers(PACKAGES, ("rmq.broker.broker",)) if line.split(" ")[0] not in allowed]
     assert not bad, bad
 
 
 def test_common_imports_nothing_of_ours() -> None:
-    bad = [line for line in _importers(("rmq.common",), PACKAGES)
-           if not line.split(" imports ")[1].startswith("rmq.common")]
+    bad = [
+        line
+        for line in _importers(("rmq.common",), PACKAGES)
+        if not line.split(" imports ")[1].startswith("rmq.common")
+    ]
     assert not bad, bad
 
 

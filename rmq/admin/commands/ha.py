@@ -13,9 +13,9 @@ from typing import Any
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import BROKER_ADDR, CLUSTER, Command, Opt, Output, UsageError, describe_error, register
 from rmq.admin.output import Col, Table, human_time
+from rmq.protocol.bodies import loads_fastjson
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.bodies import loads_fastjson
 
 
 async def fetch_ha_status(admin: MQAdmin, addr: str) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from rmq.admin.output import Col, Table
 from rmq.client.errors import MQBrokerError
 from rmq.common.clock import now_ms
 from rmq.common.mixall import MASTER_ID
+from rmq.protocol.bodies import MessageQueue, loads_object_keyed_map
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import ResetOffsetRequestHeader
-from rmq.protocol.bodies import MessageQueue, loads_object_keyed_map
 
 #: UtilAll.YYYY_MM_DD_HH_MM_SS_SSS
 TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"

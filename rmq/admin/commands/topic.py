@@ -22,8 +22,8 @@ from rmq.admin.base import (
 )
 from rmq.admin.output import Col, Table, fastjson_pretty, human_time, topic_config_string, without_nulls
 from rmq.common.mixall import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from rmq.protocol.codes import PermName
 from rmq.protocol.bodies import ClusterInfo, TopicConfig, TopicRouteData
+from rmq.protocol.codes import PermName
 
 # TopicSysFlag
 FLAG_UNIT = 0x1

@@ -1,4 +1,5 @@
 """Admin requests (AdminBrokerProcessor): offsets, topics, runtime info, stats."""
+
 from __future__ import annotations
 
 import logging
@@ -7,33 +8,42 @@ from typing import Any
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.processors.send import validate_topic
-from rmq.broker.seams import (ConsumerOffsets, ConsumerRegistry, DelayOffsets, HAStatus,
-                              MetadataPersist, Registration, RuntimeInfo, StoreReader, SubscriptionGroups,
-                              TopicConfigs)
+from rmq.broker.seams import (
+    ConsumerOffsets,
+    ConsumerRegistry,
+    DelayOffsets,
+    HAStatus,
+    MetadataPersist,
+    Registration,
+    RuntimeInfo,
+    StoreReader,
+    SubscriptionGroups,
+    TopicConfigs,
+)
 from rmq.common.mixall import is_sys_topic
+from rmq.protocol.bodies import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
-    ResetOffsetRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
 )
-from rmq.protocol.bodies import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 
 log = logging.getLogger("rmq.broker.admin")
 
 
-
-def _ok(request: RemotingCommand, ext: dict[str, str] | None = None,
-        body: bytes | None = None) -> RemotingCommand:
+def _ok(
+    request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes | None = None
+) -> RemotingCommand:
     resp = request.create_response(ResponseCode.SUCCESS, body=body)
     if ext is not None:
         resp.ext_fields = ext
@@ -41,11 +51,20 @@ def _ok(request: RemotingCommand, ext: dict[str, str] | None = None,
 
 
 class AdminBrokerProcessor:
-    def __init__(self, broker_config: BrokerConfig, store: StoreReader, topics: TopicConfigs,
-                 offsets: ConsumerOffsets, subscriptions: SubscriptionGroups,
-                 consumers: ConsumerRegistry, delay_offsets: DelayOffsets,
-                 metadata: MetadataPersist, registration: Registration, ha: HAStatus,
-                 runtime: RuntimeInfo) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store: StoreReader,
+        topics: TopicConfigs,
+        offsets: ConsumerOffsets,
+        subscriptions: SubscriptionGroups,
+        consumers: ConsumerRegistry,
+        delay_offsets: DelayOffsets,
+        metadata: MetadataPersist,
+        registration: Registration,
+        ha: HAStatus,
+        runtime: RuntimeInfo,
+    ) -> None:
         self.broker_config = broker_config
         self.store = store
         self.topics = topics
@@ -86,25 +105,35 @@ class AdminBrokerProcessor:
         return _ok(request, GetEarliestMsgStoretimeResponseHeader(ts).to_ext_fields())
 
     # --- topics ---
-    def update_and_create_topic(self, conn: Any, request: RemotingCommand
-                                ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def update_and_create_topic(
+        self, conn: Any, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         try:
             h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         if h.topic == self.broker_config.brokerClusterName:
             return request.create_response(
-                ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
+                ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words."
+            )
         bad = validate_topic(h.topic)
         if bad is not None:
             return request.create_response(ResponseCode.SYSTEM_ERROR, bad)
         if is_sys_topic(h.topic):
             return request.create_response(
-                ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
+                ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic."
+            )
         if h.read_queue_nums < 0 or h.write_queue_nums < 0:
             return request.create_response(ResponseCode.SYSTEM_ERROR, "queue numbers must be >= 0")
-        tc = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
-                         h.topic_filter_type or "SINGLE_TAG", h.topic_sys_flag or 0, bool(h.order))
+        tc = TopicConfig(
+            h.topic,
+            h.read_queue_nums,
+            h.write_queue_nums,
+            h.perm,
+            h.topic_filter_type or "SINGLE_TAG",
+            h.topic_sys_flag or 0,
+            bool(h.order),
+        )
         log.info("updateAndCreateTopic %s from %s: %s", h.topic, conn.remote_address, tc)
         self.topics.update_topic_config(tc)
         metadata, registration = self.metadata, self.registration
@@ -115,6 +144,7 @@ class AdminBrokerProcessor:
             await metadata.persist_metadata()
             await registration.register_broker_all()
             return _ok(request)
+
         return registered()
 
     def query_topic_consume_by_who(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -157,8 +187,7 @@ class AdminBrokerProcessor:
             mn = max(store.get_min_offset_in_queue(topic, qid), 0)
             mx = store.get_max_offset_in_queue(topic, qid)
             last = store.get_message_store_timestamp(topic, qid, mx - 1) if mx > 0 else 0
-            entries.append((mq, {"lastUpdateTimestamp": max(last, 0), "maxOffset": mx,
-                                 "minOffset": mn}))
+            entries.append((mq, {"lastUpdateTimestamp": max(last, 0), "maxOffset": mx, "minOffset": mn}))
         return _ok(request, body=dumps_object_keyed_map("offsetTable", entries))
 
     def reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -177,7 +206,8 @@ class AdminBrokerProcessor:
         if tc is None:
             return request.create_response(
                 ResponseCode.SYSTEM_ERROR,
-                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}",
+            )
         online = self.consumers.get_group(h.group)
         entries = []
         for qid in range(tc.write_queue_nums):
@@ -185,20 +215,27 @@ class AdminBrokerProcessor:
             if h.timestamp == -1:
                 target = self.store.get_max_offset_in_queue(h.topic, qid)
             else:
-                target = self.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp,
-                                                                "LOWER")
+                target = self.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp, "LOWER")
             target = max(target, 0)
             if not h.is_force and current >= 0 and target >= current:
                 target = current
             offsets.commit_offset(conn.remote_address, h.group, h.topic, qid, target)
-            entries.append(({"brokerName": self.broker_config.brokerName, "queueId": qid,
-                             "topic": h.topic}, target))
+            entries.append(
+                ({"brokerName": self.broker_config.brokerName, "queueId": qid, "topic": h.topic}, target)
+            )
         body = dumps_object_keyed_map("offsetTable", entries)
-        log.info("reset offsets of group %s on %s to time %d (force=%s): %s",
-                 h.group, h.topic, h.timestamp, h.is_force, [e[1] for e in entries])
+        log.info(
+            "reset offsets of group %s on %s to time %d (force=%s): %s",
+            h.group,
+            h.topic,
+            h.timestamp,
+            h.is_force,
+            [e[1] for e in entries],
+        )
         if online is not None:
-            push = RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                                   ext_fields=h.to_ext_fields(), body=body)
+            push = RemotingCommand(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=h.to_ext_fields(), body=body
+            )
             for c in online.channels.values():
                 try:
                     c.conn.send_oneway(push)

@@ -6,6 +6,7 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
 UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26). Bodies are RocketMQ's JSON
 (rmq.protocol.bodies) so the Java mqadmin works against this broker.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,26 +19,41 @@ from typing import Any
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
 from rmq.broker.processors.send import validate_topic
-from rmq.broker.runtime_config import (all_config_properties, check_update, properties_text,
-                                       rewrite_properties)
-from rmq.broker.seams import (ConsumerOffsets, ConsumerRegistry, MetadataPersist, ProducerRegistry,
-                              QueueStore, Registration, SubscriptionGroups,
-                              TopicConfigs)
+from rmq.broker.runtime_config import all_config_properties, check_update, properties_text, rewrite_properties
+from rmq.broker.seams import (
+    ConsumerOffsets,
+    ConsumerRegistry,
+    MetadataPersist,
+    ProducerRegistry,
+    QueueStore,
+    Registration,
+    SubscriptionGroups,
+    TopicConfigs,
+)
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.common.clock import now_ms
 from rmq.common.fs import atomic_write
 from rmq.common.mixall import is_sys_topic
-from rmq.protocol.bodies import (SUBSCRIPTION_GROUP_KEYS, Connection, ConsumerConnection,
-                                       ProducerConnection)
+from rmq.protocol.bodies import (
+    SUBSCRIPTION_GROUP_KEYS,
+    Connection,
+    ConsumerConnection,
+    DataVersion,
+    ProducerConnection,
+    dumps_fastjson,
+    loads_fastjson,
+)
 from rmq.protocol.codes import LanguageCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.headers import (DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
-                                  GetConsumeStatsRequestHeader,
-                                  GetConsumerConnectionListRequestHeader,
-                                  GetProducerConnectionListRequestHeader)
-from rmq.protocol.bodies import DataVersion, dumps_fastjson, loads_fastjson
+from rmq.protocol.headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+)
 from rmq.store.config import ConfigError, MessageStoreConfig, parse_properties_text
 
 log = logging.getLogger("rmq.broker.admin")
@@ -46,13 +62,16 @@ VALID_GROUP = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 GROUP_MAX_LENGTH = 255
 
 
-def _error(request: RemotingCommand, remark: str,
-           code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
+def _error(request: RemotingCommand, remark: str, code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
     return request.create_response(code, remark)
 
 
-def _ok(request: RemotingCommand, body: bytes | None = None, remark: str | None = None,
-        ext: dict[str, str] | None = None) -> RemotingCommand:
+def _ok(
+    request: RemotingCommand,
+    body: bytes | None = None,
+    remark: str | None = None,
+    ext: dict[str, str] | None = None,
+) -> RemotingCommand:
     resp = request.create_response(ResponseCode.SUCCESS, remark, body=body)
     if ext is not None:
         resp.ext_fields = ext
@@ -61,9 +80,12 @@ def _ok(request: RemotingCommand, body: bytes | None = None, remark: str | None 
 
 def _connection(info: Any) -> Connection:
     lang = info.language
-    return Connection(info.client_id, info.conn.remote_address,
-                      LanguageCode.name_of(lang) if isinstance(lang, int) else str(lang),
-                      int(info.version))
+    return Connection(
+        info.client_id,
+        info.conn.remote_address,
+        LanguageCode.name_of(lang) if isinstance(lang, int) else str(lang),
+        int(info.version),
+    )
 
 
 def _persist_config_file(path: str, changes: dict[str, str]) -> None:
@@ -77,11 +99,21 @@ def _persist_config_file(path: str, changes: dict[str, str]) -> None:
 
 
 class AdminOpsProcessor:
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 store: QueueStore, topics: TopicConfigs, offsets: ConsumerOffsets,
-                 subscriptions: SubscriptionGroups, consumers: ConsumerRegistry,
-                 producers: ProducerRegistry, stats: BrokerStats, metadata: MetadataPersist,
-                 registration: Registration, config_path: str | None = None) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        store: QueueStore,
+        topics: TopicConfigs,
+        offsets: ConsumerOffsets,
+        subscriptions: SubscriptionGroups,
+        consumers: ConsumerRegistry,
+        producers: ProducerRegistry,
+        stats: BrokerStats,
+        metadata: MetadataPersist,
+        registration: Registration,
+        config_path: str | None = None,
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.store = store
@@ -101,8 +133,9 @@ class AdminOpsProcessor:
         self.group_tps.tick()
 
     # ------------------------------------------------------------------ topics
-    def delete_topic(self, conn: Any, request: RemotingCommand
-                     ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def delete_topic(
+        self, conn: Any, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """4.9.8: the topic config goes, then its consume queues; offsets of every group
         on it too (cleanOffsetByTopic), so a topic created again starts clean."""
         bc = self.broker_config
@@ -124,9 +157,14 @@ class AdminOpsProcessor:
         async def deleted() -> RemotingCommand:
             queues = await store.delete_topics([topic])
             await metadata.persist_metadata()
-            log.info("deleteTopic %s: config %s, %d consume queue(s) destroyed", topic,
-                     "removed" if existed else "was not there", queues)
+            log.info(
+                "deleteTopic %s: config %s, %d consume queue(s) destroyed",
+                topic,
+                "removed" if existed else "was not there",
+                queues,
+            )
             return _ok(request)
+
         return deleted()
 
     # ------------------------------------------------------------------ consumers / producers
@@ -135,9 +173,16 @@ class AdminOpsProcessor:
             h = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return _error(request, str(e))
-        stats = build_consume_stats(self.store, self.topics, self.offsets, self.consumers,
-                                    self.broker_config.brokerName, h.consumer_group,
-                                    h.topic or None, self.group_tps)
+        stats = build_consume_stats(
+            self.store,
+            self.topics,
+            self.offsets,
+            self.consumers,
+            self.broker_config.brokerName,
+            h.consumer_group,
+            h.topic or None,
+            self.group_tps,
+        )
         return _ok(request, stats.to_json())
 
     def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -147,11 +192,18 @@ class AdminOpsProcessor:
             return _error(request, str(e))
         g = self.consumers.get_group(h.consumer_group)
         if g is None:
-            return _error(request, f"the consumer group[{h.consumer_group}] not online",
-                          ResponseCode.CONSUMER_NOT_ONLINE)
-        body = ConsumerConnection([_connection(c) for c in g.channels.values()],
-                                  dict(g.subscriptions), g.consume_type, g.message_model,
-                                  g.consume_from_where)
+            return _error(
+                request,
+                f"the consumer group[{h.consumer_group}] not online",
+                ResponseCode.CONSUMER_NOT_ONLINE,
+            )
+        body = ConsumerConnection(
+            [_connection(c) for c in g.channels.values()],
+            dict(g.subscriptions),
+            g.consume_type,
+            g.message_model,
+            g.consume_from_where,
+        )
         return _ok(request, body.to_json())
 
     def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -177,15 +229,25 @@ class AdminOpsProcessor:
             v = obj.get(key)
             if v is None:
                 continue
-            if typ is int and (isinstance(v, bool) or not isinstance(v, int)) \
-                    or typ is not int and not isinstance(v, typ):
-                return _error(request, f"SubscriptionGroupConfig.{key}: expected "
-                                       f"{'a boolean' if typ is bool else typ.__name__}, got {v!r:.40}")
+            if (
+                typ is int
+                and (isinstance(v, bool) or not isinstance(v, int))
+                or typ is not int
+                and not isinstance(v, typ)
+            ):
+                return _error(
+                    request,
+                    f"SubscriptionGroupConfig.{key}: expected "
+                    f"{'a boolean' if typ is bool else typ.__name__}, got {v!r:.40}",
+                )
             values[key] = v
         group = values.get("groupName") or ""
         if not group or not VALID_GROUP.match(group) or len(group) > GROUP_MAX_LENGTH:
-            return _error(request, f"SubscriptionGroupConfig.groupName {group!r} is not a valid "
-                                   f"group name (^[%|a-zA-Z0-9_-]+$, at most {GROUP_MAX_LENGTH})")
+            return _error(
+                request,
+                f"SubscriptionGroupConfig.groupName {group!r} is not a valid "
+                f"group name (^[%|a-zA-Z0-9_-]+$, at most {GROUP_MAX_LENGTH})",
+            )
         for key in ("retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly"):
             if values.get(key, 0) < 0:
                 return _error(request, f"SubscriptionGroupConfig.{key}: must not be negative")
@@ -204,16 +266,18 @@ class AdminOpsProcessor:
             return _error(request, str(e))
         log.info("deleteSubscriptionGroup %s called by %s", h.group_name, conn.remote_address)
         if not self.subscriptions.delete(h.group_name):
-            log.warning("delete subscription group failed, subscription groupName: %s not exist",
-                        h.group_name)
+            log.warning(
+                "delete subscription group failed, subscription groupName: %s not exist", h.group_name
+            )
         if h.remove_offset or h.clean_offset:
             self.offsets.remove_group(h.group_name)
             log.info("offsets of group %s removed", h.group_name)
         return _ok(request)
 
     # ------------------------------------------------------------------ broker config
-    def update_broker_config(self, conn: Any, request: RemotingCommand
-                             ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def update_broker_config(
+        self, conn: Any, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         bc, sc = self.broker_config, self.store_config
         if not request.body:
             return _ok(request)
@@ -232,7 +296,8 @@ class AdminOpsProcessor:
             if path:
                 try:
                     await asyncio.get_running_loop().run_in_executor(
-                        None, _persist_config_file, path, upd.text)
+                        None, _persist_config_file, path, upd.text
+                    )
                 except OSError as e:
                     return _error(request, f"cannot write {path}: {e}; nothing changed")
             for key in upd.at_once:
@@ -251,6 +316,7 @@ class AdminOpsProcessor:
                 self.topics.bump_data_version()
                 await self.registration.register_broker_all()
             return _ok(request, remark="; ".join(notes) or None)
+
         return apply()
 
     def _side_effects(self, keys: list[str]) -> None:
@@ -262,5 +328,4 @@ class AdminOpsProcessor:
 
     def get_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         text = properties_text(all_config_properties(self.broker_config, self.store_config))
-        return _ok(request, text.encode("utf-8"),
-                   ext={"version": self.config_version.to_json().decode()})
+        return _ok(request, text.encode("utf-8"), ext={"version": self.config_version.to_json().decode()})

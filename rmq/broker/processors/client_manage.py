@@ -1,4 +1,5 @@
 """HEART_BEAT (34), UNREGISTER_CLIENT (35), CHECK_CLIENT_CONFIG (46) — spec 2.7."""
+
 from __future__ import annotations
 
 import logging
@@ -7,18 +8,23 @@ from typing import Any
 from rmq.broker.client_manager import ClientChannelInfo
 from rmq.broker.seams import ConsumerRegistry, ProducerRegistry, SubscriptionGroups, TopicConfigs
 from rmq.common.mixall import retry_topic
+from rmq.protocol.bodies import HeartbeatData
 from rmq.protocol.codes import PermName, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import UnregisterClientRequestHeader
-from rmq.protocol.bodies import HeartbeatData
 
 log = logging.getLogger("rmq.broker.clients")
 
 
 class ClientManageProcessor:
-    def __init__(self, topics: TopicConfigs, subscriptions: SubscriptionGroups,
-                 consumers: ConsumerRegistry, producers: ProducerRegistry) -> None:
+    def __init__(
+        self,
+        topics: TopicConfigs,
+        subscriptions: SubscriptionGroups,
+        consumers: ConsumerRegistry,
+        producers: ProducerRegistry,
+    ) -> None:
         self.topics = topics
         self.subscriptions = subscriptions
         self.consumers = consumers
@@ -37,14 +43,27 @@ class ClientManageProcessor:
             if sub_group is not None:
                 notify = sub_group.notifyConsumerIdsChangedEnable
                 self.topics.create_topic_in_send_message_back_method(
-                    retry_topic(data.group_name), sub_group.retryQueueNums,
-                    PermName.PERM_READ | PermName.PERM_WRITE, 0)
-            changed = self.consumers.register(data.group_name, info, data.consume_type,
-                                           data.message_model, data.consume_from_where,
-                                           data.subscription_data_set, notify)
+                    retry_topic(data.group_name),
+                    sub_group.retryQueueNums,
+                    PermName.PERM_READ | PermName.PERM_WRITE,
+                    0,
+                )
+            changed = self.consumers.register(
+                data.group_name,
+                info,
+                data.consume_type,
+                data.message_model,
+                data.consume_from_where,
+                data.subscription_data_set,
+                notify,
+            )
             if changed:
-                log.info("consumer group %s changed on heartbeat from %s (%s)",
-                         data.group_name, hb.client_id, conn.remote_address)
+                log.info(
+                    "consumer group %s changed on heartbeat from %s (%s)",
+                    data.group_name,
+                    hb.client_id,
+                    conn.remote_address,
+                )
         for p in hb.producer_data_set:
             self.producers.register(p.group_name, info)
         return request.create_response(ResponseCode.SUCCESS)

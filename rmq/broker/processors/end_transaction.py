@@ -1,4 +1,5 @@
 """END_TRANSACTION (37): commit or roll back a half message (spec 2.12, 7.3)."""
+
 from __future__ import annotations
 
 import logging
@@ -18,43 +19,55 @@ log = logging.getLogger("rmq.broker.transaction")
 
 
 class EndTransactionProcessor:
-    def __init__(self, store_config: MessageStoreConfig, store: StoreWriter,
-                 transactions: HalfMessages) -> None:
+    def __init__(
+        self, store_config: MessageStoreConfig, store: StoreWriter, transactions: HalfMessages
+    ) -> None:
         self.store_config = store_config
         self.store = store
         self.transactions = transactions
 
-    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    def process(
+        self, conn: Any, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         try:
             h = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         if self.store_config.brokerRole == BrokerRole.SLAVE:
             log.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.remote_address)
-            return request.create_response(ResponseCode.SLAVE_NOT_AVAILABLE,
-                                           "Can't commit or rollback message on slave")
+            return request.create_response(
+                ResponseCode.SLAVE_NOT_AVAILABLE, "Can't commit or rollback message on slave"
+            )
         kind = h.commit_or_rollback
         origin = "check" if h.from_transaction_check else "producer"
         if kind == SysFlag.TRANSACTION_NOT_TYPE:
-            log.info("transaction %s of group %s still unknown (%s); waiting for a check",
-                     h.transaction_id or h.msg_id, h.producer_group, origin)
+            log.info(
+                "transaction %s of group %s still unknown (%s); waiting for a check",
+                h.transaction_id or h.msg_id,
+                h.producer_group,
+                origin,
+            )
             return None
         if kind not in (SysFlag.TRANSACTION_COMMIT_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE):
-            return request.create_response(ResponseCode.SYSTEM_ERROR,
-                                           f"bad commitOrRollback value {kind}")
+            return request.create_response(ResponseCode.SYSTEM_ERROR, f"bad commitOrRollback value {kind}")
         tx = self.transactions
         half = tx.look_half(h.commit_log_offset)
         if half is None:
-            return request.create_response(ResponseCode.SYSTEM_ERROR,
-                                           "Find prepared transaction message failed")
+            return request.create_response(
+                ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
+            )
         bad = tx.check_prepare(half, h.producer_group, h.tran_state_table_offset, h.commit_log_offset)
         if bad is not None:
             log.warning("END_TRANSACTION for %s refused: %s", h.msg_id, bad)
             return request.create_response(ResponseCode.SYSTEM_ERROR, bad)
         if kind == SysFlag.TRANSACTION_ROLLBACK_TYPE:
             tx.put_op(half)
-            log.info("transaction %s of group %s rolled back (%s)",
-                     h.transaction_id or h.msg_id, h.producer_group, origin)
+            log.info(
+                "transaction %s of group %s rolled back (%s)",
+                h.transaction_id or h.msg_id,
+                h.producer_group,
+                origin,
+            )
             return request.create_response(ResponseCode.SUCCESS)
         final = tx.end_message_transaction(half, h.commit_log_offset)
         result, waiter = self.store.put_nowait(final)
@@ -62,11 +75,17 @@ class EndTransactionProcessor:
         def answer(status: PutMessageStatus) -> RemotingCommand:
             if status.stored:
                 tx.put_op(half)
-                log.info("transaction %s of group %s committed to %s (%s)",
-                         h.transaction_id or h.msg_id, h.producer_group, final.topic, origin)
+                log.info(
+                    "transaction %s of group %s committed to %s (%s)",
+                    h.transaction_id or h.msg_id,
+                    h.producer_group,
+                    final.topic,
+                    origin,
+                )
                 return request.create_response(ResponseCode.SUCCESS)
-            return request.create_response(ResponseCode.SYSTEM_ERROR,
-                                           f"committing the transaction failed: {status.value}")
+            return request.create_response(
+                ResponseCode.SYSTEM_ERROR, f"committing the transaction failed: {status.value}"
+            )
 
         if waiter is None:
             return answer(result.status)
@@ -74,4 +93,5 @@ class EndTransactionProcessor:
         async def later() -> RemotingCommand:
             st = await waiter
             return answer(result.status if st is PutMessageStatus.PUT_OK else st)
+
         return later()

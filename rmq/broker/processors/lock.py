@@ -1,13 +1,14 @@
 """LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue locks for orderly consumers."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from rmq.broker.seams import QueueLocks
+from rmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 
 
 class LockProcessor:
@@ -20,8 +21,7 @@ class LockProcessor:
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, f"bad lock request body: {e}")
         ok = self.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
-        return request.create_response(ResponseCode.SUCCESS,
-                                       body=LockBatchResponseBody(ok).to_json())
+        return request.create_response(ResponseCode.SUCCESS, body=LockBatchResponseBody(ok).to_json())
 
     def unlock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -1,4 +1,5 @@
 """PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361) with long polling — spec 2.5."""
+
 from __future__ import annotations
 
 import logging
@@ -6,8 +7,15 @@ from typing import Any
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.pull_hold import HeldPullRequest
-from rmq.broker.seams import (ConsumerOffsets, ConsumerRegistry, GetStats, PullHold, StoreReader,
-                              SubscriptionGroups, TopicConfigs)
+from rmq.broker.seams import (
+    ConsumerOffsets,
+    ConsumerRegistry,
+    GetStats,
+    PullHold,
+    StoreReader,
+    SubscriptionGroups,
+    TopicConfigs,
+)
 from rmq.common.mixall import MASTER_ID
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -38,10 +46,18 @@ class PullMessageProcessor:
     """The hold service (``pull_hold``) is given after construction: it calls back into
     ``execute_when_wakeup``, so one of the two has to exist first."""
 
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig,
-                 store: StoreReader, topics: TopicConfigs, subscriptions: SubscriptionGroups,
-                 consumers: ConsumerRegistry, offsets: ConsumerOffsets, stats: GetStats,
-                 pull_hold: PullHold | None = None) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store_config: MessageStoreConfig,
+        store: StoreReader,
+        topics: TopicConfigs,
+        subscriptions: SubscriptionGroups,
+        consumers: ConsumerRegistry,
+        offsets: ConsumerOffsets,
+        stats: GetStats,
+        pull_hold: PullHold | None = None,
+    ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
         self.store = store
@@ -71,8 +87,7 @@ class PullMessageProcessor:
             f = self._filters[key] = TagsMessageFilter.from_expression(expression)
         return f
 
-    def _process(self, conn: Any, request: RemotingCommand,
-                 allow_suspend: bool) -> RemotingCommand | None:
+    def _process(self, conn: Any, request: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
         try:
             h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
@@ -80,15 +95,18 @@ class PullMessageProcessor:
         bc = self.broker_config
         if not (bc.brokerPermission & 4):
             return request.create_response(
-                ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pulling message is forbidden")
+                ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pulling message is forbidden"
+            )
         sub_group = self.subscriptions.find(h.consumer_group)
         if sub_group is None:
             return request.create_response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist")
+                f"subscription group [{h.consumer_group}] does not exist",
+            )
         if not sub_group.consumeEnable:
             return request.create_response(
-                ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}"
+            )
         has_suspend = bool(h.sys_flag & FLAG_SUSPEND)
         has_commit = bool(h.sys_flag & FLAG_COMMIT_OFFSET)
         has_subscription = bool(h.sys_flag & FLAG_SUBSCRIPTION)
@@ -97,69 +115,97 @@ class PullMessageProcessor:
         if tc is None:
             log.warning("pull from %s for topic %s which does not exist", conn.remote_address, h.topic)
             return request.create_response(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please! "
-                "See http://rocketmq.apache.org/docs/faq/ for further details.")
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{h.topic}] not exist, apply first please! "
+                "See http://rocketmq.apache.org/docs/faq/ for further details.",
+            )
         if not (tc.perm & 4):
             return request.create_response(
-                ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+                ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
+            )
         if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
             return request.create_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
-                f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.remote_address}]")
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.remote_address}]",
+            )
         if has_subscription:
             if h.expression_type not in (None, "", "TAG"):
                 return request.create_response(
                     ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    f"expression type {h.expression_type} is not supported (TAG only)")
+                    f"expression type {h.expression_type} is not supported (TAG only)",
+                )
             message_filter = self._filter_for(h.subscription)
         else:
             group_info = self.consumers.get_group(h.consumer_group)
             if group_info is None:
                 return request.create_response(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist"
+                )
             if not sub_group.consumeBroadcastEnable and group_info.message_model == "BROADCASTING":
                 return request.create_response(
                     ResponseCode.NO_PERMISSION,
-                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way")
+                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way",
+                )
             sub = group_info.find_subscription(h.topic)
             if sub is None:
                 return request.create_response(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist"
+                )
             if sub.sub_version < h.sub_version:
                 return request.create_response(
-                    ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+                    ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+                )
             message_filter = self._filter_for(sub.sub_string)
 
-        result = self.store.get_messages(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
-                                    h.max_msg_nums, message_filter)
+        result = self.store.get_messages(
+            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
+        )
         store_config = self.store_config
         role = store_config.brokerRole
         code = _STATUS_CODE.get(result.status)
         if code is None:  # NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE
             if h.queue_offset != 0:
                 code = ResponseCode.PULL_OFFSET_MOVED
-                log.info("the broker stores no data for %s-%d; fix the request offset %d (group %s)",
-                         h.topic, h.queue_id, h.queue_offset, h.consumer_group)
+                log.info(
+                    "the broker stores no data for %s-%d; fix the request offset %d (group %s)",
+                    h.topic,
+                    h.queue_id,
+                    h.queue_offset,
+                    h.consumer_group,
+                )
             else:
                 code = ResponseCode.PULL_NOT_FOUND
         if role == BrokerRole.SLAVE and not bc.slaveReadEnable:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
             suggest = MASTER_ID
         if bc.slaveReadEnable:
-            suggest = (sub_group.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave
-                       else sub_group.brokerId)
+            suggest = (
+                sub_group.whichBrokerWhenConsumeSlowly
+                if result.suggest_pulling_from_slave
+                else sub_group.brokerId
+            )
         else:
             suggest = MASTER_ID
-        if code == ResponseCode.PULL_OFFSET_MOVED and role == BrokerRole.SLAVE \
-                and not store_config.offsetCheckInSlave:
+        if (
+            code == ResponseCode.PULL_OFFSET_MOVED
+            and role == BrokerRole.SLAVE
+            and not store_config.offsetCheckInSlave
+        ):
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         elif code == ResponseCode.PULL_OFFSET_MOVED:
-            log.warning("PULL_OFFSET_MOVED: correction offset. topic=%s queue=%d group=%s "
-                        "requestOffset=%d newOffset=%d (queue min %d, max %d) client=%s",
-                        h.topic, h.queue_id, h.consumer_group, h.queue_offset,
-                        result.next_begin_offset, result.min_offset, result.max_offset,
-                        conn.remote_address)
+            log.warning(
+                "PULL_OFFSET_MOVED: correction offset. topic=%s queue=%d group=%s "
+                "requestOffset=%d newOffset=%d (queue min %d, max %d) client=%s",
+                h.topic,
+                h.queue_id,
+                h.consumer_group,
+                h.queue_offset,
+                result.next_begin_offset,
+                result.min_offset,
+                result.max_offset,
+                conn.remote_address,
+            )
 
         response: RemotingCommand | None
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
@@ -170,12 +216,14 @@ class PullMessageProcessor:
         else:
             response = request.create_response(code, result.status.value)
             response.ext_fields = PullMessageResponseHeader(
-                suggest, result.next_begin_offset, result.min_offset, result.max_offset).to_ext_fields()
+                suggest, result.next_begin_offset, result.min_offset, result.max_offset
+            ).to_ext_fields()
             if code == ResponseCode.SUCCESS:
                 response.body = result.body()
                 self.stats.on_get(h.consumer_group, h.topic, result, h.queue_id)
 
         if allow_suspend and has_commit and role != BrokerRole.SLAVE:
-            self.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id,
-                                    h.commit_offset)
+            self.offsets.commit_offset(
+                conn.remote_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset
+            )
         return response

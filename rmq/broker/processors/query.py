@@ -1,4 +1,5 @@
 """QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33) — spec 2.11."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,11 +33,13 @@ class QueryMessageProcessor:
         max_num = min(max_num, cfg.maxMsgsNumBatch)
         result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         if not result.buffers:
-            return request.create_response(ResponseCode.QUERY_NOT_FOUND,
-                                           "can not find message, maybe time range not correct")
+            return request.create_response(
+                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct"
+            )
         resp = request.create_response(ResponseCode.SUCCESS, body=result.body())
         resp.ext_fields = QueryMessageResponseHeader(
-            result.index_last_update_timestamp, result.index_last_update_phyoffset).to_ext_fields()
+            result.index_last_update_timestamp, result.index_last_update_phyoffset
+        ).to_ext_fields()
         return resp
 
     def view_message_by_id(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -46,6 +49,7 @@ class QueryMessageProcessor:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         data = self.store.select_one_message_by_offset(h.offset)
         if data is None:
-            return request.create_response(ResponseCode.SYSTEM_ERROR,
-                                           f"can not find message by the offset, {h.offset}")
+            return request.create_response(
+                ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}"
+            )
         return request.create_response(ResponseCode.SUCCESS, body=data)

@@ -1,4 +1,5 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) — spec 2.4."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,9 +11,15 @@ from typing import Any
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.seams import MessageStoreView, PutStats, SubscriptionGroups, TopicConfigs
-from rmq.common.mixall import (DLQ_NUMS_PER_GROUP, NOT_ALLOWED_SEND_TOPICS,
-                               RETRY_GROUP_TOPIC_PREFIX, TOPIC_MAX_LENGTH, dlq_topic,
-                               retry_topic)
+from rmq.common.mixall import (
+    DLQ_NUMS_PER_GROUP,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_MAX_LENGTH,
+    dlq_topic,
+    retry_topic,
+)
+from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.codes import MQVersion, RemotingFlag, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
@@ -21,7 +28,6 @@ from rmq.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
-from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.message import (
     MessageConst,
     MessageExtBatch,
@@ -45,21 +51,28 @@ _STATUS_TO_CODE = {
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
     PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
     PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
-        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
     PutMessageStatus.MESSAGE_ILLEGAL: (
         ResponseCode.MESSAGE_ILLEGAL,
         "the message is illegal, maybe msg body or properties length not matched. "
-        "msg body length limit 128k, msg properties length limit 32k."),
+        "msg body length limit 128k, msg properties length limit 32k.",
+    ),
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
         ResponseCode.MESSAGE_ILLEGAL,
-        "the message is illegal, maybe msg properties length limit 32k."),
+        "the message is illegal, maybe msg properties length limit 32k.",
+    ),
     PutMessageStatus.SERVICE_NOT_AVAILABLE: (
         ResponseCode.SERVICE_NOT_AVAILABLE,
         "service not available now. It may be caused by one of the following reasons: "
         "the broker's disk is full, messages are put to the slave, message store has been "
-        "shut down, etc."),
+        "shut down, etc.",
+    ),
     PutMessageStatus.OS_PAGECACHE_BUSY: (
-        ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+        ResponseCode.SYSTEM_BUSY,
+        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    ),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 
@@ -69,17 +82,22 @@ def validate_topic(topic: str) -> str | None:
     if not topic or not topic.strip():
         return "The specified topic is blank."
     if not VALID_TOPIC.match(topic):
-        return (f"The specified topic[{topic}] contains illegal characters, "
-                f"allowing only ^[%|a-zA-Z0-9_-]+$")
+        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(topic) > TOPIC_MAX_LENGTH:
         return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
     return None
 
 
 class SendMessageProcessor:
-    def __init__(self, broker_config: BrokerConfig, store: MessageStoreView, topics: TopicConfigs,
-                 subscriptions: SubscriptionGroups, stats: PutStats,
-                 transactional_prepare: TransactionalPrepare | None) -> None:
+    def __init__(
+        self,
+        broker_config: BrokerConfig,
+        store: MessageStoreView,
+        topics: TopicConfigs,
+        subscriptions: SubscriptionGroups,
+        stats: PutStats,
+        transactional_prepare: TransactionalPrepare | None,
+    ) -> None:
         self.broker_config = broker_config
         self.store = store
         self.topics = topics
@@ -107,59 +125,69 @@ class SendMessageProcessor:
     def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         return request.create_response(code, remark)
 
-    def _msg_check(self, request: RemotingCommand, header: SendMessageRequestHeader,
-                   conn: Any) -> tuple[TopicConfig | None, RemotingCommand | None]:
+    def _msg_check(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, conn: Any
+    ) -> tuple[TopicConfig | None, RemotingCommand | None]:
         """AbstractSendMessageProcessor.msgCheck: (topic config, error response)."""
         bc = self.broker_config
         topics = self.topics
         topic = header.topic
         if not (bc.brokerPermission & 2) and topics.is_order_topic(topic):
-            return None, self._error(request, ResponseCode.NO_PERMISSION,
-                                     f"the broker[{bc.brokerIP1}] sending message is forbidden")
+            return None, self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{bc.brokerIP1}] sending message is forbidden",
+            )
         bad = validate_topic(topic)
         if bad is not None:
             return None, self._error(request, ResponseCode.SYSTEM_ERROR, bad)
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            return None, self._error(request, ResponseCode.NO_PERMISSION,
-                                     f"Sending message to topic[{topic}] is forbidden.")
+            return None, self._error(
+                request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+            )
         tc = topics.select(topic)
         if tc is None:
             tc = topics.create_topic_in_send_message_method(
-                topic, header.default_topic, conn.remote_address,
-                header.default_topic_queue_nums, 0)
+                topic, header.default_topic, conn.remote_address, header.default_topic_queue_nums, 0
+            )
             if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 tc = topics.create_topic_in_send_message_back_method(topic, 1, 6, 0)
             if tc is None:
                 return None, self._error(
-                    request, ResponseCode.TOPIC_NOT_EXIST,
+                    request,
+                    ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{topic}] not exist, apply first please! "
-                    "See http://rocketmq.apache.org/docs/faq/ for further details.")
+                    "See http://rocketmq.apache.org/docs/faq/ for further details.",
+                )
         qid = header.queue_id
         valid = max(tc.write_queue_nums, tc.read_queue_nums)
         if qid >= valid:
             return None, self._error(
-                request, ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{qid}] is illegal, {tc!r} Producer: {conn.remote_address}")
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{qid}] is illegal, {tc!r} Producer: {conn.remote_address}",
+            )
         return tc, None
 
-    def _handle_retry_and_dlq(self, request: RemotingCommand, header: SendMessageRequestHeader,
-                              msg: MessageExtBrokerInner) -> RemotingCommand | None:
+    def _handle_retry_and_dlq(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, msg: MessageExtBrokerInner
+    ) -> RemotingCommand | None:
         topic = header.topic
         if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return None
-        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         sub = self.subscriptions.find(group)
         if sub is None:
-            return self._error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                               f"subscription group not exist, {group}")
+            return self._error(
+                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
         max_times = sub.retryMaxTimes
         if request.version >= MQVersion.V3_4_9 and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times
         reconsume = header.reconsume_times or 0
         if reconsume >= max_times:
             dlq = dlq_topic(group)
-            tc = self.topics.create_topic_in_send_message_back_method(
-                dlq, DLQ_NUMS_PER_GROUP, 6, 0)
+            tc = self.topics.create_topic_in_send_message_back_method(dlq, DLQ_NUMS_PER_GROUP, 6, 0)
             if tc is None:
                 return self._error(request, ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist")
             msg.topic = dlq
@@ -167,13 +195,20 @@ class SendMessageProcessor:
             log.info("message for %s reached %d reconsumes; sent to %s", topic, reconsume, dlq)
         return None
 
-    def _response(self, request: RemotingCommand, result: PutMessageResult,
-                  uniq_key: str | None, queue_id: int, topic: str = "") -> RemotingCommand:
+    def _response(
+        self,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        uniq_key: str | None,
+        queue_id: int,
+        topic: str = "",
+    ) -> RemotingCommand:
         code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.value))
         if result.status.stored:
             resp = request.create_response(code, remark)
             resp.ext_fields = SendMessageResponseHeader(
-                result.msg_id, queue_id, result.queue_offset, uniq_key).to_ext_fields()
+                result.msg_id, queue_id, result.queue_offset, uniq_key
+            ).to_ext_fields()
         else:
             resp = request.create_response(code, result.remark and f"{remark} ({result.remark})" or remark)
         ext = resp.ext_fields if resp.ext_fields is not None else {}
@@ -197,9 +232,9 @@ class SendMessageProcessor:
             return self._send_batch(conn, request, header)
         return self._send_one(conn, request, header)
 
-    def _send_one(self, conn, request: RemotingCommand,
-                  header: SendMessageRequestHeader
-                  ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    def _send_one(
+        self, conn, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         tc, err = self._msg_check(request, header, conn)
         if err is not None:
             return err
@@ -212,10 +247,17 @@ class SendMessageProcessor:
         props_str = header.properties or ""
         props = string_to_properties(props_str)
         msg = MessageExtBrokerInner(
-            topic=header.topic, body=request.body or b"", queue_id=qid, flag=header.flag,
-            properties=props, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
-            born_host=self._born_host(conn), store_host=store.store_host,
-            reconsume_times=header.reconsume_times or 0)
+            topic=header.topic,
+            body=request.body or b"",
+            queue_id=qid,
+            flag=header.flag,
+            properties=props,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=self._born_host(conn),
+            store_host=store.store_host,
+            reconsume_times=header.reconsume_times or 0,
+        )
         err = self._handle_retry_and_dlq(request, header, msg)
         if err is not None:
             return err
@@ -230,13 +272,18 @@ class SendMessageProcessor:
             props[MessageConst.WAIT_STORE_MSG_OK] = wait
         if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
             if bc.rejectTransactionMessage:
-                return self._error(request, ResponseCode.NO_PERMISSION,
-                                   f"the broker[{bc.brokerIP1}] sending transaction "
-                                   "message is forbidden")
+                return self._error(
+                    request,
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{bc.brokerIP1}] sending transaction message is forbidden",
+                )
             tx = self.transactional_prepare
             if tx is None:
-                return self._error(request, ResponseCode.NO_PERMISSION,
-                                   "transactional messages are not supported by this broker yet")
+                return self._error(
+                    request,
+                    ResponseCode.NO_PERMISSION,
+                    "transactional messages are not supported by this broker yet",
+                )
             msg = tx(msg)
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         result, waiter = store.put_nowait(msg)
@@ -244,9 +291,16 @@ class SendMessageProcessor:
             return self._response(request, result, uniq, msg.queue_id, msg.topic)
         return self._answer_later(conn, request, result, waiter, uniq, msg.queue_id, msg.topic)
 
-    def _answer_later(self, conn, request: RemotingCommand, result: PutMessageResult,
-                      waiter: Awaitable[PutMessageStatus], uniq: str | None,
-                      qid: int, topic: str = "") -> Awaitable[RemotingCommand] | None:
+    def _answer_later(
+        self,
+        conn,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        waiter: Awaitable[PutMessageStatus],
+        uniq: str | None,
+        qid: int,
+        topic: str = "",
+    ) -> Awaitable[RemotingCommand] | None:
         """Answer when the put's waiter completes (flush / replication).
 
         A waiter that is a Future (a group-commit or group-transfer round, shared by
@@ -257,14 +311,13 @@ class SendMessageProcessor:
 
         def done(f: asyncio.Future) -> None:
             if f.cancelled():
-                resp = request.create_response(ResponseCode.SYSTEM_ERROR,
-                                               "request processing was cancelled")
+                resp = request.create_response(ResponseCode.SYSTEM_ERROR, "request processing was cancelled")
             else:
                 status = f.result()
                 if status is not PutMessageStatus.PUT_OK:
                     result.status = status
                 resp = self._response(request, result, uniq, qid, topic)
-            if not request.flag & RemotingFlag.ONEWAY:   # (a oneway one is finished already)
+            if not request.flag & RemotingFlag.ONEWAY:  # (a oneway one is finished already)
                 conn.send_response(resp)
 
         waiter.add_done_callback(done)
@@ -277,8 +330,9 @@ class SendMessageProcessor:
         return self._response(request, result, uniq, qid, topic)
 
     # --- CONSUMER_SEND_MSG_BACK (36): retry and dead letter (spec 7.2) ---
-    def consumer_send_msg_back(self, conn, request: RemotingCommand
-                               ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def consumer_send_msg_back(
+        self, conn, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         bc = self.broker_config
         store = self.store
         try:
@@ -287,23 +341,29 @@ class SendMessageProcessor:
             return self._error(request, ResponseCode.SYSTEM_ERROR, str(e))
         sub = self.subscriptions.find(h.group)
         if sub is None:
-            return self._error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                               f"subscription group not exist, {h.group}")
+            return self._error(
+                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}"
+            )
         if not (bc.brokerPermission & 2):
-            return self._error(request, ResponseCode.NO_PERMISSION,
-                               f"the broker[{bc.brokerIP1}] sending message is forbidden")
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{bc.brokerIP1}] sending message is forbidden",
+            )
         if sub.retryQueueNums <= 0:
             return request.create_response(ResponseCode.SUCCESS)
         topic = retry_topic(h.group)
         qid = self._rand.randrange(sub.retryQueueNums)
         tc = self.topics.create_topic_in_send_message_back_method(topic, sub.retryQueueNums, 6, 0)
         if not (tc.perm & 2):
-            return self._error(request, ResponseCode.NO_PERMISSION,
-                               f"the topic[{topic}] sending message is forbidden")
+            return self._error(
+                request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
+            )
         msg = store.look_message_by_offset(h.offset)
         if msg is None:
-            return self._error(request, ResponseCode.SYSTEM_ERROR,
-                               f"look message by offset failed, {h.offset}")
+            return self._error(
+                request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}"
+            )
         props = dict(msg.properties)
         props.setdefault(MessageConst.RETRY_TOPIC, msg.topic)
         max_times = sub.retryMaxTimes
@@ -315,8 +375,13 @@ class SendMessageProcessor:
             qid = self._rand.randrange(DLQ_NUMS_PER_GROUP)
             self.topics.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP, 6, 0)
             props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-            log.info("message %s of group %s reconsumed %d times; to %s",
-                     msg.msg_id, h.group, msg.reconsume_times, topic)
+            log.info(
+                "message %s of group %s reconsumed %d times; to %s",
+                msg.msg_id,
+                h.group,
+                msg.reconsume_times,
+                topic,
+            )
         else:
             if delay == 0:
                 delay = 3 + msg.reconsume_times
@@ -328,10 +393,18 @@ class SendMessageProcessor:
         stored.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
         inner = MessageExtBrokerInner(
-            topic=topic, body=msg.body, queue_id=qid, flag=msg.flag, properties=props,
-            properties_string=properties_to_string(stored), sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-            store_host=store.store_host, reconsume_times=msg.reconsume_times + 1)
+            topic=topic,
+            body=msg.body,
+            queue_id=qid,
+            flag=msg.flag,
+            properties=props,
+            properties_string=properties_to_string(stored),
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=store.store_host,
+            reconsume_times=msg.reconsume_times + 1,
+        )
         result, waiter = store.put_nowait(inner)
 
         def answer(status: PutMessageStatus) -> RemotingCommand:
@@ -345,19 +418,23 @@ class SendMessageProcessor:
         async def later() -> RemotingCommand:
             st = await waiter
             return answer(result.status if st is PutMessageStatus.PUT_OK else st)
+
         return later()
 
-    def _send_batch(self, conn, request: RemotingCommand,
-                    header: SendMessageRequestHeader
-                    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    def _send_batch(
+        self, conn, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         tc, err = self._msg_check(request, header, conn)
         if err is not None:
             return err
         assert tc is not None
         store = self.store
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return self._error(request, ResponseCode.MESSAGE_ILLEGAL,
-                               f"Retry Group topic is not allowed to send batch message: {header.topic}")
+            return self._error(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"Retry Group topic is not allowed to send batch message: {header.topic}",
+            )
         qid = header.queue_id
         if qid < 0:
             qid = self._rand.randrange(tc.write_queue_nums)
@@ -367,16 +444,20 @@ class SendMessageProcessor:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {e}")
         props = string_to_properties(header.properties or "")
         props[MessageConst.CLUSTER] = self.broker_config.brokerClusterName
-        batch = MessageExtBatch(topic=header.topic, items=items, queue_id=qid,
-                                sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
-                                born_host=self._born_host(conn), store_host=store.store_host,
-                                properties=props)
+        batch = MessageExtBatch(
+            topic=header.topic,
+            items=items,
+            queue_id=qid,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=self._born_host(conn),
+            store_host=store.store_host,
+            properties=props,
+        )
         wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         result, waiter = store.put_batch_nowait(batch)
         if wait == "false" and waiter is not None:
-            waiter = store.commit_waiter(result)   # not the flush: the write, still
+            waiter = store.commit_waiter(result)  # not the flush: the write, still
         if waiter is None:
             return self._response(request, result, None, qid, header.topic)
         return self._answer_later(conn, request, result, waiter, None, qid, header.topic)
-
-

@@ -25,6 +25,7 @@ Binding limits worth knowing (both versions):
   with ``os._exit`` after printing their summary (SIGTERM/SIGINT or
   ``--max-messages``/``--idle-exit``), never through ``shutdown()``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,10 +41,26 @@ from typing import NoReturn, TextIO
 
 # Properties the consumer always asks for (MessageConst names, spec 3.4).
 WELL_KNOWN_PROPS = (
-    "UNIQ_KEY", "TAGS", "KEYS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
-    "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "MIN_OFFSET",
-    "MAX_OFFSET", "TRAN_MSG", "PGROUP", "__SHARDINGKEY", "MSG_REGION", "TRACE_ON",
-    "CONSUME_START_TIME", "CLUSTER",
+    "UNIQ_KEY",
+    "TAGS",
+    "KEYS",
+    "WAIT",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "ORIGIN_MESSAGE_ID",
+    "RECONSUME_TIME",
+    "MAX_RECONSUME_TIMES",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+    "TRAN_MSG",
+    "PGROUP",
+    "__SHARDINGKEY",
+    "MSG_REGION",
+    "TRACE_ON",
+    "CONSUME_START_TIME",
+    "CLUSTER",
 )
 
 _DIST = {"cpp2": "rocketmq-python-cvs", "cpp1": "rocketmq"}
@@ -93,8 +110,9 @@ def _text(v) -> str | None:
 
 def load_client(flavor: str, log_dir: str | None, log_level: str):
     """Import the binding after pointing the C++ client's log files at log_dir."""
-    log_dir = log_dir or os.environ.get("RMQ_INTEROP_LOG_DIR") or tempfile.mkdtemp(
-        prefix=f"rmq-interop-{flavor}-")
+    log_dir = (
+        log_dir or os.environ.get("RMQ_INTEROP_LOG_DIR") or tempfile.mkdtemp(prefix=f"rmq-interop-{flavor}-")
+    )
     os.makedirs(log_dir, exist_ok=True)
     # The C++ clients write ~/logs/rocketmq-cpp (1.x) or ~/logs/rocketmq-client
     # (2.x) and, for broadcasting consumers, ~/.rocketmq_offsets: keep them out of
@@ -103,12 +121,15 @@ def load_client(flavor: str, log_dir: str | None, log_level: str):
     os.environ["ROCKETMQ_CLIENT_LOG_DIR"] = log_dir
     try:
         from importlib import metadata
+
         dist = _DIST[flavor]
         try:
             version = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            fatal(f"{flavor} driver needs PyPI package {dist!r} (run it with "
-                  f".venv-interop-{flavor}/bin/python; scripts/install_test_deps.sh builds it)")
+            fatal(
+                f"{flavor} driver needs PyPI package {dist!r} (run it with "
+                f".venv-interop-{flavor}/bin/python; scripts/install_test_deps.sh builds it)"
+            )
         import rocketmq.client as client
         from rocketmq.ffi import dll
     except ImportError as e:
@@ -141,10 +162,12 @@ def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namesrv", required=True, help="NameServer address host:port[;host:port]")
     p.add_argument("--topic", required=True)
     p.add_argument("--group", required=True)
-    p.add_argument("--log-dir", help="C++ client log directory (default: a new temp dir, "
-                   "or $RMQ_INTEROP_LOG_DIR)")
-    p.add_argument("--log-level", default="info",
-                   choices=["fatal", "error", "warn", "info", "debug", "trace"])
+    p.add_argument(
+        "--log-dir", help="C++ client log directory (default: a new temp dir, or $RMQ_INTEROP_LOG_DIR)"
+    )
+    p.add_argument(
+        "--log-level", default="info", choices=["fatal", "error", "warn", "info", "debug", "trace"]
+    )
     p.add_argument("--instance-name", help="client instance name (push consumer only)")
 
 
@@ -167,10 +190,21 @@ def _start_client(role: str, make, dll, a: argparse.Namespace, log_dir: str, con
     return c
 
 
-def _emit_started(flavor: str, version: str, role: str, a: argparse.Namespace, log_dir: str,
-                  **fields) -> None:
-    emit(event="started", client=flavor, package_version=version, role=role, group=a.group,
-         topic=a.topic, namesrv=a.namesrv, log_dir=log_dir, pid=os.getpid(), **fields)
+def _emit_started(
+    flavor: str, version: str, role: str, a: argparse.Namespace, log_dir: str, **fields
+) -> None:
+    emit(
+        event="started",
+        client=flavor,
+        package_version=version,
+        role=role,
+        group=a.group,
+        topic=a.topic,
+        namesrv=a.namesrv,
+        log_dir=log_dir,
+        pid=os.getpid(),
+        **fields,
+    )
 
 
 # --------------------------------------------------------------------------- producer
@@ -185,19 +219,18 @@ def producer_main(flavor: str, argv=None) -> int:
     p.add_argument("--props", help="user properties k=v,k2=v2 on every message")
     p.add_argument("--body-prefix", default="body-", help="body = PREFIX + i (text only)")
     p.add_argument("--orderly", action="store_true", help="send_orderly (queue = arg %% queues)")
-    p.add_argument("--sharding-key-mod", type=int, default=1,
-                   help="with --orderly: selector arg = i %% K")
+    p.add_argument("--sharding-key-mod", type=int, default=1, help="with --orderly: selector arg = i %% K")
     p.add_argument("--timeout-ms", type=int, default=3000, help="send timeout")
     p.add_argument("--interval-ms", type=int, default=0, help="pause between sends")
-    p.add_argument("--keep-going", action="store_true",
-                   help="keep sending after a failed send (exit status is still 1)")
+    p.add_argument(
+        "--keep-going", action="store_true", help="keep sending after a failed send (exit status is still 1)"
+    )
     a = p.parse_args(argv)
 
     client, dll, version, log_dir = load_client(flavor, a.log_dir, a.log_level)
     props = _parse_props(a.props)
     tags = a.tags.split(",") if a.tags else []
-    prod = _start_client("producer", lambda: client.Producer(a.group, timeout=a.timeout_ms),
-                         dll, a, log_dir)
+    prod = _start_client("producer", lambda: client.Producer(a.group, timeout=a.timeout_ms), dll, a, log_dir)
     _emit_started(flavor, version, "producer", a, log_dir)
 
     sent = failed = 0
@@ -232,8 +265,15 @@ def producer_main(flavor: str, argv=None) -> int:
                 break
         if a.interval_ms:
             time.sleep(a.interval_ms / 1000)
-    emit(event="summary", client=flavor, role="producer", sent=sent, failed=failed,
-         requested=a.count, elapsed_s=round(time.time() - t0, 3))
+    emit(
+        event="summary",
+        client=flavor,
+        role="producer",
+        sent=sent,
+        failed=failed,
+        requested=a.count,
+        elapsed_s=round(time.time() - t0, 3),
+    )
     # Producer.shutdown() is safe in practice, but the destructors of the C++
     # singletons are not always: leave without running them.
     try:
@@ -285,9 +325,15 @@ def _install_exit(flavor: str, role: str, counter: _Counter, t0: float) -> Calla
             return
         done.set()
         with counter.lock:
-            emit(event="summary", client=flavor, role=role, received=counter.received,
-                 reconsume_later=counter.retried, reason=reason,
-                 elapsed_s=round(time.time() - t0, 3))
+            emit(
+                event="summary",
+                client=flavor,
+                role=role,
+                received=counter.received,
+                reconsume_later=counter.retried,
+                reason=reason,
+                elapsed_s=round(time.time() - t0, 3),
+            )
         _json_out().flush()
         os._exit(0)  # never shutdown(): it segfaults in these bindings
 
@@ -305,8 +351,7 @@ class _ConsumerRun:
 
     def __init__(self, flavor: str, role: str, a: argparse.Namespace) -> None:
         self.flavor, self.role, self.args = flavor, role, a
-        self.client, self.dll, self.version, self.log_dir = load_client(flavor, a.log_dir,
-                                                                        a.log_level)
+        self.client, self.dll, self.version, self.log_dir = load_client(flavor, a.log_dir, a.log_level)
         self.extra = [k for k in a.property_keys.split(",") if k]
         self.counter = _Counter()
         self.t0 = time.time()
@@ -318,8 +363,9 @@ class _ConsumerRun:
         cons = _start_client(self.role, make, self.dll, a, self.log_dir, configure)
         # held until exit: a collected PushConsumer frees its callback trampoline and stops
         self.consumer = cons
-        _emit_started(self.flavor, self.version, self.role, a, self.log_dir,
-                      expression=a.expression, **started_fields)
+        _emit_started(
+            self.flavor, self.version, self.role, a, self.log_dir, expression=a.expression, **started_fields
+        )
         return cons
 
 
@@ -331,8 +377,8 @@ def _subscribe(client, dll, cons, topic: str, expression: str, orderly: bool, ha
     RECONSUME_LATER is unreachable through it. Here the handler returns True
     for RECONSUME_LATER (1), False for CONSUME_SUCCESS (0).
     """
-    from rocketmq.ffi import MSG_CALLBACK_FUNC
     from rocketmq.exceptions import ffi_check
+    from rocketmq.ffi import MSG_CALLBACK_FUNC
 
     def _on_message(_consumer, msg):
         try:
@@ -358,14 +404,21 @@ def push_main(flavor: str, argv=None) -> int:
     p.add_argument("--expression", default="*", help="tag expression, e.g. '*' or 'a || b'")
     p.add_argument("--orderly", action="store_true", help="orderly listener (locks queues)")
     p.add_argument("--broadcast", action="store_true", help="BROADCASTING message model")
-    p.add_argument("--property-keys", default="",
-                   help="extra property names to print (comma-separated)")
+    p.add_argument("--property-keys", default="", help="extra property names to print (comma-separated)")
     p.add_argument("--thread-count", type=int, default=0, help="consume threads (0 = default)")
-    p.add_argument("--reconsume-until", type=int, default=0,
-                   help="answer RECONSUME_LATER while reconsume_times < N (retry tests)")
+    p.add_argument(
+        "--reconsume-until",
+        type=int,
+        default=0,
+        help="answer RECONSUME_LATER while reconsume_times < N (retry tests)",
+    )
     p.add_argument("--max-messages", type=int, default=0, help="exit 0 after N messages")
-    p.add_argument("--idle-exit", type=float, default=0,
-                   help="exit 0 after N seconds without a message (0 = run until killed)")
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=0,
+        help="exit 0 after N seconds without a message (0 = run until killed)",
+    )
     a = p.parse_args(argv)
 
     run = _ConsumerRun(flavor, "push_consumer", a)
@@ -394,6 +447,7 @@ def push_main(flavor: str, argv=None) -> int:
         model = client.MessageModel.BROADCASTING if a.broadcast else client.MessageModel.CLUSTERING
     except AttributeError:
         from rocketmq.ffi import MessageModel
+
         model = MessageModel.BROADCASTING if a.broadcast else MessageModel.CLUSTERING
 
     def configure(cons) -> None:
@@ -403,8 +457,12 @@ def push_main(flavor: str, argv=None) -> int:
             cons.set_thread_count(a.thread_count)
         _subscribe(client, run.dll, cons, a.topic, a.expression, a.orderly, on_message)
 
-    run.start(lambda: client.PushConsumer(a.group, orderly=a.orderly, message_model=model),
-              configure, orderly=a.orderly, broadcast=a.broadcast)
+    run.start(
+        lambda: client.PushConsumer(a.group, orderly=a.orderly, message_model=model),
+        configure,
+        orderly=a.orderly,
+        broadcast=a.broadcast,
+    )
 
     while True:
         time.sleep(0.2)
@@ -419,8 +477,12 @@ def pull_main(flavor: str, argv=None) -> int:
     p.add_argument("--expression", default="*")
     p.add_argument("--property-keys", default="")
     p.add_argument("--max-messages", type=int, default=0, help="stop after N messages")
-    p.add_argument("--timeout", type=float, default=30.0,
-                   help="stop after N seconds (exit 0 if --max-messages is 0, else 1)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="stop after N seconds (exit 0 if --max-messages is 0, else 1)",
+    )
     p.add_argument("--max-num", type=int, default=32, help="messages per pull request")
     a = p.parse_args(argv)
 
@@ -444,8 +506,14 @@ def pull_main(flavor: str, argv=None) -> int:
         time.sleep(0.2)
     if a.max_messages:
         with counter.lock:
-            emit(event="summary", client=flavor, role="pull_consumer", received=counter.received,
-                 reason="timeout", elapsed_s=round(time.time() - t0, 3))
+            emit(
+                event="summary",
+                client=flavor,
+                role="pull_consumer",
+                received=counter.received,
+                reason="timeout",
+                elapsed_s=round(time.time() - t0, 3),
+            )
         _json_out().flush()
         os._exit(1)
     finish("timeout")

@@ -4,6 +4,7 @@
 Run with .venv-interop-cpp2/bin/python; `--help` lists the options, the
 output contract is in _cpp_driver.py and tests/interop/README.md.
 """
+
 import os
 import sys
 

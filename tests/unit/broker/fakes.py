@@ -1,5 +1,6 @@
 """Fakes of the broker's narrow capabilities (rmq/broker/seams.py) for processor tests:
 no store files, no sockets. Each records what it was asked, so a test can check it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,12 +10,17 @@ from typing import Any
 
 from rmq.broker.client_manager import ClientChannelInfo, ConsumerGroupInfo
 from rmq.broker.subscriptions import SubscriptionGroupConfig
+from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicConfigSerializeWrapper
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.message import MessageExt, MessageExtBatch, MessageExtBrokerInner, pack_host
-from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicConfigSerializeWrapper
 from rmq.store.message_filter import MessageFilter
-from rmq.store.results import (GetMessageResult, GetMessageStatus, PutMessageResult,
-                               PutMessageStatus, QueryMessageResult)
+from rmq.store.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
 
 
 @dataclass
@@ -50,8 +56,14 @@ class FakeStore:
     def _put(self, msg: MessageExtBrokerInner | MessageExtBatch, n: int):
         self.puts.append(msg)
         lo, hi = self.queues.get((msg.topic, msg.queue_id), (0, 0))
-        result = PutMessageResult(self.put_status, wrote_offset=self.next_phy, wrote_bytes=200 * n,
-                                  queue_offset=hi, msg_num=n, store_host=self.store_host)
+        result = PutMessageResult(
+            self.put_status,
+            wrote_offset=self.next_phy,
+            wrote_bytes=200 * n,
+            queue_offset=hi,
+            msg_num=n,
+            store_host=self.store_host,
+        )
         if self.put_status.stored:
             self.queues[(msg.topic, msg.queue_id)] = (lo, hi + n)
             self.next_phy += 200 * n
@@ -68,9 +80,15 @@ class FakeStore:
         return self.waiter if result.status.stored else None
 
     # --- reads
-    def get_messages(self, group: str, topic: str, queue_id: int, offset: int,
-                     max_msg_nums: int, message_filter: MessageFilter | None = None
-                     ) -> GetMessageResult:
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
         self.gets.append((group, topic, queue_id, offset, max_msg_nums))
         return self.get_result
 
@@ -81,8 +99,9 @@ class FakeStore:
         q = self.queues.get((topic, queue_id))
         return q[0] if q is not None else -1
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
-                                    boundary: str | None = None) -> int:
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int, boundary: str | None = None
+    ) -> int:
         return self.get_min_offset_in_queue(topic, queue_id)
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
@@ -94,16 +113,13 @@ class FakeStore:
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
         return None
 
-    def select_one_message_by_offset(self, commit_log_offset: int,
-                                     size: int | None = None) -> bytes | None:
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
         return None
 
-    def query_message(self, topic: str, key: str, max_num: int, begin: int,
-                      end: int) -> QueryMessageResult:
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
         return QueryMessageResult()
 
-    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int,
-                                        consume_offset: int) -> bool:
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
         return False
 
 
@@ -120,18 +136,23 @@ class FakeTopics:
         tc = self.table.get(topic)
         return tc is not None and tc.order
 
-    def create_topic_in_send_message_method(self, topic: str, default_topic: str,
-                                            remote_addr: str, client_default_queue_nums: int,
-                                            topic_sys_flag: int) -> TopicConfig | None:
+    def create_topic_in_send_message_method(
+        self,
+        topic: str,
+        default_topic: str,
+        remote_addr: str,
+        client_default_queue_nums: int,
+        topic_sys_flag: int,
+    ) -> TopicConfig | None:
         if not self.auto_create_topic:
             return None
-        tc = self.table[topic] = TopicConfig(topic, client_default_queue_nums,
-                                             client_default_queue_nums)
+        tc = self.table[topic] = TopicConfig(topic, client_default_queue_nums, client_default_queue_nums)
         self.created.append(topic)
         return tc
 
-    def create_topic_in_send_message_back_method(self, topic: str, queue_nums: int, perm: int,
-                                                 topic_sys_flag: int) -> TopicConfig:
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int
+    ) -> TopicConfig:
         tc = self.table.get(topic)
         if tc is None:
             tc = self.table[topic] = TopicConfig(topic, queue_nums, queue_nums, perm)
@@ -174,8 +195,7 @@ class FakeOffsets:
         self.table: dict[tuple[str, str, int], int] = {}
         self.commits: list[tuple[str, str, str, int, int]] = []
 
-    def commit_offset(self, client: str, group: str, topic: str, queue_id: int,
-                      offset: int) -> None:
+    def commit_offset(self, client: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.commits.append((client, group, topic, queue_id, offset))
         self.table[(group, topic, queue_id)] = offset
 
@@ -205,9 +225,16 @@ class FakeConsumers:
     def get_group(self, group: str) -> ConsumerGroupInfo | None:
         return self.groups.get(group)
 
-    def register(self, group: str, info: ClientChannelInfo, consume_type: str,
-                 message_model: str, consume_from_where: str, subs: Iterable[Any],
-                 notify: bool) -> bool:
+    def register(
+        self,
+        group: str,
+        info: ClientChannelInfo,
+        consume_type: str,
+        message_model: str,
+        consume_from_where: str,
+        subs: Iterable[Any],
+        notify: bool,
+    ) -> bool:
         raise AssertionError("not used by these tests")
 
     def unregister(self, group: str, conn: Any, notify: bool) -> None:
@@ -233,8 +260,9 @@ class FakePullHold:
     def __init__(self) -> None:
         self.parked: list[tuple[str, int, int, int]] = []
 
-    def suspend(self, conn: Any, request: Any, topic: str, queue_id: int,
-                pull_from_offset: int, timeout_ms: int) -> None:
+    def suspend(
+        self, conn: Any, request: Any, topic: str, queue_id: int, pull_from_offset: int, timeout_ms: int
+    ) -> None:
         self.parked.append((topic, queue_id, pull_from_offset, timeout_ms))
 
 
@@ -271,6 +299,19 @@ def done_future(status: PutMessageStatus) -> asyncio.Future[PutMessageStatus]:
     return f
 
 
-__all__ = ["FakeConn", "FakeStore", "FakeTopics", "FakeSubscriptions", "FakeOffsets",
-           "FakeConsumers", "FakeStats", "FakePullHold", "FakeMetadata", "FakeDelayOffsets",
-           "FakeHA", "FakeRuntime", "done_future", "MessageQueue"]
+__all__ = [
+    "FakeConn",
+    "FakeStore",
+    "FakeTopics",
+    "FakeSubscriptions",
+    "FakeOffsets",
+    "FakeConsumers",
+    "FakeStats",
+    "FakePullHold",
+    "FakeMetadata",
+    "FakeDelayOffsets",
+    "FakeHA",
+    "FakeRuntime",
+    "done_future",
+    "MessageQueue",
+]

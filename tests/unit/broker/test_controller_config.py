@@ -1,4 +1,5 @@
 """Controller-mode keys of broker.conf: what they switch on and what they refuse."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,11 +29,14 @@ def test_controller_mode_takes_the_namesrv_or_its_own_addresses():
     assert (c.broker.brokerHeartbeatInterval, c.broker.sendHeartbeatTimeoutMillis) == (1000, 1000)
 
 
-@pytest.mark.parametrize("keys, match", [
-    (dict(brokerRole="SLAVE", brokerId=1), "role this broker takes while it leads"),
-    (dict(controllerAddr="nohost"), "controllerAddr"),
-    (dict(brokerHeartbeatInterval=0), "brokerHeartbeatInterval"),
-])
+@pytest.mark.parametrize(
+    "keys, match",
+    [
+        (dict(brokerRole="SLAVE", brokerId=1), "role this broker takes while it leads"),
+        (dict(controllerAddr="nohost"), "controllerAddr"),
+        (dict(brokerHeartbeatInterval=0), "brokerHeartbeatInterval"),
+    ],
+)
 def test_controller_mode_refuses(keys, match):
     with pytest.raises(ConfigError, match=match):
         _load(enableControllerMode="true", **keys)

@@ -1,13 +1,22 @@
 """Allocation strategies (spec 8.2): expected partitions and properties."""
+
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmq.client.rebalance import (AVG, AVG_BY_CIRCLE, by_config, by_machine_room,
-                                  consistent_hash, machine_room_nearby, md5_hash, mq_to_string,
-                                  strategy_by_name)
+from rmq.client.rebalance import (
+    AVG,
+    AVG_BY_CIRCLE,
+    by_config,
+    by_machine_room,
+    consistent_hash,
+    machine_room_nearby,
+    md5_hash,
+    mq_to_string,
+    strategy_by_name,
+)
 from rmq.protocol.bodies import MessageQueue
 
 
@@ -81,8 +90,11 @@ def test_by_config_returns_the_configured_queues():
 
 
 def test_machine_room():
-    mqs = [MessageQueue("T", f"{room}@b{i}", qid)
-           for room, i in (("r1", 1), ("r2", 2), ("r3", 3)) for qid in range(3)]
+    mqs = [
+        MessageQueue("T", f"{room}@b{i}", qid)
+        for room, i in (("r1", 1), ("r2", 2), ("r3", 3))
+        for qid in range(3)
+    ]
     s = by_machine_room({"r1", "r2"})
     a = allocation(s, mqs, cids(4))
     # 6 eligible queues over 4 consumers: 1 each, the 2 left to the first 2 consumers
@@ -117,10 +129,10 @@ def test_consistent_hash_java_compatible_keys():
 
 
 # --------------------------------------------------------------------------- properties
-mq_lists = st.integers(min_value=1, max_value=40).flatmap(
-    lambda n: st.just(qs(n)))
-cid_lists = st.lists(st.text(alphabet="abcdefgh0123456789@.#", min_size=1, max_size=12),
-                     min_size=1, max_size=12, unique=True).map(sorted)
+mq_lists = st.integers(min_value=1, max_value=40).flatmap(lambda n: st.just(qs(n)))
+cid_lists = st.lists(
+    st.text(alphabet="abcdefgh0123456789@.#", min_size=1, max_size=12), min_size=1, max_size=12, unique=True
+).map(sorted)
 
 STRATEGIES = [AVG, AVG_BY_CIRCLE, consistent_hash(), consistent_hash(3)]
 
@@ -131,7 +143,7 @@ STRATEGIES = [AVG, AVG_BY_CIRCLE, consistent_hash(), consistent_hash(3)]
 def test_each_queue_to_exactly_one_consumer(strategy, mqs, consumers):
     a = allocation(strategy, mqs, consumers)
     assigned = [m for c in consumers for m in a[c]]
-    assert sorted(assigned) == sorted(mqs)         # every queue, none twice
+    assert sorted(assigned) == sorted(mqs)  # every queue, none twice
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: f"{s.name}")

@@ -1,5 +1,6 @@
 """Client pieces without a broker: routes, process queue, message preparation, offsets,
 where a new consumer starts, pull result processing."""
+
 from __future__ import annotations
 
 import zlib
@@ -12,15 +13,26 @@ from rmq.client.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.producer import Producer
 from rmq.client.pull_api import PullAPIWrapper
-from rmq.client.push_consumer import (ConsumeFromWhere, ConsumeResult, PushConsumer,
-                                      RebalancePushImpl, parse_consume_timestamp)
-from rmq.client.routes import (topic_route_changed, topic_route_to_publish_info,
-                               topic_route_to_subscribe_info)
-from rmq.protocol.codes import ResponseCode
-from rmq.protocol.message import (MessageConst, SysFlag, UniqueIdGenerator, decode_batch,
-                                  encode_record, pack_host, properties_to_string,
-                                  string_to_properties)
+from rmq.client.push_consumer import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    PushConsumer,
+    RebalancePushImpl,
+    parse_consume_timestamp,
+)
+from rmq.client.routes import topic_route_changed, topic_route_to_publish_info, topic_route_to_subscribe_info
 from rmq.protocol.bodies import BrokerData, MessageQueue, QueueData, SubscriptionData, TopicRouteData
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.message import (
+    MessageConst,
+    SysFlag,
+    UniqueIdGenerator,
+    decode_batch,
+    encode_record,
+    pack_host,
+    properties_to_string,
+    string_to_properties,
+)
 
 
 # --------------------------------------------------------------------------- routes
@@ -30,12 +42,22 @@ def route(*qds: QueueData, masters=("a", "b")) -> TopicRouteData:
 
 
 def test_publish_info_takes_writable_queues_of_brokers_with_a_master():
-    r = route(QueueData("b", 8, 2, 6), QueueData("a", 4, 3, 6), QueueData("c", 4, 4, 6),
-              QueueData("d", 4, 4, 4), masters=("a", "b", "d"))
+    r = route(
+        QueueData("b", 8, 2, 6),
+        QueueData("a", 4, 3, 6),
+        QueueData("c", 4, 4, 6),
+        QueueData("d", 4, 4, 4),
+        masters=("a", "b", "d"),
+    )
     info = topic_route_to_publish_info("T", r)
     # sorted by broker name; c has no BrokerData, d is read-only
     assert [(m.broker_name, m.queue_id) for m in info.message_queue_list] == [
-        ("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("b", 0),
+        ("b", 1),
+    ]
     assert info.ok() and info.have_topic_router_info and not info.order_topic
     assert info.get_queue_id_by_broker("b") == 2
     assert info.get_queue_id_by_broker("zz") == -1
@@ -51,8 +73,7 @@ def test_publish_info_of_an_ordered_topic():
     r.order_topic_conf = "a:2;b:1"
     info = topic_route_to_publish_info("T", r)
     assert info.order_topic
-    assert [(m.broker_name, m.queue_id) for m in info.message_queue_list] == [
-        ("a", 0), ("a", 1), ("b", 0)]
+    assert [(m.broker_name, m.queue_id) for m in info.message_queue_list] == [("a", 0), ("a", 1), ("b", 0)]
 
 
 def test_subscribe_info_takes_readable_queues():
@@ -71,11 +92,22 @@ def test_route_change_detection_ignores_order():
 
 # --------------------------------------------------------------------------- process queue
 def ext(offset: int, body: bytes = b"x", props: dict | None = None):
-    raw = encode_record(topic=b"T", body=body, properties=properties_to_string(props or {}).encode(),
-                        queue_id=0, flag=0, queue_offset=offset, physical_offset=offset * 100,
-                        sys_flag=0, born_timestamp=1, born_host=pack_host("127.0.0.1", 1),
-                        store_timestamp=2, store_host=pack_host("127.0.0.1", 2))
+    raw = encode_record(
+        topic=b"T",
+        body=body,
+        properties=properties_to_string(props or {}).encode(),
+        queue_id=0,
+        flag=0,
+        queue_offset=offset,
+        physical_offset=offset * 100,
+        sys_flag=0,
+        born_timestamp=1,
+        born_host=pack_host("127.0.0.1", 1),
+        store_timestamp=2,
+        store_host=pack_host("127.0.0.1", 2),
+    )
     from rmq.protocol.message import decode_record
+
     return decode_record(raw)
 
 
@@ -86,13 +118,13 @@ def test_process_queue_commit_offset_is_the_smallest_in_flight():
     assert pq.put_messages(msgs) is True
     assert pq.msg_count == 5 and pq.queue_offset_max == 14 and pq.msg_acc_cnt == 6
     assert pq.max_span() == 4
-    assert pq.remove_messages([msgs[2]]) == 10          # 10 still in flight
+    assert pq.remove_messages([msgs[2]]) == 10  # 10 still in flight
     assert pq.remove_messages([msgs[0]]) == 11
     assert pq.remove_messages([msgs[1], msgs[4]]) == 13
-    assert pq.remove_messages([msgs[3]]) == 15          # nothing left: max + 1
+    assert pq.remove_messages([msgs[3]]) == 15  # nothing left: max + 1
     assert pq.msg_count == 0 and pq.msg_size == 0
     assert pq.put_messages([ext(15)]) is True
-    assert pq.put_messages([ext(15)]) is False          # duplicate offset not counted twice
+    assert pq.put_messages([ext(15)]) is False  # duplicate offset not counted twice
     assert pq.msg_count == 1
 
 
@@ -106,20 +138,30 @@ def test_process_queue_clear():
 # --------------------------------------------------------------------------- messages
 def test_validate_message():
     validate_message(Message("T", b"x"), 10)
-    for bad in (Message("", b"x"), Message("bad topic", b"x"), Message("T", b""),
-                Message("T" * 128, b"x"), Message("SCHEDULE_TOPIC_XXXX", b"x"),
-                Message("T", b"x" * 11)):
+    for bad in (
+        Message("", b"x"),
+        Message("bad topic", b"x"),
+        Message("T", b""),
+        Message("T" * 128, b"x"),
+        Message("SCHEDULE_TOPIC_XXXX", b"x"),
+        Message("T", b"x" * 11),
+    ):
         with pytest.raises(MQClientError):
             validate_message(bad, 10)
 
 
 def test_wire_properties_and_user_properties():
-    m = Message("T", "héllo", tags="TagA", keys=["k1", "k2"], properties={"u": "v"},
-                delay_time_level=3)
+    m = Message("T", "héllo", tags="TagA", keys=["k1", "k2"], properties={"u": "v"}, delay_time_level=3)
     assert m.body == "héllo".encode()
     props = m.wire_properties("UNIQ1")
-    assert props == {"u": "v", "TAGS": "TagA", "KEYS": "k1 k2", "DELAY": "3", "WAIT": "true",
-                     "UNIQ_KEY": "UNIQ1"}
+    assert props == {
+        "u": "v",
+        "TAGS": "TagA",
+        "KEYS": "k1 k2",
+        "DELAY": "3",
+        "WAIT": "true",
+        "UNIQ_KEY": "UNIQ1",
+    }
     m2 = Message("T", b"x", keys="one", wait_store_msg_ok=False)
     assert m2.wire_properties(None) == {"KEYS": "one", "WAIT": "false"}
     with pytest.raises(MQClientError):
@@ -155,8 +197,12 @@ def test_prepare_batch():
     assert [i.body for i in items] == [b"1", b"22"]
     assert string_to_properties(items[0].properties)["TAGS"] == "a"
     assert string_to_properties(b.properties) == {"WAIT": "true"}
-    for bad in ([], [Message("T", b"1"), Message("U", b"1")],
-                [Message("T", b"1", delay_time_level=1)], [Message("%RETRY%g", b"1")]):
+    for bad in (
+        [],
+        [Message("T", b"1"), Message("U", b"1")],
+        [Message("T", b"1", delay_time_level=1)],
+        [Message("%RETRY%g", b"1")],
+    ):
         with pytest.raises(MQClientError):
             p._prepare_batch(bad)
 
@@ -172,14 +218,26 @@ def test_prepare_retry_topic_moves_reconsume_times_to_the_header():
 # --------------------------------------------------------------------------- pull results
 def test_process_pull_result_decompresses_filters_and_stamps():
     def rec(off, tags, body, sys_flag=0):
-        return encode_record(topic=b"T", body=body,
-                             properties=properties_to_string({"TAGS": tags}).encode(),
-                             queue_id=1, flag=0, queue_offset=off, physical_offset=off,
-                             sys_flag=sys_flag, born_timestamp=1,
-                             born_host=pack_host("127.0.0.1", 1), store_timestamp=2,
-                             store_host=pack_host("127.0.0.1", 2))
-    body = (rec(0, "a", b"plain") + rec(1, "b", b"nope")
-            + rec(2, "c", zlib.compress(b"z" * 5000, 5), SysFlag.COMPRESSED))
+        return encode_record(
+            topic=b"T",
+            body=body,
+            properties=properties_to_string({"TAGS": tags}).encode(),
+            queue_id=1,
+            flag=0,
+            queue_offset=off,
+            physical_offset=off,
+            sys_flag=sys_flag,
+            born_timestamp=1,
+            born_host=pack_host("127.0.0.1", 1),
+            store_timestamp=2,
+            store_host=pack_host("127.0.0.1", 2),
+        )
+
+    body = (
+        rec(0, "a", b"plain")
+        + rec(1, "b", b"nope")
+        + rec(2, "c", zlib.compress(b"z" * 5000, 5), SysFlag.COMPRESSED)
+    )
     w = PullAPIWrapper(None, "g")
     mq = MessageQueue("T", "b", 1)
     res = PullResult(PullStatus.FOUND, 3, 0, 3, [], 1, body)
@@ -228,12 +286,15 @@ class _Instance:
 MQ = MessageQueue("T", "b", 0)
 
 
-@pytest.mark.parametrize("answer,expected", [
-    (17, 17),
-    (MQBrokerError(ResponseCode.QUERY_NOT_FOUND, "Not found"), -1),
-    (MQBrokerError(ResponseCode.SYSTEM_ERROR, "x"), -1),     # any broker refusal, as Java
-    (RemotingConnectError("refused"), -2),
-])
+@pytest.mark.parametrize(
+    "answer,expected",
+    [
+        (17, 17),
+        (MQBrokerError(ResponseCode.QUERY_NOT_FOUND, "Not found"), -1),
+        (MQBrokerError(ResponseCode.SYSTEM_ERROR, "x"), -1),  # any broker refusal, as Java
+        (RemotingConnectError("refused"), -2),
+    ],
+)
 async def test_remote_offset_store_read_from_store(answer, expected):
     store = RemoteBrokerOffsetStore(_Instance(answer), "g")
     assert await store.read_offset(MQ, ReadOffsetType.READ_FROM_STORE) == expected
@@ -262,8 +323,13 @@ class _Store:
 
 
 def _rebalance(where: ConsumeFromWhere, stored: int) -> RebalancePushImpl:
-    c = PushConsumer("g", "127.0.0.1:1", listener=lambda m, c: ConsumeResult.SUCCESS,
-                     consume_from_where=where, consume_timestamp="20240102030405")
+    c = PushConsumer(
+        "g",
+        "127.0.0.1:1",
+        listener=lambda m, c: ConsumeResult.SUCCESS,
+        consume_from_where=where,
+        consume_timestamp="20240102030405",
+    )
     c.offset_store = _Store(stored)
 
     async def max_offset(mq):
@@ -272,6 +338,7 @@ def _rebalance(where: ConsumeFromWhere, stored: int) -> RebalancePushImpl:
     async def search_offset(mq, ts):
         assert ts == parse_consume_timestamp("20240102030405")
         return 7
+
     c.max_offset = max_offset
     c.search_offset = search_offset
     r = RebalancePushImpl(c)
@@ -282,18 +349,21 @@ def _rebalance(where: ConsumeFromWhere, stored: int) -> RebalancePushImpl:
 RETRY_MQ = MessageQueue("%RETRY%g", "b", 0)
 
 
-@pytest.mark.parametrize("where,stored,mq,expected", [
-    (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, 5, MQ, 5),      # stored offset wins
-    (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, 5, MQ, 5),
-    (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, 5, MQ, 5),
-    (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -1, MQ, 42),    # none: the queue's max
-    (ConsumeFromWhere.CONSUME_FROM_MAX_OFFSET, -1, MQ, 42),     # deprecated = LAST
-    (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, -1, MQ, 0),
-    (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, -1, MQ, 7),       # searched by time
-    (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -1, RETRY_MQ, 0),
-    (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, -1, RETRY_MQ, 42),
-    (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -2, MQ, -1),    # unknown: try later
-])
+@pytest.mark.parametrize(
+    "where,stored,mq,expected",
+    [
+        (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, 5, MQ, 5),  # stored offset wins
+        (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, 5, MQ, 5),
+        (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, 5, MQ, 5),
+        (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -1, MQ, 42),  # none: the queue's max
+        (ConsumeFromWhere.CONSUME_FROM_MAX_OFFSET, -1, MQ, 42),  # deprecated = LAST
+        (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, -1, MQ, 0),
+        (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, -1, MQ, 7),  # searched by time
+        (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -1, RETRY_MQ, 0),
+        (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, -1, RETRY_MQ, 42),
+        (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -2, MQ, -1),  # unknown: try later
+    ],
+)
 async def test_compute_pull_from_where(where, stored, mq, expected):
     assert await _rebalance(where, stored).compute_pull_from_where(mq) == expected
 
@@ -308,12 +378,13 @@ def test_parse_consume_timestamp():
 def _retry_producer(outcomes: dict[str, list], **kw) -> tuple[Producer, list[MessageQueue]]:
     """A started-looking producer whose kernel send follows ``outcomes[broker]`` in turn."""
     from rmq.client.message import SendResult, SendStatus
+
     p = Producer("g", "127.0.0.1:1", **kw)
     p._ids = UniqueIdGenerator(b"\x0a\x00\x00\x01", pid=7, seed=1)
     p._state = "RUNNING"
-    p.instance = object()   # only checked for presence
+    p.instance = object()  # only checked for presence
     info = topic_route_to_publish_info("T", route(QueueData("a", 2, 2, 6), QueueData("b", 2, 2, 6)))
-    info.send_which_queue.value = 0          # the first pick is a:0
+    info.send_which_queue.value = 0  # the first pick is a:0
     tried: list[MessageQueue] = []
 
     async def find(topic):
@@ -325,6 +396,7 @@ def _retry_producer(outcomes: dict[str, list], **kw) -> tuple[Producer, list[Mes
         if isinstance(outcome, BaseException):
             raise outcome
         return SendResult(SendStatus(outcome), prep.uniq_id, "OFF", mq, 0)
+
     p._try_to_find_topic_publish_info = find
     p._send_kernel = kernel
     p._make_sure_state_ok = lambda: p.instance
@@ -339,8 +411,12 @@ async def test_sync_send_retries_a_retryable_code_on_the_other_broker():
 
 
 async def test_sync_send_gives_up_after_three_attempts_and_raises_the_last_error():
-    p, tried = _retry_producer({"a": [RemotingConnectError("refused")] * 3,
-                                "b": [MQBrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "na")] * 3})
+    p, tried = _retry_producer(
+        {
+            "a": [RemotingConnectError("refused")] * 3,
+            "b": [MQBrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "na")] * 3,
+        }
+    )
     with pytest.raises((RemotingConnectError, MQBrokerError)) as ei:
         await p.send(Message("T", b"x"))
     assert len(tried) == 3
@@ -377,7 +453,9 @@ async def test_not_stored_status_retries_only_when_asked():
     p, tried = _retry_producer({"a": ["FLUSH_DISK_TIMEOUT"] * 3, "b": ["FLUSH_DISK_TIMEOUT"] * 3})
     r = await p.send(Message("T", b"x"))
     assert r.status.value == "FLUSH_DISK_TIMEOUT" and len(tried) == 1
-    p, tried = _retry_producer({"a": ["FLUSH_DISK_TIMEOUT"] * 3, "b": ["FLUSH_DISK_TIMEOUT"] * 3},
-                               retry_another_broker_when_not_store_ok=True)
+    p, tried = _retry_producer(
+        {"a": ["FLUSH_DISK_TIMEOUT"] * 3, "b": ["FLUSH_DISK_TIMEOUT"] * 3},
+        retry_another_broker_when_not_store_ok=True,
+    )
     r = await p.send(Message("T", b"x"))
     assert r.status.value == "FLUSH_DISK_TIMEOUT" and len(tried) == 3

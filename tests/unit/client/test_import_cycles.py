@@ -1,6 +1,7 @@
 """No import cycle among the client's modules, TYPE_CHECKING imports included (issue 11:
 the consume services see the push consumer through a Protocol, the instance gets its
 inner producer from a factory)."""
+
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,7 @@ def _imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for f in root.glob("*.py"):
         if f.stem == "__init__":
-            continue            # the package's re-exports import everything
+            continue  # the package's re-exports import everything
         deps: set[str] = set()
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -37,7 +38,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(m)
         for d in sorted(graph.get(m, ())):
             if state.get(d) == 1:
-                found.append(stack[stack.index(d):] + [d])
+                found.append(stack[stack.index(d) :] + [d])
             elif d in graph and not state.get(d):
                 visit(d)
         stack.pop()

@@ -1,4 +1,5 @@
 """Queue selectors: Java hashCode of the key, modulo the queue count."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -13,15 +14,21 @@ MQS = [MessageQueue("T", "b", i) for i in range(8)]
 MSG = Message("T", b"x")
 
 
-@pytest.mark.parametrize("arg,expected", [
-    ("abc", 96354),                    # "abc".hashCode()
-    ("", 0),
-    ("order-42", "order-42"),          # computed below
-    (7, 7), (-7, -7), (True, 1231), (False, 1237),
-    (1 << 40, 256),                    # Long.hashCode(2^40) = (int)(v ^ v >>> 32)
-    (-1, -1),
-    (b"\x01\x02", 994),                # Arrays.hashCode(byte[]{1,2}) = (31+1)*31+2
-])
+@pytest.mark.parametrize(
+    "arg,expected",
+    [
+        ("abc", 96354),  # "abc".hashCode()
+        ("", 0),
+        ("order-42", "order-42"),  # computed below
+        (7, 7),
+        (-7, -7),
+        (True, 1231),
+        (False, 1237),
+        (1 << 40, 256),  # Long.hashCode(2^40) = (int)(v ^ v >>> 32)
+        (-1, -1),
+        (b"\x01\x02", 994),  # Arrays.hashCode(byte[]{1,2}) = (31+1)*31+2
+    ],
+)
 def test_java_hash_code(arg, expected):
     if expected == "order-42":
         h = 0
@@ -42,8 +49,9 @@ def test_select_by_hash_is_stable_and_java_like():
     for key in ("a", "order-1", "order-2", 12345, -99):
         q = select_by_hash(MQS, MSG, key)
         assert q == select_by_hash(list(MQS), MSG, key)
-        assert q.queue_id == abs(java_hash_code(key) % 8 if java_hash_code(key) >= 0
-                                 else -((-java_hash_code(key)) % 8))
+        assert q.queue_id == abs(
+            java_hash_code(key) % 8 if java_hash_code(key) >= 0 else -((-java_hash_code(key)) % 8)
+        )
     assert select_by_hash(MQS, MSG, "abc").queue_id == 96354 % 8
 
 

@@ -1,5 +1,6 @@
 """rmq.common.fastjson: the dialect on its own (no protocol types), and the one escape
 table the frame codec and the bodies share."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,7 @@ def test_bare_int_keys_both_ways() -> None:
 
 
 def test_nulls_are_left_out_and_keys_sorted() -> None:
-    assert fastjson.dumps({"b": None, "a": [None, 1], "c": {"x": None}}) == \
-        b'{"a":[null,1],"c":{}}'
+    assert fastjson.dumps({"b": None, "a": [None, 1], "c": {"x": None}}) == b'{"a":[null,1],"c":{}}'
 
 
 @pytest.mark.parametrize("ch", [chr(c) for c in range(0, 0xA0)] + ["\u2028", "\u2029", "é", "/"])
@@ -42,11 +42,19 @@ def test_quote_is_the_escape_table(ch: str) -> None:
 
 def test_frame_codec_uses_the_common_table() -> None:
     from rmq.protocol import frame
+
     assert frame._json_str is fastjson.quote
     assert frame._FASTJSON_ONLY is fastjson.FASTJSON_ONLY
 
 
 def test_type_names() -> None:
     assert [fastjson.type_name(v) for v in ({}, [], "", True, 1, 1.5, None, b"")] == [
-        "an object", "an array", "a string", "a boolean", "a number", "a number", "null",
-        "a bytes"]
+        "an object",
+        "an array",
+        "a string",
+        "a boolean",
+        "a number",
+        "a number",
+        "null",
+        "a bytes",
+    ]

@@ -1,4 +1,5 @@
 """ha.epoch.EpochFile: RocketMQ's epochFileCheckpoint format, atomic writes, rules."""
+
 from __future__ import annotations
 
 import os
@@ -33,21 +34,20 @@ async def test_reads_a_rocketmq_written_file(tmp_path):
     # CheckpointFile.write: size line, then "epoch-startOffset" lines, newline-terminated
     (tmp_path / EPOCH_FILE_NAME).write_text("3\n1-0\n2-1073741824\n5-1073750000\n")
     ef = EpochFile.load(str(tmp_path))
-    assert [(e.epoch, e.start_offset) for e in ef.entries()] == [
-        (1, 0), (2, 1073741824), (5, 1073750000)]
+    assert [(e.epoch, e.start_offset) for e in ef.entries()] == [(1, 0), (2, 1073741824), (5, 1073750000)]
 
 
 async def test_append_rules(tmp_path):
     ef = EpochFile.load(str(tmp_path))
     await ef.append(3, 100)
-    assert await ef.append(3, 100) is False            # heard again: nothing written
+    assert await ef.append(3, 100) is False  # heard again: nothing written
     with pytest.raises(EpochFileError, match="not newer"):
         await ef.append(2, 200)
     with pytest.raises(EpochFileError, match="not newer"):
         await ef.append(3, 150)
     with pytest.raises(EpochFileError, match="before the last one"):
         await ef.append(4, 99)
-    assert await ef.append(4, 100)                      # an epoch that wrote nothing
+    assert await ef.append(4, 100)  # an epoch that wrote nothing
     assert ef.entries() == [EpochEntry(3, 100, 100), EpochEntry(4, 100, None)]
     assert EpochFile.load(str(tmp_path)).entries() == ef.entries()
 
@@ -85,17 +85,20 @@ async def test_failed_write_changes_nothing(tmp_path, monkeypatch):
     assert EpochFile.load(str(tmp_path)).last_epoch() == 1
 
 
-@pytest.mark.parametrize("content, why", [
-    ("", "empty"),
-    ("x\n1-0\n", "not an entry count"),
-    ("2\n1-0\n", "expects 2 entries, found 1"),
-    ("1\n1-0\n2-5\n", "expects 1 entries, found 2"),
-    ("1\n1:0\n", "line 2"),
-    ("1\n1-abc\n", "line 2"),
-    ("2\n2-0\n1-5\n", "not a history"),
-    ("2\n1-50\n2-5\n", "not a history"),
-    ("1\n-1-0\n", "line 2"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        ("", "empty"),
+        ("x\n1-0\n", "not an entry count"),
+        ("2\n1-0\n", "expects 2 entries, found 1"),
+        ("1\n1-0\n2-5\n", "expects 1 entries, found 2"),
+        ("1\n1:0\n", "line 2"),
+        ("1\n1-abc\n", "line 2"),
+        ("2\n2-0\n1-5\n", "not a history"),
+        ("2\n1-50\n2-5\n", "not a history"),
+        ("1\n-1-0\n", "line 2"),
+    ],
+)
 async def test_corrupt_file_is_a_clear_error(tmp_path, content, why):
     (tmp_path / EPOCH_FILE_NAME).write_text(content)
     with pytest.raises(EpochFileError, match=why) as ei:

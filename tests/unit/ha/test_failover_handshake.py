@@ -1,6 +1,7 @@
 """Controller mode on the HA link: epoch histories in the handshake (codec and a live
 HAService/HAClient pair) and the master's in-sync set, which bounds what dispatch
 shows consumers to what the slave acked."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,9 +10,17 @@ import struct
 import pytest
 
 from ha.client import HAClient
-from ha.protocol import (FLAG_EPOCHS, FLAG_FULL_SYNC, HAProtocolError, MasterAccept,
-                         MasterStreamReader, SlaveHello, SlaveStreamReader, encode_accept,
-                         encode_hello)
+from ha.protocol import (
+    FLAG_EPOCHS,
+    FLAG_FULL_SYNC,
+    HAProtocolError,
+    MasterAccept,
+    MasterStreamReader,
+    SlaveHello,
+    SlaveStreamReader,
+    encode_accept,
+    encode_hello,
+)
 from ha.service import HAService
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.config import BrokerRole
@@ -38,7 +47,7 @@ def test_accept_history_is_read_only_by_a_slave_that_asked():
     asked = SlaveStreamReader(128 * 1024, expect_epochs=True)
     asked.feed(raw)
     assert asked.events() == [MasterAccept(3, 9000, HIST)]
-    classic = SlaveStreamReader(128 * 1024)      # ignores what it does not know
+    classic = SlaveStreamReader(128 * 1024)  # ignores what it does not know
     classic.feed(raw)
     assert classic.events() == [MasterAccept(3, 9000)]
     # a master without the extension answers nothing more: no history, no error
@@ -47,10 +56,13 @@ def test_accept_history_is_read_only_by_a_slave_that_asked():
     assert old.events() == [MasterAccept(3, 9000, None)]
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda p: p[:-7],                                         # list cut short
-    lambda p: p[:-44] + struct.pack(">i", 2) + p[-40:-20] + p[-40:-20],   # epochs repeat
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda p: p[:-7],  # list cut short
+        lambda p: p[:-44] + struct.pack(">i", 2) + p[-40:-20] + p[-40:-20],  # epochs repeat
+    ],
+)
 def test_a_broken_history_closes_the_connection(mutate):
     frame = encode_hello(SlaveHello("C", "b", 2, epochs=HIST))
     payload = mutate(frame[12:])
@@ -71,11 +83,24 @@ async def test_histories_cross_and_dispatch_waits_for_the_in_sync_slave(tmp_path
         hellos.append(h)
         return None
 
-    svc = HAService(m, cluster="C", broker_name="b", host="127.0.0.1",
-                    epoch_provider=lambda: (2, 0), epochs_provider=lambda: master_hist,
-                    hello_check=check, confirm_reads=True)
-    client = HAClient(s, cluster="C", broker_name="b", broker_id=3,
-                      epochs_provider=lambda: [EpochEntry(1, 0)], accept_hook=seen.append)
+    svc = HAService(
+        m,
+        cluster="C",
+        broker_name="b",
+        host="127.0.0.1",
+        epoch_provider=lambda: (2, 0),
+        epochs_provider=lambda: master_hist,
+        hello_check=check,
+        confirm_reads=True,
+    )
+    client = HAClient(
+        s,
+        cluster="C",
+        broker_name="b",
+        broker_id=3,
+        epochs_provider=lambda: [EpochEntry(1, 0)],
+        accept_hook=seen.append,
+    )
     try:
         await svc.start()
         client.update_master_address(f"127.0.0.1:{svc.port}")
@@ -106,7 +131,7 @@ async def test_histories_cross_and_dispatch_waits_for_the_in_sync_slave(tmp_path
         await _until(lambda: svc.shrink_generation == gen + 1)
         await asyncio.sleep(0.05)
         assert m.dispatched_offset == frozen and svc.synced_acks() == {}
-        svc.release_departed(gen)                          # a report from before it left
+        svc.release_departed(gen)  # a report from before it left
         await asyncio.sleep(0.05)
         assert m.dispatched_offset == frozen
         svc.release_departed(gen + 1)

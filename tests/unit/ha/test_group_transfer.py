@@ -1,4 +1,5 @@
 """GroupTransferService: puts answered by acks in offset order, timeouts by one timer."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,10 +16,10 @@ async def test_puts_of_one_iteration_share_a_round():
     a = gt.submit(100)
     b = gt.submit(200)
     assert a is b and gt.pending == 2
-    await asyncio.sleep(0)       # next iteration: a new round
+    await asyncio.sleep(0)  # next iteration: a new round
     c = gt.submit(300)
     assert c is not a
-    gt.on_ack(250)               # covers the whole first round (target 200)
+    gt.on_ack(250)  # covers the whole first round (target 200)
     assert a.done() and a.result() is OK and not c.done()
     gt.on_ack(299)
     assert not c.done()
@@ -52,7 +53,7 @@ async def test_timeouts_from_one_timer_in_order():
     first = gt.submit(100)
     await asyncio.sleep(0.03)
     second = gt.submit(200)
-    await asyncio.sleep(0.045)   # first expired, second not yet
+    await asyncio.sleep(0.045)  # first expired, second not yet
     assert first.result() is TIMEOUT and not second.done()
     gt.on_ack(200)
     assert second.result() is OK
@@ -66,7 +67,7 @@ async def test_out_of_order_submit_is_still_sorted():
     gt = GroupTransferService(3000)
     hi = gt.submit(500)
     await asyncio.sleep(0)
-    lo = gt.submit(300)          # not expected from the put path, handled anyway
+    lo = gt.submit(300)  # not expected from the put path, handled anyway
     gt.on_ack(300)
     assert lo.done() and not hi.done()
     gt.fail_all(TIMEOUT)

@@ -1,4 +1,5 @@
 """ha/protocol.py: golden bytes (spec 5.1/5.2 and our handshake), splits, limits, fuzz."""
+
 from __future__ import annotations
 
 import struct
@@ -25,10 +26,20 @@ from ha.protocol import (
 )
 from rmq.protocol.errors import ProtocolError
 
-FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
-HELLO = SlaveHello("TestCluster", "broker-a", 1, epoch=3, last_epoch_start_offset=4096,
-                   max_offset=123456, commitlog_file_size=1 << 30, flags=FLAG_FULL_SYNC)
+HELLO = SlaveHello(
+    "TestCluster",
+    "broker-a",
+    1,
+    epoch=3,
+    last_epoch_start_offset=4096,
+    max_offset=123456,
+    commitlog_file_size=1 << 30,
+    flags=FLAG_FULL_SYNC,
+)
 
 
 # --------------------------------------------------------------------------- golden bytes
@@ -39,23 +50,29 @@ def test_offset_report_is_8_byte_big_endian():
 
 def test_transfer_header_is_offset_then_int32_size():
     assert encode_transfer_header(1 << 32, 32768) == (
-        bytes.fromhex("0000000100000000") + bytes.fromhex("00008000"))
+        bytes.fromhex("0000000100000000") + bytes.fromhex("00008000")
+    )
     assert len(encode_transfer_header(5, 0)) == 12
 
 
 def test_hello_layout():
     b = encode_hello(SlaveHello("C", "bn", 2, 7, -1, 99, 4096, 1))
-    payload = (b"\x00\x01C" + b"\x00\x02bn" + struct.pack(">qqqqqi", 2, 7, -1, 99, 4096, 1))
+    payload = b"\x00\x01C" + b"\x00\x02bn" + struct.pack(">qqqqqi", 2, 7, -1, 99, 4096, 1)
     assert b == struct.pack(">ihhi", 0x524D5148, 1, 1, len(payload)) + payload
     assert b[:4] == b"RMQH"
 
 
 def test_accept_and_reject_layout():
     assert encode_accept(MasterAccept(5, 1000)) == (
-        struct.pack(">ihhi", 0x524D5148, 1, 2, 16) + struct.pack(">qq", 5, 1000))
+        struct.pack(">ihhi", 0x524D5148, 1, 2, 16) + struct.pack(">qq", 5, 1000)
+    )
     r = encode_reject(MasterReject(2, "wrong cluster"))
-    assert r == struct.pack(">ihhi", 0x524D5148, 1, 3, 8 + 2 + 13) + struct.pack(">q", 2) \
+    assert (
+        r
+        == struct.pack(">ihhi", 0x524D5148, 1, 3, 8 + 2 + 13)
+        + struct.pack(">q", 2)
         + b"\x00\x0dwrong cluster"
+    )
 
 
 # --------------------------------------------------------------------------- master side
@@ -85,24 +102,27 @@ def test_master_reader_one_byte_at_a_time():
     rd = MasterStreamReader()
     ev = []
     for i in range(len(stream)):
-        ev += rd.feed(stream[i:i + 1])
+        ev += rd.feed(stream[i : i + 1])
     assert ev == [HELLO, OffsetReport(5)]
 
 
-@pytest.mark.parametrize("data", [
-    encode_offset_report(0),                       # a report with no handshake
-    encode_offset_report(1 << 30),
-    b"GET / HTTP/1.1\r\n\r\n",
-    b"\x52",                                        # right first byte...
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        encode_offset_report(0),  # a report with no handshake
+        encode_offset_report(1 << 30),
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"\x52",  # right first byte...
+    ],
+)
 def test_master_reader_rejects_reports_without_handshake(data):
     rd = MasterStreamReader()
     if data == b"\x52":
-        assert rd.feed(data) == []                  # ...still possibly a handshake
+        assert rd.feed(data) == []  # ...still possibly a handshake
         data = b"\x00"
     with pytest.raises(HAProtocolError):
         rd.feed(data)
-    with pytest.raises(HAProtocolError):            # poisoned
+    with pytest.raises(HAProtocolError):  # poisoned
         rd.feed(encode_hello(HELLO))
     assert isinstance(HAProtocolError("x"), ProtocolError)
 
@@ -133,9 +153,9 @@ def test_hello_with_appended_fields_is_read_by_v1():
 def _slave_events(reader: SlaveStreamReader, data: bytes, chunk: int) -> list:
     out = []
     for i in range(0, len(data), chunk):
-        part = data[i:i + chunk]
+        part = data[i : i + chunk]
         space = reader.get_buffer()
-        space[:len(part)] = part
+        space[: len(part)] = part
         reader.buffer_updated(len(part))
         for e in reader.events():
             if isinstance(e, Transfer):
@@ -186,7 +206,7 @@ def test_slave_reader_rejects_oversized_and_negative():
     with pytest.raises(HAProtocolError, match="negative"):
         rd.events()
     rd = SlaveStreamReader(capacity=96 * 1024)
-    rd.feed(encode_transfer_header(0, 0))         # data before the answer
+    rd.feed(encode_transfer_header(0, 0))  # data before the answer
     with pytest.raises(HAProtocolError):
         rd.events()
 
@@ -198,7 +218,7 @@ def test_master_reader_garbage_only_raises_protocol_error(data, chunk):
     rd = MasterStreamReader()
     try:
         for i in range(0, len(data), chunk):
-            for e in rd.feed(data[i:i + chunk]):
+            for e in rd.feed(data[i : i + chunk]):
                 assert isinstance(e, (SlaveHello, OffsetReport))
     except HAProtocolError:
         pass
@@ -232,8 +252,9 @@ def test_slave_reader_garbage_only_raises_protocol_error(data, chunk):
 
 
 @FUZZ
-@given(st.lists(st.tuples(st.integers(0, 1 << 50), st.binary(max_size=2000)), max_size=8),
-       st.integers(1, 5000))
+@given(
+    st.lists(st.tuples(st.integers(0, 1 << 50), st.binary(max_size=2000)), max_size=8), st.integers(1, 5000)
+)
 def test_slave_reader_roundtrip(blocks, chunk):
     rd = SlaveStreamReader(capacity=96 * 1024, min_free=8 * 1024)
     ev = _slave_events(rd, _stream(blocks), chunk)

@@ -1,6 +1,7 @@
 """HAService + HAClient in one event loop over 127.0.0.1 (two real stores, small files):
 streaming, SYNC waits, heartbeats and housekeeping, and stopping/starting both sides at
 runtime (what a role change does), without broker processes."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,9 @@ async def _until(pred, timeout: float = 5.0) -> None:
 def _same_files(a: MessageStore, b: MessageStore) -> bool:
     da, db = a.config.commitlog_dir, b.config.commitlog_dir
     names = sorted(os.listdir(db))
-    return bool(names) and all(open(os.path.join(da, n), "rb").read()
-                               == open(os.path.join(db, n), "rb").read() for n in names)
+    return bool(names) and all(
+        open(os.path.join(da, n), "rb").read() == open(os.path.join(db, n), "rb").read() for n in names
+    )
 
 
 async def test_stream_sync_waits_heartbeats_and_runtime_restart(tmp_path):
@@ -46,7 +48,7 @@ async def test_stream_sync_waits_heartbeats_and_runtime_restart(tmp_path):
     client = HAClient(s, cluster="C", broker_name="b", broker_id=1)
     try:
         await svc.start()
-        await svc.start()                                   # idempotent
+        await svc.start()  # idempotent
         m.replica_waiter = svc.replica_waiter
         # no slave yet: a SYNC put is stored and answered SLAVE_NOT_AVAILABLE at once
         r = await m.put(msg(body=b"alone"))
@@ -54,10 +56,10 @@ async def test_stream_sync_waits_heartbeats_and_runtime_restart(tmp_path):
         client.update_master_address(f"127.0.0.1:{svc.port}")
         await client.start()
         await _until(lambda: client.connected and svc.slave_ack_offsets())
-        for i in range(200):                                # spans several 16 KiB files
+        for i in range(200):  # spans several 16 KiB files
             r = await m.put(msg(body=os.urandom(300), KEYS=f"k{i}"))
             assert r.status is PutMessageStatus.PUT_OK
-            assert s.max_phy_offset >= r.end_offset         # the slave had it before PUT_OK
+            assert s.max_phy_offset >= r.end_offset  # the slave had it before PUT_OK
         assert list(svc.slave_ack_offsets().values()) == [m.max_phy_offset]
         assert svc.in_sync_replicas() == 2
         await _until(lambda: s.dispatch_behind_bytes == 0 and m.dispatch_behind_bytes == 0)
@@ -71,7 +73,7 @@ async def test_stream_sync_waits_heartbeats_and_runtime_restart(tmp_path):
         # the master's HA stops (a role change): waiting puts are answered, the slave
         # reconnects when it is back, and continues where it was
         await svc.stop()
-        await svc.stop()                                    # idempotent
+        await svc.stop()  # idempotent
         r = await m.put(msg(body=b"no slave now"))
         assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
         port = svc.port
@@ -85,7 +87,7 @@ async def test_stream_sync_waits_heartbeats_and_runtime_restart(tmp_path):
         await svc2.stop()
     finally:
         await client.stop()
-        await client.stop()                                 # idempotent
+        await client.stop()  # idempotent
         await svc.stop()
         await s.shutdown()
         await m.shutdown()

@@ -1,4 +1,5 @@
 """``rmq namesrv -c FILE``: one properties file with RocketMQ's key names (issue 11 item 8)."""
+
 from __future__ import annotations
 
 import logging
@@ -28,19 +29,25 @@ def test_defaults_without_a_file() -> None:
 
 
 def test_rocketmq_keys_from_text(tmp_path: Path) -> None:
-    path = _file(tmp_path, "listenPort=9877\nrocketmqHome=/opt/rocketmq\n"
-                 f"kvConfigPath={tmp_path}/kv.msgpack\nconfigStorePath=/x/namesrv.properties\n"
-                 "orderMessageEnable=true\nclusterTest=FALSE\nproductEnvName=dev\n"
-                 "scanNotActiveBrokerInterval=2000\nbrokerExpiredTimeMillis=6000\n"
-                 "acceptStandardJsonOnly=true\nmetricsPromExporterPort=5557\n"
-                 "serverWorkerThreads=16\nbindAddress=127.0.0.1\nlogLevel=debug\n"
-                 "enableControllerInNamesrv=true\ncontrollerMasterTimeout=3000\n")
+    path = _file(
+        tmp_path,
+        "listenPort=9877\nrocketmqHome=/opt/rocketmq\n"
+        f"kvConfigPath={tmp_path}/kv.msgpack\nconfigStorePath=/x/namesrv.properties\n"
+        "orderMessageEnable=true\nclusterTest=FALSE\nproductEnvName=dev\n"
+        "scanNotActiveBrokerInterval=2000\nbrokerExpiredTimeMillis=6000\n"
+        "acceptStandardJsonOnly=true\nmetricsPromExporterPort=5557\n"
+        "serverWorkerThreads=16\nbindAddress=127.0.0.1\nlogLevel=debug\n"
+        "enableControllerInNamesrv=true\ncontrollerMasterTimeout=3000\n",
+    )
     s = load_namesrv_config(path)
     n = s.namesrv
-    assert (s.netty.listenPort, s.netty.bindAddress, s.netty.serverWorkerThreads) == (
-        9877, "127.0.0.1", 16)
+    assert (s.netty.listenPort, s.netty.bindAddress, s.netty.serverWorkerThreads) == (9877, "127.0.0.1", 16)
     assert (n.rocketmqHome, n.kv_path, n.configStorePath, n.productEnvName) == (
-        "/opt/rocketmq", tmp_path / "kv.msgpack", "/x/namesrv.properties", "dev")
+        "/opt/rocketmq",
+        tmp_path / "kv.msgpack",
+        "/x/namesrv.properties",
+        "dev",
+    )
     assert (n.orderMessageEnable, n.clusterTest, n.acceptStandardJsonOnly) == (True, False, True)
     assert (n.scanNotActiveBrokerInterval, n.brokerExpiredTimeMillis) == (2000, 6000)
     assert (n.metricsPromExporterPort, n.logLevel) == (5557, "DEBUG")
@@ -59,17 +66,22 @@ def test_unknown_keys_are_warned_once_each(tmp_path: Path, caplog) -> None:
     assert "'alsoUnknown'" in lines[1]
 
 
-@pytest.mark.parametrize("text, msg", [
-    ("listenPort=abc\n", "listenPort: expected an integer, got 'abc'"),
-    ("listenPort=70000\n", "listenPort: 70000 is not a TCP port"),
-    ("orderMessageEnable=yes\n", "orderMessageEnable: expected true or false"),
-    ("metricsPromExporterPort=-1\n", "metricsPromExporterPort: -1 is not a TCP port"),
-    ("scanNotActiveBrokerInterval=0\n", "scanNotActiveBrokerInterval: must be positive"),
-    ("brokerExpiredTimeMillis=-5\n", "brokerExpiredTimeMillis: must be positive"),
-    ("logLevel=LOUD\n", "logLevel: expected one of DEBUG, INFO, WARNING, ERROR"),
-    ("enableControllerInNamesrv=true\ncontrollerScanInterval=0\n",
-     "controllerScanInterval must be positive"),
-])
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("listenPort=abc\n", "listenPort: expected an integer, got 'abc'"),
+        ("listenPort=70000\n", "listenPort: 70000 is not a TCP port"),
+        ("orderMessageEnable=yes\n", "orderMessageEnable: expected true or false"),
+        ("metricsPromExporterPort=-1\n", "metricsPromExporterPort: -1 is not a TCP port"),
+        ("scanNotActiveBrokerInterval=0\n", "scanNotActiveBrokerInterval: must be positive"),
+        ("brokerExpiredTimeMillis=-5\n", "brokerExpiredTimeMillis: must be positive"),
+        ("logLevel=LOUD\n", "logLevel: expected one of DEBUG, INFO, WARNING, ERROR"),
+        (
+            "enableControllerInNamesrv=true\ncontrollerScanInterval=0\n",
+            "controllerScanInterval must be positive",
+        ),
+    ],
+)
 def test_bad_values_name_the_key(tmp_path: Path, text: str, msg: str) -> None:
     with pytest.raises(PropertiesError) as ei:
         load_namesrv_config(_file(tmp_path, text))
@@ -82,16 +94,41 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_command_line_wins_over_the_file(tmp_path: Path) -> None:
-    path = _file(tmp_path, "listenPort=9877\norderMessageEnable=false\n"
-                 "controllerMasterTimeout=5000\nenableControllerInNamesrv=false\n")
+    path = _file(
+        tmp_path,
+        "listenPort=9877\norderMessageEnable=false\n"
+        "controllerMasterTimeout=5000\nenableControllerInNamesrv=false\n",
+    )
     p = build_parser()
     s = settings_from_args(p.parse_args(["-c", path]))
     assert s.netty.listenPort == 9877 and s.controller_config is None
-    s = settings_from_args(p.parse_args(
-        ["-c", path, "-p", "0", "--host", "127.0.0.1", "--order-message-enable",
-         "--controller", "--controller-master-timeout-ms", "3000", "--kv-path", "/k",
-         "--broker-expire-ms", "1500", "--scan-interval-ms", "200", "--metrics-port", "5558",
-         "--accept-standard-json-only", "--log-level", "warning"]))
+    s = settings_from_args(
+        p.parse_args(
+            [
+                "-c",
+                path,
+                "-p",
+                "0",
+                "--host",
+                "127.0.0.1",
+                "--order-message-enable",
+                "--controller",
+                "--controller-master-timeout-ms",
+                "3000",
+                "--kv-path",
+                "/k",
+                "--broker-expire-ms",
+                "1500",
+                "--scan-interval-ms",
+                "200",
+                "--metrics-port",
+                "5558",
+                "--accept-standard-json-only",
+                "--log-level",
+                "warning",
+            ]
+        )
+    )
     assert (s.netty.listenPort, s.netty.bindAddress) == (0, "127.0.0.1")
     n = s.namesrv
     assert (n.orderMessageEnable, n.acceptStandardJsonOnly, n.kvConfigPath) == (True, True, "/k")
@@ -106,6 +143,7 @@ def test_command_line_wins_over_the_file(tmp_path: Path) -> None:
 
 def test_every_option_has_a_key() -> None:
     from nameserver.cli import _OPTION_KEYS
+
     dests = {a.dest for a in build_parser()._actions} - {"help", "config"}
     assert dests == set(_OPTION_KEYS)
     s = NamesrvSettings()

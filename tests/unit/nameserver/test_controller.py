@@ -1,4 +1,5 @@
 """nameserver.controller: election rules with a fake clock, ids, persistence."""
+
 from __future__ import annotations
 
 import msgpack
@@ -6,8 +7,12 @@ import pytest
 
 from nameserver.controller import Controller, ControllerConfig, ControllerError
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.controller import (BrokerHeartbeatRequestHeader, HeartbeatBody,
-                                     decode_group_statuses, encode_group_statuses)
+from rmq.protocol.controller import (
+    BrokerHeartbeatRequestHeader,
+    HeartbeatBody,
+    decode_group_statuses,
+    encode_group_statuses,
+)
 
 M, S1, S2, S3 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911", "10.0.0.4:10911"
 TIMEOUT = 10_000
@@ -15,23 +20,22 @@ MiB = 1024 * 1024
 
 
 class Ctl(Controller):
-    def on_heartbeat(self, hb, now_ms):      # (header, body) pairs, as built below
+    def on_heartbeat(self, hb, now_ms):  # (header, body) pairs, as built below
         return super().on_heartbeat(hb[0], hb[1], now_ms)
 
 
 def ctl(**kw) -> Ctl:
-    return Ctl(ControllerConfig(enableControllerInNamesrv=True, **kw),
-               wall_clock=lambda: 1_700_000_000_000)
+    return Ctl(ControllerConfig(enableControllerInNamesrv=True, **kw), wall_clock=lambda: 1_700_000_000_000)
 
 
 def hb(addr, broker_id, role, epoch=0, max_offset=0, start=-1, acks=None):
-    return (BrokerHeartbeatRequestHeader("C", "broker-a", addr, broker_id, role, epoch,
-                                         max_offset, start),
-            HeartbeatBody(addr.replace("10911", "10912"), dict(acks or {})))
+    return (
+        BrokerHeartbeatRequestHeader("C", "broker-a", addr, broker_id, role, epoch, max_offset, start),
+        HeartbeatBody(addr.replace("10911", "10912"), dict(acks or {})),
+    )
 
 
-def master_hb(addr=M, max_offset=1000, acks=None, epoch=0, start=-1, role="SYNC_MASTER",
-              broker_id=0):
+def master_hb(addr=M, max_offset=1000, acks=None, epoch=0, start=-1, role="SYNC_MASTER", broker_id=0):
     return hb(addr, broker_id, role, epoch, max_offset, start, acks)
 
 
@@ -49,8 +53,13 @@ def test_first_master_is_adopted_at_epoch_1():
     assert a.master_addr is None and a.broker_id == 1
     v = c.version
     a = c.on_heartbeat(master_hb(), 0)
-    assert (a.master_addr, a.master_ha_addr, a.epoch, a.epoch_start_offset, a.broker_id) == \
-           (M, "10.0.0.1:10912", 1, 0, 0)
+    assert (a.master_addr, a.master_ha_addr, a.epoch, a.epoch_start_offset, a.broker_id) == (
+        M,
+        "10.0.0.1:10912",
+        1,
+        0,
+        0,
+    )
     assert c.version > v
     a = c.on_heartbeat(slave_hb(S1, 1, 0, epoch=0), 10)
     assert (a.master_addr, a.master_ha_addr, a.epoch, a.broker_id) == (M, "10.0.0.1:10912", 1, 1)
@@ -66,8 +75,9 @@ def test_running_master_with_history_keeps_its_epoch():
     assert (a.epoch, a.epoch_start_offset) == (7, 5000)
 
 
-def _cluster(c: Ctl, t: int, acks: dict[str, int], slaves: dict[str, tuple[int, int]],
-             master_max: int = 1000) -> None:
+def _cluster(
+    c: Ctl, t: int, acks: dict[str, int], slaves: dict[str, tuple[int, int]], master_max: int = 1000
+) -> None:
     c.on_heartbeat(master_hb(max_offset=master_max, acks=acks), t)
     for addr, (bid, mx) in slaves.items():
         c.on_heartbeat(slave_hb(addr, bid, mx), t)
@@ -83,15 +93,20 @@ def test_election_after_master_timeout_picks_highest_offset():
     slaves = {S1: (1, 900), S2: (2, 1000)}
     _cluster(c, 0, {S1: 900, S2: 1000}, slaves)
     _slaves_beat(c, TIMEOUT, slaves)
-    assert c.scan(TIMEOUT) == []                       # silent exactly the timeout: not yet
+    assert c.scan(TIMEOUT) == []  # silent exactly the timeout: not yet
     _slaves_beat(c, TIMEOUT + 1, slaves)
     [rec] = c.scan(TIMEOUT + 1)
     assert (rec.epoch, rec.start_offset, rec.master_addr) == (2, 1000, S2)
     assert "silent for 10001 ms" in rec.reason
-    assert c.scan(TIMEOUT + 2) == []                   # decided once
+    assert c.scan(TIMEOUT + 2) == []  # decided once
     a = c.on_heartbeat(slave_hb(S2, 2, 1000), TIMEOUT + 3)
-    assert (a.master_addr, a.master_ha_addr, a.epoch, a.epoch_start_offset, a.broker_id) == \
-           (S2, "10.0.0.3:10912", 2, 1000, 0)
+    assert (a.master_addr, a.master_ha_addr, a.epoch, a.epoch_start_offset, a.broker_id) == (
+        S2,
+        "10.0.0.3:10912",
+        2,
+        1000,
+        0,
+    )
     a = c.on_heartbeat(slave_hb(S1, 1, 900), TIMEOUT + 3)
     assert (a.master_addr, a.broker_id) == (S2, 1)
 
@@ -103,7 +118,7 @@ def test_ack_beats_a_stale_own_report_and_ties_go_to_the_lowest_id():
     _cluster(c, 0, {S1: 1000, S2: 1000, S3: 1000}, slaves)
     _slaves_beat(c, TIMEOUT + 1, slaves)
     [rec] = c.scan(TIMEOUT + 1)
-    assert rec.master_addr == S1                       # 1000 each: lowest broker id
+    assert rec.master_addr == S1  # 1000 each: lowest broker id
     c = ctl()
     slaves = {S1: (1, 700), S2: (2, 700)}
     _cluster(c, 0, {S1: 800, S2: 1000}, slaves)
@@ -122,7 +137,11 @@ def test_only_live_in_sync_slaves_are_candidates():
     assert c.groups["broker-a"].master_addr == M
     st = group(c, TIMEOUT + 1)
     assert {m.addr: (m.in_sync, m.alive) for m in st.members} == {
-        M: (True, False), S1: (False, True), S2: (False, True), S3: (True, False)}
+        M: (True, False),
+        S1: (False, True),
+        S2: (False, True),
+        S3: (True, False),
+    }
     # unclean election takes the live slave with the most data
     c.config.enableElectUncleanMaster = True
     [rec] = c.scan(TIMEOUT + 2)
@@ -183,22 +202,27 @@ def test_snapshot_restore_keeps_epochs():
     r = ctl()
     r.restore(raw, 50_000)
     g = r.groups["broker-a"]
-    assert (g.epoch, g.epoch_start_offset, g.master_addr, g.master_ha_addr) == \
-           (2, 1000, S1, "10.0.0.2:10912")
+    assert (g.epoch, g.epoch_start_offset, g.master_addr, g.master_ha_addr) == (2, 1000, S1, "10.0.0.2:10912")
     assert g.ids == {S1: 0, S2: 2}
     assert [h.epoch for h in g.history] == [1, 2]
     # the master has until the timeout after the restart to be heard
     assert r.scan(50_000 + TIMEOUT) == []
-    a = r.on_heartbeat(master_hb(S1, max_offset=2000, epoch=2, start=1000, acks={S2: 2000}),
-                       50_000 + TIMEOUT)
+    a = r.on_heartbeat(master_hb(S1, max_offset=2000, epoch=2, start=1000, acks={S2: 2000}), 50_000 + TIMEOUT)
     assert (a.epoch, a.broker_id) == (2, 0)
     r.on_heartbeat(slave_hb(S2, 2, 2000, epoch=2), 50_000 + 2 * TIMEOUT + 1)
     [rec] = r.scan(50_000 + 2 * TIMEOUT + 1)
-    assert (rec.epoch, rec.master_addr) == (3, S2)            # never 2 again
+    assert (rec.epoch, rec.master_addr) == (3, S2)  # never 2 again
 
 
-@pytest.mark.parametrize("raw", [b"", b"\x00\x01garbage", msgpack.packb({"version": 99}),
-                                 msgpack.packb({"version": 1, "groups": {"a": {"epoch": 1}}})])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"\x00\x01garbage",
+        msgpack.packb({"version": 99}),
+        msgpack.packb({"version": 1, "groups": {"a": {"epoch": 1}}}),
+    ],
+)
 def test_restore_refuses_a_damaged_file(raw):
     with pytest.raises(ValueError, match="controller file is damaged"):
         ctl().restore(raw, 0)
@@ -211,9 +235,11 @@ def test_manual_elect_rules():
     assert ei.value.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST
     slaves = {S1: (1, 1000), S2: (2, 10)}
     _cluster(c, 0, {S1: 1000, S2: 10}, slaves, master_max=1000 + 300 * MiB)
-    for addr, code in [(M, ResponseCode.CONTROLLER_INVALID_REQUEST),
-                       (S3, ResponseCode.CONTROLLER_BROKER_NOT_ALIVE),
-                       (S2, ResponseCode.CONTROLLER_INVALID_REPLICAS)]:
+    for addr, code in [
+        (M, ResponseCode.CONTROLLER_INVALID_REQUEST),
+        (S3, ResponseCode.CONTROLLER_BROKER_NOT_ALIVE),
+        (S2, ResponseCode.CONTROLLER_INVALID_REPLICAS),
+    ]:
         with pytest.raises(ControllerError) as ei:
             c.elect_master("broker-a", addr, 5)
         assert ei.value.code == code, addr
@@ -223,9 +249,9 @@ def test_manual_elect_rules():
     assert "is alive" in str(ei.value)
     assert c.groups["broker-a"].epoch == 1
     c.on_heartbeat(master_hb(max_offset=1000, acks={S1: 1000, S2: 10}), 5)
-    rec = c.elect_master("broker-a", S1, 6)         # over a live master
+    rec = c.elect_master("broker-a", S1, 6)  # over a live master
     assert (rec.epoch, rec.master_addr, rec.start_offset) == (2, S1, 1000)
-    a = c.on_heartbeat(master_hb(max_offset=1200, epoch=1), 7)   # the old master hears it
+    a = c.on_heartbeat(master_hb(max_offset=1200, epoch=1), 7)  # the old master hears it
     assert (a.master_addr, a.broker_id) == (S1, 1)
 
 
@@ -248,10 +274,11 @@ def test_status_body_roundtrip():
     groups = c.status(100)
     assert decode_group_statuses(encode_group_statuses(groups)) == groups
     g = groups[0]
-    assert (g.cluster, g.broker_name, g.epoch, g.master_addr, g.master_alive) == \
-           ("C", "broker-a", 1, M, True)
-    assert [(m.addr, m.broker_id, m.role, m.last_heartbeat_ago_ms) for m in g.members] == \
-           [(M, 0, "SYNC_MASTER", 100), (S1, 1, "SLAVE", 100)]
+    assert (g.cluster, g.broker_name, g.epoch, g.master_addr, g.master_alive) == ("C", "broker-a", 1, M, True)
+    assert [(m.addr, m.broker_id, m.role, m.last_heartbeat_ago_ms) for m in g.members] == [
+        (M, 0, "SYNC_MASTER", 100),
+        (S1, 1, "SLAVE", 100),
+    ]
 
 
 def test_config_validation():
@@ -265,7 +292,7 @@ def test_failovers_are_reported_but_the_first_master_is_not():
     c.on_failover = lambda cluster, name: events.append((cluster, name))
     slaves = {S1: (1, 900), S2: (2, 1000)}
     _cluster(c, 0, {S1: 900, S2: 1000}, slaves)
-    assert events == []                                # adopting the first master
+    assert events == []  # adopting the first master
     _slaves_beat(c, TIMEOUT + 1, slaves)
     c.scan(TIMEOUT + 1)
     assert events == [("C", "broker-a")]

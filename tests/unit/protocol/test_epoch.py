@@ -1,4 +1,5 @@
 """rmq.protocol.epoch: entry/list codec and the consistent-point rule."""
+
 from __future__ import annotations
 
 import struct
@@ -24,9 +25,9 @@ from rmq.protocol.errors import ProtocolError
 # ---------------------------------------------------------------- codec
 def test_entry_golden_bytes():
     assert encode_epoch_entry(EpochEntry(3, 0x0A0B, 0x0102030405)) == bytes.fromhex(
-        "00000003" "0000000000000a0b" "0000000102030405")
-    assert encode_epoch_entry(EpochEntry(1, 7)) == bytes.fromhex(
-        "00000001" "0000000000000007" "ffffffffffffffff")
+        "000000030000000000000a0b0000000102030405"
+    )
+    assert encode_epoch_entry(EpochEntry(1, 7)) == bytes.fromhex("000000010000000000000007ffffffffffffffff")
     assert EPOCH_ENTRY_SIZE == 20
 
 
@@ -38,19 +39,23 @@ def test_list_golden_bytes():
     assert decode_epoch_list(encode_epoch_list([])) == []
 
 
-@pytest.mark.parametrize("raw, why", [
-    (b"", "no count"),
-    (b"\x00\x00\x00\x01", "is 24 bytes"),
-    (b"\x00\x00\x00\x00\x00", "is 4 bytes"),
-    (b"\xff\xff\xff\xff", "outside"),
-    (struct.pack(">iiqq", 1, 1, 10, 5), "before its start"),
-    (struct.pack(">iiqq", 1, -1, 0, -1), "outside"),
-    (struct.pack(">iiqq", 1, 1, 0, -7), "negative"),
-    (struct.pack(">i", 2) + struct.pack(">iqq", 2, 0, 10) + struct.pack(">iqq", 1, 10, -1),
-     "not increasing"),
-    (struct.pack(">i", 2) + struct.pack(">iqq", 1, 0, 10) + struct.pack(">iqq", 2, 12, -1),
-     "ends at 10"),
-])
+@pytest.mark.parametrize(
+    "raw, why",
+    [
+        (b"", "no count"),
+        (b"\x00\x00\x00\x01", "is 24 bytes"),
+        (b"\x00\x00\x00\x00\x00", "is 4 bytes"),
+        (b"\xff\xff\xff\xff", "outside"),
+        (struct.pack(">iiqq", 1, 1, 10, 5), "before its start"),
+        (struct.pack(">iiqq", 1, -1, 0, -1), "outside"),
+        (struct.pack(">iiqq", 1, 1, 0, -7), "negative"),
+        (
+            struct.pack(">i", 2) + struct.pack(">iqq", 2, 0, 10) + struct.pack(">iqq", 1, 10, -1),
+            "not increasing",
+        ),
+        (struct.pack(">i", 2) + struct.pack(">iqq", 1, 0, 10) + struct.pack(">iqq", 2, 12, -1), "ends at 10"),
+    ],
+)
 def test_list_rejects_garbage(raw, why):
     with pytest.raises(ProtocolError, match=why):
         decode_epoch_list(raw)
@@ -74,8 +79,10 @@ def histories(draw) -> list[EpochEntry]:
     n = draw(st.integers(0, 8))
     epochs = sorted(draw(st.sets(st.integers(0, 2**31 - 1), min_size=n, max_size=n)))
     starts = sorted(draw(st.lists(st.integers(0, 2**62), min_size=n, max_size=n)))
-    out = [EpochEntry(e, s, starts[i + 1] if i + 1 < n else None)
-           for i, (e, s) in enumerate(zip(epochs, starts, strict=True))]
+    out = [
+        EpochEntry(e, s, starts[i + 1] if i + 1 < n else None)
+        for i, (e, s) in enumerate(zip(epochs, starts, strict=True))
+    ]
     if out and draw(st.booleans()):
         out[-1] = out[-1].with_end(draw(st.integers(out[-1].start_offset, 2**63 - 1)))
     return out
@@ -117,8 +124,12 @@ def test_returning_master_with_unreplicated_tail():
 
 
 def test_behind_slave_agrees_up_to_its_own_end():
-    assert find_consistent_point(close_last([E(1, 0), E(2, 1000)], 1200),
-                                 close_last([E(1, 0), E(2, 1000)], 1800)) == 1200
+    assert (
+        find_consistent_point(
+            close_last([E(1, 0), E(2, 1000)], 1200), close_last([E(1, 0), E(2, 1000)], 1800)
+        )
+        == 1200
+    )
 
 
 def test_same_epoch_other_start_is_skipped():
@@ -168,9 +179,13 @@ def _consistent(ha, la, hb, lb):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(2, 4), st.lists(st.tuples(st.sampled_from(["write", "sync", "elect"]),
-                                             st.integers(0, 3), st.integers(0, 6)),
-                                   max_size=40))
+@given(
+    st.integers(2, 4),
+    st.lists(
+        st.tuples(st.sampled_from(["write", "sync", "elect"]), st.integers(0, 3), st.integers(0, 6)),
+        max_size=40,
+    ),
+)
 def test_consistent_point_matches_common_prefix(n_brokers, ops):
     logs: list[list[int]] = [[] for _ in range(n_brokers)]
     hist: list[list[EpochEntry]] = [[] for _ in range(n_brokers)]
@@ -197,8 +212,11 @@ def test_consistent_point_matches_common_prefix(n_brokers, ops):
             for e in close_last(hist[master], len(m)):
                 copied = e.start_offset < q and e.end_offset > p
                 at_tail = q == len(m) and e.end_offset == len(m)
-                if e.epoch not in have and (copied or at_tail) and \
-                        (not hist[who] or e.epoch > hist[who][-1].epoch):
+                if (
+                    e.epoch not in have
+                    and (copied or at_tail)
+                    and (not hist[who] or e.epoch > hist[who][-1].epoch)
+                ):
                     hist[who].append(E(e.epoch, e.start_offset))
     for a in range(n_brokers):
         for b in range(n_brokers):

@@ -4,6 +4,7 @@ Also checks the stronger promise: where a length field is inconsistent with the
 bytes around it, the decoder says so instead of returning a command built from
 the wrong bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,13 +20,26 @@ from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode
 
 JSON = SerializeType.JSON
 BIN = SerializeType.ROCKETMQ
-FUZZ = settings(max_examples=1000, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 def seed_frames() -> list[bytes]:
-    ext = {"a": "grp", "b": "Topic", "c": "TBW102", "d": "4", "e": "1", "f": "0",
-           "g": "1700000000000", "h": "0", "i": "WAIT\x01true\x02KEYS\x01k é\x02", "j": "0"}
+    ext = {
+        "a": "grp",
+        "b": "Topic",
+        "c": "TBW102",
+        "d": "4",
+        "e": "1",
+        "f": "0",
+        "g": "1700000000000",
+        "h": "0",
+        "i": "WAIT\x01true\x02KEYS\x01k é\x02",
+        "j": "0",
+    }
     cmds = [
         RemotingCommand(310, opaque=3, ext_fields=ext, body=b"payload-bytes"),
         RemotingCommand(0, flag=1, remark="remark ü", ext_fields={"msgId": "AB", "queueId": "2"}),
@@ -50,7 +64,7 @@ def run(data: bytes, chunk: int | None = None) -> list[RemotingCommand] | None:
             out += dec.feed(data)
         else:
             for i in range(0, len(data), chunk):
-                out += dec.feed(data[i:i + chunk])
+                out += dec.feed(data[i : i + chunk])
     except ProtocolError:
         assert dec.failed
         with pytest.raises(ProtocolError):
@@ -66,8 +80,7 @@ def check_sane(cmds: list[RemotingCommand], fed: int) -> None:
         assert isinstance(c, RemotingCommand)
         assert all(type(v) is int for v in (c.code, c.language, c.version, c.opaque, c.flag))
         assert c.remark is None or type(c.remark) is str
-        assert c.ext_fields is None or all(
-            type(k) is str and type(v) is str for k, v in c.ext_fields.items())
+        assert c.ext_fields is None or all(type(k) is str and type(v) is str for k, v in c.ext_fields.items())
         assert c.body is None or (type(c.body) is bytes and len(c.body) > 0)
         total += 8 + (len(c.body) if c.body else 0)
     assert total <= fed
@@ -92,18 +105,37 @@ def test_random_headers_behind_a_valid_prefix(header, stype):
         check_sane(out, len(frame))
 
 
-JSON_SCALARS = (st.none() | st.booleans() | st.integers(-(2 ** 70), 2 ** 70)
-                | st.floats(allow_nan=False) | st.text(max_size=10))
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                           max_leaves=8)
-HEADER_KEYS = st.sampled_from(["code", "language", "version", "opaque", "flag", "remark",
-                               "extFields", "serializeTypeCurrentRPC", "other"])
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=10)
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+HEADER_KEYS = st.sampled_from(
+    [
+        "code",
+        "language",
+        "version",
+        "opaque",
+        "flag",
+        "remark",
+        "extFields",
+        "serializeTypeCurrentRPC",
+        "other",
+    ]
+)
 
 
-@given(st.dictionaries(HEADER_KEYS, JSON_VALUES | st.dictionaries(st.text(max_size=4),
-                                                                   JSON_VALUES, max_size=4)),
-       st.binary(max_size=10))
+@given(
+    st.dictionaries(HEADER_KEYS, JSON_VALUES | st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=4)),
+    st.binary(max_size=10),
+)
 @settings(FUZZ, max_examples=400)
 def test_json_headers_of_any_shape(obj, body):
     # Well-formed JSON with every field of every type: decoded or refused, no crash.
@@ -132,7 +164,7 @@ def mutated(draw):
         elif kind == "insert":
             frame[i:i] = draw(st.binary(min_size=1, max_size=8))
         elif kind == "delete":
-            del frame[i:i + draw(st.integers(1, 8))]
+            del frame[i : i + draw(st.integers(1, 8))]
         else:
             del frame[i:]
     return bytes(frame)
@@ -146,7 +178,7 @@ def test_mutated_frames_only_raise_protocol_error(data, chunk):
         check_sane(out, len(data))
 
 
-@given(st.sampled_from(SEEDS), st.integers(-(2 ** 31), 2 ** 31 - 1), st.binary(max_size=64))
+@given(st.sampled_from(SEEDS), st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64))
 @FUZZ
 def test_corrupted_total_length(frame, length, tail):
     real = struct.unpack_from(">i", frame)[0]
@@ -154,13 +186,13 @@ def test_corrupted_total_length(frame, length, tail):
     data = struct.pack(">i", length) + frame[4:] + tail
     out = run(data)
     if length < 4 or length > 16777212:
-        assert out is None                         # rejected at once, nothing buffered
+        assert out is None  # rejected at once, nothing buffered
         return
     if out is None:
         return
     check_sane(out, len(data))
     if length > len(data) - 4:
-        assert out == []                           # still waiting for the rest
+        assert out == []  # still waiting for the rest
     elif out:
         # a shorter frame is legal only when its header fits: the body just shrinks
         (word,) = struct.unpack_from(">I", frame, 4)
@@ -175,7 +207,7 @@ def test_corrupted_header_length(frame, hlen):
     data = struct.pack(">iI", length, (word & 0xFF000000) | hlen) + frame[8:]
     out = run(data)
     if hlen > length - 4:
-        assert out is None                         # header would run past the frame
+        assert out is None  # header would run past the frame
     elif word >> 24 == JSON:
         # A JSON object cut short is never valid JSON; one extended into the body
         # ends in non-whitespace body bytes ("extra data") unless there is no body.
@@ -206,8 +238,13 @@ def bin_field_offsets(frame: bytes) -> dict[str, list[int]]:
 BIN_SEEDS = [f for f in SEEDS if f[4] == BIN]
 
 
-@given(st.sampled_from(BIN_SEEDS), st.sampled_from(["remark", "ext", "key", "value"]),
-       st.integers(0, 30), st.integers(-(2 ** 31), 2 ** 31 - 1), st.booleans())
+@given(
+    st.sampled_from(BIN_SEEDS),
+    st.sampled_from(["remark", "ext", "key", "value"]),
+    st.integers(0, 30),
+    st.integers(-(2**31), 2**31 - 1),
+    st.booleans(),
+)
 @FUZZ
 def test_inconsistent_binary_inner_lengths_are_rejected(frame, field, idx, delta, big):
     offsets = bin_field_offsets(frame)[field]
@@ -217,11 +254,11 @@ def test_inconsistent_binary_inner_lengths_are_rejected(frame, field, idx, delta
     fmt = ">h" if size == 2 else ">i"
     old = struct.unpack_from(fmt, frame, pos)[0]
     if big:
-        new = delta if size == 4 else max(-(2 ** 15), min(2 ** 15 - 1, delta))
+        new = delta if size == 4 else max(-(2**15), min(2**15 - 1, delta))
     else:
-        new = old + (delta % 7) - 3           # small shifts are the sneaky ones
+        new = old + (delta % 7) - 3  # small shifts are the sneaky ones
         if size == 2:
-            new = max(-(2 ** 15), min(2 ** 15 - 1, new))
+            new = max(-(2**15), min(2**15 - 1, new))
     assume(new != old)
     if field == "remark" and old == 0 and new > 0:
         # a remark that swallows the ext length: still inconsistent, checked below

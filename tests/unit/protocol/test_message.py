@@ -3,6 +3,7 @@
 Expected bytes are built here by hand with ``struct`` from the spec's field table,
 never through the codec under test.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -62,22 +63,49 @@ def host_bytes(ip: bytes, port: int) -> bytes:
     return ip + struct.pack(">i", port)
 
 
-def manual_record(*, body: bytes, topic: bytes, props: bytes, queue_id: int = 0, flag: int = 0,
-                  queue_offset: int = 0, phys: int = 0, sys_flag: int = 0,
-                  born_ts: int = 0, born_host: bytes = b"\x7f\0\0\x01\0\0\0\x01",
-                  store_ts: int = 0, store_host: bytes = b"\x7f\0\0\x01\0\0\0\x02",
-                  reconsume: int = 0, prepared: int = 0, v2: bool = False,
-                  crc: int | None = None) -> bytes:
+def manual_record(
+    *,
+    body: bytes,
+    topic: bytes,
+    props: bytes,
+    queue_id: int = 0,
+    flag: int = 0,
+    queue_offset: int = 0,
+    phys: int = 0,
+    sys_flag: int = 0,
+    born_ts: int = 0,
+    born_host: bytes = b"\x7f\0\0\x01\0\0\0\x01",
+    store_ts: int = 0,
+    store_host: bytes = b"\x7f\0\0\x01\0\0\0\x02",
+    reconsume: int = 0,
+    prepared: int = 0,
+    v2: bool = False,
+    crc: int | None = None,
+) -> bytes:
     """Spec 3.2 table, field by field."""
     crc = (zlib.crc32(body) & 0x7FFFFFFF) if crc is None else crc
-    tail = (struct.pack(">i", len(body)) + body
-            + (struct.pack(">h", len(topic)) if v2 else struct.pack(">b", len(topic))) + topic
-            + struct.pack(">h", len(props)) + props)
-    mid = (struct.pack(">i", crc) + struct.pack(">i", queue_id) + struct.pack(">i", flag)
-           + struct.pack(">q", queue_offset) + struct.pack(">q", phys)
-           + struct.pack(">i", sys_flag) + struct.pack(">q", born_ts) + born_host
-           + struct.pack(">q", store_ts) + store_host + struct.pack(">i", reconsume)
-           + struct.pack(">q", prepared))
+    tail = (
+        struct.pack(">i", len(body))
+        + body
+        + (struct.pack(">h", len(topic)) if v2 else struct.pack(">b", len(topic)))
+        + topic
+        + struct.pack(">h", len(props))
+        + props
+    )
+    mid = (
+        struct.pack(">i", crc)
+        + struct.pack(">i", queue_id)
+        + struct.pack(">i", flag)
+        + struct.pack(">q", queue_offset)
+        + struct.pack(">q", phys)
+        + struct.pack(">i", sys_flag)
+        + struct.pack(">q", born_ts)
+        + born_host
+        + struct.pack(">q", store_ts)
+        + store_host
+        + struct.pack(">i", reconsume)
+        + struct.pack(">q", prepared)
+    )
     magic = MAGIC_V2_BYTES if v2 else MAGIC_V1_BYTES
     total = 4 + len(magic) + len(mid) + len(tail)
     return struct.pack(">i", total) + magic + mid + tail
@@ -105,10 +133,19 @@ GOLDEN_TOPIC = b"FooBar"
 GOLDEN_PROPS = b"TAGS\x01TAG1\x02KEYS\x011234567890123\x02"
 GOLDEN_BORN = host_bytes(bytes([10, 1, 2, 3]), 54321)
 GOLDEN_STORE = host_bytes(bytes([127, 0, 0, 1]), 10911)
-GOLDEN_FIELDS = dict(queue_id=3, flag=7, queue_offset=42, physical_offset=1580, sys_flag=0,
-                     born_timestamp=1_700_000_000_000, born_host=GOLDEN_BORN,
-                     store_timestamp=1_700_000_000_005, store_host=GOLDEN_STORE,
-                     reconsume_times=2, prepared_transaction_offset=99)
+GOLDEN_FIELDS = dict(
+    queue_id=3,
+    flag=7,
+    queue_offset=42,
+    physical_offset=1580,
+    sys_flag=0,
+    born_timestamp=1_700_000_000_000,
+    born_host=GOLDEN_BORN,
+    store_timestamp=1_700_000_000_005,
+    store_host=GOLDEN_STORE,
+    reconsume_times=2,
+    prepared_transaction_offset=99,
+)
 
 
 def test_magic_constants_match_spec_bytes():
@@ -124,51 +161,77 @@ def test_golden_properties_string_is_29_bytes():
 
 
 def test_golden_record_spec_example_158_bytes():
-    rec = encode_record(topic=GOLDEN_TOPIC, body=GOLDEN_BODY, properties=GOLDEN_PROPS,
-                        **GOLDEN_FIELDS)
+    rec = encode_record(topic=GOLDEN_TOPIC, body=GOLDEN_BODY, properties=GOLDEN_PROPS, **GOLDEN_FIELDS)
     assert len(rec) == 158
     # field by field at the offsets of spec 3.2 (v4 born + v4 store)
-    assert rec[0:4] == struct.pack(">i", 158)                       # TOTALSIZE
-    assert rec[4:8] == b"\xda\xa3\x20\xa7"                          # MAGICCODE v1
+    assert rec[0:4] == struct.pack(">i", 158)  # TOTALSIZE
+    assert rec[4:8] == b"\xda\xa3\x20\xa7"  # MAGICCODE v1
     assert rec[8:12] == struct.pack(">i", zlib.crc32(GOLDEN_BODY) & 0x7FFFFFFF)  # BODYCRC
-    assert rec[12:16] == struct.pack(">i", 3)                       # QUEUEID
-    assert rec[16:20] == struct.pack(">i", 7)                       # FLAG
-    assert rec[20:28] == struct.pack(">q", 42)                      # QUEUEOFFSET
-    assert rec[28:36] == struct.pack(">q", 1580)                    # PHYSICALOFFSET
-    assert rec[36:40] == struct.pack(">i", 0)                       # SYSFLAG
-    assert rec[40:48] == struct.pack(">q", 1_700_000_000_000)       # BORNTIMESTAMP
-    assert rec[48:52] == bytes([10, 1, 2, 3])                       # BORNHOST ip
-    assert rec[52:56] == struct.pack(">i", 54321)                   # BORNHOST port
-    assert rec[56:64] == struct.pack(">q", 1_700_000_000_005)       # STORETIMESTAMP
-    assert rec[64:68] == bytes([127, 0, 0, 1])                      # STOREHOST ip
-    assert rec[68:72] == struct.pack(">i", 10911)                   # STOREHOST port
-    assert rec[72:76] == struct.pack(">i", 2)                       # RECONSUMETIMES
-    assert rec[76:84] == struct.pack(">q", 99)                      # PREPARED TX OFFSET
-    assert rec[84:88] == struct.pack(">i", 32)                      # BODY LENGTH
-    assert rec[88:120] == GOLDEN_BODY                               # BODY
-    assert rec[120] == 6                                            # TOPIC LENGTH (1 byte)
-    assert rec[121:127] == b"FooBar"                                # TOPIC
-    assert rec[127:129] == struct.pack(">h", 29)                    # PROPERTIES LENGTH
-    assert rec[129:158] == GOLDEN_PROPS                             # PROPERTIES
+    assert rec[12:16] == struct.pack(">i", 3)  # QUEUEID
+    assert rec[16:20] == struct.pack(">i", 7)  # FLAG
+    assert rec[20:28] == struct.pack(">q", 42)  # QUEUEOFFSET
+    assert rec[28:36] == struct.pack(">q", 1580)  # PHYSICALOFFSET
+    assert rec[36:40] == struct.pack(">i", 0)  # SYSFLAG
+    assert rec[40:48] == struct.pack(">q", 1_700_000_000_000)  # BORNTIMESTAMP
+    assert rec[48:52] == bytes([10, 1, 2, 3])  # BORNHOST ip
+    assert rec[52:56] == struct.pack(">i", 54321)  # BORNHOST port
+    assert rec[56:64] == struct.pack(">q", 1_700_000_000_005)  # STORETIMESTAMP
+    assert rec[64:68] == bytes([127, 0, 0, 1])  # STOREHOST ip
+    assert rec[68:72] == struct.pack(">i", 10911)  # STOREHOST port
+    assert rec[72:76] == struct.pack(">i", 2)  # RECONSUMETIMES
+    assert rec[76:84] == struct.pack(">q", 99)  # PREPARED TX OFFSET
+    assert rec[84:88] == struct.pack(">i", 32)  # BODY LENGTH
+    assert rec[88:120] == GOLDEN_BODY  # BODY
+    assert rec[120] == 6  # TOPIC LENGTH (1 byte)
+    assert rec[121:127] == b"FooBar"  # TOPIC
+    assert rec[127:129] == struct.pack(">h", 29)  # PROPERTIES LENGTH
+    assert rec[129:158] == GOLDEN_PROPS  # PROPERTIES
     # and the whole thing equals the hand-built record
-    assert rec == manual_record(body=GOLDEN_BODY, topic=GOLDEN_TOPIC, props=GOLDEN_PROPS,
-                                queue_id=3, flag=7, queue_offset=42, phys=1580,
-                                born_ts=1_700_000_000_000, born_host=GOLDEN_BORN,
-                                store_ts=1_700_000_000_005, store_host=GOLDEN_STORE,
-                                reconsume=2, prepared=99)
+    assert rec == manual_record(
+        body=GOLDEN_BODY,
+        topic=GOLDEN_TOPIC,
+        props=GOLDEN_PROPS,
+        queue_id=3,
+        flag=7,
+        queue_offset=42,
+        phys=1580,
+        born_ts=1_700_000_000_000,
+        born_host=GOLDEN_BORN,
+        store_ts=1_700_000_000_005,
+        store_host=GOLDEN_STORE,
+        reconsume=2,
+        prepared=99,
+    )
     assert record_length(0, 32, 6, 29) == 158
     # 10 such records back to back end at 1580 (ReputMessageServiceTest)
     assert record_length(0, 32, 6, 29) * 10 == 1580
 
 
 def test_golden_record_decodes():
-    rec = manual_record(body=GOLDEN_BODY, topic=GOLDEN_TOPIC, props=GOLDEN_PROPS, queue_id=3,
-                        flag=7, queue_offset=42, phys=1580, born_ts=1_700_000_000_000,
-                        born_host=GOLDEN_BORN, store_ts=1_700_000_000_005,
-                        store_host=GOLDEN_STORE, reconsume=2, prepared=99)
+    rec = manual_record(
+        body=GOLDEN_BODY,
+        topic=GOLDEN_TOPIC,
+        props=GOLDEN_PROPS,
+        queue_id=3,
+        flag=7,
+        queue_offset=42,
+        phys=1580,
+        born_ts=1_700_000_000_000,
+        born_host=GOLDEN_BORN,
+        store_ts=1_700_000_000_005,
+        store_host=GOLDEN_STORE,
+        reconsume=2,
+        prepared=99,
+    )
     m = decode_record(rec, check_crc=True)
-    assert (m.store_size, m.magic, m.queue_id, m.flag, m.queue_offset, m.commit_log_offset) == \
-        (158, MESSAGE_MAGIC_CODE, 3, 7, 42, 1580)
+    assert (m.store_size, m.magic, m.queue_id, m.flag, m.queue_offset, m.commit_log_offset) == (
+        158,
+        MESSAGE_MAGIC_CODE,
+        3,
+        7,
+        42,
+        1580,
+    )
     assert m.body_crc == zlib.crc32(GOLDEN_BODY) & 0x7FFFFFFF
     assert (m.sys_flag, m.born_timestamp, m.store_timestamp) == (0, 1_700_000_000_000, 1_700_000_000_005)
     assert m.born_host == GOLDEN_BORN and m.store_host == GOLDEN_STORE
@@ -190,25 +253,45 @@ def test_ipv6_host_layout(born_v6: bool, store_v6: bool):
     store = host_bytes(V6_B if store_v6 else bytes([127, 0, 0, 1]), 10911)
     sys_flag = (0x10 if born_v6 else 0) | (0x20 if store_v6 else 0) | 0x2
     assert host_sysflag(born, store) == sys_flag & 0x30
-    rec = encode_record(topic=GOLDEN_TOPIC, body=GOLDEN_BODY, properties=GOLDEN_PROPS,
-                        queue_id=1, flag=0, queue_offset=5, physical_offset=6,
-                        sys_flag=sys_flag, born_timestamp=111, born_host=born,
-                        store_timestamp=222, store_host=store)
+    rec = encode_record(
+        topic=GOLDEN_TOPIC,
+        body=GOLDEN_BODY,
+        properties=GOLDEN_PROPS,
+        queue_id=1,
+        flag=0,
+        queue_offset=5,
+        physical_offset=6,
+        sys_flag=sys_flag,
+        born_timestamp=111,
+        born_host=born,
+        store_timestamp=222,
+        store_host=store,
+    )
     expect_len = 158 + (12 if born_v6 else 0) + (12 if store_v6 else 0)
     assert len(rec) == expect_len == record_length(sys_flag, 32, 6, 29)
-    assert rec == manual_record(body=GOLDEN_BODY, topic=GOLDEN_TOPIC, props=GOLDEN_PROPS,
-                                queue_id=1, queue_offset=5, phys=6, sys_flag=sys_flag,
-                                born_ts=111, born_host=born, store_ts=222, store_host=store)
+    assert rec == manual_record(
+        body=GOLDEN_BODY,
+        topic=GOLDEN_TOPIC,
+        props=GOLDEN_PROPS,
+        queue_id=1,
+        queue_offset=5,
+        phys=6,
+        sys_flag=sys_flag,
+        born_ts=111,
+        born_host=born,
+        store_ts=222,
+        store_host=store,
+    )
     bh = 20 if born_v6 else 8
     sh = 20 if store_v6 else 8
     st_pos = 48 + bh
     assert store_timestamp_position(sys_flag) == st_pos == (68 if born_v6 else 56)
-    assert rec[48:48 + bh] == born
-    assert rec[st_pos:st_pos + 8] == struct.pack(">q", 222)
-    assert rec[st_pos + 8:st_pos + 8 + sh] == store
+    assert rec[48 : 48 + bh] == born
+    assert rec[st_pos : st_pos + 8] == struct.pack(">q", 222)
+    assert rec[st_pos + 8 : st_pos + 8 + sh] == store
     body_len_pos = st_pos + 8 + sh + 4 + 8
-    assert rec[body_len_pos:body_len_pos + 4] == struct.pack(">i", 32)
-    assert rec[body_len_pos + 4:body_len_pos + 36] == GOLDEN_BODY
+    assert rec[body_len_pos : body_len_pos + 4] == struct.pack(">i", 32)
+    assert rec[body_len_pos + 4 : body_len_pos + 36] == GOLDEN_BODY
     m = decode_record(rec, check_crc=True)
     assert m.born_host == born and m.store_host == store and m.store_timestamp == 222
     assert len(m.msg_id) == (56 if store_v6 else 32)
@@ -241,7 +324,7 @@ def test_v1_topic_length_is_a_signed_byte():
     # record carrying such a length is corrupt even when TOTALSIZE adds up.
     ok = manual_record(body=b"", topic=b"T" * 127, props=b"")
     assert decode_record(ok).topic == "T" * 127
-    head = manual_record(body=b"", topic=b"", props=b"")[:88]   # through BODY LENGTH (0)
+    head = manual_record(body=b"", topic=b"", props=b"")[:88]  # through BODY LENGTH (0)
     raw = bytearray(head + bytes([200]) + b"T" * 200 + struct.pack(">h", 0))
     raw[0:4] = struct.pack(">i", len(raw))
     with pytest.raises(ProtocolError):
@@ -269,15 +352,17 @@ def test_explicit_crc_is_written_verbatim_and_checked():
 def test_compressed_body_inflates_only_on_request():
     body = b"hello world " * 1000
     stored = zlib.compress(body, 5)
-    rec = encode_record(topic=b"t", body=stored, properties=b"",
-                        **{**GOLDEN_FIELDS, "sys_flag": SysFlag.COMPRESSED})
+    rec = encode_record(
+        topic=b"t", body=stored, properties=b"", **{**GOLDEN_FIELDS, "sys_flag": SysFlag.COMPRESSED}
+    )
     assert decode_record(rec, check_crc=True).body == stored
     assert decode_record(rec, check_crc=True, decompress=True).body == body
     assert decode_records(rec)[0].body == body
     assert decode_records(rec, decompress=False)[0].body == stored
     # COMPRESSED flag on a body that is not zlib: ProtocolError, not zlib.error
-    bad = encode_record(topic=b"t", body=b"not zlib", properties=b"",
-                        **{**GOLDEN_FIELDS, "sys_flag": SysFlag.COMPRESSED})
+    bad = encode_record(
+        topic=b"t", body=b"not zlib", properties=b"", **{**GOLDEN_FIELDS, "sys_flag": SysFlag.COMPRESSED}
+    )
     with pytest.raises(ProtocolError):
         decode_record(bad, decompress=True)
 
@@ -314,24 +399,33 @@ def test_msg_id_ipv6():
     assert decode_message_id(mid) == ("2001:db8::1", 10911, 2**40 + 5)
 
 
-@pytest.mark.parametrize("bad", [
-    "", "7F", "7F0000010000238F000000000001E24",         # 31
-    "7F0000010000238F000000000001E2400",                 # 33
-    "ZZ0000010000238F000000000001E240",                  # not hex
-    "7F000001 0000238F000000000001E24",                  # whitespace, 32 chars
-    "7F0000010000238F000000000001E240".ljust(56),        # 56 chars but only 16 bytes of hex
-    " 7F 00 00 01 00 00 23 8F 00 00 00 00 00 01 E2 40 ".ljust(56),
-    "é" * 32, "\u0663" * 32,                             # non-ASCII digits
-    "7F0000010000238F000000000001E240" + "0" * 24 + "00",  # 58
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "7F",
+        "7F0000010000238F000000000001E24",  # 31
+        "7F0000010000238F000000000001E2400",  # 33
+        "ZZ0000010000238F000000000001E240",  # not hex
+        "7F000001 0000238F000000000001E24",  # whitespace, 32 chars
+        "7F0000010000238F000000000001E240".ljust(56),  # 56 chars but only 16 bytes of hex
+        " 7F 00 00 01 00 00 23 8F 00 00 00 00 00 01 E2 40 ".ljust(56),
+        "é" * 32,
+        "\u0663" * 32,  # non-ASCII digits
+        "7F0000010000238F000000000001E240" + "0" * 24 + "00",  # 58
+    ],
+)
 def test_msg_id_decode_errors(bad: str):
     with pytest.raises(ProtocolError):
         decode_message_id(bad)
 
 
 @settings(deadline=None, max_examples=150)
-@given(ip=st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)),
-       port=INT32, offset=INT64)
+@given(
+    ip=st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)),
+    port=INT32,
+    offset=INT64,
+)
 def test_msg_id_round_trip(ip: bytes, port: int, offset: int):
     store = host_bytes(ip, port)
     mid = create_message_id(store, offset)
@@ -354,10 +448,12 @@ JAVA_GOLDEN = [
     ("TopicTest#ABC", 85086976),
     ("héllo wörld", 1628148953),
     ("日本語テキスト", -304642003),
-    ("\U0001F600emoji", -1233692477),
+    ("\U0001f600emoji", -1233692477),
     ("%RETRY%group_1", -649322193),
-    ("averyveryveryveryveryveryveryveryveryveryveryveryverylongtopicname#"
-     "7F0000010000238F000000000001E240", 1317859341),
+    (
+        "averyveryveryveryveryveryveryveryveryveryveryveryverylongtopicname#7F0000010000238F000000000001E240",
+        1317859341,
+    ),
 ]
 
 
@@ -374,11 +470,21 @@ def test_tags_code():
     assert [tags_string_to_tags_code(f"Tag{i}") for i in range(3)] == [2598902, 2598903, 2598904]
 
 
-@pytest.mark.parametrize("s", [
-    "a" * 4095, "a" * 4096, "a" * 4097, "z" * 10000,
-    "\U0001F600" * 2047, "\U0001F600" * 2048, "\U0001F600" * 2049,  # 4094 / 4096 / 4098 units
-    "é" * 4096, "é" * 4097, ("x\U0001F600é日" * 1500),
-])
+@pytest.mark.parametrize(
+    "s",
+    [
+        "a" * 4095,
+        "a" * 4096,
+        "a" * 4097,
+        "z" * 10000,
+        "\U0001f600" * 2047,
+        "\U0001f600" * 2048,
+        "\U0001f600" * 2049,  # 4094 / 4096 / 4098 units
+        "é" * 4096,
+        "é" * 4097,
+        ("x\U0001f600é日" * 1500),
+    ],
+)
 def test_java_hash_long_strings(s: str):
     assert java_hash(s) == ref_java_hash(s)
 
@@ -387,13 +493,17 @@ _ANY_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=60)
 
 
 @settings(deadline=None, max_examples=300)
-@given(s=st.one_of(
-    _ANY_TEXT,
-    st.text(alphabet=st.characters(min_codepoint=0x10000, max_codepoint=0x10FFFF), max_size=20),
-    st.builds(lambda part, n: part * n, st.text(alphabet=st.characters(codec="utf-8"),
-                                                   min_size=1, max_size=8),
-              st.integers(500, 3000)),
-))
+@given(
+    s=st.one_of(
+        _ANY_TEXT,
+        st.text(alphabet=st.characters(min_codepoint=0x10000, max_codepoint=0x10FFFF), max_size=20),
+        st.builds(
+            lambda part, n: part * n,
+            st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=8),
+            st.integers(500, 3000),
+        ),
+    )
+)
 def test_java_hash_matches_reference(s: str):
     h = java_hash(s)
     assert -(2**31) <= h < 2**31
@@ -403,27 +513,30 @@ def test_java_hash_matches_reference(s: str):
 # ---------------------------------------------------------------------------
 # properties (spec 3.4)
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("s,expected", [
-    (None, {}),
-    ("", {}),
-    ("k\x01", {}),
-    ("\x01v", {}),
-    ("aaa", {}),
-    ("k\x01\x02", {}),
-    ("\x01v\x02", {}),
-    ("aaa\x02", {}),
-    ("\x02\x02\x02", {}),
-    ("a\x01b", {"a": "b"}),                                  # 3 chars, no final separator
-    ("a\x01b\x02", {"a": "b"}),
-    ("a\x01b\x02c\x01d", {"a": "b", "c": "d"}),              # missing final separator
-    ("a\x01b\x02\x02\x02c\x01d\x02", {"a": "b", "c": "d"}),  # empty segments
-    ("k\x01\x02a\x01b\x02\x01v\x02zz\x02", {"a": "b"}),      # bad segments skipped
-    ("a\x011\x02b\x012\x02a\x013\x02", {"a": "3", "b": "2"}),  # duplicate: last wins
-    ("a\x01b\x01c\x02", {"a": "b\x01c"}),                    # value keeps later \x01
-    ("k\x01\x01\x02", {"k": "\x01"}),
-    ("\x01\x01v\x02", {}),
-    ("名前\x01値ü\x02😀\x01✓", {"名前": "値ü", "😀": "✓"}),   # non-ASCII
-])
+@pytest.mark.parametrize(
+    "s,expected",
+    [
+        (None, {}),
+        ("", {}),
+        ("k\x01", {}),
+        ("\x01v", {}),
+        ("aaa", {}),
+        ("k\x01\x02", {}),
+        ("\x01v\x02", {}),
+        ("aaa\x02", {}),
+        ("\x02\x02\x02", {}),
+        ("a\x01b", {"a": "b"}),  # 3 chars, no final separator
+        ("a\x01b\x02", {"a": "b"}),
+        ("a\x01b\x02c\x01d", {"a": "b", "c": "d"}),  # missing final separator
+        ("a\x01b\x02\x02\x02c\x01d\x02", {"a": "b", "c": "d"}),  # empty segments
+        ("k\x01\x02a\x01b\x02\x01v\x02zz\x02", {"a": "b"}),  # bad segments skipped
+        ("a\x011\x02b\x012\x02a\x013\x02", {"a": "3", "b": "2"}),  # duplicate: last wins
+        ("a\x01b\x01c\x02", {"a": "b\x01c"}),  # value keeps later \x01
+        ("k\x01\x01\x02", {"k": "\x01"}),
+        ("\x01\x01v\x02", {}),
+        ("名前\x01値ü\x02😀\x01✓", {"名前": "値ü", "😀": "✓"}),  # non-ASCII
+    ],
+)
 def test_string_to_properties_edge_cases(s, expected):
     assert string_to_properties(s) == expected
     if s is not None:
@@ -443,8 +556,9 @@ def test_decode_properties_rejects_invalid_utf8():
             decode_properties(raw)
 
 
-_PROP_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"),
-                     min_size=1, max_size=20)
+_PROP_TEXT = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), min_size=1, max_size=20
+)
 
 
 @settings(deadline=None, max_examples=200)
@@ -468,8 +582,8 @@ def test_unique_id_layout_and_prefix():
     for i, uid in enumerate(ids):
         assert len(uid) == 32 and uid == uid.upper()
         bytes.fromhex(uid)
-        assert uid[:20] == "7F0000012B4A1CF68AC4"            # ip + pid + seed: stable
-        assert int(uid[28:], 16) == i                       # counter
+        assert uid[:20] == "7F0000012B4A1CF68AC4"  # ip + pid + seed: stable
+        assert int(uid[28:], 16) == i  # counter
         assert int(uid[20:28], 16) == now - local_month_start_ms(now)
 
 
@@ -544,16 +658,20 @@ def test_unique_ids_are_unique():
 # ---------------------------------------------------------------------------
 # hypothesis round trips
 # ---------------------------------------------------------------------------
-_HOST = st.builds(host_bytes, st.one_of(st.binary(min_size=4, max_size=4),
-                                        st.binary(min_size=16, max_size=16)), INT32)
+_HOST = st.builds(
+    host_bytes, st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)), INT32
+)
 _TOPIC = st.one_of(
     st.text(alphabet=st.characters(codec="utf-8"), max_size=40).map(lambda s: s.encode("utf-8")),
     st.sampled_from([b"T" * 127, "é".encode() * 63 + b"x", b"TopicTest", b""]),
 ).filter(lambda b: len(b) <= 127)
 _BODY = st.one_of(
     st.binary(max_size=300),
-    st.builds(lambda n, pat: (pat * (n // len(pat) + 1))[:n],
-              st.integers(4096, 300_000), st.binary(min_size=1, max_size=16)),
+    st.builds(
+        lambda n, pat: (pat * (n // len(pat) + 1))[:n],
+        st.integers(4096, 300_000),
+        st.binary(min_size=1, max_size=16),
+    ),
 )
 _PROPS = st.dictionaries(_PROP_TEXT, _PROP_TEXT, max_size=8)
 
@@ -567,19 +685,26 @@ def records(draw, compressed_ok: bool = True):
         sys_flag &= ~SysFlag.COMPRESSED
     props = draw(_PROPS)
     fields = dict(
-        topic=draw(_TOPIC), body=draw(_BODY),
+        topic=draw(_TOPIC),
+        body=draw(_BODY),
         properties=properties_to_string(props).encode("utf-8"),
-        queue_id=draw(INT32), flag=draw(INT32), queue_offset=draw(INT64),
-        physical_offset=draw(INT64), sys_flag=sys_flag, born_timestamp=draw(INT64),
-        born_host=born, store_timestamp=draw(INT64), store_host=store,
-        reconsume_times=draw(INT32), prepared_transaction_offset=draw(INT64),
+        queue_id=draw(INT32),
+        flag=draw(INT32),
+        queue_offset=draw(INT64),
+        physical_offset=draw(INT64),
+        sys_flag=sys_flag,
+        born_timestamp=draw(INT64),
+        born_host=born,
+        store_timestamp=draw(INT64),
+        store_host=store,
+        reconsume_times=draw(INT32),
+        prepared_transaction_offset=draw(INT64),
     )
     return fields, props
 
 
 def _check_decoded(m, f, props):
-    assert m.store_size == record_length(f["sys_flag"], len(f["body"]), len(f["topic"]),
-                                         len(f["properties"]))
+    assert m.store_size == record_length(f["sys_flag"], len(f["body"]), len(f["topic"]), len(f["properties"]))
     assert m.magic == MESSAGE_MAGIC_CODE
     assert m.body_crc == zlib.crc32(f["body"]) & 0x7FFFFFFF
     assert m.queue_id == f["queue_id"] and m.flag == f["flag"]
@@ -594,19 +719,30 @@ def _check_decoded(m, f, props):
     assert m.msg_id == create_message_id(f["store_host"], f["physical_offset"])
 
 
-@settings(deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(rec=records(), prefix=st.binary(max_size=12))
 def test_record_round_trip(rec, prefix: bytes):
     f, props = rec
     raw = encode_record(**f)
-    assert len(raw) == record_length(f["sys_flag"], len(f["body"]), len(f["topic"]),
-                                     len(f["properties"]))
+    assert len(raw) == record_length(f["sys_flag"], len(f["body"]), len(f["topic"]), len(f["properties"]))
     assert raw == manual_record(
-        body=f["body"], topic=f["topic"], props=f["properties"], queue_id=f["queue_id"],
-        flag=f["flag"], queue_offset=f["queue_offset"], phys=f["physical_offset"],
-        sys_flag=f["sys_flag"], born_ts=f["born_timestamp"], born_host=f["born_host"],
-        store_ts=f["store_timestamp"], store_host=f["store_host"],
-        reconsume=f["reconsume_times"], prepared=f["prepared_transaction_offset"])
+        body=f["body"],
+        topic=f["topic"],
+        props=f["properties"],
+        queue_id=f["queue_id"],
+        flag=f["flag"],
+        queue_offset=f["queue_offset"],
+        phys=f["physical_offset"],
+        sys_flag=f["sys_flag"],
+        born_ts=f["born_timestamp"],
+        born_host=f["born_host"],
+        store_ts=f["store_timestamp"],
+        store_host=f["store_host"],
+        reconsume=f["reconsume_times"],
+        prepared=f["prepared_transaction_offset"],
+    )
     _check_decoded(decode_record(raw, check_crc=True), f, props)
     # at an offset inside a larger buffer, in every buffer type
     buf = prefix + raw + b"\x00" * 3
@@ -621,9 +757,13 @@ def test_record_round_trip(rec, prefix: bytes):
         decode_record(raw[:-1])
 
 
-@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(recs=st.lists(records(compressed_ok=False), min_size=1, max_size=5),
-       tail=st.sampled_from([b"", b"\x00" * 7, encode_blank(64) + bytes(56), b"\x00" * 30]))
+@settings(
+    deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(
+    recs=st.lists(records(compressed_ok=False), min_size=1, max_size=5),
+    tail=st.sampled_from([b"", b"\x00" * 7, encode_blank(64) + bytes(56), b"\x00" * 30]),
+)
 def test_decode_records_concatenated(recs, tail: bytes):
     raws = [encode_record(**f) for f, _ in recs]
     buf = b"".join(raws) + tail
@@ -644,9 +784,12 @@ def test_decode_records_empty_and_blank():
     assert decode_records(encode_blank(8)) == []
 
 
-_BATCH_ITEM = st.builds(BatchItem, INT32, st.binary(max_size=200),
-                        st.one_of(_PROPS.map(properties_to_string),
-                                  st.text(alphabet=st.characters(codec="utf-8"), max_size=30)))
+_BATCH_ITEM = st.builds(
+    BatchItem,
+    INT32,
+    st.binary(max_size=200),
+    st.one_of(_PROPS.map(properties_to_string), st.text(alphabet=st.characters(codec="utf-8"), max_size=30)),
+)
 
 
 def test_batch_golden_bytes():
@@ -700,8 +843,28 @@ def test_fuzz_random_bytes(data: bytes):
         _all_record_decoders(data[:4] + MAGIC_V2_BYTES + data[8:])
 
 
-_INTERESTING_INTS = [0, 1, 2, 7, 8, 21, 22, 88, 127, 128, 255, 256, 0x7FFF, 0x8000, 0xFFFF,
-                     2**31 - 1, -1, -2, -(2**31), -88]
+_INTERESTING_INTS = [
+    0,
+    1,
+    2,
+    7,
+    8,
+    21,
+    22,
+    88,
+    127,
+    128,
+    255,
+    256,
+    0x7FFF,
+    0x8000,
+    0xFFFF,
+    2**31 - 1,
+    -1,
+    -2,
+    -(2**31),
+    -88,
+]
 
 
 @st.composite
@@ -738,10 +901,10 @@ def _apply(buf: bytes, ops) -> bytes:
             b[pos:pos] = arg
         elif kind == "int32":
             if pos + 4 <= len(b):
-                b[pos:pos + 4] = (arg & 0xFFFFFFFF).to_bytes(4, "big")
+                b[pos : pos + 4] = (arg & 0xFFFFFFFF).to_bytes(4, "big")
         elif kind == "int16":
             if pos + 2 <= len(b):
-                b[pos:pos + 2] = (arg & 0xFFFF).to_bytes(2, "big")
+                b[pos : pos + 2] = (arg & 0xFFFF).to_bytes(2, "big")
         elif kind == "byte":
             if pos < len(b):
                 b[pos] = arg & 0xFF
@@ -766,7 +929,9 @@ def _tail_field_positions(raw: bytes) -> list[int]:
     return [bl_pos, tpos, tpos + 1 + raw[tpos]]
 
 
-@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data(), rec=records())
 def test_fuzz_mutated_records(data, rec):
     raw = _small_record(rec)
@@ -788,21 +953,27 @@ def test_fuzz_mutated_batches(data, items):
     raw = encode_batch(items)
     ops = data.draw(mutations(len(raw)))
     # length fields of the first item: size@0, bodylen@16, proplen after the body
-    ops.append((data.draw(st.sampled_from(["int32", "int32", "int16"])),
-                data.draw(st.sampled_from([0, 16, 20 + len(items[0].body)])),
-                data.draw(st.sampled_from(_INTERESTING_INTS))))
+    ops.append(
+        (
+            data.draw(st.sampled_from(["int32", "int32", "int16"])),
+            data.draw(st.sampled_from([0, 16, 20 + len(items[0].body)])),
+            data.draw(st.sampled_from(_INTERESTING_INTS)),
+        )
+    )
     mutated = _apply(raw, ops)
     _only_protocol_errors(decode_batch, mutated)
     _only_protocol_errors(decode_batch, memoryview(mutated))
 
 
 @settings(deadline=None, max_examples=300)
-@given(s=st.one_of(
-    st.text(max_size=70),
-    st.text(alphabet="0123456789ABCDEFabcdef \t\n\x0b\x0c\r", min_size=30, max_size=58),
-    st.text(alphabet="0123456789ABCDEF", min_size=32, max_size=32),
-    st.text(alphabet="0123456789ABCDEF", min_size=56, max_size=56),
-))
+@given(
+    s=st.one_of(
+        st.text(max_size=70),
+        st.text(alphabet="0123456789ABCDEFabcdef \t\n\x0b\x0c\r", min_size=30, max_size=58),
+        st.text(alphabet="0123456789ABCDEF", min_size=32, max_size=32),
+        st.text(alphabet="0123456789ABCDEF", min_size=56, max_size=56),
+    )
+)
 def test_fuzz_decode_message_id(s: str):
     res = _only_protocol_errors(decode_message_id, s)
     if res is not None:
@@ -823,7 +994,9 @@ def test_fuzz_decode_properties(raw: bytes):
             assert k and v and "\x02" not in k + v and "\x01" not in k
 
 
-@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data(), rec=records())
 def test_flipped_body_byte_fails_crc(data, rec):
     f, _ = rec

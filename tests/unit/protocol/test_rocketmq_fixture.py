@@ -4,6 +4,7 @@ The fixture (see /work/shared/fixtures/README.md): 2000 messages from the offici
 client 2.1.0 to one topic ``InteropCpp…`` with 4 queues, three 1 MiB CommitLog files,
 RocketMQ's own ConsumeQueues. Everything asserted here was written by Java, not by us.
 """
+
 from __future__ import annotations
 
 import calendar
@@ -34,22 +35,22 @@ from rmq.protocol.message import (
     unpack_host,
 )
 
-COMMITLOG_FILE_SIZE = 1 << 20          # mappedFileSizeCommitLog=1048576
-CQ_FILE_SIZE = 300_000 * 20             # default ConsumeQueue file
-CQ_UNIT = struct.Struct(">qiq")         # phys offset, size, tag code
+COMMITLOG_FILE_SIZE = 1 << 20  # mappedFileSizeCommitLog=1048576
+CQ_FILE_SIZE = 300_000 * 20  # default ConsumeQueue file
+CQ_UNIT = struct.Struct(">qiq")  # phys offset, size, tag code
 N_MESSAGES = 2000
 BODY_SIZES = {1, 100, 1024, 4000, 8192}
 
 
 @dataclass
 class Walked:
-    messages: list[MessageExt]            # commit-log order, bodies inflated
-    raw_bodies: dict[int, bytes]          # phys offset -> body as stored
-    raw_props: dict[int, bytes]           # phys offset -> properties bytes as stored
+    messages: list[MessageExt]  # commit-log order, bodies inflated
+    raw_bodies: dict[int, bytes]  # phys offset -> body as stored
+    raw_props: dict[int, bytes]  # phys offset -> properties bytes as stored
     by_offset: dict[int, MessageExt]
-    files: list[tuple[int, int, str]]     # (start offset, data end, how it ends)
-    blanks: list[tuple[int, int]]         # (absolute position, declared size)
-    first_record_size: dict[int, int]     # file start offset -> size of its first record
+    files: list[tuple[int, int, str]]  # (start offset, data end, how it ends)
+    blanks: list[tuple[int, int]]  # (absolute position, declared size)
+    first_record_size: dict[int, int]  # file start offset -> size of its first record
 
 
 def _props_bytes(data: bytes, pos: int) -> bytes:
@@ -60,7 +61,7 @@ def _props_bytes(data: bytes, pos: int) -> bytes:
     topic_len = data[p]
     p += 1 + topic_len
     (plen,) = struct.unpack_from(">h", data, p)
-    return data[p + 2:p + 2 + plen]
+    return data[p + 2 : p + 2 + plen]
 
 
 def walk_commitlog(store: Path) -> Walked:
@@ -90,7 +91,7 @@ def walk_commitlog(store: Path) -> Walked:
                 # the BLANK size is the remaining space: it reaches exactly the file end
                 assert pos + size == len(data), f"{f.name}: BLANK at {pos} size {size}"
                 assert size >= 8
-                assert not any(data[pos + 8:]), "blank region of a fresh file is zeros"
+                assert not any(data[pos + 8 :]), "blank region of a fresh file is zeros"
                 with pytest.raises(ProtocolError):
                     read_record_head(data, pos)
                 with pytest.raises(ProtocolError):
@@ -108,9 +109,9 @@ def walk_commitlog(store: Path) -> Walked:
             m = decode_record(data, pos, check_crc=True, decompress=True)
             stored = decode_record(data, pos, check_crc=True)
             assert m.store_size == size
-            assert size == record_length(m.sys_flag, head.body_len,
-                                         len(m.topic.encode("utf-8")),
-                                         len(_props_bytes(data, pos)))
+            assert size == record_length(
+                m.sys_flag, head.body_len, len(m.topic.encode("utf-8")), len(_props_bytes(data, pos))
+            )
             assert m.commit_log_offset == base + pos, "PHYSICALOFFSET = absolute position"
             assert head.physical_offset == base + pos
             if pos == 0:
@@ -183,7 +184,7 @@ def test_fixed_fields(walked: Walked):
     store_hosts = {m.store_host for m in walked.messages}
     assert len(store_hosts) == 1
     for m in walked.messages:
-        assert len(m.born_host) == 8 and len(m.store_host) == 8   # IPv4 only
+        assert len(m.born_host) == 8 and len(m.store_host) == 8  # IPv4 only
         assert m.sys_flag & (SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6) == 0
         assert m.flag == 0 and m.reconsume_times == 0 and m.prepared_transaction_offset == 0
         assert m.born_host_str.startswith("127.0.0.1:")
@@ -232,15 +233,15 @@ def test_bodies_and_compression(walked: Walked):
     assert sizes == {n: 400 for n in BODY_SIZES}
     for m in walked.messages:
         raw = walked.raw_bodies[m.commit_log_offset]
-        assert m.body_crc == zlib.crc32(raw) & 0x7FFFFFFF        # CRC over the stored bytes
+        assert m.body_crc == zlib.crc32(raw) & 0x7FFFFFFF  # CRC over the stored bytes
         assert m.body.isascii()
         compressed = bool(m.sys_flag & SysFlag.COMPRESSED)
-        assert compressed == (len(m.body) > 4096)                # client threshold 4 KiB
+        assert compressed == (len(m.body) > 4096)  # client threshold 4 KiB
         if compressed:
             assert len(m.body) == 8192
             assert len(raw) < len(m.body)
             assert zlib.decompress(raw) == m.body
-            assert raw[0] == 0x78                                # zlib stream header
+            assert raw[0] == 0x78  # zlib stream header
         else:
             assert raw == m.body
         # body size follows the sender's round robin over the five sizes
@@ -266,7 +267,7 @@ def test_uniq_keys_from_the_cpp_client(walked: Walked):
     prefixes = {k[:20] for k in keys}
     assert len(prefixes) == 1
     (prefix,) = prefixes
-    assert prefix[:8] == "7F000001"                       # client IP 127.0.0.1
+    assert prefix[:8] == "7F000001"  # client IP 127.0.0.1
     for m in walked.messages:
         k = m.uniq_key
         assert len(k) == 32 and k == k.upper()
@@ -292,8 +293,10 @@ def test_decode_records_over_a_whole_file(rocketmq_store_pristine: Path, walked:
     in_first = [m for m in walked.messages if m.commit_log_offset < COMMITLOG_FILE_SIZE]
     assert [m.commit_log_offset for m in got] == [m.commit_log_offset for m in in_first]
     assert [m.body for m in got] == [m.body for m in in_first]
-    assert decode_records(memoryview(data)[:walked.blanks[0][0]], decompress=False)[-1].body \
+    assert (
+        decode_records(memoryview(data)[: walked.blanks[0][0]], decompress=False)[-1].body
         == walked.raw_bodies[in_first[-1].commit_log_offset]
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -306,7 +309,7 @@ def read_cq_units(path: Path) -> list[tuple[int, int, int]]:
     pos = 0
     while pos + 20 <= len(data):
         off, size, tag = CQ_UNIT.unpack_from(data, pos)
-        if not (off >= 0 and size > 0):        # spec 4.1.2 validity rule
+        if not (off >= 0 and size > 0):  # spec 4.1.2 validity rule
             break
         units.append((off, size, tag))
         pos += 20
@@ -331,12 +334,12 @@ def test_consume_queues(rocketmq_store_pristine: Path, walked: Walked, topic: st
             m = walked.by_offset.get(off)
             assert m is not None, f"queue {qid} unit {n} points at {off}: no record starts there"
             assert m.topic == topic and m.queue_id == qid
-            assert m.queue_offset == n                        # queue-offset order
+            assert m.queue_offset == n  # queue-offset order
             assert m.store_size == size
             assert tag == tags_string_to_tags_code(m.tags)
             assert off > prev
             prev = off
             covered.append(off)
     assert len(covered) == N_MESSAGES
-    assert sorted(covered) == sorted(walked.by_offset)          # every message exactly once
+    assert sorted(covered) == sorted(walked.by_offset)  # every message exactly once
     assert {tags_string_to_tags_code(f"Tag{i}") for i in range(3)} == {2598902, 2598903, 2598904}

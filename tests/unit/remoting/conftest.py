@@ -1,4 +1,5 @@
 """Fixtures for the remoting tests: servers and clients on 127.0.0.1, always closed."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """Bad bytes close exactly one connection, count, log one line; everyone else carries on."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,9 +9,9 @@ import struct
 
 import pytest
 
+from rmq.protocol.codes import SerializeType
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import MAX_FRAME_LENGTH, FrameDecoder, RemotingCommand, encode
-from rmq.protocol.codes import SerializeType
 from rmq.remoting import RemotingClosedError
 
 from .conftest import echo
@@ -47,8 +48,7 @@ def test_bad_inputs_really_are_bad() -> None:
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS), ids=list(BAD_INPUTS))
-async def test_bad_input_closes_only_that_connection(make_server, make_client, raw_conns,
-                                                     caplog, case):
+async def test_bad_input_closes_only_that_connection(make_server, make_client, raw_conns, caplog, case):
     caplog.set_level(logging.WARNING, logger="rmq.remoting")
     server = await make_server()
     server.register_processor(1000, echo)
@@ -58,9 +58,10 @@ async def test_bad_input_closes_only_that_connection(make_server, make_client, r
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     raw_conns.append(writer)
     # a second, concurrent good client with requests in flight while the bad one misbehaves
-    inflight = [asyncio.ensure_future(
-        good.invoke(server.address, RemotingCommand(1000, body=str(i).encode()), 3))
-        for i in range(20)]
+    inflight = [
+        asyncio.ensure_future(good.invoke(server.address, RemotingCommand(1000, body=str(i).encode()), 3))
+        for i in range(20)
+    ]
     writer.write(BAD_INPUTS[case])
     try:
         leftover = await asyncio.wait_for(reader.read(), 3)
@@ -114,7 +115,7 @@ async def test_fragmented_frames_are_reassembled(make_server, raw_conns):
     raw_conns.append(writer)
     data = b"".join(encode(RemotingCommand(1000, opaque=i, body=b"abc")) for i in range(3))
     for i in range(len(data)):
-        writer.write(data[i:i + 1])
+        writer.write(data[i : i + 1])
         await writer.drain()
         if i % 50 == 0:
             await asyncio.sleep(0)

@@ -1,4 +1,5 @@
 """Flow control (bounded in-flight work and buffers) and write coalescing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,7 @@ from .conftest import wait_until
 pytestmark = pytest.mark.timeout(30)
 
 
-async def _write_until_blocked(writer: asyncio.StreamWriter, chunk: bytes,
-                               limit: int = 200 << 20) -> int:
+async def _write_until_blocked(writer: asyncio.StreamWriter, chunk: bytes, limit: int = 200 << 20) -> int:
     """Write ``chunk`` repeatedly until the peer stops reading (drain stalls); bytes sent."""
     sent = 0
     while sent < limit:
@@ -82,6 +82,7 @@ def _holding_processor() -> tuple[list[tuple], Callable]:
         fut = loop.create_future()
         held.append((fut, cmd))
         return fut
+
     return held, hold
 
 
@@ -90,8 +91,9 @@ async def test_inflight_resumes_at_half(make_server, make_client):
     server = await make_server(max_inflight_per_connection=10)
     server.register_processor(1000, hold)
     client = make_client()
-    tasks = [asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 10))
-             for _ in range(30)]
+    tasks = [
+        asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 10)) for _ in range(30)
+    ]
     await wait_until(lambda: len(held) == 11)
     await asyncio.sleep(0.05)
     conn = server.connections[0]
@@ -207,9 +209,10 @@ async def test_responses_completing_together_share_writes(make_server, make_clie
     server = await make_server(coalesce_limit=limit)
     server.register_processor(1000, hold)
     client = make_client()
-    tasks = [asyncio.ensure_future(
-        client.invoke(server.address, RemotingCommand(1000, body=b"%d" % i), 10))
-        for i in range(200)]
+    tasks = [
+        asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000, body=b"%d" % i), 10))
+        for i in range(200)
+    ]
     await wait_until(lambda: len(held) == 200)
     writes = _count_writes(server.connections[0]._transport)
     for fut, cmd in held:  # one group-commit round completing 200 sends at once
@@ -230,19 +233,20 @@ async def test_responses_completing_together_share_writes(make_server, make_clie
 async def test_client_requests_coalesced(make_server, make_client):
     """Requests issued in one iteration leave together, too."""
     from .conftest import echo
+
     server = await make_server()
     server.register_processor(1000, echo)
     client = make_client(coalesce_limit=1 << 20)
     await client.invoke(server.address, RemotingCommand(1000), 3)
     writes = _count_writes(client.connections[server.address]._transport)
-    await asyncio.gather(*(client.invoke(server.address, RemotingCommand(1000), 3)
-                           for _ in range(100)))
+    await asyncio.gather(*(client.invoke(server.address, RemotingCommand(1000), 3) for _ in range(100)))
     assert [n for n, _ in writes] == [100]
 
 
 async def test_read_answered_in_one_write(make_server, raw_conns):
     """Sync answers to the frames of one read leave at the end of that read, together."""
     from .conftest import echo
+
     server = await make_server()
     server.register_processor(1000, echo)
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)

@@ -1,6 +1,7 @@
 """A request whose header lacks a required field or carries a malformed value is the
 client's mistake: answered SYSTEM_ERROR with RocketMQ's remark naming the field, logged as
 one warning line per peer, never as a traceback (issue 11 item 7)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.timeout(30)
 def get_max_offset(conn: object, cmd: RemotingCommand) -> RemotingCommand:
     h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
     return cmd.create_response(
-        ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(h.queue_id).to_ext_fields())
+        ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(h.queue_id).to_ext_fields()
+    )
 
 
 async def async_get_max_offset(conn: object, cmd: RemotingCommand) -> RemotingCommand:
@@ -34,8 +36,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "rmq.remoting" and r.levelno >= logging.WARNING]
 
 
-@pytest.mark.parametrize("processor", [get_max_offset, async_get_max_offset],
-                         ids=["sync", "async"])
+@pytest.mark.parametrize("processor", [get_max_offset, async_get_max_offset], ids=["sync", "async"])
 async def test_missing_and_malformed_fields_are_named(make_server, make_client, caplog, processor):
     server = await make_server()
     server.register_processor(RequestCode.GET_MAX_OFFSET, processor)
@@ -43,15 +44,14 @@ async def test_missing_and_malformed_fields_are_named(make_server, make_client, 
     caplog.set_level(logging.DEBUG, logger="rmq.remoting")
 
     resp = await client.invoke(server.address, _req(RequestCode.GET_MAX_OFFSET, queueId="0"), 3)
-    assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR,
-                                        "the custom field <topic> is null")
-    resp = await client.invoke(
-        server.address, _req(RequestCode.GET_MAX_OFFSET, topic="T", queueId="abc"), 3)
-    assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR,
-                                        "the custom field <queueId> is not a number: abc")
+    assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null")
+    resp = await client.invoke(server.address, _req(RequestCode.GET_MAX_OFFSET, topic="T", queueId="abc"), 3)
+    assert (resp.code, resp.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "the custom field <queueId> is not a number: abc",
+    )
     # the connection is fine and a good request still works
-    resp = await client.invoke(
-        server.address, _req(RequestCode.GET_MAX_OFFSET, topic="T", queueId="7"), 3)
+    resp = await client.invoke(server.address, _req(RequestCode.GET_MAX_OFFSET, topic="T", queueId="7"), 3)
     assert (resp.code, resp.ext_fields) == (ResponseCode.SUCCESS, {"offset": "7"})
 
     warnings = _warnings(caplog)
@@ -61,8 +61,11 @@ async def test_missing_and_malformed_fields_are_named(make_server, make_client, 
     assert "\n" not in msg
     assert "127.0.0.1:" in msg and "GET_MAX_OFFSET" in msg and "field topic" in msg
     # the second one went to DEBUG, still without a traceback
-    debug = [r for r in caplog.records if r.name == "rmq.remoting" and r.levelno == logging.DEBUG
-             and "field queueId" in r.getMessage()]
+    debug = [
+        r
+        for r in caplog.records
+        if r.name == "rmq.remoting" and r.levelno == logging.DEBUG and "field queueId" in r.getMessage()
+    ]
     assert len(debug) == 1 and debug[0].exc_info is None
 
 

@@ -1,4 +1,5 @@
 """The dispatcher's rpc observer and the metrics building blocks of rmq.remoting.metrics."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,8 +9,14 @@ import pytest
 
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.frame import RemotingCommand
-from rmq.remoting.metrics import (Families, LabelledHistograms, LoopHistogram, LoopSnapshot,
-                                  NodeLabels, RpcLatencyRecorder)
+from rmq.remoting.metrics import (
+    Families,
+    LabelledHistograms,
+    LoopHistogram,
+    LoopSnapshot,
+    NodeLabels,
+    RpcLatencyRecorder,
+)
 
 from .conftest import echo, wait_until
 
@@ -17,7 +24,8 @@ pytestmark = pytest.mark.timeout(30)
 
 
 async def test_observer_sees_sync_async_and_failed_requests_not_oneway_or_taken_over(
-        make_server, make_client):
+    make_server, make_client
+):
     seen: list[tuple[int, int, float]] = []
     parked: list = []
 
@@ -37,7 +45,7 @@ async def test_observer_sees_sync_async_and_failed_requests_not_oneway_or_taken_
         server.register_processor(code, fn)
     client = make_client()
     await client.invoke(server.address, RemotingCommand(1000), 3)
-    assert seen == []                                   # no observer: nothing recorded
+    assert seen == []  # no observer: nothing recorded
     server.set_rpc_observer(lambda rq, rs, s: seen.append((rq, rs, s)))
     await client.invoke(server.address, RemotingCommand(1000), 3)
     await client.invoke(server.address, RemotingCommand(1001), 3)
@@ -48,10 +56,12 @@ async def test_observer_sees_sync_async_and_failed_requests_not_oneway_or_taken_
     conn, req = parked[0]
     conn.send_response(req.create_response(ResponseCode.SUCCESS))
     await fut
-    await client.invoke(server.address, RemotingCommand(9999), 3)   # not supported
+    await client.invoke(server.address, RemotingCommand(9999), 3)  # not supported
     assert [(rq, rs) for rq, rs, _ in seen] == [
-        (1000, ResponseCode.SUCCESS), (1001, ResponseCode.SYSTEM_BUSY),
-        (1002, ResponseCode.SYSTEM_ERROR)]
+        (1000, ResponseCode.SUCCESS),
+        (1001, ResponseCode.SYSTEM_BUSY),
+        (1002, ResponseCode.SYSTEM_ERROR),
+    ]
     assert seen[1][2] >= 0.05 and all(s >= 0 for _, _, s in seen)
     server.set_rpc_observer(None)
     await client.invoke(server.address, RemotingCommand(1000), 3)
@@ -68,8 +78,13 @@ def test_histogram_buckets_are_le_and_cumulative_when_exposed():
     f.histogram_sample("x", h.bounds, h.snapshot(), ["v"])
     (fam,) = list(f)
     got = {(s.name, s.labels.get("le")): s.value for s in fam.samples}
-    assert got == {("x_bucket", "1.0"): 2, ("x_bucket", "5.0"): 4, ("x_bucket", "+Inf"): 5,
-                   ("x_count", None): 5, ("x_sum", None): 15.0}
+    assert got == {
+        ("x_bucket", "1.0"): 2,
+        ("x_bucket", "5.0"): 4,
+        ("x_bucket", "+Inf"): 5,
+        ("x_count", None): 5,
+        ("x_sum", None): 15.0,
+    }
     assert all(s.labels["cluster"] == "c" and s.labels["k"] == "v" for s in fam.samples)
 
 
@@ -101,18 +116,19 @@ async def test_loop_snapshot_runs_on_the_loop_for_another_thread():
         return 42
 
     snap = LoopSnapshot(loop, take)
-    assert snap.get() == 42                       # on the loop itself: direct call
-    got = await asyncio.to_thread(snap.get)       # from another thread: via the loop
+    assert snap.get() == 42  # on the loop itself: direct call
+    got = await asyncio.to_thread(snap.get)  # from another thread: via the loop
     assert got == 42 and ran_on == [threading.main_thread()] * 2
 
     def broken() -> int:
         raise ValueError("bad state")
+
     assert await asyncio.to_thread(LoopSnapshot(loop, broken).get) is None
 
     # a loop that does not answer in time: None, not a hang
     slow = LoopSnapshot(loop, take, timeout=0.1)
     t = threading.Thread(target=lambda: ran_on.append(slow.get()))
     t.start()
-    t.join(1)                                      # blocks the loop past the timeout
+    t.join(1)  # blocks the loop past the timeout
     assert ran_on[-1] is None
     await asyncio.sleep(0)

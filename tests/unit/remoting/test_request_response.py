@@ -1,4 +1,5 @@
 """Request/response behaviour of RemotingServer + RemotingClient over real sockets."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,8 +11,13 @@ import pytest
 
 from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode, SerializeType
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode
-from rmq.remoting import (RemotingClosedError, RemotingConnectError, RemotingSendRequestError,
-                          RemotingServer, RemotingTimeoutError)
+from rmq.remoting import (
+    RemotingClosedError,
+    RemotingConnectError,
+    RemotingSendRequestError,
+    RemotingServer,
+    RemotingTimeoutError,
+)
 
 from .conftest import echo, read_frame, wait_until
 
@@ -28,15 +34,19 @@ async def test_request_response_follows_request_serialize_type(make_server, make
         seen.append(cmd)
         # The processor answers in the "wrong" type on purpose: the server must force
         # the request's type, as 4.9.8 does.
-        resp = RemotingCommand(ResponseCode.SUCCESS, remark="ok", ext_fields={"topic": "T"},
-                               body=b"pong", serialize_type=JSON if st == BIN else BIN)
+        resp = RemotingCommand(
+            ResponseCode.SUCCESS,
+            remark="ok",
+            ext_fields={"topic": "T"},
+            body=b"pong",
+            serialize_type=JSON if st == BIN else BIN,
+        )
         return resp
 
     server = await make_server()
     server.register_processor(RequestCode.GET_ROUTEINFO_BY_TOPIC, processor)
     client = make_client(serialize_type=st)
-    req = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": "TopicTest"},
-                          body=b"ping")
+    req = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": "TopicTest"}, body=b"ping")
     resp = await client.invoke(server.address, req, 3)
     assert seen[0].serialize_type == st
     assert seen[0].ext_fields == {"topic": "TopicTest"} and seen[0].body == b"ping"
@@ -87,8 +97,7 @@ async def test_concurrent_callers_share_one_connect(make_server, make_client):
     server = await make_server()
     server.register_processor(1000, echo)
     client = make_client()
-    await asyncio.gather(*(client.invoke(server.address, RemotingCommand(1000), 3)
-                           for _ in range(50)))
+    await asyncio.gather(*(client.invoke(server.address, RemotingCommand(1000), 3) for _ in range(50)))
     assert server.stats.connections_accepted == 1
     assert list(client.connections) == [server.address]
 
@@ -124,8 +133,7 @@ async def test_long_polling_processor_answers_later(make_server, make_client):
     server = await make_server()
     server.register_processor(RequestCode.PULL_MESSAGE, hold)
     client = make_client(serialize_type=BIN)
-    task = asyncio.ensure_future(
-        client.invoke(server.address, RemotingCommand(RequestCode.PULL_MESSAGE), 3))
+    task = asyncio.ensure_future(client.invoke(server.address, RemotingCommand(RequestCode.PULL_MESSAGE), 3))
     await wait_until(lambda: bool(held))
     conn, req = held[0]
     assert conn.inflight == 1  # held requests count as in flight
@@ -168,7 +176,8 @@ async def test_exception_system_error_logged_once(make_server, make_client, capl
     caplog.set_level(logging.DEBUG, logger="rmq.remoting")
     for n in range(3):
         resp = await client.invoke(
-            server.address, RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields={"n": str(n)}), 3)
+            server.address, RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields={"n": str(n)}), 3
+        )
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert resp.remark == f"ValueError: boom {n}"
     for _ in range(2):
@@ -244,11 +253,11 @@ async def test_oneway_never_answered(make_server, raw_conns, caplog):
 async def test_client_invoke_oneway(make_server, make_client):
     got = asyncio.get_running_loop().create_future()
     server = await make_server()
-    server.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET,
-                              lambda c, cmd: got.set_result(cmd))
+    server.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, lambda c, cmd: got.set_result(cmd))
     client = make_client(serialize_type=BIN)
-    await client.invoke_oneway(server.address, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET,
-                                                               ext_fields={"offset": "5"}))
+    await client.invoke_oneway(
+        server.address, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields={"offset": "5"})
+    )
     cmd = await asyncio.wait_for(got, 3)
     assert cmd.is_oneway and cmd.ext_fields == {"offset": "5"} and cmd.serialize_type == BIN
 
@@ -305,15 +314,17 @@ async def test_server_initiated_request_to_client(make_server, make_client, hand
     server.register_processor(RequestCode.HEART_BEAT, echo)
     made = []
     server.on_connection_made(made.append)
-    client = make_client(request_handler=sync_handler if handler_kind == "sync" else async_handler,
-                         serialize_type=BIN)
+    client = make_client(
+        request_handler=sync_handler if handler_kind == "sync" else async_handler, serialize_type=BIN
+    )
     await client.invoke(server.address, RemotingCommand(RequestCode.HEART_BEAT), 3)
     (conn,) = made
     resp = await conn.request(RemotingCommand(RequestCode.GET_CONSUMER_RUNNING_INFO, body=b"x"), 3)
     assert (resp.code, resp.remark, resp.body) == (0, "running", b"info:x")
     assert resp.serialize_type == JSON  # the server's request was JSON; the answer follows it
-    conn.send_oneway(RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                     ext_fields={"consumerGroup": "g"}))
+    conn.send_oneway(
+        RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": "g"})
+    )
     cmd = await asyncio.wait_for(notified, 3)
     assert cmd.is_oneway and cmd.ext_fields == {"consumerGroup": "g"}
     # a round trip later, still no stray response reached the server
@@ -327,8 +338,7 @@ async def test_server_initiated_request_without_handler(make_server, make_client
     server.register_processor(RequestCode.HEART_BEAT, echo)
     client = make_client()
     await client.invoke(server.address, RemotingCommand(RequestCode.HEART_BEAT), 3)
-    resp = await server.connections[0].request(
-        RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE), 3)
+    resp = await server.connections[0].request(RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE), 3)
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
 
@@ -336,8 +346,9 @@ async def test_client_register_processor(make_server, make_client):
     server = await make_server()
     server.register_processor(RequestCode.HEART_BEAT, echo)
     client = make_client(request_handler=lambda c, cmd: cmd.create_response(1, remark="handler"))
-    client.register_processor(RequestCode.CHECK_TRANSACTION_STATE,
-                              lambda c, cmd: cmd.create_response(0, remark="processor"))
+    client.register_processor(
+        RequestCode.CHECK_TRANSACTION_STATE, lambda c, cmd: cmd.create_response(0, remark="processor")
+    )
     await client.invoke(server.address, RemotingCommand(RequestCode.HEART_BEAT), 3)
     conn = server.connections[0]
     r1 = await conn.request(RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE), 3)
@@ -382,8 +393,9 @@ async def test_close_fails_pending_fast(make_server, make_client):
     server = await make_server()
     server.register_processor(1000, lambda c, cmd: asyncio.get_running_loop().create_future())
     client = make_client()
-    tasks = [asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 30))
-             for _ in range(10)]
+    tasks = [
+        asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 30)) for _ in range(10)
+    ]
     await wait_until(lambda: server.stats.requests == 10)
     t0 = time.monotonic()
     server.connections[0].close()
@@ -460,8 +472,8 @@ async def test_memoryview_body_response(make_server, make_client):
     store = bytearray(b"0123456789" * 1000)
     server = await make_server()
     server.register_processor(
-        RequestCode.PULL_MESSAGE,
-        lambda c, cmd: cmd.create_response(0, body=memoryview(store)[10:5010]))  # type: ignore[arg-type]
+        RequestCode.PULL_MESSAGE, lambda c, cmd: cmd.create_response(0, body=memoryview(store)[10:5010])
+    )  # type: ignore[arg-type]
     client = make_client()
     resp = await client.invoke(server.address, RemotingCommand(RequestCode.PULL_MESSAGE), 3)
     assert resp.body == bytes(store[10:5010])

@@ -1,4 +1,5 @@
 """The same transport under uvloop: nothing in rmq.remoting may depend on the loop type."""
+
 from __future__ import annotations
 
 import asyncio
@@ -47,13 +48,14 @@ async def _scenario() -> None:
         handler_calls.append(cmd.code)
         return cmd.create_response(0, remark="from client")
 
-    clients = [RemotingClient(serialize_type=st, request_handler=handler)
-               for st in (SerializeType.JSON, SerializeType.ROCKETMQ)]
+    clients = [
+        RemotingClient(serialize_type=st, request_handler=handler)
+        for st in (SerializeType.JSON, SerializeType.ROCKETMQ)
+    ]
     writers: list[asyncio.StreamWriter] = []
     try:
         for client in clients:
-            reqs = [RemotingCommand(1000, ext_fields={"i": str(i)}, body=b"%d" % i)
-                    for i in range(500)]
+            reqs = [RemotingCommand(1000, ext_fields={"i": str(i)}, body=b"%d" % i) for i in range(500)]
             resps = await asyncio.gather(*(client.invoke(server.address, r, 10) for r in reqs))
             assert [r.body for r in resps] == [b"%d" % i for i in range(500)]
             assert {r.serialize_type for r in resps} == {client.serialize_type}

@@ -1,9 +1,10 @@
 """Store fixtures: small files so rolling, BLANK records and recovery are exercised."""
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 import pytest
 
@@ -13,14 +14,21 @@ from rmq.store.message_store import MessageStore
 
 
 def small_config(root: Path, **overrides) -> MessageStoreConfig:
-    base = dict(storePathRootDir=str(root), mappedFileSizeCommitLog=16 * 1024,
-                mappedFileSizeConsumeQueue=20 * 64, maxHashSlotNum=128, maxIndexNum=512,
-                messageDelayLevel="1s 2s 3s")
+    base = dict(
+        storePathRootDir=str(root),
+        mappedFileSizeCommitLog=16 * 1024,
+        mappedFileSizeConsumeQueue=20 * 64,
+        maxHashSlotNum=128,
+        maxIndexNum=512,
+        messageDelayLevel="1s 2s 3s",
+    )
     base.update(overrides)
     return MessageStoreConfig(**base)
 
 
-def msg(topic: str = "TopicA", body: bytes = b"hello", queue_id: int = 0, **props: str) -> MessageExtBrokerInner:
+def msg(
+    topic: str = "TopicA", body: bytes = b"hello", queue_id: int = 0, **props: str
+) -> MessageExtBrokerInner:
     return MessageExtBrokerInner(topic=topic, body=body, queue_id=queue_id, properties=dict(props))
 
 

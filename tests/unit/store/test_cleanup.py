@@ -1,6 +1,7 @@
 """Retention in-process: which CommitLog / ConsumeQueue / index files a cleanup run deletes,
 min offsets after it, and the DISK_FULL mark. The disk usage is a probe the test sets
 (tests/integration/test_store_retention.py measures a real, size-limited tmpfs)."""
+
 from __future__ import annotations
 
 import logging
@@ -17,7 +18,7 @@ from rmq.store.results import GetMessageStatus, PutMessageStatus, RunningFlags
 from .conftest import msg
 
 FILE = 16 * 1024
-BODY = b"x" * 900          # ~1 KiB records: ~16 a CommitLog file
+BODY = b"x" * 900  # ~1 KiB records: ~16 a CommitLog file
 
 
 class Disk:
@@ -36,12 +37,13 @@ def other_hour() -> str:
 
 def this_hour() -> str:
     h = time.localtime().tm_hour
-    return f"{h:02d};{(h + 1) % 24:02d}"     # a run crossing the hour still matches
+    return f"{h:02d};{(h + 1) % 24:02d}"  # a run crossing the hour still matches
 
 
 @pytest.fixture
 def store(open_store):
     """open_store with cleanup runs driven by the test and a settable disk."""
+
     async def _open(**cfg):
         cfg.setdefault("cleanResourceInterval", 3_600_000)
         cfg.setdefault("deleteCommitLogFilesInterval", 0)
@@ -50,6 +52,7 @@ def store(open_store):
         disk = Disk()
         st.cleaner.commitlog_service.disk_ratio = disk
         return cm, st, disk
+
     return _open
 
 
@@ -95,21 +98,26 @@ def test_delete_when_and_config_validation():
     with pytest.raises(ConfigError, match="fileReservedTime"):
         MessageStoreConfig(storePathRootDir="/x", fileReservedTime=-1).validate()
     r = disk_partition_used_ratio(os.path.join(os.getcwd(), "no", "such", "dir"))
-    assert 0.0 <= r <= 1.0     # measured on the nearest existing parent
+    assert 0.0 <= r <= 1.0  # measured on the nearest existing parent
 
 
 async def test_expired_files_go_at_delete_when_only(store, tmp_path, caplog):
     root = tmp_path / "store"
-    cm, st, disk = await store(mappedFileSizeCommitLog=FILE, fileReservedTime=0.0003,
-                               deleteWhen=other_hour(), mappedFileSizeConsumeQueue=20 * 8,
-                               maxHashSlotNum=16, maxIndexNum=40)
+    cm, st, disk = await store(
+        mappedFileSizeCommitLog=FILE,
+        fileReservedTime=0.0003,
+        deleteWhen=other_hour(),
+        mappedFileSizeConsumeQueue=20 * 8,
+        maxHashSlotNum=16,
+        maxIndexNum=40,
+    )
     try:
         sent = await fill(st, 100)
         cl = commitlog(st)
         assert len(cl) >= 6
         index_before = names(root / "index")
         assert len(index_before) >= 3
-        time.sleep(1.2)                          # 0.0003 h = 1.08 s: every file expired
+        time.sleep(1.2)  # 0.0003 h = 1.08 s: every file expired
         assert await st.cleaner.clean_once() == 0  # not the hour, disk not full
         assert commitlog(st) == cl
 
@@ -154,8 +162,9 @@ async def test_expired_files_go_at_delete_when_only(store, tmp_path, caplog):
 
 async def test_space_watermarks(store, tmp_path):
     root = tmp_path / "store"
-    cm, st, disk = await store(mappedFileSizeCommitLog=FILE, fileReservedTime=72,
-                               deleteWhen=other_hour(), deleteFileBatchMax=2)
+    cm, st, disk = await store(
+        mappedFileSizeCommitLog=FILE, fileReservedTime=72, deleteWhen=other_hour(), deleteFileBatchMax=2
+    )
     try:
         await fill(st, 120)
         cl = commitlog(st)

@@ -1,5 +1,6 @@
 """The dispatch limit (a controller-mode master's confirm offset): records past it are
 stored and readable by HA but not in any ConsumeQueue until the limit moves."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,7 +21,7 @@ async def test_dispatch_stops_at_the_limit_and_resumes(open_store):
             ends.append(r.end_offset)
         await _settle(st)
         assert st.get_max_offset_in_queue("TopicA", 0) == 10
-        st.set_dispatch_limit(ends[-1])            # everything so far is confirmed
+        st.set_dispatch_limit(ends[-1])  # everything so far is confirmed
         for i in range(10, 20):
             r = await st.put(msg(body=b"m%d" % i))
             ends.append(r.end_offset)
@@ -52,19 +53,19 @@ async def test_a_restarted_store_dispatches_from_the_file_up_to_the_limit(open_s
         assert st.get_max_offset_in_queue("TopicA", 1) == 3
 
 
-async def test_a_slave_with_part_of_a_blank_waits_for_the_rest_and_cuts_it_to_lead(open_store,
-                                                                                     tmp_path):
+async def test_a_slave_with_part_of_a_blank_waits_for_the_rest_and_cuts_it_to_lead(open_store, tmp_path):
     from rmq.store.config import BrokerRole
+
     async with open_store(tmp_path / "m") as m:
         ends = []
-        while m.max_phy_offset <= 16 * 1024:            # file 0 ends in a BLANK
+        while m.max_phy_offset <= 16 * 1024:  # file 0 ends in a BLANK
             ends.append((await m.put(msg(body=b"b" * 1000))).end_offset)
         blank = max(e for e in ends if e <= 16 * 1024)
         data = m.get_commitlog_data(0, 16 * 1024)
         assert len(data) == 16 * 1024
     async with open_store(tmp_path / "s", brokerRole=BrokerRole.SLAVE) as s:
         # what a slave has when its master's connection ends in the BLANK's padding
-        assert s.commitlog.append_data(0, bytes(data[:blank + 100]))
+        assert s.commitlog.append_data(0, bytes(data[: blank + 100]))
         await _settle(s)
         assert s.dispatched_offset == blank < s.max_phy_offset == blank + 100
         assert s.reput.is_caught_up()
@@ -72,6 +73,6 @@ async def test_a_slave_with_part_of_a_blank_waits_for_the_rest_and_cuts_it_to_le
         assert dropped == 100 and s.max_phy_offset == blank
         s.set_role(BrokerRole.ASYNC_MASTER)
         r = await s.put(msg(body=b"b" * 1000))
-        assert r.wrote_offset == 16 * 1024                # BLANK again, then the next file
+        assert r.wrote_offset == 16 * 1024  # BLANK again, then the next file
         await _settle(s)
         assert s.get_max_offset_in_queue("TopicA", 0) == len([e for e in ends if e <= blank]) + 1

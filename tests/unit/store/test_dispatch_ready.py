@@ -7,6 +7,7 @@ reference built from the full record decoder (`decode_record`, `string_to_proper
 random messages with delays (incl. clamped and malformed levels), transactions,
 non-ASCII and separator-laden properties, batches, IPv6 hosts.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -38,7 +39,7 @@ LEVELS = [1000, 5000, 10000]
 FILE_SIZE = 64 * 1024
 
 # Characters that matter to the properties format, plus non-ASCII and 4-byte UTF-8.
-_ALPHABET = st.sampled_from(list("TAGSKEYUNIQ_DLx \x01\x02") + ["é", "日", "本", "\U0001F600", "-"])
+_ALPHABET = st.sampled_from(list("TAGSKEYUNIQ_DLx \x01\x02") + ["é", "日", "本", "\U0001f600", "-"])
 _text = st.text(_ALPHABET, max_size=12)
 _names = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT", "X", "TAGSX", "XTAGS", ""])
 _delay = st.one_of(st.integers(-2, 6).map(str), st.sampled_from(["", " 2", "+1", "x", "1_0", "٣"]))
@@ -57,8 +58,14 @@ def properties_strings(draw) -> str:
     return draw(st.text(_ALPHABET, max_size=40))
 
 
-_hosts = st.sampled_from([pack_host("127.0.0.1", 1), pack_host("10.1.2.3", 65535),
-                          pack_host("::1", 10911), pack_host("fe80::1:2", 7)])
+_hosts = st.sampled_from(
+    [
+        pack_host("127.0.0.1", 1),
+        pack_host("10.1.2.3", 65535),
+        pack_host("::1", 10911),
+        pack_host("fe80::1:2", 7),
+    ]
+)
 _tran = st.sampled_from([0x0, 0x4, 0x8, 0xC])
 _topics = st.sampled_from(["TopicA", "T", "%RETRY%g", "a|b", "x" * 127])
 
@@ -67,31 +74,44 @@ _topics = st.sampled_from(["TopicA", "T", "%RETRY%g", "a|b", "x" * 127])
 def single_messages(draw) -> MessageExtBrokerInner:
     props_s = draw(properties_strings())
     m = MessageExtBrokerInner(
-        topic=draw(_topics), body=draw(st.binary(max_size=300)), queue_id=draw(st.integers(0, 3)),
-        flag=draw(st.integers(-2**31, 2**31 - 1)), properties=string_to_properties(props_s),
-        properties_string=props_s, sys_flag=draw(_tran) | draw(st.sampled_from([0, 1, 2, 0x30])),
-        born_timestamp=draw(st.integers(0, 2**41)), born_host=draw(_hosts),
-        store_host=draw(_hosts), reconsume_times=draw(st.integers(0, 16)),
-        prepared_transaction_offset=draw(st.integers(0, 2**40)))
+        topic=draw(_topics),
+        body=draw(st.binary(max_size=300)),
+        queue_id=draw(st.integers(0, 3)),
+        flag=draw(st.integers(-(2**31), 2**31 - 1)),
+        properties=string_to_properties(props_s),
+        properties_string=props_s,
+        sys_flag=draw(_tran) | draw(st.sampled_from([0, 1, 2, 0x30])),
+        born_timestamp=draw(st.integers(0, 2**41)),
+        born_host=draw(_hosts),
+        store_host=draw(_hosts),
+        reconsume_times=draw(st.integers(0, 16)),
+        prepared_transaction_offset=draw(st.integers(0, 2**40)),
+    )
     if draw(st.booleans()):
         # a delayed message: rewritten to SCHEDULE_TOPIC_XXXX (levels above 3 are clamped)
         m.properties["DELAY"] = draw(_delay)
         m.properties_string = None
     if draw(st.booleans()):
-        m.properties_string = None   # the store encodes the dict
+        m.properties_string = None  # the store encodes the dict
     return m
 
 
 @st.composite
 def batches(draw) -> MessageExtBatch:
-    items = [BatchItem(draw(st.integers(0, 5)), draw(st.binary(max_size=200)),
-                       draw(properties_strings()))
-             for _ in range(draw(st.integers(1, 5)))]
-    bprops = draw(st.dictionaries(st.sampled_from(["CLUSTER", "TAGS", "KEYS", "Y"]), _text,
-                                  max_size=3))
-    return MessageExtBatch(topic=draw(_topics), items=items, queue_id=draw(st.integers(0, 3)),
-                           born_timestamp=draw(st.integers(0, 2**41)), born_host=draw(_hosts),
-                           store_host=draw(_hosts), properties=bprops)
+    items = [
+        BatchItem(draw(st.integers(0, 5)), draw(st.binary(max_size=200)), draw(properties_strings()))
+        for _ in range(draw(st.integers(1, 5)))
+    ]
+    bprops = draw(st.dictionaries(st.sampled_from(["CLUSTER", "TAGS", "KEYS", "Y"]), _text, max_size=3))
+    return MessageExtBatch(
+        topic=draw(_topics),
+        items=items,
+        queue_id=draw(st.integers(0, 3)),
+        born_timestamp=draw(st.integers(0, 2**41)),
+        born_host=draw(_hosts),
+        store_host=draw(_hosts),
+        properties=bprops,
+    )
 
 
 def reference(raw: bytes) -> DispatchRequest:
@@ -108,9 +128,19 @@ def reference(raw: bytes) -> DispatchRequest:
         level = min(level, len(LEVELS))
         if level > 0:
             tags_code = compute_deliver_timestamp(level, m.store_timestamp, LEVELS)
-    return DispatchRequest(m.topic, m.queue_id, m.commit_log_offset, m.store_size, tags_code,
-                           m.store_timestamp, m.queue_offset, props.get("KEYS"),
-                           props.get("UNIQ_KEY"), m.sys_flag, m.prepared_transaction_offset)
+    return DispatchRequest(
+        m.topic,
+        m.queue_id,
+        m.commit_log_offset,
+        m.store_size,
+        tags_code,
+        m.store_timestamp,
+        m.queue_offset,
+        props.get("KEYS"),
+        props.get("UNIQ_KEY"),
+        m.sys_flag,
+        m.prepared_transaction_offset,
+    )
 
 
 def parsed(cl: CommitLog, req: DispatchRequest) -> tuple[DispatchRequest | None, bytes]:
@@ -118,14 +148,14 @@ def parsed(cl: CommitLog, req: DispatchRequest) -> tuple[DispatchRequest | None,
     pos = req.commit_log_offset - mf.file_from_offset
     size, got = check_message_and_return_size(mf.mm, pos, True, LEVELS)
     assert size == req.msg_size
-    return got, bytes(mf.mm[pos:pos + size])
+    return got, bytes(mf.mm[pos : pos + size])
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(single_messages(), batches()), min_size=1, max_size=12))
 def test_ready_request_equals_parsed_record(puts) -> None:
     with tempfile.TemporaryDirectory() as d:
-        cl = CommitLog(d, FILE_SIZE, 32 * 1024, LEVELS)   # no loop: every append commits
+        cl = CommitLog(d, FILE_SIZE, 32 * 1024, LEVELS)  # no loop: every append commits
         now = 1_700_000_000_000
         appended = 0
         for i, p in enumerate(puts):
@@ -148,8 +178,10 @@ def test_ready_request_equals_parsed_record(puts) -> None:
 
 
 @settings(max_examples=1000)
-@given(st.text(st.sampled_from(list("TAGSKEYUNIQ_\x01\x02xé")), max_size=40),
-       st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "A", "AG"]))
+@given(
+    st.text(st.sampled_from(list("TAGSKEYUNIQ_\x01\x02xé")), max_size=40),
+    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "A", "AG"]),
+)
 def test_property_value_is_string_to_properties_get(s: str, name: str) -> None:
     d = string_to_properties(s)
     assert property_value(s, name) == d.get(name)
@@ -158,14 +190,18 @@ def test_property_value_is_string_to_properties_get(s: str, name: str) -> None:
 
 def test_property_value_examples() -> None:
     s = "TAGS\x01a\x02XTAGS\x01b\x02KEYS\x01k1 k2\x02TAGS\x01\x02"
-    assert property_value(s, "TAGS") == "a"        # an empty value does not count
+    assert property_value(s, "TAGS") == "a"  # an empty value does not count
     assert property_value(s, "KEYS") == "k1 k2"
     assert property_value("TAGS\x01x\x01y", "TAGS") == "x\x01y"  # no final separator
     assert property_value("\x02\x02TAGS\x01z\x02TAGS\x01w", "TAGS") == "w"
     assert property_value("", "TAGS") is None
     # the last occurrence does not start a segment / has no value: an earlier one wins
-    for s in ("TAGS\x01a\x02XTAGS\x01b", "TAGS\x01abcXTAGS\x01", "TAGS\x01a\x02TAGS\x01",
-              "UNIQ_KEY\x01u\x02KEYS\x01k\x02XUNIQ_KEY\x01v\x02KEYS\x01"):
+    for s in (
+        "TAGS\x01a\x02XTAGS\x01b",
+        "TAGS\x01abcXTAGS\x01",
+        "TAGS\x01a\x02TAGS\x01",
+        "UNIQ_KEY\x01u\x02KEYS\x01k\x02XUNIQ_KEY\x01v\x02KEYS\x01",
+    ):
         d = string_to_properties(s)
         assert dispatch_properties(s) == (d.get("TAGS"), d.get("KEYS"), d.get("UNIQ_KEY")), s
     assert dispatch_properties("TAGS\x01abcXTAGS\x01")[0] == "abcXTAGS\x01"

@@ -11,6 +11,7 @@ findings; that keeps the reader itself honest.
 Every violation is collected as a "finding" naming the file, the offset, what was expected,
 what was found and the spec section, so one run reports all of them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,18 +41,18 @@ from rmq.store.message_store import MessageStore
 # Independent reader: constants and helpers from the spec only
 # =================================================================================================
 
-MAGIC_V1 = -626843481      # DA A3 20 A7 (spec 3.1)
-MAGIC_V2 = -626843477      # DA A3 20 AB (5.x only; a 4.x store must not contain it)
-MAGIC_BLANK = -875286124   # CB D4 31 94 (spec 3.1 / 3.7)
+MAGIC_V1 = -626843481  # DA A3 20 A7 (spec 3.1)
+MAGIC_V2 = -626843477  # DA A3 20 AB (5.x only; a 4.x store must not contain it)
+MAGIC_BLANK = -875286124  # CB D4 31 94 (spec 3.1 / 3.7)
 assert struct.pack(">i", MAGIC_V1) == bytes.fromhex("DAA320A7")
 assert struct.pack(">i", MAGIC_BLANK) == bytes.fromhex("CBD43194")
 
-SF_BORNHOST_V6 = 0x10      # spec 3.3
+SF_BORNHOST_V6 = 0x10  # spec 3.3
 SF_STOREHOST_V6 = 0x20
 TRAN_MASK = 0xC
 TRAN_NOT, TRAN_PREPARED, TRAN_COMMIT, TRAN_ROLLBACK = 0x0, 0x4, 0x8, 0xC
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"   # spec 7.1
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # spec 7.1
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
 TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -60,9 +61,9 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 I32 = struct.Struct(">i")
 I16 = struct.Struct(">h")
 I64 = struct.Struct(">q")
-CQ_UNIT = struct.Struct(">qiq")             # spec 4.1.1: phy offset, size, tag code
-IDX_HEADER = struct.Struct(">qqqqii")       # spec 4.3: begin ts, end ts, begin phy, end phy, slots, count
-IDX_ENTRY = struct.Struct(">iqii")          # spec 4.3: keyHash, phy offset, timeDiff, prevIndex
+CQ_UNIT = struct.Struct(">qiq")  # spec 4.1.1: phy offset, size, tag code
+IDX_HEADER = struct.Struct(">qqqqii")  # spec 4.3: begin ts, end ts, begin phy, end phy, slots, count
+IDX_ENTRY = struct.Struct(">iqii")  # spec 4.3: keyHash, phy offset, timeDiff, prevIndex
 
 
 def delay_levels_ms(text: str) -> list[int]:
@@ -97,7 +98,7 @@ def parse_properties(s: str) -> dict[str, str]:
         i = seg.find("\x01")
         if i <= 0 or i == len(seg) - 1:
             continue
-        out[seg[:i]] = seg[i + 1:]
+        out[seg[:i]] = seg[i + 1 :]
     return out
 
 
@@ -110,7 +111,9 @@ def spec_record_length(sysflag: int, body_len: int, topic_len: int, props_len: i
     """calMsgLength, spec 3.2: 4+4+4+4+4+8+8+4+8+BH+8+SH+4+8 + 4+body + 1+topic + 2+props."""
     bh = 20 if sysflag & SF_BORNHOST_V6 else 8
     sh = 20 if sysflag & SF_STOREHOST_V6 else 8
-    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + bh + 8 + sh + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
+    return (
+        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + bh + 8 + sh + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
+    )
 
 
 assert spec_record_length(0, 32, len("FooBar"), 29) == 158  # the spec's worked example (3.2)
@@ -209,7 +212,7 @@ class Report:
     index_entries: int = 0
     index_ends: list[int] = field(default_factory=list)
     checkpoint: tuple[int, int, int] = (0, 0, 0)
-    notes: list[str] = field(default_factory=list)   # spec-conformant oddities worth knowing
+    notes: list[str] = field(default_factory=list)  # spec-conformant oddities worth knowing
 
     def add(self, msg: str) -> None:
         self.findings.append(msg)
@@ -230,18 +233,23 @@ def parse_record(buf, pos: int, file_size: int, name: str, file_start: int) -> R
         raise BadRecord(f"{name} pos {pos}: fewer than 8 bytes left for TOTALSIZE+MAGICCODE")
     total, magic = struct.unpack_from(">ii", buf, pos)
     if magic != MAGIC_V1:
-        raise BadRecord(f"{name} pos {pos}: MAGICCODE {magic:#010x} is not the v1 message magic "
-                        f"DA A3 20 A7 (spec 3.1; a 4.x store only writes v1)")
+        raise BadRecord(
+            f"{name} pos {pos}: MAGICCODE {magic:#010x} is not the v1 message magic "
+            f"DA A3 20 A7 (spec 3.1; a 4.x store only writes v1)"
+        )
     if total < 91 or pos + total > file_size:
-        raise BadRecord(f"{name} pos {pos}: TOTALSIZE {total} is < 91 or crosses the file end "
-                        f"{file_size} (spec 3.2, 3.7: a record is never split)")
+        raise BadRecord(
+            f"{name} pos {pos}: TOTALSIZE {total} is < 91 or crosses the file end "
+            f"{file_size} (spec 3.2, 3.7: a record is never split)"
+        )
     end = pos + total
     rec = memoryview(buf)[pos:end]
 
     def need(off: int, n: int, what: str) -> None:
         if off + n > total:
-            raise BadRecord(f"{name} pos {pos}: {what} at record offset {off}+{n} runs past "
-                            f"TOTALSIZE {total} (spec 3.2)")
+            raise BadRecord(
+                f"{name} pos {pos}: {what} at record offset {off}+{n} runs past TOTALSIZE {total} (spec 3.2)"
+            )
 
     (crc, qid, flag) = struct.unpack_from(">iii", rec, 8)
     (qoff, phys) = struct.unpack_from(">qq", rec, 20)
@@ -250,14 +258,14 @@ def parse_record(buf, pos: int, file_size: int, name: str, file_start: int) -> R
     o = 48
     bh = 20 if sysflag & SF_BORNHOST_V6 else 8
     need(o, bh, "BORNHOST")
-    born_host = bytes(rec[o:o + bh])
+    born_host = bytes(rec[o : o + bh])
     o += bh
     need(o, 8, "STORETIMESTAMP")
     (store_ts,) = I64.unpack_from(rec, o)
     o += 8
     sh = 20 if sysflag & SF_STOREHOST_V6 else 8
     need(o, sh, "STOREHOSTADDRESS")
-    store_host = bytes(rec[o:o + sh])
+    store_host = bytes(rec[o : o + sh])
     o += sh
     need(o, 4 + 8 + 4, "RECONSUMETIMES/PREPARED OFFSET/BODY LENGTH")
     (reconsume,) = I32.unpack_from(rec, o)
@@ -269,7 +277,7 @@ def parse_record(buf, pos: int, file_size: int, name: str, file_start: int) -> R
     if body_len < 0:
         raise BadRecord(f"{name} pos {pos}: BODY LENGTH {body_len} < 0 (spec 3.2)")
     need(o, body_len, "BODY")
-    body = bytes(rec[o:o + body_len])
+    body = bytes(rec[o : o + body_len])
     o += body_len
     need(o, 1, "TOPIC LENGTH")
     topic_len = struct.unpack_from(">b", rec, o)[0]  # v1: one signed byte (spec 3.2)
@@ -278,7 +286,7 @@ def parse_record(buf, pos: int, file_size: int, name: str, file_start: int) -> R
         raise BadRecord(f"{name} pos {pos}: TOPIC LENGTH {topic_len} not in 1..127 (spec 3.2)")
     need(o, topic_len, "TOPIC")
     try:
-        topic = bytes(rec[o:o + topic_len]).decode("utf-8")
+        topic = bytes(rec[o : o + topic_len]).decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadRecord(f"{name} pos {pos}: TOPIC is not UTF-8: {e}") from None
     o += topic_len
@@ -289,19 +297,39 @@ def parse_record(buf, pos: int, file_size: int, name: str, file_start: int) -> R
         raise BadRecord(f"{name} pos {pos}: PROPERTIES LENGTH {props_len} < 0 (spec 3.2)")
     need(o, props_len, "PROPERTIES")
     try:
-        props_raw = bytes(rec[o:o + props_len]).decode("utf-8")
+        props_raw = bytes(rec[o : o + props_len]).decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadRecord(f"{name} pos {pos}: PROPERTIES are not UTF-8: {e}") from None
     o += props_len
     calc = spec_record_length(sysflag, body_len, len(topic.encode("utf-8")), props_len)
     if o != total or calc != total:
-        raise BadRecord(f"{name} pos {pos}: TOTALSIZE {total} != field sum {o} / calMsgLength {calc} "
-                        f"(spec 3.2, 4.6 '[BUG]read total count not equals msg total size')")
-    return Record(file=name, pos=pos, file_start=file_start, total_size=total, magic=magic,
-                  body_crc=crc, queue_id=qid, flag=flag, queue_offset=qoff, physical_offset=phys,
-                  sysflag=sysflag, born_ts=born_ts, born_host=born_host, store_ts=store_ts,
-                  store_host=store_host, reconsume_times=reconsume, prepared_tx_offset=prep,
-                  body=body, topic=topic, props_raw=props_raw, props=parse_properties(props_raw))
+        raise BadRecord(
+            f"{name} pos {pos}: TOTALSIZE {total} != field sum {o} / calMsgLength {calc} "
+            f"(spec 3.2, 4.6 '[BUG]read total count not equals msg total size')"
+        )
+    return Record(
+        file=name,
+        pos=pos,
+        file_start=file_start,
+        total_size=total,
+        magic=magic,
+        body_crc=crc,
+        queue_id=qid,
+        flag=flag,
+        queue_offset=qoff,
+        physical_offset=phys,
+        sysflag=sysflag,
+        born_ts=born_ts,
+        born_host=born_host,
+        store_ts=store_ts,
+        store_host=store_host,
+        reconsume_times=reconsume,
+        prepared_tx_offset=prep,
+        body=body,
+        topic=topic,
+        props_raw=props_raw,
+        props=parse_properties(props_raw),
+    )
 
 
 def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None:
@@ -325,16 +353,20 @@ def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None
         if s % size:
             rep.add(f"commitlog/{n}: start offset {s} is not a multiple of the file size {size} (spec 4.0)")
         if i and s != starts[i - 1] + size:
-            rep.add(f"commitlog/{n}: start offset {s} does not follow {names[i - 1]} "
-                    f"(expected {starts[i - 1] + size}; spec 4.0 contiguous files)")
+            rep.add(
+                f"commitlog/{n}: start offset {s} does not follow {names[i - 1]} "
+                f"(expected {starts[i - 1] + size}; spec 4.0 contiguous files)"
+            )
     # per-file walk
-    prev_blank: tuple[str, int] | None = None   # (file, blank size) of the previous file's BLANK
+    prev_blank: tuple[str, int] | None = None  # (file, blank size) of the previous file's BLANK
     for fi, (name, start) in enumerate(zip(names, starts)):
         path = cdir / name
         flen = path.stat().st_size
         if flen != size:
-            rep.add(f"commitlog/{name}: length {flen} != configured mappedFileSizeCommitLog {size} "
-                    f"(spec 4.0: all files of a queue have exactly the configured size)")
+            rep.add(
+                f"commitlog/{name}: length {flen} != configured mappedFileSizeCommitLog {size} "
+                f"(spec 4.0: all files of a queue have exactly the configured size)"
+            )
             continue
         last = fi == len(names) - 1
         with open(path, "rb") as fh:
@@ -344,26 +376,36 @@ def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None
         while True:
             if pos == size:
                 if not last:
-                    rep.add(f"commitlog/{name}: data reaches the file end without a BLANK record "
-                            f"(spec 3.7: a record needs msgLen + 8 <= remaining)")
+                    rep.add(
+                        f"commitlog/{name}: data reaches the file end without a BLANK record "
+                        f"(spec 3.7: a record needs msgLen + 8 <= remaining)"
+                    )
                 break
             if pos + 8 > size:
-                rep.add(f"commitlog/{name} pos {pos}: only {size - pos} bytes left after the last record; "
-                        f"spec 3.7 always leaves >= 8 bytes for the BLANK (msgLen + 8 > remaining rolls)")
+                rep.add(
+                    f"commitlog/{name} pos {pos}: only {size - pos} bytes left after the last record; "
+                    f"spec 3.7 always leaves >= 8 bytes for the BLANK (msgLen + 8 > remaining rolls)"
+                )
                 break
             total, magic = struct.unpack_from(">ii", buf, pos)
             if magic == MAGIC_BLANK:
                 rep.blank_count += 1
                 if total != size - pos:
-                    rep.add(f"commitlog/{name} pos {pos}: BLANK size {total} != remaining {size - pos} "
-                            f"(spec 3.7: int32 maxBlank = remaining size, reaching exactly the file end)")
+                    rep.add(
+                        f"commitlog/{name} pos {pos}: BLANK size {total} != remaining {size - pos} "
+                        f"(spec 3.7: int32 maxBlank = remaining size, reaching exactly the file end)"
+                    )
                 if last:
-                    rep.add(f"commitlog/{name} pos {pos}: the LAST file ends in a BLANK but no next file "
-                            f"exists (spec 3.7: the message is re-appended at offset 0 of a new file)")
-                if not all_zero(buf[pos + 8:]):
-                    off = pos + 8 + first_nonzero(buf[pos + 8:])
-                    rep.add(f"commitlog/{name}: non-zero byte at {off} inside the BLANK region after pos "
-                            f"{pos} (spec 3.7: rest of blank region left as-is, zeros in a fresh file)")
+                    rep.add(
+                        f"commitlog/{name} pos {pos}: the LAST file ends in a BLANK but no next file "
+                        f"exists (spec 3.7: the message is re-appended at offset 0 of a new file)"
+                    )
+                if not all_zero(buf[pos + 8 :]):
+                    off = pos + 8 + first_nonzero(buf[pos + 8 :])
+                    rep.add(
+                        f"commitlog/{name}: non-zero byte at {off} inside the BLANK region after pos "
+                        f"{pos} (spec 3.7: rest of blank region left as-is, zeros in a fresh file)"
+                    )
                 if first_in_file and fi > 0:
                     rep.add(f"commitlog/{name}: file starts with a BLANK (an empty file; spec 3.7)")
                 prev_blank = (name, size - pos)
@@ -371,12 +413,16 @@ def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None
             if total == 0 and magic == 0:
                 # end of written data
                 if not last:
-                    rep.add(f"commitlog/{name} pos {pos}: data ends without a BLANK record in a file that "
-                            f"is not the last (spec 3.7: every roll is marked by BLANK)")
+                    rep.add(
+                        f"commitlog/{name} pos {pos}: data ends without a BLANK record in a file that "
+                        f"is not the last (spec 3.7: every roll is marked by BLANK)"
+                    )
                 if not all_zero(buf[pos:]):
                     off = pos + first_nonzero(buf[pos:])
-                    rep.add(f"commitlog/{name}: non-zero byte at pos {off} after the last record ending at "
-                            f"{pos} (expected zeros after the last record)")
+                    rep.add(
+                        f"commitlog/{name}: non-zero byte at pos {off} after the last record ending at "
+                        f"{pos} (expected zeros after the last record)"
+                    )
                 break
             try:
                 rec = parse_record(buf, pos, size, f"commitlog/{name}", start)
@@ -404,8 +450,10 @@ def check_record(rec: Record, rep: Report, now_ms: int) -> None:
     if not TOPIC_RE.match(rec.topic) or len(rec.topic) > 127:
         rep.add(f"{w}: topic {rec.topic!r} is not a valid topic name")
     if rec.tran in (TRAN_PREPARED, TRAN_ROLLBACK) and rec.queue_offset != 0:
-        rep.add(f"{w}: {'PREPARED' if rec.tran == TRAN_PREPARED else 'ROLLBACK'} record "
-                f"(sysflag {rec.sysflag:#x}) has QUEUEOFFSET {rec.queue_offset}, expected 0 (spec 3.2 field 6, 3.8)")
+        rep.add(
+            f"{w}: {'PREPARED' if rec.tran == TRAN_PREPARED else 'ROLLBACK'} record "
+            f"(sysflag {rec.sysflag:#x}) has QUEUEOFFSET {rec.queue_offset}, expected 0 (spec 3.2 field 6, 3.8)"
+        )
     if rec.queue_offset < 0 or rec.queue_id < 0:
         rep.add(f"{w}: negative QUEUEID {rec.queue_id} / QUEUEOFFSET {rec.queue_offset}")
     if not (0 < rec.store_ts <= now_ms):
@@ -413,10 +461,17 @@ def check_record(rec: Record, rep: Report, now_ms: int) -> None:
     if rec.props_raw and len(rec.props_raw) > 32767:
         rep.add(f"{w}: properties of {len(rec.props_raw)} chars > 32767 (spec 3.2 size limits)")
     delay = rec.props.get("DELAY")
-    if (rec.topic != SCHEDULE_TOPIC and rec.dispatchable and delay is not None
-            and delay.strip().lstrip("-").isdigit() and int(delay) > 0):
-        rep.add(f"{w}: topic {rec.topic!r} record (tran {rec.tran:#x}) carries DELAY={delay} but was not "
-                f"rewritten to {SCHEDULE_TOPIC} (spec 3.8, 7.1)")
+    if (
+        rec.topic != SCHEDULE_TOPIC
+        and rec.dispatchable
+        and delay is not None
+        and delay.strip().lstrip("-").isdigit()
+        and int(delay) > 0
+    ):
+        rep.add(
+            f"{w}: topic {rec.topic!r} record (tran {rec.tran:#x}) carries DELAY={delay} but was not "
+            f"rewritten to {SCHEDULE_TOPIC} (spec 3.8, 7.1)"
+        )
 
 
 def check_commitlog_global(rep: Report, layout: Layout) -> None:
@@ -428,13 +483,19 @@ def check_commitlog_global(rep: Report, layout: Layout) -> None:
         group = rec.total_size
         bid = rec.props.get("bid")
         j = i + 1
-        while (bid is not None and j < len(rep.records) and rep.records[j].file == rec.file
-               and rep.records[j].props.get("bid") == bid):
+        while (
+            bid is not None
+            and j < len(rep.records)
+            and rep.records[j].file == rec.file
+            and rep.records[j].props.get("bid") == bid
+        ):
             group += rep.records[j].total_size
             j += 1
         if group + 8 <= blank:
-            rep.add(f"commitlog/{bfile}: BLANK of {blank} bytes written although the next record(s) "
-                    f"({group} bytes, first at {rec.where()}) fit (spec 3.7: roll only when msgLen + 8 > remaining)")
+            rep.add(
+                f"commitlog/{bfile}: BLANK of {blank} bytes written although the next record(s) "
+                f"({group} bytes, first at {rec.where()}) fit (spec 3.7: roll only when msgLen + 8 > remaining)"
+            )
     # queue offsets consecutive from 0 per (topic, queue), in physical order (spec 3.8)
     nxt: dict[tuple[str, int], int] = defaultdict(int)
     for rec in rep.records:
@@ -442,8 +503,10 @@ def check_commitlog_global(rep: Report, layout: Layout) -> None:
             continue
         key = (rec.topic, rec.queue_id)
         if rec.queue_offset != nxt[key]:
-            rep.add(f"{rec.where()}: QUEUEOFFSET {rec.queue_offset} for {rec.topic}-{rec.queue_id}, expected "
-                    f"{nxt[key]} (consecutive from 0 per topic-queue, spec 3.8)")
+            rep.add(
+                f"{rec.where()}: QUEUEOFFSET {rec.queue_offset} for {rec.topic}-{rec.queue_id}, expected "
+                f"{nxt[key]} (consecutive from 0 per topic-queue, spec 3.8)"
+            )
         nxt[key] = rec.queue_offset + 1
     # schedule topic records (spec 7.1)
     for rec in rep.records:
@@ -457,8 +520,10 @@ def check_commitlog_global(rep: Report, layout: Layout) -> None:
         if lvl is not None and lvl.isdigit():
             level = min(int(lvl), len(levels))
             if level > 0 and rec.queue_id != level - 1:
-                rep.add(f"{rec.where()}: {SCHEDULE_TOPIC} queueId {rec.queue_id} != delay level "
-                        f"{level} - 1 (spec 7.1 delayLevel2QueueId)")
+                rep.add(
+                    f"{rec.where()}: {SCHEDULE_TOPIC} queueId {rec.queue_id} != delay level "
+                    f"{level} - 1 (spec 7.1 delayLevel2QueueId)"
+                )
         if not 0 <= rec.queue_id < len(levels):
             rep.add(f"{rec.where()}: {SCHEDULE_TOPIC} queueId {rec.queue_id} outside 0..{len(levels) - 1}")
 
@@ -506,7 +571,7 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                 continue
             qid = int(qname)
             names = sorted(os.listdir(qdir))
-            units: list[tuple[int, int, int, str, int, int]] = []   # (phy, size, tag, file, pos, logical)
+            units: list[tuple[int, int, int, str, int, int]] = []  # (phy, size, tag, file, pos, logical)
             ended_at: str | None = None
             for i, n in enumerate(names):
                 where_f = f"{where_q}/{n}"
@@ -515,40 +580,52 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                     continue
                 start = int(n)
                 if start % fsize:
-                    rep.add(f"{where_f}: start {start} is not a multiple of the CQ file size {fsize} (spec 4.0)")
+                    rep.add(
+                        f"{where_f}: start {start} is not a multiple of the CQ file size {fsize} (spec 4.0)"
+                    )
                 if start != i * fsize:
-                    rep.add(f"{where_f}: file #{i} starts at {start}, expected {i * fsize} "
-                            f"(= logical offset {i * fsize // 20} x 20; spec 4.0, 4.1.1)")
+                    rep.add(
+                        f"{where_f}: file #{i} starts at {start}, expected {i * fsize} "
+                        f"(= logical offset {i * fsize // 20} x 20; spec 4.0, 4.1.1)"
+                    )
                 flen = (qdir / n).stat().st_size
                 if flen != fsize:
-                    rep.add(f"{where_f}: length {flen} != configured CQ file size {fsize} "
-                            f"(mappedFileSizeConsumeQueue {layout.cq_file_size_configured} rounded up to "
-                            f"20; spec 4.0, 4.1.1)")
+                    rep.add(
+                        f"{where_f}: length {flen} != configured CQ file size {fsize} "
+                        f"(mappedFileSizeConsumeQueue {layout.cq_file_size_configured} rounded up to "
+                        f"20; spec 4.0, 4.1.1)"
+                    )
                     continue
                 rep.cq_files += 1
                 data = (qdir / n).read_bytes()
                 if ended_at is not None:
                     if not all_zero(data):
-                        rep.add(f"{where_f}: non-zero bytes at {first_nonzero(data)} in a file after the end "
-                                f"of the queue at {ended_at} (spec 4.1.2: the queue ends at the first invalid unit)")
+                        rep.add(
+                            f"{where_f}: non-zero bytes at {first_nonzero(data)} in a file after the end "
+                            f"of the queue at {ended_at} (spec 4.1.2: the queue ends at the first invalid unit)"
+                        )
                     continue
                 for pos in range(0, fsize, 20):
                     phy, sz, tag = CQ_UNIT.unpack_from(data, pos)
-                    if phy >= 0 and sz > 0:          # spec 4.1.2: a unit is valid iff offset >= 0 and size > 0
+                    if phy >= 0 and sz > 0:  # spec 4.1.2: a unit is valid iff offset >= 0 and size > 0
                         units.append((phy, sz, tag, where_f, pos, (start + pos) // 20))
                         continue
                     ended_at = f"{where_f} pos {pos}"
                     if not all_zero(data[pos:]):
                         off = pos + first_nonzero(data[pos:])
-                        rep.add(f"{where_f}: non-zero bytes at {off} after the last valid unit "
-                                f"(invalid unit at pos {pos}: phy {phy}, size {sz}, tag {tag}; spec 4.1.1/4.1.2)")
+                        rep.add(
+                            f"{where_f}: non-zero bytes at {off} after the last valid unit "
+                            f"(invalid unit at pos {pos}: phy {phy}, size {sz}, tag {tag}; spec 4.1.1/4.1.2)"
+                        )
                     break
             found.add((topic, qid))
             exp = expected.get((topic, qid), [])
             rep.cq_units += len(units)
             if len(units) != len(exp):
-                rep.add(f"{where_q}: {len(units)} units but {len(exp)} dispatchable records of "
-                        f"{topic}-{qid} in the CommitLog (spec 4.1.1: units = NOT/COMMIT records)")
+                rep.add(
+                    f"{where_q}: {len(units)} units but {len(exp)} dispatchable records of "
+                    f"{topic}-{qid} in the CommitLog (spec 4.1.1: units = NOT/COMMIT records)"
+                )
             for phy, sz, tag, where_f, pos, n in units:
                 uw = f"{where_f} unit {n} (pos {pos})"
                 rec = rep.by_phys.get(phy)
@@ -556,23 +633,34 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                     rep.add(f"{uw}: phy offset {phy} is not the start of a record in the CommitLog")
                     continue
                 if rec.topic != topic or rec.queue_id != qid:
-                    rep.add(f"{uw}: points at {rec.where()} of {rec.topic}-{rec.queue_id}, expected {topic}-{qid}")
+                    rep.add(
+                        f"{uw}: points at {rec.where()} of {rec.topic}-{rec.queue_id}, expected {topic}-{qid}"
+                    )
                 if sz != rec.total_size:
                     rep.add(f"{uw}: size {sz} != TOTALSIZE {rec.total_size} of {rec.where()} (spec 4.1.1)")
                 if rec.queue_offset != n:
                     rep.add(f"{uw}: logical offset {n} but the record's QUEUEOFFSET is {rec.queue_offset}")
                 if not rec.dispatchable:
-                    rep.add(f"{uw}: points at a {'PREPARED' if rec.tran == TRAN_PREPARED else 'ROLLBACK'} record "
-                            f"{rec.where()} (spec 4.1.1: only NOT/COMMIT are dispatched)")
+                    rep.add(
+                        f"{uw}: points at a {'PREPARED' if rec.tran == TRAN_PREPARED else 'ROLLBACK'} record "
+                        f"{rec.where()} (spec 4.1.1: only NOT/COMMIT are dispatched)"
+                    )
                 want = expected_tag_code(rec, layout)
                 if tag != want:
-                    what = ("store time + level delay" if rec.topic == SCHEDULE_TOPIC
-                            else f"hashCode(TAGS={rec.props.get('TAGS')!r})")
-                    rep.add(f"{uw}: tag code {tag} != {want} = {what} of {rec.where()} (spec 3.4, 4.1.1, 7.1)")
+                    what = (
+                        "store time + level delay"
+                        if rec.topic == SCHEDULE_TOPIC
+                        else f"hashCode(TAGS={rec.props.get('TAGS')!r})"
+                    )
+                    rep.add(
+                        f"{uw}: tag code {tag} != {want} = {what} of {rec.where()} (spec 3.4, 4.1.1, 7.1)"
+                    )
     for key, recs in expected.items():
         if key not in found:
-            rep.add(f"consumequeue/{key[0]}/{key[1]}: missing, but {len(recs)} dispatchable records of "
-                    f"that queue are in the CommitLog (first {recs[0].where()})")
+            rep.add(
+                f"consumequeue/{key[0]}/{key[1]}: missing, but {len(recs)} dispatchable records of "
+                f"that queue are in the CommitLog (first {recs[0].where()})"
+            )
 
 
 # =================================================================================================
@@ -594,8 +682,14 @@ def index_keys(rec: Record) -> list[str]:
     return out
 
 
-def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms: int | None,
-               restarts: tuple["Restart", ...] = ()) -> None:
+def read_index(
+    root: Path,
+    layout: Layout,
+    rep: Report,
+    now_ms: int,
+    t_start_ms: int | None,
+    restarts: tuple[Restart, ...] = (),
+) -> None:
     idir = root / "index"
     S, N = layout.hash_slot_num, layout.index_num
     want_size = layout.index_file_size
@@ -624,9 +718,15 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
         except ValueError:
             rep.add(f"{where}: name is not a valid yyyyMMddHHmmssSSS time (spec 4.3)")
             created = None
-        if created is not None and t_start_ms is not None and not (t_start_ms - 2000 <= created <= now_ms + 2000):
-            rep.add(f"{where}: creation time in the name ({created:.0f}) is outside the store's lifetime "
-                    f"[{t_start_ms}, {now_ms}] (spec 4.3: local wall-clock creation time)")
+        if (
+            created is not None
+            and t_start_ms is not None
+            and not (t_start_ms - 2000 <= created <= now_ms + 2000)
+        ):
+            rep.add(
+                f"{where}: creation time in the name ({created:.0f}) is outside the store's lifetime "
+                f"[{t_start_ms}, {now_ms}] (spec 4.3: local wall-clock creation time)"
+            )
         path = idir / name
         flen = path.stat().st_size
         if flen != want_size:
@@ -634,13 +734,13 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
             continue
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             hdr = IDX_HEADER.unpack_from(mm, 0)
-            slots = np.frombuffer(mm[40:40 + 4 * S], dtype=">i4").astype(np.int64)
+            slots = np.frombuffer(mm[40 : 40 + 4 * S], dtype=">i4").astype(np.int64)
             begin_ts, end_ts, begin_phy, end_phy, slot_count, count = hdr
             if not 1 <= count <= N:
                 rep.add(f"{where}: header indexCount {count} not in 1..{N} (spec 4.3: starts at 1)")
                 continue
             e0 = 40 + 4 * S
-            ebuf = mm[e0:e0 + 20 * count]
+            ebuf = mm[e0 : e0 + 20 * count]
             entries = [IDX_ENTRY.unpack_from(ebuf, 20 * i) for i in range(count)]
             tail_start = e0 + 20 * count
             tail_end = min(flen, tail_start + (1 << 20))
@@ -656,7 +756,9 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
         # slots -> most recent entry of that slot
         bad_slot = np.flatnonzero((slots < 0) | (slots >= count))
         for s in bad_slot[:5]:
-            rep.add(f"{where}: slot {int(s)} holds {int(slots[s])}, outside 0..indexCount-1={count - 1} (spec 4.3)")
+            rep.add(
+                f"{where}: slot {int(s)} holds {int(slots[s])}, outside 0..indexCount-1={count - 1} (spec 4.3)"
+            )
         last_of_slot: dict[int, int] = {}
         members: dict[int, list[int]] = defaultdict(list)
         for no in range(1, count):
@@ -671,20 +773,26 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
             if not 0 <= prev < no:
                 rep.add(f"{ew}: prevIndex {prev} is not an earlier entry (spec 4.3 chain link)")
             elif prev > 0 and entries[prev][0] % S != slot:
-                rep.add(f"{ew}: prevIndex {prev} belongs to slot {entries[prev][0] % S}, not {slot} (spec 4.3)")
+                rep.add(
+                    f"{ew}: prevIndex {prev} belongs to slot {entries[prev][0] % S}, not {slot} (spec 4.3)"
+                )
             got[(kh, phy)] += 1
             rec = rep.by_phys.get(phy)
             if rec is None:
                 rep.add(f"{ew}: phy offset {phy} is not the start of a record")
                 continue
             if phy < last_phy:
-                rep.add(f"{ew}: phy offset {phy} goes backwards (previous entry at {last_phy}; index built in "
-                        f"CommitLog order, spec 4.3 'messages below the file's endPhyOffset are skipped')")
+                rep.add(
+                    f"{ew}: phy offset {phy} goes backwards (previous entry at {last_phy}; index built in "
+                    f"CommitLog order, spec 4.3 'messages below the file's endPhyOffset are skipped')"
+                )
             last_phy = max(last_phy, phy)
             hashes = {index_key_hash(k) for k in keys_of.get(phy, [])}
             if kh not in hashes:
-                rep.add(f"{ew}: keyHash {kh} matches none of the keys {keys_of.get(phy)} of {rec.where()} "
-                        f"(spec 4.3: topic#UNIQ_KEY and topic#<each KEYS token>, rollback skipped)")
+                rep.add(
+                    f"{ew}: keyHash {kh} matches none of the keys {keys_of.get(phy)} of {rec.where()} "
+                    f"(spec 4.3: topic#UNIQ_KEY and topic#<each KEYS token>, rollback skipped)"
+                )
             # timeDiff (spec 4.3): (store - begin) / 1000 clamped; the first entry was computed against the
             # begin value seeded from the previous file (or 0 for the first file).
             diff = rec.store_ts - begin_ts
@@ -695,11 +803,15 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
                     d1 = rec.store_ts - prev_end_ts
                     want.add(0 if d1 < 0 else min(d1 // 1000, INT_MAX))
             if tdiff not in want:
-                rep.add(f"{ew}: timeDiff {tdiff} s, expected {sorted(want)} = (store time {rec.store_ts} - "
-                        f"header beginTimestamp {begin_ts}) / 1000 (spec 4.3)")
+                rep.add(
+                    f"{ew}: timeDiff {tdiff} s, expected {sorted(want)} = (store time {rec.store_ts} - "
+                    f"header beginTimestamp {begin_ts}) / 1000 (spec 4.3)"
+                )
         for s, no in last_of_slot.items():
             if int(slots[s]) != no:
-                rep.add(f"{where}: slot {s} holds {int(slots[s])}, expected the most recent entry {no} (spec 4.3)")
+                rep.add(
+                    f"{where}: slot {s} holds {int(slots[s])}, expected the most recent entry {no} (spec 4.3)"
+                )
         for s in np.flatnonzero(slots):
             s = int(s)
             if s not in last_of_slot and 0 < slots[s] < count:
@@ -715,24 +827,34 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
                 cur = entries[cur][3]
             if walk != sorted(mem, reverse=True):
                 missing = sorted(set(mem) - set(walk))
-                rep.add(f"{where}: walking slot {s} from {int(slots[s])} visits {walk[:8]}..., entries {missing[:8]} "
-                        f"of that slot are unreachable (spec 4.3 hash chains)")
+                rep.add(
+                    f"{where}: walking slot {s} from {int(slots[s])} visits {walk[:8]}..., entries {missing[:8]} "
+                    f"of that slot are unreachable (spec 4.3 hash chains)"
+                )
         if count > 1:
             first, lastno = entries[1], entries[count - 1]
             r1, rl = rep.by_phys.get(first[1]), rep.by_phys.get(lastno[1])
             if begin_phy != first[1]:
-                rep.add(f"{where}: header beginPhyOffset {begin_phy} != first entry's phy {first[1]} (spec 4.3)")
+                rep.add(
+                    f"{where}: header beginPhyOffset {begin_phy} != first entry's phy {first[1]} (spec 4.3)"
+                )
             if end_phy != lastno[1]:
                 rep.add(f"{where}: header endPhyOffset {end_phy} != last entry's phy {lastno[1]} (spec 4.3)")
             if r1 is not None and begin_ts != r1.store_ts:
-                rep.add(f"{where}: header beginTimestamp {begin_ts} != store time {r1.store_ts} of the first "
-                        f"entry's record (spec 4.3)")
+                rep.add(
+                    f"{where}: header beginTimestamp {begin_ts} != store time {r1.store_ts} of the first "
+                    f"entry's record (spec 4.3)"
+                )
             if rl is not None and end_ts != rl.store_ts:
-                rep.add(f"{where}: header endTimestamp {end_ts} != store time {rl.store_ts} of the last "
-                        f"entry's record (spec 4.3)")
+                rep.add(
+                    f"{where}: header endTimestamp {end_ts} != store time {rl.store_ts} of the last "
+                    f"entry's record (spec 4.3)"
+                )
         if name != names[-1] and count != N:
-            rep.add(f"{where}: indexCount {count} but a newer IndexFile exists; a new file is only created "
-                    f"when this one is full (indexCount >= indexNum {N}; spec 4.3)")
+            rep.add(
+                f"{where}: indexCount {count} but a newer IndexFile exists; a new file is only created "
+                f"when this one is full (indexCount >= indexNum {N}; spec 4.3)"
+            )
         rep.index_entries += count - 1
         rep.index_ends.append(end_ts)
         prev_end_ts = end_ts
@@ -742,10 +864,14 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
     for (kh, phy), n in list(missing.items())[:20]:
         rec = rep.by_phys[phy]
         ks = [k for k in keys_of[phy] if index_key_hash(k) == kh]
-        rep.add(f"index: no entry for key {ks} -> phy {phy} ({rec.where()}, tran {rec.tran:#x}) "
-                f"[{n} missing] (spec 4.3: IndexService builds topic#UNIQ_KEY and topic#KEYS tokens)")
+        rep.add(
+            f"index: no entry for key {ks} -> phy {phy} ({rec.where()}, tran {rec.tran:#x}) "
+            f"[{n} missing] (spec 4.3: IndexService builds topic#UNIQ_KEY and topic#KEYS tokens)"
+        )
     if len(missing) > 20:
-        rep.add(f"index: ... {len(missing) - 20} more missing (key, phy) pairs, {sum(missing.values())} entries in all")
+        rep.add(
+            f"index: ... {len(missing) - 20} more missing (key, phy) pairs, {sum(missing.values())} entries in all"
+        )
     # Spec 4.3 + 4.5: a restart re-dispatches the CommitLog tail beyond the largest offset any CQ
     # references (PREPARED/ROLLBACK records are in no CQ), and the IndexService skips only messages
     # *below* its endPhyOffset - so the one message sitting AT that offset is indexed once more.
@@ -757,9 +883,11 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
         phys_in_window = {phy for (_kh, phy) in extra if rs.tail_from <= phy < rs.tail_to}
         tolerated = set(phys_in_window) if len(phys_in_window) <= 1 else set()
         if len(phys_in_window) > 1:
-            rep.add(f"index: after the {rs.kind} restart, messages at {sorted(phys_in_window)} are all indexed "
-                    f"twice; re-dispatch from {rs.tail_from} can re-index only the one at the IndexFile's "
-                    f"endPhyOffset (spec 4.3 'messages below the file's endPhyOffset are skipped', 4.5)")
+            rep.add(
+                f"index: after the {rs.kind} restart, messages at {sorted(phys_in_window)} are all indexed "
+                f"twice; re-dispatch from {rs.tail_from} can re-index only the one at the IndexFile's "
+                f"endPhyOffset (spec 4.3 'messages below the file's endPhyOffset are skipped', 4.5)"
+            )
         if rs.survivor_end is not None:
             tolerated.add(rs.survivor_end)
         tolerated_by_restart.append(tolerated)
@@ -767,22 +895,28 @@ def read_index(root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms:
         n_ok = sum(key[1] in t for t in tolerated_by_restart)
         if n_ok:
             extra[key] -= min(n_ok, extra[key])
-            rep.notes.append(f"index: key hash {key[0]} of the message at phy {key[1]} indexed again by the "
-                             f"re-dispatch after a restart (spec 4.3/4.5 boundary message; RocketMQ does the same)")
+            rep.notes.append(
+                f"index: key hash {key[0]} of the message at phy {key[1]} indexed again by the "
+                f"re-dispatch after a restart (spec 4.3/4.5 boundary message; RocketMQ does the same)"
+            )
     extra = +extra
     for (kh, phy), n in list(extra.items())[:20]:
         rec = rep.by_phys.get(phy)
-        rep.add(f"index: {n} unexpected entr(y/ies) keyHash {kh} -> phy {phy} "
-                f"({rec.where() if rec else '?'}, tran {rec.tran if rec else -1:#x}, keys "
-                f"{keys_of.get(phy)}) (spec 4.3: duplicate or for a rollback record)")
+        rep.add(
+            f"index: {n} unexpected entr(y/ies) keyHash {kh} -> phy {phy} "
+            f"({rec.where() if rec else '?'}, tran {rec.tran if rec else -1:#x}, keys "
+            f"{keys_of.get(phy)}) (spec 4.3: duplicate or for a rollback record)"
+        )
     if len(extra) > 20:
         rep.add(f"index: ... {len(extra) - 20} more unexpected (key, phy) pairs")
     # lookup for every key, the way selectPhyOffset walks
     for rec in rep.records:
         for k in keys_of[rec.phys]:
             if not _lookup(files, S, k, rec.phys, rec.store_ts):
-                rep.add(f"index: lookup of {k!r} (slot {index_key_hash(k) % S}) does not reach phy {rec.phys} "
-                        f"({rec.where()}) by walking the hash chain (spec 4.3 selectPhyOffset)")
+                rep.add(
+                    f"index: lookup of {k!r} (slot {index_key_hash(k) % S}) does not reach phy {rec.phys} "
+                    f"({rec.where()}) by walking the hash chain (spec 4.3 selectPhyOffset)"
+                )
 
 
 def _lookup(files, S: int, key: str, phy: int, store_ts: int) -> bool:
@@ -840,21 +974,35 @@ def read_checkpoint(root: Path, rep: Report, now_ms: int, strict: bool) -> None:
     p_ok = plausible("physicMsgTimestamp", physic, allow_zero=not strict)
     l_ok = plausible("logicsMsgTimestamp", logics, allow_zero=not strict)
     if l_ok and disp and logics > max(disp):
-        rep.add(f"checkpoint: logicsMsgTimestamp {logics} > newest dispatched store time {max(disp)} (spec 4.1.1)")
+        rep.add(
+            f"checkpoint: logicsMsgTimestamp {logics} > newest dispatched store time {max(disp)} (spec 4.1.1)"
+        )
     if p_ok and l_ok and physic < logics - 3000:
-        rep.add(f"checkpoint: physicMsgTimestamp {physic} < logicsMsgTimestamp {logics} - 3 s "
-                f"(the CommitLog is flushed no later than what is dispatched from it; spec 4.4)")
+        rep.add(
+            f"checkpoint: physicMsgTimestamp {physic} < logicsMsgTimestamp {logics} - 3 s "
+            f"(the CommitLog is flushed no later than what is dispatched from it; spec 4.4)"
+        )
     if index != 0:
         if plausible("indexMsgTimestamp", index, allow_zero=True) and index not in rep.index_ends:
-            rep.add(f"checkpoint: indexMsgTimestamp {index} is not the endTimestamp of any IndexFile "
-                    f"{sorted(set(rep.index_ends))[-5:]} (spec 4.3, 4.4)")
+            rep.add(
+                f"checkpoint: indexMsgTimestamp {index} is not the endTimestamp of any IndexFile "
+                f"{sorted(set(rep.index_ends))[-5:]} (spec 4.3, 4.4)"
+            )
     elif strict and len(rep.index_ends) > 1:
-        rep.add(f"checkpoint: indexMsgTimestamp is 0 although {len(rep.index_ends) - 1} IndexFile(s) are full "
-                f"and flushed (spec 4.3: a full file's endTimestamp is written to the checkpoint)")
+        rep.add(
+            f"checkpoint: indexMsgTimestamp is 0 although {len(rep.index_ends) - 1} IndexFile(s) are full "
+            f"and flushed (spec 4.3: a full file's endTimestamp is written to the checkpoint)"
+        )
 
 
-def validate_store(root: Path, layout: Layout, *, strict: bool, t_start_ms: int | None = None,
-                   restarts: tuple["Restart", ...] = ()) -> Report:
+def validate_store(
+    root: Path,
+    layout: Layout,
+    *,
+    strict: bool,
+    t_start_ms: int | None = None,
+    restarts: tuple[Restart, ...] = (),
+) -> Report:
     """Run the whole independent reader over a store directory; returns every finding."""
     now_ms = time.time_ns() // 1_000_000
     rep = Report()
@@ -877,8 +1025,12 @@ def fail_with(rep: Report, what: str) -> None:
 # The reader against the real RocketMQ 4.9.8 store
 # =================================================================================================
 
-REAL_LAYOUT = Layout(commitlog_file_size=1024 * 1024, cq_file_size_configured=300000 * 20,
-                     hash_slot_num=5_000_000, index_num=20_000_000)
+REAL_LAYOUT = Layout(
+    commitlog_file_size=1024 * 1024,
+    cq_file_size_configured=300000 * 20,
+    hash_slot_num=5_000_000,
+    index_num=20_000_000,
+)
 
 
 def test_reader_accepts_real_rocketmq_store(rocketmq_store_pristine: Path) -> None:
@@ -898,8 +1050,20 @@ def test_reader_accepts_real_rocketmq_store(rocketmq_store_pristine: Path) -> No
 # Writing stores with the code under test (the only use of rmq.* in this file)
 # =================================================================================================
 
-TOPICS = ["TopicA", "TopicB", "Topic_C", "topic-d", "T|pipe", "%RETRY%grpE", "%DLQ%grpF", "UPPER_G",
-          "h0123456789", "Mixed-Case_Topic_I", "J", "Topic-K_127_" + "x" * 115]   # the longest topic v1 allows
+TOPICS = [
+    "TopicA",
+    "TopicB",
+    "Topic_C",
+    "topic-d",
+    "T|pipe",
+    "%RETRY%grpE",
+    "%DLQ%grpF",
+    "UPPER_G",
+    "h0123456789",
+    "Mixed-Case_Topic_I",
+    "J",
+    "Topic-K_127_" + "x" * 115,
+]  # the longest topic v1 allows
 QUEUES = {t: (8 if i % 3 == 0 else 4) for i, t in enumerate(TOPICS)}
 TAGS = ["TagA", "TagB", "标签", "Tag😀", "ä||ö", "TagA||TagB", "x"]
 # near-limit records: seq -> bytes left in the file after them (8 = exactly the BLANK)
@@ -947,7 +1111,10 @@ def _hosts(rng: random.Random) -> tuple[bytes, bytes]:
     if rng.random() < 0.25:
         born_addr = rng.choice(V6_HOSTS)
     else:
-        born_addr = (f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}", rng.randint(1, 65535))
+        born_addr = (
+            f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
+            rng.randint(1, 65535),
+        )
     store_addr = ("fe80::1", 10911) if rng.random() < 0.2 else ("127.0.0.1", 10911)
     born, store = pack_host(*born_addr), pack_host(*store_addr)
     # what we hand the store must already be the spec's layout; records are compared against it
@@ -961,7 +1128,7 @@ def _props(rng: random.Random, mid: str) -> dict[str, str]:
         p["UNIQ_KEY"] = _uniq(rng)
     if rng.random() < 0.8:
         toks = [f"k{mid}", f"ключ{mid}", f"🔑{mid}", f"键-{rng.randint(0, 99)}"]
-        p["KEYS"] = " ".join(toks[:rng.randint(1, 4)])
+        p["KEYS"] = " ".join(toks[: rng.randint(1, 4)])
     if rng.random() < 0.85:
         p["TAGS"] = rng.choice(TAGS)
     if rng.random() < 0.5:
@@ -976,13 +1143,13 @@ def _odd_properties(rng: random.Random, props: dict[str, str]) -> str:
     raw = spec_properties_string(props)
     r = rng.random()
     if r < 0.15:
-        raw = raw[:-1]                                     # missing final \x02 (as 4.9.8 stores it)
+        raw = raw[:-1]  # missing final \x02 (as 4.9.8 stores it)
     elif r < 0.3:
-        raw += "junk\x02k\x01\x02\x01v\x02\x02"             # ignored segments
+        raw += "junk\x02k\x01\x02\x01v\x02\x02"  # ignored segments
     elif r < 0.45:
-        raw += f"TAGS\x01{rng.choice(TAGS)}-last\x02"         # duplicate TAGS: last wins
+        raw += f"TAGS\x01{rng.choice(TAGS)}-last\x02"  # duplicate TAGS: last wins
     elif r < 0.55:
-        raw += "odd\x01v\x01w\x02"                          # value containing \x01
+        raw += "odd\x01v\x01w\x02"  # value containing \x01
     elif r < 0.65:
         raw += f"KEYS\x01dup{props['mid']} dup{props['mid']}  sp{props['mid']}\x02"
     return raw
@@ -995,7 +1162,7 @@ class WrittenStore:
     msgs: dict[str, Written]
     t_start_ms: int
     t_end_ms: int
-    restarts: tuple["Restart", ...] = ()
+    restarts: tuple[Restart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1003,9 +1170,9 @@ class Restart:
     """Where a reopen re-dispatches (read from the files as the store left them; see read_index)."""
 
     kind: str
-    tail_from: int              # largest phy offset + size referenced by any CQ unit (spec 4.5)
-    tail_to: int                # end of the last record in the CommitLog
-    survivor_end: int | None    # crash only: endPhyOffset of the newest surviving IndexFile (4.3)
+    tail_from: int  # largest phy offset + size referenced by any CQ unit (spec 4.5)
+    tail_to: int  # end of the last record in the CommitLog
+    survivor_end: int | None  # crash only: endPhyOffset of the newest surviving IndexFile (4.3)
 
 
 def restart_point(root: Path, layout: Layout, kind: str) -> Restart:
@@ -1041,17 +1208,27 @@ def surviving_index_end(root: Path, layout: Layout) -> int | None:
     return best
 
 
-async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, seed: int,
-                      min_files: int = 32, restarts: tuple[str, ...] = ()) -> WrittenStore:
+async def write_store(
+    root: Path,
+    layout: Layout,
+    flush: FlushDiskType | None,
+    seed: int,
+    min_files: int = 32,
+    restarts: tuple[str, ...] = (),
+) -> WrittenStore:
     """Write a store; `restarts` ("clean" / "crash") reopen it along the way, so the files also
     carry what recovery and the continued appends made of them."""
     rng = random.Random(seed)
     kw = {} if flush is None else {"flushDiskType": flush}
-    cfg = MessageStoreConfig(storePathRootDir=str(root),
-                             mappedFileSizeCommitLog=layout.commitlog_file_size,
-                             mappedFileSizeConsumeQueue=layout.cq_file_size_configured,
-                             maxHashSlotNum=layout.hash_slot_num, maxIndexNum=layout.index_num,
-                             messageDelayLevel=layout.delay_levels, **kw)
+    cfg = MessageStoreConfig(
+        storePathRootDir=str(root),
+        mappedFileSizeCommitLog=layout.commitlog_file_size,
+        mappedFileSizeConsumeQueue=layout.cq_file_size_configured,
+        maxHashSlotNum=layout.hash_slot_num,
+        maxIndexNum=layout.index_num,
+        messageDelayLevel=layout.delay_levels,
+        **kw,
+    )
     n_levels = len(delay_levels_ms(layout.delay_levels))
     size = layout.commitlog_file_size
     t_start = time.time_ns() // 1_000_000
@@ -1081,7 +1258,7 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
                 if kind == "clean":
                     await st.shutdown()
                 else:
-                    st.close_after_crash_test()   # as if killed: `abort` stays, recovery is abnormal
+                    st.close_after_crash_test()  # as if killed: `abort` stays, recovery is abnormal
                 done_restarts.append(restart_point(root, layout, kind))
                 st = MessageStore(cfg, store_host=("127.0.0.1", 10911))
                 st.load()
@@ -1095,16 +1272,28 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
             born_ts = time.time_ns() // 1_000_000 - rng.randint(0, 5000)
             if seq in BIG_SEQS:
                 # near-limit records: exactly size - 8 (leaves exactly the 8-byte BLANK) or size - 9
-                props = {"mid": mid, "UNIQ_KEY": _uniq(rng), "KEYS": f"big{mid} größe{mid}", "TAGS": "Большой"}
+                props = {
+                    "mid": mid,
+                    "UNIQ_KEY": _uniq(rng),
+                    "KEYS": f"big{mid} größe{mid}",
+                    "TAGS": "Большой",
+                }
                 pstr = spec_properties_string(props)
                 sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
                 slack = BIG_SEQS[seq]
                 blen = size - slack - spec_record_length(sf, 0, len(topic), len(pstr.encode("utf-8")))
                 body = rng.randbytes(blen)
                 w = Written(topic, qid, body, 0, sf, born_ts, born, store, 0, 0, props)
-                msg = MessageExtBrokerInner(topic=topic, body=body, queue_id=qid, properties=dict(props),
-                                            properties_string=pstr, born_timestamp=born_ts,
-                                            born_host=born, store_host=store)
+                msg = MessageExtBrokerInner(
+                    topic=topic,
+                    body=body,
+                    queue_id=qid,
+                    properties=dict(props),
+                    properties_string=pstr,
+                    born_timestamp=born_ts,
+                    born_host=born,
+                    store_host=store,
+                )
                 pending.append(st.put(msg))
                 msgs[mid] = w
                 volume += size
@@ -1117,16 +1306,31 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
                     imid = f"{mid}.{j}"
                     props = {"mid": imid, "bid": mid, **_props(rng, imid)}
                     raw = _odd_properties(rng, props)
-                    props = parse_properties(raw)   # what a spec 3.4 reader makes of the raw string
+                    props = parse_properties(raw)  # what a spec 3.4 reader makes of the raw string
                     body = _body(rng)
                     flag = rng.randint(INT_MIN, INT_MAX)
                     items.append(BatchItem(flag, body, raw))
-                    sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
-                    msgs[imid] = Written(topic, qid, body, flag, sf, born_ts, born, store, 0, 0, props, batch=True)
-                    volume += spec_record_length(sf, len(body), len(topic), len(items[-1].properties.encode()))
-                pending.append(st.put_batch(MessageExtBatch(topic=topic, queue_id=qid, items=items,
-                                                            born_timestamp=born_ts, born_host=born,
-                                                            store_host=store)))
+                    sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (
+                        SF_STOREHOST_V6 if len(store) == 20 else 0
+                    )
+                    msgs[imid] = Written(
+                        topic, qid, body, flag, sf, born_ts, born, store, 0, 0, props, batch=True
+                    )
+                    volume += spec_record_length(
+                        sf, len(body), len(topic), len(items[-1].properties.encode())
+                    )
+                pending.append(
+                    st.put_batch(
+                        MessageExtBatch(
+                            topic=topic,
+                            queue_id=qid,
+                            items=items,
+                            born_timestamp=born_ts,
+                            born_host=born,
+                            store_host=store,
+                        )
+                    )
+                )
                 continue
             props = _props(rng, mid)
             body = _body(rng)
@@ -1144,22 +1348,38 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
             if rng.random() < 0.12:
                 props["DELAY"] = str(rng.choice([1, 2, n_levels, n_levels + 4]))
             elif rng.random() < 0.02:
-                props["DELAY"] = "0"          # level 0: an ordinary message (spec 7.1: n > 0)
+                props["DELAY"] = "0"  # level 0: an ordinary message (spec 7.1: n > 0)
             reconsume = rng.randint(0, 16)
             prep_off = rng.randint(0, 2**40) if tran in (TRAN_COMMIT, TRAN_ROLLBACK) else 0
-            msg = MessageExtBrokerInner(topic=topic, body=body, queue_id=qid, flag=flag,
-                                        properties=dict(props), sys_flag=sysflag, born_timestamp=born_ts,
-                                        born_host=born, store_host=store, reconsume_times=reconsume,
-                                        prepared_transaction_offset=prep_off)
-            sf = sysflag | (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
+            msg = MessageExtBrokerInner(
+                topic=topic,
+                body=body,
+                queue_id=qid,
+                flag=flag,
+                properties=dict(props),
+                sys_flag=sysflag,
+                born_timestamp=born_ts,
+                born_host=born,
+                store_host=store,
+                reconsume_times=reconsume,
+                prepared_transaction_offset=prep_off,
+            )
+            sf = (
+                sysflag
+                | (SF_BORNHOST_V6 if len(born) == 20 else 0)
+                | (SF_STOREHOST_V6 if len(store) == 20 else 0)
+            )
             exp_topic, exp_qid, exp_props = topic, qid, dict(props)
             if int(props.get("DELAY", "0")) > 0 and tran in (TRAN_NOT, TRAN_COMMIT):
-                level = min(int(props["DELAY"]), n_levels)   # spec 7.1: clamped to the max level
+                level = min(int(props["DELAY"]), n_levels)  # spec 7.1: clamped to the max level
                 exp_topic, exp_qid = SCHEDULE_TOPIC, level - 1
                 exp_props.update({"REAL_TOPIC": topic, "REAL_QID": str(qid)})
-            msgs[mid] = Written(exp_topic, exp_qid, body, flag, sf, born_ts, born, store, reconsume, prep_off,
-                                exp_props)
-            volume += spec_record_length(sf, len(body), len(exp_topic), 40 + len(spec_properties_string(exp_props).encode()))
+            msgs[mid] = Written(
+                exp_topic, exp_qid, body, flag, sf, born_ts, born, store, reconsume, prep_off, exp_props
+            )
+            volume += spec_record_length(
+                sf, len(body), len(exp_topic), 40 + len(spec_properties_string(exp_props).encode())
+            )
             pending.append(st.put(msg))
             if len(pending) >= 64:
                 await drain()
@@ -1167,8 +1387,7 @@ async def write_store(root: Path, layout: Layout, flush: FlushDiskType | None, s
         assert await st.reput.wait_caught_up(timeout=10)
     finally:
         await st.shutdown()
-    return WrittenStore(root, layout, msgs, t_start, time.time_ns() // 1_000_000,
-                        tuple(done_restarts))
+    return WrittenStore(root, layout, msgs, t_start, time.time_ns() // 1_000_000, tuple(done_restarts))
 
 
 def check_against_written(rep: Report, ws: WrittenStore) -> None:
@@ -1186,9 +1405,13 @@ def check_against_written(rep: Report, ws: WrittenStore) -> None:
         w = ws.msgs[mid]
         where = f"{rec.where()} mid={mid}"
         checks = [
-            ("topic", rec.topic, w.topic), ("QUEUEID", rec.queue_id, w.queue_id), ("BODY", rec.body, w.body),
-            ("FLAG", rec.flag, w.flag), ("SYSFLAG", rec.sysflag, w.sysflag),
-            ("BORNTIMESTAMP", rec.born_ts, w.born_ts), ("BORNHOST", rec.born_host, w.born_host),
+            ("topic", rec.topic, w.topic),
+            ("QUEUEID", rec.queue_id, w.queue_id),
+            ("BODY", rec.body, w.body),
+            ("FLAG", rec.flag, w.flag),
+            ("SYSFLAG", rec.sysflag, w.sysflag),
+            ("BORNTIMESTAMP", rec.born_ts, w.born_ts),
+            ("BORNHOST", rec.born_host, w.born_host),
             ("STOREHOSTADDRESS", rec.store_host, w.store_host),
             ("RECONSUMETIMES", rec.reconsume_times, w.reconsume_times),
             ("PREPARED TRANSACTION OFFSET", rec.prepared_tx_offset, w.prepared_tx_offset),
@@ -1206,16 +1429,23 @@ def check_against_written(rep: Report, ws: WrittenStore) -> None:
             if got_props["DELAY"] == str(min(int(want_props["DELAY"]), n_levels)):
                 got_props["DELAY"] = want_props["DELAY"]
         if got_props != want_props:
-            diff = {k: (got_props.get(k), want_props.get(k))
-                    for k in set(got_props) | set(want_props) if got_props.get(k) != want_props.get(k)}
+            diff = {
+                k: (got_props.get(k), want_props.get(k))
+                for k in set(got_props) | set(want_props)
+                if got_props.get(k) != want_props.get(k)
+            }
             rep.add(f"{where}: properties differ from what was written (stored, written): {diff} (spec 3.4)")
         if not rec.store_ts or not ws.t_start_ms - 1000 <= rec.store_ts <= ws.t_end_ms + 1000:
-            rep.add(f"{where}: STORETIMESTAMP {rec.store_ts} outside the write window "
-                    f"[{ws.t_start_ms}, {ws.t_end_ms}] (spec 3.8: set at append time)")
+            rep.add(
+                f"{where}: STORETIMESTAMP {rec.store_ts} outside the write window "
+                f"[{ws.t_start_ms}, {ws.t_end_ms}] (spec 3.8: set at append time)"
+            )
     for mid in ws.msgs.keys() - seen.keys():
         w = ws.msgs[mid]
-        rep.add(f"message mid={mid} ({w.topic}-{w.queue_id}, sysflag {w.sysflag:#x}) was written but is not in "
-                f"the CommitLog")
+        rep.add(
+            f"message mid={mid} ({w.topic}-{w.queue_id}, sysflag {w.sysflag:#x}) was written but is not in "
+            f"the CommitLog"
+        )
 
 
 # =================================================================================================
@@ -1224,17 +1454,41 @@ def check_against_written(rep: Report, ws: WrittenStore) -> None:
 
 STORES = {
     # SYNC_FLUSH, tiny files: many BLANK rolls and CQ files, several index files
-    "sync-32KiB": (Layout(commitlog_file_size=32 * 1024, cq_file_size_configured=20 * 50,
-                          hash_slot_num=64, index_num=200, delay_levels="1s 5s 10s"),
-                   FlushDiskType.SYNC_FLUSH, 1, ()),
+    "sync-32KiB": (
+        Layout(
+            commitlog_file_size=32 * 1024,
+            cq_file_size_configured=20 * 50,
+            hash_slot_num=64,
+            index_num=200,
+            delay_levels="1s 5s 10s",
+        ),
+        FlushDiskType.SYNC_FLUSH,
+        1,
+        (),
+    ),
     # ASYNC_FLUSH default, sizes that are not powers of two, a CQ size that must round up to 20,
     # very few slots (long chains), the default 18 delay levels
-    "async-default-odd": (Layout(commitlog_file_size=40_000, cq_file_size_configured=20 * 37 + 7,
-                                 hash_slot_num=7, index_num=150), None, 2, ()),
+    "async-default-odd": (
+        Layout(
+            commitlog_file_size=40_000, cq_file_size_configured=20 * 37 + 7, hash_slot_num=7, index_num=150
+        ),
+        None,
+        2,
+        (),
+    ),
     # the first layout again, reopened twice: once cleanly, once after a simulated crash
-    "sync-32KiB-restarted": (Layout(commitlog_file_size=32 * 1024, cq_file_size_configured=20 * 50,
-                                    hash_slot_num=64, index_num=200, delay_levels="1s 5s 10s"),
-                             FlushDiskType.SYNC_FLUSH, 3, ("clean", "crash")),
+    "sync-32KiB-restarted": (
+        Layout(
+            commitlog_file_size=32 * 1024,
+            cq_file_size_configured=20 * 50,
+            hash_slot_num=64,
+            index_num=200,
+            delay_levels="1s 5s 10s",
+        ),
+        FlushDiskType.SYNC_FLUSH,
+        3,
+        ("clean", "crash"),
+    ),
 }
 
 
@@ -1242,8 +1496,7 @@ STORES = {
 async def test_store_validates_with_independent_reader(tmp_path: Path, name: str) -> None:
     layout, flush, seed, restarts = STORES[name]
     ws = await write_store(tmp_path / "store", layout, flush, seed, restarts=restarts)
-    rep = validate_store(ws.root, layout, strict=True, t_start_ms=ws.t_start_ms,
-                         restarts=ws.restarts)
+    rep = validate_store(ws.root, layout, strict=True, t_start_ms=ws.t_start_ms, restarts=ws.restarts)
     check_against_written(rep, ws)
     for note in rep.notes:
         print("note:", note)
@@ -1271,12 +1524,15 @@ def test_reader_helpers_match_java() -> None:
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("Aa") == java_string_hash("BB") == 2112
     assert java_string_hash("polygenelubricants") == INT_MIN
-    assert index_key_hash("polygenelubricants") == 0          # abs(MIN_VALUE) -> 0 (spec 4.3)
-    assert java_string_hash("😀") == 31 * 0xD83D + 0xDE00      # two UTF-16 units, not one code point
+    assert index_key_hash("polygenelubricants") == 0  # abs(MIN_VALUE) -> 0 (spec 4.3)
+    assert java_string_hash("😀") == 31 * 0xD83D + 0xDE00  # two UTF-16 units, not one code point
     assert java_string_hash("标签") == 31 * 0x6807 + 0x7B7E
-    assert parse_properties("a\x01b\x02c\x01d") == {"a": "b", "c": "d"}   # no trailing separator
+    assert parse_properties("a\x01b\x02c\x01d") == {"a": "b", "c": "d"}  # no trailing separator
     assert parse_properties("k\x01\x02\x01v\x02aaa\x02\x02x\x011\x02x\x012\x02") == {"x": "2"}
-    assert delay_levels_ms(DEFAULT_DELAY_LEVELS)[-1] == 7_200_000 and len(delay_levels_ms(DEFAULT_DELAY_LEVELS)) == 18
+    assert (
+        delay_levels_ms(DEFAULT_DELAY_LEVELS)[-1] == 7_200_000
+        and len(delay_levels_ms(DEFAULT_DELAY_LEVELS)) == 18
+    )
 
 
 def _poke(path: Path, off: int, data: bytes) -> None:
@@ -1286,21 +1542,35 @@ def _poke(path: Path, off: int, data: bytes) -> None:
 
 
 async def test_reader_detects_damage(tmp_path: Path) -> None:
-    layout = Layout(commitlog_file_size=16 * 1024, cq_file_size_configured=20 * 30,
-                    hash_slot_num=16, index_num=400, delay_levels="1s 5s 10s")
+    layout = Layout(
+        commitlog_file_size=16 * 1024,
+        cq_file_size_configured=20 * 30,
+        hash_slot_num=16,
+        index_num=400,
+        delay_levels="1s 5s 10s",
+    )
     ws = await write_store(tmp_path / "clean", layout, FlushDiskType.SYNC_FLUSH, seed=7, min_files=5)
     base = validate_store(ws.root, layout, strict=True, t_start_ms=ws.t_start_ms)
     check_against_written(base, ws)
     fail_with(base, "clean store for the damage test")
     recs = base.records
     cl = lambda r: Path("commitlog") / r.file.split("/")[-1]  # noqa: E731
-    normal = next(r for r in recs if r.tran == TRAN_NOT and r.body and r.topic != SCHEDULE_TOPIC
-                  and r.props.get("TAGS") and r.props.get("KEYS"))
+    normal = next(
+        r
+        for r in recs
+        if r.tran == TRAN_NOT
+        and r.body
+        and r.topic != SCHEDULE_TOPIC
+        and r.props.get("TAGS")
+        and r.props.get("KEYS")
+    )
     prepared = next(r for r in recs if r.tran == TRAN_PREPARED)
     sched = next(r for r in recs if r.topic == SCHEDULE_TOPIC)
     last = recs[-1]
     per_queue = Counter((r.topic, r.queue_id) for r in recs if r.dispatchable)
-    head = next(r for r in recs if r.dispatchable and r.queue_offset == 0 and per_queue[(r.topic, r.queue_id)] >= 3)
+    head = next(
+        r for r in recs if r.dispatchable and r.queue_offset == 0 and per_queue[(r.topic, r.queue_id)] >= 3
+    )
     blank_file = Path("commitlog") / base.commitlog_files[0]
     blank_pos = max(r.pos + r.total_size for r in recs if r.file.endswith(base.commitlog_files[0]))
 
@@ -1310,11 +1580,14 @@ async def test_reader_detects_damage(tmp_path: Path) -> None:
         return Path("consumequeue") / r.topic / str(r.queue_id) / f"{n - n % fs:020d}", n % fs
 
     idx = Path("index") / base.index_files[0]
-    e1 = 40 + 16 * 4 + 20   # entry 1
+    e1 = 40 + 16 * 4 + 20  # entry 1
     now = time.time_ns() // 1_000_000
     damages = {
-        "BODYCRC": (cl(normal), normal.pos + 84 + 20 * bool(normal.sysflag & 0x10)
-                    + 12 * bool(normal.sysflag & 0x20) + 4 + 0, bytes([normal.body[0] ^ 0xFF])),
+        "BODYCRC": (
+            cl(normal),
+            normal.pos + 84 + 20 * bool(normal.sysflag & 0x10) + 12 * bool(normal.sysflag & 0x20) + 4 + 0,
+            bytes([normal.body[0] ^ 0xFF]),
+        ),
         "PHYSICALOFFSET": (cl(normal), normal.pos + 28, I64.pack(normal.phys + 1)),
         "QUEUEOFFSET 7, expected 0": (cl(prepared), prepared.pos + 20, I64.pack(7)),
         "BLANK size": (blank_file, blank_pos, I32.pack(layout.commitlog_file_size - blank_pos - 1)),
@@ -1322,8 +1595,11 @@ async def test_reader_detects_damage(tmp_path: Path) -> None:
         "non-zero byte": (cl(last), layout.commitlog_file_size - 1, b"\x01"),
         "MAGICCODE": (cl(normal), normal.pos + 4, I32.pack(MAGIC_V2)),
         "tag code": (cq_path(normal)[0], cq_path(normal)[1] + 12, I64.pack(java_string_hash("other"))),
-        "store time + level delay": (cq_path(sched)[0], cq_path(sched)[1] + 12,
-                                     I64.pack(sched.store_ts + 999)),
+        "store time + level delay": (
+            cq_path(sched)[0],
+            cq_path(sched)[1] + 12,
+            I64.pack(sched.store_ts + 999),
+        ),
         "size": (cq_path(normal)[0], cq_path(normal)[1] + 8, I32.pack(normal.total_size - 1)),
         "is not the start of a record": (cq_path(normal)[0], cq_path(normal)[1], I64.pack(normal.phys + 4)),
         "after the last valid unit": (cq_path(head)[0], cq_path(head)[1], bytes(20)),

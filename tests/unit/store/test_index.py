@@ -3,6 +3,7 @@
 Expected bytes are read back here with ``struct`` from the spec's field tables; key hashes
 come from a naive String.hashCode written in this file, not from the code under test.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,7 @@ from rmq.store.index import (
 )
 
 HEADER = struct.Struct(">qqqqii")  # begin ts, end ts, begin phy, end phy, slot count, index count
-ENTRY = struct.Struct(">iqii")     # keyHash, phyOffset, timeDiff, prevIndex
+ENTRY = struct.Struct(">iqii")  # keyHash, phyOffset, timeDiff, prevIndex
 INT_MAX = 2**31 - 1
 FAR_FUTURE = 2**62
 
@@ -71,17 +72,29 @@ def file_bytes(path: str | Path) -> bytes:
         return fh.read()
 
 
-def req(off: int, ts: int, uniq: str | None = None, keys: str | None = None,
-        topic: str = "T", sys_flag: int = 0) -> DispatchRequest:
-    return DispatchRequest(topic=topic, queue_id=0, commit_log_offset=off, msg_size=10,
-                           tags_code=0, store_timestamp=ts, consume_queue_offset=0,
-                           keys=keys, uniq_key=uniq, sys_flag=sys_flag)
+def req(
+    off: int, ts: int, uniq: str | None = None, keys: str | None = None, topic: str = "T", sys_flag: int = 0
+) -> DispatchRequest:
+    return DispatchRequest(
+        topic=topic,
+        queue_id=0,
+        commit_log_offset=off,
+        msg_size=10,
+        tags_code=0,
+        store_timestamp=ts,
+        consume_queue_offset=0,
+        keys=keys,
+        uniq_key=uniq,
+        sys_flag=sys_flag,
+    )
 
 
-def make_service(root: str | Path, slots: int = SLOTS, entries: int = ENTRIES,
-                 max_batch: int = 64) -> IndexService:
-    cfg = MessageStoreConfig(storePathRootDir=str(root), maxHashSlotNum=slots,
-                             maxIndexNum=entries, maxMsgsNumBatch=max_batch)
+def make_service(
+    root: str | Path, slots: int = SLOTS, entries: int = ENTRIES, max_batch: int = 64
+) -> IndexService:
+    cfg = MessageStoreConfig(
+        storePathRootDir=str(root), maxHashSlotNum=slots, maxIndexNum=entries, maxMsgsNumBatch=max_batch
+    )
     return IndexService(cfg, StoreCheckpoint(cfg.checkpoint_path))
 
 
@@ -277,8 +290,14 @@ def test_load_reads_header_and_answers(tmp_path: Path) -> None:
         f.put_key(f"T#{i % 3}", 1000 * i, 1_000_000 + i)
     f.close()
     g = IndexFile.load(str(p), SLOTS, ENTRIES)
-    assert (g.begin_timestamp, g.end_timestamp, g.begin_phy_offset, g.end_phy_offset,
-            g.hash_slot_count, g.index_count) == read_header(p)
+    assert (
+        g.begin_timestamp,
+        g.end_timestamp,
+        g.begin_phy_offset,
+        g.end_phy_offset,
+        g.hash_slot_count,
+        g.index_count,
+    ) == read_header(p)
     assert g.select_phy_offsets("T#1", 10, 0, FAR_FUTURE) == [4000, 1000]
     g.close()
     with pytest.raises(StoreError, match="maxHashSlotNum"):
@@ -290,8 +309,8 @@ def test_build_index_keys_rollback_and_redispatch(svc: IndexService) -> None:
     svc.build_index(req(100, 1000, uniq="U1", keys="a  b "))
     svc.build_index(req(200, 1000, uniq="U2", sys_flag=SysFlag.TRANSACTION_ROLLBACK_TYPE))
     svc.build_index(req(300, 1000, uniq="U3", sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE))
-    svc.build_index(req(50, 1000, uniq="OLD"))   # below endPhyOffset: re-dispatch, skipped
-    svc.build_index(req(400, 1000, keys="c"))    # no UNIQ_KEY
+    svc.build_index(req(50, 1000, uniq="OLD"))  # below endPhyOffset: re-dispatch, skipped
+    svc.build_index(req(400, 1000, keys="c"))  # no UNIQ_KEY
     f = svc.index_files[-1]
     assert f.entry_count == 5
     q = lambda k: svc.query_offset("T", k, 10, 0, FAR_FUTURE).phy_offsets  # noqa: E731
@@ -338,7 +357,9 @@ def test_rolls_files_and_queries_newest_first(tmp_path: Path) -> None:
     res = s.query_offset("T", "K", 64, 0, FAR_FUTURE)
     assert res.phy_offsets == [1000 + 100 * i for i in range(29, -1, -1)]
     assert (res.index_last_update_timestamp, res.index_last_update_phyoffset) == (
-        t0 + 29_000, 1000 + 100 * 29)
+        t0 + 29_000,
+        1000 + 100 * 29,
+    )
     assert s.query_offset("T", "K", 5, 0, FAR_FUTURE).phy_offsets == [3900, 3800, 3700, 3600, 3500]
     s.config.maxMsgsNumBatch = 4  # max_num is capped by maxMsgsNumBatch
     assert len(s.query_offset("T", "K", 64, 0, FAR_FUTURE).phy_offsets) == 4
@@ -364,8 +385,7 @@ def test_load_after_shutdown_keeps_everything(tmp_path: Path) -> None:
     for i in range(25):
         s.build_index(req(100 * i, 5000 + i, uniq=f"U{i}", keys=f"k{i % 4}"))
     before = {f.file_name: file_bytes(f.path) for f in s.index_files}
-    answers = {k: s.query_offset("T", k, 64, 0, FAR_FUTURE).phy_offsets
-               for k in ["U3", "U24", "k0", "k3"]}
+    answers = {k: s.query_offset("T", k, 64, 0, FAR_FUTURE).phy_offsets for k in ["U3", "U24", "k0", "k3"]}
     close_service(s)
 
     s2 = make_service(tmp_path, entries=10)
@@ -516,14 +536,19 @@ def test_truncate_beyond_deletes_and_rebuild_matches_fresh(tmp_path: Path) -> No
     close_service(s)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.integers(min_value=1, max_value=60), st.integers(min_value=0, max_value=6200),
-       st.integers(min_value=2, max_value=7))
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(
+    st.integers(min_value=1, max_value=60),
+    st.integers(min_value=0, max_value=6200),
+    st.integers(min_value=2, max_value=7),
+)
 def test_truncate_then_rebuild_equals_fresh_build(n: int, cut: int, entries: int) -> None:
     # 1-3 keys per record, so records straddle files often
-    records = [req(100 * i, 1000 * i, uniq=f"U{i}", keys=" ".join(f"k{j}" for j in range(i % 3)))
-               for i in range(n)]
+    records = [
+        req(100 * i, 1000 * i, uniq=f"U{i}", keys=" ".join(f"k{j}" for j in range(i % 3))) for i in range(n)
+    ]
     with tempfile.TemporaryDirectory() as d:
         s = make_service(os.path.join(d, "a"), slots=5, entries=entries)
         for r in records:
@@ -574,15 +599,29 @@ def dispatch_stream(draw):
         step = draw(st.sampled_from([0, 1, 50, 300, -40]))  # equal and backward offsets too
         off = max(0, off + step)
         ts = max(0, ts + draw(st.sampled_from([0, 1, 999, 1000, 4321, -2000, 10**10])))
-        uniq = draw(st.one_of(st.none(), st.sampled_from(["U1", "U2", "U3", ""]),
-                              st.text(alphabet="0123456789ABCDEF", min_size=32, max_size=32)))
+        uniq = draw(
+            st.one_of(
+                st.none(),
+                st.sampled_from(["U1", "U2", "U3", ""]),
+                st.text(alphabet="0123456789ABCDEF", min_size=32, max_size=32),
+            )
+        )
         toks = draw(st.lists(st.sampled_from(_KEYS + [""]), max_size=3))
         keys = draw(st.sampled_from([None, " ".join(toks), "  ".join(toks) + " "]))
-        flag = draw(st.sampled_from([0, 0, 0, SysFlag.TRANSACTION_PREPARED_TYPE,
-                                     SysFlag.TRANSACTION_COMMIT_TYPE,
-                                     SysFlag.TRANSACTION_ROLLBACK_TYPE, 0x2 | 0xC]))
-        out.append(req(off, ts, uniq=uniq, keys=keys, topic=draw(st.sampled_from(_TOPICS)),
-                       sys_flag=flag))
+        flag = draw(
+            st.sampled_from(
+                [
+                    0,
+                    0,
+                    0,
+                    SysFlag.TRANSACTION_PREPARED_TYPE,
+                    SysFlag.TRANSACTION_COMMIT_TYPE,
+                    SysFlag.TRANSACTION_ROLLBACK_TYPE,
+                    0x2 | 0xC,
+                ]
+            )
+        )
+        out.append(req(off, ts, uniq=uniq, keys=keys, topic=draw(st.sampled_from(_TOPICS)), sys_flag=flag))
     cuts = draw(st.lists(st.integers(min_value=0, max_value=n), max_size=8))
     return out, sorted(set(cuts))
 
@@ -591,19 +630,23 @@ def _poke_garbage_slots(s: IndexService, values: list[int]) -> None:
     """Slot values a torn write can leave behind: negative, or beyond indexCount."""
     f = s.index_files[-1]
     with open(f.path, "r+b") as fh:
-        for slot, v in enumerate(values[:f.hash_slot_num]):
+        for slot, v in enumerate(values[: f.hash_slot_num]):
             if v:
                 fh.seek(40 + 4 * slot)
                 fh.write(struct.pack(">i", v))
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(dispatch_stream(), st.sampled_from([(7, 13), (3, 2), (1, 5), (50, 200)]),
-       st.sampled_from([0, 12]), st.sampled_from([3, 1024]),
-       st.lists(st.sampled_from([0, -1, 3, 6, 9, 40, 10**6]), max_size=50))
-def test_batch_is_byte_identical_to_per_record(stream, sizes, min_keys, max_records,
-                                               garbage) -> None:
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(
+    dispatch_stream(),
+    st.sampled_from([(7, 13), (3, 2), (1, 5), (50, 200)]),
+    st.sampled_from([0, 12]),
+    st.sampled_from([3, 1024]),
+    st.lists(st.sampled_from([0, -1, 3, 6, 9, 40, 10**6]), max_size=50),
+)
+def test_batch_is_byte_identical_to_per_record(stream, sizes, min_keys, max_records, garbage) -> None:
     reqs, cuts = stream
     slots, entries = sizes
     with tempfile.TemporaryDirectory() as d:
@@ -630,24 +673,43 @@ def test_batch_is_byte_identical_to_per_record(stream, sizes, min_keys, max_reco
             batch.build_index_batch(reqs[a:b])
         assert _service_file_contents(batch) == _service_file_contents(single)
         for fs, fb in zip(single.index_files, batch.index_files):
-            assert (fs.begin_timestamp, fs.end_timestamp, fs.begin_phy_offset, fs.end_phy_offset,
-                    fs.hash_slot_count, fs.index_count) == (
-                fb.begin_timestamp, fb.end_timestamp, fb.begin_phy_offset, fb.end_phy_offset,
-                fb.hash_slot_count, fb.index_count)
+            assert (
+                fs.begin_timestamp,
+                fs.end_timestamp,
+                fs.begin_phy_offset,
+                fs.end_phy_offset,
+                fs.hash_slot_count,
+                fs.index_count,
+            ) == (
+                fb.begin_timestamp,
+                fb.end_timestamp,
+                fb.begin_phy_offset,
+                fb.end_phy_offset,
+                fb.hash_slot_count,
+                fb.index_count,
+            )
         assert len(single.take_full_unflushed()) == len(batch.take_full_unflushed())
         close_service(single)
         close_service(batch)
 
 
 def test_batch_large_realistic(tmp_path: Path) -> None:
-    reqs = [req(300 * i, 1_700_000_000_000 + i, uniq=f"{i:032X}", keys=f"order-{i} user-{i % 97}",
-                topic="TopicTest") for i in range(5000)]
+    reqs = [
+        req(
+            300 * i,
+            1_700_000_000_000 + i,
+            uniq=f"{i:032X}",
+            keys=f"order-{i} user-{i % 97}",
+            topic="TopicTest",
+        )
+        for i in range(5000)
+    ]
     single = make_service(tmp_path / "s", slots=1000, entries=4000)
     batch = make_service(tmp_path / "b", slots=1000, entries=4000)
     for r in reqs:
         single.build_index(r)
     for i in range(0, len(reqs), 777):
-        batch.build_index_batch(reqs[i:i + 777])
+        batch.build_index_batch(reqs[i : i + 777])
     assert len(batch.index_files) == 4
     assert _service_file_contents(batch) == _service_file_contents(single)
     expected = [300 * i for i in range(4999, -1, -1) if i % 97 == 5]  # 52 messages
@@ -667,11 +729,20 @@ def _rocketmq_requests(store: Path) -> list[DispatchRequest]:
             if magic == BLANK_MAGIC_CODE or size <= 0:
                 break
             m = decode_record(data, pos)
-            out.append(DispatchRequest(
-                topic=m.topic, queue_id=m.queue_id, commit_log_offset=m.commit_log_offset,
-                msg_size=m.store_size, tags_code=0, store_timestamp=m.store_timestamp,
-                consume_queue_offset=m.queue_offset, keys=m.keys, uniq_key=m.uniq_key,
-                sys_flag=m.sys_flag))
+            out.append(
+                DispatchRequest(
+                    topic=m.topic,
+                    queue_id=m.queue_id,
+                    commit_log_offset=m.commit_log_offset,
+                    msg_size=m.store_size,
+                    tags_code=0,
+                    store_timestamp=m.store_timestamp,
+                    consume_queue_offset=m.queue_offset,
+                    keys=m.keys,
+                    uniq_key=m.uniq_key,
+                    sys_flag=m.sys_flag,
+                )
+            )
             pos += size
     return out
 
@@ -697,23 +768,20 @@ def test_rocketmq_index_file_lookups(rocketmq_index) -> None:
         hdr = read_header(path)
         # RocketMQ indexed UNIQ_KEY + 2 KEYS tokens per message: 3 x 2000 entries
         assert hdr[5] - 1 == f.entry_count == 3 * 2000
-        assert (f.begin_phy_offset, f.end_phy_offset) == (reqs[0].commit_log_offset,
-                                                           reqs[-1].commit_log_offset)
-        assert (f.begin_timestamp, f.end_timestamp) == (reqs[0].store_timestamp,
-                                                         reqs[-1].store_timestamp)
+        assert (f.begin_phy_offset, f.end_phy_offset) == (
+            reqs[0].commit_log_offset,
+            reqs[-1].commit_log_offset,
+        )
+        assert (f.begin_timestamp, f.end_timestamp) == (reqs[0].store_timestamp, reqs[-1].store_timestamp)
         by_n = {int(r.keys.split()[0][4:]): r for r in reqs}
-        assert f.select_phy_offsets(topic + "#key-7", 32, 0, FAR_FUTURE) == [
-            by_n[7].commit_log_offset]
-        assert f.select_phy_offsets(topic + "#key2-1999", 32, 0, FAR_FUTURE) == [
-            by_n[1999].commit_log_offset]
+        assert f.select_phy_offsets(topic + "#key-7", 32, 0, FAR_FUTURE) == [by_n[7].commit_log_offset]
+        assert f.select_phy_offsets(topic + "#key2-1999", 32, 0, FAR_FUTURE) == [by_n[1999].commit_log_offset]
         assert f.select_phy_offsets(topic + "#key-2000", 32, 0, FAR_FUTURE) == []
         for r in reqs:
             for k in [r.uniq_key] + r.keys.split():
-                assert r.commit_log_offset in f.select_phy_offsets(
-                    f"{topic}#{k}", 32, 0, FAR_FUTURE), k
+                assert r.commit_log_offset in f.select_phy_offsets(f"{topic}#{k}", 32, 0, FAR_FUTURE), k
         # time window: key-7 lies outside a window that ends before it was stored
-        assert f.select_phy_offsets(topic + "#key-7", 32, 0,
-                                    by_n[7].store_timestamp - 2000) == []
+        assert f.select_phy_offsets(topic + "#key-7", 32, 0, by_n[7].store_timestamp - 2000) == []
     finally:
         f.close()
 

@@ -1,4 +1,5 @@
 """MessageStore: put path, rolling, reads, statuses, illegal input, recovery."""
+
 from __future__ import annotations
 
 import logging
@@ -76,7 +77,7 @@ async def test_roll_across_many_small_files(open_store, tmp_path):
         assert nxt + 8 > remaining
     for off, size, body in sent:
         assert off // FILE == (off + size - 1) // FILE
-        data = (root / "commitlog" / f"{off - off % FILE:020d}").read_bytes()[off % FILE:off % FILE + size]
+        data = (root / "commitlog" / f"{off - off % FILE:020d}").read_bytes()[off % FILE : off % FILE + size]
         m = decode_record(data, check_crc=True)
         assert m.body == body and m.commit_log_offset == off
 
@@ -95,8 +96,9 @@ async def test_batch_is_consecutive_and_atomic(open_store):
     async with open_store() as st:
         await st.put(msg(queue_id=1))
         items = [BatchItem(7, f"b{i}".encode(), f"UNIQ_KEY\x01U{i}\x02") for i in range(10)]
-        r = await st.put_batch(MessageExtBatch(topic="TopicA", queue_id=1, items=items,
-                                               properties={"CLUSTER": "c1"}))
+        r = await st.put_batch(
+            MessageExtBatch(topic="TopicA", queue_id=1, items=items, properties={"CLUSTER": "c1"})
+        )
         assert r.status is PutMessageStatus.PUT_OK and r.msg_num == 10 and r.queue_offset == 1
         ids = r.msg_id.split(",")
         assert len(ids) == 10
@@ -114,19 +116,23 @@ async def test_batch_rejects_delay_and_transactions(open_store):
         items = [BatchItem(0, b"x", "")]
         r = await st.put_batch(MessageExtBatch(topic="TopicA", items=items, properties={"DELAY": "2"}))
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
-        r = await st.put_batch(MessageExtBatch(topic="TopicA", items=items,
-                                               sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE))
+        r = await st.put_batch(
+            MessageExtBatch(topic="TopicA", items=items, sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE)
+        )
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
         assert st.max_phy_offset == 0
 
 
-@pytest.mark.parametrize("topic,props,body,why", [
-    ("x" * 128, {}, b"b", "longer"),
-    ("bad topic", {}, b"b", "characters"),
-    ("Topic/A", {}, b"b", "characters"),
-    ("TopicA", {"k": "v" * 40000}, b"b", "properties"),
-    ("TopicA", {}, b"b" * (64 * 1024), "maxMessageSize"),
-])
+@pytest.mark.parametrize(
+    "topic,props,body,why",
+    [
+        ("x" * 128, {}, b"b", "longer"),
+        ("bad topic", {}, b"b", "characters"),
+        ("Topic/A", {}, b"b", "characters"),
+        ("TopicA", {"k": "v" * 40000}, b"b", "properties"),
+        ("TopicA", {}, b"b" * (64 * 1024), "maxMessageSize"),
+    ],
+)
 async def test_illegal_messages_write_nothing(open_store, topic, props, body, why):
     async with open_store(maxMessageSize=32 * 1024, mappedFileSizeCommitLog=1 << 20) as st:
         m = MessageExtBrokerInner(topic=topic, body=body, properties=props)
@@ -155,7 +161,12 @@ async def test_get_messages_statuses(open_store):
             await st.put(msg(queue_id=0, TAGS="a" if i % 2 else "b"))
         await st.reput.wait_caught_up()
         g = st.get_messages("g", "TopicA", 0, 0, 32)
-        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == (GetMessageStatus.FOUND, 5, 0, 5)
+        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == (
+            GetMessageStatus.FOUND,
+            5,
+            0,
+            5,
+        )
         assert g.message_count == 5 and g.queue_offsets == [0, 1, 2, 3, 4]
         assert st.get_messages("g", "TopicA", 0, 5, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
         over = st.get_messages("g", "TopicA", 0, 9, 32)
@@ -184,7 +195,9 @@ async def test_transactions_prepared_and_rollback_not_dispatched(open_store):
     async with open_store() as st:
         a = await st.put(MessageExtBrokerInner("TopicT", b"prep", sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE))
         b = await st.put(MessageExtBrokerInner("TopicT", b"normal"))
-        c = await st.put(MessageExtBrokerInner("TopicT", b"rollback", sys_flag=SysFlag.TRANSACTION_ROLLBACK_TYPE))
+        c = await st.put(
+            MessageExtBrokerInner("TopicT", b"rollback", sys_flag=SysFlag.TRANSACTION_ROLLBACK_TYPE)
+        )
         d = await st.put(MessageExtBrokerInner("TopicT", b"commit", sys_flag=SysFlag.TRANSACTION_COMMIT_TYPE))
         assert [x.queue_offset for x in (a, b, c, d)] == [0, 0, 0, 1]
         await st.reput.wait_caught_up()
@@ -301,7 +314,7 @@ async def test_restart_keeps_everything(open_store, tmp_path, mode):
         await st.reput.wait_caught_up()
         bodies = [m.body for m in decode_records(st.get_messages("g", "TopicA", 1, 0, 32).body())]
         assert bodies == [f"m{i}".encode() for i in range(1, 100, 4)]
-        assert st.query_message("TopicA", "k42", 32, 0, 2 ** 62).buffers
+        assert st.query_message("TopicA", "k42", 32, 0, 2**62).buffers
 
 
 async def test_flipped_byte_in_last_record_is_truncated(open_store, tmp_path, caplog):
@@ -319,15 +332,19 @@ async def test_flipped_byte_in_last_record_is_truncated(open_store, tmp_path, ca
     async with open_store() as st:
         assert st.max_phy_offset == last.wrote_offset
         assert st.get_max_offset_in_queue("TopicA", 0) == 9
-        assert any("invalid record at offset %d" % last.wrote_offset in r.getMessage()
-                   and "CRC" in r.getMessage() for r in caplog.records)
+        assert any(
+            "invalid record at offset %d" % last.wrote_offset in r.getMessage() and "CRC" in r.getMessage()
+            for r in caplog.records
+        )
         # the slot is reused by the next put, and nothing of the old record remains
         r = await st.put(msg(queue_id=0, body=b"new"))
         assert (r.wrote_offset, r.queue_offset) == (last.wrote_offset, 9)
         await st.reput.wait_caught_up()
         assert [m.body for m in decode_records(st.get_messages("g", "TopicA", 0, 8, 32).body())] == [
-            bytes([8]) * 200, b"new"]
-        assert st.query_message("TopicA", "k9", 32, 0, 2 ** 62).buffers == []
+            bytes([8]) * 200,
+            b"new",
+        ]
+        assert st.query_message("TopicA", "k9", 32, 0, 2**62).buffers == []
 
 
 async def test_torn_tail_is_truncated_abnormal_recovery(open_store, tmp_path):
@@ -339,7 +356,7 @@ async def test_torn_tail_is_truncated_abnormal_recovery(open_store, tmp_path):
     path = root / "commitlog" / f"{last.wrote_offset - last.wrote_offset % FILE:020d}"
     data = bytearray(path.read_bytes())
     p = last.wrote_offset % FILE
-    data[p + 100:p + last.wrote_bytes] = bytes(last.wrote_bytes - 100)
+    data[p + 100 : p + last.wrote_bytes] = bytes(last.wrote_bytes - 100)
     path.write_bytes(bytes(data))
     (root / "abort").touch()
     async with open_store() as st:
@@ -355,7 +372,7 @@ async def test_consume_queue_starting_at_nonzero_offset_is_blank_filled(open_sto
         assert f.file_from_offset == 64 * 20
         assert cq.get_min_offset_in_queue() == 70 and cq.get_max_offset_in_queue() == 71
         blank = struct.pack(">qiq", 0, 0x7FFFFFFF, 0)
-        assert f.mm[0:6 * 20] == blank * 6
+        assert f.mm[0 : 6 * 20] == blank * 6
         assert struct.unpack_from(">qiq", f.mm, 6 * 20) == (1000, 100, 5)
         # idempotent re-dispatch
         cq.put_message_position_info(1000, 100, 5, 70)

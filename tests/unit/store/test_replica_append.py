@@ -5,6 +5,7 @@ The result must be byte-identical CommitLog files and the same ConsumeQueue unit
 the master's own dispatch, whatever the block sizes, also for a slave that starts
 mid-stream; bytes that do not continue the CommitLog are refused and change nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,15 @@ FILE = 16 * 1024
 async def _fill_master(st, n: int = 300) -> None:
     rnd = random.Random(5)
     for i in range(n):
-        await st.put(msg(topic=f"T{i % 3}", queue_id=i % 2, body=os.urandom(rnd.randrange(10, 900)),
-                         KEYS=f"k{i}", TAGS=f"tag{i % 4}"))
+        await st.put(
+            msg(
+                topic=f"T{i % 3}",
+                queue_id=i % 2,
+                body=os.urandom(rnd.randrange(10, 900)),
+                KEYS=f"k{i}",
+                TAGS=f"tag{i % 4}",
+            )
+        )
     await st.reput.wait_caught_up()
 
 
@@ -37,7 +45,7 @@ async def _replicate(master, slave, start: int, block: int | None = None) -> Non
         want = block or rnd.randrange(1, 5000)
         data = master.get_commitlog_data(off, want)
         assert data is not None and 0 < len(data) <= want
-        assert off // FILE == (off + len(data) - 1) // FILE      # one file per block
+        assert off // FILE == (off + len(data) - 1) // FILE  # one file per block
         if not slave.replica_file_ready(off):
             await slave.create_replica_file(off)
         # several blocks in one call, as one read of the HA client appends them
@@ -55,15 +63,15 @@ def _units(st) -> dict[tuple[str, int], list]:
     out = {}
     for topic, qs in st.consume_queue_table.items():
         for qid, cq in qs.items():
-            out[(topic, qid)] = [cq.read_unit(i) for i in range(cq.get_min_offset_in_queue(),
-                                                               cq.get_max_offset_in_queue())]
+            out[(topic, qid)] = [
+                cq.read_unit(i) for i in range(cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue())
+            ]
     return out
 
 
 @pytest.mark.parametrize("block", [None, 32 * 1024, 1])
 async def test_slave_becomes_byte_identical(open_store, tmp_path, block):
-    async with open_store(tmp_path / "m") as m, \
-            open_store(tmp_path / "s", brokerRole=BrokerRole.SLAVE) as s:
+    async with open_store(tmp_path / "m") as m, open_store(tmp_path / "s", brokerRole=BrokerRole.SLAVE) as s:
         await _fill_master(m, 120 if block == 1 else 300)
         assert len(m.commitlog.mfq.mapped_files) >= 3
         await _replicate(m, s, 0, block)
@@ -78,8 +86,7 @@ async def test_slave_becomes_byte_identical(open_store, tmp_path, block):
 
 async def test_slave_starting_mid_stream(open_store, tmp_path):
     """RocketMQ's default: an empty slave starts at the master's last file."""
-    async with open_store(tmp_path / "m") as m, \
-            open_store(tmp_path / "s", brokerRole=BrokerRole.SLAVE) as s:
+    async with open_store(tmp_path / "m") as m, open_store(tmp_path / "s", brokerRole=BrokerRole.SLAVE) as s:
         await _fill_master(m)
         top = m.max_phy_offset
         start = top - top % FILE
@@ -93,17 +100,16 @@ async def test_slave_starting_mid_stream(open_store, tmp_path):
 
 
 async def test_bytes_that_do_not_continue_are_refused(open_store, tmp_path):
-    async with open_store(tmp_path / "m") as m, \
-            open_store(tmp_path / "s", brokerRole=BrokerRole.SLAVE) as s:
+    async with open_store(tmp_path / "m") as m, open_store(tmp_path / "s", brokerRole=BrokerRole.SLAVE) as s:
         await _fill_master(m, 40)
         data = m.get_commitlog_data(0, 1000)
         await s.create_replica_file(0)
         s.append_replicated(0, [data])
         before = _files(s)
-        for bad in (0, 999, 1001):            # a gap or an overlap
+        for bad in (0, 999, 1001):  # a gap or an overlap
             with pytest.raises(StoreError, match="does not continue"):
                 s.append_replicated(bad, [m.get_commitlog_data(bad, 100)])
-        with pytest.raises(StoreError, match="does not continue"):   # past the file end
+        with pytest.raises(StoreError, match="does not continue"):  # past the file end
             s.append_replicated(1000, [bytes(FILE)])
         assert _files(s) == before and s.max_phy_offset == 1000
 

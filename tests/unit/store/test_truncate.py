@@ -6,6 +6,7 @@ suffix more and is truncated back. CommitLog files, ConsumeQueue files, index fi
 contents, max offsets and the queue-offset table must then be identical, and so must
 they after both receive the same further messages.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,8 @@ from rmq.store.message_store import MessageStore
 
 from .conftest import small_config
 
-FILE = 16 * 1024          # CommitLog file size (small_config)
-N = 420                   # 2 keys each: 840 index entries, two 512-entry index files
+FILE = 16 * 1024  # CommitLog file size (small_config)
+N = 420  # 2 keys each: 840 index entries, two 512-entry index files
 
 
 class FakeClock:
@@ -45,8 +46,13 @@ def message(i: int) -> MessageExtBrokerInner:
     # sizes vary so records land at every position of the 16 KiB files
     body = (b"m%05d-" % i) * (5 + (i * 37) % 90)
     topic = ("TopicA", "TopicB", "TopicC")[i % 3]
-    return MessageExtBrokerInner(topic=topic, body=body, queue_id=i % 4, born_timestamp=1000 + i,
-                                 properties={"KEYS": f"k{i} g{i % 7}", "TAGS": f"t{i % 5}"})
+    return MessageExtBrokerInner(
+        topic=topic,
+        body=body,
+        queue_id=i % 4,
+        born_timestamp=1000 + i,
+        properties={"KEYS": f"k{i} g{i % 7}", "TAGS": f"t{i % 5}"},
+    )
 
 
 async def put_range(st: MessageStore, clock: FakeClock, lo: int, hi: int) -> list[int]:
@@ -65,22 +71,37 @@ def snapshot(st: MessageStore) -> dict:
     """Everything truncation must restore, read from the open store."""
     cl = st.commitlog
     out: dict = {
-        "max": cl.max_offset, "min": cl.min_offset,
-        "commitlog": [(mf.file_name, mf.wrote_position, mf.committed_position, bytes(mf.mm))
-                      for mf in cl.mfq.mapped_files],
+        "max": cl.max_offset,
+        "min": cl.min_offset,
+        "commitlog": [
+            (mf.file_name, mf.wrote_position, mf.committed_position, bytes(mf.mm))
+            for mf in cl.mfq.mapped_files
+        ],
         "table": dict(cl.topic_queue_table),
-        "cq": {}, "index": [],
+        "cq": {},
+        "index": [],
     }
     for topic, qs in st.consume_queue_table.items():
         for qid, cq in qs.items():
             out["cq"][(topic, qid)] = (
-                cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue(), cq.max_physic_offset,
-                [(mf.file_name, mf.wrote_position, bytes(mf.mm)) for mf in cq.mfq.mapped_files])
+                cq.get_min_offset_in_queue(),
+                cq.get_max_offset_in_queue(),
+                cq.max_physic_offset,
+                [(mf.file_name, mf.wrote_position, bytes(mf.mm)) for mf in cq.mfq.mapped_files],
+            )
     if st.index_service is not None:
         for f in st.index_service.index_files:
-            out["index"].append((f.index_count, f.hash_slot_count, f.begin_phy_offset,
-                                 f.end_phy_offset, f.begin_timestamp, f.end_timestamp,
-                                 bytes(f.mapped_file.mm)))
+            out["index"].append(
+                (
+                    f.index_count,
+                    f.hash_slot_count,
+                    f.begin_phy_offset,
+                    f.end_phy_offset,
+                    f.begin_timestamp,
+                    f.end_timestamp,
+                    bytes(f.mapped_file.mm),
+                )
+            )
     return out
 
 
@@ -103,8 +124,11 @@ async def reads_agree(a: MessageStore, b: MessageStore) -> None:
         for qid in range(4):
             ra = a.get_messages("g", topic, qid, 0, 1000)
             rb = b.get_messages("g", topic, qid, 0, 1000)
-            assert (ra.status, ra.next_begin_offset, ra.max_offset) == \
-                   (rb.status, rb.next_begin_offset, rb.max_offset)
+            assert (ra.status, ra.next_begin_offset, ra.max_offset) == (
+                rb.status,
+                rb.next_begin_offset,
+                rb.max_offset,
+            )
             assert [bytes(x) for x in ra.buffers] == [bytes(x) for x in rb.buffers]
     for key in ("g3", "k5", f"k{N - 1}"):
         qa = a.query_message("TopicA", key, 64, 0, 2**62)
@@ -113,7 +137,7 @@ async def reads_agree(a: MessageStore, b: MessageStore) -> None:
 
 
 def open_store(root: Path, **kw) -> MessageStore:
-    kw.setdefault("mappedFileSizeConsumeQueue", 20 * 16)   # 35 units a queue: 3 files
+    kw.setdefault("mappedFileSizeConsumeQueue", 20 * 16)  # 35 units a queue: 3 files
     st = MessageStore(small_config(root, **kw))
     st.load()
     return st
@@ -127,8 +151,9 @@ async def test_reference_run_crosses_files(tmp_path, clock):
         await put_range(st, clock, 0, N)
         assert len(st.commitlog.mfq.mapped_files) >= 6
         assert len(st.index_service.index_files) == 2
-        assert any(len(cq.mfq.mapped_files) >= 2
-                   for qs in st.consume_queue_table.values() for cq in qs.values())
+        assert any(
+            len(cq.mfq.mapped_files) >= 2 for qs in st.consume_queue_table.values() for cq in qs.values()
+        )
     finally:
         await st.shutdown()
 
@@ -141,18 +166,26 @@ def _cut_points(ends: list[int]) -> dict[str, int]:
     # position-wise: its own start (end - size) is a multiple of FILE
     sizes = [len_record(i) for i in range(len(ends))]
     first_of_file = next(i for i in range(1, len(ends)) if (ends[i] - sizes[i]) % FILE == 0)
-    return {"mid": 37, "blank": first_of_file, "file_start": first_of_file,
-            "index2": 300, "index_edge": 256, "index_straddle": 255, "all": 0, "none": N}
+    return {
+        "mid": 37,
+        "blank": first_of_file,
+        "file_start": first_of_file,
+        "index2": 300,
+        "index_edge": 256,
+        "index_straddle": 255,
+        "all": 0,
+        "none": N,
+    }
 
 
 def len_record(i: int) -> int:
     m = message(i)
-    return record_length(0, len(m.body), len(m.topic),
-                         len(properties_to_string(m.properties).encode()))
+    return record_length(0, len(m.body), len(m.topic), len(properties_to_string(m.properties).encode()))
 
 
-@pytest.mark.parametrize("where", ["mid", "blank", "file_start", "index2", "index_edge",
-                                   "index_straddle", "all", "none"])
+@pytest.mark.parametrize(
+    "where", ["mid", "blank", "file_start", "index2", "index_edge", "index_straddle", "all", "none"]
+)
 async def test_truncate_equals_prefix_store(tmp_path, clock, where):
     a = open_store(tmp_path / "a")
     b = open_store(tmp_path / "b")
@@ -227,10 +260,12 @@ async def test_refuses_what_is_not_a_record_start(tmp_path, clock):
         ends = await put_range(a, clock, 0, 50)
         a.config.brokerRole = BrokerRole.SLAVE
         before = snapshot(a)
-        for bad, why in [(ends[10] + 1, "no record starts there"),
-                         (ends[10] + 28, "no record starts there"),
-                         (ends[-1] + 1, "past the end"),
-                         (ends[10] - 4, "no record starts there")]:
+        for bad, why in [
+            (ends[10] + 1, "no record starts there"),
+            (ends[10] + 28, "no record starts there"),
+            (ends[-1] + 1, "past the end"),
+            (ends[10] - 4, "no record starts there"),
+        ]:
             with pytest.raises(StoreError, match=f"offset {bad}: .*{why}"):
                 await a.truncate_to(bad)
         assert_same(snapshot(a), before)
@@ -242,14 +277,15 @@ async def test_refuses_what_is_not_a_record_start(tmp_path, clock):
         fake_at = ends[5]
         assert (fake_at // FILE) == (rec // FILE)
         err = cl.record_boundary_error(fake_at)
-        assert err is None    # a real record starts there
-        saved = bytes(mf.mm[fake_at - mf.file_from_offset:fake_at - mf.file_from_offset + size])
-        mf.mm[fake_at - mf.file_from_offset:fake_at - mf.file_from_offset + size] = \
-            bytes(mf.mm[rec - mf.file_from_offset:rec - mf.file_from_offset + size])
+        assert err is None  # a real record starts there
+        saved = bytes(mf.mm[fake_at - mf.file_from_offset : fake_at - mf.file_from_offset + size])
+        mf.mm[fake_at - mf.file_from_offset : fake_at - mf.file_from_offset + size] = bytes(
+            mf.mm[rec - mf.file_from_offset : rec - mf.file_from_offset + size]
+        )
         try:
             assert "says it is at offset" in cl.record_boundary_error(fake_at)
         finally:
-            mf.mm[fake_at - mf.file_from_offset:fake_at - mf.file_from_offset + size] = saved
+            mf.mm[fake_at - mf.file_from_offset : fake_at - mf.file_from_offset + size] = saved
         # a writable store is refused, whatever the offset
         a.config.brokerRole = BrokerRole.SYNC_MASTER
         with pytest.raises(StoreError, match="make it a SLAVE first"):
@@ -264,13 +300,13 @@ async def test_refuses_offsets_before_the_first_file(tmp_path, clock):
     await a.start()
     ends = await put_range(a, clock, 0, 120)
     await a.shutdown()
-    os.unlink(tmp_path / "a" / "commitlog" / f"{0:020d}")   # as if expired
+    os.unlink(tmp_path / "a" / "commitlog" / f"{0:020d}")  # as if expired
     a = open_store(tmp_path / "a")
     try:
         with pytest.raises(StoreError, match="before the first CommitLog file"):
             await a.truncate_to(ends[2])
-        await a.truncate_to(FILE)        # the first file left: everything goes, the
-        assert a.commitlog.max_offset == FILE   # log keeps its place
+        await a.truncate_to(FILE)  # the first file left: everything goes, the
+        assert a.commitlog.max_offset == FILE  # log keeps its place
         assert a.consume_queue_table == {}
         await a.start()
         r = await a.put(message(0))
@@ -287,7 +323,7 @@ async def test_slave_tail_cut_mid_record(tmp_path, clock):
     await m.start()
     ends = await put_range(m, clock, 0, 30)
     cl_m = m.commitlog
-    data = bytes(cl_m.mfq.mapped_files[0].mm[:ends[20] + 17])
+    data = bytes(cl_m.mfq.mapped_files[0].mm[: ends[20] + 17])
     s = open_store(tmp_path / "s", brokerRole="SLAVE")
     await s.start()
     try:
@@ -297,19 +333,19 @@ async def test_slave_tail_cut_mid_record(tmp_path, clock):
         assert await s.truncate_to(ends[20]) == 17
         assert await s.drop_incomplete_tail() == 0
         # a tail shorter than a record header: only dispatch knows where records end
-        assert s.commitlog.append_data(ends[20], bytes(cl_m.mfq.mapped_files[0].mm[
-            ends[20]:ends[20] + 5]))
+        assert s.commitlog.append_data(ends[20], bytes(cl_m.mfq.mapped_files[0].mm[ends[20] : ends[20] + 5]))
         assert s.commitlog.record_boundary_error(ends[20]) is not None
         assert await s.drop_incomplete_tail() == 5
         assert s.commitlog.max_offset == ends[20]
         # units for the 21 complete records only (i % 3 == 0 goes to TopicA, queue i % 4)
         assert sum(s.get_max_offset_in_queue("TopicA", q) for q in range(4)) == 7
         # the rest arrives and continues cleanly
-        rest = bytes(cl_m.mfq.mapped_files[0].mm[ends[20]:ends[29]])
+        rest = bytes(cl_m.mfq.mapped_files[0].mm[ends[20] : ends[29]])
         assert s.commitlog.append_data(ends[20], rest)
         assert await s.reput.wait_caught_up(timeout=10)
-        assert bytes(s.commitlog.mfq.mapped_files[0].mm[:ends[29]]) == \
-            bytes(cl_m.mfq.mapped_files[0].mm[:ends[29]])
+        assert bytes(s.commitlog.mfq.mapped_files[0].mm[: ends[29]]) == bytes(
+            cl_m.mfq.mapped_files[0].mm[: ends[29]]
+        )
         for qid in range(4):
             assert s.get_max_offset_in_queue("TopicA", qid) == m.get_max_offset_in_queue("TopicA", qid)
     finally:

@@ -7,6 +7,7 @@
 * ConsumeQueue.put_units writes the same bytes as put_message_position_info one by one.
 * SYNC_FLUSH answers PUT_OK only once the fdatasync covering the record has returned.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,13 +44,13 @@ async def test_reads_see_committed_records_only(open_store):
         # appended, not yet in the file: not readable, not dispatched
         assert st.max_phy_offset == end0
         assert st.select_one_message_by_offset(r.wrote_offset) is None
-        await asyncio.sleep(0)   # the loop iteration ends: the commit callback ran
+        await asyncio.sleep(0)  # the loop iteration ends: the commit callback ran
         assert st.max_phy_offset == r.end_offset
         assert decode_record(st.select_one_message_by_offset(r.wrote_offset)).body == b"x" * 100
         r2, _ = st.put_nowait(msg(body=b"y"))
         st.commit_now()
         assert st.max_phy_offset == r2.end_offset
-        st.commit_now()          # nothing pending: a no-op
+        st.commit_now()  # nothing pending: a no-op
         await st.reput.wait_caught_up()
         assert st.get_max_offset_in_queue("TopicA", 0) == 2
 
@@ -80,7 +81,7 @@ def test_call_soon_order_holds_on_uvloop(tmp_path):
         loop = asyncio.get_running_loop()
         seen: list[bool] = []
         try:
-            for _ in range(3):           # three iterations, 50 puts each
+            for _ in range(3):  # three iterations, 50 puts each
                 for i in range(50):
                     r, _ = st.put_nowait(msg(body=bytes([i]) * 10))
                     loop.call_soon(lambda r=r: seen.append(st.max_phy_offset >= r.end_offset))
@@ -110,15 +111,19 @@ async def test_write_buffer_overflow_commits_first(open_store):
         cl = st.commitlog
         cap = cl._wcap
         sent = []
-        for i in range(cap // 1000 + 50):   # more than one buffer within one iteration
+        for i in range(cap // 1000 + 50):  # more than one buffer within one iteration
             r, _ = st.put_nowait(msg(body=bytes([i % 251]) * 900))
             sent.append(r)
             assert cl.uncommitted_bytes <= cap
         assert cl.commits >= 1 and st.max_phy_offset > 0
         await asyncio.sleep(0)
         for r in sent[::97]:
-            assert decode_record(st.select_one_message_by_offset(r.wrote_offset),
-                                 check_crc=True).commit_log_offset == r.wrote_offset
+            assert (
+                decode_record(
+                    st.select_one_message_by_offset(r.wrote_offset), check_crc=True
+                ).commit_log_offset
+                == r.wrote_offset
+            )
 
 
 async def test_dispatch_parses_when_ready_requests_are_missing(open_store):
@@ -128,20 +133,20 @@ async def test_dispatch_parses_when_ready_requests_are_missing(open_store):
         st.commit_now()
         ready = st.commitlog.dispatch_ready
         assert len(ready) == 60
-        del ready[10]          # one gone: parse it, then use the rest again
+        del ready[10]  # one gone: parse it, then use the rest again
         for _ in range(20):
-            ready.pop()        # the tail gone
+            ready.pop()  # the tail gone
         await st.reput.wait_caught_up()
         assert [st.get_max_offset_in_queue("TopicA", q) for q in (0, 1)] == [30, 30]
         units = [st.get_consume_queue("TopicA", i % 2).read_unit(i // 2) for i in range(60)]
         assert [u[0] for u in units] == [r.wrote_offset for r in rs]
-        assert st.query_message("TopicA", "k59", 32, 0, 2 ** 62).buffers
+        assert st.query_message("TopicA", "k59", 32, 0, 2**62).buffers
 
 
 def test_a_record_that_does_not_encode_takes_no_queue_offset(tmp_path):
     cl = CommitLog(str(tmp_path / "c"), 64 * 1024, 16 * 1024, LEVELS)
     bad = _m(b"x")
-    bad.flag = 1 << 40                  # FLAG is an int32
+    bad.flag = 1 << 40  # FLAG is an int32
     with pytest.raises(struct.error):
         cl.put_message(bad, 1)
     r = cl.put_message(_m(b"y"), 2)
@@ -167,6 +172,7 @@ def _tear_pwrites(monkeypatch, keep_bytes: int, calls_before: int = 0):
             return real(fd, data, pos)
         real(fd, memoryview(data)[:keep_bytes], pos)
         raise Killed()
+
     monkeypatch.setattr(mapped_file, "pwrite_all", torn)
     return real
 
@@ -195,18 +201,18 @@ def test_torn_commit_leaves_no_record_and_no_stale_bytes(tmp_path, monkeypatch, 
     good = [cl.put_message(_m(bytes([i]) * 700), 1000 + i) for i in range(5)]
     end = good[-1].end_offset
     assert end == 5 * good[0].wrote_bytes
-    cl._loop = _NoLoop()            # the next puts stay in the buffer...
+    cl._loop = _NoLoop()  # the next puts stay in the buffer...
     cl._commit_scheduled = True
     torn = [cl.put_message(_m(bytes([50 + i]) * 900), 2000 + i) for i in range(12)]
     assert all(r.status is PutMessageStatus.PUT_OK for r in torn)
     assert cl.uncommitted_bytes == sum(r.wrote_bytes for r in torn)
     real = _tear_pwrites(monkeypatch, keep)
-    with pytest.raises(Killed):     # ...and the commit is cut after `keep` bytes
+    with pytest.raises(Killed):  # ...and the commit is cut after `keep` bytes
         cl.commit()
     monkeypatch.setattr(mapped_file, "pwrite_all", real)
     on_disk = open(os.path.join(path, f"{0:020d}"), "rb").read()
     # the first record's TOTALSIZE is still 0: recovery stops there
-    assert on_disk[end:end + 4] == b"\0\0\0\0"
+    assert on_disk[end : end + 4] == b"\0\0\0\0"
 
     cl2 = CommitLog(path, 64 * 1024, 16 * 1024, LEVELS)
     cl2.load()
@@ -285,17 +291,19 @@ def unit_streams(draw) -> tuple[int, list[DispatchRequest], list[int]]:
 def test_put_units_writes_what_one_by_one_writes(stream):
     start, reqs, cuts = stream
     with tempfile.TemporaryDirectory() as d:
-        size = 20 * 7     # tiny files: runs cross file ends
+        size = 20 * 7  # tiny files: runs cross file ends
         a = ConsumeQueue("T", 0, os.path.join(d, "a"), size)
         b = ConsumeQueue("T", 0, os.path.join(d, "b"), size)
         bounds = [0, *cuts, len(reqs)]
         for lo, hi in zip(bounds, bounds[1:]):
             assert a.put_units(reqs[lo:hi]) == hi - lo
         for r in reqs:
-            b.put_message_position_info(r.commit_log_offset, r.msg_size, r.tags_code,
-                                        r.consume_queue_offset)
-        assert (a.max_physic_offset, a.min_logic_offset, a.get_max_offset_in_queue()) == \
-            (b.max_physic_offset, b.min_logic_offset, b.get_max_offset_in_queue())
+            b.put_message_position_info(r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset)
+        assert (a.max_physic_offset, a.min_logic_offset, a.get_max_offset_in_queue()) == (
+            b.max_physic_offset,
+            b.min_logic_offset,
+            b.get_max_offset_in_queue(),
+        )
         fa, fb = a.mfq.mapped_files, b.mfq.mapped_files
         assert [f.file_name for f in fa] == [f.file_name for f in fb]
         for x, y in zip(fa, fb):
@@ -310,8 +318,9 @@ async def test_sync_flush_answers_after_the_covering_fdatasync(tmp_path):
     """200 writers, 15 puts each: every round takes all of them (one fdatasync per loop
     iteration's puts), and no put is answered before the fdatasync that made its
     record durable has returned."""
-    st = MessageStore(small_config(tmp_path / "s", flushDiskType=FlushDiskType.SYNC_FLUSH,
-                                   mappedFileSizeCommitLog=1 << 20))
+    st = MessageStore(
+        small_config(tmp_path / "s", flushDiskType=FlushDiskType.SYNC_FLUSH, mappedFileSizeCommitLog=1 << 20)
+    )
     st.load()
     await st.start()
     gc = st.flush_service
@@ -320,7 +329,8 @@ async def test_sync_flush_answers_after_the_covering_fdatasync(tmp_path):
 
     def run(plan):
         real_run(plan)
-        synced_end.append(plan.flushed_where)    # what this fdatasync made durable
+        synced_end.append(plan.flushed_where)  # what this fdatasync made durable
+
     mapped_file.FlushPlan.run = run
     try:
         bad = []
@@ -331,6 +341,7 @@ async def test_sync_flush_answers_after_the_covering_fdatasync(tmp_path):
                 assert r.status is PutMessageStatus.PUT_OK
                 if not synced_end or max(synced_end) < r.end_offset:
                     bad.append((w, i))
+
         await asyncio.gather(*(writer(w) for w in range(200)))
         assert not bad
         assert (gc.stats.waiters, gc.stats.rounds) == (3000, 15)

@@ -4,6 +4,7 @@ Faults are injected: ``os.pwrite`` fails (EIO, ENOSPC) for the CommitLog's files
 after writing part of what it was given, as a write that dies between pages does; and
 ``FlushPlan.run`` (the fdatasync of a flush) raises EIO.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,7 +61,7 @@ async def _until(cond, timeout: float = 5.0) -> None:
 def _bytes_at(st: MessageStore, offset: int, n: int) -> bytes:
     mf = st.commitlog.mfq.find_mapped_file_by_offset(offset)
     pos = offset - mf.file_from_offset
-    return bytes(mf.mm[pos:pos + n])
+    return bytes(mf.mm[pos : pos + n])
 
 
 async def _answered(st: MessageStore, waiters) -> list[PutMessageStatus]:
@@ -74,13 +75,13 @@ async def _answered(st: MessageStore, waiters) -> list[PutMessageStatus]:
 @pytest.mark.parametrize("err", [errno.EIO, errno.ENOSPC])
 async def test_a_failed_commit_is_answered_an_error_and_rolled_back(tmp_path, monkeypatch, mode, err):
     root = tmp_path / "s"
-    answered: dict[str, tuple[int, int]] = {}     # body -> (offset, size) of PUT_OK answers
+    answered: dict[str, tuple[int, int]] = {}  # body -> (offset, size) of PUT_OK answers
     st = MessageStore(small_config(root, flushDiskType=mode))
     st.load()
     await st.start()
     try:
         fault = DiskFault(monkeypatch, st, err)
-        for i in range(5):          # committed before the fault
+        for i in range(5):  # committed before the fault
             r = await st.put(msg(body=b"ok%d" % i, queue_id=i % 2))
             assert r.status is OK
             answered[f"ok{i}"] = (r.wrote_offset, r.wrote_bytes)
@@ -104,16 +105,17 @@ async def test_a_failed_commit_is_answered_an_error_and_rolled_back(tmp_path, mo
         assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and w is None
         assert st.running_flags.is_set(RunningFlags.NOT_WRITEABLE)
         await asyncio.sleep(0.3)
-        assert not st.running_flags.is_writeable()     # the repair probe fails too
+        assert not st.running_flags.is_writeable()  # the repair probe fails too
 
-        fault.on = False            # the fault clears: the store takes writes again
+        fault.on = False  # the fault clears: the store takes writes again
         await _until(lambda: st.running_flags.is_writeable())
         # the half-written bytes of the failed commit are gone
         assert _bytes_at(st, end, n) == bytes(n)
         r = await st.put(msg(body=b"after", queue_id=0))
         assert r.status is OK
-        assert r.wrote_offset == end and r.queue_offset == qoffs[("TopicA", 0)], \
+        assert r.wrote_offset == end and r.queue_offset == qoffs[("TopicA", 0)], (
             "a failed write left a gap in the CommitLog or in a queue"
+        )
         answered["after"] = (r.wrote_offset, r.wrote_bytes)
         await st.reput.wait_caught_up()
         assert st.get_max_offset_in_queue("TopicA", 0) == qoffs[("TopicA", 0)] + 1
@@ -122,8 +124,7 @@ async def test_a_failed_commit_is_answered_an_error_and_rolled_back(tmp_path, mo
     await _restart_finds_only(root, answered, mode)
 
 
-async def _restart_finds_only(root: Path, answered: dict[str, tuple[int, int]],
-                              mode: FlushDiskType) -> None:
+async def _restart_finds_only(root: Path, answered: dict[str, tuple[int, int]], mode: FlushDiskType) -> None:
     st = MessageStore(small_config(root, flushDiskType=mode))
     st.load()
     await st.start()
@@ -151,7 +152,7 @@ async def test_a_commit_failing_at_a_roll_fails_only_its_own_records(tmp_path, m
     try:
         fault = DiskFault(monkeypatch, st, errno.EIO)
         puts = []
-        for i in range(40):         # 40 x ~500 bytes: crosses a 16 KiB file end
+        for i in range(40):  # 40 x ~500 bytes: crosses a 16 KiB file end
             if i == 35:
                 fault.on = True
             puts.append(st.put_nowait(msg(body=b"m%02d" % i * 150)))
@@ -159,8 +160,10 @@ async def test_a_commit_failing_at_a_roll_fails_only_its_own_records(tmp_path, m
         fault.on = False
         good = [i for i, s in enumerate(statuses) if s is OK]
         assert good == list(range(len(good))) and 0 < len(good) <= 35
-        assert all(s is PutMessageStatus.UNKNOWN_ERROR or s is PutMessageStatus.SERVICE_NOT_AVAILABLE
-                   for s in statuses[len(good):])
+        assert all(
+            s is PutMessageStatus.UNKNOWN_ERROR or s is PutMessageStatus.SERVICE_NOT_AVAILABLE
+            for s in statuses[len(good) :]
+        )
         for i in good:
             r = puts[i][0]
             answered[(b"m%02d" % i * 150).decode()] = (r.wrote_offset, r.wrote_bytes)
@@ -178,8 +181,9 @@ async def test_a_failed_fsync_is_never_success_later(tmp_path, monkeypatch, mode
     """fsync-gate: the waiters of a failed flush get an error; a later flush that would
     succeed does not count; the store refuses writes until it is restarted."""
     root = tmp_path / "s"
-    st = MessageStore(small_config(root, flushDiskType=mode, flushIntervalCommitLog=20,
-                                   flushCommitLogLeastPages=0))
+    st = MessageStore(
+        small_config(root, flushDiskType=mode, flushIntervalCommitLog=20, flushCommitLogLeastPages=0)
+    )
     st.load()
     await st.start()
     real_run = mapped_file.FlushPlan.run
@@ -188,6 +192,7 @@ async def test_a_failed_fsync_is_never_success_later(tmp_path, monkeypatch, mode
     def failing_run(plan):
         failures.append(plan.flushed_where)
         raise OSError(errno.EIO, "Input/output error")
+
     try:
         r = await st.put(msg(body=b"before"))
         assert r.status is OK
@@ -198,12 +203,12 @@ async def test_a_failed_fsync_is_never_success_later(tmp_path, monkeypatch, mode
             assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
         await _until(lambda: bool(failures))
         flushed = st.commitlog.flushed_where
-        monkeypatch.setattr(mapped_file.FlushPlan, "run", real_run)     # the disk "recovers"
+        monkeypatch.setattr(mapped_file.FlushPlan, "run", real_run)  # the disk "recovers"
         await _until(lambda: not st.running_flags.is_writeable())
         r, w = st.put_nowait(msg(body=b"after"))
         assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and w is None
         assert "flushing the CommitLog failed" in st.not_writeable_reason()
-        await asyncio.sleep(0.2)        # flush rounds come and go: none counts
+        await asyncio.sleep(0.2)  # flush rounds come and go: none counts
         assert st.commitlog.flushed_where == flushed
         assert not st.running_flags.is_writeable()
         if mode is FlushDiskType.SYNC_FLUSH:
@@ -213,7 +218,7 @@ async def test_a_failed_fsync_is_never_success_later(tmp_path, monkeypatch, mode
     finally:
         await st.shutdown()
     assert os.path.exists(st.config.abort_path), "a clean exit after a failed fsync"
-    st2 = MessageStore(small_config(root, flushDiskType=mode))       # restarted: writes again
+    st2 = MessageStore(small_config(root, flushDiskType=mode))  # restarted: writes again
     st2.load()
     await st2.start()
     try:
@@ -230,8 +235,11 @@ async def test_async_flush_put_ok_waits_for_the_commit(open_store):
         for i in range(30):
             r, w = st.put_nowait(msg(body=bytes([i]) * 50))
             assert w is not None
-            w.add_done_callback(lambda f, r=r: seen.append(
-                (f.result(), st.select_one_message_by_offset(r.wrote_offset) is not None)))
+            w.add_done_callback(
+                lambda f, r=r: seen.append(
+                    (f.result(), st.select_one_message_by_offset(r.wrote_offset) is not None)
+                )
+            )
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert seen == [(OK, True)] * 30
