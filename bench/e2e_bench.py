@@ -1037,7 +1037,7 @@ class DispatchLagSampler(BrokerPoller):
 
     def window(self, t0: float, t1: float) -> tuple[float, float]:
         """(max, mean) bytes behind over [t0, t1]; NaN without samples."""
-        vals = [v for t, v in zip(list(self.t), list(self.v)) if t0 <= t <= t1]
+        vals = [v for t, v in zip(list(self.t), list(self.v), strict=False) if t0 <= t <= t1]
         if not vals:
             return float("nan"), float("nan")
         return float(max(vals)), sum(vals) / len(vals)

@@ -86,7 +86,7 @@ def run(reqs: list[DispatchRequest], batch: int | None) -> tuple[float, IndexSer
 def cleanup(svc: IndexService, root: str) -> None:
     svc.destroy()
     svc.checkpoint.close()
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
         for n in filenames:
             os.unlink(os.path.join(dirpath, n))
         os.rmdir(dirpath)

@@ -246,7 +246,7 @@ def main() -> None:
                 "raw", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim
             ),
         )
-        for c, r, b in zip(concs, rmq, raw):  # type: ignore[call-overload]
+        for c, r, b in zip(concs, rmq, raw, strict=False):  # type: ignore[call-overload]
             print(
                 f"{loop_name:8} {c:>9} | {r[0]:>10,.0f} {r[1]:>8.0f} {r[2]:>8.0f} | "
                 f"{b[0]:>10,.0f} {b[1]:>8.0f} {b[2]:>8.0f} | {r[0] / b[0]:>7.2f}"

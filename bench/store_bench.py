@@ -661,9 +661,9 @@ def fmt(v, spec: str = ",.0f", none: str = "-") -> str:
 
 def print_table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    out("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    out("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=False)))
     for r in rows:
-        out("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        out("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)))
 
 
 def print_results(runs: list[dict], ceiling: dict | None, disk: list[dict], args) -> None:

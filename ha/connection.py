@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from ha.protocol import (
     HAProtocolError,
@@ -26,10 +26,9 @@ from ha.protocol import (
     encode_transfer_header,
 )
 from rmq.common.monotonic import monotonic_ms
+from rmq.protocol.epoch import EpochEntry
 from rmq.remoting.connection import format_address
-
-if TYPE_CHECKING:
-    from ha.service import HAService
+from rmq.store.message_store import MessageStore
 
 log = logging.getLogger("rmq.ha")
 
@@ -39,8 +38,32 @@ PUMP_BUDGET = 4 << 20
 WRITE_GATHER = 1 << 20
 
 
+class HAMaster(Protocol):
+    """What a connection uses of its HAService (the service creates connections: no import back)."""
+
+    store: MessageStore
+    transfer_batch: int
+    write_buffer_high: int
+    stats_rejected: int
+    stats_bad_input: int
+
+    def check_hello(self, h: SlaveHello) -> str | None: ...
+
+    def current_epoch(self) -> int: ...
+
+    def epoch_list(self) -> tuple[EpochEntry, ...] | None: ...
+
+    def on_connection_made(self, conn: HAConnection) -> None: ...
+
+    def on_connection_lost(self, conn: HAConnection) -> None: ...
+
+    def on_handshake(self, conn: HAConnection) -> None: ...
+
+    def on_ack(self, conn: HAConnection, offset: int) -> None: ...
+
+
 class HAConnection(asyncio.Protocol):
-    def __init__(self, service: HAService) -> None:
+    def __init__(self, service: HAMaster) -> None:
         self.service = service
         self.store = service.store
         self.addr = "?"

@@ -172,12 +172,13 @@ async def run(settings: NamesrvSettings) -> int:
             logger.error("NameServer cannot start on %s:%d: %s", host, port, e)
             return 1
         logger.info("NameServer listening on %s:%d", server.host, server.port)
+        metrics = None
         if cfg.metricsPromExporterPort:
             from nameserver.metrics import NameServerMetrics
 
             shown = server.host if server.host not in ("0.0.0.0", "::", "") else socket.gethostname()
-            server.metrics = NameServerMetrics(server, f"{shown}:{server.port}")
-            server.metrics.start(host, cfg.metricsPromExporterPort)
+            metrics = server.metrics = NameServerMetrics(server, f"{shown}:{server.port}")
+            metrics.start(host, cfg.metricsPromExporterPort)
         if controller is not None:
             logger.info(
                 "failover controller on (controllerMasterTimeout %d ms, "
@@ -188,8 +189,8 @@ async def run(settings: NamesrvSettings) -> int:
             )
         await stop.wait()
         logger.info("NameServer shutting down")
-        if server.metrics is not None:
-            await server.metrics.stop()
+        if metrics is not None:
+            await metrics.stop()
         await server.stop()
         return 0
     finally:

@@ -20,7 +20,7 @@ import os
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from nameserver.controller import CONTROLLER_FILE_NAME, Controller, ControllerConfig, ControllerError
 from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
@@ -55,10 +55,14 @@ from rmq.protocol.headers import (
 from rmq.remoting.connection import Connection
 from rmq.remoting.server import RemotingServer
 
-if TYPE_CHECKING:
-    from nameserver.metrics import NameServerMetrics
+__all__ = ["NameServer", "TOPIC_NOT_EXIST_REMARK_SUFFIX", "FailoverRecorder"]
 
-__all__ = ["NameServer", "TOPIC_NOT_EXIST_REMARK_SUFFIX"]
+
+class FailoverRecorder(Protocol):
+    """Where the controller's failovers are counted (NameServerMetrics; no import back)."""
+
+    def record_failover(self, cluster: str, broker_name: str) -> None: ...
+
 
 logger = logging.getLogger("rmq.nameserver")
 
@@ -127,7 +131,7 @@ class NameServer:
         self._remoting = RemotingServer(host, port, name="namesrv")
         # NameServerMetrics when /metrics is served (rmq namesrv --metrics-port);
         # the failover controller reports through metrics.record_failover.
-        self.metrics: NameServerMetrics | None = None
+        self.metrics: FailoverRecorder | None = None
         self._kv_write_lock = asyncio.Lock()
         self._scan = _BrokerExpiryScan(self)
         self._started = False

@@ -113,7 +113,7 @@ class ComposeDeployment:
         names = list(self.services)
         declared = [(n, p) for n in names for p in _container_ports(self.services[n])]
         self.port_map: dict[str, dict[int, int]] = {n: {} for n in names}
-        for (n, p), local in zip(declared, free_ports(len(declared))):
+        for (n, p), local in zip(declared, free_ports(len(declared)), strict=False):
             self.port_map[n][p] = local
         self.local: dict[str, LocalService] = {}
         for n in names:

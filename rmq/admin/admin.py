@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from rmq.admin.base import AdminError
+from rmq.admin.errors import AdminError
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
 from rmq.common.mixall import MASTER_ID, retry_topic

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
+from rmq.admin.errors import AdminError, UsageError
 from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -50,14 +51,6 @@ __all__ = [
     "describe_error",
     "broker_or_cluster",
 ]
-
-
-class AdminError(Exception):
-    """The command could not do what was asked; the message is the whole error line."""
-
-
-class UsageError(Exception):
-    """Bad flags the parser could not catch on its own (exit status 2)."""
 
 
 def describe_error(e: BaseException) -> str:

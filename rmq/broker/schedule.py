@@ -22,7 +22,7 @@ from rmq.protocol.message import (
     MessageExtBrokerInner,
     properties_to_string,
 )
-from rmq.store.consume_queue import CQ_UNIT
+from rmq.store.cq_codec import CQ_UNIT
 from rmq.store.results import PutMessageStatus
 
 log = logging.getLogger("rmq.broker.schedule")

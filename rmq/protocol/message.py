@@ -105,6 +105,7 @@ _LITTLE_ENDIAN = struct.pack("=H", 1) == b"\x01\x00"
 
 def java_hash(s: str) -> int:
     """Java ``String.hashCode()``: over UTF-16 code units, as a signed int32."""
+    units: bytes | memoryview
     if s.isascii():
         units = s.encode("ascii")[::-1]
     else:

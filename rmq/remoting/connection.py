@@ -119,6 +119,9 @@ class Connection(asyncio.Protocol):
         # be unique among one connection's pending requests.
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaques = itertools.count(1)
+        # requests answered later through send_response whose answer someone observes
+        # (rpc latency metrics): opaque -> callback(response code). Empty unless metrics are on.
+        self._deferred: dict[int, Callable[[int], None]] = {}
         # write coalescing: buffers queued since the last write; whenever it turns
         # non-empty a flush is scheduled (it may find it already written)
         self._out: list = []
@@ -227,8 +230,17 @@ class Connection(asyncio.Protocol):
             return
         prefix, body = encode_parts(resp)
         self._queue(prefix, body)
+        if self._deferred:
+            observe = self._deferred.pop(resp.opaque, None)
+            if observe is not None:
+                observe(resp.code)
         if self._inflight:
             self._finish_request()
+
+    def observe_deferred(self, opaque: int, observe: Callable[[int], None]) -> None:
+        """Call observe(response code) when the response to request opaque is sent
+        (a processor that answers later through send_response)."""
+        self._deferred[opaque] = observe
 
     async def drain(self, timeout: float | None = None) -> None:
         """Wait until the transport's write buffer is below its low-water mark."""
@@ -246,7 +258,7 @@ class Connection(asyncio.Protocol):
         except TimeoutError:
             self._stats.timeouts += 1
             raise RemotingTimeoutError(
-                f"{self.remote_address} not writable within {timeout * 1000:.0f}ms"
+                f"{self.remote_address} not writable within {(timeout or 0) * 1000:.0f}ms"
             ) from None
         finally:
             try:
@@ -279,7 +291,8 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # no isinstance check: uvloop's transports are not asyncio.Transport subclasses
-        self._transport = transport  # type: ignore[assignment]
+        tr: asyncio.Transport = transport  # type: ignore[assignment]  # uvloop: not a Transport subclass
+        self._transport = tr
         self.remote_address = format_address(transport.get_extra_info("peername"))
         self.local_address = format_address(transport.get_extra_info("sockname"))
         sock = transport.get_extra_info("socket")
@@ -293,7 +306,7 @@ class Connection(asyncio.Protocol):
         if self._write_buffer_high is not None:
             # A pull response can be hundreds of KiB: a 64 KiB default high-water mark
             # would stop reading on almost every big response.
-            transport.set_write_buffer_limits(high=self._write_buffer_high)
+            tr.set_write_buffer_limits(high=self._write_buffer_high)
         if self._on_made is not None:
             self._on_made(self)
 

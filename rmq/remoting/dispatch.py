@@ -25,8 +25,10 @@ answered, not even with an error.
 
 ``rpc_observer`` (optional, metrics): called as ``(request code, response code, seconds)``
 for every two-way request the dispatcher answers, with the time from dispatch to the
-response being queued. Requests a processor takes over and answers later itself
-(long-polling pulls) are not seen. Unset, it costs one attribute load per request.
+response being queued. A processor that returns ``ANSWER_LATER`` answers through
+``conn.send_response`` from a callback (a flush or replication round) and is seen when that
+response leaves; requests a processor takes over by returning None (long-polling pulls) are
+not seen. Unset, it costs one attribute load per request.
 """
 
 from __future__ import annotations
@@ -44,11 +46,25 @@ from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import HeaderFieldError
 from rmq.remoting.connection import Connection, RemotingStats
 
-__all__ = ["Processor", "RequestDispatcher", "RpcObserver", "exception_text"]
+__all__ = ["ANSWER_LATER", "AnswerLater", "Processor", "RequestDispatcher", "RpcObserver", "exception_text"]
 
 logger = logging.getLogger("rmq.remoting")
 
-ProcessorResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+
+class AnswerLater:
+    """The type of ANSWER_LATER (one instance)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ANSWER_LATER"
+
+
+#: A processor's result: "I answer this request through conn.send_response soon, from a
+#: callback; it is an rpc like any other" (unlike None: taken over, e.g. a held pull).
+ANSWER_LATER = AnswerLater()
+
+ProcessorResult = RemotingCommand | None | AnswerLater | Awaitable[RemotingCommand | None]
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 RpcObserver = Callable[[int, int, float], None]
 
@@ -116,7 +132,15 @@ class RequestDispatcher:
         elif result is None:
             if cmd.flag & _ONEWAY:
                 conn._finish_request()
-            # two-way: the processor answers later through conn.send_response
+            # two-way: the processor took the request over (long polling) and answers
+            # through conn.send_response when it likes; not an rpc latency
+        elif result is ANSWER_LATER:
+            if cmd.flag & _ONEWAY:
+                conn._finish_request()
+            elif t0 is not None:
+                # answered through conn.send_response from a flush / replication round's
+                # callback (no task per request): observed when that response leaves
+                conn.observe_deferred(cmd.opaque, functools.partial(self._observe_code, cmd.code, t0))
         else:
             self._attach(conn, cmd, result, t0)
 
@@ -124,6 +148,11 @@ class RequestDispatcher:
         observer = self.rpc_observer
         if observer is not None and not req.flag & _ONEWAY:
             observer(req.code, response_code, perf_counter() - t0)
+
+    def _observe_code(self, request_code: int, t0: float, response_code: int) -> None:
+        observer = self.rpc_observer
+        if observer is not None:
+            observer(request_code, response_code, perf_counter() - t0)
 
     def _answer(self, conn: Connection, req: RemotingCommand, resp: RemotingCommand) -> None:
         if req.flag & _ONEWAY:

@@ -28,18 +28,32 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from rmq.common.service import ServiceLoop
-from rmq.store.config import ConfigError, parse_delete_when
+from rmq.store.commitlog import CommitLog
+from rmq.store.config import ConfigError, MessageStoreConfig, parse_delete_when
+from rmq.store.consume_queue import ConsumeQueue
+from rmq.store.index import IndexService
 from rmq.store.mapped_file import MappedFile
 from rmq.store.results import RunningFlags
 
-if TYPE_CHECKING:
-    from rmq.store.message_store import MessageStore
-
 log = logging.getLogger("rmq.store.cleanup")
+
+
+class CleanableStore(Protocol):
+    """What the cleaners use of the MessageStore (the facade builds them: no import back)."""
+
+    config: MessageStoreConfig
+    running_flags: RunningFlags
+    commitlog: CommitLog
+    index_service: IndexService | None
+
+    def space_returned(self) -> None: ...
+
+    def iter_consume_queues(self) -> Iterable[ConsumeQueue]: ...
+
 
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -113,7 +127,7 @@ class CleanCommitLogService:
     """Expired (or, under disk pressure, any old) CommitLog files, and the disk marks."""
 
     def __init__(
-        self, store: MessageStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
+        self, store: CleanableStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
     ) -> None:
         self.store = store
         self.disk_ratio = disk_ratio
@@ -253,7 +267,7 @@ class CleanCommitLogService:
 class CleanConsumeQueueService:
     """ConsumeQueue and index files wholly below the CommitLog minimum."""
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: CleanableStore) -> None:
         self.store = store
         self.last_physical_min_offset = 0
 
@@ -288,7 +302,7 @@ class StoreCleaner(ServiceLoop):
     """The periodic loop running both services (cleanFilesPeriodically)."""
 
     def __init__(
-        self, store: MessageStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
+        self, store: CleanableStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
     ) -> None:
         super().__init__("CleanFilesPeriodically", log)
         self.store = store

@@ -67,7 +67,7 @@ async def verify(root: str, acked: list) -> dict:
     st.load()
     await st.start()
     bad = []
-    for i, off, size, qoff, qid in acked:
+    for i, off, size, qoff, _qid in acked:
         data = st.select_one_message_by_offset(off, size)
         if data is None:
             bad.append((i, "missing"))

@@ -138,7 +138,8 @@ async def _producer(
             offsets = [r.wrote_offset]
         else:
             items = [
-                BatchItem(0, s.body, properties_to_string(s.properties(u))) for u, s in zip(uniqs, specs)
+                BatchItem(0, s.body, properties_to_string(s.properties(u)))
+                for u, s in zip(uniqs, specs, strict=False)
             ]
             r = await st.put_batch(MessageExtBatch(topic=topic, items=items, queue_id=qid))
             offsets = r.batch_offsets

@@ -78,17 +78,14 @@ TOPICS_JSON = _fastjson_pretty(
 )
 
 # fastjson writes Map<Integer, Long> keys bare: {0:10,1:20}
-OFFSETS_JSON = (
-    """{
-\t"offsetTable":{
-\t\t"%s@G1":{0:10,1:20,2:30,3:40
-\t\t},
-\t\t"%%RETRY%%G1@G1":{0:0
-\t\t}
-\t}
-}"""
-    % TOPIC
-)
+OFFSETS_JSON = f"""{{
+\t"offsetTable":{{
+\t\t"{TOPIC}@G1":{{0:10,1:20,2:30,3:40
+\t\t}},
+\t\t"%RETRY%G1@G1":{{0:0
+\t\t}}
+\t}}
+}}"""
 
 GROUPS_JSON = _fastjson_pretty(
     {
@@ -200,7 +197,7 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
                     msgs = decode_records(body, decompress=False)
                     assert len(msgs) == len(units[q])
                     expected = []
-                    for i, (m, (phy, size, _tag)) in enumerate(zip(msgs, units[q])):
+                    for i, (m, (phy, size, _tag)) in enumerate(zip(msgs, units[q], strict=False)):
                         assert (m.commit_log_offset, m.store_size, m.queue_offset, m.queue_id, m.topic) == (
                             phy,
                             size,

@@ -182,7 +182,7 @@ async def test_sigterm_under_load_keeps_every_acked_message(tmp_path):
 async def test_a_client_that_stops_reading_does_not_hold_up_shutdown(tmp_path):
     with start_namesrv(tmp_path) as ns, start_broker(tmp_path, ns.addr) as br:
         async with BrokerApi(br.addr) as api:
-            for i in range(12):
+            for _i in range(12):
                 await api.send_ok("Unread", b"u" * 100_000, queue_id=0)
             await api.wait_max_offset("Unread", 0, 12)
             # ~1 MiB per response, 64 requests, never read

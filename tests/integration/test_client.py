@@ -823,8 +823,8 @@ async def test_cli_produce_and_consume(cluster):
         ),
     )
     assert out.returncode == 0, out.stderr
-    lines = [l for l in out.stdout.splitlines() if l.startswith("#")]
-    assert len(lines) == 6 and all("sendStatus=SEND_OK" in l for l in lines)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("#")]
+    assert len(lines) == 6 and all("sendStatus=SEND_OK" in ln for ln in lines)
     assert "sent 6 message(s)" in out.stdout
     out = await loop.run_in_executor(
         None,
@@ -864,7 +864,7 @@ async def test_cli_produce_and_consume(cluster):
         ),
     )
     assert out.returncode == 0, out.stderr
-    first = [l for l in out.stdout.splitlines() if l.startswith("topic=")]
+    first = [ln for ln in out.stdout.splitlines() if ln.startswith("topic=")]
     assert len(first) == 8
     assert "consumed 8 message(s)" in out.stderr
     # the other 2 were not committed: the group gets them next time
@@ -873,13 +873,13 @@ async def test_cli_produce_and_consume(cluster):
         lambda: _rmq("consume", "-a", cluster.namesrv, "-t", topic, "-g", group, "-c", "2", "--idle", "20"),
     )
     assert out.returncode == 0, out.stderr
-    second = [l for l in out.stdout.splitlines() if l.startswith("topic=")]
+    second = [ln for ln in out.stdout.splitlines() if ln.startswith("topic=")]
     assert len(second) == 2
-    bodies = sorted(l.split(" body=")[1] for l in first + second)
+    bodies = sorted(ln.split(" body=")[1] for ln in first + second)
     assert bodies == sorted(
         [repr(f"hello {i}") for i in range(6)] + [repr(f"Hello RocketMQ {i}") for i in range(4)]
     )
-    assert all(f"topic={topic} " in l for l in first + second)
+    assert all(f"topic={topic} " in ln for ln in first + second)
     bad = await loop.run_in_executor(None, lambda: _rmq("produce", "-a", "127.0.0.1:1", "-t", topic))
     assert bad.returncode != 0
 

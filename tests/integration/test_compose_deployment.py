@@ -341,7 +341,8 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
             assert not missing, "dashboard queries without data:\n" + "\n".join(missing)
             if pending:
                 warnings.warn(
-                    f"HA not running on these brokers yet; no data expected for: {sorted(set(pending))}"
+                    f"HA not running on these brokers yet; no data expected for: {sorted(set(pending))}",
+                    stacklevel=2,
                 )
         finally:
             await consumer.shutdown()

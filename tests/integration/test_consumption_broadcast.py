@@ -83,7 +83,9 @@ async def test_every_consumer_gets_every_message_and_a_restart_resumes(cluster, 
     store = tmp_path / "offsets"
     names = [unique("bc") for _ in range(3)]
     sinks = [Sink() for _ in names]
-    consumers = [broadcast_consumer(cluster, group, topic, n, s, store) for n, s in zip(names, sinks)]
+    consumers = [
+        broadcast_consumer(cluster, group, topic, n, s, store) for n, s in zip(names, sinks, strict=False)
+    ]
     first = [f"a{i}".encode() for i in range(40)]
     try:
         for c in consumers:

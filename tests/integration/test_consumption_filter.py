@@ -90,7 +90,7 @@ async def test_or_expression_and_a_hash_collision_push_and_lite(cluster):
         lite_got.extend(await lite.poll(100))
         # consumed offsets pass the matched messages (and move over filtered ones when
         # nothing is in flight: correctTagsOffset)
-        for name, c in zip(("or", "Aa"), consumers):
+        for name, c in zip(("or", "Aa"), consumers, strict=False):
             for q in (0, 1):
                 last = max(m.queue_offset for m in got[name] if m.queue_id == q)
                 await wait_until(

@@ -148,7 +148,7 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
         by_key.setdefault(c.key, []).append(c)
     for key, cs in by_key.items():
         assert [c.seq for c in cs] == list(range(per_key)), (key, [(c.consumer, c.seq) for c in cs])
-        for a, b in zip(cs, cs[1:]):
+        for a, b in zip(cs, cs[1:], strict=False):
             assert a.end <= b.start, (key, a, b)  # never two at once, across consumers
         assert len({c.queue_id for c in cs}) == 1  # one key, one queue
     owners = {(c.consumer, c.queue_id) for c in calls}

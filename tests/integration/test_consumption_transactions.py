@@ -122,7 +122,7 @@ async def test_commit_rollback_and_checked_unknowns(cluster):
     finally:
         await p.shutdown()
         await visible.c.shutdown()
-    for body, (r, _) in results.items():
+    for r, _ in results.values():
         assert r.status is SendStatus.SEND_OK and r.transaction_id == r.msg_id
     states = {b: r.local_transaction_state for b, (r, _) in results.items()}
     assert states == {

@@ -311,7 +311,7 @@ def _check_consume_queues(
         )
         units = list(cq.iter_units(0))
         assert [u[0] for u in units] == list(range(n)), f"{topic}-{qid}: units are not consecutive"
-        for (idx, off, sz, tag), r in zip(units, recs):
+        for (idx, off, sz, tag), r in zip(units, recs, strict=False):
             want = (r.phys, len(r.raw), tags_string_to_tags_code(r.msg.properties.get("TAGS")))
             assert (off, sz, tag) == want, f"{topic}-{qid} unit {idx} is {(off, sz, tag)}, record {want}"
         # nothing after the last unit of the last file: a stale unit would come back
@@ -324,7 +324,7 @@ def _check_consume_queues(
         while off < n:
             g = st.get_messages("crash-check", topic, qid, off, 32)
             assert g.status is GetMessageStatus.FOUND, f"{topic}-{qid}@{off}: {g.status}"
-            for qo, buf in zip(g.queue_offsets, g.buffers):
+            for qo, buf in zip(g.queue_offsets, g.buffers, strict=False):
                 got[qo] = bytes(buf)
             assert g.next_begin_offset > off
             off = g.next_begin_offset

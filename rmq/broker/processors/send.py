@@ -37,6 +37,7 @@ from rmq.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
+from rmq.remoting.dispatch import ANSWER_LATER, AnswerLater
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.broker.send")
@@ -220,7 +221,9 @@ class SendMessageProcessor:
         return resp
 
     # --- entry point ---
-    def process(self, conn, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    def process(
+        self, conn, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | AnswerLater | None:
         try:
             if request.code == RequestCode.SEND_MESSAGE:
                 header = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -234,7 +237,7 @@ class SendMessageProcessor:
 
     def _send_one(
         self, conn, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | AnswerLater | None:
         tc, err = self._msg_check(request, header, conn)
         if err is not None:
             return err
@@ -300,7 +303,7 @@ class SendMessageProcessor:
         uniq: str | None,
         qid: int,
         topic: str = "",
-    ) -> Awaitable[RemotingCommand] | None:
+    ) -> Awaitable[RemotingCommand] | AnswerLater:
         """Answer when the put's waiter completes (flush / replication).
 
         A waiter that is a Future (a group-commit or group-transfer round, shared by
@@ -321,7 +324,7 @@ class SendMessageProcessor:
                 conn.send_response(resp)
 
         waiter.add_done_callback(done)
-        return None
+        return ANSWER_LATER
 
     async def _await_put(self, request, result, waiter, uniq, qid, topic: str = "") -> RemotingCommand:
         status = await waiter
@@ -423,7 +426,7 @@ class SendMessageProcessor:
 
     def _send_batch(
         self, conn, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | AnswerLater | None:
         tc, err = self._msg_check(request, header, conn)
         if err is not None:
             return err

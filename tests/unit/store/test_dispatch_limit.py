@@ -47,7 +47,7 @@ async def test_a_restarted_store_dispatches_from_the_file_up_to_the_limit(open_s
     async with open_store(root) as st:
         st.set_dispatch_limit(None)
         assert st.get_max_offset_in_queue("TopicA", 0) == 8
-        for q in range(3):
+        for _q in range(3):
             await st.put(msg(body=b"y", queue_id=1))
         await _settle(st)
         assert st.get_max_offset_in_queue("TopicA", 1) == 3

@@ -349,7 +349,7 @@ def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None
             rep.add(f"commitlog/{n}: name is not a 20-digit zero-padded offset (spec 4.0)")
             return
         starts.append(int(n))
-    for i, (n, s) in enumerate(zip(names, starts)):
+    for i, (n, s) in enumerate(zip(names, starts, strict=False)):
         if s % size:
             rep.add(f"commitlog/{n}: start offset {s} is not a multiple of the file size {size} (spec 4.0)")
         if i and s != starts[i - 1] + size:
@@ -359,7 +359,7 @@ def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None
             )
     # per-file walk
     prev_blank: tuple[str, int] | None = None  # (file, blank size) of the previous file's BLANK
-    for fi, (name, start) in enumerate(zip(names, starts)):
+    for fi, (name, start) in enumerate(zip(names, starts, strict=False)):
         path = cdir / name
         flen = path.stat().st_size
         if flen != size:
@@ -1301,7 +1301,7 @@ async def write_store(
             if roll < 0.12:
                 # a batch (spec 3.7: moves to the next file as a whole)
                 n = rng.randint(2, 9)
-                items, ws = [], []
+                items = []
                 for j in range(n):
                     imid = f"{mid}.{j}"
                     props = {"mid": imid, "bid": mid, **_props(rng, imid)}

@@ -351,7 +351,7 @@ def test_rolls_files_and_queries_newest_first(tmp_path: Path) -> None:
     names = [f.file_name for f in files]
     assert names == sorted(names) and all(len(n) == 17 and n.isdigit() for n in names)
     assert all(f.is_write_full() for f in files[:-1])
-    for prev, f in zip(files, files[1:]):
+    for prev, f in zip(files, files[1:], strict=False):
         assert f.begin_phy_offset >= prev.end_phy_offset
     # A record's two keys can straddle files; the new file is seeded from the full one.
     res = s.query_offset("T", "K", 64, 0, FAR_FUTURE)
@@ -669,10 +669,10 @@ def test_batch_is_byte_identical_to_per_record(stream, sizes, min_keys, max_reco
             single.build_index(r)
         cuts = [c for c in cuts if c > start]
         bounds = [start] + cuts + [len(reqs)]
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in zip(bounds, bounds[1:], strict=False):
             batch.build_index_batch(reqs[a:b])
         assert _service_file_contents(batch) == _service_file_contents(single)
-        for fs, fb in zip(single.index_files, batch.index_files):
+        for fs, fb in zip(single.index_files, batch.index_files, strict=False):
             assert (
                 fs.begin_timestamp,
                 fs.end_timestamp,

@@ -253,7 +253,7 @@ async def test_query_by_key_and_uniq_key(open_store):
 async def test_offset_by_time(open_store):
     async with open_store() as st:
         times = []
-        for i in range(6):
+        for _i in range(6):
             r = await st.put(msg())
             times.append(r.store_timestamp)
             time.sleep(0.003)
@@ -303,7 +303,6 @@ async def test_clean_shutdown_removes_abort_and_unused_preallocated_file(open_st
 
 @pytest.mark.parametrize("mode", [FlushDiskType.SYNC_FLUSH, FlushDiskType.ASYNC_FLUSH])
 async def test_restart_keeps_everything(open_store, tmp_path, mode):
-    root = tmp_path / "store"
     async with open_store(flushDiskType=mode) as st:
         for i in range(100):
             await st.put(msg(queue_id=i % 4, body=f"m{i}".encode(), KEYS=f"k{i}"))

@@ -108,14 +108,14 @@ def snapshot(st: MessageStore) -> dict:
 def assert_same(a: dict, b: dict) -> None:
     assert a["max"] == b["max"] and a["min"] == b["min"]
     assert [x[:3] for x in a["commitlog"]] == [x[:3] for x in b["commitlog"]]
-    for x, y in zip(a["commitlog"], b["commitlog"]):
+    for x, y in zip(a["commitlog"], b["commitlog"], strict=False):
         assert x[3] == y[3], f"CommitLog file {x[0]} differs"
     assert a["table"] == b["table"]
     assert a["cq"].keys() == b["cq"].keys()
     for k in a["cq"]:
         assert a["cq"][k] == b["cq"][k], f"ConsumeQueue {k} differs"
     assert [x[:6] for x in a["index"]] == [x[:6] for x in b["index"]]
-    for i, (x, y) in enumerate(zip(a["index"], b["index"])):
+    for i, (x, y) in enumerate(zip(a["index"], b["index"], strict=False)):
         assert x[6] == y[6], f"index file #{i} differs"
 
 

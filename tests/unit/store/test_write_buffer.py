@@ -98,7 +98,7 @@ def test_call_soon_order_holds_on_uvloop(tmp_path):
 @pytest.mark.parametrize("mode", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
 async def test_await_put_returns_after_the_commit(open_store, mode):
     async with open_store(flushDiskType=mode) as st:
-        for i in range(50):
+        for _i in range(50):
             r = await st.put(msg(body=os.urandom(300)))
             assert r.status is PutMessageStatus.PUT_OK
             assert st.max_phy_offset >= r.end_offset
@@ -295,7 +295,7 @@ def test_put_units_writes_what_one_by_one_writes(stream):
         a = ConsumeQueue("T", 0, os.path.join(d, "a"), size)
         b = ConsumeQueue("T", 0, os.path.join(d, "b"), size)
         bounds = [0, *cuts, len(reqs)]
-        for lo, hi in zip(bounds, bounds[1:]):
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
             assert a.put_units(reqs[lo:hi]) == hi - lo
         for r in reqs:
             b.put_message_position_info(r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset)
@@ -306,7 +306,7 @@ def test_put_units_writes_what_one_by_one_writes(stream):
         )
         fa, fb = a.mfq.mapped_files, b.mfq.mapped_files
         assert [f.file_name for f in fa] == [f.file_name for f in fb]
-        for x, y in zip(fa, fb):
+        for x, y in zip(fa, fb, strict=False):
             assert (x.wrote_position, x.committed_position) == (y.wrote_position, y.committed_position)
             assert bytes(x.mm) == bytes(y.mm)
         a.shutdown()
