@@ -348,6 +348,13 @@ class AllocateMappedFileService:
             return mf
         return fut.result()
 
+    def wait_pending(self) -> None:
+        """Block until every requested file exists whole (tests compare store directories;
+        a file still being created reads short)."""
+        with self._lock:
+            pending = list(self._pending.values())
+        concurrent.futures.wait(pending)
+
     def shutdown(self) -> None:
         """Stop and delete files that were preallocated but never used."""
         with self._lock:

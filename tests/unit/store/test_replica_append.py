@@ -55,6 +55,7 @@ async def _replicate(master, slave, start: int, block: int | None = None) -> Non
 
 
 def _files(st) -> dict[str, bytes]:
+    st.allocator.wait_pending()  # the next file may still be being preallocated
     d = st.config.commitlog_dir
     return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
 
