@@ -104,15 +104,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _cluster import (  # noqa: E402
-    Cluster,
-    CpuSampler,
-    MachineSampler,
-    RawClient,
-    all_processes_cpu,
-    schedstat,
-    top_consumers,
-)
+from _cluster import Cluster, CpuSampler, MachineSampler, RawClient, all_processes_cpu, schedstat, top_consumers  # noqa: E402
 
 from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmq.protocol.frame import RemotingCommand, encode  # noqa: E402

@@ -50,12 +50,7 @@ if _ROOT not in sys.path:  # run from anywhere inside the repo without installin
 from rmq.common import mixall  # noqa: E402
 from rmq.common.clock import now_ms  # noqa: E402
 from rmq.protocol import message as M  # noqa: E402
-from rmq.protocol.codes import (  # noqa: E402
-    LanguageCode,
-    RequestCode,
-    ResponseCode,
-    SerializeType,
-)
+from rmq.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmq.protocol.errors import ProtocolError  # noqa: E402
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode  # noqa: E402
 
