@@ -88,9 +88,7 @@ class Sampler:
     """Samples ``fn()`` (a tuple of cumulative counters) every ``period`` s in a thread,
     with the wall time; ``delta(i, t0, t1)`` interpolates counter ``i`` between two times."""
 
-    def __init__(
-        self, fn: Callable[[], tuple[float, ...]], period: float = 0.05, name: str = "sampler"
-    ) -> None:
+    def __init__(self, fn: Callable[[], tuple[float, ...]], period: float = 0.05, name: str = "sampler") -> None:
         self.fn = fn
         self.period = period
         self.t: list[float] = []
@@ -147,9 +145,7 @@ class CpuSampler(Sampler):
 
     def __init__(self, pid: int, period: float = 0.05) -> None:
         path = f"/proc/{pid}/task/{pid}/schedstat"
-        super().__init__(
-            lambda: (proc_cpu(pid), proc_cpu(pid, pid), schedstat(path)[1]), period, f"cpu-{pid}"
-        )
+        super().__init__(lambda: (proc_cpu(pid), proc_cpu(pid, pid), schedstat(path)[1]), period, f"cpu-{pid}")
         self.pid = pid
 
     def wait_percent(self, t0: float, t1: float) -> float:
@@ -277,10 +273,7 @@ class Proc(ChildProcess):
             argv,
             workdir,
             ready,
-            env={
-                "PYTHONUNBUFFERED": "1",
-                "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            },
+            env={"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")},
         )
 
     def start(self, timeout: float = READY_TIMEOUT) -> Proc:
@@ -330,18 +323,7 @@ class Cluster:
         nd = self.workdir / "namesrv"
         self.namesrv = Proc(
             "namesrv",
-            [
-                py,
-                "-m",
-                "rmq.cli",
-                "namesrv",
-                "-p",
-                "0",
-                "--host",
-                "127.0.0.1",
-                "--kv-path",
-                str(nd / "kv.msgpack"),
-            ],
+            [py, "-m", "rmq.cli", "namesrv", "-p", "0", "--host", "127.0.0.1", "--kv-path", str(nd / "kv.msgpack")],
             nd,
             r"NameServer listening on [\d.]+:(\d+)",
         )
@@ -552,9 +534,7 @@ def _inproc_broker(argv: list[str]) -> int:
         "thread coming back from fdatasync may wait for the GIL)",
     )
     args = ap.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     loaded = load_broker_config(args.config, args.namesrv, {})

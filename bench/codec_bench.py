@@ -115,16 +115,12 @@ def main() -> None:
             "",
         )
     )
-    rows.append(
-        ("V1 header -> V2 ext fields (to_v2_ext_fields)", per_op_us(v1.to_v2_ext_fields, number, repeat), "")
-    )
+    rows.append(("V1 header -> V2 ext fields (to_v2_ext_fields)", per_op_us(v1.to_v2_ext_fields, number, repeat), ""))
     resp_header = SendMessageResponseHeader(
         "7F00000100002A9F0000000000A1B2C3", 3, 1234567, "7F0000010A2418B4AAC25C8F4D2A0000"
     )
     resp_ext = resp_header.to_ext_fields()
-    rows.append(
-        ("SendMessageResponseHeader.to_ext_fields", per_op_us(resp_header.to_ext_fields, number, repeat), "")
-    )
+    rows.append(("SendMessageResponseHeader.to_ext_fields", per_op_us(resp_header.to_ext_fields, number, repeat), ""))
     rows.append(
         (
             "SendMessageResponseHeader.from_ext_fields",
@@ -137,12 +133,7 @@ def main() -> None:
         ResponseCode.SUCCESS,
         opaque=7,
         flag=RemotingFlag.RESPONSE,
-        ext_fields={
-            "suggestWhichBrokerId": "0",
-            "nextBeginOffset": "1032",
-            "minOffset": "0",
-            "maxOffset": "99999",
-        },
+        ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "1032", "minOffset": "0", "maxOffset": "99999"},
         body=memoryview(bytes(256 * 1024)),
     )
     rows.append(

@@ -104,15 +104,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _cluster import (  # noqa: E402
-    Cluster,
-    CpuSampler,
-    MachineSampler,
-    RawClient,
-    all_processes_cpu,
-    schedstat,
-    top_consumers,
-)
+from _cluster import Cluster, CpuSampler, MachineSampler, RawClient, all_processes_cpu, schedstat, top_consumers  # noqa: E402
 
 from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmq.protocol.frame import RemotingCommand, encode  # noqa: E402
@@ -198,13 +190,9 @@ def send_command(group: str, topic: str, qid: int, body: bytes, ids: UniqueIdGen
     return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=h.to_v2_ext_fields(), body=body)
 
 
-def pull_command(
-    group: str, topic: str, qid: int, offset: int, suspend: bool, n: int = 32
-) -> RemotingCommand:
+def pull_command(group: str, topic: str, qid: int, offset: int, suspend: bool, n: int = 32) -> RemotingCommand:
     flag = PullSysFlag.build(False, suspend, True)
-    h = PullMessageRequestHeader(
-        group, topic, qid, offset, n, flag, 0, 15000 if suspend else 0, 0, "*", "TAG"
-    )
+    h = PullMessageRequestHeader(group, topic, qid, offset, n, flag, 0, 15000 if suspend else 0, 0, "*", "TAG")
     return RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=h.to_ext_fields())
 
 
@@ -353,9 +341,7 @@ async def _send_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-un
     if p["sender"] == "client":
         from rmq.client import Message, MQBrokerError, Producer
 
-        producer = Producer(
-            PRODUCER_GROUP, p["namesrv"], serialize_type=SerializeType.ROCKETMQ, send_msg_timeout=3000
-        )
+        producer = Producer(PRODUCER_GROUP, p["namesrv"], serialize_type=SerializeType.ROCKETMQ, send_msg_timeout=3000)
         await producer.start()
         closers.append(producer.shutdown)
         await producer.send(Message(topic, bodies[0]))
@@ -707,12 +693,7 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
             s2c_avg=st.s2c_sum / max(st.count, 1),
         )
     res.update(
-        win_count=st.win_count,
-        t_first=st.t_first,
-        e2e=st.e2e.tobytes(),
-        fail=st.fail,
-        errors=errors[:3],
-        queues=nq,
+        win_count=st.win_count, t_first=st.t_first, e2e=st.e2e.tobytes(), fail=st.fail, errors=errors[:3], queues=nq
     )
     if purpose == "drain" and p.get("decode_limit"):
         res["decode"] = await _decode_limit(addr, topic, nq, p["decode_seconds"])
@@ -851,10 +832,7 @@ class Child:
         self.idx = idx
         self.conn, child_conn = ctx.Pipe()
         self.proc = ctx.Process(
-            target=_child_entry,
-            args=(kind, params, child_conn, q, idx),
-            daemon=True,
-            name=f"bench-{kind}-{idx}",
+            target=_child_entry, args=(kind, params, child_conn, q, idx), daemon=True, name=f"bench-{kind}-{idx}"
         )
         self.proc.start()
         child_conn.close()
@@ -900,9 +878,7 @@ class Child:
 class Reporter:
     """Java-tool style lines from the children's 1 s snapshots (summed over children)."""
 
-    def __init__(
-        self, role: str, idxs: list[int], boundaries: list[int] | None, every: int, label: str
-    ) -> None:
+    def __init__(self, role: str, idxs: list[int], boundaries: list[int] | None, every: int, label: str) -> None:
         self.role = role
         self.idxs = set(idxs)
         self.snaps: dict[int, dict[int, tuple[float, dict]]] = {}
@@ -1160,9 +1136,7 @@ class Bench:
             if w.get("flush_waiters"):
                 r["msgs_per_round"] = w["flush_waiters"] / rounds if rounds else float("nan")
             r["fsync_ms"] = (
-                w.get("flush_fsync_seconds", 0.0) / w["flush_fsyncs"] * 1000
-                if w["flush_fsyncs"]
-                else float("nan")
+                w.get("flush_fsync_seconds", 0.0) / w["flush_fsyncs"] * 1000 if w["flush_fsyncs"] else float("nan")
             )
             r["flush_busy_pct"] = w.get("flush_fsync_seconds", 0.0) / secs * 100
         return r
@@ -1202,22 +1176,14 @@ class Bench:
             for p in (self.cluster.broker, self.cluster.namesrv, self.cluster.slave):
                 if p is not None and p.proc is not None:
                     own.add(p.proc.pid)
-        rows = [
-            r
-            for r in top_consumers(snap0[1], snap1[1], snap1[0] - snap0[0], 1000)
-            if r[0] not in own and r[2] > 0
-        ]
+        rows = [r for r in top_consumers(snap0[1], snap1[1], snap1[0] - snap0[0], 1000) if r[0] not in own and r[2] > 0]
         self.others = (sum(r[2] for r in rows), rows[:3])
 
     def others_text(self) -> str:
         tot, rows = self.others
         if not rows or tot < 5:
             return f"other processes {tot:.0f} %"
-        return (
-            f"other processes {tot:.0f} % ("
-            + ", ".join(f"{name}[{pid}] {p:.0f} %" for pid, name, p in rows)
-            + ")"
-        )
+        return f"other processes {tot:.0f} % (" + ", ".join(f"{name}[{pid}] {p:.0f} %" for pid, name, p in rows) + ")"
 
     # ------------------------------------------------------------------ figures
     def broker_cpu(self, t0: float, t1: float) -> dict:
@@ -1254,12 +1220,7 @@ def lat_stats(blobs: list[bytes], scale: float = 1000.0) -> dict:
         lat.frombytes(b)
     vals = sorted(lat)
     if not vals:
-        return {
-            "avg_ms": float("nan"),
-            "p50_ms": float("nan"),
-            "p99_ms": float("nan"),
-            "max_ms": float("nan"),
-        }
+        return {"avg_ms": float("nan"), "p50_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
     return {
         "avg_ms": sum(vals) / len(vals) * scale,
         "p50_ms": pct(vals, 0.50) * scale,
@@ -1328,13 +1289,7 @@ def report_bounds(report_interval: float, warmup: float, duration: float) -> tup
 
 
 def send_step(
-    b: Bench,
-    sender: str,
-    threads: int,
-    procs: int,
-    warmup: float,
-    duration: float,
-    ok_codes: list[int] | None = None,
+    b: Bench, sender: str, threads: int, procs: int, warmup: float, duration: float, ok_codes: list[int] | None = None
 ) -> dict:
     c = b.cluster
     assert c is not None
@@ -1436,9 +1391,7 @@ def commit_offsets(namesrv: str, topic: str, group: str, offsets: list[int]) -> 
     uvrun(_admin(namesrv, topic, fn))
 
 
-def fill_backlog(
-    namesrv: str, topic: str, n: int, size: int, batch: int = 32, conc: int = 16
-) -> tuple[int, float]:
+def fill_backlog(namesrv: str, topic: str, n: int, size: int, batch: int = 32, conc: int = 16) -> tuple[int, float]:
     """Put ``n`` messages with SEND_BATCH_MESSAGE, queues round robin."""
 
     async def fn(api, rc, addr, nq, nqr):  # type: ignore[no-untyped-def]
@@ -1690,10 +1643,7 @@ def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float, 
             },
         ),
     ]
-    reps = [
-        Reporter("send", [1], bounds, every, "[send]    "),
-        Reporter("consume", [0], bounds, every, "[consume] "),
-    ]
+    reps = [Reporter("send", [1], bounds, every, "[send]    "), Reporter("consume", [0], bounds, every, "[consume] ")]
     b.current_step = f"{c.flush} e2e {threads} {sender} senders + {consumer} consumer"
     kids, t_begin = b.run(specs, reps, (warmup, duration), warmup + duration + 120)
     t0, t1 = t_begin + warmup, t_begin + warmup + duration
@@ -1860,9 +1810,7 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
                     f"\n--- e2e: {a.e2e_threads} {a.e2e_sender} senders + one {a.e2e_consumer} "
                     f"consumer group on {a.topic}, {a.e2e_duration:g} s after {a.warmup:g} s warm-up"
                 )
-                res["e2e"] = e2e_step(
-                    b, a.e2e_threads, a.e2e_sender, a.e2e_consumer, a.warmup, a.e2e_duration
-                )
+                res["e2e"] = e2e_step(b, a.e2e_threads, a.e2e_sender, a.e2e_consumer, a.warmup, a.e2e_duration)
 
             def disk(key: str, label: str) -> None:
                 if flush != "SYNC_FLUSH" or "producer" not in a.run:
@@ -1907,13 +1855,7 @@ def run_mode(b: Bench, flush: str, root: Path) -> dict:
                             res["producer"][sender][f"{n}x2"] = r2
                             if f"{n}x2" not in res["raw"]:
                                 rr = raw_step(
-                                    b,
-                                    n,
-                                    2,
-                                    sizes["send_req"],
-                                    sizes["send_resp"],
-                                    a.raw_warmup,
-                                    a.raw_duration,
+                                    b, n, 2, sizes["send_req"], sizes["send_resp"], a.raw_warmup, a.raw_duration
                                 )
                                 res["raw"][f"{n}x2"] = rr
                                 out(f"    raw with 2 client processes, {n} senders: {rr['tps']:,.0f} req/s")
@@ -1991,10 +1933,7 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
                     ]
                 )
     if rows:
-        out(
-            "\nproducer (Java Producer tool equivalent; synchronous senders, 1 KiB, SEND_MESSAGE_V2, "
-            "binary headers)"
-        )
+        out("\nproducer (Java Producer tool equivalent; synchronous senders, 1 KiB, SEND_MESSAGE_V2, binary headers)")
         table(
             [
                 "mode",
@@ -2238,13 +2177,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "--modes",
-        default="ASYNC_FLUSH,SYNC_FLUSH",
-        help="broker flush modes, one fresh cluster each (default both)",
+        "--modes", default="ASYNC_FLUSH,SYNC_FLUSH", help="broker flush modes, one fresh cluster each (default both)"
     )
-    ap.add_argument(
-        "--run", default="producer,consumer,e2e", help="which benchmarks (default producer,consumer,e2e)"
-    )
+    ap.add_argument("--run", default="producer,consumer,e2e", help="which benchmarks (default producer,consumer,e2e)")
     ap.add_argument("--threads", default="1,16,64", help="sender counts (default 1,16,64)")
     ap.add_argument(
         "--sender",
@@ -2253,9 +2188,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "client (rmq.client.Producer); default both",
     )
     ap.add_argument(
-        "--consumer",
-        default="lean,client",
-        help="drain consumers: lean (bare long-poll loops), client (PushConsumer)",
+        "--consumer", default="lean,client", help="drain consumers: lean (bare long-poll loops), client (PushConsumer)"
     )
     ap.add_argument(
         "--procs", default="auto", help="sender processes: 1, 2 or auto (default: 2 more when 1 is CPU-bound)"
@@ -2271,12 +2204,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--raw-warmup", type=float, default=1.0)
     ap.add_argument("--raw-pull-inflight", type=int, default=1024)
     ap.add_argument("--decode-seconds", type=float, default=1.0)
-    ap.add_argument(
-        "--disk-seconds", type=float, default=2.0, help="seconds per disk-limit point (SYNC_FLUSH)"
-    )
-    ap.add_argument(
-        "--quick", action="store_true", help="smoke run: 3 s points, 1 s warm-up, 50k backlog, 5 s e2e"
-    )
+    ap.add_argument("--disk-seconds", type=float, default=2.0, help="seconds per disk-limit point (SYNC_FLUSH)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 3 s points, 1 s warm-up, 50k backlog, 5 s e2e")
     ap.add_argument(
         "--profile-broker",
         action="store_true",
@@ -2369,11 +2298,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{a.warmup:g} s warm-up + {a.duration:g} s per point"
         + ("; QUICK" if a.quick else "")
         + (f"; broker.conf extra {a.broker_conf}" if a.broker_conf else "")
-        + (
-            f"; broker switch interval {a.broker_switch_interval:g} s"
-            if a.broker_switch_interval is not None
-            else ""
-        )
+        + (f"; broker switch interval {a.broker_switch_interval:g} s" if a.broker_switch_interval is not None else "")
         + ("; BROKER UNDER cProfile (slowed)" if a.profile_broker else "")
     )
     results: dict[str, dict] = {}

@@ -163,9 +163,7 @@ async def _round(wd: Path, timeout_ms: int) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--timeouts", default="2000,10000", help="controllerMasterTimeout values in ms (comma-separated)"
-    )
+    ap.add_argument("--timeouts", default="2000,10000", help="controllerMasterTimeout values in ms (comma-separated)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="one round at 2000 ms")
     ap.add_argument("--json", action="store_true")
@@ -181,8 +179,7 @@ def main() -> int:
             r.update(timeout_ms=t, round=i + 1)
             rows.append(r)
             print(
-                f"  timeout {t} ms, round {i + 1}: first send on the new master "
-                f"{r['first']:.2f} s after SIGKILL",
+                f"  timeout {t} ms, round {i + 1}: first send on the new master {r['first']:.2f} s after SIGKILL",
                 flush=True,
             )
     print()

@@ -281,11 +281,7 @@ def catchup(b: Bench, root: Path) -> dict[str, Any]:
         s = status(c.slave_addr)
         cu = s["haClientRuntimeInfo"].get("lastCatchUp") or {}
         lag_at = s["dispatchBehindBytes"]
-        wait_for(
-            lambda: status(c.slave_addr)["dispatchBehindBytes"] == 0,
-            600,
-            "the slave's dispatch never finished",
-        )
+        wait_for(lambda: status(c.slave_addr)["dispatchBehindBytes"] == 0, 600, "the slave's dispatch never finished")
         t_disp = time.time()
         assert c.slave_cpu is not None
         r = {
@@ -379,9 +375,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     add_run_args(ap)
     ap.add_argument("--catchup-mb", type=int, default=500)
-    ap.add_argument(
-        "--rounds", type=int, default=2, help="produce runs per mode, the modes alternating (default 2)"
-    )
+    ap.add_argument("--rounds", type=int, default=2, help="produce runs per mode, the modes alternating (default 2)")
     ap.add_argument("--quick", action="store_true", help="3 s points, 1 s warm-up, 100 MB catch-up")
     ap.add_argument(
         "--profile-broker",

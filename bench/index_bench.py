@@ -117,9 +117,7 @@ def main() -> None:
             else:
                 cleanup(svc, root)
         mode = "build_index (per record)" if batch is None else "build_index_batch"
-        print(
-            f"{mode:<28}{batch or 1:>7}{nkeys / best:>14,.0f}{nrec / best:>14,.0f}{best / nkeys * 1e6:>9.2f}"
-        )
+        print(f"{mode:<28}{batch or 1:>7}{nkeys / best:>14,.0f}{nrec / best:>14,.0f}{best / nkeys * 1e6:>9.2f}")
 
     assert svc_for_query is not None
     svc, root = svc_for_query
@@ -139,10 +137,7 @@ def main() -> None:
         svc.query_offset(TOPIC, "no-such-key-" + k, 32, 0, 2**62)
         lat_miss.append(time.perf_counter() - t0)
     print()
-    print(
-        f"query_offset latency over {len(sample)} queries, "
-        f"{svc.index_files[-1].entry_count:,} entries in the file:"
-    )
+    print(f"query_offset latency over {len(sample)} queries, {svc.index_files[-1].entry_count:,} entries in the file:")
     print(f"{'query':<22}{'p50 us':>9}{'p99 us':>9}{'max us':>9}")
     for name, lat in (("UNIQ_KEY (hit)", lat_uniq), ("KEYS token (hit)", lat_key), ("absent key", lat_miss)):
         lat.sort()

@@ -137,9 +137,7 @@ def main() -> int:
         if os.path.isdir(store):
             shutil.rmtree(store)
         records, nbytes, gen_s = generate(store, int(a.gib * (1 << 30)), file_size)
-        files = sorted(
-            os.path.join(store, "commitlog", n) for n in os.listdir(os.path.join(store, "commitlog"))
-        )
+        files = sorted(os.path.join(store, "commitlog", n) for n in os.listdir(os.path.join(store, "commitlog")))
         print(
             f"generated {records:,} records, {nbytes / 2**30:.2f} GiB in {len(files)} files "
             f"in {gen_s:.1f} s ({nbytes / gen_s / 1e6:.0f} MB/s)",

@@ -91,9 +91,7 @@ def _serve(kind: str, loop_name: str, coalesce_limit: int, pipe) -> None:  # typ
             server = RemotingServer(name="bench", coalesce_limit=coalesce_limit)
             server.register_processor(
                 RequestCode.SEND_MESSAGE_V2,
-                lambda conn, cmd: cmd.create_response(
-                    ResponseCode.SUCCESS, ext_fields=cmd.ext_fields, body=cmd.body
-                ),
+                lambda conn, cmd: cmd.create_response(ResponseCode.SUCCESS, ext_fields=cmd.ext_fields, body=cmd.body),
             )
             await server.start()
             pipe.send(server.port)
@@ -166,9 +164,7 @@ def _client_run(
 
             def call() -> Awaitable[RemotingCommand]:
                 # a fresh command per request: invoke assigns the opaque
-                return client.invoke(
-                    addr, RemotingCommand(req.code, ext_fields=req.ext_fields, body=req.body), 10
-                )
+                return client.invoke(addr, RemotingCommand(req.code, ext_fields=req.ext_fields, body=req.body), 10)
 
             for c in concurrencies:
                 results.append(await _drive(call, c, warmup, duration))
@@ -234,17 +230,13 @@ def main() -> None:
             "rmq",
             loop_name,
             lim,
-            lambda port: _client_run(
-                "rmq", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim
-            ),
+            lambda port: _client_run("rmq", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim),
         )
         raw = _with_server(
             "raw",
             loop_name,
             lim,
-            lambda port: _client_run(
-                "raw", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim
-            ),
+            lambda port: _client_run("raw", loop_name, port, concs, args.warmup, args.duration, args.body, st, lim),
         )
         for c, r, b in zip(concs, rmq, raw, strict=False):  # type: ignore[call-overload]
             print(

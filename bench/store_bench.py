@@ -352,9 +352,7 @@ async def sampler(ctx: RunCtx, space_dir: str) -> None:
         n += 1
         if n % 20 == 0 and shutil.disk_usage(space_dir).free < MIN_FREE_BYTES:
             ctx.stopped_for_space = True
-            log.warning(
-                "less than %d GiB free under %s: stopping the writers early", MIN_FREE_BYTES // GiB, space_dir
-            )
+            log.warning("less than %d GiB free under %s: stopping the writers early", MIN_FREE_BYTES // GiB, space_dir)
             return
 
 
@@ -383,20 +381,12 @@ def verify_store(st: MessageStore, expected: int) -> str:
 
 # ---------------------------------------------------------------------------- one store run
 async def run_mode(
-    mode: FlushDiskType,
-    root: str,
-    args,
-    space_dir: str,
-    duration: float,
-    warmup: float,
-    profile: bool = False,
+    mode: FlushDiskType, root: str, args, space_dir: str, duration: float, warmup: float, profile: bool = False
 ) -> dict:
     st = new_store(root, mode)
     SYNC_TIMER.watch(st.config.commitlog_dir)
     await st.start()
-    ctx = RunCtx(
-        st, MessageFactory(args.size, args.queues, args.keys, st.store_host), dev_stat=device_stat_path(root)
-    )
+    ctx = RunCtx(st, MessageFactory(args.size, args.queues, args.keys, st.store_host), dev_stat=device_stat_path(root))
     gct = GcTimer()
     prof = cProfile.Profile() if profile else None
     with gct:
@@ -476,9 +466,7 @@ async def run_mode(
         "loop_user_pct": (b.thread_utime - a.thread_utime) / win * 100 if win else 0.0,
         "loop_sys_pct": (b.thread_stime - a.thread_stime) / win * 100 if win else 0.0,
         "loop_cpu_us_per_put": loop_cpu / puts * 1e6 if puts else None,
-        "process_cpu_pct": ((b.proc_utime - a.proc_utime) + (b.proc_stime - a.proc_stime)) / win * 100
-        if win
-        else 0.0,
+        "process_cpu_pct": ((b.proc_utime - a.proc_utime) + (b.proc_stime - a.proc_stime)) / win * 100 if win else 0.0,
         "gc_pct_of_window": (b.gc_seconds - a.gc_seconds) / win * 100 if win else 0.0,
         "gc_collections": b.gc_collections - a.gc_collections,
         "minor_faults_per_put": (b.thread_minflt - a.thread_minflt) / puts if puts else None,
@@ -486,9 +474,7 @@ async def run_mode(
         "cq_index_fsyncs_per_s": (b.cq_fsyncs - a.cq_fsyncs) / win if win else 0.0,
         "device_mb_per_s": (b.dev_bytes - a.dev_bytes) / win / MB if win else 0.0,
         "device_writes_per_s": (b.dev_writes - a.dev_writes) / win if win else 0.0,
-        "device_bytes_per_commitlog_byte": (
-            (b.dev_bytes - a.dev_bytes) / nbytes if nbytes and ctx.dev_stat else None
-        ),
+        "device_bytes_per_commitlog_byte": ((b.dev_bytes - a.dev_bytes) / nbytes if nbytes and ctx.dev_stat else None),
         "allocator_waits": alloc.waits,
         "errors": dict(ctx.errors),
         "stopped_early_for_disk_space": ctx.stopped_for_space,
@@ -843,9 +829,7 @@ def print_results(runs: list[dict], ceiling: dict | None, disk: list[dict], args
             )
 
 
-def json_figures(
-    runs: list[dict], profile_runs: list[dict], ceiling: dict | None, disk: list[dict], args
-) -> dict:
+def json_figures(runs: list[dict], profile_runs: list[dict], ceiling: dict | None, disk: list[dict], args) -> dict:
     j: dict = {
         "concurrency": args.concurrency,
         "size": args.size,
@@ -916,10 +900,7 @@ def main() -> int:
         description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     ap.add_argument(
-        "--modes",
-        type=parse_modes,
-        default="async,sync",
-        help="flush modes to run, comma separated: async, sync",
+        "--modes", type=parse_modes, default="async,sync", help="flush modes to run, comma separated: async, sync"
     )
     ap.add_argument("--concurrency", type=int, default=256, help="writer tasks, i.e. puts in flight")
     ap.add_argument("--size", type=int, default=1024, help="message body bytes")
@@ -936,9 +917,7 @@ def main() -> int:
     )
     ap.add_argument("--ceiling-rounds", type=int, default=3)
     ap.add_argument(
-        "--profile",
-        action="store_true",
-        help="also run each mode under cProfile and print the top 25 by tottime",
+        "--profile", action="store_true", help="also run each mode under cProfile and print the top 25 by tottime"
     )
     ap.add_argument("--profile-seconds", type=float, default=5.0)
     ap.add_argument("--store-dir", metavar="DIR", help="keep the stores: one store root per run under DIR")
@@ -949,9 +928,7 @@ def main() -> int:
         help="where temporary stores and the disk-limit file go "
         "(default: the system temp dir; ignored for stores with --store-dir)",
     )
-    ap.add_argument(
-        "--json", action="store_true", help="print the figures as one JSON object on the last output line"
-    )
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object on the last output line")
     args = ap.parse_args()
     if isinstance(args.modes, str):
         args.modes = parse_modes(args.modes)
@@ -1004,8 +981,7 @@ def main() -> int:
         for mode in args.modes:
             name = mode.value.lower()
             out(
-                f"running {mode.value}: {args.concurrency} writers, "
-                f"{args.warmup:g} s warm-up + {args.duration:g} s ..."
+                f"running {mode.value}: {args.concurrency} writers, {args.warmup:g} s warm-up + {args.duration:g} s ..."
             )
             r = run_loop(run_mode(mode, store_root(name), args, base, args.duration, args.warmup))
             out(
@@ -1028,10 +1004,7 @@ def main() -> int:
                 disk.append(d)
 
         if args.ceiling_messages > 0:
-            out(
-                f"measuring the put-path CPU ceiling ({args.ceiling_rounds} x "
-                f"{args.ceiling_messages:,} messages) ..."
-            )
+            out(f"measuring the put-path CPU ceiling ({args.ceiling_rounds} x {args.ceiling_messages:,} messages) ...")
             ceiling = run_loop(run_ceiling(store_root("ceiling"), args, args.ceiling_messages))
             if not keep:
                 shutil.rmtree(os.path.join(base, "ceiling"), ignore_errors=True)
@@ -1052,13 +1025,7 @@ def main() -> int:
                 out(f"profiling {mode.value} for {args.profile_seconds:g} s ...")
                 pr = run_loop(
                     run_mode(
-                        mode,
-                        store_root(name),
-                        args,
-                        base,
-                        args.profile_seconds,
-                        min(args.warmup, 1.0),
-                        profile=True,
+                        mode, store_root(name), args, base, args.profile_seconds, min(args.warmup, 1.0), profile=True
                     )
                 )
                 profile_runs.append(pr)

@@ -452,9 +452,7 @@ class HAClient:
         self._received_at_tick = proto.bytes_received
         if now - proto.last_read > cfg.haHousekeepingInterval:
             log.warning(
-                "HA: nothing from master %s for %d ms; reconnecting",
-                self.master_address,
-                now - proto.last_read,
+                "HA: nothing from master %s for %d ms; reconnecting", self.master_address, now - proto.last_read
             )
             proto.abort()
             return

@@ -145,13 +145,11 @@ class EpochFile:
                     return False
                 if epoch <= last.epoch:
                     raise EpochFileError(
-                        f"{self.path}: epoch {epoch} (start {start_offset}) is "
-                        f"not newer than the last one, {last}"
+                        f"{self.path}: epoch {epoch} (start {start_offset}) is not newer than the last one, {last}"
                     )
                 if start_offset < last.start_offset:
                     raise EpochFileError(
-                        f"{self.path}: epoch {epoch} would start at "
-                        f"{start_offset}, before the last one, {last}"
+                        f"{self.path}: epoch {epoch} would start at {start_offset}, before the last one, {last}"
                     )
             await self._save(self._entries + [entry])
         log.info("epoch file %s: appended %s", self.path, entry)

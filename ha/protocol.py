@@ -187,9 +187,7 @@ def encode_hello(h: SlaveHello) -> bytes:
         HELLO,
         _str(h.cluster)
         + _str(h.broker_name)
-        + _HELLO_TAIL.pack(
-            h.broker_id, h.epoch, h.last_epoch_start_offset, h.max_offset, h.commitlog_file_size, flags
-        )
+        + _HELLO_TAIL.pack(h.broker_id, h.epoch, h.last_epoch_start_offset, h.max_offset, h.commitlog_file_size, flags)
         + _epochs(h.epochs),
     )
 
@@ -416,9 +414,7 @@ class SlaveStreamReader:
         if self._cap - self._w < n:
             self._compact()
             if self._cap - self._w < n:
-                raise HAProtocolError(
-                    f"{n} bytes do not fit the receive buffer ({self._w - self._r} unparsed)"
-                )
+                raise HAProtocolError(f"{n} bytes do not fit the receive buffer ({self._w - self._r} unparsed)")
         self._buf[self._w : self._w + n] = data
         self._w += n
 
@@ -456,8 +452,7 @@ class SlaveStreamReader:
             offset, size = unpack(mv, r)
             if size < 0 or size > limit:
                 raise HAProtocolError(
-                    f"transfer of {size} bytes at offset {offset} "
-                    f"does not fit the {self._cap}-byte receive buffer"
+                    f"transfer of {size} bytes at offset {offset} does not fit the {self._cap}-byte receive buffer"
                 )
             if offset < 0:
                 raise HAProtocolError(f"transfer at negative offset {offset}")

@@ -264,9 +264,7 @@ class HAService:
         still names this broker master: those slaves stop holding dispatch back."""
         if any(g <= generation for _, g in self._departed):
             self._departed = [(a, g) for a, g in self._departed if g > generation]
-            log.info(
-                "HA: the controller keeps this master with the smaller in-sync set; dispatch limit released"
-            )
+            log.info("HA: the controller keeps this master with the smaller in-sync set; dispatch limit released")
             self._update_limit()
 
     def synced_acks(self) -> dict[str, int]:
@@ -297,10 +295,7 @@ class HAService:
     def is_slave_ok(self, master_put_where: int) -> bool:
         """4.x isSlaveOK: a slave is connected and the acked offset is within
         haSlaveFallbehindMax of the master."""
-        return (
-            bool(self.slaves)
-            and (master_put_where - self.group_transfer.acked) < self.config.haSlaveFallbehindMax
-        )
+        return bool(self.slaves) and (master_put_where - self.group_transfer.acked) < self.config.haSlaveFallbehindMax
 
     def replica_waiter(self, result: PutMessageResult, wait: bool) -> asyncio.Future[PutMessageStatus] | None:
         """The store's hook (SYNC_MASTER): a future answered when a slave has the put."""

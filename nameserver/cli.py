@@ -51,11 +51,7 @@ _OPTION_KEYS = {
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq namesrv", description="RocketMQ 4.x compatible NameServer")
     p.add_argument(
-        "-p",
-        "--port",
-        type=int,
-        default=None,
-        help="listen port, listenPort (default 9876; 0 = any free port)",
+        "-p", "--port", type=int, default=None, help="listen port, listenPort (default 9876; 0 = any free port)"
     )
     p.add_argument("--host", default=None, help="listen address, bindAddress (default 0.0.0.0)")
     p.add_argument(
@@ -71,9 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="broker expiry scan period, scanNotActiveBrokerInterval; the first "
         "scan runs after half of it (default 10000)",
     )
-    p.add_argument(
-        "--kv-path", default=None, help="KV config file, kvConfigPath (default ~/namesrv/kvConfig.msgpack)"
-    )
+    p.add_argument("--kv-path", default=None, help="KV config file, kvConfigPath (default ~/namesrv/kvConfig.msgpack)")
     p.add_argument(
         "--accept-standard-json-only",
         action="store_const",
@@ -129,9 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from_args(args: argparse.Namespace) -> NamesrvSettings:
     """The file of -c with the options given on the command line over it.
     ValueError (PropertiesError) names the file and the bad key or line."""
-    overrides = {
-        key: getattr(args, dest) for dest, key in _OPTION_KEYS.items() if getattr(args, dest) is not None
-    }
+    overrides = {key: getattr(args, dest) for dest, key in _OPTION_KEYS.items() if getattr(args, dest) is not None}
     return load_namesrv_config(args.config, overrides)
 
 

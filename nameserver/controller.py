@@ -174,8 +174,7 @@ class Controller:
                 "masterHaAddr": g.master_ha_addr,
                 "brokerIds": dict(g.ids),
                 "history": [
-                    [h.epoch, h.start_offset, h.master_addr, h.reason, h.time_ms]
-                    for h in g.history[-_HISTORY_KEPT:]
+                    [h.epoch, h.start_offset, h.master_addr, h.reason, h.time_ms] for h in g.history[-_HISTORY_KEPT:]
                 ],
             }
         return msgpack.packb({"version": _FILE_VERSION, "groups": groups}, use_bin_type=True)
@@ -234,8 +233,7 @@ class Controller:
                 hb.broker_addr, hb.broker_id, hb.role, hb.epoch, hb.max_offset, body.ha_server_addr, now_ms
             )
             log.info(
-                "controller: group %s: broker %s (id %d, %s, epoch %d, max offset %d) "
-                "heard for the first time",
+                "controller: group %s: broker %s (id %d, %s, epoch %d, max offset %d) heard for the first time",
                 g.name,
                 hb.broker_addr,
                 hb.broker_id,
@@ -276,8 +274,7 @@ class Controller:
             if key.isdigit():
                 bid = int(key)
                 addr = next(
-                    (a for a, mem in g.members.items() if mem.broker_id == bid and mem.role == ROLE_SLAVE),
-                    None,
+                    (a for a, mem in g.members.items() if mem.broker_id == bid and mem.role == ROLE_SLAVE), None
                 )
                 if addr is None:
                     continue
@@ -311,11 +308,7 @@ class Controller:
                 max(hb.epoch_start_offset, 0),
                 f"master reports newer epoch {hb.epoch}",
             )
-        elif (
-            hb.epoch == g.epoch
-            and hb.epoch_start_offset >= 0
-            and hb.epoch_start_offset != g.epoch_start_offset
-        ):
+        elif hb.epoch == g.epoch and hb.epoch_start_offset >= 0 and hb.epoch_start_offset != g.epoch_start_offset:
             log.info(
                 "controller: group %s: epoch %d starts at %d on master %s (recorded %d)",
                 g.name,
@@ -327,9 +320,7 @@ class Controller:
             g.epoch_start_offset = hb.epoch_start_offset
             if g.history and g.history[-1].epoch == g.epoch:
                 h = g.history[-1]
-                g.history[-1] = EpochRecord(
-                    h.epoch, hb.epoch_start_offset, h.master_addr, h.reason, h.time_ms
-                )
+                g.history[-1] = EpochRecord(h.epoch, hb.epoch_start_offset, h.master_addr, h.reason, h.time_ms)
             self.version += 1
 
     def _assignment(self, g: _Group, addr: str, reported_id: int) -> Assignment:
@@ -382,8 +373,7 @@ class Controller:
                 if g.warned != why:
                     g.warned = why
                     log.warning(
-                        "controller: group %s: master %s silent for %d ms, %s to elect "
-                        "(enableElectUncleanMaster=%s)",
+                        "controller: group %s: master %s silent for %d ms, %s to elect (enableElectUncleanMaster=%s)",
                         g.name,
                         g.master_addr,
                         silent,
@@ -438,9 +428,7 @@ class Controller:
                 prev.acks = {}
         return self._decide(g, chosen.addr, chosen.ha_addr, g.epoch + 1, start, why)
 
-    def _decide(
-        self, g: _Group, master: str, ha_addr: str | None, epoch: int, start: int, why: str
-    ) -> EpochRecord:
+    def _decide(self, g: _Group, master: str, ha_addr: str | None, epoch: int, start: int, why: str) -> EpochRecord:
         rec = EpochRecord(epoch, start, master, why, self._wall())
         failover = g.master_addr is not None and g.master_addr != master
         g.master_addr, g.master_ha_addr = master, ha_addr
@@ -450,9 +438,7 @@ class Controller:
         del g.history[:-_HISTORY_KEPT]
         g.warned = ""
         self.version += 1
-        log.warning(
-            "controller: group %s: epoch %d from offset %d, master %s (%s)", g.name, epoch, start, master, why
-        )
+        log.warning("controller: group %s: epoch %d from offset %d, master %s (%s)", g.name, epoch, start, master, why)
         if failover and self.on_failover is not None:
             self.on_failover(g.cluster, g.name)
         return rec
@@ -466,8 +452,7 @@ class Controller:
         g = self.groups.get(broker_name)
         if g is None:
             raise ControllerError(
-                ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST,
-                f"the controller knows no broker group {broker_name}",
+                ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"the controller knows no broker group {broker_name}"
             )
         unclean = self.config.enableElectUncleanMaster
         if broker_addr is None:
@@ -475,14 +460,12 @@ class Controller:
             if master is not None and self._alive(master, now_ms):
                 raise ControllerError(
                     ResponseCode.CONTROLLER_INVALID_REQUEST,
-                    f"master {g.master_addr} of {broker_name} is alive; name "
-                    "the broker to promote with --brokerAddr",
+                    f"master {g.master_addr} of {broker_name} is alive; name the broker to promote with --brokerAddr",
                 )
             chosen = self._best_candidate(g, now_ms, unclean)
             if chosen is None:
                 raise ControllerError(
-                    ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE,
-                    f"no live in-sync slave in {broker_name} to elect",
+                    ResponseCode.CONTROLLER_MASTER_NOT_AVAILABLE, f"no live in-sync slave in {broker_name} to elect"
                 )
             return self._elect(g, chosen, "electMaster (controller's choice)")
         if broker_addr == g.master_addr:
@@ -493,13 +476,10 @@ class Controller:
         m = g.members.get(broker_addr)
         if m is None or not self._alive(m, now_ms):
             raise ControllerError(
-                ResponseCode.CONTROLLER_BROKER_NOT_ALIVE,
-                f"{broker_addr} is not a live broker of {broker_name}",
+                ResponseCode.CONTROLLER_BROKER_NOT_ALIVE, f"{broker_addr} is not a live broker of {broker_name}"
             )
         if m.role != ROLE_SLAVE:
-            raise ControllerError(
-                ResponseCode.CONTROLLER_INVALID_REQUEST, f"{broker_addr} is a {m.role}, not a slave"
-            )
+            raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, f"{broker_addr} is a {m.role}, not a slave")
         in_sync, ack = self._in_sync(g, m)
         if not in_sync and not unclean:
             raise ControllerError(

@@ -88,9 +88,7 @@ class KVConfigManager:
         prev = kv.get(key)
         kv[key] = value
         if prev is None:
-            logger.info(
-                "putKVConfig create new config item, namespace=%s key=%s value=%s", namespace, key, value
-            )
+            logger.info("putKVConfig create new config item, namespace=%s key=%s value=%s", namespace, key, value)
         else:
             logger.info("putKVConfig update config item, namespace=%s key=%s value=%s", namespace, key, value)
 
@@ -104,9 +102,7 @@ class KVConfigManager:
         if kv is None or key not in kv:
             return False
         value = kv.pop(key)
-        logger.info(
-            "deleteKVConfig delete a config item, namespace=%s key=%s value=%s", namespace, key, value
-        )
+        logger.info("deleteKVConfig delete a config item, namespace=%s key=%s value=%s", namespace, key, value)
         return True
 
     def get_kv_list_by_namespace(self, namespace: str) -> KVTable | None:

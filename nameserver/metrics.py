@@ -100,22 +100,10 @@ class NameServerMetrics:
     def _families(self, s: NameServerSnapshot | None) -> Families:
         f = Families(self.node)
         f.gauge("rocketmq_namesrv_brokers_alive", "Live broker addresses per cluster.", ["cluster"])
-        f.counter(
-            "rocketmq_namesrv_route_requests_total", "GET_ROUTEINFO_BY_TOPIC requests.", ["response_code"]
-        )
-        f.counter(
-            "rocketmq_namesrv_registrations_total", "REGISTER_BROKER requests (registrations and heartbeats)."
-        )
-        f.counter(
-            "rocketmq_namesrv_failover_events_total",
-            "Masters replaced by failover.",
-            ["cluster", "broker_name"],
-        )
-        f.histogram(
-            "rocketmq_rpc_latency",
-            "Request handling time in milliseconds.",
-            ["request_code", "response_code"],
-        )
+        f.counter("rocketmq_namesrv_route_requests_total", "GET_ROUTEINFO_BY_TOPIC requests.", ["response_code"])
+        f.counter("rocketmq_namesrv_registrations_total", "REGISTER_BROKER requests (registrations and heartbeats).")
+        f.counter("rocketmq_namesrv_failover_events_total", "Masters replaced by failover.", ["cluster", "broker_name"])
+        f.histogram("rocketmq_rpc_latency", "Request handling time in milliseconds.", ["request_code", "response_code"])
         f.counter("rocketmq_protocol_errors_total", "Connections closed for malformed frames.")
         if s is None:
             return f
@@ -123,15 +111,11 @@ class NameServerMetrics:
             f.sample("rocketmq_namesrv_brokers_alive", n, [cluster])
         registrations = 0
         for key, h in s.rpc_latency.items():
-            f.histogram_sample(
-                "rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h, RpcLatencyRecorder.label_values(key)
-            )
+            f.histogram_sample("rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h, RpcLatencyRecorder.label_values(key))
             request_code, response_code = key
             if request_code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
                 f.sample(
-                    "rocketmq_namesrv_route_requests_total",
-                    sum(h[0]),
-                    [ResponseCode.name_of(response_code).lower()],
+                    "rocketmq_namesrv_route_requests_total", sum(h[0]), [ResponseCode.name_of(response_code).lower()]
                 )
             elif request_code == RequestCode.REGISTER_BROKER:
                 registrations += sum(h[0])

@@ -143,9 +143,7 @@ class RouteInfoManager:
             )
         register_first = register_first or old_addr is None
 
-        data_version = (
-            topic_config_wrapper.data_version if topic_config_wrapper is not None else DataVersion()
-        )
+        data_version = topic_config_wrapper.data_version if topic_config_wrapper is not None else DataVersion()
         if topic_config_wrapper is not None and broker_id == MASTER_ID:
             if register_first or self.is_broker_topic_config_changed(broker_addr, data_version):
                 for tc in topic_config_wrapper.topic_config_table.values():
@@ -187,9 +185,7 @@ class RouteInfoManager:
         old = by_broker.get(broker_name)
         by_broker[broker_name] = qd
         if old is not None and old != qd:
-            logger.info(
-                "topic changed: topic=%s broker=%s OLD: %s NEW: %s", tc.topic_name, broker_name, old, qd
-            )
+            logger.info("topic changed: topic=%s broker=%s OLD: %s NEW: %s", tc.topic_name, broker_name, old, qd)
 
     def is_broker_topic_config_changed(self, broker_addr: str, data_version: DataVersion) -> bool:
         prev = self.query_broker_topic_config(broker_addr)
@@ -204,9 +200,7 @@ class RouteInfoManager:
         if live is not None:
             live.last_update_timestamp = self._clock() if now_ms is None else now_ms
 
-    def unregister_broker(
-        self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
-    ) -> None:
+    def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         """UNREGISTER_BROKER (a broker shutting down cleanly)."""
         live = self.broker_live_table.pop(broker_addr, None)
         logger.info(
@@ -246,9 +240,7 @@ class RouteInfoManager:
                 )
                 if not names:
                     del self.cluster_addr_table[cluster_name]
-                    logger.info(
-                        "unregisterBroker: remove cluster from clusterAddrTable, cluster=%s", cluster_name
-                    )
+                    logger.info("unregisterBroker: remove cluster from clusterAddrTable, cluster=%s", cluster_name)
             self._remove_topic_by_broker_name(broker_name, "unregistered")
 
     def _remove_topic_by_broker_name(self, broker_name: str, why: str) -> None:
@@ -257,11 +249,7 @@ class RouteInfoManager:
             old = by_broker.pop(broker_name, None)
             if old is not None:
                 logger.info(
-                    "remove topic from topicQueueTable (%s): topic=%s broker=%s %s",
-                    why,
-                    topic,
-                    broker_name,
-                    old,
+                    "remove topic from topicQueueTable (%s): topic=%s broker=%s %s", why, topic, broker_name, old
                 )
             if not by_broker:
                 empty.append(topic)
@@ -332,10 +320,7 @@ class RouteInfoManager:
                     remove_broker_name = True
                     del self.broker_addr_table[name]
                     logger.info(
-                        "remove brokerName from brokerAddrTable (%s): cluster=%s broker=%s",
-                        why,
-                        bd.cluster,
-                        name,
+                        "remove brokerName from brokerAddrTable (%s): cluster=%s broker=%s", why, bd.cluster, name
                     )
                 break
 
@@ -352,9 +337,7 @@ class RouteInfoManager:
                     if not names:
                         del self.cluster_addr_table[cluster]
                         logger.info(
-                            "remove cluster from clusterAddrTable, no broker left (%s): cluster=%s",
-                            why,
-                            cluster,
+                            "remove cluster from clusterAddrTable, no broker left (%s): cluster=%s", why, cluster
                         )
                     break
             self._remove_topic_by_broker_name(broker_name_found, why)
@@ -422,11 +405,7 @@ class RouteInfoManager:
     def _topics_where(self, pick: Callable[[QueueData], bool]) -> TopicList:
         # As Java: only the first queue data of each topic decides.
         return TopicList(
-            [
-                t
-                for t, by_broker in self.topic_queue_table.items()
-                if by_broker and pick(next(iter(by_broker.values())))
-            ]
+            [t for t, by_broker in self.topic_queue_table.items() if by_broker and pick(next(iter(by_broker.values())))]
         )
 
     def get_unit_topics(self) -> TopicList:

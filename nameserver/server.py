@@ -27,11 +27,7 @@ from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, d
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager, monotonic_ms
 from rmq.common.fs import atomic_write
 from rmq.common.service import ServiceLoop
-from rmq.protocol.bodies import (
-    DataVersion,
-    RegisterBrokerBody,
-    TopicConfigSerializeWrapper,
-)
+from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.controller import (
     BrokerHeartbeatRequestHeader,
@@ -144,9 +140,7 @@ class NameServer:
             self.controller = Controller(controller)
             self._controller_scan = _ControllerScan(self, controller.controllerScanInterval)
             self.controller.on_failover = self._record_failover
-            self._controller_path = (
-                None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME
-            )
+            self._controller_path = None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME
         for code, handler in self._handlers().items():
             self._remoting.register_processor(code, self._guard(code, handler))
         self._remoting.on_connection_closed(self._on_connection_closed)
@@ -216,9 +210,7 @@ class NameServer:
             conn = r.conn_id
             if isinstance(conn, Connection) and not conn.closed:
                 logger.info(
-                    "closing the expired broker's connection: addr=%s remote=%s",
-                    r.broker_addr,
-                    conn.remote_address,
+                    "closing the expired broker's connection: addr=%s remote=%s", r.broker_addr, conn.remote_address
                 )
                 conn.close()
         return len(removed)
@@ -291,11 +283,7 @@ class NameServer:
             rec = self.controller.elect_master(h.broker_name, h.broker_addr or None, monotonic_ms())
         except ControllerError as e:
             logger.warning(
-                "electMaster %s %s from %s refused: %s",
-                h.broker_name,
-                h.broker_addr or "",
-                conn.remote_address,
-                e,
+                "electMaster %s %s from %s refused: %s", h.broker_name, h.broker_addr or "", conn.remote_address, e
             )
             return cmd.create_response(e.code, str(e))
         await self._persist_controller()
@@ -308,9 +296,7 @@ class NameServer:
         )
         return cmd.create_response(
             ResponseCode.SUCCESS,
-            ext_fields=ElectMasterResponseHeader(
-                0, rec.master_addr, rec.epoch, rec.start_offset
-            ).to_ext_fields(),
+            ext_fields=ElectMasterResponseHeader(0, rec.master_addr, rec.epoch, rec.start_offset).to_ext_fields(),
         )
 
     def _get_sync_state_data(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -420,9 +406,7 @@ class NameServer:
         namespace = _required(cmd, "namespace")
         table = self.kv.get_kv_list_by_namespace(namespace)
         if table is None:
-            return cmd.create_response(
-                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}"
-            )
+            return cmd.create_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
         return cmd.create_response(ResponseCode.SUCCESS, body=table.to_json())
 
     # ------------------------------------------------------------------ brokers
@@ -451,9 +435,7 @@ class NameServer:
                 wrapper, filter_servers = TopicConfigSerializeWrapper(), []
         else:
             # registerBroker (pre-3.0.11 brokers): the body is the wrapper itself.
-            wrapper = (
-                TopicConfigSerializeWrapper.from_json(cmd.body) if cmd.body else TopicConfigSerializeWrapper()
-            )
+            wrapper = TopicConfigSerializeWrapper.from_json(cmd.body) if cmd.body else TopicConfigSerializeWrapper()
             filter_servers = None
 
         broker_id = header.broker_id
@@ -490,17 +472,13 @@ class NameServer:
         order_conf = self.kv.get_kv_list_by_namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
         return cmd.create_response(
             ResponseCode.SUCCESS,
-            ext_fields=RegisterBrokerResponseHeader(
-                result.ha_server_addr, result.master_addr
-            ).to_ext_fields(),
+            ext_fields=RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr).to_ext_fields(),
             body=None if order_conf is None else order_conf.to_json(),
         )
 
     def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.routes.unregister_broker(
-            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id
-        )
+        self.routes.unregister_broker(header.cluster_name, header.broker_addr, header.broker_name, header.broker_id)
         return cmd.create_response(ResponseCode.SUCCESS)
 
     def _query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -523,14 +501,10 @@ class NameServer:
         )
 
     def _wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return self._change_write_perm(
-            conn, cmd, "wipe", self.routes.wipe_write_perm_of_broker, "wipeTopicCount"
-        )
+        return self._change_write_perm(conn, cmd, "wipe", self.routes.wipe_write_perm_of_broker, "wipeTopicCount")
 
     def _add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return self._change_write_perm(
-            conn, cmd, "add", self.routes.add_write_perm_of_broker, "addTopicCount"
-        )
+        return self._change_write_perm(conn, cmd, "add", self.routes.add_write_perm_of_broker, "addTopicCount")
 
     def _change_write_perm(
         self, conn: Connection, cmd: RemotingCommand, what: str, change: Callable[[str], int], count_key: str
@@ -538,11 +512,7 @@ class NameServer:
         broker_name = _required(cmd, "brokerName")
         count = change(broker_name)
         logger.info(
-            "%s write perm of broker=%s, client: %s, %d topic(s)",
-            what,
-            broker_name,
-            conn.remote_address,
-            count,
+            "%s write perm of broker=%s, client: %s, %d topic(s)", what, broker_name, conn.remote_address, count
         )
         return cmd.create_response(ResponseCode.SUCCESS, ext_fields={count_key: str(count)})
 
@@ -554,15 +524,12 @@ class NameServer:
             logger.debug("no route for topic=%s, asked by %s", header.topic, conn.remote_address)
             return cmd.create_response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {header.topic}"
-                + TOPIC_NOT_EXIST_REMARK_SUFFIX,
+                f"No topic route info in name server for the topic: {header.topic}" + TOPIC_NOT_EXIST_REMARK_SUFFIX,
             )
         if self.order_message_enable:
             route.order_topic_conf = self.kv.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, header.topic)
         standard = (
-            cmd.version >= MQVersion.V4_9_4
-            or bool(header.accept_standard_json_only)
-            or self.accept_standard_json_only
+            cmd.version >= MQVersion.V4_9_4 or bool(header.accept_standard_json_only) or self.accept_standard_json_only
         )
         return cmd.create_response(ResponseCode.SUCCESS, body=route.to_json(standard))
 
@@ -577,16 +544,12 @@ class NameServer:
         topic = _required(cmd, "topic")
         cluster = _ext(cmd).get("clusterName")
         self.routes.delete_topic(topic, cluster or None)
-        logger.info(
-            "deleteTopicInNamesrv: topic=%s cluster=%s, client: %s", topic, cluster, conn.remote_address
-        )
+        logger.info("deleteTopicInNamesrv: topic=%s cluster=%s, client: %s", topic, cluster, conn.remote_address)
         return cmd.create_response(ResponseCode.SUCCESS)
 
     def _get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cluster = _required(cmd, "cluster")
-        return cmd.create_response(
-            ResponseCode.SUCCESS, body=self.routes.get_topics_by_cluster(cluster).to_json()
-        )
+        return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_topics_by_cluster(cluster).to_json())
 
     def _get_system_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_system_topic_list().to_json())
@@ -595,9 +558,7 @@ class NameServer:
         return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_unit_topics().to_json())
 
     def _get_has_unit_sub_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.create_response(
-            ResponseCode.SUCCESS, body=self.routes.get_has_unit_sub_topic_list().to_json()
-        )
+        return cmd.create_response(ResponseCode.SUCCESS, body=self.routes.get_has_unit_sub_topic_list().to_json())
 
     def _get_has_unit_sub_ununit_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.create_response(

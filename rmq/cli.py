@@ -72,9 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--data", default="./data", help="data directory (default ./data)")
     d.set_defaults(func=_dev)
 
-    pr = sub.add_parser(
-        "produce", help="send messages (rmq produce -t TOPIC [-n N] [--body ...])", add_help=False
-    )
+    pr = sub.add_parser("produce", help="send messages (rmq produce -t TOPIC [-n N] [--body ...])", add_help=False)
     pr.add_argument("rest", nargs=argparse.REMAINDER)
     pr.set_defaults(func=_produce)
 
@@ -98,10 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("store-check", help="open a store directory read-only and summarise it")
     c.add_argument("store", help="store root (holds commitlog/, consumequeue/)")
     c.add_argument(
-        "--commitlog-size",
-        type=int,
-        default=None,
-        help="CommitLog file size (default: the size of the files found)",
+        "--commitlog-size", type=int, default=None, help="CommitLog file size (default: the size of the files found)"
     )
     c.add_argument("--cq-size", type=int, default=None, help="ConsumeQueue file size")
     c.set_defaults(func=_store_check)

@@ -123,11 +123,7 @@ def run_dev(data: str) -> int:
     if not conf.exists():
         conf.write_text(
             BROKER_CONF.format(
-                what="broker",
-                broker_id=0,
-                role="ASYNC_MASTER",
-                port=BROKER_PORT,
-                store=root / "broker-a" / "store",
+                what="broker", broker_id=0, role="ASYNC_MASTER", port=BROKER_PORT, store=root / "broker-a" / "store"
             )
         )
     slave_conf = root / "broker-a-s.conf"
@@ -159,11 +155,7 @@ def run_dev(data: str) -> int:
     if not _start(ns, 15, f" (port {NAMESRV_PORT} in use?)"):
         return 1
     broker = _child(
-        "broker",
-        ["broker", "-c", str(conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"],
-        root,
-        "boot success",
-        "broker-a",
+        "broker", ["broker", "-c", str(conf), "-n", f"127.0.0.1:{NAMESRV_PORT}"], root, "boot success", "broker-a"
     )
     if not _start(broker, 60):
         ns.stop()

@@ -59,26 +59,15 @@ def run_store_check(root: str, commitlog_size: int | None, cq_size: int | None) 
             if req.commit_log_offset != base + pos:
                 print(f"  record at {base + pos} says PHYSICALOFFSET {req.commit_log_offset}")
                 problems += 1
-            records[base + pos] = (
-                req.topic,
-                req.queue_id,
-                req.consume_queue_offset,
-                req.msg_size,
-                req.tags_code,
-            )
+            records[base + pos] = (req.topic, req.queue_id, req.consume_queue_offset, req.msg_size, req.tags_code)
             per_queue[(req.topic, req.queue_id)] += 1
             pos += rsize
-    print(
-        f"CommitLog: {len(names)} file(s) of {size} bytes, {len(records)} records, "
-        f"{len(per_queue)} topic-queue(s)"
-    )
+    print(f"CommitLog: {len(names)} file(s) of {size} bytes, {len(records)} records, {len(per_queue)} topic-queue(s)")
     cq_root = os.path.join(root, "consumequeue")
     units = 0
     if os.path.isdir(cq_root):
         for topic in sorted(os.listdir(cq_root)):
-            for q in sorted(
-                os.listdir(os.path.join(cq_root, topic)), key=lambda s: int(s) if s.isdigit() else -1
-            ):
+            for q in sorted(os.listdir(os.path.join(cq_root, topic)), key=lambda s: int(s) if s.isdigit() else -1):
                 qdir = os.path.join(cq_root, topic, q)
                 qnames = sorted(os.listdir(qdir))
                 for qn in qnames:
@@ -93,10 +82,7 @@ def run_store_check(root: str, commitlog_size: int | None, cq_size: int | None) 
                         units += 1
                         r = records.get(off)
                         if r is None or (r[0], r[1], r[3], r[4]) != (topic, int(q), sz, tag):
-                            print(
-                                f"  {topic}/{q}/{qn} unit {i // 20}: ({off}, {sz}, {tag}) "
-                                f"does not match record {r}"
-                            )
+                            print(f"  {topic}/{q}/{qn} unit {i // 20}: ({off}, {sz}, {tag}) does not match record {r}")
                             problems += 1
                             continue
                         expect_q = int(qn) // 20 + i // 20

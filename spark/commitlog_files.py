@@ -91,9 +91,7 @@ def check_files(
                 f"bytes, expected {src} (only the last file may be shorter) [{sizes}{more}]"
             )
         if f.start % size:
-            raise RebuildError(
-                f"CommitLog file {f.path}: name {f.name} is not a multiple of the file size {size}"
-            )
+            raise RebuildError(f"CommitLog file {f.path}: name {f.name} is not a multiple of the file size {size}")
         if i and f.start != files[i - 1].start + size:
             raise RebuildError(
                 f"CommitLog files in {where} are not contiguous: {files[i - 1].name} is "
@@ -125,9 +123,7 @@ def make_splits(
         lo = 0
         while True:
             hi = min(lo + split_size, f.length)
-            out.append(
-                Split(len(out), i, f.path, f.start, f.length, file_size, lo, hi, crc, recovery or crc_all)
-            )
+            out.append(Split(len(out), i, f.path, f.start, f.length, file_size, lo, hi, crc, recovery or crc_all))
             lo = hi
             if lo >= f.length:
                 break

@@ -181,12 +181,7 @@ def read_existing(d: str, file_size: int) -> dict[int, np.ndarray]:
 
 
 def verify_queue(
-    existing_root: str,
-    topic: str,
-    queue_id: int,
-    layout: QueueLayout | None,
-    file_size: int,
-    commitlog_min: int,
+    existing_root: str, topic: str, queue_id: int, layout: QueueLayout | None, file_size: int, commitlog_min: int
 ) -> QueueDiff | None:
     """Compare the rebuilt layout (None: the rebuild has no units for this queue) with
     existing_root/<topic>/<queue_id>/, unit by unit.
@@ -222,13 +217,9 @@ def verify_queue(
             r[(lo - fs) // _UNIT : (hi - fs) // _UNIT] = units[(lo - start) // _UNIT : (hi - start) // _UNIT]
         real = (vpos >= blank_end) & (vpos < end)
         e_size = e["size"].astype(np.int64)
-        live = (
-            (e_size > 0) & (e_size != BLANK_UNIT_SIZE) & (e["phy_offset"].astype(np.int64) >= commitlog_min)
-        )
+        live = (e_size > 0) & (e_size != BLANK_UNIT_SIZE) & (e["phy_offset"].astype(np.int64) >= commitlog_min)
         same = e == r
-        diff = np.where(
-            real, ~same | (not present), np.where(vpos >= end, e != np.zeros(1, CQ_UNIT_DTYPE), live)
-        )
+        diff = np.where(real, ~same | (not present), np.where(vpos >= end, e != np.zeros(1, CQ_UNIT_DTYPE), live))
         k = int(np.count_nonzero(diff))
         if not k:
             continue

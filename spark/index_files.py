@@ -110,9 +110,7 @@ def build_file(
         for c in runs:
             m = put_hashes(hdr, mm, hash_slot_num, index_num, c.hashes, c.phy, c.ts)
             if m != c.hashes.shape[0]:
-                raise RuntimeError(
-                    f"index file {file_no}: {c.hashes.shape[0] - m} keys did not fit (chunks overlap?)"
-                )
+                raise RuntimeError(f"index file {file_no}: {c.hashes.shape[0] - m} keys did not fit (chunks overlap?)")
             entries += m
         write_header(hdr, mm)
         mm.flush()

@@ -28,9 +28,7 @@ def fmt_rate(nbytes: float, records: float, seconds: float) -> str:
 class Progress:
     """Prints `render()` periodically while a stage runs."""
 
-    def __init__(
-        self, out: TextIO | None = None, enabled: bool = True, interval: float | None = None
-    ) -> None:
+    def __init__(self, out: TextIO | None = None, enabled: bool = True, interval: float | None = None) -> None:
         self.out = out or sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.out, "isatty", lambda: False)())

@@ -50,14 +50,7 @@ import numpy as np
 
 from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties, parse_properties_text
 from spark.chain import Chain, assemble
-from spark.commitlog_files import (
-    CommitLogFile,
-    RebuildError,
-    check_files,
-    list_local,
-    make_splits,
-    parse_size,
-)
+from spark.commitlog_files import CommitLogFile, RebuildError, check_files, list_local, make_splits, parse_size
 from spark.cq_files import QueueDiff, existing_queues, layout_queue, verify_queue, write_queue
 from spark.index_files import BuiltIndexFile, KeyChunk, build_file, file_names, plan, route
 from spark.progress import Progress, fmt_bytes, fmt_rate
@@ -137,9 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", help="Spark master (default local[*]; under spark-submit, its --master)")
     p.add_argument("--topics", help="only these topics (comma-separated)")
-    p.add_argument(
-        "--split-size", default="128m", help="bytes of CommitLog per task (default 128m; k/m/g suffixes)"
-    )
+    p.add_argument("--split-size", default="128m", help="bytes of CommitLog per task (default 128m; k/m/g suffixes)")
     p.add_argument(
         "--broker-conf",
         help="the broker.conf the store was written with "
@@ -150,8 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--verify",
         metavar="EXISTING_CQ_DIR",
-        help="compare the rebuilt units with this consumequeue/ directory, "
-        "unit by unit; exit code 1 on any difference",
+        help="compare the rebuilt units with this consumequeue/ directory, unit by unit; exit code 1 on any difference",
     )
     p.add_argument("--index", action="store_true", help="rebuild the IndexFiles too")
     p.add_argument(
@@ -222,12 +212,7 @@ def options_from_args(a: argparse.Namespace) -> Options:
 
 # ----------------------------------------------------------------------------- spark
 def _is_local(master: str | None) -> bool:
-    return (
-        master is None
-        or master == "local"
-        or master.startswith("local[")
-        or master.startswith("local-cluster")
-    )
+    return master is None or master == "local" or master.startswith("local[") or master.startswith("local-cluster")
 
 
 def start_spark(master: str | None = None, spark_ui: bool = False) -> tuple[SparkContext, bool]:
@@ -423,11 +408,7 @@ def finish_queues(
         rows = rows[np.argsort(rows["phy"], kind="stable")]
         layout = layout_queue(rows, cq_file_size)
         files = write_queue(cq_root, topic, qid, layout, cq_file_size) if cq_root else 0
-        diff = (
-            verify_queue(verify_root, topic, qid, layout, cq_file_size, commitlog_min)
-            if verify_root
-            else None
-        )
+        diff = verify_queue(verify_root, topic, qid, layout, cq_file_size, commitlog_min) if verify_root else None
         yield QueueOutcome(
             topic,
             qid,
@@ -533,17 +514,13 @@ class Rebuild:
         files = entries = None
         if not opts.hadoop:
             entries = list_local(opts.store)
-            files, file_size, notes = check_files(
-                entries, os.path.join(opts.store, "commitlog"), opts.commitlog_size
-            )
+            files, file_size, notes = check_files(entries, os.path.join(opts.store, "commitlog"), opts.commitlog_size)
         tmp = self.check_outputs()
         try:
             t0 = time.monotonic()
             sc, created = start_spark(opts.master, opts.spark_ui)
             self.report.startup_seconds = time.monotonic() - t0 if created else 0.0
-            self.say(
-                f"spark: {sc.master} ({sc.defaultParallelism} cores) started in {time.monotonic() - t0:.1f} s"
-            )
+            self.say(f"spark: {sc.master} ({sc.defaultParallelism} cores) started in {time.monotonic() - t0:.1f} s")
             hadoop = HadoopFiles(sc) if opts.hadoop else None
             if hadoop is not None:
                 entries = hadoop.list(opts.store)
@@ -579,12 +556,7 @@ class Rebuild:
         os.rmdir(tmp)
 
     def _run(
-        self,
-        sc: SparkContext,
-        hadoop: HadoopFiles | None,
-        files: list[CommitLogFile],
-        file_size: int,
-        tmp: str | None,
+        self, sc: SparkContext, hadoop: HadoopFiles | None, files: list[CommitLogFile], file_size: int, tmp: str | None
     ) -> int:
         from pyspark import StorageLevel
 
@@ -636,9 +608,7 @@ class Rebuild:
                     "org.apache.hadoop.io.BytesWritable",
                     conf=conf,
                 )
-                fn = functools.partial(
-                    _scan_hadoop_partition, f, fi, file_size, chunk, s0.crc, s0.recovery, scan_opts
-                )
+                fn = functools.partial(_scan_hadoop_partition, f, fi, file_size, chunk, s0.crc, s0.recovery, scan_opts)
                 rdds.append(raw.mapPartitionsWithIndex(fn).map(counted))
                 ntasks += raw.getNumPartitions()
             rdd = sc.union(rdds) if rdds else sc.parallelize([], 1)
@@ -708,45 +678,21 @@ class Rebuild:
         for r in summaries:
             p = proto[r.file_idx]
             out.append(
-                Split(
-                    r.seg_id,
-                    r.file_idx,
-                    p.path,
-                    p.file_base,
-                    p.file_len,
-                    file_size,
-                    r.lo,
-                    r.hi,
-                    p.crc,
-                    p.recovery,
-                )
+                Split(r.seg_id, r.file_idx, p.path, p.file_base, p.file_len, file_size, r.lo, r.hi, p.crc, p.recovery)
             )
             seen.add(r.file_idx)
         for fi in range(len(files)):
             if fi not in seen:
                 p = proto[fi]
                 out.append(
-                    Split(
-                        (fi << 32) | 0xFFFFFFFF,
-                        fi,
-                        p.path,
-                        p.file_base,
-                        0,
-                        file_size,
-                        0,
-                        0,
-                        p.crc,
-                        p.recovery,
-                    )
+                    Split((fi << 32) | 0xFFFFFFFF, fi, p.path, p.file_base, 0, file_size, 0, 0, p.crc, p.recovery)
                 )
                 summaries.append(
                     ScanResult((fi << 32) | 0xFFFFFFFF, fi, 0, 0, first=0, stop=Stop("end", 0, "empty file"))
                 )
         return out
 
-    def _assemble(
-        self, splits: list[Split], summaries: list[ScanResult], hadoop: HadoopFiles | None
-    ) -> Chain:
+    def _assemble(self, splits: list[Split], summaries: list[ScanResult], hadoop: HadoopFiles | None) -> Chain:
         opts = self.scan_opts
 
         if hadoop is None:
@@ -760,9 +706,7 @@ class Rebuild:
 
             def rescan(s: Split, start: int, seg: int) -> ScanResult:
                 buf = hadoop.read(s.path, start, s.hi - start)
-                return scan_buffer(
-                    buf, start, s, opts, at_file_end=s.hi >= s.file_len, seg_id=seg, forced_start=start
-                )
+                return scan_buffer(buf, start, s, opts, at_file_end=s.hi >= s.file_len, seg_id=seg, forced_start=start)
 
             def spill(s: Split, pos: int, seg: int) -> ScanResult:
                 head = hadoop.read(s.path, pos, min(8, s.file_len - pos))
@@ -770,20 +714,9 @@ class Rebuild:
                 n = min(max(total, len(head)), s.file_len - pos)
                 buf = hadoop.read(s.path, pos, n) if n > len(head) else head
                 one = Split(
-                    seg,
-                    s.file_idx,
-                    s.path,
-                    s.file_base,
-                    s.file_len,
-                    s.file_size,
-                    pos,
-                    pos + 1,
-                    s.crc,
-                    s.recovery,
+                    seg, s.file_idx, s.path, s.file_base, s.file_len, s.file_size, pos, pos + 1, s.crc, s.recovery
                 )
-                return scan_buffer(
-                    buf, pos, one, opts, at_file_end=pos + n >= s.file_len, seg_id=seg, forced_start=pos
-                )
+                return scan_buffer(buf, pos, one, opts, at_file_end=pos + n >= s.file_len, seg_id=seg, forced_start=pos)
 
         return assemble(splits, summaries, rescan, spill, EXTRA_SEG_BASE)
 
@@ -791,8 +724,7 @@ class Rebuild:
         skipped = [(files[r.file_idx].start + pos, size, why) for r in taken for pos, size, why in r.skipped]
         for at, size, why in skipped[:10]:
             self.say(
-                f"warning: skipped the record of {size} bytes at offset {at}: {why} "
-                f"(as the broker's dispatch skips it)"
+                f"warning: skipped the record of {size} bytes at offset {at}: {why} (as the broker's dispatch skips it)"
             )
         if len(skipped) > 10:
             self.say(f"warning: ... {len(skipped) - 10} more records skipped")
@@ -808,10 +740,7 @@ class Rebuild:
         if later == 0 and st.kind == "end":
             self.say(f"commitlog: data ends at offset {at} ({st.reason})")
         elif later == 0:
-            self.say(
-                f"commitlog: torn tail at offset {at} in {f.name}: {st.reason}; "
-                f"everything before it is rebuilt"
-            )
+            self.say(f"commitlog: torn tail at offset {at} in {f.name}: {st.reason}; everything before it is rebuilt")
         else:
             rest = sum(g.length for g in files[st.file_idx + 1 :])
             what = "data ends" if st.kind == "end" else "invalid record"
@@ -874,9 +803,7 @@ class Rebuild:
                 self.progress.finish()
         rep.queues = len(outcomes)
         rep.cq_files = sum(o.files for o in outcomes)
-        rep.diffs = sorted(
-            (o.diff for o in outcomes if o.diff is not None), key=lambda d: (d.topic, d.queue_id)
-        )
+        rep.diffs = sorted((o.diff for o in outcomes if o.diff is not None), key=lambda d: (d.topic, d.queue_id))
         anomalies = [o for o in outcomes if o.anomalies]
         for o in anomalies[:10]:
             self.say(
@@ -902,9 +829,7 @@ class Rebuild:
         rep = self.report
         done = {(o.topic, o.queue_id) for o in outcomes}
         extra = [
-            k
-            for k in existing_queues(verify_root)
-            if k not in done and (opts.topics is None or k[0] in opts.topics)
+            k for k in existing_queues(verify_root) if k not in done and (opts.topics is None or k[0] in opts.topics)
         ]
         for topic, qid in extra:
             d = verify_queue(verify_root, topic, qid, None, cq_file_size, commitlog_min)
@@ -915,10 +840,7 @@ class Rebuild:
         for d in rep.diffs:
             print(f"DIFF {d.describe()}", file=self.out, flush=True)
         units = sum(d.count for d in rep.diffs)
-        self.say(
-            f"verify: {len(rep.diffs)} of {rep.verified_queues} queues differ "
-            f"({units} units) from {verify_root}"
-        )
+        self.say(f"verify: {len(rep.diffs)} of {rep.verified_queues} queues differ ({units} units) from {verify_root}")
 
     def _write_on_driver(self, sc: SparkContext) -> bool:
         if self.opts.write_on is not None:
@@ -926,12 +848,7 @@ class Rebuild:
         return not _is_local(sc.master)
 
     def _index(
-        self,
-        sc: SparkContext,
-        payload: RDD[ScanResult],
-        chain: Chain,
-        taken: list[ScanResult],
-        tmp: str | None,
+        self, sc: SparkContext, payload: RDD[ScanResult], chain: Chain, taken: list[ScanResult], tmp: str | None
     ) -> None:
         assert tmp is not None and self.opts.out is not None  # --index needs --out
         rep = self.report

@@ -194,9 +194,7 @@ def find_first_boundary(
 
 
 # ----------------------------------------------------------------------------- walk
-def _walk(
-    buf: RecordBuffer, off: int, pos: int, hi: int, at_file_end: bool
-) -> tuple[list[int], int, Stop | None]:
+def _walk(buf: RecordBuffer, off: int, pos: int, hi: int, at_file_end: bool) -> tuple[list[int], int, Stop | None]:
     """Follow TOTALSIZE from pos while records start before hi.
 
     Returns (positions of records with a message magic, position reached, stop). Only
@@ -227,11 +225,7 @@ def _walk(
                 return (
                     out,
                     pos,
-                    Stop(
-                        "invalid",
-                        pos,
-                        f"record declares {total} bytes, {end - pos} left in the file (torn write)",
-                    ),
+                    Stop("invalid", pos, f"record declares {total} bytes, {end - pos} left in the file (torn write)"),
                 )
             return out, pos, Stop("spill", pos)
         append(pos)
@@ -411,14 +405,10 @@ def _classify(
                     elif tags:
                         code = tag_cache.get(tags)
                         tags_l[i] = (
-                            code
-                            if code is not None
-                            else tags_code_of(topic, tags, None, ts_l[i], levels, tag_cache)
+                            code if code is not None else tags_code_of(topic, tags, None, ts_l[i], levels, tag_cache)
                         )
             else:
-                size, req = check_message_and_return_size(
-                    buf, positions[i] - off, check_crc, levels, tag_cache
-                )
+                size, req = check_message_and_return_size(buf, positions[i] - off, check_crc, levels, tag_cache)
                 if req is None or size != total_l[i]:
                     if size > 0 and req is None and not split.recovery:
                         # The broker's dispatch logs "[BUG]" and skips it; recovery

@@ -229,9 +229,7 @@ class ComposeDeployment:
         role, args = ls.command[1], [*ls.command[2:], *extra_args]
         wd = self.workdir / name
         if role == "namesrv":
-            return NameServerProcess(
-                name, ["namesrv", *args], wd, r"NameServer listening on [\d.]+:(\d+)", env=ls.env
-            )
+            return NameServerProcess(name, ["namesrv", *args], wd, r"NameServer listening on [\d.]+:(\d+)", env=ls.env)
         if role == "broker":
             conf = Path(args[args.index("-c") + 1])
             return BrokerProcess(

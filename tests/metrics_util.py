@@ -21,11 +21,7 @@ class Scrape:
     samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
 
     def values(self, name: str, **labels: str) -> list[float]:
-        return [
-            v
-            for n, ls, v in self.samples
-            if n == name and all(ls.get(k) == want for k, want in labels.items())
-        ]
+        return [v for n, ls, v in self.samples if n == name and all(ls.get(k) == want for k, want in labels.items())]
 
     def value(self, name: str, **labels: str) -> float:
         """The one sample that matches (fails if there are none or several)."""

@@ -86,9 +86,7 @@ class TopicOffset:
             raise ProtocolError(f"TopicOffset is not an object: {obj!r:.60}")
         try:
             return cls(
-                int(obj.get("minOffset") or 0),
-                int(obj.get("maxOffset") or 0),
-                int(obj.get("lastUpdateTimestamp") or 0),
+                int(obj.get("minOffset") or 0), int(obj.get("maxOffset") or 0), int(obj.get("lastUpdateTimestamp") or 0)
             )
         except (TypeError, ValueError) as e:
             raise ProtocolError(f"bad TopicOffset: {e}") from None
@@ -128,12 +126,7 @@ class MQAdmin:
             raise AdminError(f"NameServer {self.namesrv_desc} unreachable: {e}") from None
 
     async def call(
-        self,
-        addr: str | None,
-        code: int,
-        ext_fields: dict[str, str] | None = None,
-        body: bytes | None = None,
-        *ok: int,
+        self, addr: str | None, code: int, ext_fields: dict[str, str] | None = None, body: bytes | None = None, *ok: int
     ) -> RemotingCommand:
         """Any request (to a NameServer when ``addr`` is None); a failure code other than
         ``ok`` raises ``MQBrokerError``."""
@@ -161,11 +154,7 @@ class MQAdmin:
 
     async def get_kv_config(self, namespace: str, key: str) -> str | None:
         resp = await self.call(
-            None,
-            RequestCode.GET_KV_CONFIG,
-            {"namespace": namespace, "key": key},
-            None,
-            ResponseCode.QUERY_NOT_FOUND,
+            None, RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key}, None, ResponseCode.QUERY_NOT_FOUND
         )
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
@@ -176,9 +165,7 @@ class MQAdmin:
         fields = {"namespace": namespace, "key": key, "value": value}
         for addr in self.namesrv_addrs:
             try:
-                resp = await self.api.raw(
-                    addr, RequestCode.PUT_KV_CONFIG, dict(fields), None, self.timeout_ms
-                )
+                resp = await self.api.raw(addr, RequestCode.PUT_KV_CONFIG, dict(fields), None, self.timeout_ms)
             except RemotingError as e:
                 raise AdminError(f"NameServer {addr} unreachable: {e}") from None
             if resp.code != ResponseCode.SUCCESS:
@@ -228,9 +215,7 @@ class MQAdmin:
         return out
 
     async def fetch_master_and_slave_addr_by_cluster_name(self, cluster: str) -> list[str]:
-        return [
-            bd.broker_addrs[i] for bd in await self._cluster_brokers(cluster) for i in sorted(bd.broker_addrs)
-        ]
+        return [bd.broker_addrs[i] for bd in await self._cluster_brokers(cluster) for i in sorted(bd.broker_addrs)]
 
     async def fetch_broker_name_by_cluster_name(self, cluster: str) -> list[str]:
         return [bd.broker_name for bd in await self._cluster_brokers(cluster)]
@@ -311,18 +296,14 @@ class MQAdmin:
     async def wipe_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER (205): topics whose queue data lost PERM_WRITE."""
         resp = await self._namesrv_call(
-            namesrv_addr,
-            RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-            BrokerPermRequestHeader(broker_name).to_ext_fields(),
+            namesrv_addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER, BrokerPermRequestHeader(broker_name).to_ext_fields()
         )
         return _int_field(resp, "wipeTopicCount", namesrv_addr)
 
     async def add_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
         """ADD_WRITE_PERM_OF_BROKER (327): topics whose queue data got PERM_WRITE back."""
         resp = await self._namesrv_call(
-            namesrv_addr,
-            RequestCode.ADD_WRITE_PERM_OF_BROKER,
-            BrokerPermRequestHeader(broker_name).to_ext_fields(),
+            namesrv_addr, RequestCode.ADD_WRITE_PERM_OF_BROKER, BrokerPermRequestHeader(broker_name).to_ext_fields()
         )
         return _int_field(resp, "addTopicCount", namesrv_addr)
 
@@ -337,11 +318,7 @@ class MQAdmin:
                 f"for its retry topic {retry} (no consumer of it ever connected)"
             )
         addrs = [
-            a
-            for a in (
-                _select_broker_addr(bd) for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)
-            )
-            if a
+            a for a in (_select_broker_addr(bd) for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)) if a
         ]
         if not addrs:
             raise AdminError(f"consumer group {group}: no broker serves {retry}")
@@ -411,8 +388,7 @@ class MQAdmin:
                 seen.setdefault(c.client_id + "@" + c.client_addr, c)
         if not seen:
             raise AdminError(
-                f"producer group {group} is not online: no producer of it is "
-                f"connected to the brokers of topic {topic}"
+                f"producer group {group} is not online: no producer of it is connected to the brokers of topic {topic}"
             )
         return ProducerConnection(list(seen.values()))
 
@@ -465,8 +441,7 @@ class MQAdmin:
             return await self.api.view_message(addr, offset, self.timeout_ms)
         except MQBrokerError as e:
             raise AdminError(
-                f"message {msg_id} not found: broker {addr} answered "
-                f"{ResponseCode.name_of(e.code)} ({e.remark})"
+                f"message {msg_id} not found: broker {addr} answered {ResponseCode.name_of(e.code)} ({e.remark})"
             ) from None
 
     async def query_message(
@@ -495,11 +470,7 @@ class MQAdmin:
         PULL, CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET or UNKNOWN."""
         tracks: list[dict[str, str | None]] = []
         for group in await self.query_topic_consume_by_who(msg.topic):
-            track: dict[str, str | None] = {
-                "consumerGroup": group,
-                "trackType": "UNKNOWN",
-                "exceptionDesc": None,
-            }
+            track: dict[str, str | None] = {"consumerGroup": group, "trackType": "UNKNOWN", "exceptionDesc": None}
             tracks.append(track)
             try:
                 cc = await self.examine_consumer_connection_info(group)

@@ -129,8 +129,7 @@ def java_bool(text: str) -> bool:
 NAMESRV = Opt(
     "n",
     "namesrvAddr",
-    "Name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876 "
-    "(default: $NAMESRV_ADDR, else 127.0.0.1:9876)",
+    "Name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876 (default: $NAMESRV_ADDR, else 127.0.0.1:9876)",
     metavar="ADDR",
 )
 TOPIC = Opt("t", "topic", "topic name")

@@ -59,9 +59,7 @@ def namesrv_list(flag: str | None) -> list[str]:
     return [a.strip() for a in raw.split(";") if a.strip()]
 
 
-def main(
-    argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
-) -> int:
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr

@@ -21,15 +21,7 @@ from typing import Any
 from rmq.protocol.bodies import TopicConfig, dumps_fastjson
 from rmq.protocol.codes import PermName
 
-__all__ = [
-    "Col",
-    "Table",
-    "fastjson_pretty",
-    "without_nulls",
-    "human_time",
-    "topic_config_string",
-    "mq_version_desc",
-]
+__all__ = ["Col", "Table", "fastjson_pretty", "without_nulls", "human_time", "topic_config_string", "mq_version_desc"]
 
 
 # =========================================================================== tables
@@ -59,9 +51,7 @@ class Table:
         self.rows.append(["" if c is None else str(c) for c in cells])
 
     def render(self) -> str:
-        widths = [
-            max([c.width, len(c.header)] + [len(r[i]) for r in self.rows]) for i, c in enumerate(self.cols)
-        ]
+        widths = [max([c.width, len(c.header)] + [len(r[i]) for r in self.rows]) for i, c in enumerate(self.cols)]
         lines = [self._line([c.header for c in self.cols], widths)]
         lines += [self._line(r, widths) for r in self.rows]
         return "\n".join(lines)

@@ -100,12 +100,8 @@ class Broker:
             sc, (bc.brokerIP1, bc.listenPort), arriving_listener=self.pull_hold.notify_message_arriving
         )
         self._store_loaded = False
-        self.schedule = ScheduleMessageService(
-            self.store, sc.delay_levels_ms, cfg_dir, sc.flushDelayOffsetInterval
-        )
-        self.transactions = TransactionalMessageService(
-            bc, self.store, self.topics, self.offsets, self.producers
-        )
+        self.schedule = ScheduleMessageService(self.store, sc.delay_levels_ms, cfg_dir, sc.flushDelayOffsetInterval)
+        self.transactions = TransactionalMessageService(bc, self.store, self.topics, self.offsets, self.producers)
 
         # ---- roles, replication, registration
         self.slave_sync = SlaveSynchronize(
@@ -115,9 +111,7 @@ class Broker:
         self.roles = RoleServices(
             bc, sc, self.store, listen_host, self.schedule, self.transactions, self.slave_sync, self.epochs
         )
-        self.registration = BrokerRegistration(
-            bc, sc, self.outer_api, self.topics, self.roles.on_register_result
-        )
+        self.registration = BrokerRegistration(bc, sc, self.outer_api, self.topics, self.roles.on_register_result)
         self.metadata = MetadataPersistence(self.topics, self.offsets, self.subscriptions)
         # Controller mode (automatic failover): the controller decides the role.
         self.controller_role = (
@@ -180,9 +174,7 @@ class Broker:
 
         self._loops = [
             PeriodicService("register", self.registration.period, self.registration.register_broker_all, log),
-            PeriodicService(
-                "persist", bc.flushConsumerOffsetInterval / 1000, self.metadata.persist_metadata, log
-            ),
+            PeriodicService("persist", bc.flushConsumerOffsetInterval / 1000, self.metadata.persist_metadata, log),
             PeriodicService("scan-channels", 10, scan_channels, log),
             PeriodicService("tps", 1, tick, log),
         ]

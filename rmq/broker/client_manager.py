@@ -54,11 +54,7 @@ class ConsumerGroupInfo:
                     del self.channels[conn]
             self.channels[info.conn] = info
             log.info(
-                "new consumer connected, group %s %s %s %s",
-                self.group,
-                consume_type,
-                message_model,
-                info.client_id,
+                "new consumer connected, group %s %s %s %s", self.group, consume_type, message_model, info.client_id
             )
             return True
         old.last_update = _now_ms()
@@ -174,10 +170,7 @@ class ConsumerManager:
             for conn, c in list(g.channels.items()):
                 if now - c.last_update > self.channel_expire_ms:
                     log.warning(
-                        "consumer %s of group %s silent for %d ms; dropped",
-                        c.client_id,
-                        group,
-                        now - c.last_update,
+                        "consumer %s of group %s silent for %d ms; dropped", c.client_id, group, now - c.last_update
                     )
                     del g.channels[conn]
                     dropped.append(c)
@@ -246,12 +239,8 @@ class ConsumerIdsChangeNotifier:
         for c in channels:
             if getattr(c.conn, "closed", False):
                 continue
-            cmd = RemotingCommand(
-                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group}
-            )
+            cmd = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": group})
             try:
                 c.conn.send_oneway(cmd)
             except Exception as e:  # a dying connection must not break the heartbeat
-                log.warning(
-                    "notify consumer ids changed to %s (%s) failed: %s", c.client_id, c.conn.remote_address, e
-                )
+                log.warning("notify consumer ids changed to %s (%s) failed: %s", c.client_id, c.conn.remote_address, e)

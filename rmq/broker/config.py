@@ -13,13 +13,7 @@ import socket
 from dataclasses import dataclass, field
 
 from rmq.common.net import local_ip
-from rmq.store.config import (
-    BrokerRole,
-    ConfigError,
-    MessageStoreConfig,
-    apply_properties,
-    parse_properties_text,
-)
+from rmq.store.config import BrokerRole, ConfigError, MessageStoreConfig, apply_properties, parse_properties_text
 
 log = logging.getLogger("rmq.broker")
 

@@ -156,8 +156,7 @@ class FailoverEpochs:
         their_max = accept.master_max_offset
         if mine and accept.epoch < mine[-1].epoch:
             raise FailoverError(
-                f"master {master} is at epoch {accept.epoch}, this broker at "
-                f"{mine[-1].epoch}: that master is stale"
+                f"master {master} is at epoch {accept.epoch}, this broker at {mine[-1].epoch}: that master is stale"
             )
         if not mine:
             # a new replica (or one from before controller mode): its log is taken as
@@ -369,9 +368,7 @@ class ControllerRole:
         svc = self.roles.ha_service
         acks = svc.synced_acks() if self.state == MASTER and svc else {}
         return RemotingCommand(
-            RequestCode.BROKER_HEARTBEAT,
-            ext_fields=h.to_ext_fields(),
-            body=HeartbeatBody(self.ha_addr, acks).to_json(),
+            RequestCode.BROKER_HEARTBEAT, ext_fields=h.to_ext_fields(), body=HeartbeatBody(self.ha_addr, acks).to_json()
         )
 
     async def _beat(self) -> None:
@@ -438,8 +435,7 @@ class ControllerRole:
                 raise
             except Exception:
                 log.exception(
-                    "role change after controller answer (master %s, epoch %s) "
-                    "failed; retrying on the next heartbeat",
+                    "role change after controller answer (master %s, epoch %s) failed; retrying on the next heartbeat",
                     a.master_addr,
                     a.master_epoch,
                 )

@@ -48,19 +48,13 @@ class RebalanceLockManager:
                 got.add(mq)
             elif e.expired(now, self.max_live_ms):
                 log.warning(
-                    "lock: group %s queue %s expired (held by %s), locked by %s",
-                    group,
-                    mq,
-                    e.client_id,
-                    client_id,
+                    "lock: group %s queue %s expired (held by %s), locked by %s", group, mq, e.client_id, client_id
                 )
                 e.client_id = client_id
                 e.last_update = now
                 got.add(mq)
             else:
-                log.warning(
-                    "lock: group %s queue %s held by %s, refused to %s", group, mq, e.client_id, client_id
-                )
+                log.warning("lock: group %s queue %s held by %s, refused to %s", group, mq, e.client_id, client_id)
         return got
 
     def unlock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str) -> None:
@@ -75,9 +69,7 @@ class RebalanceLockManager:
                 del locks[mq]
                 log.info("unlock: group %s queue %s released by %s", group, mq, client_id)
             else:
-                log.warning(
-                    "unlock: group %s queue %s is held by %s, not %s", group, mq, e.client_id, client_id
-                )
+                log.warning("unlock: group %s queue %s is held by %s, not %s", group, mq, e.client_id, client_id)
         if not locks:
             del self.table[group]
 

@@ -18,10 +18,7 @@ log = logging.getLogger("rmq.broker")
 
 class MetadataPersistence:
     def __init__(
-        self,
-        topics: TopicConfigManager,
-        offsets: ConsumerOffsetManager,
-        subscriptions: SubscriptionGroupManager,
+        self, topics: TopicConfigManager, offsets: ConsumerOffsetManager, subscriptions: SubscriptionGroupManager
     ) -> None:
         self.topics = topics
         self.offsets = offsets

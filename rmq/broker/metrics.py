@@ -150,9 +150,7 @@ class BrokerMetrics:
     def start(self) -> bool:
         """Install the observers and serve /metrics; False (logged) if the port is taken."""
         bc = self.broker_config
-        self._snapshot = LoopSnapshot(
-            asyncio.get_running_loop(), self._take, what=f"broker {bc.brokerName} metrics"
-        )
+        self._snapshot = LoopSnapshot(asyncio.get_running_loop(), self._take, what=f"broker {bc.brokerName} metrics")
         self.server.set_rpc_observer(self.rpc)
         self.stats.message_size_observer = self.message_size.observe
         fs = self.store.flush_service
@@ -282,25 +280,15 @@ class BrokerMetrics:
         f.counter("rocketmq_messages_out_total", "Messages handed out by pulls.", ["topic", "consumer_group"])
         f.counter("rocketmq_throughput_out_total", "Bytes handed out by pulls.", ["topic", "consumer_group"])
         f.histogram("rocketmq_message_size", "Stored message size in bytes.")
-        f.histogram(
-            "rocketmq_rpc_latency",
-            "Request handling time in milliseconds.",
-            ["request_code", "response_code"],
-        )
-        f.gauge(
-            "rocketmq_consumer_lag_messages",
-            "Messages not yet consumed (committed).",
-            ["topic", "consumer_group"],
-        )
+        f.histogram("rocketmq_rpc_latency", "Request handling time in milliseconds.", ["request_code", "response_code"])
+        f.gauge("rocketmq_consumer_lag_messages", "Messages not yet consumed (committed).", ["topic", "consumer_group"])
         f.gauge(
             "rocketmq_consumer_lag_latency",
             "Age in milliseconds of the oldest message not yet consumed.",
             ["topic", "consumer_group"],
         )
         f.gauge(
-            "rocketmq_consumer_inflight_messages",
-            "Messages pulled but not committed.",
-            ["topic", "consumer_group"],
+            "rocketmq_consumer_inflight_messages", "Messages pulled but not committed.", ["topic", "consumer_group"]
         )
         f.gauge("rocketmq_producer_connections", "Producer connections.", ["language", "version"])
         f.gauge(
@@ -310,13 +298,8 @@ class BrokerMetrics:
         )
         f.gauge("rocketmq_storage_size", "Used bytes of the store's file system.")
         f.gauge("rocketmq_storage_flush_behind_bytes", "CommitLog bytes written, not flushed.")
-        f.gauge(
-            "rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not yet dispatched to consume queues."
-        )
-        f.gauge(
-            "rocketmq_storage_message_reserve_time",
-            "Age in milliseconds of the oldest message in the CommitLog.",
-        )
+        f.gauge("rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not yet dispatched to consume queues.")
+        f.gauge("rocketmq_storage_message_reserve_time", "Age in milliseconds of the oldest message in the CommitLog.")
         f.gauge("rocketmq_topic_number", "Topics.")
         f.gauge("rocketmq_consumer_group_number", "Subscription groups.")
         f.gauge("rocketmq_ha_slave_lag_bytes", "CommitLog bytes a slave is behind (master).", ["slave"])
@@ -338,9 +321,7 @@ class BrokerMetrics:
             f.sample("rocketmq_throughput_out_total", size, [topic, group])
         f.histogram_sample("rocketmq_message_size", MESSAGE_SIZE_BUCKETS, s.message_size)
         for key, h in s.rpc_latency.items():
-            f.histogram_sample(
-                "rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h, RpcLatencyRecorder.label_values(key)
-            )
+            f.histogram_sample("rocketmq_rpc_latency", RPC_LATENCY_BUCKETS_MS, h, RpcLatencyRecorder.label_values(key))
         for topic, group, behind, latency, inflight in s.lag:
             f.sample("rocketmq_consumer_lag_messages", behind, [topic, group])
             f.sample("rocketmq_consumer_lag_latency", latency, [topic, group])

@@ -47,9 +47,7 @@ class ConsumerOffsetManager:
             queues = self.offset_table[key] = {}
         prev = queues.get(queue_id)
         if prev is not None and offset < prev:
-            log.debug(
-                "offset of %s queue %d moves back %d -> %d (client %s)", key, queue_id, prev, offset, client
-            )
+            log.debug("offset of %s queue %d moves back %d -> %d (client %s)", key, queue_id, prev, offset, client)
         queues[queue_id] = offset
         self.dirty = True
 

@@ -50,13 +50,7 @@ class BrokerOuterAPI:
         body = RegisterBrokerBody(wrapper, []).encode(compressed)
         crc = zlib.crc32(body) & 0x7FFFFFFF
         header = RegisterBrokerRequestHeader(
-            broker_name,
-            broker_addr,
-            cluster,
-            ha_server_addr,
-            broker_id,
-            compressed=compressed,
-            body_crc32=crc,
+            broker_name, broker_addr, cluster, ha_server_addr, broker_id, compressed=compressed, body_crc32=crc
         )
 
         async def one(addr: str) -> RegisterResult | None:
@@ -64,17 +58,11 @@ class BrokerOuterAPI:
             try:
                 resp = await self.client.invoke(addr, cmd, timeout_ms / 1000)
             except (RemotingError, OSError) as e:
-                log.warning(
-                    "register broker %s (%s) to NameServer %s failed: %s", broker_name, broker_addr, addr, e
-                )
+                log.warning("register broker %s (%s) to NameServer %s failed: %s", broker_name, broker_addr, addr, e)
                 return None
             if resp.code != ResponseCode.SUCCESS:
                 log.warning(
-                    "NameServer %s refused registration of %s: code %d %s",
-                    addr,
-                    broker_name,
-                    resp.code,
-                    resp.remark,
+                    "NameServer %s refused registration of %s: code %d %s", addr, broker_name, resp.code, resp.remark
                 )
                 return None
             h = RegisterBrokerResponseHeader.from_ext_fields(resp.ext_fields)

@@ -17,11 +17,7 @@ class PeriodicService(ServiceLoop):
     the next period comes as usual."""
 
     def __init__(
-        self,
-        name: str,
-        seconds: float,
-        fn: Callable[[], Awaitable[None] | None],
-        logger: logging.Logger | None = None,
+        self, name: str, seconds: float, fn: Callable[[], Awaitable[None] | None], logger: logging.Logger | None = None
     ) -> None:
         super().__init__(name, logger)
         self.seconds = seconds

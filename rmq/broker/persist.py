@@ -45,9 +45,7 @@ class MetadataFile:
             data = loads_fastjson(raw) if raw.strip() else {}
             if not isinstance(data, dict):
                 raise ValueError(f"{self.json_path}: expected a JSON object")
-            log.info(
-                "adopting RocketMQ metadata %s (it stays untouched; rmq writes %s)", self.json_path, self.path
-            )
+            log.info("adopting RocketMQ metadata %s (it stays untouched; rmq writes %s)", self.json_path, self.path)
             return data, True
         return None, False
 

@@ -41,9 +41,7 @@ class PullRequestHoldService:
         self, conn: Any, request: Any, topic: str, queue_id: int, pull_from_offset: int, timeout_ms: int
     ) -> HeldPullRequest:
         loop = asyncio.get_running_loop()
-        req = HeldPullRequest(
-            conn, request, topic, queue_id, pull_from_offset, loop.time() + timeout_ms / 1000
-        )
+        req = HeldPullRequest(conn, request, topic, queue_id, pull_from_offset, loop.time() + timeout_ms / 1000)
         req.timer = loop.call_at(req.deadline, self._on_timeout, req)
         self._held.setdefault((topic, queue_id), []).append(req)
         self.held_count += 1

@@ -16,12 +16,7 @@ from rmq.broker.seams import ServiceStore
 from rmq.common.clock import now_ms
 from rmq.common.mixall import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
 from rmq.common.service import ServiceLoop
-from rmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    MessageExtBrokerInner,
-    properties_to_string,
-)
+from rmq.protocol.message import MessageConst, MessageExt, MessageExtBrokerInner, properties_to_string
 from rmq.store.cq_codec import CQ_UNIT
 from rmq.store.results import PutMessageStatus
 
@@ -76,11 +71,7 @@ class ScheduleMessageService:
     off (masters only: rmq/broker/roles.py); offsets are loaded and served either way."""
 
     def __init__(
-        self,
-        store: ServiceStore,
-        delay_levels_ms: list[int],
-        config_dir: str,
-        flush_interval_ms: int = 10_000,
+        self, store: ServiceStore, delay_levels_ms: list[int], config_dir: str, flush_interval_ms: int = 10_000
     ) -> None:
         self.store = store
         self.levels = list(delay_levels_ms)
@@ -113,9 +104,7 @@ class ScheduleMessageService:
             lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
             fixed = min(max(off, lo), hi)
             if fixed != off:
-                log.error(
-                    "delay level %d offset %d outside [%d, %d]; corrected to %d", level, off, lo, hi, fixed
-                )
+                log.error("delay level %d offset %d outside [%d, %d]; corrected to %d", level, off, lo, hi, fixed)
                 self.offset_table[level] = fixed
                 self.dirty = True
 
@@ -142,9 +131,7 @@ class ScheduleMessageService:
         if got is None:
             lo = cq.get_min_offset_in_queue()
             if offset < lo:
-                log.error(
-                    "delay level %d offset %d below the queue minimum %d; skipping ahead", level, offset, lo
-                )
+                log.error("delay level %d offset %d below the queue minimum %d; skipping ahead", level, offset, lo)
                 self._update_offset(level, lo)
             return DELAY_FOR_A_WHILE
         mf, pos, end = got

@@ -93,13 +93,9 @@ class StoreReader(Protocol):
 
     def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None: ...
 
-    def select_one_message_by_offset(
-        self, commit_log_offset: int, size: int | None = None
-    ) -> bytes | None: ...
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None: ...
 
-    def query_message(
-        self, topic: str, key: str, max_num: int, begin: int, end: int
-    ) -> QueryMessageResult: ...
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult: ...
 
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool: ...
 
@@ -137,12 +133,7 @@ class TopicConfigs(Protocol):
     def is_order_topic(self, topic: str) -> bool: ...
 
     def create_topic_in_send_message_method(
-        self,
-        topic: str,
-        default_topic: str,
-        remote_addr: str,
-        client_default_queue_nums: int,
-        topic_sys_flag: int,
+        self, topic: str, default_topic: str, remote_addr: str, client_default_queue_nums: int, topic_sys_flag: int
     ) -> TopicConfig | None: ...
 
     def create_topic_in_send_message_back_method(
@@ -224,9 +215,7 @@ class ProducerRegistry(Protocol):
 
 
 class QueueLocks(Protocol):
-    def try_lock_batch(
-        self, group: str, mqs: Iterable[MessageQueue], client_id: str
-    ) -> set[MessageQueue]: ...
+    def try_lock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str) -> set[MessageQueue]: ...
 
     def unlock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str) -> None: ...
 

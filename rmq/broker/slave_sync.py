@@ -93,9 +93,7 @@ class SlaveSynchronize:
 
     async def sync_topic_config(self, addr: str) -> None:
         topics = self.topics
-        wrapper = TopicConfigSerializeWrapper.from_json(
-            await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        )
+        wrapper = TopicConfigSerializeWrapper.from_json(await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
         if wrapper.data_version == topics.data_version:
             return
         topics.replace_all(wrapper.topic_config_table, wrapper.data_version)
@@ -110,8 +108,7 @@ class SlaveSynchronize:
     async def sync_consumer_offset(self, addr: str) -> None:
         obj = _obj(loads_fastjson(await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)))
         table = {
-            str(k): {int(q): int(o) for q, o in _obj(v).items()}
-            for k, v in _obj(obj.get("offsetTable") or {}).items()
+            str(k): {int(q): int(o) for q, o in _obj(v).items()} for k, v in _obj(obj.get("offsetTable") or {}).items()
         }
         if self.offsets.merge_all(table):
             await self.offsets.persist()

@@ -108,12 +108,7 @@ class TopicConfigManager:
 
     # --- changes ---
     def create_topic_in_send_message_method(
-        self,
-        topic: str,
-        default_topic: str,
-        remote_addr: str,
-        client_default_queue_nums: int,
-        topic_sys_flag: int,
+        self, topic: str, default_topic: str, remote_addr: str, client_default_queue_nums: int, topic_sys_flag: int
     ) -> TopicConfig | None:
         """Create topic by inheriting from default_topic (TBW102), as a producer's send does."""
         tc = self.table.get(topic)
@@ -141,13 +136,9 @@ class TopicConfigManager:
             )
             return None
         nums = max(min(client_default_queue_nums, default.write_queue_nums), 0)
-        tc = TopicConfig(
-            topic, nums, nums, perm & ~PermName.PERM_INHERIT, default.topic_filter_type, topic_sys_flag
-        )
+        tc = TopicConfig(topic, nums, nums, perm & ~PermName.PERM_INHERIT, default.topic_filter_type, topic_sys_flag)
         self.table[topic] = tc
-        log.info(
-            "created topic %s from default topic %s: %s (producer %s)", topic, default_topic, tc, remote_addr
-        )
+        log.info("created topic %s from default topic %s: %s (producer %s)", topic, default_topic, tc, remote_addr)
         self._changed()
         return tc
 

@@ -20,12 +20,7 @@ import logging
 from rmq.broker.config import BrokerConfig
 from rmq.broker.seams import ConsumerOffsets, ProducerRegistry, ServiceStore, TopicConfigs
 from rmq.common.clock import now_ms
-from rmq.common.mixall import (
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    TRANS_SYS_GROUP,
-)
+from rmq.common.mixall import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_SYS_GROUP
 from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
@@ -147,9 +142,7 @@ class TransactionalMessageService:
         )
         result, _ = self.store.put_nowait(op)
         if result.status is not PutMessageStatus.PUT_OK:
-            log.error(
-                "writing the op message for half offset %d failed: %s", half.queue_offset, result.status.value
-            )
+            log.error("writing the op message for half offset %d failed: %s", half.queue_offset, result.status.value)
         return result
 
     # --- check service ---
@@ -326,9 +319,7 @@ class TransactionalMessageService:
             reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=msg.prepared_transaction_offset,
         )
-        cmd = RemotingCommand(
-            RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext_fields(), body=body
-        )
+        cmd = RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext_fields(), body=body)
         try:
             ch.conn.send_oneway(cmd)
             self.checks_sent += 1

@@ -75,12 +75,7 @@ class PeriodicService(ServiceLoop):
     comes as planned."""
 
     def __init__(
-        self,
-        name: str,
-        initial_ms: int,
-        period_ms: int,
-        fn: Callable[[], Awaitable[object]],
-        logger: logging.Logger,
+        self, name: str, initial_ms: int, period_ms: int, fn: Callable[[], Awaitable[object]], logger: logging.Logger
     ) -> None:
         super().__init__(name, logger)
         self._initial_ms = initial_ms

@@ -73,9 +73,7 @@ __all__ = ["MQClientAPI"]
 log = logging.getLogger("rmq.client.api")
 
 
-def _request(
-    code: int, header: Header | dict[str, str] | None = None, body: bytes | None = None
-) -> RemotingCommand:
+def _request(code: int, header: Header | dict[str, str] | None = None, body: bytes | None = None) -> RemotingCommand:
     if header is None:
         ext = None
     elif isinstance(header, dict):
@@ -111,9 +109,7 @@ class MQClientAPI:
     async def invoke_namesrv(self, cmd: RemotingCommand, timeout_ms: int) -> RemotingCommand:
         """Send to the chosen NameServer; on a connection failure, the next ones in turn."""
         if not self._namesrv:
-            raise MQClientError(
-                "No name server address, please set it", ClientErrorCode.NO_NAME_SERVER_EXCEPTION
-            )
+            raise MQClientError("No name server address, please set it", ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
         order: list[str] = []
         if self._namesrv_chosen is not None:
             order.append(self._namesrv_chosen)
@@ -246,11 +242,7 @@ class MQClientAPI:
 
         The result carries the raw records in ``body``; ``PullAPIWrapper`` decodes them.
         """
-        code = (
-            RequestCode.LITE_PULL_MESSAGE
-            if PullSysFlag.has_lite_pull(header.sys_flag)
-            else RequestCode.PULL_MESSAGE
-        )
+        code = RequestCode.LITE_PULL_MESSAGE if PullSysFlag.has_lite_pull(header.sys_flag) else RequestCode.PULL_MESSAGE
         resp = await self.remoting.invoke(addr, _request(code, header), timeout_ms / 1000)
         status = PULL_STATUS_BY_CODE.get(resp.code)
         if status is None:
@@ -266,9 +258,7 @@ class MQClientAPI:
     ) -> int:
         """QUERY_CONSUMER_OFFSET (14); raises MQBrokerError(QUERY_NOT_FOUND) when the group
         has no offset for the queue."""
-        cmd = _request(
-            RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(group, topic, queue_id)
-        )
+        cmd = _request(RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(group, topic, queue_id))
         resp = await self.remoting.invoke(addr, cmd, timeout_ms / 1000)
         self._check(resp, addr)
         return self._header(QueryConsumerOffsetResponseHeader, resp, addr).offset
@@ -278,8 +268,7 @@ class MQClientAPI:
     ) -> None:
         """UPDATE_CONSUMER_OFFSET (15), two-way."""
         cmd = _request(
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset),
+            RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
         )
         resp = await self.remoting.invoke(addr, cmd, timeout_ms / 1000)
         self._check(resp, addr)
@@ -289,17 +278,14 @@ class MQClientAPI:
     ) -> None:
         """UPDATE_CONSUMER_OFFSET (15), oneway (how Java's offset store persists)."""
         cmd = _request(
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset),
+            RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
         )
         await self.remoting.invoke_oneway(addr, cmd)
 
     async def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: int = 3000) -> int:
         """GET_MAX_OFFSET (30): the queue's next offset to be written."""
         resp = await self.remoting.invoke(
-            addr,
-            _request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id)),
-            timeout_ms / 1000,
+            addr, _request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id)), timeout_ms / 1000
         )
         self._check(resp, addr)
         return self._header(GetMaxOffsetResponseHeader, resp, addr).offset
@@ -307,9 +293,7 @@ class MQClientAPI:
     async def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout_ms: int = 3000) -> int:
         """GET_MIN_OFFSET (31)."""
         resp = await self.remoting.invoke(
-            addr,
-            _request(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic, queue_id)),
-            timeout_ms / 1000,
+            addr, _request(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic, queue_id)), timeout_ms / 1000
         )
         self._check(resp, addr)
         return self._header(GetMinOffsetResponseHeader, resp, addr).offset
@@ -332,13 +316,9 @@ class MQClientAPI:
         self._check(resp, addr)
         return self._header(SearchOffsetResponseHeader, resp, addr).offset
 
-    async def get_earliest_msg_storetime(
-        self, addr: str, topic: str, queue_id: int, timeout_ms: int = 3000
-    ) -> int:
+    async def get_earliest_msg_storetime(self, addr: str, topic: str, queue_id: int, timeout_ms: int = 3000) -> int:
         """GET_EARLIEST_MSG_STORETIME (32)."""
-        cmd = _request(
-            RequestCode.GET_EARLIEST_MSG_STORETIME, GetEarliestMsgStoretimeRequestHeader(topic, queue_id)
-        )
+        cmd = _request(RequestCode.GET_EARLIEST_MSG_STORETIME, GetEarliestMsgStoretimeRequestHeader(topic, queue_id))
         resp = await self.remoting.invoke(addr, cmd, timeout_ms / 1000)
         self._check(resp, addr)
         return self._header(GetEarliestMsgStoretimeResponseHeader, resp, addr).timestamp
@@ -352,17 +332,11 @@ class MQClientAPI:
         return resp.version
 
     async def unregister_client(
-        self,
-        addr: str,
-        client_id: str,
-        producer_group: str | None,
-        consumer_group: str | None,
-        timeout_ms: int = 3000,
+        self, addr: str, client_id: str, producer_group: str | None, consumer_group: str | None, timeout_ms: int = 3000
     ) -> None:
         """UNREGISTER_CLIENT (35)."""
         cmd = _request(
-            RequestCode.UNREGISTER_CLIENT,
-            UnregisterClientRequestHeader(client_id, producer_group, consumer_group),
+            RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
         )
         resp = await self.remoting.invoke(addr, cmd, timeout_ms / 1000)
         self._check(resp, addr)
@@ -389,14 +363,10 @@ class MQClientAPI:
         header = ConsumerSendMsgBackRequestHeader(
             msg.commit_log_offset, group, delay_level, msg.msg_id, msg.topic, False, max_reconsume_times
         )
-        resp = await self.remoting.invoke(
-            addr, _request(RequestCode.CONSUMER_SEND_MSG_BACK, header), timeout_ms / 1000
-        )
+        resp = await self.remoting.invoke(addr, _request(RequestCode.CONSUMER_SEND_MSG_BACK, header), timeout_ms / 1000)
         self._check(resp, addr)
 
-    async def lock_batch_mq(
-        self, addr: str, body: LockBatchRequestBody, timeout_ms: int = 1000
-    ) -> set[MessageQueue]:
+    async def lock_batch_mq(self, addr: str, body: LockBatchRequestBody, timeout_ms: int = 1000) -> set[MessageQueue]:
         """LOCK_BATCH_MQ (41): the queues now locked by this client."""
         resp = await self.remoting.invoke(
             addr, _request(RequestCode.LOCK_BATCH_MQ, None, body.to_json()), timeout_ms / 1000
@@ -427,9 +397,7 @@ class MQClientAPI:
     async def view_message(self, addr: str, phy_offset: int, timeout_ms: int = 3000) -> MessageExt:
         """VIEW_MESSAGE_BY_ID (33): the record at a CommitLog offset (body decompressed)."""
         resp = await self.remoting.invoke(
-            addr,
-            _request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(phy_offset)),
-            timeout_ms / 1000,
+            addr, _request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(phy_offset)), timeout_ms / 1000
         )
         self._check(resp, addr)
         try:
@@ -456,9 +424,7 @@ class MQClientAPI:
         header = QueryMessageRequestHeader(
             topic, key, max_num, begin_timestamp, end_timestamp, True if unique_key else None
         )
-        resp = await self.remoting.invoke(
-            addr, _request(RequestCode.QUERY_MESSAGE, header), timeout_ms / 1000
-        )
+        resp = await self.remoting.invoke(addr, _request(RequestCode.QUERY_MESSAGE, header), timeout_ms / 1000)
         self._check(resp, addr)
         h = self._header(QueryMessageResponseHeader, resp, addr)
         return QueryResult(h.index_last_update_timestamp, decode_records(resp.body or b"", decompress=True))
@@ -496,9 +462,7 @@ class MQClientAPI:
 
     async def get_broker_runtime_info(self, addr: str, timeout_ms: int = 3000) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO (28): the broker's KV table of counters."""
-        resp = await self.remoting.invoke(
-            addr, _request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_ms / 1000
-        )
+        resp = await self.remoting.invoke(addr, _request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_ms / 1000)
         self._check(resp, addr)
         return KVTable.from_json(resp.body or b"{}").table
 

@@ -35,9 +35,7 @@ class ClientConfig:
 
     namesrv_addr: str | None = None
     client_ip: str = field(default_factory=local_ip)
-    instance_name: str = field(
-        default_factory=lambda: os.environ.get("ROCKETMQ_CLIENT_NAME", DEFAULT_INSTANCE_NAME)
-    )
+    instance_name: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_CLIENT_NAME", DEFAULT_INSTANCE_NAME))
     unit_name: str | None = None
     unit_mode: bool = False
     poll_name_server_interval: int = 30000

@@ -32,12 +32,7 @@ from rmq.common.mixall import retry_topic
 from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.message import MessageConst, MessageExt
 
-__all__ = [
-    "ConsumeResult",
-    "ConsumeConcurrentlyContext",
-    "MessageListener",
-    "ConsumeMessageConcurrentlyService",
-]
+__all__ = ["ConsumeResult", "ConsumeConcurrentlyContext", "MessageListener", "ConsumeMessageConcurrentlyService"]
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -121,9 +116,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         for i in range(0, len(msgs), n):
             self._spawn_for(self._consume(msgs[i : i + n], pq, mq), f"consume {mq}", pq)
 
-    def submit_consume_request_later(
-        self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
-    ) -> None:
+    def submit_consume_request_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         async def later() -> None:
             await asyncio.sleep(self.consumer.local_retry_delay_ms / 1000)
             self.submit_consume_request(msgs, pq, mq)
@@ -133,9 +126,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:
             log.info(
-                "the message queue not be able to consume, because it's dropped. group=%s %s",
-                self.consumer.group,
-                mq,
+                "the message queue not be able to consume, because it's dropped. group=%s %s", self.consumer.group, mq
             )
             return
         ctx = ConsumeConcurrentlyContext(mq)
@@ -199,9 +190,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             assert self.consumer.offset_store is not None
             self.consumer.offset_store.update_offset(mq, offset, True)
 
-    async def send_message_back(
-        self, msg: MessageExt, ctx: ConsumeConcurrentlyContext, mq: MessageQueue
-    ) -> bool:
+    async def send_message_back(self, msg: MessageExt, ctx: ConsumeConcurrentlyContext, mq: MessageQueue) -> bool:
         """Hand a failed message back to the broker; False = redeliver it locally.
 
         This is the seam for retry / DLQ: with CONSUMER_SEND_MSG_BACK the broker puts
@@ -233,9 +222,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
                 retry_topic(c.group),
             )
         try:
-            await c.send_back_through_producer(
-                msg, msg.reconsume_times + 1, c.effective_max_reconsume_times()
-            )
+            await c.send_back_through_producer(msg, msg.reconsume_times + 1, c.effective_max_reconsume_times())
             return True
         except asyncio.CancelledError:
             raise

@@ -82,8 +82,7 @@ class ConsumeOrderlyContext:
 
 
 MessageListenerOrderly = Callable[
-    [list[MessageExt], ConsumeOrderlyContext],
-    ConsumeOrderlyResult | None | Awaitable[ConsumeOrderlyResult | None],
+    [list[MessageExt], ConsumeOrderlyContext], ConsumeOrderlyResult | None | Awaitable[ConsumeOrderlyResult | None]
 ]
 
 
@@ -196,9 +195,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                     async with pq.consume_lock:
                         if pq.dropped:
                             log.warning(
-                                "consumeMessage, the message queue not be able to "
-                                "consume, because it's dropped. %s",
-                                mq,
+                                "consumeMessage, the message queue not be able to consume, because it's dropped. %s", mq
                             )
                             break
                         try:
@@ -217,8 +214,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                             )
                         else:
                             log.warning(
-                                "consumeMessage Orderly return not OK (null or an "
-                                "exception), group=%s msgs=%s",
+                                "consumeMessage Orderly return not OK (null or an exception), group=%s msgs=%s",
                                 c.group,
                                 [m.msg_id for m in msgs],
                             )
@@ -248,8 +244,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
         if ctx.auto_commit:
             if status in (R.COMMIT, R.ROLLBACK):
                 log.warning(
-                    "the message queue consume result is illegal, we think you want to ack these message %s",
-                    mq,
+                    "the message queue consume result is illegal, we think you want to ack these message %s", mq
                 )
                 status = R.SUCCESS
             if status is R.SUCCESS:

@@ -44,9 +44,7 @@ class ConsumeFromWhere(enum.StrEnum):
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = (
-        "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
-    )
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST"
     CONSUME_FROM_MIN_OFFSET = "CONSUME_FROM_MIN_OFFSET"
     CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
 
@@ -73,10 +71,7 @@ def parse_consume_timestamp(value: str | int | datetime | None) -> int:
 
 def compute_pull_from_where_push(consume_from_where: ConsumeFromWhere) -> str:
     """The three values that still mean something (the deprecated ones act as LAST)."""
-    if consume_from_where in (
-        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
-    ):
+    if consume_from_where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, ConsumeFromWhere.CONSUME_FROM_TIMESTAMP):
         return consume_from_where.value
     return ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value
 
@@ -147,9 +142,7 @@ class ConsumerBase:
         self.pull_api = PullAPIWrapper(inst, self.group, self.config.unit_mode)
         if self.offset_store is None:
             if self.message_model is MessageModel.BROADCASTING:
-                self.offset_store = LocalFileOffsetStore(
-                    inst.client_id, self.group, self.config.local_offset_store_dir
-                )
+                self.offset_store = LocalFileOffsetStore(inst.client_id, self.group, self.config.local_offset_store_dir)
             else:
                 self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
         self.offset_store.load()
@@ -208,10 +201,7 @@ class ConsumerBase:
         )
 
     def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        return (
-            topic in self.rebalance.subscription_inner
-            and topic not in self.rebalance.topic_subscribe_info_table
-        )
+        return topic in self.rebalance.subscription_inner and topic not in self.rebalance.topic_subscribe_info_table
 
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
         if topic in self.rebalance.subscription_inner:
@@ -255,9 +245,7 @@ class ConsumerBase:
         if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET.value:
             return 0
         if is_retry_topic(mq.topic):
-            return (
-                0 if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value else await self.max_offset(mq)
-            )
+            return 0 if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value else await self.max_offset(mq)
         if where == ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value:
             return await self.max_offset(mq)
         return await self.search_offset(mq, parse_consume_timestamp(self.consume_timestamp))

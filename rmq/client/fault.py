@@ -43,9 +43,7 @@ def _monotonic_ms() -> int:
 
 
 def compute_not_available_duration(
-    latency_ms: int,
-    latency_max: tuple[int, ...] = LATENCY_MAX,
-    durations: tuple[int, ...] = NOT_AVAILABLE_DURATION,
+    latency_ms: int, latency_max: tuple[int, ...] = LATENCY_MAX, durations: tuple[int, ...] = NOT_AVAILABLE_DURATION
 ) -> int:
     """The duration for the largest ``i`` with ``latency >= latency_max[i]``, else 0."""
     for i in range(len(latency_max) - 1, -1, -1):
@@ -124,9 +122,7 @@ class MQFaultStrategy:
         self.latency_max = tuple(latency_max)
         self.not_available_duration = tuple(not_available_duration)
 
-    def select_one_message_queue(
-        self, tp_info: TopicPublishInfo, last_broker_name: str | None
-    ) -> MessageQueue:
+    def select_one_message_queue(self, tp_info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
         if not self.send_latency_fault_enable:
             return tp_info.select_one_message_queue(last_broker_name)
         lft = self.latency_fault_tolerance

@@ -167,9 +167,7 @@ class MQClientInstance:
         self.remoting.register_processor(
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._process_notify_consumer_ids_changed
         )
-        self.remoting.register_processor(
-            RequestCode.CHECK_TRANSACTION_STATE, self._process_check_transaction_state
-        )
+        self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._process_check_transaction_state)
         self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._process_reset_offset)
         self.api = MQClientAPI(self.remoting, config.namesrv_addr_list())
         self.producer_table: dict[str, ProducerInner] = {}
@@ -197,19 +195,14 @@ class MQClientInstance:
             raise MQClientError(f"client instance {self.client_id} is shut down")
         if not self.api.name_server_address_list:
             raise MQClientError(
-                "No name server address, please set it (namesrv_addr or "
-                "the NAMESRV_ADDR environment variable)"
+                "No name server address, please set it (namesrv_addr or the NAMESRV_ADDR environment variable)"
             )
         self.started = True
         c = self.config
         cid = self.client_id
         self._services = [
             PeriodicService(
-                f"{cid} route",
-                10,
-                c.poll_name_server_interval,
-                self.update_topic_route_info_from_name_server_all,
-                log,
+                f"{cid} route", 10, c.poll_name_server_interval, self.update_topic_route_info_from_name_server_all, log
             ),
             PeriodicService(
                 f"{cid} heartbeat", 1000, c.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers, log
@@ -454,9 +447,7 @@ class MQClientInstance:
         if addr is None:
             return None
         try:
-            return await self.api.get_consumer_id_list_by_group(
-                addr, group, self.config.mq_client_api_timeout
-            )
+            return await self.api.get_consumer_id_list_by_group(addr, group, self.config.mq_client_api_timeout)
         except Exception as e:
             log.warning("getConsumerIdListByGroup %s from %s failed: %s", group, addr, e)
             return None

@@ -300,9 +300,7 @@ class LitePullConsumer(ConsumerBase):
         lo = await self.min_offset(mq)
         hi = await self.max_offset(mq)
         if offset < lo or offset > hi:
-            raise MQClientError(
-                f"Seek offset illegal, seek offset = {offset}, min offset = {lo}, max offset = {hi}"
-            )
+            raise MQClientError(f"Seek offset illegal, seek offset = {offset}, min offset = {lo}, max offset = {hi}")
         st.seek_offset = offset
         self._clear_cached(mq)
         if st.task is not None:
@@ -488,10 +486,7 @@ class LitePullConsumer(ConsumerBase):
             return 0
         if result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning(
-                "the pull request offset of %s is illegal (%d), continue at %d",
-                mq,
-                offset,
-                result.next_begin_offset,
+                "the pull request offset of %s is illegal (%d), continue at %d", mq, offset, result.next_begin_offset
             )
         st.pull_offset = result.next_begin_offset
         if pq.msg_count == 0 and result.status is not PullStatus.OFFSET_ILLEGAL:

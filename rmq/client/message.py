@@ -162,8 +162,7 @@ def validate_topic(topic: str) -> None:
         raise MQClientError("The specified topic is blank", ResponseCode.MESSAGE_ILLEGAL)
     if len(topic) > TOPIC_MAX_LENGTH:
         raise MQClientError(
-            f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.",
-            ResponseCode.MESSAGE_ILLEGAL,
+            f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.", ResponseCode.MESSAGE_ILLEGAL
         )
     if not _VALID_TOPIC.match(topic):
         raise MQClientError(

@@ -84,9 +84,7 @@ class OffsetStore:
     def clone_offset_table(self, topic: str) -> dict[MessageQueue, int]:
         return {mq: off for mq, off in self.offset_table.items() if not topic or mq.topic == topic}
 
-    async def update_consume_offset_to_broker(
-        self, mq: MessageQueue, offset: int, oneway: bool = True
-    ) -> None:
+    async def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int, oneway: bool = True) -> None:
         raise NotImplementedError
 
 
@@ -150,9 +148,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         return found.broker_addr
 
-    async def update_consume_offset_to_broker(
-        self, mq: MessageQueue, offset: int, oneway: bool = True
-    ) -> None:
+    async def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int, oneway: bool = True) -> None:
         addr = await self._find_master(mq)
         api = self.instance.api
         if oneway:
@@ -169,9 +165,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
 
 def default_local_offset_store_dir() -> str:
     """``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``, else ``~/.rocketmq_offsets``."""
-    return os.environ.get(LOCAL_OFFSET_STORE_DIR_ENV) or os.path.join(
-        os.path.expanduser("~"), ".rocketmq_offsets"
-    )
+    return os.environ.get(LOCAL_OFFSET_STORE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".rocketmq_offsets")
 
 
 class LocalFileOffsetStore(OffsetStore):
@@ -221,9 +215,7 @@ class LocalFileOffsetStore(OffsetStore):
             if not data.strip():
                 continue
             try:
-                return {
-                    MessageQueue.from_obj(k): int(v) for k, v in loads_object_keyed_map(data, "offsetTable")
-                }
+                return {MessageQueue.from_obj(k): int(v) for k, v in loads_object_keyed_map(data, "offsetTable")}
             except (ProtocolError, ValueError, TypeError) as e:
                 log.warning("local offsets file %s is unreadable (%s); trying the next copy", path, e)
         return None
@@ -276,7 +268,5 @@ class LocalFileOffsetStore(OffsetStore):
     def remove_offset(self, mq: MessageQueue) -> None:
         """Kept, as Java does: the file only ever holds what ``persist_all`` was given."""
 
-    async def update_consume_offset_to_broker(
-        self, mq: MessageQueue, offset: int, oneway: bool = True
-    ) -> None:
+    async def update_consume_offset_to_broker(self, mq: MessageQueue, offset: int, oneway: bool = True) -> None:
         """Broadcasting offsets never go to the broker."""

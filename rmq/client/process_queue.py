@@ -22,12 +22,7 @@ from collections.abc import Iterable
 from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageConst, MessageExt
 
-__all__ = [
-    "ProcessQueue",
-    "PULL_MAX_IDLE_TIME_MS",
-    "REBALANCE_LOCK_MAX_LIVE_TIME_MS",
-    "REBALANCE_LOCK_INTERVAL_MS",
-]
+__all__ = ["ProcessQueue", "PULL_MAX_IDLE_TIME_MS", "REBALANCE_LOCK_MAX_LIVE_TIME_MS", "REBALANCE_LOCK_INTERVAL_MS"]
 
 #: A queue not pulled for this long is considered stuck and re-created by rebalance.
 PULL_MAX_IDLE_TIME_MS = 120000

@@ -256,15 +256,7 @@ class Producer:
             if mrt is not None:
                 max_reconsume = int(mrt)
         return _Prepared(
-            msg.topic,
-            body,
-            properties_to_string(props),
-            sys_flag,
-            msg.flag,
-            uniq,
-            False,
-            reconsume,
-            max_reconsume,
+            msg.topic, body, properties_to_string(props), sys_flag, msg.flag, uniq, False, reconsume, max_reconsume
         )
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
@@ -277,9 +269,7 @@ class Producer:
         ids = []
         for m in msgs:
             if m.delay_time_level > 0:
-                raise MQClientError(
-                    "TimeDelayLevel is not supported for batching", ResponseCode.MESSAGE_ILLEGAL
-                )
+                raise MQClientError("TimeDelayLevel is not supported for batching", ResponseCode.MESSAGE_ILLEGAL)
             if m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 raise MQClientError("Retry Group is not supported for batching", ResponseCode.MESSAGE_ILLEGAL)
             if m.topic != first.topic:
@@ -288,8 +278,7 @@ class Producer:
                 )
             if m.wait_store_msg_ok != first.wait_store_msg_ok:
                 raise MQClientError(
-                    "The waitStoreMsgOK of the messages in one batch should the same",
-                    ResponseCode.MESSAGE_ILLEGAL,
+                    "The waitStoreMsgOK of the messages in one batch should the same", ResponseCode.MESSAGE_ILLEGAL
                 )
             validate_message(m, self.max_message_size)
             props = m.wire_properties(self._ids.next_id())
@@ -298,25 +287,20 @@ class Producer:
         body = encode_batch(items)
         if len(body) > self.max_message_size:
             raise MQClientError(
-                f"the message body size over max value, MAX: {self.max_message_size}",
-                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size over max value, MAX: {self.max_message_size}", ResponseCode.MESSAGE_ILLEGAL
             )
         batch_props = {MessageConst.WAIT_STORE_MSG_OK: "true" if first.wait_store_msg_ok else "false"}
         return _Prepared(first.topic, body, properties_to_string(batch_props), 0, 0, ",".join(ids), True)
 
     # ------------------------------------------------------------------ kernel
-    async def _send_kernel(
-        self, p: _Prepared, mq: MessageQueue, mode: str, timeout_ms: int
-    ) -> SendResult | None:
+    async def _send_kernel(self, p: _Prepared, mq: MessageQueue, mode: str, timeout_ms: int) -> SendResult | None:
         inst = self._make_sure_state_ok()
         addr = inst.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
             await self._try_to_find_topic_publish_info(mq.topic)
             addr = inst.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
-            raise MQClientError(
-                f"The broker[{mq.broker_name}] not exist", ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
-            )
+            raise MQClientError(f"The broker[{mq.broker_name}] not exist", ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         header = SendMessageRequestHeader(
             self.group,
             p.topic,
@@ -336,13 +320,7 @@ class Producer:
             await inst.api.send_message_oneway(addr, header, p.body, batch=p.batch)
             return None
         return await inst.api.send_message(
-            addr,
-            mq.broker_name,
-            header,
-            p.body,
-            uniq_id=p.uniq_id,
-            batch=p.batch,
-            timeout_ms=max(timeout_ms, 1),
+            addr, mq.broker_name, header, p.body, uniq_id=p.uniq_id, batch=p.batch, timeout_ms=max(timeout_ms, 1)
         )
 
     async def _send_default(self, p: _Prepared, mode: str, timeout_ms: int) -> SendResult | None:
@@ -351,12 +329,8 @@ class Producer:
         info = await self._try_to_find_topic_publish_info(p.topic)
         if not info.ok():
             if not self.instance or not self.instance.api.name_server_address_list:
-                raise MQClientError(
-                    "No name server address, please set it", ClientErrorCode.NO_NAME_SERVER_EXCEPTION
-                )
-            raise MQClientError(
-                f"No route info of this topic: {p.topic}", ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION
-            )
+                raise MQClientError("No name server address, please set it", ClientErrorCode.NO_NAME_SERVER_EXCEPTION)
+            raise MQClientError(f"No route info of this topic: {p.topic}", ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION)
         times_total = 1 + self.retry_times_when_send_failed if mode == _SYNC else 1
         last_broker: str | None = None
         last_exc: BaseException | None = None
@@ -406,9 +380,7 @@ class Producer:
                 f"send of a {p.topic} message timed out after {timeout_ms}ms (brokers tried: {brokers_sent})"
             )
         assert last_exc is not None
-        last_exc.add_note(
-            f"send to topic {p.topic} failed {len(brokers_sent)} time(s); brokers tried: {brokers_sent}"
-        )
+        last_exc.add_note(f"send to topic {p.topic} failed {len(brokers_sent)} time(s); brokers tried: {brokers_sent}")
         raise last_exc
 
     async def _refresh_route_after_error(
@@ -434,17 +406,10 @@ class Producer:
         return fresh if fresh is not None and fresh.ok() else info
 
     def _update_fault(self, mq: MessageQueue, start: float, isolation: bool) -> None:
-        self.fault_strategy.update_fault_item(
-            mq.broker_name, int((time.monotonic() - start) * 1000), isolation
-        )
+        self.fault_strategy.update_fault_item(mq.broker_name, int((time.monotonic() - start) * 1000), isolation)
 
     async def _target_queue(
-        self,
-        topic: str,
-        queue: MessageQueue | None,
-        selector: MessageQueueSelector | None,
-        arg: Any,
-        msg: Message,
+        self, topic: str, queue: MessageQueue | None, selector: MessageQueueSelector | None, arg: Any, msg: Message
     ) -> MessageQueue | None:
         if queue is not None:
             if queue.topic != topic:
@@ -453,9 +418,7 @@ class Producer:
         if selector is not None:
             info = await self._try_to_find_topic_publish_info(topic)
             if not info.ok():
-                raise MQClientError(
-                    f"No route info for this topic, {topic}", ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION
-                )
+                raise MQClientError(f"No route info for this topic, {topic}", ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION)
             try:
                 mq = selector(list(info.message_queue_list), msg, arg)
             except Exception as e:
@@ -588,9 +551,7 @@ class Producer:
             start = time.monotonic()
             left = timeout_ms - int((start - begin) * 1000)
             if left <= 0:
-                raise RemotingTimeoutError(
-                    f"async send of a {p.topic} message timed out after {timeout_ms}ms"
-                )
+                raise RemotingTimeoutError(f"async send of a {p.topic} message timed out after {timeout_ms}ms")
             try:
                 result = await self._send_kernel(p, mq, _ASYNC, left)
                 self._update_fault(mq, start, False)

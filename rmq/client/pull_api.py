@@ -51,9 +51,7 @@ class PullAPIWrapper:
     ) -> PullResult:
         inst = self.instance
         broker_id = self.recalculate_pull_from_which_node(mq)
-        found = await inst.find_broker_address_in_subscribe_or_update(
-            mq.broker_name, broker_id, False, mq.topic
-        )
+        found = await inst.find_broker_address_in_subscribe_or_update(mq.broker_name, broker_id, False, mq.topic)
         if found is None:
             raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         if found.slave:

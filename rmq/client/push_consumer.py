@@ -327,9 +327,7 @@ class PushConsumer(ConsumerBase):
         await self._persist(list(self.rebalance.process_queue_table), oneway)
 
     # ------------------------------------------------------------------ sending back
-    async def send_back_through_producer(
-        self, msg: MessageExt, reconsume_times: int, max_reconsume_times: int
-    ) -> None:
+    async def send_back_through_producer(self, msg: MessageExt, reconsume_times: int, max_reconsume_times: int) -> None:
         """DefaultMQPushConsumerImpl.sendMessageBack's fallback (and the orderly service's
         way back): the failed message goes to ``%RETRY%<group>`` through the instance's
         producer with RECONSUME_TIME / MAX_RECONSUME_TIMES (the broker dead-letters it
@@ -350,11 +348,7 @@ class PushConsumer(ConsumerBase):
         props[MessageConst.RECONSUME_TIME] = str(reconsume_times)
         props[MessageConst.MAX_RECONSUME_TIMES] = str(max_reconsume_times)
         new = Message(
-            retry_topic(self.group),
-            msg.body,
-            properties=props,
-            flag=msg.flag,
-            delay_time_level=3 + msg.reconsume_times,
+            retry_topic(self.group), msg.body, properties=props, flag=msg.flag, delay_time_level=3 + msg.reconsume_times
         )
         producer = await inst.default_producer()
         await producer.send(new)
@@ -401,8 +395,7 @@ class PushConsumer(ConsumerBase):
             self._flow_control_times += 1
             if self._flow_control_times % 1000 == 0:
                 log.warning(
-                    "the cached messages of %s exceed the threshold (%d msgs, "
-                    "%.1f MiB, span %d), flow control",
+                    "the cached messages of %s exceed the threshold (%d msgs, %.1f MiB, span %d), flow control",
                     mq,
                     pq.msg_count,
                     pq.msg_size_mib,
@@ -504,10 +497,7 @@ class PushConsumer(ConsumerBase):
         # OFFSET_ILLEGAL: the broker corrected us. Persist the corrected offset, drop
         # the queue; rebalance re-creates it from that offset.
         log.warning(
-            "the pull request offset illegal, %s offset %d, next %d",
-            mq,
-            req.next_offset,
-            result.next_begin_offset,
+            "the pull request offset illegal, %s offset %d, next %d", mq, req.next_offset, result.next_begin_offset
         )
         req.next_offset = result.next_begin_offset
         pq.dropped = True

@@ -28,13 +28,7 @@ from dataclasses import dataclass
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic
-from rmq.protocol.bodies import (
-    MASTER_ID,
-    LockBatchRequestBody,
-    MessageQueue,
-    SubscriptionData,
-    UnlockBatchRequestBody,
-)
+from rmq.protocol.bodies import MASTER_ID, LockBatchRequestBody, MessageQueue, SubscriptionData, UnlockBatchRequestBody
 
 __all__ = [
     "AllocateStrategy",
@@ -135,9 +129,7 @@ def consistent_hash(virtual_node_cnt: int = 10, hash_fn: Callable[[str], int] = 
     if virtual_node_cnt < 0:
         raise ValueError(f"illegal virtualNodeCnt :{virtual_node_cnt}")
 
-    def allocate(
-        group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
-    ) -> list[MessageQueue]:
+    def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]) -> list[MessageQueue]:
         ring: dict[int, str] = {}
         for c in cid_all:
             for i in range(virtual_node_cnt):
@@ -167,9 +159,7 @@ def by_machine_room(consumer_idcs: set[str] | Sequence[str]) -> AllocateStrategy
     """MACHINE_ROOM: queues of brokers ``room@name`` with room in ``consumer_idcs``."""
     idcs = set(consumer_idcs)
 
-    def allocate(
-        group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
-    ) -> list[MessageQueue]:
+    def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]) -> list[MessageQueue]:
         index = list(cid_all).index(cid)
         pre = []
         for mq in mq_all:
@@ -186,16 +176,12 @@ def by_machine_room(consumer_idcs: set[str] | Sequence[str]) -> AllocateStrategy
 
 
 def machine_room_nearby(
-    inner: AllocateStrategy,
-    broker_deploy_in: Callable[[MessageQueue], str],
-    consumer_deploy_in: Callable[[str], str],
+    inner: AllocateStrategy, broker_deploy_in: Callable[[MessageQueue], str], consumer_deploy_in: Callable[[str], str]
 ) -> AllocateStrategy:
     """MACHINE_ROOM_NEARBY: ``inner`` within the consumer's own room, plus a share of the
     rooms that have no consumer at all."""
 
-    def allocate(
-        group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
-    ) -> list[MessageQueue]:
+    def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]) -> list[MessageQueue]:
         mr2mq: dict[str, list[MessageQueue]] = {}
         for mq in mq_all:
             room = broker_deploy_in(mq)
@@ -286,9 +272,7 @@ class RebalanceImpl:
     def dispatch_pull_requests(self, requests: list[PullRequest]) -> None:
         raise NotImplementedError
 
-    async def message_queue_changed(
-        self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
-    ) -> None:
+    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
         pass
 
     # ------------------------------------------------------------------ rebalance
@@ -361,8 +345,7 @@ class RebalanceImpl:
                     self.process_queue_table.pop(mq, None)
                     changed = True
                     log.warning(
-                        "[BUG]doRebalance, %s, remove unnecessary mq, %s, because pull "
-                        "is pause, so try to fixed it",
+                        "[BUG]doRebalance, %s, remove unnecessary mq, %s, because pull is pause, so try to fixed it",
                         self.consumer_group,
                         mq,
                     )
@@ -373,9 +356,7 @@ class RebalanceImpl:
             if mq in self.process_queue_table:
                 continue
             if ordered and not await self.lock(mq):
-                log.warning(
-                    "doRebalance, %s, add a new mq failed, %s, because lock failed", self.consumer_group, mq
-                )
+                log.warning("doRebalance, %s, add a new mq failed, %s, because lock failed", self.consumer_group, mq)
                 lock_failed = True
                 continue
             self.remove_dirty_offset(mq)
@@ -405,9 +386,7 @@ class RebalanceImpl:
 
     # ------------------------------------------------------------------ queue locks
     async def _master_of(self, broker_name: str, topic: str | None = None) -> str | None:
-        found = await self.instance.find_broker_address_in_subscribe_or_update(
-            broker_name, MASTER_ID, True, topic
-        )
+        found = await self.instance.find_broker_address_in_subscribe_or_update(broker_name, MASTER_ID, True, topic)
         return found.broker_addr if found is not None else None
 
     def _mark_locked(self, mqs: set[MessageQueue]) -> None:
@@ -466,10 +445,7 @@ class RebalanceImpl:
         try:
             await self.instance.api.unlock_batch_mq(addr, body, 1000, oneway)
             log.info(
-                "unlock messageQueue. group:%s, clientId:%s, mq:%s",
-                self.consumer_group,
-                self.instance.client_id,
-                mq,
+                "unlock messageQueue. group:%s, clientId:%s, mq:%s", self.consumer_group, self.instance.client_id, mq
             )
         except Exception as e:
             log.error("unlockBatchMQ %s at %s failed: %s", mq, addr, e)
@@ -499,9 +475,7 @@ class RebalanceImpl:
                 pq.dropped = True
                 self.process_queue_table.pop(mq, None)
                 log.info(
-                    "doRebalance, %s, truncateMessageQueueNotMyTopic remove unnecessary mq, %s",
-                    self.consumer_group,
-                    mq,
+                    "doRebalance, %s, truncateMessageQueueNotMyTopic remove unnecessary mq, %s", self.consumer_group, mq
                 )
 
     async def remove_process_queue(self, mq: MessageQueue) -> None:

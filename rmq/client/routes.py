@@ -126,8 +126,7 @@ def _route_key(route: TopicRouteData | None) -> object:
     return (
         route.order_topic_conf,
         sorted(
-            (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
-            for q in route.queue_datas
+            (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag) for q in route.queue_datas
         ),
         sorted((b.broker_name, b.cluster, tuple(sorted(b.broker_addrs.items()))) for b in route.broker_datas),
     )

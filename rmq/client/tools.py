@@ -58,10 +58,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-t", "--topic", required=True)
     p.add_argument(
-        "--serialize",
-        choices=("JSON", "ROCKETMQ"),
-        default="JSON",
-        help="request header encoding (default JSON)",
+        "--serialize", choices=("JSON", "ROCKETMQ"), default="JSON", help="request header encoding (default JSON)"
     )
     p.add_argument("--log-level", default="WARNING")
 
@@ -104,17 +101,11 @@ def _produce_parser() -> argparse.ArgumentParser:
         help="message body ({i} is replaced by the message number); default 'Hello RocketMQ {i}'",
     )
     p.add_argument(
-        "-s",
-        "--size",
-        type=int,
-        default=None,
-        help="random alphanumeric body of this many bytes (instead of --body)",
+        "-s", "--size", type=int, default=None, help="random alphanumeric body of this many bytes (instead of --body)"
     )
     p.add_argument("--tags", default=None)
     p.add_argument("--keys", default=None, help="message keys, space-separated")
-    p.add_argument(
-        "-p", "--property", action="append", default=[], metavar="K=V", help="user property (repeatable)"
-    )
+    p.add_argument("-p", "--property", action="append", default=[], metavar="K=V", help="user property (repeatable)")
     p.add_argument("--delay-level", type=int, default=0)
     p.add_argument("--mode", choices=("sync", "async", "oneway"), default="sync")
     p.add_argument("--batch", type=int, default=0, help="send in batches of this size")
@@ -224,9 +215,7 @@ def _consume_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--timestamp", default=None, help="yyyyMMddHHmmss for --from timestamp")
     p.add_argument("-c", "--count", type=int, default=0, help="exit after this many messages")
-    p.add_argument(
-        "--idle", type=float, default=0, help="exit after this many seconds without a message (0 = never)"
-    )
+    p.add_argument("--idle", type=float, default=0, help="exit after this many seconds without a message (0 = never)")
     p.add_argument("--no-body", action="store_true", help="do not print bodies")
     p.add_argument(
         "--orderly", action="store_true", help="orderly listener: each queue in order, under its broker lock"
@@ -237,9 +226,7 @@ def _consume_parser() -> argparse.ArgumentParser:
         help="BROADCASTING: every consumer of the group gets every message; offsets in a local file",
     )
     p.add_argument(
-        "--offset-dir",
-        default=None,
-        help="root of the local offset files of --broadcast (default ~/.rocketmq_offsets)",
+        "--offset-dir", default=None, help="root of the local offset files of --broadcast (default ~/.rocketmq_offsets)"
     )
     return p
 

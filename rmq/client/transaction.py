@@ -208,11 +208,7 @@ class TransactionProducer(Producer):
         )
 
     async def end_transaction(
-        self,
-        msg: Message,
-        result: SendResult,
-        state: LocalTransactionState,
-        local_exc: BaseException | None = None,
+        self, msg: Message, result: SendResult, state: LocalTransactionState, local_exc: BaseException | None = None
     ) -> None:
         """END_TRANSACTION (oneway) for a half message this producer sent."""
         inst = self._make_sure_state_ok()
@@ -259,9 +255,7 @@ class TransactionProducer(Producer):
         except Exception:
             log.exception("checkTransactionState of %s from %s failed", header.msg_id, broker_addr)
 
-    async def _check(
-        self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
-    ) -> None:
+    async def _check(self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader) -> None:
         msg = TransactionMessageExt.of(msg)
         uniq = msg.transaction_id
         state = LocalTransactionState.UNKNOW
@@ -273,9 +267,7 @@ class TransactionProducer(Producer):
                 log.warning("CheckTransactionState, pick transactionListener by group[%s] failed", self.group)
             else:
                 try:
-                    got = await self._call(
-                        listener.check_local_transaction, msg, executor=self._check_executor
-                    )
+                    got = await self._call(listener.check_local_transaction, msg, executor=self._check_executor)
                     if isinstance(got, LocalTransactionState):
                         state = got
                     elif got is not None:
@@ -283,9 +275,7 @@ class TransactionProducer(Producer):
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:
-                    log.error(
-                        "Broker call checkTransactionState, but checkLocalTransactionState exception: %r", e
-                    )
+                    log.error("Broker call checkTransactionState, but checkLocalTransactionState exception: %r", e)
                     exc = e
         inst = self.instance
         if inst is None or self._state_name() != "RUNNING":

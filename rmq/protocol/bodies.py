@@ -363,9 +363,7 @@ class Body:
     FIELDS: ClassVar[tuple[BodyField, ...]] = ()
     # Compiled forms of FIELDS: (name, aliases, read, what, missing, factory) in
     # dataclass order / (name, attr, write) sorted by name (fastjson's bean order).
-    _DECODE: ClassVar[
-        tuple[tuple[str, tuple[str, ...], _Reader, str, Any, Callable[[], Any] | None], ...]
-    ] = ()
+    _DECODE: ClassVar[tuple[tuple[str, tuple[str, ...], _Reader, str, Any, Callable[[], Any] | None], ...]] = ()
     _ENCODE: ClassVar[tuple[tuple[str, str, _Writer | None], ...]] = ()
 
     def to_obj(self) -> dict[str, Any]:
@@ -435,14 +433,11 @@ def json_body(*rows: tuple[Any, ...]) -> Callable[[type[B]], type[B]]:
                     missing, factory = None, f.default_factory
                 else:
                     raise TypeError(
-                        f"{cls.__name__}.{f.name}: no default, so the row "
-                        "must say what an absent property reads as"
+                        f"{cls.__name__}.{f.name}: no default, so the row must say what an absent property reads as"
                     )
             table.append(BodyField(f.name, names[0], names[1:], row[2], missing, factory))
         cls.FIELDS = tuple(table)
-        cls._DECODE = tuple(
-            (t.name, t.aliases, t.codec.read, f"field {t.name}", t.missing, t.factory) for t in table
-        )
+        cls._DECODE = tuple((t.name, t.aliases, t.codec.read, f"field {t.name}", t.missing, t.factory) for t in table)
         cls._ENCODE = tuple((t.name, t.attr, t.codec.write) for t in sorted(table, key=lambda t: t.name))
         return cls
 
@@ -479,10 +474,7 @@ class TopicConfig(Body):
         The compressed register body carries only these fields: topicSysFlag and
         order do not survive it (as in RocketMQ).
         """
-        text = (
-            f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} "
-            f"{self.perm} {self.topic_filter_type}"
-        )
+        text = f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} {self.topic_filter_type}"
         if self.attributes is not None:
             text += " " + fastjson.dumps(self.attributes).decode()
         return text
@@ -520,11 +512,7 @@ class TopicConfig(Body):
         )
 
 
-@json_body(
-    ("timestamp", "timestamp", LONG),
-    ("counter", "counter", LONG),
-    ("state_version", "stateVersion", LONG),
-)
+@json_body(("timestamp", "timestamp", LONG), ("counter", "counter", LONG), ("state_version", "stateVersion", LONG))
 @dataclass(frozen=True, slots=True)
 class DataVersion(Body):
     """``DataVersion``: (timestamp ms, counter); 5.x adds stateVersion.
@@ -573,8 +561,7 @@ class _Inflated:
         n = self.int32(what + " length")
         if n < 0 or self.pos + n > len(self.buf):
             raise ProtocolError(
-                f"compressed register body: {what} length {n} "
-                f"exceeds the {len(self.buf) - self.pos} bytes left"
+                f"compressed register body: {what} length {n} exceeds the {len(self.buf) - self.pos} bytes left"
             )
         data = self.buf[self.pos : self.pos + n]
         self.pos += n
@@ -596,9 +583,7 @@ def _utf8(b: bytes, what: str) -> str:
 class RegisterBrokerBody(Body):
     """``RegisterBrokerBody`` (spec 2.14): plain JSON or the compressed form."""
 
-    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = field(
-        default_factory=TopicConfigSerializeWrapper
-    )
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = field(default_factory=TopicConfigSerializeWrapper)
     filter_server_list: list[str] = field(default_factory=list)
 
     def encode(self, compress: bool) -> bytes:
@@ -665,9 +650,7 @@ class QueueData(Body):
     topic_sys_flag: int = 0
 
     def copy(self) -> QueueData:
-        return QueueData(
-            self.broker_name, self.read_queue_nums, self.write_queue_nums, self.perm, self.topic_sys_flag
-        )
+        return QueueData(self.broker_name, self.read_queue_nums, self.write_queue_nums, self.perm, self.topic_sys_flag)
 
 
 @json_body(
@@ -727,10 +710,7 @@ class ClusterInfo(Body):
     cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
 
 
-@json_body(
-    ("topic_list", "topicList", list_of(STR_ONLY)),
-    ("broker_addr", "brokerAddr", STR),
-)
+@json_body(("topic_list", "topicList", list_of(STR_ONLY)), ("broker_addr", "brokerAddr", STR))
 @dataclass(slots=True)
 class TopicList(Body):
     """``TopicList``: ``{"brokerAddr":..., "topicList":[...]}`` (brokerAddr only for
@@ -871,9 +851,7 @@ class ConsumerIdList(Body):
 
 # =========================================================================== locks (2.10)
 @json_body(
-    ("topic", "topic", STR, REQUIRED),
-    ("broker_name", "brokerName", STR, REQUIRED),
-    ("queue_id", "queueId", INT, 0),
+    ("topic", "topic", STR, REQUIRED), ("broker_name", "brokerName", STR, REQUIRED), ("queue_id", "queueId", INT, 0)
 )
 @dataclass(frozen=True, order=True, slots=True)
 class MessageQueue(Body):
@@ -955,9 +933,7 @@ class ConsumeStats:
             fastjson.dumps(mq.to_obj()).decode() + ":" + fastjson.dumps(ow.to_obj()).decode()
             for mq, ow in self.offset_table
         )
-        return (
-            '{"consumeTps":' + java_double(self.consume_tps) + ',"offsetTable":{' + entries + "}}"
-        ).encode()
+        return ('{"consumeTps":' + java_double(self.consume_tps) + ',"offsetTable":{' + entries + "}}").encode()
 
     @classmethod
     def from_json(cls, data: Text) -> ConsumeStats:
@@ -977,9 +953,7 @@ class ConsumeStats:
             try:
                 tps = float(text[j:k])
             except ValueError:
-                raise ProtocolError(
-                    f"ConsumeStats.consumeTps is not a number: {text[j : j + 20]!r}"
-                ) from None
+                raise ProtocolError(f"ConsumeStats.consumeTps is not a number: {text[j : j + 20]!r}") from None
         return cls(table, tps)
 
     def compute_total_diff(self) -> int:
@@ -1050,8 +1024,4 @@ def subscription_group_string(cfg: dict[str, Any]) -> str:
     def fmt(v: Any) -> str:
         return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
-    return (
-        "SubscriptionGroupConfig ["
-        + ", ".join(f"{k}={fmt(cfg.get(k))}" for k, _ in SUBSCRIPTION_GROUP_KEYS)
-        + "]"
-    )
+    return "SubscriptionGroupConfig [" + ", ".join(f"{k}={fmt(cfg.get(k))}" for k, _ in SUBSCRIPTION_GROUP_KEYS) + "]"

@@ -349,11 +349,7 @@ class PullSysFlag(_CodeTable):
 
     @staticmethod
     def build(
-        commit_offset: bool,
-        suspend: bool,
-        subscription: bool,
-        class_filter: bool = False,
-        lite_pull: bool = False,
+        commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False, lite_pull: bool = False
     ) -> int:
         return (
             (PullSysFlag.COMMIT_OFFSET if commit_offset else 0)

@@ -79,9 +79,7 @@ class BrokerHeartbeatRequestHeader(Header):
     def check(self) -> None:
         """ProtocolError for values no broker sends."""
         if self.role not in _ROLES:
-            raise ProtocolError(
-                f"header field role must be one of {', '.join(sorted(_ROLES))}, not {self.role!r}"
-            )
+            raise ProtocolError(f"header field role must be one of {', '.join(sorted(_ROLES))}, not {self.role!r}")
         if self.broker_id < 0 or self.epoch < 0 or self.max_offset < 0:
             raise ProtocolError("brokerId, epoch and maxOffset must not be negative")
         if not self.broker_name or not self.broker_addr or ":" not in self.broker_addr:

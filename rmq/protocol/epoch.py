@@ -72,9 +72,7 @@ class EpochEntry:
         if not 0 <= self.start_offset <= _INT64_MAX:
             raise ValueError(f"start offset {self.start_offset} outside [0, 2^63)")
         if self.end_offset is not None and not self.start_offset <= self.end_offset <= _INT64_MAX:
-            raise ValueError(
-                f"epoch {self.epoch}: end offset {self.end_offset} before its start {self.start_offset}"
-            )
+            raise ValueError(f"epoch {self.epoch}: end offset {self.end_offset} before its start {self.start_offset}")
 
     def with_end(self, end_offset: int | None) -> EpochEntry:
         return EpochEntry(self.epoch, self.start_offset, end_offset)

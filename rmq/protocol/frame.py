@@ -25,14 +25,7 @@ from typing import Final
 from rmq.common.fastjson import FASTJSON_ONLY as _FASTJSON_ONLY
 from rmq.common.fastjson import quote as _json_str
 from rmq.common.fastjson import type_name
-from rmq.protocol.codes import (
-    LanguageCode,
-    MQVersion,
-    RemotingFlag,
-    RequestCode,
-    ResponseCode,
-    SerializeType,
-)
+from rmq.protocol.codes import LanguageCode, MQVersion, RemotingFlag, RequestCode, ResponseCode, SerializeType
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import java_hash
 
@@ -110,11 +103,7 @@ class RemotingCommand:
         )
 
     def create_response(
-        self,
-        code: int,
-        remark: str | None = None,
-        ext_fields: dict[str, str] | None = None,
-        body: bytes | None = None,
+        self, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None, body: bytes | None = None
     ) -> RemotingCommand:
         """A response to this request: same opaque, RESPONSE flag, same serialize type.
 
@@ -241,9 +230,7 @@ _bucket16_of = dict(_BUCKET16).__getitem__
 # JSON form of a known key, ready to prepend to its value: "key":
 _JSON_KEY: Mapping[str, str] = MappingProxyType({k: f'"{k}":' for k in _COMMON_EXT_KEYS})
 # Binary form of a known key: int16 length + UTF-8, ready to append.
-_BIN_KEY: Mapping[str, bytes] = MappingProxyType(
-    {k: _I16.pack(len(k)) + k.encode() for k in _COMMON_EXT_KEYS}
-)
+_BIN_KEY: Mapping[str, bytes] = MappingProxyType({k: _I16.pack(len(k)) + k.encode() for k in _COMMON_EXT_KEYS})
 _by_bucket = itemgetter(0)
 
 
@@ -281,11 +268,7 @@ def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[list[str], list
         joined = "".join(values)  # TypeError on a None / non-str value
         # Printable ASCII (responses, most requests) cannot hold a character the
         # two encoders escape differently; only the rest needs the regex scan.
-        if (
-            for_json
-            and not (joined.isascii() and joined.isprintable())
-            and _FASTJSON_ONLY.search(joined) is not None
-        ):
+        if for_json and not (joined.isascii() and joined.isprintable()) and _FASTJSON_ONLY.search(joined) is not None:
             return None
     except (KeyError, TypeError):
         return None
@@ -293,9 +276,7 @@ def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[list[str], list
 
 
 # --------------------------------------------------------------------------- encode
-_JSON_HEAD = (
-    '{"code":%d%s,"flag":%d,"language":"%s","opaque":%d%s,"serializeTypeCurrentRPC":"JSON","version":%d}'
-)
+_JSON_HEAD = '{"code":%d%s,"flag":%d,"language":"%s","opaque":%d%s,"serializeTypeCurrentRPC":"JSON","version":%d}'
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
@@ -342,11 +323,7 @@ def _exact_ext_part(ext: Mapping[str, str | None]) -> str:
     for k, v in ext.items():
         if type(k) is not str or (v is not None and type(v) is not str):
             raise ProtocolError(f"ext field {k!r:.60} -> {type(v).__name__} is not str -> str")
-    return (
-        ',"extFields":{'
-        + ",".join([_json_str(k) + ":" + _json_str(v) for _, k, v in _java_map_items(ext)])
-        + "}"
-    )
+    return ',"extFields":{' + ",".join([_json_str(k) + ":" + _json_str(v) for _, k, v in _java_map_items(ext)]) + "}"
 
 
 def _exact_remark_part(remark: object) -> str:
@@ -523,9 +500,7 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     except json.JSONDecodeError as e:
         raise ProtocolError(f"JSON header is not valid JSON: {e.msg} at char {e.pos}") from None
     except (ValueError, RecursionError) as e:  # int digit limit, NaN/Infinity, deep nesting
-        raise ProtocolError(
-            f"JSON header is not acceptable JSON: {type(e).__name__}: {str(e)[:80]}"
-        ) from None
+        raise ProtocolError(f"JSON header is not acceptable JSON: {type(e).__name__}: {str(e)[:80]}") from None
     if end != len(text) and (_JSON_WS.match(text, end).end() != len(text)):  # type: ignore[union-attr]
         raise ProtocolError(f"JSON header has extra data at char {end}")
     if type(obj) is not dict:
@@ -560,9 +535,7 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     elif type(lang) is int:
         language = lang if LanguageCode.is_known(lang) else LanguageCode.OTHER
     else:
-        raise ProtocolError(
-            f"JSON header field language is {_json_type(lang)}, not an enum name or an integer"
-        )
+        raise ProtocolError(f"JSON header field language is {_json_type(lang)}, not an enum name or an integer")
 
     ext = get("extFields")
     if ext is not None:
@@ -589,9 +562,7 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
 def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | None) -> RemotingCommand:
     size = end - start
     if size < _BIN_FIXED_SIZE:
-        raise ProtocolError(
-            f"ROCKETMQ header of {size} bytes is shorter than the {_BIN_FIXED_SIZE}-byte minimum"
-        )
+        raise ProtocolError(f"ROCKETMQ header of {size} bytes is shorter than the {_BIN_FIXED_SIZE}-byte minimum")
     code, language, version, opaque, flag, rlen = _BIN_HEAD.unpack_from(mv, start)
     p = start + 17
     if rlen < 0 or rlen > end - p - 4:
@@ -608,9 +579,7 @@ def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | No
     (elen,) = _I32.unpack_from(mv, p)
     p += 4
     if elen < 0 or elen > end - p:
-        raise ProtocolError(
-            f"ROCKETMQ header extFields length {elen} runs past the header ({end - p} bytes available)"
-        )
+        raise ProtocolError(f"ROCKETMQ header extFields length {elen} runs past the header ({end - p} bytes available)")
     ext: dict[str, str] | None = None
     if elen:
         ext = {}
@@ -623,23 +592,17 @@ def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | No
         try:
             while q < n:
                 if n - q < 6:
-                    raise ProtocolError(
-                        f"ROCKETMQ header ext entry at byte {q} of the extFields block is truncated"
-                    )
+                    raise ProtocolError(f"ROCKETMQ header ext entry at byte {q} of the extFields block is truncated")
                 (klen,) = unpack16(raw, q)
                 q += 2
                 if klen < 0 or klen > n - q - 4:
-                    raise ProtocolError(
-                        f"ROCKETMQ header ext key length {klen} runs past the extFields block"
-                    )
+                    raise ProtocolError(f"ROCKETMQ header ext key length {klen} runs past the extFields block")
                 key = raw[q : q + klen].decode("utf-8")
                 q += klen
                 (vlen,) = unpack32(raw, q)
                 q += 4
                 if vlen < 0 or vlen > n - q:
-                    raise ProtocolError(
-                        f"ROCKETMQ header ext value length {vlen} runs past the extFields block"
-                    )
+                    raise ProtocolError(f"ROCKETMQ header ext value length {vlen} runs past the extFields block")
                 value = raw[q : q + vlen].decode("utf-8")
                 q += vlen
                 # Java (5.x readStr) reads a zero-length string as null; a null key or

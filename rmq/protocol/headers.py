@@ -161,9 +161,7 @@ _Formatter = Callable[[object], str]
 _PARSERS: Mapping[str, _Parser | None] = MappingProxyType(
     {STR: None, INT: parse_int, LONG: parse_long, BOOL: parse_bool}
 )
-_FORMATTERS: Mapping[str, _Formatter | None] = MappingProxyType(
-    {STR: None, INT: str, LONG: str, BOOL: _fmt_bool}
-)
+_FORMATTERS: Mapping[str, _Formatter | None] = MappingProxyType({STR: None, INT: str, LONG: str, BOOL: _fmt_bool})
 
 
 class HeaderField(NamedTuple):
@@ -241,9 +239,7 @@ def _wire(*rows: tuple[str, str, str, bool]) -> Callable[[type[H]], type[H]]:
                 raise TypeError(f"{cls.__name__}.{attr}: unknown kind {kind!r}")
             has_default = f.default is not dataclasses.MISSING
             if required == has_default:
-                raise TypeError(
-                    f"{cls.__name__}.{attr}: required fields take no default, optional fields need one"
-                )
+                raise TypeError(f"{cls.__name__}.{attr}: required fields take no default, optional fields need one")
             table.append(HeaderField(attr, wire, kind, required, f.default if has_default else None))
         cls.FIELDS = tuple(table)
         cls._DECODE = tuple((t.wire, _PARSERS[t.kind], t.required, t.default) for t in table)
@@ -345,9 +341,7 @@ class SendMessageRequestHeader(Header):
             a,
             b,
             c,
-            int(d)
-            if len(d) < 10 and d.isdigit() and d.isascii()
-            else parse_int("d", d, "defaultTopicQueueNums"),
+            int(d) if len(d) < 10 and d.isdigit() and d.isascii() else parse_int("d", d, "defaultTopicQueueNums"),
             int(e) if len(e) < 10 and e.isdigit() and e.isascii() else parse_int("e", e, "queueId"),
             int(f) if len(f) < 10 and f.isdigit() and f.isascii() else parse_int("f", f, "sysFlag"),
             int(g) if len(g) < 19 and g.isdigit() and g.isascii() else parse_long("g", g, "bornTimestamp"),
@@ -633,10 +627,7 @@ class GetMaxOffsetResponseHeader(Header):
     offset: int
 
 
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-)
+@_wire(("topic", "topic", STR, REQUIRED), ("queue_id", "queueId", INT, REQUIRED))
 @dataclass(slots=True)
 class GetMinOffsetRequestHeader(Header):
     topic: str
@@ -670,10 +661,7 @@ class SearchOffsetResponseHeader(Header):
     offset: int
 
 
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-)
+@_wire(("topic", "topic", STR, REQUIRED), ("queue_id", "queueId", INT, REQUIRED))
 @dataclass(slots=True)
 class GetEarliestMsgStoretimeRequestHeader(Header):
     topic: str
@@ -741,10 +729,7 @@ class QueryMessageResponseHeader(Header):
     index_last_update_phyoffset: int
 
 
-@_wire(
-    ("offset", "offset", LONG, REQUIRED),
-    ("topic", "topic", STR, OPTIONAL),
-)
+@_wire(("offset", "offset", LONG, REQUIRED), ("topic", "topic", STR, OPTIONAL))
 @dataclass(slots=True)
 class ViewMessageRequestHeader(Header):
     """VIEW_MESSAGE_BY_ID (33): ``offset`` is the commit-log offset from the offset msgId."""
@@ -856,10 +841,7 @@ class RegisterBrokerRequestHeader(Header):
     body_crc32: int = 0
 
 
-@_wire(
-    ("ha_server_addr", "haServerAddr", STR, OPTIONAL),
-    ("master_addr", "masterAddr", STR, OPTIONAL),
-)
+@_wire(("ha_server_addr", "haServerAddr", STR, OPTIONAL), ("master_addr", "masterAddr", STR, OPTIONAL))
 @dataclass(slots=True)
 class RegisterBrokerResponseHeader(Header):
     ha_server_addr: str | None = None
@@ -880,10 +862,7 @@ class UnRegisterBrokerRequestHeader(Header):
     broker_id: int
 
 
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("accept_standard_json_only", "acceptStandardJsonOnly", BOOL, OPTIONAL),
-)
+@_wire(("topic", "topic", STR, REQUIRED), ("accept_standard_json_only", "acceptStandardJsonOnly", BOOL, OPTIONAL))
 @dataclass(slots=True)
 class GetRouteInfoRequestHeader(Header):
     """GET_ROUTEINFO_BY_TOPIC (105). Standard JSON body iff version >= V4_9_4 or this flag."""

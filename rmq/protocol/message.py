@@ -215,9 +215,7 @@ class UniqueIdGenerator:
     The seed stands in for Java's class-loader hash.
     """
 
-    def __init__(
-        self, ip: bytes = b"\x7f\x00\x00\x01", pid: int | None = None, seed: int | None = None
-    ) -> None:
+    def __init__(self, ip: bytes = b"\x7f\x00\x00\x01", pid: int | None = None, seed: int | None = None) -> None:
         if len(ip) not in (4, 16):
             raise ValueError("ip must be 4 or 16 bytes")
         pid = os.getpid() if pid is None else pid

@@ -184,8 +184,7 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(functools.partial(self._new_connection, addr), host, port),
-                self.connect_timeout,
+                loop.create_connection(functools.partial(self._new_connection, addr), host, port), self.connect_timeout
             )
         except TimeoutError:
             raise RemotingConnectError(

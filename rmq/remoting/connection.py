@@ -224,9 +224,7 @@ class Connection(asyncio.Protocol):
         """
         resp.flag |= _RESPONSE
         if self.closed:
-            logger.debug(
-                "%s: response opaque=%d to closed %s dropped", self._name, resp.opaque, self.remote_address
-            )
+            logger.debug("%s: response opaque=%d to closed %s dropped", self._name, resp.opaque, self.remote_address)
             return
         prefix, body = encode_parts(resp)
         self._queue(prefix, body)
@@ -494,7 +492,5 @@ class Connection(asyncio.Protocol):
         if self._pause_mask & _PAUSE_CLOSING:
             return  # already being closed; the decoder just repeats its first error
         self._stats.protocol_errors += 1
-        logger.warning(
-            "%s: bad input from %s, closing the connection: %s", self._name, self.remote_address, e
-        )
+        logger.warning("%s: bad input from %s, closing the connection: %s", self._name, self.remote_address, e)
         self.abort()

@@ -166,9 +166,7 @@ class RequestDispatcher:
             self._failed(conn, req, e)
 
     # ------------------------------------------------------------------ async results
-    def _attach(
-        self, conn: Connection, req: RemotingCommand, result: object, t0: float | None = None
-    ) -> None:
+    def _attach(self, conn: Connection, req: RemotingCommand, result: object, t0: float | None = None) -> None:
         if isinstance(result, RemotingCommand):  # a subclass
             self._answer(conn, req, result)
             if t0 is not None:
@@ -188,9 +186,7 @@ class RequestDispatcher:
             self._failed(
                 conn,
                 req,
-                TypeError(
-                    f"processor returned {type(result).__name__}, not a RemotingCommand, None or an awaitable"
-                ),
+                TypeError(f"processor returned {type(result).__name__}, not a RemotingCommand, None or an awaitable"),
             )
             return
         done: Callable[[asyncio.Future[Any]], object]
@@ -200,9 +196,7 @@ class RequestDispatcher:
             done = functools.partial(self._on_done_observed, conn, req, t0)
         fut.add_done_callback(done)
 
-    def _on_done_observed(
-        self, conn: Connection, req: RemotingCommand, t0: float, fut: asyncio.Future
-    ) -> None:
+    def _on_done_observed(self, conn: Connection, req: RemotingCommand, t0: float, fut: asyncio.Future) -> None:
         code = self._on_done(conn, req, fut)
         if code is not None:
             self._observe(req, code, t0)
@@ -236,9 +230,7 @@ class RequestDispatcher:
         self._failed(
             conn,
             req,
-            TypeError(
-                f"processor's awaitable returned {type(result).__name__}, not a RemotingCommand or None"
-            ),
+            TypeError(f"processor's awaitable returned {type(result).__name__}, not a RemotingCommand or None"),
         )
         return ResponseCode.SYSTEM_ERROR
 
@@ -256,9 +248,7 @@ class RequestDispatcher:
         if req.flag & _ONEWAY:
             conn._finish_request()
             return
-        self._send_error(
-            conn, req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported"
-        )
+        self._send_error(conn, req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {req.code} not supported")
 
     def _failed(self, conn: Connection, req: RemotingCommand, exc: BaseException) -> None:
         self.stats.processor_errors += 1
@@ -313,9 +303,7 @@ class RequestDispatcher:
             # e.g. lone surrogates in the text; the code alone still tells the caller.
             conn.send_response(req.create_response(code, remark.encode("utf-8", "replace").decode("utf-8")))
 
-    def _log_once(
-        self, code: int, kind: type, msg: str, *args: object, exc: BaseException | None = None
-    ) -> None:
+    def _log_once(self, code: int, kind: type, msg: str, *args: object, exc: BaseException | None = None) -> None:
         key = (code, kind)
         if key in self._logged or len(self._logged) >= _MAX_LOGGED_KEYS:
             if logger.isEnabledFor(logging.DEBUG):

@@ -124,11 +124,7 @@ class LoopSnapshot(Generic[T]):
     """Run ``take()`` on the event loop and return its result to another thread."""
 
     def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        take: Callable[[], T],
-        timeout: float = 5.0,
-        what: str = "metrics",
+        self, loop: asyncio.AbstractEventLoop, take: Callable[[], T], timeout: float = 5.0, what: str = "metrics"
     ) -> None:
         self._loop = loop
         self._take = take

@@ -114,9 +114,7 @@ async def destroy_files(files: Sequence[MappedFile], interval_ms: int = 0) -> No
     if not files:
         return
     free = [mf.detach() for mf in files]
-    await asyncio.get_running_loop().run_in_executor(
-        None, _destroy_blocking, list(files), free, interval_ms / 1000
-    )
+    await asyncio.get_running_loop().run_in_executor(None, _destroy_blocking, list(files), free, interval_ms / 1000)
 
 
 def _human_ms(ms: float) -> str:
@@ -126,9 +124,7 @@ def _human_ms(ms: float) -> str:
 class CleanCommitLogService:
     """Expired (or, under disk pressure, any old) CommitLog files, and the disk marks."""
 
-    def __init__(
-        self, store: CleanableStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
-    ) -> None:
+    def __init__(self, store: CleanableStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
         self.store = store
         self.disk_ratio = disk_ratio
         self.clean_immediately = False
@@ -163,8 +159,7 @@ class CleanCommitLogService:
             if ratio > cfg.diskSpaceWarningLevelRatio / 100.0:
                 if not flags.is_set(bit):
                     log.error(
-                        "%s disk maybe full soon: %.1f%% used (diskSpaceWarningLevelRatio "
-                        "%d%%), so mark disk full%s",
+                        "%s disk maybe full soon: %.1f%% used (diskSpaceWarningLevelRatio %d%%), so mark disk full%s",
                         what,
                         ratio * 100,
                         cfg.diskSpaceWarningLevelRatio,
@@ -301,9 +296,7 @@ class CleanConsumeQueueService:
 class StoreCleaner(ServiceLoop):
     """The periodic loop running both services (cleanFilesPeriodically)."""
 
-    def __init__(
-        self, store: CleanableStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio
-    ) -> None:
+    def __init__(self, store: CleanableStore, disk_ratio: Callable[[str], float] = disk_partition_used_ratio) -> None:
         super().__init__("CleanFilesPeriodically", log)
         self.store = store
         self.commitlog_service = CleanCommitLogService(store, disk_ratio)

@@ -239,8 +239,7 @@ class CommitLog:
     def _roll_back(self, mf: MappedFile, pos: int, n: int, e: OSError) -> None:
         """Forget the n buffered bytes a failed commit could not write at pos of mf."""
         log.error(
-            "committing %d bytes to CommitLog file %s at %d failed: %s; those records "
-            "are rolled back and refused",
+            "committing %d bytes to CommitLog file %s at %d failed: %s; those records are rolled back and refused",
             n,
             mf.file_name,
             pos,
@@ -337,9 +336,7 @@ class CommitLog:
                 mf = mfq.get_last_mapped_file_for_write(0)
         except OSError as e:
             log.error("cannot create the next CommitLog file after offset %d: %s", self.wrote_offset, e)
-            raise _NoSpace(
-                PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"create mapped file failed: {e}"
-            ) from None
+            raise _NoSpace(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"create mapped file failed: {e}") from None
         if size + 8 > mf.remaining():
             raise _NoSpace(
                 PutMessageStatus.MESSAGE_ILLEGAL,
@@ -384,9 +381,7 @@ class CommitLog:
             self._topics[topic] = b
         return b
 
-    def _record_struct(
-        self, bh: int, sh: int, body_len: int, topic_len: int, props_len: int
-    ) -> struct.Struct | None:
+    def _record_struct(self, bh: int, sh: int, body_len: int, topic_len: int, props_len: int) -> struct.Struct | None:
         """One Struct packing a whole record (head, body, topic, properties), cached per
         shape; None once the cache is full (the caller packs in parts)."""
         key = (bh, sh, body_len, topic_len, props_len)
@@ -415,8 +410,7 @@ class CommitLog:
         plen = len(props_b)
         if plen > PROPERTIES_MAX:
             return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                remark=f"properties are {plen} bytes; at most {PROPERTIES_MAX}",
+                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"properties are {plen} bytes; at most {PROPERTIES_MAX}"
             )
         born = msg.born_host
         store = msg.store_host
@@ -600,14 +594,10 @@ class CommitLog:
     def put_messages(self, batch: MessageExtBatch, now_ms: int) -> PutMessageResult:
         """Append a batch as consecutive records of one queue, all in one file."""
         if batch.sys_flag & 0xC:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional"
-            )
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional")
         delay = batch.properties.get(MessageConst.DELAY_TIME_LEVEL)
         if delay and delay.strip() not in ("", "0"):
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be delayed"
-            )
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be delayed")
         if not batch.items:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         topic_b = batch.topic.encode("utf-8")
@@ -702,9 +692,7 @@ class CommitLog:
                     0,
                 )
             )
-        return PutMessageResult(
-            PutMessageStatus.PUT_OK, phys0, total_all, qoff0, now_ms, len(parts), store, offsets
-        )
+        return PutMessageResult(PutMessageStatus.PUT_OK, phys0, total_all, qoff0, now_ms, len(parts), store, offsets)
 
     # --- replication (slave side) ---
     def replica_file(self, offset: int) -> MappedFile | None:
@@ -772,9 +760,7 @@ class CommitLog:
         """Blocking convenience for tools and tests: append_replica, creating the file
         in this thread when needed. False when the bytes do not continue the CommitLog."""
         if self.mfq.mapped_files and start_offset != self.max_offset:
-            log.error(
-                "replicated data at %d does not continue the CommitLog end %d", start_offset, self.max_offset
-            )
+            log.error("replicated data at %d does not continue the CommitLog end %d", start_offset, self.max_offset)
             return False
         try:
             if self.replica_file(start_offset) is None:

@@ -63,8 +63,7 @@ def parse_delete_when(spec: str) -> list[int]:
             h = int(p)
         except ValueError:
             raise ConfigError(
-                f"deleteWhen: {part!r} is not an hour of the day (00-23); "
-                "several are separated by ';' as in 04;16"
+                f"deleteWhen: {part!r} is not an hour of the day (00-23); several are separated by ';' as in 04;16"
             ) from None
         if not 0 <= h <= 23:
             raise ConfigError(f"deleteWhen: {h} is not an hour of the day (00-23)")

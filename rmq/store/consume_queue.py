@@ -174,10 +174,7 @@ class ConsumeQueue:
                 continue  # built before (re-dispatch after recovery)
             if cq_offset != 0 and mfq.mapped_files:
                 last = mfq.mapped_files[-1]
-                if (
-                    not last.is_full()
-                    and cq_offset * CQ_STORE_UNIT_SIZE != last.file_from_offset + last.wrote_position
-                ):
+                if not last.is_full() and cq_offset * CQ_STORE_UNIT_SIZE != last.file_from_offset + last.wrote_position:
                     # not the next unit: the one-by-one path logs and decides
                     self.put_message_position_info(off, size, req.tags_code, cq_offset)
                     i += 1

@@ -31,11 +31,7 @@ class ReputMessageService(ServiceLoop):
     record, decoded once, to the dispatcher (which builds CQ units and the index)."""
 
     def __init__(
-        self,
-        commitlog: CommitLog,
-        delay_levels_ms: Sequence[int],
-        dispatcher: Dispatcher,
-        batch_limit: int = 2048,
+        self, commitlog: CommitLog, delay_levels_ms: Sequence[int], dispatcher: Dispatcher, batch_limit: int = 2048
     ) -> None:
         super().__init__("ReputMessageService", log)
         self.commitlog = commitlog
@@ -149,9 +145,7 @@ class ReputMessageService(ServiceLoop):
         cl = self.commitlog
         offset = start = self.reput_from_offset
         if offset < cl.min_offset:
-            log.warning(
-                "reput offset %d is below the CommitLog minimum %d; skipping ahead", offset, cl.min_offset
-            )
+            log.warning("reput offset %d is below the CommitLog minimum %d; skipping ahead", offset, cl.min_offset)
             offset = cl.min_offset
         reqs: list[DispatchRequest] = []
         append = reqs.append
@@ -217,9 +211,7 @@ class ReputMessageService(ServiceLoop):
                     pos = mf.file_size  # BLANK: the rest of this file is padding
                     break
                 elif size > 0:
-                    log.error(
-                        "[BUG] record at %d: fields do not add up to TOTALSIZE %d; skipped", base + pos, size
-                    )
+                    log.error("[BUG] record at %d: fields do not add up to TOTALSIZE %d; skipped", base + pos, size)
                     pos += size
                 else:
                     at = base + pos

@@ -166,11 +166,7 @@ def tags_code_of(
 
 
 def check_message_and_return_size(
-    buf: ReadBuffer,
-    pos: int,
-    check_crc: bool,
-    delay_levels_ms: Sequence[int],
-    tag_cache: dict[str, int] | None = None,
+    buf: ReadBuffer, pos: int, check_crc: bool, delay_levels_ms: Sequence[int], tag_cache: dict[str, int] | None = None
 ) -> tuple[int, DispatchRequest | None]:
     """Check the record at pos.
 
@@ -184,9 +180,7 @@ def check_message_and_return_size(
         # before reading the 48-byte head, or it reads as invalid.
         if _I.unpack_from(buf, pos + 4)[0] == BLANK_MAGIC_CODE:
             return RECORD_BLANK, None
-        (total, magic, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born) = _HEAD48.unpack_from(
-            buf, pos
-        )
+        (total, magic, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born) = _HEAD48.unpack_from(buf, pos)
         if magic != MESSAGE_MAGIC_CODE:
             if magic == BLANK_MAGIC_CODE:
                 return RECORD_BLANK, None
@@ -218,13 +212,7 @@ def check_message_and_return_size(
         bh = 20 if sys_flag & SysFlag.BORNHOST_V6 else 8
         sh = 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
         read_len = (
-            _FIXED
-            + bh
-            + sh
-            + body_len
-            + topic_len
-            + max(props_len, 0)
-            + (1 if magic != MESSAGE_MAGIC_CODE else 0)
+            _FIXED + bh + sh + body_len + topic_len + max(props_len, 0) + (1 if magic != MESSAGE_MAGIC_CODE else 0)
         )
         if read_len != total:
             return total, None

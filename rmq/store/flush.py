@@ -224,9 +224,7 @@ class GroupCommitService(_CommitLogFlusher):
         # FlushDiskWatcher: the producer gets an answer even if the disk hangs.
         if not fut.done():
             self.stats.timeouts += 1
-            log.warning(
-                "group commit round not flushed within syncFlushTimeout=%d ms", self.config.syncFlushTimeout
-            )
+            log.warning("group commit round not flushed within syncFlushTimeout=%d ms", self.config.syncFlushTimeout)
             fut.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
     async def run_once(self) -> None:
@@ -259,9 +257,7 @@ class GroupCommitService(_CommitLogFlusher):
             for fut, target, _ in rounds:
                 if not fut.done():
                     fut.set_result(
-                        PutMessageStatus.PUT_OK
-                        if ok and flushed >= target
-                        else PutMessageStatus.FLUSH_DISK_TIMEOUT
+                        PutMessageStatus.PUT_OK if ok and flushed >= target else PutMessageStatus.FLUSH_DISK_TIMEOUT
                     )
 
 
@@ -334,9 +330,7 @@ class FlushConsumeQueueService(ServiceLoop):
         self.checkpoint = checkpoint
         self.config = config
         self.stats = FlushStats()
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-flush-cq"
-        )
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-flush-cq")
         self._last_thorough = now_ms()
 
     async def flush_once(self, least_pages: int) -> None:

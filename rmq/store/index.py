@@ -104,14 +104,9 @@ class IndexFile:
             )
         mf = MappedFile.open_existing(path, expected)
         f = cls(mf, hash_slot_num, index_num)
-        (
-            f.begin_timestamp,
-            f.end_timestamp,
-            f.begin_phy_offset,
-            f.end_phy_offset,
-            f.hash_slot_count,
-            f.index_count,
-        ) = _HEADER.unpack_from(f._mm, 0)
+        (f.begin_timestamp, f.end_timestamp, f.begin_phy_offset, f.end_phy_offset, f.hash_slot_count, f.index_count) = (
+            _HEADER.unpack_from(f._mm, 0)
+        )
         if f.index_count <= 0:
             # A file RocketMQ created but never wrote to has 0 here (IndexHeader.load).
             f.index_count = 1
@@ -185,16 +180,12 @@ class IndexFile:
         self.end_timestamp = store_timestamp
         self._write_header()
 
-    def put_hashes(
-        self, key_hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray
-    ) -> int:
+    def put_hashes(self, key_hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray) -> int:
         """Append entries for a run of keys, in order, as put_hash would one by one.
 
         Writes as many as fit and returns how many that was. Arrays are int64.
         """
-        m = put_hashes(
-            self, self._mm, self.hash_slot_num, self.index_num, key_hashes, phy_offsets, store_timestamps
-        )
+        m = put_hashes(self, self._mm, self.hash_slot_num, self.index_num, key_hashes, phy_offsets, store_timestamps)
         if m:
             self._write_header()
         return m
@@ -365,9 +356,7 @@ class IndexService:
         for name in names:
             path = os.path.join(self.store_path, name)
             if not _is_index_file_name(name) or not os.path.isfile(path):
-                log.warning(
-                    "ignoring %s in the index directory: not a %d-digit index file", path, FILE_NAME_LENGTH
-                )
+                log.warning("ignoring %s in the index directory: not a %d-digit index file", path, FILE_NAME_LENGTH)
                 continue
             if os.path.getsize(path) == 0:
                 # created, killed before posix_fallocate: holds nothing

@@ -33,9 +33,7 @@ INDEX_HEADER = struct.Struct(">qqqqii")
 # keyHash, phyOffset, timeDiff (seconds), prevIndex
 INDEX_ENTRY = struct.Struct(">iqii")
 SLOT = struct.Struct(">i")
-ENTRY_DTYPE = np.dtype(
-    [("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")]
-)
+ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 assert ENTRY_DTYPE.itemsize == INDEX_SIZE
 
 

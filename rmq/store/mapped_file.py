@@ -205,8 +205,7 @@ class MappedFile:
         pos = self.wrote_position
         if pos != self.committed_position:
             raise StoreError(
-                f"{self.file_name}: direct append while {self.wrote_position - pos} "
-                "buffered bytes are not committed"
+                f"{self.file_name}: direct append while {self.wrote_position - pos} buffered bytes are not committed"
             )
         end = pos + len(data)
         if end > self.file_size:
@@ -319,9 +318,7 @@ class AllocateMappedFileService:
     """
 
     def __init__(self, preallocate: bool = True) -> None:
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="rmq-allocate"
-        )
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-allocate")
         self._pending: dict[str, concurrent.futures.Future[MappedFile]] = {}
         self._lock = threading.Lock()
         self._preallocate = preallocate
@@ -521,9 +518,7 @@ class MappedFileQueue:
             return last
         return self.create_mapped_file(create_offset)
 
-    def find_mapped_file_by_offset(
-        self, offset: int, return_first_on_not_found: bool = False
-    ) -> MappedFile | None:
+    def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
         files = self.mapped_files
         if not files:
             return None
@@ -607,9 +602,7 @@ class MappedFileQueue:
                 self.apply_flush(plan)
 
     # --- truncate / delete ---
-    def truncate_dirty_files(
-        self, offset: int, dirty_end: Callable[[MappedFile, int], int] | None = None
-    ) -> None:
+    def truncate_dirty_files(self, offset: int, dirty_end: Callable[[MappedFile, int], int] | None = None) -> None:
         """Drop everything at and after offset (spec 4.0 truncateDirtyFiles).
 
         dirty_end(file, pos) says how far stale bytes may reach beyond pos in the file

@@ -11,14 +11,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 
 from rmq.common.clock import now_ms
-from rmq.protocol.message import (
-    MessageConst,
-    MessageExt,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    SysFlag,
-    pack_host,
-)
+from rmq.protocol.message import MessageConst, MessageExt, MessageExtBatch, MessageExtBrokerInner, SysFlag, pack_host
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.cleanup import StoreCleaner, destroy_files
 from rmq.store.commitlog import CommitLog
@@ -27,25 +20,14 @@ from rmq.store.consume_queue import ConsumeQueue, UnitsWriteError
 from rmq.store.dispatch import ReputMessageService
 from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreLockedError
-from rmq.store.flush import (
-    FlushConsumeQueueService,
-    FlushGate,
-    FlushRealTimeService,
-    GroupCommitService,
-)
+from rmq.store.flush import FlushConsumeQueueService, FlushGate, FlushRealTimeService, GroupCommitService
 from rmq.store.index import IndexService
 from rmq.store.mapped_file import AllocateMappedFileService
 from rmq.store.message_filter import MessageFilter
 from rmq.store.read_path import MessageReader
 from rmq.store.recovery import StoreRecovery
 from rmq.store.replica import ReplicaAppender
-from rmq.store.results import (
-    GetMessageResult,
-    PutMessageResult,
-    PutMessageStatus,
-    QueryMessageResult,
-    RunningFlags,
-)
+from rmq.store.results import GetMessageResult, PutMessageResult, PutMessageStatus, QueryMessageResult, RunningFlags
 
 log = logging.getLogger("rmq.store")
 
@@ -194,9 +176,7 @@ class MessageStore:
             if cq.max_physic_offset > reput_from:
                 reput_from = cq.max_physic_offset
         self.reput.reput_from_offset = reput_from
-        log.info(
-            "dispatch starts at CommitLog offset %d (CommitLog end %d)", reput_from, self.commitlog.max_offset
-        )
+        log.info("dispatch starts at CommitLog offset %d (CommitLog end %d)", reput_from, self.commitlog.max_offset)
         with open(cfg.abort_path, "wb"):
             pass
         cl = self.commitlog
@@ -222,9 +202,7 @@ class MessageStore:
                 cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate
             )
         else:
-            self.flush_service = FlushRealTimeService(
-                cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate
-            )
+            self.flush_service = FlushRealTimeService(cl.mfq, self.checkpoint, cfg, cl.commit, self.flush_gate)
         self.flush_service.start()
         self.flush_cq_service = FlushConsumeQueueService(
             self.iter_consume_queues, self.index_service, self.checkpoint, cfg
@@ -383,11 +361,7 @@ class MessageStore:
         """The cleaner measured room on the CommitLog's disk: writes refused because a
         file could not be created or committed for lack of space resume, once what a
         failed commit may have written is zeroed."""
-        if (
-            self._no_space
-            and self.running_flags.is_set(RunningFlags.NOT_WRITEABLE)
-            and not self.commitlog.damaged
-        ):
+        if self._no_space and self.running_flags.is_set(RunningFlags.NOT_WRITEABLE) and not self.commitlog.damaged:
             log.warning(
                 "the CommitLog's disk has room again (%.1f%% used)",
                 self.cleaner.commitlog_service.commitlog_ratio * 100,
@@ -408,10 +382,7 @@ class MessageStore:
                 f"used, above diskSpaceWarningLevelRatio {self.config.diskSpaceWarningLevelRatio}%"
             )
         if self.flush_gate.tripped:
-            return (
-                f"store not writeable: flushing the CommitLog failed ({self.flush_gate.error}); "
-                "restart the broker"
-            )
+            return f"store not writeable: flushing the CommitLog failed ({self.flush_gate.error}); restart the broker"
         if flags.is_set(RunningFlags.NOT_WRITEABLE) and self._no_space:
             return "the disk is full: no space left for the CommitLog"
         if flags.is_set(RunningFlags.WRITE_LOGICS_QUEUE_ERROR):
@@ -442,9 +413,7 @@ class MessageStore:
         self._valid_topics.add(topic)
         return None
 
-    def put_nowait(
-        self, msg: MessageExtBrokerInner
-    ) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+    def put_nowait(self, msg: MessageExtBrokerInner) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
         """Append now; the awaitable (if any) completes when flush/replication allow an answer.
 
         Without an awaitable (ASYNC_FLUSH, or WAIT=false, and no replica wait) the
@@ -487,9 +456,7 @@ class MessageStore:
             if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
                 self._no_space = True
-                log.error(
-                    "CommitLog file creation failed (%s); refusing writes until space returns", result.remark
-                )
+                log.error("CommitLog file creation failed (%s); refusing writes until space returns", result.remark)
             return result, None
         if self.replica_waiter is None:
             gc = self._group_commit
@@ -506,9 +473,7 @@ class MessageStore:
             return None
         return PutMessageResult(status, remark=self.not_writeable_reason())
 
-    def put_batch_nowait(
-        self, batch: MessageExtBatch
-    ) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
+    def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
         refused = self._refused()
         if refused is not None:
             return refused, None

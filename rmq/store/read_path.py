@@ -32,10 +32,7 @@ class MessageReader:
     """Reads over the CommitLog and the ConsumeQueues of one store."""
 
     def __init__(
-        self,
-        config: MessageStoreConfig,
-        commitlog: CommitLog,
-        consume_queue_table: dict[str, dict[int, ConsumeQueue]],
+        self, config: MessageStoreConfig, commitlog: CommitLog, consume_queue_table: dict[str, dict[int, ConsumeQueue]]
     ) -> None:
         self.config = config
         self.commitlog = commitlog
@@ -104,9 +101,7 @@ class MessageReader:
         max_offset_py = self.commitlog.max_offset
         cq = self.get_consume_queue(topic, queue_id)
         if cq is None:
-            return GetMessageResult(
-                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._next_offset_correction(offset, 0)
-            )
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._next_offset_correction(offset, 0))
         min_offset = cq.get_min_offset_in_queue()
         max_offset = cq.get_max_offset_in_queue()
         result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)

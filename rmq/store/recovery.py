@@ -83,9 +83,7 @@ class StoreRecovery:
                 cfg.checkCRCOnRecover, min_ts, lambda req: self._dispatch_recovery(req)
             )
         if max_phy_cq > process:
-            log.warning(
-                "consume queues reach %d, beyond the CommitLog end %d; truncating them", max_phy_cq, process
-            )
+            log.warning("consume queues reach %d, beyond the CommitLog end %d; truncating them", max_phy_cq, process)
             self._st.truncate_dirty_logic_files(process)
         self._truncate_index_beyond(process)
         self.recover_topic_queue_table()
@@ -99,10 +97,7 @@ class StoreRecovery:
         count too: re-dispatch from the checkpoint may start after their entries)."""
         if self._st.index_service is None:
             return
-        candidates = [
-            self._st.index_service.truncate_beyond(offset),
-            self._st.index_service.rebuild_from_phy_offset,
-        ]
+        candidates = [self._st.index_service.truncate_beyond(offset), self._st.index_service.rebuild_from_phy_offset]
         present = [c for c in candidates if c is not None]
         if not present:
             return
@@ -173,9 +168,7 @@ class StoreRecovery:
             raise StoreError(f"cannot truncate the CommitLog at offset {offset}: {problem}")
         if offset == end:
             return 0
-        log.warning(
-            "truncating the store at CommitLog offset %d (end %d, %d bytes)", offset, end, end - offset
-        )
+        log.warning("truncating the store at CommitLog offset %d (end %d, %d bytes)", offset, end, end - offset)
         if running:
             await self._st.stop_flush_services()
         try:
@@ -191,9 +184,7 @@ class StoreRecovery:
                 await asyncio.to_thread(disk_work)
             except OSError as e:
                 self._st.running_flags.set(RunningFlags.NOT_WRITEABLE)
-                raise StoreError(
-                    f"truncating the store files at {offset} failed: {e}; the store refuses writes"
-                ) from e
+                raise StoreError(f"truncating the store files at {offset} failed: {e}; the store refuses writes") from e
             finally:
                 plan.finish()
         finally:
@@ -238,9 +229,7 @@ class StoreRecovery:
                 del self._st.consume_queue_table[topic]
         cl = self._st.commitlog
         if self._st.index_service is not None:
-            plan.add(
-                self._st.index_service.truncate_plan(offset, lambda phy: cl.pick_store_timestamp(phy, 0))
-            )
+            plan.add(self._st.index_service.truncate_plan(offset, lambda phy: cl.pick_store_timestamp(phy, 0)))
         self.recover_topic_queue_table()
         if self._st.reput.reput_from_offset > offset:
             self._st.reput.reset_offset(offset)

@@ -155,9 +155,7 @@ class SendLog:
 
     def stored_on(self, addr: str) -> set[str]:
         """Keys a broker answered with a stored status (SEND_OK or not)."""
-        return {k for k, h in self.acked.items() if h == addr} | {
-            k for k, (_, h) in self.stored.items() if h == addr
-        }
+        return {k for k, h in self.acked.items() if h == addr} | {k for k, (_, h) in self.stored.items() if h == addr}
 
 
 async def produce_through(
@@ -182,9 +180,7 @@ async def produce_through(
     body = b"x" * body_size
 
     async def one(k: int) -> None:
-        async with Producer(
-            f"fo_pg_{k}", ns_addr, instance_name=f"fo-producer-{k}", send_msg_timeout=2000
-        ) as p:
+        async with Producer(f"fo_pg_{k}", ns_addr, instance_name=f"fo-producer-{k}", send_msg_timeout=2000) as p:
             for i in range(per):
                 msg = Message(topic, body, keys=f"p{k}-{i}")
                 deadline = time.monotonic() + give_up_after

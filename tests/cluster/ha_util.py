@@ -49,9 +49,7 @@ class HAGroup:
 
 
 @contextlib.contextmanager
-def ha_group(
-    master: dict[str, object], slave: dict[str, object], *, start_slave: bool = True
-) -> Iterator[HAGroup]:
+def ha_group(master: dict[str, object], slave: dict[str, object], *, start_slave: bool = True) -> Iterator[HAGroup]:
     """NameServer + master (+ slave) of broker group broker-a in a temp directory; every
     process is stopped and the directory removed however the test ends."""
     with tempfile.TemporaryDirectory(prefix="rmq-ha-", ignore_cleanup_errors=True) as d:

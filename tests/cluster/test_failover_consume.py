@@ -94,13 +94,7 @@ async def test_push_consumer_loses_nothing_across_a_failover():
 
             kill = asyncio.create_task(killer())
             await produce_through(
-                g.ns.addr,
-                topic,
-                producers=2,
-                total=4000,
-                log=log,
-                progress=_after(log, 1500, half),
-                pace=0.002,
+                g.ns.addr, topic, producers=2, total=4000, log=log, progress=_after(log, 1500, half), pace=0.002
             )
             await kill
             await wait_master(g.b.addr)
@@ -129,9 +123,7 @@ async def test_push_consumer_loses_nothing_across_a_failover():
 
 
 def _admin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True, text=True, timeout=30
-    )
+    return subprocess.run([sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True, text=True, timeout=30)
 
 
 @pytest.mark.slow

@@ -18,13 +18,7 @@ import pytest
 
 from rmq.client import Message, Producer
 from tests.cluster.failover_util import create_topic, failover_group, restart, wait_master, wait_slave
-from tests.cluster.ha_util import (
-    acks,
-    assert_commitlogs_identical,
-    consume_queue_digests,
-    ha_status,
-    wait_topic_on,
-)
+from tests.cluster.ha_util import acks, assert_commitlogs_identical, consume_queue_digests, ha_status, wait_topic_on
 from tests.integration.broker_util import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -39,8 +33,7 @@ async def _send_batches(ns: str, topic: str, group: str, nbytes: int, body: int 
     async with Producer(group, ns, instance_name=group) as p:
         for i in range(batches):
             msgs = [
-                Message(topic, os.urandom(body // 2).hex().encode(), keys=f"{group}-{i}-{j}")
-                for j in range(per_batch)
+                Message(topic, os.urandom(body // 2).hex().encode(), keys=f"{group}-{i}-{j}") for j in range(per_batch)
             ]
             await p.send_batch(msgs)
     return batches * per_batch

@@ -79,10 +79,7 @@ async def test_slave_catches_up_200mb_byte_identical(capsys):
         t_spawn = time.monotonic()
         g.slave.start()
         await wait_until(
-            lambda: _slave_at(g.slave.addr, top),
-            120,
-            "the slave never reached the master's CommitLog end",
-            0.02,
+            lambda: _slave_at(g.slave.addr, top), 120, "the slave never reached the master's CommitLog end", 0.02
         )
         caught = time.monotonic() - t_spawn
         s = await ha_status(g.slave.addr)

@@ -18,16 +18,7 @@ import pytest
 
 from ha.protocol import MasterReject, SlaveHello, SlaveStreamReader, encode_hello, encode_offset_report
 from rmq.protocol.codes import ResponseCode
-from tests.cluster.ha_util import (
-    CLUSTER,
-    GROUP,
-    acks,
-    ha_group,
-    ha_status,
-    master_conf,
-    slave_conf,
-    wait_in_sync,
-)
+from tests.cluster.ha_util import CLUSTER, GROUP, acks, ha_group, ha_status, master_conf, slave_conf, wait_in_sync
 from tests.integration.broker_util import BrokerApi, RawConn
 
 pytestmark = pytest.mark.timeout(120)

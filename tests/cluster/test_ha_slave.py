@@ -44,9 +44,7 @@ async def test_slave_refuses_writes_and_copies_metadata():
             r = await m.pull(topic, 0, 0, group=group)  # creates the group
             assert r.code == ResponseCode.SUCCESS
             assert (await m.update_offset(group, topic, 0, 3)).code == ResponseCode.SUCCESS
-            await m.send_ok(
-                topic, b"later", queue_id=1, properties=props(uniq=uniq_key(), wait="true", DELAY="1")
-            )
+            await m.send_ok(topic, b"later", queue_id=1, properties=props(uniq=uniq_key(), wait="true", DELAY="1"))
 
             async def delay_delivered() -> bool:
                 return (await _body(m, RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable", {}).get("1") == 1
@@ -75,12 +73,9 @@ async def test_slave_refuses_writes_and_copies_metadata():
         # the copies are written down: a restarted slave has them before its first sync
         g.slave.stop()
         cfg = g.slave.store_dir / "config"
-        assert {
-            "topics.msgpack",
-            "consumerOffset.msgpack",
-            "subscriptionGroup.msgpack",
-            "delayOffset.msgpack",
-        } <= {p.name for p in cfg.iterdir()}
+        assert {"topics.msgpack", "consumerOffset.msgpack", "subscriptionGroup.msgpack", "delayOffset.msgpack"} <= {
+            p.name for p in cfg.iterdir()
+        }
 
 
 async def test_slave_serves_pulls_when_the_master_suggests_it():

@@ -67,9 +67,7 @@ async def test_every_send_ok_of_8_producers_is_on_the_slave():
 
 
 async def test_sync_master_without_slave_answers_slave_not_available():
-    with ha_group(
-        master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(), start_slave=False
-    ) as g:
+    with ha_group(master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(), start_slave=False) as g:
         await _topic(g, "HANoSlave")
         async with BrokerApi(g.master.addr) as api:
             t0 = time.monotonic()
@@ -143,9 +141,7 @@ async def test_slave_killed_mid_stream_flush_slave_timeout_then_not_available():
 
 async def test_client_sees_slave_statuses():
     """rmq.client maps the codes to SendStatus as the Java client does (no retry)."""
-    with ha_group(
-        master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(), start_slave=False
-    ) as g:
+    with ha_group(master_conf("SYNC_MASTER", slaveTimeout=SLAVE_TIMEOUT_MS), slave_conf(), start_slave=False) as g:
         await _topic(g, "HAClientStatus")
         log = await produce(g.ns.addr, "HAClientStatus", producers=2, total=10)
         assert log.statuses == {SendStatus.SLAVE_NOT_AVAILABLE.name: 10} and not log.ok

@@ -32,12 +32,7 @@ def admin(*args: str, env: dict[str, str] | None = None) -> Run:
     e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
     p = subprocess.run(
-        [sys.executable, "-m", "rmq.cli", "admin", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env=e,
+        [sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True, text=True, timeout=60, cwd=REPO, env=e
     )
     return Run(p.returncode, p.stdout, p.stderr)
 

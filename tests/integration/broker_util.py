@@ -54,11 +54,7 @@ def unique(prefix: str) -> str:
 
 
 def props(
-    tags: str | None = None,
-    keys: str | None = None,
-    uniq: str | None = None,
-    wait: str | None = None,
-    **extra: str,
+    tags: str | None = None, keys: str | None = None, uniq: str | None = None, wait: str | None = None, **extra: str
 ) -> str:
     """A properties string (spec 3.4) as a Java producer writes it."""
     d: dict[str, str] = {}
@@ -99,11 +95,7 @@ class BrokerApi:
         await self.close()
 
     async def call(
-        self,
-        code: int,
-        ext: dict[str, str] | None = None,
-        body: bytes | None = None,
-        timeout: float = TIMEOUT,
+        self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None, timeout: float = TIMEOUT
     ) -> RemotingCommand:
         return await self.client.invoke(self.addr, RemotingCommand(code, ext_fields=ext, body=body), timeout)
 
@@ -240,25 +232,19 @@ class BrokerApi:
         return await self.call(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
 
     async def max_offset(self, topic: str, queue_id: int) -> int:
-        r = await self.call(
-            RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id).to_ext_fields()
-        )
+        r = await self.call(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id).to_ext_fields())
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return int(r.ext_fields["offset"])
 
     async def min_offset(self, topic: str, queue_id: int) -> int:
-        r = await self.call(
-            RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic, queue_id).to_ext_fields()
-        )
+        r = await self.call(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic, queue_id).to_ext_fields())
         assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
         return int(r.ext_fields["offset"])
 
     async def wait_max_offset(self, topic: str, queue_id: int, n: int, timeout: float = 5.0) -> None:
         """Dispatch is asynchronous (as in RocketMQ): wait until the queue holds n units."""
         await wait_until(
-            lambda: self._max_at_least(topic, queue_id, n),
-            timeout,
-            f"{topic}-{queue_id} never reached max offset {n}",
+            lambda: self._max_at_least(topic, queue_id, n), timeout, f"{topic}-{queue_id} never reached max offset {n}"
         )
 
     async def _max_at_least(self, topic: str, queue_id: int, n: int) -> bool:
@@ -283,10 +269,7 @@ class BrokerApi:
                     "CONSUME_PASSIVELY",
                     message_model,
                     "CONSUME_FROM_LAST_OFFSET",
-                    [
-                        SubscriptionData.build(t, e, sub_version=sub_version or int(time.time() * 1000))
-                        for t, e in subs
-                    ],
+                    [SubscriptionData.build(t, e, sub_version=sub_version or int(time.time() * 1000)) for t, e in subs],
                 )
                 for g, subs in consumers
             ],
@@ -329,9 +312,7 @@ async def cluster_info(client: RemotingClient, ns_addr: str) -> ClusterInfo:
     return ClusterInfo.from_json(r.body)
 
 
-async def broker_in_route(
-    client: RemotingClient, ns_addr: str, topic: str, broker_addr: str
-) -> TopicRouteData | None:
+async def broker_in_route(client: RemotingClient, ns_addr: str, topic: str, broker_addr: str) -> TopicRouteData | None:
     code, rd = await route(client, ns_addr, topic)
     if rd is None:
         return None

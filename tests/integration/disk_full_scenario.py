@@ -42,10 +42,7 @@ async def fill(root: str) -> dict:
     i = 0
     while True:
         m = MessageExtBrokerInner(
-            topic="DiskFull",
-            body=body_of(i),
-            queue_id=i % 2,
-            properties={"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"},
+            topic="DiskFull", body=body_of(i), queue_id=i % 2, properties={"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"}
         )
         r = await st.put(m)
         if r.status is PutMessageStatus.PUT_OK:

@@ -24,9 +24,7 @@ def ns_and_broker(dirname: str, conf: dict[str, object] | None = None) -> Any:
     """A fixture yielding (NameServer, broker registered with it), one pair per test module."""
 
     @pytest.fixture(scope="module")
-    def fixture(
-        tmp_path_factory: pytest.TempPathFactory,
-    ) -> Iterator[tuple[NameServerProcess, BrokerProcess]]:
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NameServerProcess, BrokerProcess]]:
         d = tmp_path_factory.mktemp(dirname)
         with start_namesrv(d) as ns, start_broker(d, ns.addr, conf=conf) as br:
             yield ns, br

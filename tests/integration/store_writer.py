@@ -34,12 +34,7 @@ from dataclasses import dataclass
 if __name__ == "__main__":  # runnable as a plain script from anywhere
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from rmq.protocol.message import (
-    BatchItem,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    properties_to_string,
-)
+from rmq.protocol.message import BatchItem, MessageExtBatch, MessageExtBrokerInner, properties_to_string
 from rmq.store.config import FlushDiskType, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageStatus
@@ -138,8 +133,7 @@ async def _producer(
             offsets = [r.wrote_offset]
         else:
             items = [
-                BatchItem(0, s.body, properties_to_string(s.properties(u)))
-                for u, s in zip(uniqs, specs, strict=False)
+                BatchItem(0, s.body, properties_to_string(s.properties(u))) for u, s in zip(uniqs, specs, strict=False)
             ]
             r = await st.put_batch(MessageExtBatch(topic=topic, items=items, queue_id=qid))
             offsets = r.batch_offsets
@@ -181,9 +175,7 @@ def knobs(seed: int, pinned: dict[str, str] | None = None) -> dict[str, float | 
 async def _main(root: str, mode: str, seed: int, pinned: dict[str, str]) -> None:
     overrides = knobs(seed, pinned)
     pause = float(overrides.pop("pause"))
-    _emit(
-        "CONF " + " ".join(f"{k}={v}" for k, v in sorted({**overrides, "pause": pause, "seed": seed}.items()))
-    )
+    _emit("CONF " + " ".join(f"{k}={v}" for k, v in sorted({**overrides, "pause": pause, "seed": seed}.items())))
     cfg = store_config(root, mode, **overrides)
     st = MessageStore(cfg)
     _emit(f"LOADING {os.getpid()}")
@@ -193,8 +185,7 @@ async def _main(root: str, mode: str, seed: int, pinned: dict[str, str]) -> None
     run = f"s{seed}"
     stats = {"acked": 0, "nacked": 0}
     tasks = [
-        asyncio.create_task(_producer(st, run, t, random.Random(f"{seed}/{t}"), pause, stats))
-        for t in range(TASKS)
+        asyncio.create_task(_producer(st, run, t, random.Random(f"{seed}/{t}"), pause, stats)) for t in range(TASKS)
     ]
     await asyncio.gather(*tasks)  # forever: only SIGKILL ends this process
 
@@ -205,9 +196,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit(2)
     root, mode, seed = argv[1], argv[2], int(argv[3])
     pinned = dict(a.split("=", 1) for a in argv[4:])
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(_main(root, mode, seed, pinned))
 
 

@@ -262,13 +262,7 @@ async def test_topic_status(cluster):
 
     r = ok("topicStatus", "-t", topic, "-n", ns.addr)
     head, *rows = r.out.splitlines()
-    assert [t for _, t in header_cols(head)] == [
-        "#Broker Name",
-        "#QID",
-        "#Min Offset",
-        "#Max Offset",
-        "#Last Updated",
-    ]
+    assert [t for _, t in header_cols(head)] == ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"]
     # mqadmin: %-32s  %-4s  %-20s  %-20s    %s
     assert (
         head.index("#QID") == 34

@@ -145,8 +145,7 @@ def test_error_lines():
     )
     assert describe_error(MQBrokerError(1, None)) == "NameServer answered SYSTEM_ERROR (1)"
     assert (
-        describe_error(RemotingTimeoutError("wait response on x timeout 5000ms"))
-        == "wait response on x timeout 5000ms"
+        describe_error(RemotingTimeoutError("wait response on x timeout 5000ms")) == "wait response on x timeout 5000ms"
     )
     assert describe_error(ProtocolError("bad")) == "malformed response: bad"
     assert describe_error(KeyError("k")) == "internal error: KeyError: 'k'"

@@ -83,9 +83,7 @@ async def _setup(c: SimpleNamespace) -> None:
     await _wait(lambda: len(got) >= 30, "lagging group consumed the first 30")
     await lag.shutdown()
     for i in range(30, 42):
-        c.sent.append(
-            await c.producer.send(Message(TOPIC, f"late-{i}".encode(), tags="TagB", keys=[f"ops-key-{i}"]))
-        )
+        c.sent.append(await c.producer.send(Message(TOPIC, f"late-{i}".encode(), tags="TagB", keys=[f"ops-key-{i}"])))
     c.online_got = []
     c.online = PushConsumer(
         ONLINE,
@@ -101,9 +99,7 @@ async def _setup(c: SimpleNamespace) -> None:
         api = MQClientAPI(rc, [c.ns1])
         deadline = time.monotonic() + 30
         while True:
-            r = await api.raw(
-                c.broker, RequestCode.GET_CONSUME_STATS, {"consumerGroup": ONLINE, "topic": TOPIC}
-            )
+            r = await api.raw(c.broker, RequestCode.GET_CONSUME_STATS, {"consumerGroup": ONLINE, "topic": TOPIC})
             if ConsumeStats.from_json(r.body).compute_total_diff() == 0:
                 break
             assert time.monotonic() < deadline, "online group's offsets never committed"
@@ -119,12 +115,7 @@ def cluster(tmp_path_factory) -> Iterator[SimpleNamespace]:
         start_broker(d, f"{ns1.addr};{ns2.addr}", name="broker-a") as br,
     ):
         c = SimpleNamespace(
-            ns1=ns1.addr,
-            ns2=ns2.addr,
-            namesrvs=f"{ns1.addr};{ns2.addr}",
-            broker=br.addr,
-            br=br,
-            clients=Clients(),
+            ns1=ns1.addr, ns2=ns2.addr, namesrvs=f"{ns1.addr};{ns2.addr}", broker=br.addr, br=br, clients=Clients()
         )
         try:
             c.clients.run(_setup(c), 90)
@@ -150,11 +141,7 @@ def wait_offsets(c: SimpleNamespace, pred, what: str, timeout: float = 15) -> No
     path = c.br.store_dir / "config" / "consumerOffset.msgpack"
     deadline = time.monotonic() + timeout
     while True:
-        keys = (
-            set(msgpack.unpackb(path.read_bytes(), strict_map_key=False)["offsetTable"])
-            if path.exists()
-            else set()
-        )
+        keys = set(msgpack.unpackb(path.read_bytes(), strict_map_key=False)["offsetTable"]) if path.exists() else set()
         if pred(keys):
             return
         assert time.monotonic() < deadline, what
@@ -203,9 +190,7 @@ def test_consumer_progress(cluster):
     doc = ok("consumerProgress", "-g", LAGGING, "--json", "-n", c.ns1).json()
     assert doc["diffTotal"] == 12
     q = [x for x in doc["queues"] if x["topic"] == TOPIC]
-    assert sum(x["diff"] for x in q) == 12 and all(
-        x["diff"] == x["brokerOffset"] - x["consumerOffset"] for x in q
-    )
+    assert sum(x["diff"] for x in q) == 12 and all(x["diff"] == x["brokerOffset"] - x["consumerOffset"] for x in q)
 
     # every group: the live one with its connection, the other offline
     rows = {row[0]: row for row in aligned(ok("consumerProgress", "-n", c.ns1).out)}
@@ -305,9 +290,9 @@ def test_query_msg_by_key_id_and_offset(cluster):
         "queryMsgByOffset", "--json", "-t", TOPIC, "-b", "broker-a", "-i", str(q), "-o", str(off), "-n", c.ns1
     ).json()
     assert doc["queueOffset"] == off and doc["keys"] == "ops-key-3"
-    assert failed(
-        "queryMsgByOffset", "-t", TOPIC, "-b", "broker-a", "-i", str(q), "-o", "999", "-n", c.ns1
-    ).startswith(f"no message at offset 999 of {TOPIC} queue broker-a:{q}")
+    assert failed("queryMsgByOffset", "-t", TOPIC, "-b", "broker-a", "-i", str(q), "-o", "999", "-n", c.ns1).startswith(
+        f"no message at offset 999 of {TOPIC} queue broker-a:{q}"
+    )
     assert failed("queryMsgByOffset", "-t", TOPIC, "-b", "broker-x", "-i", "0", "-o", "0", "-n", c.ns1) == (
         f"broker broker-x is not in the route of topic {TOPIC} (its brokers: broker-a)"
     )
@@ -336,22 +321,11 @@ def test_get_and_update_broker_config(cluster):
     assert "fileReservedTime=0.5\n" in Path(c.br.conf_path).read_text()
     # a key the running broker does not read again: the file only, said so
     doc = ok(
-        "updateBrokerConfig",
-        "--json",
-        "-c",
-        "TestCluster",
-        "-k",
-        "maxMessageSize",
-        "-v",
-        "2097152",
-        "-n",
-        c.ns1,
+        "updateBrokerConfig", "--json", "-c", "TestCluster", "-k", "maxMessageSize", "-v", "2097152", "-n", c.ns1
     ).json()
     assert doc["brokers"][0]["remark"].startswith("takes effect after a restart: maxMessageSize")
     assert "maxMessageSize=2097152\n" in Path(c.br.conf_path).read_text()
-    assert ok("getBrokerConfig", "--json", "-b", c.broker).json()[c.broker]["maxMessageSize"] == str(
-        4 * 1024 * 1024
-    )
+    assert ok("getBrokerConfig", "--json", "-b", c.broker).json()[c.broker]["maxMessageSize"] == str(4 * 1024 * 1024)
     # brokerPermission takes effect at once: the broker registers read-only queue data
     ok("updateBrokerConfig", "-b", c.broker, "-k", "brokerPermission", "-v", "4")
     try:
@@ -419,9 +393,7 @@ def test_update_and_delete_sub_group(cluster):
     )
     g = _groups(c)["ops-sub"]
     assert (g["retryQueueNums"], g["retryMaxTimes"], g["consumeBroadcastEnable"]) == (2, 5, True)
-    doc = ok(
-        "updateSubGroup", "--json", "-c", "TestCluster", "-g", "ops-sub", "-s", "false", "-n", c.ns1
-    ).json()
+    doc = ok("updateSubGroup", "--json", "-c", "TestCluster", "-g", "ops-sub", "-s", "false", "-n", c.ns1).json()
     assert doc["brokers"] == [c.broker] and doc["subscriptionGroupConfig"]["consumeEnable"] is False
     assert _groups(c)["ops-sub"]["consumeEnable"] is False
     assert admin("updateSubGroup", "-b", c.broker, "-g", "x", "-s", "maybe").rc == 2
@@ -438,16 +410,12 @@ def test_update_and_delete_sub_group(cluster):
     )
 
     # a whole cluster, with the group's retry topic and its offsets
-    doc = ok(
-        "deleteSubGroup", "--json", "-c", "TestCluster", "-g", LAGGING, "-r", "true", "-n", c.namesrvs
-    ).json()
+    doc = ok("deleteSubGroup", "--json", "-c", "TestCluster", "-g", LAGGING, "-r", "true", "-n", c.namesrvs).json()
     assert doc == {"groupName": LAGGING, "brokers": [c.broker], "deletedTopics": [f"%RETRY%{LAGGING}"]}
     assert LAGGING not in _groups(c)
     for ns in (c.ns1, c.ns2):
         assert "No topic route info" in failed("topicRoute", "-t", f"%RETRY%{LAGGING}", "-n", ns)
-    wait_offsets(
-        c, lambda keys: not any(k.endswith("@" + LAGGING) for k in keys), "the group's offsets removed"
-    )
+    wait_offsets(c, lambda keys: not any(k.endswith("@" + LAGGING) for k in keys), "the group's offsets removed")
 
 
 # =========================================================================== deleteTopic
@@ -472,33 +440,23 @@ def test_delete_topic(cluster):
 
     r = ok("deleteTopic", "-t", gone, "-c", "TestCluster", "-n", c.namesrvs)
     assert r.out == (
-        f"delete topic [{gone}] from cluster [TestCluster] success.\n"
-        f"delete topic [{gone}] from NameServer success.\n"
+        f"delete topic [{gone}] from cluster [TestCluster] success.\ndelete topic [{gone}] from NameServer success.\n"
     )
     for ns in (c.ns1, c.ns2):
         assert failed("topicRoute", "-t", gone, "-n", ns) == (
             f"No topic route info in name server for the topic: {gone}"
         )
-    assert (
-        gone not in loads_fastjson(broker_call(c, RequestCode.GET_ALL_TOPIC_CONFIG).body)["topicConfigTable"]
-    )
+    assert gone not in loads_fastjson(broker_call(c, RequestCode.GET_ALL_TOPIC_CONFIG).body)["topicConfigTable"]
     assert not cq.exists(), "its consume queues are gone"
     wait_offsets(c, lambda keys: f"{gone}@gone-group" not in keys, "the topic's offsets removed")
 
     assert failed("deleteTopic", "-t", gone, "-c", "TestCluster", "-n", c.ns1) == (
         f"No topic route info in name server for the topic: {gone}"
     )
-    assert failed("deleteTopic", "-t", TOPIC, "-c", "NoCluster", "-n", c.ns1).startswith(
-        "cluster NoCluster not found"
-    )
+    assert failed("deleteTopic", "-t", TOPIC, "-c", "NoCluster", "-n", c.ns1).startswith("cluster NoCluster not found")
     ok("updateTopic", "-c", "TestCluster", "-t", gone, "-n", c.ns1)
     doc = ok("deleteTopic", "--json", "-t", gone, "-c", "TestCluster", "-n", c.namesrvs).json()
-    assert doc == {
-        "topic": gone,
-        "cluster": "TestCluster",
-        "brokers": [c.broker],
-        "nameServers": [c.ns1, c.ns2],
-    }
+    assert doc == {"topic": gone, "cluster": "TestCluster", "brokers": [c.broker], "nameServers": [c.ns1, c.ns2]}
     # the broker refuses system topics
     assert failed("deleteTopic", "-t", "SCHEDULE_TOPIC_XXXX", "-c", "TestCluster", "-n", c.ns1).endswith(
         "The topic[SCHEDULE_TOPIC_XXXX] is conflict with system topic."

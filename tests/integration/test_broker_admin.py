@@ -98,10 +98,7 @@ async def test_update_and_create_topic_registers_within_one_second(cluster):
 @pytest.mark.parametrize(
     "topic,remark",
     [
-        (
-            "bad topic",
-            "The specified topic[bad topic] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        ),
+        ("bad topic", "The specified topic[bad topic] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"),
         ("TestCluster", "the topic[TestCluster] is conflict with system reserved words."),
         ("SCHEDULE_TOPIC_XXXX", "The topic[SCHEDULE_TOPIC_XXXX] is conflict with system topic."),
         ("TBW102", "The topic[TBW102] is conflict with system topic."),

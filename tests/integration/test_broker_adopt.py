@@ -90,10 +90,7 @@ OFFSETS_JSON = f"""{{
 GROUPS_JSON = _fastjson_pretty(
     {
         "dataVersion": {"counter": 3, "timestamp": 1763778789000},
-        "subscriptionGroupTable": {
-            "G1": _group_config("G1", True, 5),
-            "GOff": _group_config("GOff", False, 16),
-        },
+        "subscriptionGroupTable": {"G1": _group_config("G1", True, 5), "GOff": _group_config("GOff", False, 16)},
     }
 )
 
@@ -155,15 +152,11 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
                 "consumerOffset.msgpack",
                 "subscriptionGroup.msgpack",
             }
-            off = msgpack.unpackb(
-                (cfg / "consumerOffset.msgpack").read_bytes(), raw=False, strict_map_key=False
-            )
+            off = msgpack.unpackb((cfg / "consumerOffset.msgpack").read_bytes(), raw=False, strict_map_key=False)
             assert off["offsetTable"][f"{TOPIC}@G1"] == OFFSETS
             top = msgpack.unpackb((cfg / "topics.msgpack").read_bytes(), raw=False, strict_map_key=False)
             assert top["topicConfigTable"][TOPIC]["readQueueNums"] == 4
-            grp = msgpack.unpackb(
-                (cfg / "subscriptionGroup.msgpack").read_bytes(), raw=False, strict_map_key=False
-            )
+            grp = msgpack.unpackb((cfg / "subscriptionGroup.msgpack").read_bytes(), raw=False, strict_map_key=False)
             assert grp["subscriptionGroupTable"]["G1"]["retryMaxTimes"] == 5
 
             async with BrokerApi(br.addr) as api:
@@ -184,10 +177,7 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
                 assert r.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
                 # an adopted setting takes effect: consumeEnable=false
                 r = await api.pull(TOPIC, 0, 0, group="GOff")
-                assert (r.code, r.remark) == (
-                    ResponseCode.NO_PERMISSION,
-                    "subscription group no permission, GOff",
-                )
+                assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "subscription group no permission, GOff")
 
                 total = 0
                 tagged = {}
@@ -227,9 +217,7 @@ async def test_adopt_a_rocketmq_store_with_json_metadata(tmp_path, rocketmq_stor
                         offset = int(r.ext_fields["nextBeginOffset"])
                 assert sorted(got) == sorted(tagged["Tag1"])
                 # QUERY_MESSAGE through RocketMQ's IndexFile
-                first = decode_records(
-                    (await api.pull(TOPIC, 2, 5, group="G1", max_nums=1)).body, decompress=False
-                )[0]
+                first = decode_records((await api.pull(TOPIC, 2, 5, group="G1", max_nums=1)).body, decompress=False)[0]
                 key = first.properties["KEYS"].split(" ")[0]
                 ext = QueryMessageRequestHeader(TOPIC, key, 32, 0, 2**62).to_ext_fields()
                 ext["_UNIQUE_KEY_QUERY"] = "false"

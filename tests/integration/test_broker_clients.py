@@ -77,17 +77,14 @@ async def test_consumer_list_and_unregister_client(cluster):
         r = await consumer_list(b, group)
         assert sorted(ConsumerIdList.from_json(r.body).consumer_id_list) == ["10.0.0.1@A", "10.0.0.2@B"]
         u = await b.call(
-            RequestCode.UNREGISTER_CLIENT,
-            UnregisterClientRequestHeader("10.0.0.2@B", None, group).to_ext_fields(),
+            RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader("10.0.0.2@B", None, group).to_ext_fields()
         )
         assert u.code == ResponseCode.SUCCESS
         r = await consumer_list(a, group)
         assert ConsumerIdList.from_json(r.body).consumer_id_list == ["10.0.0.1@A"]
         # closing the connection removes the client too
         await a.close()
-        await wait_until(
-            lambda: _no_consumers(b, group), 3.0, "consumer still listed after its connection closed"
-        )
+        await wait_until(lambda: _no_consumers(b, group), 3.0, "consumer still listed after its connection closed")
 
 
 async def _no_consumers(api: BrokerApi, group: str) -> bool:
@@ -152,9 +149,7 @@ async def test_notify_consumer_ids_changed_on_join_and_leave(cluster):
         await second.client.close()
         cmd = await first.next()
         assert cmd.ext_fields == {"consumerGroup": group}
-        assert ConsumerIdList.from_json((await consumer_list(first.api, group)).body).consumer_id_list == [
-            "c@1"
-        ]
+        assert ConsumerIdList.from_json((await consumer_list(first.api, group)).body).consumer_id_list == ["c@1"]
 
         # other groups' changes are not sent to it
         await second.api.close()

@@ -82,8 +82,7 @@ def _run_broker(conf_path: Path, *extra: str, timeout: float = 20.0) -> subproce
 def test_wrong_value_exits_non_zero_naming_the_key(tmp_path, key, value):
     conf = tmp_path / "broker.conf"
     conf.write_text(
-        f"brokerClusterName=C\nbrokerName=b\nlistenPort=0\n"
-        f"storePathRootDir={tmp_path / 'store'}\n{key}={value}\n"
+        f"brokerClusterName=C\nbrokerName=b\nlistenPort=0\nstorePathRootDir={tmp_path / 'store'}\n{key}={value}\n"
     )
     p = _run_broker(conf)
     assert p.returncode != 0

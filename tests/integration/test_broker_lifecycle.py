@@ -117,9 +117,7 @@ async def test_a_dead_namesrv_does_not_stop_the_broker(tmp_path):
             assert dead in br.log_text()  # the failure is logged
             assert (await api.create_topic("DeadNs", 1)).code == ResponseCode.SUCCESS
             await wait_until(
-                lambda: broker_in_route(api.client, ns.addr, "DeadNs", br.addr),
-                1.0,
-                "DeadNs not registered within 1 s",
+                lambda: broker_in_route(api.client, ns.addr, "DeadNs", br.addr), 1.0, "DeadNs not registered within 1 s"
             )
             br.proc.send_signal(signal.SIGTERM)
             rc, took = await _wait_exit(br, 10.0)
@@ -189,9 +187,7 @@ async def test_a_client_that_stops_reading_does_not_hold_up_shutdown(tmp_path):
             hog = await RawConn.open(br.addr)
             ext = api.pull_header("Unread", 0, 0, max_nums=32).to_ext_fields()
             for opaque in range(1, 65):
-                hog.writer.write(
-                    encode(RemotingCommand(RequestCode.PULL_MESSAGE, opaque=opaque, ext_fields=ext))
-                )
+                hog.writer.write(encode(RemotingCommand(RequestCode.PULL_MESSAGE, opaque=opaque, ext_fields=ext)))
             await hog.writer.drain()
             await asyncio.sleep(0.5)
             # the broker still serves others
@@ -266,9 +262,7 @@ async def test_sigkill_then_restart_recovers_every_acked_message(tmp_path):
                         "Crash", b"c-%03d" % i, queue_id=i % 2, properties=props(keys=f"ck{i}", wait="true")
                     )
                     acked[i % 2].append(int(r.ext_fields["queueOffset"]))
-                r = await api.send_batch(
-                    "Crash", [(b"cb-%d" % i, props(tags="B")) for i in range(10)], queue_id=1
-                )
+                r = await api.send_batch("Crash", [(b"cb-%d" % i, props(tags="B")) for i in range(10)], queue_id=1)
                 assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "15"
                 await api.wait_max_offset("Crash", 0, 15)
                 await api.wait_max_offset("Crash", 1, 25)
@@ -344,9 +338,7 @@ async def test_metadata_survives_restarts_as_msgpack(tmp_path):
                     interval=0.1,
                 )
                 await wait_until(
-                    lambda: (
-                        (cfg / "topics.msgpack").exists() and (cfg / "subscriptionGroup.msgpack").exists()
-                    ),
+                    lambda: (cfg / "topics.msgpack").exists() and (cfg / "subscriptionGroup.msgpack").exists(),
                     3.0,
                     "topics / subscription groups not persisted",
                     interval=0.1,

@@ -55,9 +55,7 @@ async def test_update_and_query_consumer_offset(api):
     assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {"offset": "17"})
     # the Java client updates oneway: no answer, but it is applied
     assert await api.update_offset(group, topic, 1, 23, oneway=True) is None
-    await wait_until(
-        lambda: _offset_is(api, group, topic, 1, "23"), 2.0, "oneway UPDATE_CONSUMER_OFFSET not applied"
-    )
+    await wait_until(lambda: _offset_is(api, group, topic, 1, "23"), 2.0, "oneway UPDATE_CONSUMER_OFFSET not applied")
     # per queue and per group
     r = await api.query_offset(group, topic, 0)
     assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})
@@ -140,10 +138,7 @@ async def test_query_message_by_key_and_by_uniq_key(api):
     uks = [uniq_key() for _ in range(4)]
     for i, uk in enumerate(uks):
         await api.send_ok(
-            topic,
-            b"q%d" % i,
-            queue_id=i % 2,
-            properties=props(keys=f"order-{i % 2} common", uniq=uk, wait="true"),
+            topic, b"q%d" % i, queue_id=i % 2, properties=props(keys=f"order-{i % 2} common", uniq=uk, wait="true")
         )
     await api.wait_max_offset(topic, 0, 2)
     await api.wait_max_offset(topic, 1, 2)

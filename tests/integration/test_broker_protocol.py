@@ -137,15 +137,10 @@ async def test_oneway_requests_get_no_answer(broker):
 
 # --------------------------------------------------------------------------- bad input
 def _json_header(code: int = RequestCode.GET_BROKER_RUNTIME_INFO) -> bytes:
-    return (
-        b'{"code":%d,"flag":0,"language":"JAVA","opaque":1,'
-        b'"serializeTypeCurrentRPC":"JSON","version":409}' % code
-    )
+    return b'{"code":%d,"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":409}' % code
 
 
-def _frame(
-    header: bytes, st: int = 0, body: bytes = b"", hlen: int | None = None, length: int | None = None
-) -> bytes:
+def _frame(header: bytes, st: int = 0, body: bytes = b"", hlen: int | None = None, length: int | None = None) -> bytes:
     hl = len(header) if hlen is None else hlen
     n = 4 + len(header) + len(body) if length is None else length
     return struct.pack(">iI", n, (st << 24) | hl) + header + body
@@ -171,14 +166,7 @@ async def test_bad_input_closes_only_that_connection(broker, case):
         assert (await good.create_topic(topic)).code == ResponseCode.SUCCESS
         # a long poll parked on the good connection while the bad one misbehaves
         parked = asyncio.ensure_future(
-            good.pull(
-                topic,
-                0,
-                0,
-                sys_flag=PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND,
-                suspend_ms=8000,
-                timeout=15,
-            )
+            good.pull(topic, 0, 0, sys_flag=PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND, suspend_ms=8000, timeout=15)
         )
         await asyncio.sleep(0.2)
         assert not parked.done()
@@ -195,9 +183,7 @@ async def test_bad_input_closes_only_that_connection(broker, case):
             3.0,
             f"{case}: no log line for the bad connection",
         )
-        line = [
-            ln for ln in broker.log_text().splitlines() if f"bad input from 127.0.0.1:{bad.local_port}" in ln
-        ]
+        line = [ln for ln in broker.log_text().splitlines() if f"bad input from 127.0.0.1:{bad.local_port}" in ln]
         assert len(line) == 1 and "closing the connection" in line[0]
 
         # the good connection: same socket, parked pull still answered, requests work

@@ -39,9 +39,7 @@ def _hdr(r) -> dict[str, int]:
 
 
 @pytest.mark.parametrize(
-    "code",
-    [RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE],
-    ids=["PULL_MESSAGE", "LITE_PULL_MESSAGE"],
+    "code", [RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE], ids=["PULL_MESSAGE", "LITE_PULL_MESSAGE"]
 )
 async def test_found_body_is_the_commitlog_bytes(cluster, code):
     ns, br = cluster
@@ -59,16 +57,12 @@ async def test_found_body_is_the_commitlog_bytes(cluster, code):
         await api.wait_max_offset(topic, 3, 7)
         r = await api.pull(topic, 3, 2, code=code, max_nums=4)
         assert r.code == ResponseCode.SUCCESS and r.remark == "FOUND"
-        assert set(r.ext_fields) == {"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}, (
-            r.ext_fields
-        )
+        assert set(r.ext_fields) == {"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}, r.ext_fields
         assert _hdr(r) == {"suggestWhichBrokerId": 0, "nextBeginOffset": 6, "minOffset": 0, "maxOffset": 7}
         msgs = decode_records(r.body, decompress=False)
         assert [m.queue_offset for m in msgs] == [2, 3, 4, 5]
         # the body is the stored records back to back, exactly as in the CommitLog files
-        expected = b"".join(
-            commitlog_slice(br.store_dir, m.commit_log_offset, m.store_size, CL_FILE) for m in msgs
-        )
+        expected = b"".join(commitlog_slice(br.store_dir, m.commit_log_offset, m.store_size, CL_FILE) for m in msgs)
         assert r.body == expected
         assert [m.msg_id for m in msgs] == [s.ext_fields["msgId"] for s in sent[2:6]]
         # the whole queue, in one pull
@@ -136,9 +130,7 @@ async def test_tag_filter_and_no_matched_msg(api):
     topic = unique("Tags")
     tags = ["TagA", "TagB", "TagA", "TagB", "TagC", "TagA"]
     for i, t in enumerate(tags):
-        await api.send_ok(
-            topic, b"%s-%d" % (t.encode(), i), queue_id=0, properties=props(tags=t, wait="true")
-        )
+        await api.send_ok(topic, b"%s-%d" % (t.encode(), i), queue_id=0, properties=props(tags=t, wait="true"))
     await api.send_ok(topic, b"no-tag", queue_id=0, properties=props(wait="true"))
     await api.wait_max_offset(topic, 0, 7)
     r = await api.pull(topic, 0, 0, subscription="TagA")
@@ -171,19 +163,13 @@ async def test_pull_uses_the_heartbeat_subscription(api):
     assert r.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_records(r.body)] == [b"TagB"]
     r = await api.pull(topic, 0, 0, group=group, sys_flag=0, subscription=None, sub_version=2000)
-    assert (r.code, r.remark) == (
-        ResponseCode.SUBSCRIPTION_NOT_LATEST,
-        "the consumer's subscription not latest",
-    )
+    assert (r.code, r.remark) == (ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
     r = await api.pull(unique("Other"), 0, 0, group=group, sys_flag=0, subscription=None)
     assert r.code == ResponseCode.TOPIC_NOT_EXIST
     other = unique("OtherT")
     await api.send_ok(other, b"x")
     r = await api.pull(other, 0, 0, group=group, sys_flag=0, subscription=None)
-    assert (r.code, r.remark) == (
-        ResponseCode.SUBSCRIPTION_NOT_EXIST,
-        "the consumer's subscription not exist",
-    )
+    assert (r.code, r.remark) == (ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
 
 
 async def test_long_poll_answered_when_a_message_arrives(cluster):
@@ -192,9 +178,7 @@ async def test_long_poll_answered_when_a_message_arrives(cluster):
     async with BrokerApi(br.addr) as api, BrokerApi(br.addr) as producer:
         assert (await api.create_topic(topic, 2)).code == ResponseCode.SUCCESS
         loop = asyncio.get_running_loop()
-        parked = asyncio.ensure_future(
-            api.pull(topic, 0, 0, sys_flag=SUB | SUSPEND, suspend_ms=10000, timeout=20)
-        )
+        parked = asyncio.ensure_future(api.pull(topic, 0, 0, sys_flag=SUB | SUSPEND, suspend_ms=10000, timeout=20))
         await asyncio.sleep(0.3)
         assert not parked.done(), parked.result() if parked.done() else None
         # a message for another queue does not answer it
@@ -212,9 +196,7 @@ async def test_long_poll_answered_when_a_message_arrives(cluster):
         assert delay < 0.2, f"long poll answered {delay:.3f}s after the send was acknowledged"
 
         # parked at offset == max (OFFSET_OVERFLOW_ONE) and woken by the next message
-        parked = asyncio.ensure_future(
-            api.pull(topic, 0, 1, sys_flag=SUB | SUSPEND, suspend_ms=10000, timeout=20)
-        )
+        parked = asyncio.ensure_future(api.pull(topic, 0, 1, sys_flag=SUB | SUSPEND, suspend_ms=10000, timeout=20))
         await asyncio.sleep(0.2)
         assert not parked.done()
         await producer.send_ok(topic, b"second", queue_id=0)
@@ -259,16 +241,7 @@ async def test_commit_offset_piggybacked_on_pull(api):
     assert q.ext_fields == {"offset": "3"}
     # a parked pull commits too (when it is parked, not again when it is answered)
     parked = asyncio.ensure_future(
-        api.pull(
-            topic,
-            0,
-            5,
-            group=group,
-            sys_flag=SUB | COMMIT | SUSPEND,
-            commit_offset=5,
-            suspend_ms=500,
-            timeout=5,
-        )
+        api.pull(topic, 0, 5, group=group, sys_flag=SUB | COMMIT | SUSPEND, commit_offset=5, suspend_ms=500, timeout=5)
     )
     await asyncio.sleep(0.1)
     q = await api.query_offset(group, topic, 0)

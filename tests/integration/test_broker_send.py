@@ -16,15 +16,7 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.headers import ViewMessageRequestHeader
 from rmq.protocol.message import decode_message_id, decode_record, decode_records
 from tests.harness import start_broker, start_namesrv
-from tests.integration.broker_util import (
-    BrokerApi,
-    broker_in_route,
-    props,
-    route,
-    uniq_key,
-    unique,
-    wait_until,
-)
+from tests.integration.broker_util import BrokerApi, broker_in_route, props, route, uniq_key, unique, wait_until
 from tests.integration.rigs import ns_and_broker
 
 pytestmark = pytest.mark.timeout(60)
@@ -98,9 +90,7 @@ async def test_send_in_both_flush_modes(tmp_path, mode):
             rs = await asyncio.gather(*(api.send(topic, b"m%03d" % i, queue_id=i % 2) for i in range(40)))
             assert all(r.code == ResponseCode.SUCCESS for r in rs), [(r.code, r.remark) for r in rs]
             for q in (0, 1):
-                offs = sorted(
-                    int(r.ext_fields["queueOffset"]) for r in rs if r.ext_fields["queueId"] == str(q)
-                )
+                offs = sorted(int(r.ext_fields["queueOffset"]) for r in rs if r.ext_fields["queueId"] == str(q))
                 assert offs == list(range(20))
             if mode == "SYNC_FLUSH":
                 # acked => flushed: nothing of what was acknowledged waits for a flush
@@ -112,9 +102,7 @@ async def test_send_in_both_flush_modes(tmp_path, mode):
             await api.wait_max_offset(topic, 0, 21)
             body, nxt = await api.pull_all(topic, 0)
             assert nxt == 21
-            assert [m.body for m in decode_records(body)] == [b"m%03d" % i for i in range(0, 40, 2)] + [
-                b"nowait"
-            ]
+            assert [m.body for m in decode_records(body)] == [b"m%03d" % i for i in range(0, 40, 2)] + [b"nowait"]
 
 
 async def test_send_auto_creates_topic_from_tbw102(cluster):
@@ -162,12 +150,7 @@ async def test_send_topic_not_exist_without_auto_create(tmp_path):
 
 @pytest.mark.parametrize(
     "topic",
-    [
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-    ],
+    ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"],
 )
 async def test_send_to_system_topic_no_permission(api, topic):
     for c in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
@@ -177,9 +160,7 @@ async def test_send_to_system_topic_no_permission(api, topic):
 
 
 @pytest.mark.parametrize(
-    "topic",
-    ["bad topic", "bad/topic", "bäd", "a.b", "x" * 128],
-    ids=["space", "slash", "non-ascii", "dot", "too-long"],
+    "topic", ["bad topic", "bad/topic", "bäd", "a.b", "x" * 128], ids=["space", "slash", "non-ascii", "dot", "too-long"]
 )
 async def test_send_illegal_topic_is_system_error(api, topic):
     r = await api.send(topic, b"x")

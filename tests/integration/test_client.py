@@ -66,9 +66,7 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
-async def create_topic(
-    namesrv: str, broker_addrs: list[str] | str, topic: str, queues: int = 4
-) -> TopicRouteData:
+async def create_topic(namesrv: str, broker_addrs: list[str] | str, topic: str, queues: int = 4) -> TopicRouteData:
     """UPDATE_AND_CREATE_TOPIC on each broker, then wait until the NameServer routes it."""
     if isinstance(broker_addrs, str):
         broker_addrs = [broker_addrs]
@@ -108,9 +106,7 @@ async def start_push_from_first(
 ) -> tuple[PushConsumer, Collector]:
     """A started PushConsumer of topic (from the first offset) and what it receives."""
     got = Collector()
-    c = PushConsumer(
-        group, namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    )
+    c = PushConsumer(group, namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     c.subscribe(topic, expression)
     await c.start()
     return c, got
@@ -209,9 +205,7 @@ async def test_async_oneway_and_batch_sends(cluster):
     topic = await new_topic(cluster)
     done: list = []
     async with Producer(unique("pg"), cluster.namesrv) as p:
-        futs = [
-            p.send_async(Message(topic, f"async-{i}".encode()), on_success=done.append) for i in range(20)
-        ]
+        futs = [p.send_async(Message(topic, f"async-{i}".encode()), on_success=done.append) for i in range(20)]
         results = await asyncio.gather(*futs)
         assert all(r.status is SendStatus.SEND_OK for r in results)
         for i in range(10):
@@ -256,9 +250,7 @@ async def test_send_to_chosen_queue_and_by_selector_keeps_order(cluster):
         for step in range(8):
             for order in range(5):
                 r = await p.send(
-                    Message(topic, f"order-{order}:{step}".encode()),
-                    selector=select_by_hash,
-                    arg=f"order-{order}",
+                    Message(topic, f"order-{order}:{step}".encode()), selector=select_by_hash, arg=f"order-{order}"
                 )
                 queues.setdefault(f"order-{order}", set()).add(r.message_queue.queue_id)
         assert all(len(q) == 1 for q in queues.values())
@@ -392,10 +384,7 @@ async def test_tag_filtering_push_and_lite(cluster):
         await p.send(Message(topic, b"untagged-1"))
     got = Collector()
     c = PushConsumer(
-        unique("cg"),
-        cluster.namesrv,
-        listener=got,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        unique("cg"), cluster.namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     )
     c.subscribe(topic, "a || c")
     lite = LitePullConsumer(
@@ -429,9 +418,7 @@ async def test_two_consumers_split_queues_and_rebalance_when_one_leaves(cluster)
 
     def owned(c) -> set[int]:
         return {
-            mq.queue_id
-            for mq, pq in c.rebalance.process_queue_table.items()
-            if mq.topic == topic and not pq.dropped
+            mq.queue_id for mq, pq in c.rebalance.process_queue_table.items() if mq.topic == topic and not pq.dropped
         }
 
     stopped2 = False
@@ -460,9 +447,7 @@ async def test_two_consumers_split_queues_and_rebalance_when_one_leaves(cluster)
             for i in range(40, 80):
                 await p.send(Message(topic, f"m-{i}".encode()))
                 sent.append(f"m-{i}".encode())
-            await wait_until(
-                lambda: set(got1.bodies()) | set(got2.bodies()) >= set(sent), what="every message"
-            )
+            await wait_until(lambda: set(got1.bodies()) | set(got2.bodies()) >= set(sent), what="every message")
     finally:
         await c1.shutdown()
         if not stopped2:
@@ -508,8 +493,7 @@ async def test_reconsume_later_is_delivered_again_locally(cluster):
         # while "flaky" is pending, the committable offset stays at it (offset 1)
         assert c.offset_store.offset_table.get(mq, 0) <= 1
         await wait_until(
-            lambda: len(attempts.get(b"flaky", [])) >= 3 and len(attempts.get(b"raises", [])) >= 2,
-            what="redeliveries",
+            lambda: len(attempts.get(b"flaky", [])) >= 3 and len(attempts.get(b"raises", [])) >= 2, what="redeliveries"
         )
         await wait_until(lambda: c.offset_store.offset_table.get(mq) == 4, what="offset 4")
     finally:
@@ -538,18 +522,13 @@ async def test_reconsume_later_goes_back_through_the_broker(cluster):
         r = await p.send(Message(topic, b"retry-me", tags="t", keys="k"))
         await p.send(Message(topic, b"to-dlq"))
     c = PushConsumer(
-        group,
-        cluster.namesrv,
-        listener=listener,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        group, cluster.namesrv, listener=listener, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
     )
     c.subscribe(topic)
     await c.start()
     try:
         await wait_until(
-            lambda: any(b == b"retry-me" and n == 1 for b, _, n, _ in seen),
-            timeout=30,
-            what="the retried message",
+            lambda: any(b == b"retry-me" and n == 1 for b, _, n, _ in seen), timeout=30, what="the retried message"
         )
         # the original queue moved on: both originals count as consumed
         mq = MessageQueue(topic, "broker-a", 0)
@@ -673,10 +652,7 @@ async def test_lite_pull_assign_poll_commit_seek(cluster):
         for i in range(10):
             await p.send(Message(topic, f"m-{i}".encode()), queue=mqs[i % 2])
         c = LitePullConsumer(
-            group,
-            cluster.namesrv,
-            auto_commit=False,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            group, cluster.namesrv, auto_commit=False, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
         )
         c.assign(mqs)
         await c.start()
@@ -721,9 +697,7 @@ async def test_lite_pull_subscribe_rebalances_between_two_consumers(cluster):
         c.subscribe(topic, "*")
         await c.start()
     try:
-        await wait_until(
-            lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2, what="2 queues each"
-        )
+        await wait_until(lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2, what="2 queues each")
         assert c1.assignment().isdisjoint(c2.assignment())
         async with Producer(unique("pg"), cluster.namesrv) as p:
             for i in range(20):
@@ -748,9 +722,7 @@ async def test_admin_requests(cluster):
     topic = await new_topic(cluster, queues=2)
     t0 = int(time.time() * 1000)
     async with Producer(unique("pg"), cluster.namesrv) as p:
-        r = await p.send(
-            Message(topic, b"findme", keys="key-1 key-2"), queue=MessageQueue(topic, "broker-a", 1)
-        )
+        r = await p.send(Message(topic, b"findme", keys="key-1 key-2"), queue=MessageQueue(topic, "broker-a", 1))
         mqs = await p.fetch_publish_message_queues(topic)
         assert mqs == [MessageQueue(topic, "broker-a", 0), MessageQueue(topic, "broker-a", 1)]
     async with RemotingClient() as rc:
@@ -770,9 +742,7 @@ async def test_admin_requests(cluster):
         assert m.body == b"findme" and m.uniq_key == r.msg_id
         q = await api.query_message(b, topic, "key-2", 32, t0 - 1000, int(time.time() * 1000) + 1000)
         assert [x.body for x in q.messages] == [b"findme"]
-        q = await api.query_message(
-            b, topic, r.msg_id, 32, t0 - 1000, int(time.time() * 1000) + 1000, unique_key=True
-        )
+        q = await api.query_message(b, topic, r.msg_id, 32, t0 - 1000, int(time.time() * 1000) + 1000, unique_key=True)
         assert [x.body for x in q.messages] == [b"findme"]
         with pytest.raises(MQBrokerError) as ei:
             await api.query_message(b, topic, "no-such-key", 32, t0 - 1000, t0 + 60000)
@@ -792,12 +762,7 @@ async def test_admin_requests(cluster):
 def _rmq(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
     return subprocess.run(
-        [sys.executable, "-m", "rmq.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [sys.executable, "-m", "rmq.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -829,18 +794,7 @@ async def test_cli_produce_and_consume(cluster):
     out = await loop.run_in_executor(
         None,
         lambda: _rmq(
-            "produce",
-            "-a",
-            cluster.namesrv,
-            "-t",
-            topic,
-            "-n",
-            "4",
-            "--batch",
-            "2",
-            "-q",
-            "--serialize",
-            "ROCKETMQ",
+            "produce", "-a", cluster.namesrv, "-t", topic, "-n", "4", "--batch", "2", "-q", "--serialize", "ROCKETMQ"
         ),
     )
     assert out.returncode == 0, out.stderr
@@ -848,19 +802,7 @@ async def test_cli_produce_and_consume(cluster):
     out = await loop.run_in_executor(
         None,
         lambda: _rmq(
-            "consume",
-            "-a",
-            cluster.namesrv,
-            "-t",
-            topic,
-            "-g",
-            group,
-            "--from",
-            "first",
-            "-c",
-            "8",
-            "--idle",
-            "20",
+            "consume", "-a", cluster.namesrv, "-t", topic, "-g", group, "--from", "first", "-c", "8", "--idle", "20"
         ),
     )
     assert out.returncode == 0, out.stderr
@@ -869,16 +811,13 @@ async def test_cli_produce_and_consume(cluster):
     assert "consumed 8 message(s)" in out.stderr
     # the other 2 were not committed: the group gets them next time
     out = await loop.run_in_executor(
-        None,
-        lambda: _rmq("consume", "-a", cluster.namesrv, "-t", topic, "-g", group, "-c", "2", "--idle", "20"),
+        None, lambda: _rmq("consume", "-a", cluster.namesrv, "-t", topic, "-g", group, "-c", "2", "--idle", "20")
     )
     assert out.returncode == 0, out.stderr
     second = [ln for ln in out.stdout.splitlines() if ln.startswith("topic=")]
     assert len(second) == 2
     bodies = sorted(ln.split(" body=")[1] for ln in first + second)
-    assert bodies == sorted(
-        [repr(f"hello {i}") for i in range(6)] + [repr(f"Hello RocketMQ {i}") for i in range(4)]
-    )
+    assert bodies == sorted([repr(f"hello {i}") for i in range(6)] + [repr(f"Hello RocketMQ {i}") for i in range(4)])
     assert all(f"topic={topic} " in ln for ln in first + second)
     bad = await loop.run_in_executor(None, lambda: _rmq("produce", "-a", "127.0.0.1:1", "-t", topic))
     assert bad.returncode != 0
@@ -890,8 +829,7 @@ async def test_cli_async_produce_of_many_to_a_new_topic(cluster):
     topic = unique("cli-async")
     loop = asyncio.get_running_loop()
     out = await loop.run_in_executor(
-        None,
-        lambda: _rmq("produce", "-a", cluster.namesrv, "-t", topic, "-n", "6000", "--mode", "async", "-q"),
+        None, lambda: _rmq("produce", "-a", cluster.namesrv, "-t", topic, "-n", "6000", "--mode", "async", "-q")
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "sent 6000 message(s)" in out.stdout and "0 failed" in out.stdout

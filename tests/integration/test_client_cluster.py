@@ -47,10 +47,7 @@ def free_port() -> int:
 async def test_send_to_a_topic_the_broker_does_not_have(workdir):
     """autoCreateTopicEnable=false: no route at all is a client error; a send that reaches
     the broker is refused with TOPIC_NOT_EXIST and its remark, after the sync retries."""
-    with (
-        start_namesrv(workdir) as ns,
-        start_broker(workdir, ns.addr, conf={"autoCreateTopicEnable": "false"}) as br,
-    ):
+    with start_namesrv(workdir) as ns, start_broker(workdir, ns.addr, conf={"autoCreateTopicEnable": "false"}) as br:
         known = unique("Known")
         await create_topic(ns.addr, br.addr, known, 2)
         missing = unique("Missing")
@@ -86,15 +83,11 @@ async def test_sends_go_to_the_other_broker_when_one_is_killed(workdir):
         await faulty.start()
         try:
             for p in (plain, faulty):
-                brokers = {
-                    (await p.send(Message(topic, b"warm"))).message_queue.broker_name for _ in range(8)
-                }
+                brokers = {(await p.send(Message(topic, b"warm"))).message_queue.broker_name for _ in range(8)}
                 assert brokers == {"broker-a", "broker-b"}
             a.kill()
             # the producers' cached routes still list broker-a
-            assert "broker-a" in {
-                m.broker_name for m in plain.topic_publish_info_table[topic].message_queue_list
-            }
+            assert "broker-a" in {m.broker_name for m in plain.topic_publish_info_table[topic].message_queue_list}
             for p in (plain, faulty):
                 t0 = time.monotonic()
                 results = [await p.send(Message(topic, f"after-{i}".encode())) for i in range(20)]

@@ -106,11 +106,7 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
         assert dep.local[n].env["NAMESRV_ADDR"].count(";") == 1
         # the advertised port is the one published on the host
         published = dep.services[n]["ports"][0].split(":")
-        assert (
-            published[0]
-            == published[1]
-            == conf_props(dep.mounted_file(n, "/etc/rmq/broker.conf"))["listenPort"]
-        )
+        assert published[0] == published[1] == conf_props(dep.mounted_file(n, "/etc/rmq/broker.conf"))["listenPort"]
     assert sorted(brokers.values()) == [
         ("broker-a", "0", "SYNC_MASTER"),
         ("broker-a", "1", "SLAVE"),
@@ -152,9 +148,7 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
 def run_prometheus(dep: ComposeDeployment, workdir: Path) -> Iterator[str]:
     binary = shutil.which("prometheus")
     if binary is None:
-        pytest.fail(
-            "no `prometheus` on PATH: scripts/install_test_deps.sh installs the Debian package prometheus"
-        )
+        pytest.fail("no `prometheus` on PATH: scripts/install_test_deps.sh installs the Debian package prometheus")
     d = workdir / "prometheus-run"
     d.mkdir()
     (d / "prometheus.yml").write_text(dep.prometheus_config())
@@ -183,9 +177,7 @@ def run_prometheus(dep: ComposeDeployment, workdir: Path) -> Iterator[str]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "prometheus did not become ready:\n" + (d / "prometheus.log").read_text()[-3000:]
-                )
+                raise RuntimeError("prometheus did not become ready:\n" + (d / "prometheus.log").read_text()[-3000:])
             time.sleep(0.2)
         yield url
     finally:
@@ -292,23 +284,17 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
                 for _ in range(3):  # spread over several scrapes
                     for i in range(40):
                         r = await p.send(Message(topic, b"%04d" % i + b"x" * 1020))
-                        per_broker[r.message_queue.broker_name] = (
-                            per_broker.get(r.message_queue.broker_name, 0) + 1
-                        )
+                        per_broker[r.message_queue.broker_name] = per_broker.get(r.message_queue.broker_name, 0) + 1
                         sent += 1
                     await asyncio.sleep(1.0)
             assert set(per_broker) == {"broker-a", "broker-b"}, per_broker
             await wait_until(lambda: len(got.msgs) >= sent, 30, what=f"{sent} consumed")
-            assert sorted(m.body for m in got.msgs) == sorted(
-                b"%04d" % (i % 40) + b"x" * 1020 for i in range(sent)
-            )
+            assert sorted(m.body for m in got.msgs) == sorted(b"%04d" % (i % 40) + b"x" * 1020 for i in range(sent))
 
             # Prometheus has the traffic and the committed offsets
             def scraped() -> bool:
                 r = query(prom, f'sum(rocketmq_messages_in_total{{topic="{topic}"}})')
-                lag = query(
-                    prom, f'rocketmq_consumer_lag_messages{{consumer_group="{group}", topic="{topic}"}}'
-                )
+                lag = query(prom, f'rocketmq_consumer_lag_messages{{consumer_group="{group}", topic="{topic}"}}')
                 return (
                     bool(r)
                     and float(r[0]["value"][1]) == sent
@@ -341,8 +327,7 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
             assert not missing, "dashboard queries without data:\n" + "\n".join(missing)
             if pending:
                 warnings.warn(
-                    f"HA not running on these brokers yet; no data expected for: {sorted(set(pending))}",
-                    stacklevel=2,
+                    f"HA not running on these brokers yet; no data expected for: {sorted(set(pending))}", stacklevel=2
                 )
         finally:
             await consumer.shutdown()

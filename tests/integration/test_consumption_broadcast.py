@@ -21,15 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rmq.client import (
-    ConsumeFromWhere,
-    ConsumeResult,
-    LitePullConsumer,
-    Message,
-    MessageModel,
-    Producer,
-    PushConsumer,
-)
+from rmq.client import ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message, MessageModel, Producer, PushConsumer
 from rmq.client.config import local_ip
 from rmq.protocol.bodies import loads_object_keyed_map
 from tests.integration.rigs import module_cluster
@@ -83,17 +75,13 @@ async def test_every_consumer_gets_every_message_and_a_restart_resumes(cluster, 
     store = tmp_path / "offsets"
     names = [unique("bc") for _ in range(3)]
     sinks = [Sink() for _ in names]
-    consumers = [
-        broadcast_consumer(cluster, group, topic, n, s, store) for n, s in zip(names, sinks, strict=False)
-    ]
+    consumers = [broadcast_consumer(cluster, group, topic, n, s, store) for n, s in zip(names, sinks, strict=False)]
     first = [f"a{i}".encode() for i in range(40)]
     try:
         for c in consumers:
             await c.start()
         await send(cluster, topic, first)
-        await wait_until(
-            lambda: all(len(s.bodies) >= 40 for s in sinks), 20, what="every consumer has every message"
-        )
+        await wait_until(lambda: all(len(s.bodies) >= 40 for s in sinks), 20, what="every consumer has every message")
         await asyncio.sleep(0.3)
     finally:
         for c in consumers:
@@ -102,11 +90,7 @@ async def test_every_consumer_gets_every_message_and_a_restart_resumes(cluster, 
         assert sorted(s.bodies) == sorted(first)  # each one, once
     # the file: RocketMQ's OffsetSerializeWrapper, one entry per queue, 40 in all
     f = offsets_file(store, names[0], group)
-    table = {
-        k["queueId"]: v
-        for k, v in loads_object_keyed_map(f.read_bytes(), "offsetTable")
-        if k["topic"] == topic
-    }
+    table = {k["queueId"]: v for k, v in loads_object_keyed_map(f.read_bytes(), "offsetTable") if k["topic"] == topic}
     assert sorted(table) == [0, 1, 2, 3] and sum(table.values()) == 40
     assert not f.with_name("offsets.json.tmp").exists()
 
@@ -166,8 +150,7 @@ async def test_a_crash_redelivers_only_what_was_consumed_since_the_last_write(cl
     )
     lines: list[str] = []
     reader = threading.Thread(
-        target=lambda: lines.extend(ln.decode().strip() for ln in iter(proc.stdout.readline, b"")),
-        daemon=True,
+        target=lambda: lines.extend(ln.decode().strip() for ln in iter(proc.stdout.readline, b"")), daemon=True
     )
     reader.start()
     got = lambda prefix: {ln.split()[1] for ln in lines if ln.startswith(f"GOT {prefix}")}  # noqa: E731

@@ -45,8 +45,7 @@ async def fill(cluster, topic: str, rounds: int = 3) -> None:
         for r in range(rounds):
             for i, tag in enumerate(TAGS):
                 await p.send(
-                    Message(topic, f"{tag}|{r}".encode(), tags=tag),
-                    queue=MessageQueue(topic, "broker-a", (r + i) % 2),
+                    Message(topic, f"{tag}|{r}".encode(), tags=tag), queue=MessageQueue(topic, "broker-a", (r + i) % 2)
                 )
 
 
@@ -82,9 +81,7 @@ async def test_or_expression_and_a_hash_collision_push_and_lite(cluster):
         for c in consumers:
             await c.start()
         await lite.start()
-        await wait_until(
-            lambda: len(got["or"]) >= 6 and len(got["Aa"]) >= 3, 20, what="the matching messages"
-        )
+        await wait_until(lambda: len(got["or"]) >= 6 and len(got["Aa"]) >= 3, 20, what="the matching messages")
         lite_got = await poll_at_least(lite, 3, "BB for the lite consumer", 20)
         await asyncio.sleep(0.5)
         lite_got.extend(await lite.poll(100))
@@ -104,9 +101,7 @@ async def test_or_expression_and_a_hash_collision_push_and_lite(cluster):
         for c in consumers:
             await c.shutdown()
         await lite.shutdown()
-    assert sorted(m.body for m in got["or"]) == sorted(
-        f"{t}|{r}".encode() for r in range(3) for t in ("a", "b")
-    )
+    assert sorted(m.body for m in got["or"]) == sorted(f"{t}|{r}".encode() for r in range(3) for t in ("a", "b"))
     assert sorted(m.body for m in got["Aa"]) == [b"Aa|0", b"Aa|1", b"Aa|2"]
     assert sorted(m.body for m in lite_got) == [b"BB|0", b"BB|1", b"BB|2"]
 
@@ -121,25 +116,13 @@ async def test_the_broker_passes_the_colliding_tag_and_the_client_drops_it(clust
         bodies = []
         for q in (0, 1):
             h = PullMessageRequestHeader(
-                "FlRaw",
-                topic,
-                q,
-                0,
-                32,
-                PullSysFlag.build(False, False, True),
-                0,
-                0,
-                sd.sub_version,
-                "Aa",
-                "TAG",
+                "FlRaw", topic, q, 0, 32, PullSysFlag.build(False, False, True), 0, 0, sd.sub_version, "Aa", "TAG"
             )
             r = await api.pull_message(cluster.broker, h, 5000)
             if r.status is PullStatus.FOUND:
                 raw = decode_records(r.body)
                 bodies += [m.body for m in raw]
-                kept = PullAPIWrapper(None, "FlRaw").process_pull_result(
-                    MessageQueue(topic, "broker-a", q), r, sd
-                )
+                kept = PullAPIWrapper(None, "FlRaw").process_pull_result(MessageQueue(topic, "broker-a", q), r, sd)
                 assert all(m.tags == "Aa" for m in kept.msg_found_list)
     # by hash: both Aa and BB came from the broker, nothing else did
     assert sorted(bodies) == [b"Aa|0", b"BB|0"]

@@ -55,11 +55,7 @@ class Call:
 
 def orderly_consumer(cluster, group: str, topic: str, name: str, listener, **kw) -> PushConsumer:
     c = PushConsumer(
-        group,
-        cluster.namesrv,
-        instance_name=name,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        **kw,
+        group, cluster.namesrv, instance_name=name, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw
     )
     c.subscribe(topic, "*")
     c.register_message_listener_orderly(listener)
@@ -104,9 +100,7 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
             for seq in range(per_key):
                 for key in range(keys):
                     await p.send(
-                        Message(topic, f"{key}:{seq}".encode(), keys=str(key)),
-                        selector=select_by_hash,
-                        arg=key,
+                        Message(topic, f"{key}:{seq}".encode(), keys=str(key)), selector=select_by_hash, arg=key
                     )
                 await asyncio.sleep(0.03)
 
@@ -125,9 +119,7 @@ async def test_orderly_consumers_join_and_leave_keep_per_key_order_and_exclusivi
         await wait_until(lambda: consumed() >= 80, 20, what="c1 consuming")
         await start("c2")
         await start("c3")
-        await wait_until(
-            lambda: {c.consumer for c in calls[-40:]} >= {"c2", "c3"}, 20, what="c2 and c3 consuming"
-        )
+        await wait_until(lambda: {c.consumer for c in calls[-40:]} >= {"c2", "c3"}, 20, what="c2 and c3 consuming")
         n = consumed()
         await stop("c2")
         await wait_until(lambda: consumed() >= n + 100, 20, what="more after c2 left")
@@ -238,9 +230,7 @@ async def test_orderly_max_reconsume_times_then_dead_letter(cluster):
 
         async def dead() -> bool:
             try:
-                qr = await api.query_message(
-                    cluster.broker, dlq_topic, r.msg_id, 32, 0, 2**62, unique_key=True
-                )
+                qr = await api.query_message(cluster.broker, dlq_topic, r.msg_id, 32, 0, 2**62, unique_key=True)
             except MQBrokerError:
                 return False
             found[:] = [m for m in qr.messages if m.topic == dlq_topic]

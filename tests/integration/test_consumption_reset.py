@@ -87,9 +87,7 @@ async def test_running_push_consumer_reconsumes_from_the_reset_time(cluster, ord
     try:
         await wait_until(lambda: len(got) >= 20, 20, what="the first 20")
         mqs = [MessageQueue(topic, "broker-a", q) for q in (0, 1)]
-        await wait_until(
-            lambda: all(c.offset_store.offset_table.get(m) == 10 for m in mqs), 5, what="offsets at 10"
-        )
+        await wait_until(lambda: all(c.offset_store.offset_table.get(m) == 10 for m in mqs), 5, what="offsets at 10")
         r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic, "-s", str(mid))
         assert r.returncode == 0 and r.stderr == "", r
         lines = r.stdout.splitlines()
@@ -112,18 +110,7 @@ async def test_running_push_consumer_reconsumes_from_the_reset_time(cluster, ord
         # has; so let it have the consumer's offsets first); --json; nothing comes again
         await c.persist_consumer_offset(oneway=False)
         r = await admin(
-            "resetOffsetByTime",
-            "-n",
-            cluster.namesrv,
-            "-g",
-            group,
-            "-t",
-            topic,
-            "-s",
-            "-1",
-            "-f",
-            "false",
-            "--json",
+            "resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic, "-s", "-1", "-f", "false", "--json"
         )
         assert r.returncode == 0, r
         doc = json.loads(r.stdout)
@@ -143,9 +130,7 @@ async def test_running_lite_pull_consumer_follows_a_reset(cluster):
     topic, group = unique("RsT"), unique("RsG")
     await create_topic(cluster.namesrv, cluster.broker, topic, 2)
     mid = await early_and_late(cluster, topic)
-    c = LitePullConsumer(
-        group, cluster.namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    )
+    c = LitePullConsumer(group, cluster.namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     c.subscribe(topic, "*")
     await c.start()
     got: list[bytes] = []

@@ -34,11 +34,7 @@ async def setup(cluster, body: bytes = b"payload"):
 
 def consumer(cluster, group: str, topic: str, listener, **kw) -> PushConsumer:
     c = PushConsumer(
-        group,
-        cluster.namesrv,
-        listener=listener,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        **kw,
+        group, cluster.namesrv, listener=listener, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw
     )
     c.subscribe(topic, "*")
     return c
@@ -46,11 +42,7 @@ def consumer(cluster, group: str, topic: str, listener, **kw) -> PushConsumer:
 
 async def pull_all(cluster, topic: str, expect: int, timeout: float = 15) -> list:
     return await lite_pull_at_least(
-        cluster.namesrv,
-        [MessageQueue(topic, "broker-a", 0)],
-        expect,
-        f"{expect} message(s) in {topic}",
-        timeout,
+        cluster.namesrv, [MessageQueue(topic, "broker-a", 0)], expect, f"{expect} message(s) in {topic}", timeout
     )
 
 
@@ -101,9 +93,7 @@ async def test_message_failing_twice_succeeds_on_the_third_delivery(cluster):
         await wait_until(lambda: len(seen) >= 3, 20, what="the third delivery")
         await asyncio.sleep(1.5)  # nothing more comes
         retry_mq = MessageQueue(f"%RETRY%{group}", "broker-a", 0)
-        await wait_until(
-            lambda: c.offset_store.offset_table.get(retry_mq) == 2, 5, what="both retries consumed"
-        )
+        await wait_until(lambda: c.offset_store.offset_table.get(retry_mq) == 2, 5, what="both retries consumed")
     finally:
         await c.shutdown()
     assert [m.reconsume_times for m in seen] == [0, 1, 2]

@@ -47,10 +47,7 @@ class Visible:
     def __init__(self, cluster, topic: str) -> None:
         self.got: dict[bytes, tuple[float, object]] = {}
         self.c = PushConsumer(
-            unique("TxC"),
-            cluster.namesrv,
-            listener=self,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            unique("TxC"), cluster.namesrv, listener=self, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
         )
         self.c.subscribe(topic, "*")
 
@@ -136,12 +133,7 @@ async def test_commit_rollback_and_checked_unknowns(cluster):
     # execute saw the message with its transaction id (= its UNIQ_KEY)
     assert [(b, tid) for b, _, tid in listener.executed] == [(b, results[b][0].msg_id) for b in results]
     checked = {b for b, _, _ in listener.checked}
-    assert checked == {
-        b"unknown-then-commit",
-        b"unknown-then-rollback",
-        b"raised-then-commit",
-        b"none-then-commit",
-    }
+    assert checked == {b"unknown-then-commit", b"unknown-then-rollback", b"raised-then-commit", b"none-then-commit"}
     assert {tid for b, _, tid in listener.checked} == {results[b][0].msg_id for b in checked}
     assert p.checks_answered >= 4
     # checked ones became visible only after the check, ≥ transactionTimeOut after birth

@@ -78,9 +78,7 @@ class PlayedBroker:
             self.epoch, self.epoch_start = a.master_epoch, a.epoch_start_offset
 
 
-async def beat(
-    client: RemotingClient, ns: list[str], brokers: list[PlayedBroker], stop: asyncio.Event
-) -> None:
+async def beat(client: RemotingClient, ns: list[str], brokers: list[PlayedBroker], stop: asyncio.Event) -> None:
     while not stop.is_set():
         for b in brokers:
             if not b.beating:
@@ -98,9 +96,7 @@ async def beat(
 
 
 def register(addr: str, broker_id: int) -> RemotingCommand:
-    wrapper = TopicConfigSerializeWrapper(
-        {"FailoverTopic": TopicConfig("FailoverTopic", 4, 4)}, DataVersion(1, 1)
-    )
+    wrapper = TopicConfigSerializeWrapper({"FailoverTopic": TopicConfig("FailoverTopic", 4, 4)}, DataVersion(1, 1))
     header = RegisterBrokerRequestHeader("broker-a", addr, "TestCluster", HA[addr], broker_id)
     return RemotingCommand(
         RequestCode.REGISTER_BROKER,
@@ -114,9 +110,7 @@ async def route_addrs(client: RemotingClient, ns: str) -> dict[int, str]:
     resp = await client.invoke(
         ns,
         RemotingCommand(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC,
-            version=MQVersion.V4_9_8,
-            ext_fields={"topic": "FailoverTopic"},
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, version=MQVersion.V4_9_8, ext_fields={"topic": "FailoverTopic"}
         ),
         T,
     )
@@ -137,11 +131,7 @@ async def admin(*args: str) -> subprocess.CompletedProcess[str]:
     # In a worker thread: the played brokers' heartbeats run on this loop and must not
     # stop while the CLI starts (a blocked loop looks like a dead broker to the controller).
     return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "rmq.cli", "admin", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        subprocess.run, [sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True, text=True, timeout=60
     )
 
 
@@ -212,9 +202,7 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
         doc = json.loads(ok.stdout)
         assert (doc["masterAddress"], doc["masterEpoch"], doc["epochStartOffset"]) == (S2, 3, 5200)
         await until(
-            lambda: s2.role == "SYNC_MASTER" and s1.role == "SLAVE",
-            5,
-            "the manual switch to reach the brokers",
+            lambda: s2.role == "SYNC_MASTER" and s1.role == "SLAVE", 5, "the manual switch to reach the brokers"
         )
         await asyncio.sleep(0.5)  # ... and their new roles the controller
 
@@ -265,9 +253,7 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
         )
         await asyncio.sleep(0.5)  # S2's acks reach the controller
         s2.beating = False
-        await until(
-            lambda: m.role == "SYNC_MASTER" or s1.role == "SYNC_MASTER", 15, "an election after the restart"
-        )
+        await until(lambda: m.role == "SYNC_MASTER" or s1.role == "SYNC_MASTER", 15, "an election after the restart")
         # same acks: the lower assigned id wins; S1 stepped down after M took id 1, so
         # it got the id S2 left (2)
         assert (m.broker_id, s1.role) == (0, "SLAVE")

@@ -28,9 +28,7 @@ async def _drain(api: BrokerApi, topic: str, queue_id: int, offset: int) -> tupl
 async def test_delay_levels_deliver_on_time_and_survive_restart(tmp_path, capsys):
     topic = unique("Delay")
     with start_namesrv(tmp_path) as ns:
-        with start_broker(
-            tmp_path, ns.addr, conf={"messageDelayLevel": LEVELS, "flushDelayOffsetInterval": 500}
-        ) as br:
+        with start_broker(tmp_path, ns.addr, conf={"messageDelayLevel": LEVELS, "flushDelayOffsetInterval": 500}) as br:
             async with BrokerApi(br.addr) as api:
                 await api.create_topic(topic, queues=1)
                 sent = {}

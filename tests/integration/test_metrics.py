@@ -67,9 +67,7 @@ async def test_broker_and_namesrv_metrics_follow_the_traffic(tmp_path):
     with (
         start_namesrv(tmp_path, "--metrics-port", str(ns_port)) as ns,
         start_broker(
-            tmp_path,
-            ns.addr,
-            conf={"metricsPromExporterPort": br_port, "metricsPromExporterHost": "127.0.0.1"},
+            tmp_path, ns.addr, conf={"metricsPromExporterPort": br_port, "metricsPromExporterHost": "127.0.0.1"}
         ) as br,
     ):
         # every family is there (with its TYPE) before any traffic
@@ -105,8 +103,7 @@ async def test_broker_and_namesrv_metrics_follow_the_traffic(tmp_path):
             assert s.value("rocketmq_message_size_bucket", le="1024.0") == 0
             assert s.value("rocketmq_message_size_bucket", le="4096.0") == sent
             assert (
-                s.value("rocketmq_rpc_latency_count", request_code="send_message_v2", response_code="success")
-                == sent
+                s.value("rocketmq_rpc_latency_count", request_code="send_message_v2", response_code="success") == sent
             )
             await eventually(
                 lambda: scrape(br_port).total("rocketmq_producer_connections", language="python") >= 1,
@@ -149,15 +146,12 @@ async def test_broker_and_namesrv_metrics_follow_the_traffic(tmp_path):
 
             def lag_ok() -> Scrape:
                 s = scrape(br_port)
-                assert (
-                    s.value("rocketmq_consumer_lag_messages", topic=topic, consumer_group=group) == unconsumed
-                )
+                assert s.value("rocketmq_consumer_lag_messages", topic=topic, consumer_group=group) == unconsumed
                 return s
 
             s = await eventually(lag_ok, what="consumer lag")
             assert (
-                s.value("rocketmq_consumer_inflight_messages", topic=topic, consumer_group=group)
-                == unconsumed
+                s.value("rocketmq_consumer_inflight_messages", topic=topic, consumer_group=group) == unconsumed
             )  # all pulled
             assert s.value("rocketmq_consumer_lag_latency", topic=topic, consumer_group=group) > 0
             assert s.value("rocketmq_messages_out_total", topic=topic, consumer_group=group) == sent
@@ -170,26 +164,18 @@ async def test_broker_and_namesrv_metrics_follow_the_traffic(tmp_path):
             # the rest committed: no lag
             await c.commit({mq: per_queue[mq.queue_id] for mq in mqs})
             await eventually(
-                lambda: (
-                    scrape(br_port).value("rocketmq_consumer_lag_messages", topic=topic, consumer_group=group)
-                    == 0
-                ),
+                lambda: scrape(br_port).value("rocketmq_consumer_lag_messages", topic=topic, consumer_group=group) == 0,
                 what="lag back to 0",
             )
-            assert (
-                scrape(br_port).value("rocketmq_consumer_lag_latency", topic=topic, consumer_group=group) == 0
-            )
+            assert scrape(br_port).value("rocketmq_consumer_lag_latency", topic=topic, consumer_group=group) == 0
         finally:
             await c.shutdown()
 
         # the async flush runs every 500 ms: its latency histogram fills
         await eventually(
-            lambda: scrape(br_port).value("rocketmq_flush_latency_seconds_count") > 0,
-            what="a CommitLog flush",
+            lambda: scrape(br_port).value("rocketmq_flush_latency_seconds_count") > 0, what="a CommitLog flush"
         )
-        await eventually(
-            lambda: scrape(br_port).value("rocketmq_storage_flush_behind_bytes") == 0, what="flushed"
-        )
+        await eventually(lambda: scrape(br_port).value("rocketmq_storage_flush_behind_bytes") == 0, what="flushed")
         assert scrape(br_port).value("rocketmq_storage_dispatch_behind_bytes") == 0
 
         # a malformed frame closes that connection and is counted
@@ -197,8 +183,7 @@ async def test_broker_and_namesrv_metrics_follow_the_traffic(tmp_path):
             sock.sendall(b"\xff\xff\xff\xff garbage")
             assert sock.recv(100) == b""
         await eventually(
-            lambda: scrape(br_port).value("rocketmq_protocol_errors_total") == 1,
-            what="protocol error counted",
+            lambda: scrape(br_port).value("rocketmq_protocol_errors_total") == 1, what="protocol error counted"
         )
 
     # NameServer stopped too: nothing left listening on either metrics port
@@ -217,8 +202,7 @@ async def test_namesrv_sees_a_broker_leave(tmp_path):
             )
         # the broker unregisters at shutdown
         await eventually(
-            lambda: scrape(ns_port).value("rocketmq_namesrv_brokers_alive", cluster="TestCluster") == 0,
-            what="gone",
+            lambda: scrape(ns_port).value("rocketmq_namesrv_brokers_alive", cluster="TestCluster") == 0, what="gone"
         )
 
 
@@ -248,9 +232,7 @@ async def test_a_busy_metrics_port_is_a_warning_not_a_crash(tmp_path):
         with (
             start_namesrv(tmp_path, "--metrics-port", str(port)) as ns,
             start_broker(
-                tmp_path,
-                ns.addr,
-                conf={"metricsPromExporterPort": port, "metricsPromExporterHost": "127.0.0.1"},
+                tmp_path, ns.addr, conf={"metricsPromExporterPort": port, "metricsPromExporterHost": "127.0.0.1"}
             ) as br,
         ):
             for proc in (ns, br):

@@ -146,18 +146,11 @@ def register_cmd(
     crc: bool = True,
 ) -> RemotingCommand:
     body = RegisterBrokerBody(
-        TopicConfigSerializeWrapper({t.topic_name: t for t in topics}, DataVersion(1700000000000, counter)),
-        [],
+        TopicConfigSerializeWrapper({t.topic_name: t for t in topics}, DataVersion(1700000000000, counter)), []
     )
     data = body.encode(compressed)
     header = RegisterBrokerRequestHeader(
-        name,
-        addr,
-        cluster,
-        ha,
-        bid,
-        compressed=compressed,
-        body_crc32=zlib.crc32(data) & 0x7FFFFFFF if crc else 0,
+        name, addr, cluster, ha, bid, compressed=compressed, body_crc32=zlib.crc32(data) & 0x7FFFFFFF if crc else 0
     )
     return RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(), body=data)
 
@@ -197,9 +190,7 @@ async def test_register_and_route_both_json_forms(namesrv: NamesrvProcess, seria
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert resp.serialize_type == serialize_type  # answered in the request's form
         resp = await broker.invoke(
-            namesrv.addr,
-            register_cmd(cluster, name, s_addr, 1, "10.1.0.2:10912", [], compressed=True),
-            TIMEOUT,
+            namesrv.addr, register_cmd(cluster, name, s_addr, 1, "10.1.0.2:10912", [], compressed=True), TIMEOUT
         )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert RegisterBrokerResponseHeader.from_ext_fields(resp.ext_fields) == RegisterBrokerResponseHeader(
@@ -227,9 +218,7 @@ async def test_register_and_route_both_json_forms(namesrv: NamesrvProcess, seria
         assert route.broker_datas[0].cluster == cluster
         assert route.order_topic_conf is None  # orderMessageEnable is off
 
-        info = await client.invoke(
-            namesrv.addr, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), TIMEOUT
-        )
+        info = await client.invoke(namesrv.addr, RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), TIMEOUT)
         assert b"{0:" in info.body  # always legacy, even for v409
         ci = ClusterInfo.from_json(info.body)
         assert ci.cluster_addr_table[cluster] == [name]
@@ -240,9 +229,7 @@ async def test_register_and_route_both_json_forms(namesrv: NamesrvProcess, seria
         )
         assert topic in TopicList.from_json(topics.body).topic_list
         by_cluster = await client.invoke(
-            namesrv.addr,
-            RemotingCommand(RequestCode.GET_TOPICS_BY_CLUSTER, ext_fields={"cluster": cluster}),
-            TIMEOUT,
+            namesrv.addr, RemotingCommand(RequestCode.GET_TOPICS_BY_CLUSTER, ext_fields={"cluster": cluster}), TIMEOUT
         )
         assert TopicList.from_json(by_cluster.body).topic_list == [topic]
 
@@ -279,9 +266,7 @@ async def test_unknown_topic_and_bad_requests(namesrv: NamesrvProcess) -> None:
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert "RegisterBrokerBody" in resp.remark
         resp = await client.invoke(
-            namesrv.addr,
-            RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields={"brokerName": "b"}),
-            TIMEOUT,
+            namesrv.addr, RemotingCommand(RequestCode.REGISTER_BROKER, ext_fields={"brokerName": "b"}), TIMEOUT
         )
         assert resp.code == ResponseCode.SYSTEM_ERROR
         resp = await client.invoke(namesrv.addr, RemotingCommand(9999), TIMEOUT)
@@ -298,9 +283,7 @@ async def test_kv_config_and_order_topic_conf_in_register_answer(namesrv: Namesr
             return await client.invoke(namesrv.addr, RemotingCommand(code, ext_fields=ext), TIMEOUT)
 
         assert (
-            await kv(
-                RequestCode.PUT_KV_CONFIG, namespace="ORDER_TOPIC_CONFIG", key="OrderT", value="broker-kv:4"
-            )
+            await kv(RequestCode.PUT_KV_CONFIG, namespace="ORDER_TOPIC_CONFIG", key="OrderT", value="broker-kv:4")
         ).code == ResponseCode.SUCCESS
         got = await kv(RequestCode.GET_KV_CONFIG, namespace="ORDER_TOPIC_CONFIG", key="OrderT")
         assert (got.code, got.ext_fields["value"]) == (ResponseCode.SUCCESS, "broker-kv:4")
@@ -309,9 +292,7 @@ async def test_kv_config_and_order_topic_conf_in_register_answer(namesrv: Namesr
         assert missing.remark == "No config item, Namespace: ORDER_TOPIC_CONFIG Key: x"
         listed = await kv(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="ORDER_TOPIC_CONFIG")
         assert KVTable.from_json(listed.body).table["OrderT"] == "broker-kv:4"
-        assert (
-            await kv(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="none")
-        ).code == ResponseCode.QUERY_NOT_FOUND
+        assert (await kv(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="none")).code == ResponseCode.QUERY_NOT_FOUND
         assert (await kv(RequestCode.PUT_KV_CONFIG, key="k")).code == ResponseCode.SYSTEM_ERROR
 
         resp = await client.invoke(
@@ -365,9 +346,7 @@ async def test_connection_close_removes_brokers_at_once(namesrv: NamesrvProcess)
         try:
             resp = await broker.invoke(
                 namesrv.addr,
-                register_cmd(
-                    "CC", "broker-close", "10.4.0.1:10911", 0, "10.4.0.1:10912", [TopicConfig(topic)]
-                ),
+                register_cmd("CC", "broker-close", "10.4.0.1:10911", 0, "10.4.0.1:10912", [TopicConfig(topic)]),
                 TIMEOUT,
             )
             assert resp.code == ResponseCode.SUCCESS
@@ -404,9 +383,7 @@ async def test_admin_requests(namesrv: NamesrvProcess) -> None:
         )
         wiped = await call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, brokerName="broker-adm")
         assert wiped.ext_fields["wipeTopicCount"] == "2"
-        route = TopicRouteData.from_json(
-            (await client.invoke(namesrv.addr, route_cmd("AdmT", 409), TIMEOUT)).body
-        )
+        route = TopicRouteData.from_json((await client.invoke(namesrv.addr, route_cmd("AdmT", 409), TIMEOUT)).body)
         assert route.queue_datas[0].perm == 4
         added = await call(RequestCode.ADD_WRITE_PERM_OF_BROKER, brokerName="broker-adm")
         assert added.ext_fields["addTopicCount"] == "2"
@@ -432,9 +409,7 @@ async def test_admin_requests(namesrv: NamesrvProcess) -> None:
         assert {"CA", "broker-adm"} <= set(system.topic_list) and system.broker_addr
 
         assert (await call(RequestCode.DELETE_TOPIC_IN_NAMESRV, topic="AdmU")).code == 0
-        assert (
-            await client.invoke(namesrv.addr, route_cmd("AdmU", 409), TIMEOUT)
-        ).code == ResponseCode.TOPIC_NOT_EXIST
+        assert (await client.invoke(namesrv.addr, route_cmd("AdmU", 409), TIMEOUT)).code == ResponseCode.TOPIC_NOT_EXIST
         config = await call(RequestCode.GET_NAMESRV_CONFIG)
         assert b"listenPort=" in config.body
 
@@ -447,9 +422,7 @@ async def test_sigterm_stops_cleanly_and_kv_survives_restart(tmp_dir: Path) -> N
         async with RemotingClient() as client:
             resp = await client.invoke(
                 addr,
-                RemotingCommand(
-                    RequestCode.PUT_KV_CONFIG, ext_fields={"namespace": "NS", "key": "k", "value": "v"}
-                ),
+                RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields={"namespace": "NS", "key": "k", "value": "v"}),
                 TIMEOUT,
             )
             assert resp.code == ResponseCode.SUCCESS
@@ -467,9 +440,7 @@ async def test_sigterm_stops_cleanly_and_kv_survives_restart(tmp_dir: Path) -> N
         addr = second.wait_listening()
         async with RemotingClient(serialize_type=SerializeType.ROCKETMQ) as client:
             resp = await client.invoke(
-                addr,
-                RemotingCommand(RequestCode.GET_KV_CONFIG, ext_fields={"namespace": "NS", "key": "k"}),
-                TIMEOUT,
+                addr, RemotingCommand(RequestCode.GET_KV_CONFIG, ext_fields={"namespace": "NS", "key": "k"}), TIMEOUT
             )
             assert (resp.code, resp.ext_fields) == (ResponseCode.SUCCESS, {"value": "v"})
         second.proc.send_signal(signal.SIGINT)
@@ -481,9 +452,7 @@ async def test_sigterm_stops_cleanly_and_kv_survives_restart(tmp_dir: Path) -> N
 def test_port_in_use_fails_fast(namesrv: NamesrvProcess, tmp_dir: Path) -> None:
     port = namesrv.addr.rsplit(":", 1)[1]
     code = "import sys; from nameserver.cli import main; sys.exit(main(sys.argv[1:]))"
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     out = subprocess.run(
         [sys.executable, "-c", code, "-p", port, "--host", "127.0.0.1", "--kv-path", str(tmp_dir / "kv")],
         cwd=REPO,
@@ -521,9 +490,7 @@ async def test_config_file_with_port_beside_it(tmp_dir: Path) -> None:
             assert props["scanNotActiveBrokerInterval"] == "500"
             resp = await client.invoke(
                 addr,
-                RemotingCommand(
-                    RequestCode.PUT_KV_CONFIG, ext_fields={"namespace": "NS", "key": "k", "value": "v"}
-                ),
+                RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields={"namespace": "NS", "key": "k", "value": "v"}),
                 TIMEOUT,
             )
             assert resp.code == ResponseCode.SUCCESS
@@ -541,31 +508,15 @@ async def test_config_file_with_port_beside_it(tmp_dir: Path) -> None:
     [
         ("listenPort=abc\n", "listenPort: expected an integer, got 'abc'"),
         ("orderMessageEnable=maybe\n", "orderMessageEnable: expected true or false, got 'maybe'"),
-        (
-            "enableControllerInNamesrv=true\ncontrollerMasterTimeout=-1\n",
-            "controllerMasterTimeout must be positive",
-        ),
+        ("enableControllerInNamesrv=true\ncontrollerMasterTimeout=-1\n", "controllerMasterTimeout must be positive"),
     ],
 )
 def test_config_file_bad_value_stops_the_start(tmp_dir: Path, text: str, named: str) -> None:
     conf = tmp_dir / "namesrv.properties"
     conf.write_text(text)
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rmq.cli",
-            "namesrv",
-            "-c",
-            str(conf),
-            "-p",
-            "0",
-            "--kv-path",
-            str(tmp_dir / "kv"),
-        ],
+        [sys.executable, "-m", "rmq.cli", "namesrv", "-c", str(conf), "-p", "0", "--kv-path", str(tmp_dir / "kv")],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -72,12 +72,7 @@ async def test_namesrv_get_kv_config_without_key(cluster):
             ns.addr,
             RemotingCommand(
                 RequestCode.QUERY_DATA_VERSION,
-                ext_fields={
-                    "brokerAddr": "1.2.3.4:1",
-                    "brokerName": "b",
-                    "clusterName": "c",
-                    "brokerId": "x",
-                },
+                ext_fields={"brokerAddr": "1.2.3.4:1", "brokerName": "b", "clusterName": "c", "brokerId": "x"},
             ),
             5,
         )

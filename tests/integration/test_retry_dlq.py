@@ -87,10 +87,7 @@ async def test_delay_minus_one_goes_straight_to_dlq_and_errors(tmp_path):
             [d] = await _one(api, f"%DLQ%{group}", timeout=3)
             assert d.reconsume_times == 1
             r = await _send_back(api, 123456789, group, 0, 16)
-            assert (r.code, r.remark) == (
-                ResponseCode.SYSTEM_ERROR,
-                "look message by offset failed, 123456789",
-            )
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "look message by offset failed, 123456789")
             # maxReconsumeTimes comes from the header only for clients >= V3_4_9; an older
             # client gets the group's retryMaxTimes (16): header max 0 sends a new client's
             # message straight to the DLQ, an old client's to the retry topic
@@ -147,9 +144,7 @@ async def test_group_retry_queue_nums_and_max_times_are_honoured(tmp_path):
             async def old_client_send_back(offset: int) -> None:
                 h = ConsumerSendMsgBackRequestHeader(offset, group, 0, None, None, False, None)
                 req = RemotingCommand(
-                    RequestCode.CONSUMER_SEND_MSG_BACK,
-                    ext_fields=h.to_ext_fields(),
-                    version=MQVersion.V3_4_9 - 1,
+                    RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=h.to_ext_fields(), version=MQVersion.V3_4_9 - 1
                 )
                 r = await api.client.invoke(api.addr, req, 5)
                 assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)

@@ -107,9 +107,7 @@ def _tail(path: Path, n: int = 40) -> str:
 class WriterLife:
     """One writer process: stdout/stderr go to files, so a slow reader never stalls it."""
 
-    def __init__(
-        self, root: Path, logs: Path, mode: str, seed: int, n: int, knobs: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, root: Path, logs: Path, mode: str, seed: int, n: int, knobs: tuple[str, ...] = ()) -> None:
         self.out = logs / f"life{n}.out"
         self.err = logs / f"life{n}.err"
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
@@ -290,9 +288,7 @@ def _check_acks(st: MessageStore, by_phys: dict[int, Record], acks: list[Ack], m
         assert got is not None and bytes(got) == r.raw, f"[{mode}] {a}: select by offset differs"
 
 
-def _check_consume_queues(
-    st: MessageStore, queues: dict[tuple[str, int], list[Record]], acks: list[Ack]
-) -> None:
+def _check_consume_queues(st: MessageStore, queues: dict[tuple[str, int], list[Record]], acks: list[Ack]) -> None:
     """Check 3 (and check 1 through the queue): units cover 0..n-1, each points at its
     record with the right size and tag code, get_messages returns the records."""
     known = {(t, q) for t, qs in st.consume_queue_table.items() for q in qs}
@@ -348,9 +344,7 @@ def _check_index(st: MessageStore, records: list[Record]) -> None:
             q = st.query_message(m.topic, k, 32, ts - 2000, ts + 1000)
             if not any(decode_record(b).commit_log_offset == r.phys for b in q.buffers):
                 missing.append((r.phys, m.topic, k))
-    assert not missing, (
-        f"{len(missing)} keys not found by the index, first {missing[:5]}, last {missing[-3:]}"
-    )
+    assert not missing, f"{len(missing)} keys not found by the index, first {missing[:5]}, last {missing[-3:]}"
 
 
 async def _check_new_puts(st: MessageStore, queues: dict[tuple[str, int], list[Record]]) -> dict:
@@ -463,9 +457,7 @@ async def test_blank_record_with_less_than_48_bytes_left(tmp_path):
     the records after it (found by the SIGKILL test: a file ending 47 bytes after its
     last record stalled dispatch and made recovery truncate every later file)."""
     cfg = MessageStoreConfig(
-        storePathRootDir=str(tmp_path / "s"),
-        mappedFileSizeCommitLog=4096,
-        flushDiskType=FlushDiskType.SYNC_FLUSH,
+        storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=4096, flushDiskType=FlushDiskType.SYNC_FLUSH
     )
     st = MessageStore(cfg)
     st.load()
@@ -500,19 +492,14 @@ async def test_index_rebuilt_below_the_checkpoint_restart_point(tmp_path):
     from rmq.store.checkpoint import StoreCheckpoint
 
     cfg = MessageStoreConfig(
-        storePathRootDir=str(tmp_path / "s"),
-        mappedFileSizeCommitLog=4096,
-        maxHashSlotNum=64,
-        maxIndexNum=4096,
+        storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=4096, maxHashSlotNum=64, maxIndexNum=4096
     )
     st = MessageStore(cfg)
     st.load()
     await st.start()
     for i in range(40):
         r = await st.put(
-            MessageExtBrokerInner(
-                topic="T", body=bytes(400), properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"}
-            )
+            MessageExtBrokerInner(topic="T", body=bytes(400), properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"})
         )
         assert r.status is PutMessageStatus.PUT_OK
     assert await st.reput.wait_caught_up(timeout=5)
@@ -593,9 +580,7 @@ asyncio.run(main())
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    "where,nth",
-    [("/commitlog/", 3), ("/consumequeue/", 2), ("/index/", 2)],
-    ids=["commitlog", "consumequeue", "index"],
+    "where,nth", [("/commitlog/", 3), ("/consumequeue/", 2), ("/index/", 2)], ids=["commitlog", "consumequeue", "index"]
 )
 async def test_sigkill_while_a_store_file_is_created(tmp_path, where, nth):
     """A SIGKILL between creating a store file and giving it its length (posix_fallocate

@@ -27,15 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from rmq.client import (
-    ConsumeFromWhere,
-    ConsumeResult,
-    Message,
-    MQBrokerError,
-    MQClientAPI,
-    Producer,
-    PushConsumer,
-)
+from rmq.client import ConsumeFromWhere, ConsumeResult, Message, MQBrokerError, MQClientAPI, Producer, PushConsumer
 from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_message_id
@@ -165,9 +157,7 @@ async def produce(ns: str, topic: str, n: int, start: int = 0) -> list[tuple[int
             body = (b"%06d" % i) * (BODY // 6)
             r = await p.send(Message(topic, body, keys=f"k{i}"))
             assert r.ok, r
-            sent.append(
-                (r.message_queue.queue_id, r.queue_offset, decode_message_id(r.offset_msg_id)[2], body)
-            )
+            sent.append((r.message_queue.queue_id, r.queue_offset, decode_message_id(r.offset_msg_id)[2], body))
     return sent
 
 
@@ -188,9 +178,7 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
     topic, group = "Retention", "RetentionGroup"
     with (
         start_namesrv(workdir) as ns,
-        TmpfsBroker(
-            workdir, ns.addr, "broker-ret", "8m", fileReservedTime=0.0003, deleteWhen=other_hour()
-        ) as br,
+        TmpfsBroker(workdir, ns.addr, "broker-ret", "8m", fileReservedTime=0.0003, deleteWhen=other_hour()) as br,
     ):
         async with RemotingClient() as rc:
             api = MQClientAPI(rc, [ns.addr])
@@ -211,9 +199,7 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
             assert "deleting" not in br.log()
 
             # deleteWhen covering this hour: every file but the current one goes
-            r = await api.raw(
-                br.addr, RequestCode.UPDATE_BROKER_CONFIG, None, f"deleteWhen={this_hour()}\n".encode()
-            )
+            r = await api.raw(br.addr, RequestCode.UPDATE_BROKER_CONFIG, None, f"deleteWhen={this_hour()}\n".encode())
             assert r.code == ResponseCode.SUCCESS, r.remark
 
             async def deleted() -> bool:
@@ -262,10 +248,7 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
                 return ConsumeResult.SUCCESS
 
             c = PushConsumer(
-                group,
-                ns.addr,
-                listener=listener,
-                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                group, ns.addr, listener=listener, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
             )
             c.subscribe(topic)
             await c.start()
@@ -282,14 +265,12 @@ async def test_expired_files_go_at_delete_when_and_consumers_move_to_the_new_min
                 br.log(),
             )
             for qid in (0, 1):
-                assert await api.query_consumer_offset(
-                    br.addr, group, topic, qid
-                ) == await api.get_max_offset(br.addr, topic, qid)
+                assert await api.query_consumer_offset(br.addr, group, topic, qid) == await api.get_max_offset(
+                    br.addr, topic, qid
+                )
 
             # above diskMaxUsedSpaceRatio expired files go at once, whatever the hour
-            r = await api.raw(
-                br.addr, RequestCode.UPDATE_BROKER_CONFIG, None, f"deleteWhen={other_hour()}\n".encode()
-            )
+            r = await api.raw(br.addr, RequestCode.UPDATE_BROKER_CONFIG, None, f"deleteWhen={other_hour()}\n".encode())
             assert r.code == ResponseCode.SUCCESS, r.remark
             await produce(ns.addr, topic, 250, start=300)
             files = await commitlog_files(api, br)

@@ -60,12 +60,7 @@ class Producer:
         self.checks.append((h, cmd.body))
         if self.answer is not None:
             reply = end_tx(
-                self.group,
-                h.tran_state_table_offset,
-                h.commit_log_offset,
-                h.msg_id,
-                self.answer,
-                from_check=True,
+                self.group, h.tran_state_table_offset, h.commit_log_offset, h.msg_id, self.answer, from_check=True
             )
             asyncio.get_running_loop().create_task(self.client.invoke_oneway(self.addr, reply))
         return None
@@ -84,9 +79,7 @@ async def test_commit_rollback_check_and_max_checks(tmp_path):
             # commit: invisible before, visible after, as a COMMIT record pointing at the half
             qoff, phy, uk = await send_half(api, topic, group, b"commit-me")
             assert await visible(api, topic) == []
-            await api.client.invoke_oneway(
-                br.addr, end_tx(group, qoff, phy, uk, SysFlag.TRANSACTION_COMMIT_TYPE)
-            )
+            await api.client.invoke_oneway(br.addr, end_tx(group, qoff, phy, uk, SysFlag.TRANSACTION_COMMIT_TYPE))
             await wait_until(lambda: visible(api, topic), 5, "committed message")
             [m] = await visible(api, topic)
             assert m.body == b"commit-me" and m.properties["UNIQ_KEY"] == uk
@@ -95,9 +88,7 @@ async def test_commit_rollback_check_and_max_checks(tmp_path):
             assert "TRAN_MSG" not in m.properties and "REAL_TOPIC" not in m.properties
             # rollback: never visible
             qoff2, phy2, uk2 = await send_half(api, topic, group, b"roll-me-back")
-            await api.client.invoke_oneway(
-                br.addr, end_tx(group, qoff2, phy2, uk2, SysFlag.TRANSACTION_ROLLBACK_TYPE)
-            )
+            await api.client.invoke_oneway(br.addr, end_tx(group, qoff2, phy2, uk2, SysFlag.TRANSACTION_ROLLBACK_TYPE))
             # a mismatched END_TRANSACTION is refused (wrong group)
             bad = end_tx("OtherGroup", qoff2, phy2, uk2, SysFlag.TRANSACTION_COMMIT_TYPE)
             bad.flag = 0
@@ -108,9 +99,7 @@ async def test_commit_rollback_check_and_max_checks(tmp_path):
             p1 = Producer(br.addr, group, SysFlag.TRANSACTION_COMMIT_TYPE)
             await p1.register()
             qoff3, phy3, uk3 = await send_half(api, topic, group, b"unknown-then-commit")
-            await api.client.invoke_oneway(
-                br.addr, end_tx(group, qoff3, phy3, uk3, SysFlag.TRANSACTION_NOT_TYPE)
-            )
+            await api.client.invoke_oneway(br.addr, end_tx(group, qoff3, phy3, uk3, SysFlag.TRANSACTION_NOT_TYPE))
 
             async def three() -> bool:
                 return len(await visible(api, topic)) == 2

@@ -50,12 +50,7 @@ if _ROOT not in sys.path:  # run from anywhere inside the repo without installin
 from rmq.common import mixall  # noqa: E402
 from rmq.common.clock import now_ms  # noqa: E402
 from rmq.protocol import message as M  # noqa: E402
-from rmq.protocol.codes import (  # noqa: E402
-    LanguageCode,
-    RequestCode,
-    ResponseCode,
-    SerializeType,
-)
+from rmq.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmq.protocol.errors import ProtocolError  # noqa: E402
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode  # noqa: E402
 
@@ -315,9 +310,7 @@ class FakeBroker:
         if code == RC.GET_CONSUMER_LIST_BY_GROUP:
             ids = sorted(self.consumers.get(ext.get("consumerGroup", ""), {}))
             if not ids:
-                return cmd.create_response(
-                    RS.SYSTEM_ERROR, f"no consumer for this group, {ext.get('consumerGroup')}"
-                )
+                return cmd.create_response(RS.SYSTEM_ERROR, f"no consumer for this group, {ext.get('consumerGroup')}")
             return cmd.create_response(ok, body=json.dumps({"consumerIdList": ids}).encode())
         if code == RC.QUERY_CONSUMER_OFFSET:
             key = (ext.get("consumerGroup", ""), ext.get("topic", ""), _int(ext, "queueId"))
@@ -470,12 +463,9 @@ class CaptureServer:
                 return resp
         elif cmd.code == RC.GET_ROUTEINFO_BY_TOPIC:
             topic = (cmd.ext_fields or {}).get("topic", "")
-            return cmd.create_response(
-                RS.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
-            )
+            return cmd.create_response(RS.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
         return cmd.create_response(
-            RS.SYSTEM_ERROR,
-            f"rmq capture server: request code {cmd.code} ({RC.name_of(cmd.code)}) not handled",
+            RS.SYSTEM_ERROR, f"rmq capture server: request code {cmd.code} ({RC.name_of(cmd.code)}) not handled"
         )
 
     async def on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -582,13 +572,7 @@ async def main_async(args) -> int:
     if args.fake_broker:
         fake = FakeBroker(args.advertise or args.host, port, args.queues, args.pull_hold_ms)
         srv.fake = fake
-    srv.log(
-        event="listening",
-        host=args.host,
-        port=port,
-        mode="fake-broker" if fake else "namesrv",
-        pid=os.getpid(),
-    )
+    srv.log(event="listening", host=args.host, port=port, mode="fake-broker" if fake else "namesrv", pid=os.getpid())
     if args.port_file:
         with open(args.port_file + ".tmp", "w") as f:
             f.write(str(port))
@@ -626,10 +610,7 @@ def main(argv=None) -> int:
     p.add_argument("--advertise", help="broker address host to put in routes (default --host)")
     p.add_argument("--queues", type=int, default=4, help="queues per topic in --fake-broker mode")
     p.add_argument(
-        "--pull-hold-ms",
-        type=int,
-        default=3000,
-        help="longest a suspended pull is held in --fake-broker mode",
+        "--pull-hold-ms", type=int, default=3000, help="longest a suspended pull is held in --fake-broker mode"
     )
     args = p.parse_args(argv)
     return asyncio.run(main_async(args))

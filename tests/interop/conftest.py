@@ -60,12 +60,7 @@ from rmq.protocol.message import (
     properties_to_string,
 )
 from rmq.remoting.client import RemotingClient
-from tests.harness import (
-    BrokerProcess,
-    NameServerProcess,
-    broker_process,
-    namesrv_process,
-)
+from tests.harness import BrokerProcess, NameServerProcess, broker_process, namesrv_process
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP = REPO / "tests" / "interop"
@@ -159,14 +154,11 @@ def broker_problems(limit: int = 12) -> str:
     out = []
     for c in list(_LIVE_CLUSTERS):
         lines = [
-            ln
-            for ln in c.broker.log_text().splitlines()
-            if " WARNING " in ln or " ERROR " in ln or "Traceback" in ln
+            ln for ln in c.broker.log_text().splitlines() if " WARNING " in ln or " ERROR " in ln or "Traceback" in ln
         ]
         if lines:
             out.append(
-                f"--- broker {c.broker_addr} warnings/errors ({c.broker.log_path}):\n"
-                + "\n".join(lines[-limit:])
+                f"--- broker {c.broker_addr} warnings/errors ({c.broker.log_path}):\n" + "\n".join(lines[-limit:])
             )
     return "\n".join(out)
 
@@ -235,18 +227,14 @@ class Cluster:
             order=order,
         )
         resp = self.invoke(self.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields())
-        assert resp.code == ResponseCode.SUCCESS, (
-            f"UPDATE_AND_CREATE_TOPIC {topic}: {resp.code} {resp.remark}"
-        )
+        assert resp.code == ResponseCode.SUCCESS, f"UPDATE_AND_CREATE_TOPIC {topic}: {resp.code} {resp.remark}"
         for ns in self.namesrvs:
             if ns.alive():
                 self.wait_route(topic, ns.addr, queues, timeout)
 
     def route(self, topic: str, ns_addr: str) -> TopicRouteData | None:
         resp = self.invoke(
-            ns_addr,
-            RequestCode.GET_ROUTEINFO_BY_TOPIC,
-            GetRouteInfoRequestHeader(topic=topic).to_ext_fields(),
+            ns_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext_fields()
         )
         if resp.code != ResponseCode.SUCCESS or not resp.body:
             return None
@@ -258,16 +246,13 @@ class Cluster:
         while time.monotonic() < deadline:
             last = self.route(topic, ns_addr)
             if last is not None and any(
-                q.broker_name == self.broker_name
-                and q.write_queue_nums == queues
-                and q.read_queue_nums == queues
+                q.broker_name == self.broker_name and q.write_queue_nums == queues and q.read_queue_nums == queues
                 for q in last.queue_datas
             ):
                 return
             time.sleep(0.1)
         raise AssertionError(
-            f"NameServer {ns_addr} has no route for {topic} with {queues} queues "
-            f"after {timeout}s (last: {last})"
+            f"NameServer {ns_addr} has no route for {topic} with {queues} queues after {timeout}s (last: {last})"
         )
 
     # ------------------------------------------------------------------ broker truth
@@ -292,9 +277,7 @@ class Cluster:
         msgs = decode_records(resp.body) if resp.code == ResponseCode.SUCCESS and resp.body else []
         return resp.code, msgs, rh
 
-    def pull_all(
-        self, topic: str, group: str | None = None, queues: int = DEFAULT_QUEUES
-    ) -> list[MessageExt]:
+    def pull_all(self, topic: str, group: str | None = None, queues: int = DEFAULT_QUEUES) -> list[MessageExt]:
         """Every message of the topic, queue by queue from offset 0 (raw PULL_MESSAGE)."""
         group = group or unique_name("truth")
         out: list[MessageExt] = []
@@ -334,14 +317,10 @@ class Cluster:
         assert len(truth) == expected, f"duplicate bodies stored in {topic}"
         return truth
 
-    def query_by_key(
-        self, topic: str, key: str, uniq: bool = False, timeout: float = 10.0
-    ) -> list[MessageExt]:
+    def query_by_key(self, topic: str, key: str, uniq: bool = False, timeout: float = 10.0) -> list[MessageExt]:
         """QUERY_MESSAGE by KEYS (or by UNIQ_KEY with ``_UNIQUE_KEY_QUERY=true``);
         retried while the index has not caught up."""
-        h = QueryMessageRequestHeader(
-            topic=topic, key=key, max_num=32, begin_timestamp=0, end_timestamp=2**62
-        )
+        h = QueryMessageRequestHeader(topic=topic, key=key, max_num=32, begin_timestamp=0, end_timestamp=2**62)
         ext = h.to_ext_fields()
         if uniq:
             ext["_UNIQUE_KEY_QUERY"] = "true"
@@ -351,9 +330,7 @@ class Cluster:
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 return decode_records(resp.body)
             if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"QUERY_MESSAGE topic={topic} key={key} uniq={uniq}: {resp.code} {resp.remark}"
-                )
+                raise AssertionError(f"QUERY_MESSAGE topic={topic} key={key} uniq={uniq}: {resp.code} {resp.remark}")
             time.sleep(0.2)
 
     def view_message(self, msg_id: str) -> MessageExt:
@@ -363,9 +340,7 @@ class Cluster:
             f"offset msgId {msg_id} names {ip}:{port}, the broker is {self.broker_addr}"
         )
         resp = self.invoke(
-            self.broker_addr,
-            RequestCode.VIEW_MESSAGE_BY_ID,
-            ViewMessageRequestHeader(offset=offset).to_ext_fields(),
+            self.broker_addr, RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset=offset).to_ext_fields()
         )
         assert resp.code == ResponseCode.SUCCESS and resp.body, (
             f"VIEW_MESSAGE_BY_ID {msg_id} (offset {offset}): {resp.code} {resp.remark}"
@@ -415,12 +390,8 @@ class Cluster:
                 properties=properties_to_string(p),
                 reconsume_times=0,
             )
-            resp = self.invoke(
-                self.broker_addr, RequestCode.SEND_MESSAGE_V2, h.to_v2_ext_fields(), body.encode()
-            )
-            assert resp.code == ResponseCode.SUCCESS, (
-                f"raw SEND_MESSAGE_V2 {topic} #{i}: {resp.code} {resp.remark}"
-            )
+            resp = self.invoke(self.broker_addr, RequestCode.SEND_MESSAGE_V2, h.to_v2_ext_fields(), body.encode())
+            assert resp.code == ResponseCode.SUCCESS, f"raw SEND_MESSAGE_V2 {topic} #{i}: {resp.code} {resp.remark}"
             rh = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
             out.append(
                 {
@@ -472,9 +443,7 @@ class RmqSide:
     def produce(self, topic: str, group: str, n: int, **kw: Any) -> list[dict[str, Any]]:
         return self.cluster.raw_send(topic, group, n, **kw)
 
-    def consume(
-        self, topic: str, group: str, bodies: Iterable[str], timeout: float = 30.0
-    ) -> list[dict[str, Any]]:
+    def consume(self, topic: str, group: str, bodies: Iterable[str], timeout: float = 30.0) -> list[dict[str, Any]]:
         want = set(bodies)
         got = self.cluster.raw_consume(topic, group, len(want), timeout=timeout)
         return [message_record(m) for m in got]
@@ -515,9 +484,7 @@ class ClientRmqSide(RmqSide):
                     body = f"{body_prefix}{i}"
                     tag = tags[i % len(tags)] if tags else None
                     keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
-                    r = await p.send(
-                        Message(topic, body.encode(), tags=tag, keys=keys, properties=dict(props or {}))
-                    )
+                    r = await p.send(Message(topic, body.encode(), tags=tag, keys=keys, properties=dict(props or {})))
                     out.append(
                         {
                             "event": "sent",
@@ -538,9 +505,7 @@ class ClientRmqSide(RmqSide):
 
         return self.cluster._loop.run(go(), 60)
 
-    def consume(
-        self, topic: str, group: str, bodies: Iterable[str], timeout: float = 30.0
-    ) -> list[dict[str, Any]]:
+    def consume(self, topic: str, group: str, bodies: Iterable[str], timeout: float = 30.0) -> list[dict[str, Any]]:
         """PushConsumer until every one of ``bodies`` arrived (or ``timeout``); a consumer
         that does not start, does not get everything or does not shut down raises
         AssertionError with the rmq.client log."""
@@ -776,9 +741,7 @@ class Driver:
             raise AssertionError(f"{self.name}: {what} not seen within {timeout}s\n" + self.describe())
 
     def wait_started(self, timeout: float = 30.0) -> dict[str, Any]:
-        self.wait_for(
-            lambda evs: any(e.get("event") in ("started", "fatal") for e in evs), timeout, "a started line"
-        )
+        self.wait_for(lambda evs: any(e.get("event") in ("started", "fatal") for e in evs), timeout, "a started line")
         fatal = self.of("fatal")
         assert not fatal, f"{self.name} could not start: {fatal}\n{self.describe()}"
         return self.of("started")[0]
@@ -921,9 +884,7 @@ class Clients:
         d = self.producer(client, namesrv, topic, group, n, **kw)
         rc = d.wait_exit(timeout)
         sent = d.sent
-        assert rc == 0 and len(sent) == n, (
-            f"{client} producer: exit {rc}, {len(sent)}/{n} sent\n{d.describe()}"
-        )
+        assert rc == 0 and len(sent) == n, f"{client} producer: exit {rc}, {len(sent)}/{n} sent\n{d.describe()}"
         summary = d.of("summary")
         assert summary and summary[-1]["sent"] == n and summary[-1]["failed"] == 0, d.describe()
         return sent
@@ -1013,13 +974,7 @@ def clients(tmp_path: Path) -> Iterator[Clients]:
 
 # =============================================================================== assertions
 def check_stored(
-    truth: dict[str, MessageExt],
-    body: str,
-    *,
-    topic: str,
-    tags: str | None,
-    keys: str | None,
-    props: dict[str, str],
+    truth: dict[str, MessageExt], body: str, *, topic: str, tags: str | None, keys: str | None, props: dict[str, str]
 ) -> MessageExt:
     """The broker's record of one message carries what the producer put on it."""
     assert body in truth, f"{body!r} is not stored in {topic}"
@@ -1033,12 +988,7 @@ def check_stored(
 
 
 def check_delivered(
-    consumer: Driver,
-    truth: dict[str, MessageExt],
-    bodies: Iterable[str],
-    *,
-    topic: str,
-    props: dict[str, str],
+    consumer: Driver, truth: dict[str, MessageExt], bodies: Iterable[str], *, topic: str, props: dict[str, str]
 ) -> None:
     """Every message ``consumer`` consumed matches the broker's record (see
     ``check_messages``), all of ``bodies`` arrived, and nothing else."""
@@ -1092,9 +1042,7 @@ def check_messages(
         accepted = {uniq, t.msg_id} - {None}
         if "cpp1" in name and len(t.msg_id) == 32:
             accepted.add(bytes.fromhex(t.msg_id[:8])[::-1].hex().upper() + t.msg_id[8:])
-        assert m["msg_id"] in accepted, (
-            f"{where}: msg_id {m['msg_id']!r}, UNIQ_KEY {uniq!r}, offset msgId {t.msg_id}"
-        )
+        assert m["msg_id"] in accepted, f"{where}: msg_id {m['msg_id']!r}, UNIQ_KEY {uniq!r}, offset msgId {t.msg_id}"
     missing = sorted(bodies - seen)
     assert not missing, f"{name} did not get {len(missing)} of {len(bodies)}: {missing[:20]}"
 
@@ -1121,12 +1069,7 @@ SEND_OK = {"cpp2": "OK", "cpp1": "OK", "node": "SEND_OK", "rmq": "SEND_OK"}
 
 
 def check_sent(
-    client: str,
-    sent: list[dict[str, Any]],
-    truth: dict[str, MessageExt],
-    *,
-    topic: str,
-    props: dict[str, str],
+    client: str, sent: list[dict[str, Any]], truth: dict[str, MessageExt], *, topic: str, props: dict[str, str]
 ) -> None:
     """A driver's send results agree with what the broker stored: status, what the
     message carries, queue offset (and queue id where the client reports it), and the
@@ -1139,9 +1082,7 @@ def check_sent(
             f"{where}: send result queue offset {s['queue_offset']}, stored at {m.queue_offset}"
         )
         if client in ("node", "rmq"):
-            assert s["queue_id"] == m.queue_id, (
-                f"{where}: send result queue {s['queue_id']}, stored in {m.queue_id}"
-            )
+            assert s["queue_id"] == m.queue_id, f"{where}: send result queue {s['queue_id']}, stored in {m.queue_id}"
             assert s["offset_msg_id"] == m.msg_id, (
                 f"{where}: offsetMsgId {s['offset_msg_id']}, stored record's is {m.msg_id}"
             )

@@ -12,15 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from rmq.protocol.message import MessageExt
-from tests.interop.conftest import (
-    Clients,
-    Cluster,
-    Driver,
-    check_delivered,
-    check_sent,
-    check_stored,
-    unique_name,
-)
+from tests.interop.conftest import Clients, Cluster, Driver, check_delivered, check_sent, check_stored, unique_name
 
 Sent = list[dict[str, Any]]
 Truth = dict[str, MessageExt]
@@ -101,17 +93,13 @@ def orderly_send_by_selector(
     queues_of_key = defaultdict(set)
     for s in sent:
         queues_of_key[s["selector_arg"]].add(truth[s["body"]].queue_id)
-    assert dict(queues_of_key) == {a: {a % 4} for a in range(k)}, (
-        f"queues per sharding key: {dict(queues_of_key)}"
-    )
+    assert dict(queues_of_key) == {a: {a % 4} for a in range(k)}, f"queues per sharding key: {dict(queues_of_key)}"
     # the stored queue order is the send order
     for a in range(k):
         stored = sorted((m for m in truth.values() if m.queue_id == a), key=lambda m: m.queue_offset)
         assert [m.body.decode() for m in stored] == [s["body"] for s in sent if s["selector_arg"] == a]
 
-    consumer = clients.consumer(
-        client, cluster.namesrv_addr, topic, cgroup, orderly=True, property_keys=props
-    )
+    consumer = clients.consumer(client, cluster.namesrv_addr, topic, cgroup, orderly=True, property_keys=props)
     # the orderly consumer must lock its queues first (LOCK_BATCH_MQ, retried every 1 s)
     consumer.wait_bodies([s["body"] for s in sent], timeout=25)
     consumer.terminate()
@@ -151,9 +139,7 @@ def pull_consumer_reads_all(
     """The C++ DefaultMQPullConsumer reads every queue from offset 0: each of the ``n``
     messages ``client`` produced, intact, once."""
     topic, pgroup, cgroup = new_topic(cluster, client, "pull")
-    sent = clients.produce(
-        client, cluster.namesrv_addr, topic, pgroup, n, tags=tags, keys_prefix="pk-", props=props
-    )
+    sent = clients.produce(client, cluster.namesrv_addr, topic, pgroup, n, tags=tags, keys_prefix="pk-", props=props)
     truth = cluster.wait_truth(topic, n)
     puller = clients.puller(client, cluster.namesrv_addr, topic, cgroup, max_messages=n, property_keys=props)
     rc = puller.wait_exit(60)

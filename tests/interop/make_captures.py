@@ -99,9 +99,7 @@ def capture_startup(client: str) -> None:
     try:
         base = ["--namesrv", cap.addr, "--topic", "CaptureTopic"]
         rc, _ = run(
-            cmds["producer"]
-            + base
-            + ["--group", f"PG_{client}", "-n", "1", "--tags", "TagA", "--keys-prefix", "key-"],
+            cmds["producer"] + base + ["--group", f"PG_{client}", "-n", "1", "--tags", "TagA", "--keys-prefix", "key-"],
             20,
         )
         print(f"{client}: producer exit {rc} (no route: a failure is expected)")
@@ -145,9 +143,7 @@ def capture_fake_broker(client: str) -> None:
         lines += o.splitlines()
         print(f"{client}: fake-broker producer exit {rc}")
         extra = ["--from-first"] if client == "node" else ["--property-keys", "color,size"]
-        rc, o = run(
-            cmds["push_consumer"] + base + ["--group", f"CG_{client}", "--max-messages", "3"] + extra, 20
-        )
+        rc, o = run(cmds["push_consumer"] + base + ["--group", f"CG_{client}", "--max-messages", "3"] + extra, 20)
         lines += o.splitlines()
         print(f"{client}: fake-broker push consumer exit {rc}")
         time.sleep(0.5)

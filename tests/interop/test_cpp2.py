@@ -32,9 +32,7 @@ def test_send_sync_msg_id_resolves_with_view_message_by_id(cluster: Cluster, cli
     sent, truth = produce_and_check(
         cluster, clients, CLIENT, topic, group, 8, tags=["TagA", "TagB"], keys_prefix="order-", props=PROPS
     )
-    assert len({truth[s["body"]].queue_id for s in sent}) == 4, (
-        "send_sync should spread 8 messages over the 4 queues"
-    )
+    assert len({truth[s["body"]].queue_id for s in sent}) == 4, "send_sync should spread 8 messages over the 4 queues"
 
     for s in sent:
         found = cluster.query_by_key(topic, s["msg_id"], uniq=True)
@@ -61,15 +59,7 @@ def test_push_consumer_receives_every_message_intact(cluster: Cluster, clients: 
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "push")
     n = 20
     sent, _ = produce_and_check(
-        cluster,
-        clients,
-        CLIENT,
-        topic,
-        pgroup,
-        n,
-        tags=["TagA", "TagB", "TagC"],
-        keys_prefix="k-",
-        props=PROPS,
+        cluster, clients, CLIENT, topic, pgroup, n, tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS
     )
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, property_keys=PROPS)
     # the later messages are delivered through long polling

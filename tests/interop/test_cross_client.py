@@ -61,11 +61,7 @@ def _produce(
     clients: Clients, rmq: RmqSide, cluster: Cluster, party: str, topic: str, start: int, n: int
 ) -> list[dict[str, Any]]:
     kw: dict[str, Any] = dict(
-        tags=TAGS,
-        keys_prefix=f"{party}-key-",
-        props=props_of(party),
-        body_prefix=f"{party}-body-",
-        start_index=start,
+        tags=TAGS, keys_prefix=f"{party}-key-", props=props_of(party), body_prefix=f"{party}-body-", start_index=start
     )
     if party == "rmq":
         return rmq.produce(topic, unique_name("x-rmq-pg"), n, **kw)
@@ -153,9 +149,7 @@ def test_producer_stores_intact(matrix: Matrix, producer: str):
 def test_cross_client(matrix: Matrix, producer: str, consumer: str):
     """``consumer`` got every message ``producer`` sent, intact: body, tags, keys, user
     properties, UNIQ_KEY/msgId, queue id and offsets equal the stored record."""
-    assert producer not in matrix.produce_errors, (
-        f"{producer} could not produce: {matrix.produce_errors[producer]}"
-    )
+    assert producer not in matrix.produce_errors, f"{producer} could not produce: {matrix.produce_errors[producer]}"
     sent = matrix.sent[producer]
     prefix = f"{producer}-body-"
     received = [m for m in matrix.received.get(consumer, []) if m["body"].startswith(prefix)]

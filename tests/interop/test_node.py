@@ -13,12 +13,7 @@ from collections import defaultdict
 import pytest
 
 from tests.interop.conftest import Clients, Cluster, check_delivered, check_sent
-from tests.interop.flows import (
-    compressed_body_round_trip,
-    consume_then_more,
-    new_topic,
-    produce_and_check,
-)
+from tests.interop.flows import compressed_body_round_trip, consume_then_more, new_topic, produce_and_check
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -53,14 +48,7 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "pc")
     n = 16
     sent = clients.produce(
-        CLIENT,
-        cluster.namesrv_addr,
-        topic,
-        pgroup,
-        n,
-        tags=["TagA", "TagB", "TagC"],
-        keys_prefix="k-",
-        props=PROPS,
+        CLIENT, cluster.namesrv_addr, topic, pgroup, n, tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS
     )
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup)
     more, bodies = consume_then_more(
@@ -82,11 +70,7 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
     # ali-ons hands over every property: what was sent, the broker's CLUSTER and the
     # client's own MIN_OFFSET/MAX_OFFSET (added on pull, as the Java client does)
     for m in consumer.messages:
-        extra = (
-            set(m["properties"])
-            - set(PROPS)
-            - {"TAGS", "KEYS", "WAIT", "CLUSTER", "MIN_OFFSET", "MAX_OFFSET"}
-        )
+        extra = set(m["properties"]) - set(PROPS) - {"TAGS", "KEYS", "WAIT", "CLUSTER", "MIN_OFFSET", "MAX_OFFSET"}
         assert not extra, f"{m['body']}: unexpected properties {extra}"
     summary = consumer.of("summary")
     assert summary and summary[-1]["reason"] == "SIGTERM", consumer.describe()
@@ -96,9 +80,7 @@ def test_consume_from_first_offset_and_tag_filter(cluster: Cluster, clients: Cli
     """A consumer started on an empty topic (CONSUME_FROM_FIRST_OFFSET, 'TagB'
     subscription) gets exactly the TagB messages produced afterwards."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "tag")
-    consumer = clients.consumer(
-        CLIENT, cluster.namesrv_addr, topic, cgroup, expression="TagB", from_first=True
-    )
+    consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, expression="TagB", from_first=True)
     n = 12
     sent = clients.produce(
         CLIENT, cluster.namesrv_addr, topic, pgroup, n, tags=["TagA", "TagB", "TagC"], keys_prefix="k-"
@@ -124,16 +106,7 @@ def test_orderly_send_by_sharding_key(cluster: Cluster, clients: Clients):
     "1" (-> queue 0) are only checked for being stored intact."""
     topic, pgroup, _ = new_topic(cluster, CLIENT, "order")
     sent, truth = produce_and_check(
-        cluster,
-        clients,
-        CLIENT,
-        topic,
-        pgroup,
-        36,
-        orderly=True,
-        sharding_key_mod=6,
-        tags=["TagO"],
-        keys_prefix="ok-",
+        cluster, clients, CLIENT, topic, pgroup, 36, orderly=True, sharding_key_mod=6, tags=["TagO"], keys_prefix="ok-"
     )
     by_key = defaultdict(list)
     for s in sent:

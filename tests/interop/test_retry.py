@@ -29,18 +29,12 @@ FAST_LEVELS = " ".join(["1s"] * 18)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from _start_cluster(
-        tmp_path_factory.mktemp("retry"), broker_conf={"messageDelayLevel": FAST_LEVELS}
-    )
+    yield from _start_cluster(tmp_path_factory.mktemp("retry"), broker_conf={"messageDelayLevel": FAST_LEVELS})
 
 
 @pytest.mark.parametrize("client", ["node", "cpp2"])
 def test_reconsume_later_comes_back_through_the_retry_topic(cluster: Cluster, clients: Clients, client: str):
-    topic, pgroup, cgroup = (
-        unique_name(f"{client}-rt"),
-        unique_name(f"{client}-rpg"),
-        unique_name(f"{client}-rcg"),
-    )
+    topic, pgroup, cgroup = (unique_name(f"{client}-rt"), unique_name(f"{client}-rpg"), unique_name(f"{client}-rcg"))
     cluster.create_topic(topic)
     n, fails = 4, 2
     # ali-ons starts a new group at the last offset: start it before producing
@@ -60,9 +54,7 @@ def test_reconsume_later_comes_back_through_the_retry_topic(cluster: Cluster, cl
         times = [m["reconsume_times"] for m in got]
         # reconsumeTimes counts up; "later" while below `fails`, then success
         assert times == sorted(set(times)) and times[0] == 0, got
-        assert [m["action"] for m in got] == [
-            "RECONSUME_LATER" if t < fails else "CONSUME_SUCCESS" for t in times
-        ], got
+        assert [m["action"] for m in got] == ["RECONSUME_LATER" if t < fails else "CONSUME_SUCCESS" for t in times], got
         assert times[-1] == fails, got
         # the listener sees the original topic, not %RETRY%<group>
         assert {m["topic"] for m in got} == {topic}, got

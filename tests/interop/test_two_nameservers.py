@@ -127,9 +127,7 @@ def test_one_namesrv_down_rmq_client(ha_cluster: Cluster, dead: str):
     assert isinstance(side, ClientRmqSide), "rmq.client.producer / push_consumer do not exist"
     topic = unique_name(f"ha-rmq-{dead}")
     cluster.create_topic(topic)
-    sent = side.produce(
-        topic, unique_name("ha-pg"), 10, tags=["TagA", "TagB"], keys_prefix="ha-", props=PROPS
-    )
+    sent = side.produce(topic, unique_name("ha-pg"), 10, tags=["TagA", "TagB"], keys_prefix="ha-", props=PROPS)
     truth = cluster.wait_truth(topic, 10)
     check_sent("rmq", sent, truth, topic=topic, props=PROPS)
     got = side.consume(topic, unique_name("ha-cg"), [s["body"] for s in sent])

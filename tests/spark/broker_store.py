@@ -74,21 +74,12 @@ async def _produce(namesrv: str, broker: str) -> int:
                 sent += 1
         for t in TOPICS[:8]:  # batches
             await p.send_batch(
-                [
-                    Message(t, f"batch-{t}-{j}".encode(), tags="Batch", keys=f"b{j}")
-                    for j in range(rng.randrange(2, 9))
-                ]
+                [Message(t, f"batch-{t}-{j}".encode(), tags="Batch", keys=f"b{j}") for j in range(rng.randrange(2, 9))]
             )
             sent += 1
         for i in range(24):  # delay levels 1..3
             await p.send(
-                Message(
-                    TOPICS[i % 5],
-                    f"delay-{i}".encode(),
-                    tags="Delayed",
-                    delay_time_level=1 + i % 3,
-                    keys=f"d{i}",
-                )
+                Message(TOPICS[i % 5], f"delay-{i}".encode(), tags="Delayed", delay_time_level=1 + i % 3, keys=f"d{i}")
             )
             sent += 1
         for i in range(12):  # transactions
@@ -116,8 +107,5 @@ def write_stores(workdir: Path) -> tuple[BrokerStore, BrokerStore]:
     ):
         sent = asyncio.run(_produce(ns.addr, br.addr))
         asyncio.run(wait_in_sync(HAGroup(ns, br, sl, workdir), timeout=60))
-        stores = (
-            BrokerStore(br.store_dir, br.conf_path, sent),
-            BrokerStore(sl.store_dir, sl.conf_path, sent),
-        )
+        stores = (BrokerStore(br.store_dir, br.conf_path, sent), BrokerStore(sl.store_dir, sl.conf_path, sent))
     return stores

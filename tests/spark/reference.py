@@ -82,11 +82,7 @@ def reference_dispatch(
 
 
 def rebuild_in_process(
-    store: str,
-    opts: ScanOptions,
-    split_size: int,
-    crc_all: bool = False,
-    check_crc_on_recover: bool = True,
+    store: str, opts: ScanOptions, split_size: int, crc_all: bool = False, check_crc_on_recover: bool = True
 ) -> tuple[Dispatched, Chain]:
     files, size, _notes = check_files(list_local(store), store, None)
     splits = make_splits(files, size, split_size, crc_all, check_crc_on_recover)

@@ -40,9 +40,7 @@ def test_full_run_from_its_full_path(tmp_path):
     assert RMQ.is_file()
     w = small_store(tmp_path / "store")
     out = tmp_path / "out"
-    r = run_cli(
-        "--store", str(tmp_path / "store"), "--out", str(out), "--master", "local[2]", "--index", cwd=tmp_path
-    )
+    r = run_cli("--store", str(tmp_path / "store"), "--out", str(out), "--master", "local[2]", "--index", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "spark: local[2]" in r.stdout
     assert f"scan: {len(os.listdir(tmp_path / 'store' / 'commitlog'))} files" in r.stdout
@@ -68,16 +66,7 @@ def test_full_run_from_its_full_path(tmp_path):
 
 @pytest.mark.parametrize(
     "case",
-    [
-        "missing",
-        "no-commitlog",
-        "sizes",
-        "out-not-empty",
-        "nothing-to-do",
-        "bad-conf",
-        "bad-split",
-        "verify-missing",
-    ],
+    ["missing", "no-commitlog", "sizes", "out-not-empty", "nothing-to-do", "bad-conf", "bad-split", "verify-missing"],
 )
 def test_clear_errors(tmp_path, case):
     store = tmp_path / "store"

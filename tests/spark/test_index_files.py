@@ -91,9 +91,7 @@ def test_rebuilt_index_files_equal_the_store_index_service(tmp_path):
             if x.sys_flag & 0xC == 0xC:
                 continue
             found = [
-                o
-                for f in files
-                for o in f.select_phy_offsets(f"{x.topic}#{x.properties['UNIQ_KEY']}", 64, 0, 2**62)
+                o for f in files for o in f.select_phy_offsets(f"{x.topic}#{x.properties['UNIQ_KEY']}", 64, 0, 2**62)
             ]
             assert x.phys in found
     finally:

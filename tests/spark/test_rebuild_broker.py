@@ -82,11 +82,7 @@ def test_the_store_has_what_the_rules_care_about(store):
         m.topic != SCHEDULE_TOPIC for m in delayed
     )  # delivered too
     assert any(m.sys_flag & 0xC == 8 for m in recs)  # commits
-    queues = [
-        d
-        for t in os.listdir(store.store / "consumequeue")
-        for d in os.listdir(store.store / "consumequeue" / t)
-    ]
+    queues = [d for t in os.listdir(store.store / "consumequeue") for d in os.listdir(store.store / "consumequeue" / t)]
     assert len(queues) > 80
     assert any(
         len(os.listdir(store.store / "consumequeue" / t / q)) > 1
@@ -156,14 +152,7 @@ def test_rebuilt_index_is_the_brokers(store, full):
 def test_split_smaller_than_a_record_and_inside_records(store, rebuild, tmp_path, split):
     out = tmp_path / "out"
     code, report = rebuild(
-        "--store",
-        str(store.store),
-        "--out",
-        str(out),
-        "--broker-conf",
-        str(store.conf),
-        "--split-size",
-        split,
+        "--store", str(store.store), "--out", str(out), "--broker-conf", str(store.conf), "--split-size", split
     )
     assert code == 0, report
     assert " ranges" in report and "rescanned" not in report
@@ -182,9 +171,7 @@ def test_verify_names_the_queue_and_unit_of_a_corrupted_byte(store, rebuild, tmp
     data[at + 10] ^= 0x01  # a byte of the size field
     f.write_bytes(bytes(data))
     offset = int(names[-1]) // 20 + at // 20
-    code, report = rebuild(
-        "--store", str(store.store), "--broker-conf", str(store.conf), "--verify", str(existing)
-    )
+    code, report = rebuild("--store", str(store.store), "--broker-conf", str(store.conf), "--verify", str(existing))
     assert code == 1, report
     diffs = [line for line in report.splitlines() if line.startswith("DIFF ")]
     assert diffs == [
@@ -229,9 +216,7 @@ def test_torn_tail_rebuilds_everything_before_it(store, rebuild, tmp_path):
         if k in got:
             assert got[k] == b, k
         else:  # a file (or queue) that only held units past the tail
-            assert all(
-                struct.unpack_from(">qiq", b, i)[1] in (0, 0x7FFFFFFF) for i in range(0, len(b), 20)
-            ), k
+            assert all(struct.unpack_from(">qiq", b, i)[1] in (0, 0x7FFFFFFF) for i in range(0, len(b), 20)), k
     assert len(got) > 50
     # --verify against the broker's queues names the units past the tail
     assert code == 1

@@ -23,9 +23,7 @@ SLOTS, NUM = 5_000_000, 20_000_000  # RocketMQ's defaults, as the fixture was wr
 def rebuilt(rocketmq_store_pristine, rebuild, tmp_path_factory):
     out = tmp_path_factory.mktemp("rocketmq") / "out"
     store = rocketmq_store_pristine
-    code, report = rebuild(
-        "--store", str(store), "--out", str(out), "--index", "--verify", str(store / "consumequeue")
-    )
+    code, report = rebuild("--store", str(store), "--out", str(out), "--index", "--verify", str(store / "consumequeue"))
     return code, report, out
 
 

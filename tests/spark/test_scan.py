@@ -13,13 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq.protocol.message import (
-    MESSAGE_MAGIC_CODE_V2,
-    SCHEDULE_TOPIC,
-    SysFlag,
-    encode_record,
-    properties_to_string,
-)
+from rmq.protocol.message import MESSAGE_MAGIC_CODE_V2, SCHEDULE_TOPIC, SysFlag, encode_record, properties_to_string
 from rmq.store.config import parse_delay_levels
 from spark.commitlog_files import RebuildError, check_files, list_local, make_splits
 from spark.scan import ScanOptions, scan_local_split
@@ -48,11 +42,7 @@ def varied_messages(w: CommitLogWriter, rng: random.Random, n: int) -> None:
             props["REAL_TOPIC"] = "T0"
         elif kind < 0.25:
             flag = rng.choice(
-                [
-                    SysFlag.TRANSACTION_PREPARED_TYPE,
-                    SysFlag.TRANSACTION_COMMIT_TYPE,
-                    SysFlag.TRANSACTION_ROLLBACK_TYPE,
-                ]
+                [SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE]
             )
         body = os.urandom(rng.randrange(0, 600))
         w.append(topic, qid, body, props, sys_flag=flag, store_timestamp=1_700_000_000_000 + i * 7)
@@ -139,13 +129,7 @@ def v2_record(topic: bytes, phys: int, qoff: int) -> bytes:
         store_host=STORE_HOST,
     )
     head_len = len(v1) - (1 + len(topic) + 2 + len(props))
-    out = (
-        bytearray(v1[:head_len])
-        + struct.pack(">h", len(topic))
-        + topic
-        + struct.pack(">h", len(props))
-        + props
-    )
+    out = bytearray(v1[:head_len]) + struct.pack(">h", len(topic)) + topic + struct.pack(">h", len(props)) + props
     struct.pack_into(">ii", out, 0, len(out), MESSAGE_MAGIC_CODE_V2)
     return bytes(out)
 

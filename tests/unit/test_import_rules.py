@@ -79,9 +79,7 @@ def _importers(prefixes: tuple[str, ...], of: tuple[str, ...]) -> list[str]:
     def under(m: str, ps: tuple[str, ...]) -> bool:
         return any(m == p or m.startswith(p + ".") for p in ps)
 
-    return sorted(
-        f"{m} imports {t}" for m, ts in GRAPH.items() if under(m, prefixes) for t in ts if under(t, of)
-    )
+    return sorted(f"{m} imports {t}" for m, ts in GRAPH.items() if under(m, prefixes) for t in ts if under(t, of))
 
 
 def _cycles() -> list[list[str]]:
@@ -124,9 +122,7 @@ def _cycles() -> list[list[str]]:
 
 def test_the_graph_is_read() -> None:
     assert "rmq.broker.broker" in GRAPH
-    assert (
-        "rmq.broker.seams" in GRAPH["rmq.broker.broker"] or "rmq.broker.roles" in GRAPH["rmq.broker.broker"]
-    )
+    assert "rmq.broker.seams" in GRAPH["rmq.broker.broker"] or "rmq.broker.roles" in GRAPH["rmq.broker.broker"]
 
 
 def test_no_import_cycles() -> None:

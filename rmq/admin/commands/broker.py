@@ -22,10 +22,7 @@ from rmq.admin.base import (
 class BrokerStatus(Command):
     name = "brokerStatus"
     help = "Fetch broker runtime status data"
-    options = (
-        BROKER_ADDR.but(help="Broker address"),
-        CLUSTER.but(help="which cluster (every master and slave)"),
-    )
+    options = (BROKER_ADDR.but(help="Broker address"), CLUSTER.but(help="which cluster (every master and slave)"))
 
     def validate(self, args: argparse.Namespace) -> None:
         broker_or_cluster(args)
@@ -120,10 +117,7 @@ class GetBrokerConfig(Command):
                 for bid in sorted(i for i in bd.broker_addrs if i != 0):
                     slave = bd.broker_addrs[bid]
                     targets.append(
-                        (
-                            f"============My Master: {master or 'NO_MASTER'}=====Slave: {slave}============",
-                            slave,
-                        )
+                        (f"============My Master: {master or 'NO_MASTER'}=====Slave: {slave}============", slave)
                     )
         doc: dict[str, dict[str, str]] = {}
         lines: list[str] = []

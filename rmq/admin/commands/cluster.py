@@ -55,11 +55,7 @@ class ClusterList(Command):
     options = (
         Opt("m", "moreStats", "Print more stats", arg=False),
         Opt(
-            "i",
-            "interval",
-            "specify intervals numbers, it is in seconds (repeat forever)",
-            type=int,
-            metavar="SECONDS",
+            "i", "interval", "specify intervals numbers, it is in seconds (repeat forever)", type=int, metavar="SECONDS"
         ),
     )
 

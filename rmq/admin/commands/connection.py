@@ -21,9 +21,7 @@ def _rows(conns: Sequence[Connection], num_width: int) -> tuple[list[str], list[
     lines, docs = [], []
     for i, c in enumerate(conns, 1):
         version = mq_version_desc(c.version)
-        lines.append(
-            f"{i:0{num_width}d}  {c.client_id:<{w_id}} {c.client_addr:<{w_addr}} {c.language:<8} {version}"
-        )
+        lines.append(f"{i:0{num_width}d}  {c.client_id:<{w_id}} {c.client_addr:<{w_addr}} {c.language:<8} {version}")
         docs.append(
             {
                 "clientId": c.client_id,
@@ -51,9 +49,7 @@ class ConsumerConnection(Command):
         for i, topic in enumerate(sorted(cc.subscriptions), 1):
             sd = cc.subscriptions[topic]
             lines.append(f"{i:03d}  Topic: {sd.topic:<40} SubExpression: {sd.sub_string}")
-            subs.append(
-                {"topic": sd.topic, "subExpression": sd.sub_string, "expressionType": sd.expression_type}
-            )
+            subs.append({"topic": sd.topic, "subExpression": sd.sub_string, "expressionType": sd.expression_type})
         lines += [
             "",
             f"ConsumeType: {cc.consume_type}",

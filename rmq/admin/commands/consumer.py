@@ -39,10 +39,7 @@ class ConsumerProgress(Command):
         "committed offset, their difference and the store time of the last "
         "message consumed. Without -g: one line per consumer group."
     )
-    options = (
-        GROUP.but(long="groupName", help="consumer group name"),
-        TOPIC.but(help="only this topic of the group"),
-    )
+    options = (GROUP.but(long="groupName", help="consumer group name"), TOPIC.but(help="only this topic of the group"))
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         if args.groupName:
@@ -88,9 +85,7 @@ class ConsumerProgress(Command):
                 }
             )
         diff_total = stats.compute_total_diff()
-        text = (
-            table.render() + "\n\n" + f"Consume TPS: {stats.consume_tps:.2f}\n" + f"Diff Total: {diff_total}"
-        )
+        text = table.render() + "\n\n" + f"Consume TPS: {stats.consume_tps:.2f}\n" + f"Diff Total: {diff_total}"
         out.emit(
             text=text,
             data={
@@ -114,9 +109,7 @@ class ConsumerProgress(Command):
         )
         rows = []
         groups = sorted(
-            t[len(RETRY_GROUP_TOPIC_PREFIX) :]
-            for t in await admin.fetch_all_topic_list()
-            if is_retry_topic(t)
+            t[len(RETRY_GROUP_TOPIC_PREFIX) :] for t in await admin.fetch_all_topic_list() if is_retry_topic(t)
         )
         for group in groups:
             row: dict[str, Any] = {
@@ -143,9 +136,7 @@ class ConsumerProgress(Command):
                 row["model"] = (cc.message_model or "") if push else ""
             except Exception:
                 pass
-            table.add(
-                group, row["count"], row["version"], row["type"], row["model"], row["tps"], row["diffTotal"]
-            )
+            table.add(group, row["count"], row["version"], row["type"], row["model"], row["tps"], row["diffTotal"])
             rows.append(row)
         out.emit(text=table.render(), data={"groups": rows})
 
@@ -194,16 +185,8 @@ class UpdateSubGroup(Command):
         Opt("q", "retryQueueNums", "retry queue nums", type=int, metavar="N"),
         Opt("r", "retryMaxTimes", "retry max times", type=int, metavar="N"),
         Opt("i", "brokerId", "consumer from which broker id", type=int, metavar="ID"),
-        Opt(
-            "w", "whichBrokerWhenConsumeSlowly", "which broker id when consume slowly", type=int, metavar="ID"
-        ),
-        Opt(
-            "a",
-            "notifyConsumerIdsChanged",
-            "notify consumerId changed (true|false)",
-            type=java_bool,
-            metavar="BOOL",
-        ),
+        Opt("w", "whichBrokerWhenConsumeSlowly", "which broker id when consume slowly", type=int, metavar="ID"),
+        Opt("a", "notifyConsumerIdsChanged", "notify consumerId changed (true|false)", type=java_bool, metavar="BOOL"),
     )
 
     def validate(self, args: argparse.Namespace) -> None:

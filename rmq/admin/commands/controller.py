@@ -27,9 +27,7 @@ from rmq.remoting.errors import RemotingError
 BROKER_NAME = Opt("b", "brokerName", "broker group name", metavar="NAME")
 
 
-async def call_controller(
-    admin: MQAdmin, code: int, ext_fields: dict[str, str]
-) -> tuple[str, RemotingCommand]:
+async def call_controller(admin: MQAdmin, code: int, ext_fields: dict[str, str]) -> tuple[str, RemotingCommand]:
     """(NameServer, answer) from the first NameServer that runs the controller."""
     unreachable: list[str] = []
     for addr in admin.namesrv_addrs:
@@ -45,8 +43,7 @@ async def call_controller(
         return addr, resp
     why = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
     raise AdminError(
-        f"no NameServer of {admin.namesrv_desc} runs the controller "
-        f"(start one with rmq namesrv --controller){why}"
+        f"no NameServer of {admin.namesrv_desc} runs the controller (start one with rmq namesrv --controller){why}"
     )
 
 
@@ -141,9 +138,7 @@ class ControllerStatus(Command):
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         name = (args.brokerName or "").strip() or None
         ns, resp = await call_controller(
-            admin,
-            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
-            GetSyncStateDataRequestHeader(name).to_ext_fields(),
+            admin, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, GetSyncStateDataRequestHeader(name).to_ext_fields()
         )
         groups = decode_group_statuses(resp.body)
         if name is not None and not groups:

@@ -76,14 +76,8 @@ def render(addr: str, info: dict[str, Any]) -> str:
             ("#CommitLogMaxOffset", str(_int(cl.get("maxOffset")))),
             ("#DispatchBehindBytes", str(_int(info.get("dispatchBehindBytes")))),
             ("#TransferSpeed(KB/s)", "%.2f" % (_int(cl.get("transferredByteInSecond")) / 1024)),
-            (
-                "#LastReadTime",
-                human_time(_int(cl.get("lastReadTimestamp"))) if cl.get("lastReadTimestamp") else "-",
-            ),
-            (
-                "#LastWriteTime",
-                human_time(_int(cl.get("lastWriteTimestamp"))) if cl.get("lastWriteTimestamp") else "-",
-            ),
+            ("#LastReadTime", human_time(_int(cl.get("lastReadTimestamp"))) if cl.get("lastReadTimestamp") else "-"),
+            ("#LastWriteTime", human_time(_int(cl.get("lastWriteTimestamp"))) if cl.get("lastWriteTimestamp") else "-"),
         ]
         if cl.get("lastReject"):
             head.append(("#LastReject", str(cl["lastReject"])))

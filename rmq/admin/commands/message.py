@@ -158,9 +158,7 @@ class QueryMsgByKey(Command):
             raise AdminError(f"no message with key {key} in topic {topic}")
         msgs.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset))
         table = Table(
-            Col("#Message ID", 50),
-            Col("#QID", 4, right=True, gap=" "),
-            Col("#Offset", 40, right=True, gap=" "),
+            Col("#Message ID", 50), Col("#QID", 4, right=True, gap=" "), Col("#Offset", 40, right=True, gap=" ")
         )
         rows = []
         for m in msgs:

@@ -42,9 +42,7 @@ def parse_reset_timestamp(text: str) -> int:
     try:
         return int(datetime.strptime(t, TIME_FORMAT).timestamp() * 1000)
     except ValueError:
-        raise UsageError(
-            f"timestamp {text!r} is not now, milliseconds, -1 or yyyy-MM-dd#HH:mm:ss:SSS"
-        ) from None
+        raise UsageError(f"timestamp {text!r} is not now, milliseconds, -1 or yyyy-MM-dd#HH:mm:ss:SSS") from None
 
 
 @register
@@ -89,9 +87,7 @@ class ResetOffsetByTime(Command):
                 continue
             brokers += 1
             try:
-                resp = await admin.call(
-                    addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header.to_ext_fields()
-                )
+                resp = await admin.call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header.to_ext_fields())
             except MQBrokerError as e:
                 if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
                     raise AdminError(f"broker {addr} answered CONSUMER_NOT_ONLINE: {e.remark}") from None

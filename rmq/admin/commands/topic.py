@@ -113,9 +113,7 @@ class TopicStatus(Command):
         rows = []
         for mq, off in stats:
             ts = off.last_update_timestamp
-            table.add(
-                mq.broker_name, mq.queue_id, off.min_offset, off.max_offset, human_time(ts) if ts > 0 else ""
-            )
+            table.add(mq.broker_name, mq.queue_id, off.min_offset, off.max_offset, human_time(ts) if ts > 0 else "")
             rows.append(
                 {
                     "brokerName": mq.broker_name,
@@ -220,9 +218,7 @@ class DeleteTopic(Command):
         names = set(await admin.fetch_broker_name_by_cluster_name(cluster))
         on = sorted(bd.broker_name for bd in route.broker_datas)
         if not names.intersection(on):
-            raise AdminError(
-                f"topic {topic} is not on cluster {cluster} (its brokers: {', '.join(on) or 'none'})"
-            )
+            raise AdminError(f"topic {topic} is not on cluster {cluster} (its brokers: {', '.join(on) or 'none'})")
         await admin.delete_topic_in_broker(addrs, topic)
         if not out.json:
             out.emit(text=f"delete topic [{topic}] from cluster [{cluster}] success.")

@@ -41,9 +41,7 @@ from rmq.protocol.headers import (
 log = logging.getLogger("rmq.broker.admin")
 
 
-def _ok(
-    request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes | None = None
-) -> RemotingCommand:
+def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes | None = None) -> RemotingCommand:
     resp = request.create_response(ResponseCode.SUCCESS, body=body)
     if ext is not None:
         resp.ext_fields = ext
@@ -220,9 +218,7 @@ class AdminBrokerProcessor:
             if not h.is_force and current >= 0 and target >= current:
                 target = current
             offsets.commit_offset(conn.remote_address, h.group, h.topic, qid, target)
-            entries.append(
-                ({"brokerName": self.broker_config.brokerName, "queueId": qid, "topic": h.topic}, target)
-            )
+            entries.append(({"brokerName": self.broker_config.brokerName, "queueId": qid, "topic": h.topic}, target))
         body = dumps_object_keyed_map("offsetTable", entries)
         log.info(
             "reset offsets of group %s on %s to time %d (force=%s): %s",
@@ -233,9 +229,7 @@ class AdminBrokerProcessor:
             [e[1] for e in entries],
         )
         if online is not None:
-            push = RemotingCommand(
-                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=h.to_ext_fields(), body=body
-            )
+            push = RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=h.to_ext_fields(), body=body)
             for c in online.channels.values():
                 try:
                     c.conn.send_oneway(push)

@@ -67,10 +67,7 @@ def _error(request: RemotingCommand, remark: str, code: int = ResponseCode.SYSTE
 
 
 def _ok(
-    request: RemotingCommand,
-    body: bytes | None = None,
-    remark: str | None = None,
-    ext: dict[str, str] | None = None,
+    request: RemotingCommand, body: bytes | None = None, remark: str | None = None, ext: dict[str, str] | None = None
 ) -> RemotingCommand:
     resp = request.create_response(ResponseCode.SUCCESS, remark, body=body)
     if ext is not None:
@@ -133,9 +130,7 @@ class AdminOpsProcessor:
         self.group_tps.tick()
 
     # ------------------------------------------------------------------ topics
-    def delete_topic(
-        self, conn: Any, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def delete_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         """4.9.8: the topic config goes, then its consume queues; offsets of every group
         on it too (cleanOffsetByTopic), so a topic created again starts clean."""
         bc = self.broker_config
@@ -193,9 +188,7 @@ class AdminOpsProcessor:
         g = self.consumers.get_group(h.consumer_group)
         if g is None:
             return _error(
-                request,
-                f"the consumer group[{h.consumer_group}] not online",
-                ResponseCode.CONSUMER_NOT_ONLINE,
+                request, f"the consumer group[{h.consumer_group}] not online", ResponseCode.CONSUMER_NOT_ONLINE
             )
         body = ConsumerConnection(
             [_connection(c) for c in g.channels.values()],
@@ -266,18 +259,14 @@ class AdminOpsProcessor:
             return _error(request, str(e))
         log.info("deleteSubscriptionGroup %s called by %s", h.group_name, conn.remote_address)
         if not self.subscriptions.delete(h.group_name):
-            log.warning(
-                "delete subscription group failed, subscription groupName: %s not exist", h.group_name
-            )
+            log.warning("delete subscription group failed, subscription groupName: %s not exist", h.group_name)
         if h.remove_offset or h.clean_offset:
             self.offsets.remove_group(h.group_name)
             log.info("offsets of group %s removed", h.group_name)
         return _ok(request)
 
     # ------------------------------------------------------------------ broker config
-    def update_broker_config(
-        self, conn: Any, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def update_broker_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         bc, sc = self.broker_config, self.store_config
         if not request.body:
             return _ok(request)
@@ -295,9 +284,7 @@ class AdminOpsProcessor:
             path = self.config_path
             if path:
                 try:
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, _persist_config_file, path, upd.text
-                    )
+                    await asyncio.get_running_loop().run_in_executor(None, _persist_config_file, path, upd.text)
                 except OSError as e:
                     return _error(request, f"cannot write {path}: {e}; nothing changed")
             for key in upd.at_once:

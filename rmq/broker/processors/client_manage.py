@@ -43,10 +43,7 @@ class ClientManageProcessor:
             if sub_group is not None:
                 notify = sub_group.notifyConsumerIdsChangedEnable
                 self.topics.create_topic_in_send_message_back_method(
-                    retry_topic(data.group_name),
-                    sub_group.retryQueueNums,
-                    PermName.PERM_READ | PermName.PERM_WRITE,
-                    0,
+                    retry_topic(data.group_name), sub_group.retryQueueNums, PermName.PERM_READ | PermName.PERM_WRITE, 0
                 )
             changed = self.consumers.register(
                 data.group_name,

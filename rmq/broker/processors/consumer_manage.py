@@ -31,9 +31,7 @@ class ConsumerManageProcessor:
         info = self.consumers.get_group(h.consumer_group)
         ids = info.client_ids() if info is not None else []
         if not ids:
-            return request.create_response(
-                ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}"
-            )
+            return request.create_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
         return request.create_response(ResponseCode.SUCCESS, body=ConsumerIdList(ids).to_json())
 
     def update_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -41,9 +39,7 @@ class ConsumerManageProcessor:
             h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        self.offsets.commit_offset(
-            conn.remote_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset
-        )
+        self.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return request.create_response(ResponseCode.SUCCESS)
 
     def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
@@ -63,8 +59,7 @@ class ConsumerManageProcessor:
                 offset = 0
             else:
                 return request.create_response(
-                    ResponseCode.QUERY_NOT_FOUND,
-                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+                    ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
                 )
         resp = request.create_response(ResponseCode.SUCCESS)
         resp.ext_fields = QueryConsumerOffsetResponseHeader(offset).to_ext_fields()

@@ -19,16 +19,12 @@ log = logging.getLogger("rmq.broker.transaction")
 
 
 class EndTransactionProcessor:
-    def __init__(
-        self, store_config: MessageStoreConfig, store: StoreWriter, transactions: HalfMessages
-    ) -> None:
+    def __init__(self, store_config: MessageStoreConfig, store: StoreWriter, transactions: HalfMessages) -> None:
         self.store_config = store_config
         self.store = store
         self.transactions = transactions
 
-    def process(
-        self, conn: Any, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         try:
             h = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
         except ProtocolError as e:
@@ -53,9 +49,7 @@ class EndTransactionProcessor:
         tx = self.transactions
         half = tx.look_half(h.commit_log_offset)
         if half is None:
-            return request.create_response(
-                ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
-            )
+            return request.create_response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
         bad = tx.check_prepare(half, h.producer_group, h.tran_state_table_offset, h.commit_log_offset)
         if bad is not None:
             log.warning("END_TRANSACTION for %s refused: %s", h.msg_id, bad)
@@ -63,10 +57,7 @@ class EndTransactionProcessor:
         if kind == SysFlag.TRANSACTION_ROLLBACK_TYPE:
             tx.put_op(half)
             log.info(
-                "transaction %s of group %s rolled back (%s)",
-                h.transaction_id or h.msg_id,
-                h.producer_group,
-                origin,
+                "transaction %s of group %s rolled back (%s)", h.transaction_id or h.msg_id, h.producer_group, origin
             )
             return request.create_response(ResponseCode.SUCCESS)
         final = tx.end_message_transaction(half, h.commit_log_offset)

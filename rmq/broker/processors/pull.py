@@ -100,8 +100,7 @@ class PullMessageProcessor:
         sub_group = self.subscriptions.find(h.consumer_group)
         if sub_group is None:
             return request.create_response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist"
             )
         if not sub_group.consumeEnable:
             return request.create_response(
@@ -181,17 +180,11 @@ class PullMessageProcessor:
             suggest = MASTER_ID
         if bc.slaveReadEnable:
             suggest = (
-                sub_group.whichBrokerWhenConsumeSlowly
-                if result.suggest_pulling_from_slave
-                else sub_group.brokerId
+                sub_group.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave else sub_group.brokerId
             )
         else:
             suggest = MASTER_ID
-        if (
-            code == ResponseCode.PULL_OFFSET_MOVED
-            and role == BrokerRole.SLAVE
-            and not store_config.offsetCheckInSlave
-        ):
+        if code == ResponseCode.PULL_OFFSET_MOVED and role == BrokerRole.SLAVE and not store_config.offsetCheckInSlave:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         elif code == ResponseCode.PULL_OFFSET_MOVED:
             log.warning(
@@ -223,7 +216,5 @@ class PullMessageProcessor:
                 self.stats.on_get(h.consumer_group, h.topic, result, h.queue_id)
 
         if allow_suspend and has_commit and role != BrokerRole.SLAVE:
-            self.offsets.commit_offset(
-                conn.remote_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset
-            )
+            self.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return response

@@ -8,11 +8,7 @@ from rmq.broker.seams import StoreReader
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.headers import (
-    QueryMessageRequestHeader,
-    QueryMessageResponseHeader,
-    ViewMessageRequestHeader,
-)
+from rmq.protocol.headers import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
 from rmq.store.config import MessageStoreConfig
 
 
@@ -49,7 +45,5 @@ class QueryMessageProcessor:
             return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         data = self.store.select_one_message_by_offset(h.offset)
         if data is None:
-            return request.create_response(
-                ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}"
-            )
+            return request.create_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
         return request.create_response(ResponseCode.SUCCESS, body=data)

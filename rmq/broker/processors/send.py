@@ -23,11 +23,7 @@ from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.codes import MQVersion, RemotingFlag, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
-from rmq.protocol.headers import (
-    ConsumerSendMsgBackRequestHeader,
-    SendMessageRequestHeader,
-    SendMessageResponseHeader,
-)
+from rmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader
 from rmq.protocol.message import (
     MessageConst,
     MessageExtBatch,
@@ -135,9 +131,7 @@ class SendMessageProcessor:
         topic = header.topic
         if not (bc.brokerPermission & 2) and topics.is_order_topic(topic):
             return None, self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{bc.brokerIP1}] sending message is forbidden",
+                request, ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] sending message is forbidden"
             )
         bad = validate_topic(topic)
         if bad is not None:
@@ -197,12 +191,7 @@ class SendMessageProcessor:
         return None
 
     def _response(
-        self,
-        request: RemotingCommand,
-        result: PutMessageResult,
-        uniq_key: str | None,
-        queue_id: int,
-        topic: str = "",
+        self, request: RemotingCommand, result: PutMessageResult, uniq_key: str | None, queue_id: int, topic: str = ""
     ) -> RemotingCommand:
         code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.value))
         if result.status.stored:
@@ -283,9 +272,7 @@ class SendMessageProcessor:
             tx = self.transactional_prepare
             if tx is None:
                 return self._error(
-                    request,
-                    ResponseCode.NO_PERMISSION,
-                    "transactional messages are not supported by this broker yet",
+                    request, ResponseCode.NO_PERMISSION, "transactional messages are not supported by this broker yet"
                 )
             msg = tx(msg)
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -333,9 +320,7 @@ class SendMessageProcessor:
         return self._response(request, result, uniq, qid, topic)
 
     # --- CONSUMER_SEND_MSG_BACK (36): retry and dead letter (spec 7.2) ---
-    def consumer_send_msg_back(
-        self, conn, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def consumer_send_msg_back(self, conn, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         bc = self.broker_config
         store = self.store
         try:
@@ -349,9 +334,7 @@ class SendMessageProcessor:
             )
         if not (bc.brokerPermission & 2):
             return self._error(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{bc.brokerIP1}] sending message is forbidden",
+                request, ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] sending message is forbidden"
             )
         if sub.retryQueueNums <= 0:
             return request.create_response(ResponseCode.SUCCESS)
@@ -359,14 +342,10 @@ class SendMessageProcessor:
         qid = self._rand.randrange(sub.retryQueueNums)
         tc = self.topics.create_topic_in_send_message_back_method(topic, sub.retryQueueNums, 6, 0)
         if not (tc.perm & 2):
-            return self._error(
-                request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
-            )
+            return self._error(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         msg = store.look_message_by_offset(h.offset)
         if msg is None:
-            return self._error(
-                request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}"
-            )
+            return self._error(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         props = dict(msg.properties)
         props.setdefault(MessageConst.RETRY_TOPIC, msg.topic)
         max_times = sub.retryMaxTimes
@@ -379,11 +358,7 @@ class SendMessageProcessor:
             self.topics.create_topic_in_send_message_back_method(topic, DLQ_NUMS_PER_GROUP, 6, 0)
             props.pop(MessageConst.DELAY_TIME_LEVEL, None)
             log.info(
-                "message %s of group %s reconsumed %d times; to %s",
-                msg.msg_id,
-                h.group,
-                msg.reconsume_times,
-                topic,
+                "message %s of group %s reconsumed %d times; to %s", msg.msg_id, h.group, msg.reconsume_times, topic
             )
         else:
             if delay == 0:

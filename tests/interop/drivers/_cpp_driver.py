@@ -110,9 +110,7 @@ def _text(v) -> str | None:
 
 def load_client(flavor: str, log_dir: str | None, log_level: str):
     """Import the binding after pointing the C++ client's log files at log_dir."""
-    log_dir = (
-        log_dir or os.environ.get("RMQ_INTEROP_LOG_DIR") or tempfile.mkdtemp(prefix=f"rmq-interop-{flavor}-")
-    )
+    log_dir = log_dir or os.environ.get("RMQ_INTEROP_LOG_DIR") or tempfile.mkdtemp(prefix=f"rmq-interop-{flavor}-")
     os.makedirs(log_dir, exist_ok=True)
     # The C++ clients write ~/logs/rocketmq-cpp (1.x) or ~/logs/rocketmq-client
     # (2.x) and, for broadcasting consumers, ~/.rocketmq_offsets: keep them out of
@@ -162,12 +160,8 @@ def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namesrv", required=True, help="NameServer address host:port[;host:port]")
     p.add_argument("--topic", required=True)
     p.add_argument("--group", required=True)
-    p.add_argument(
-        "--log-dir", help="C++ client log directory (default: a new temp dir, or $RMQ_INTEROP_LOG_DIR)"
-    )
-    p.add_argument(
-        "--log-level", default="info", choices=["fatal", "error", "warn", "info", "debug", "trace"]
-    )
+    p.add_argument("--log-dir", help="C++ client log directory (default: a new temp dir, or $RMQ_INTEROP_LOG_DIR)")
+    p.add_argument("--log-level", default="info", choices=["fatal", "error", "warn", "info", "debug", "trace"])
     p.add_argument("--instance-name", help="client instance name (push consumer only)")
 
 
@@ -190,9 +184,7 @@ def _start_client(role: str, make, dll, a: argparse.Namespace, log_dir: str, con
     return c
 
 
-def _emit_started(
-    flavor: str, version: str, role: str, a: argparse.Namespace, log_dir: str, **fields
-) -> None:
+def _emit_started(flavor: str, version: str, role: str, a: argparse.Namespace, log_dir: str, **fields) -> None:
     emit(
         event="started",
         client=flavor,
@@ -363,9 +355,7 @@ class _ConsumerRun:
         cons = _start_client(self.role, make, self.dll, a, self.log_dir, configure)
         # held until exit: a collected PushConsumer frees its callback trampoline and stops
         self.consumer = cons
-        _emit_started(
-            self.flavor, self.version, self.role, a, self.log_dir, expression=a.expression, **started_fields
-        )
+        _emit_started(self.flavor, self.version, self.role, a, self.log_dir, expression=a.expression, **started_fields)
         return cons
 
 
@@ -407,17 +397,11 @@ def push_main(flavor: str, argv=None) -> int:
     p.add_argument("--property-keys", default="", help="extra property names to print (comma-separated)")
     p.add_argument("--thread-count", type=int, default=0, help="consume threads (0 = default)")
     p.add_argument(
-        "--reconsume-until",
-        type=int,
-        default=0,
-        help="answer RECONSUME_LATER while reconsume_times < N (retry tests)",
+        "--reconsume-until", type=int, default=0, help="answer RECONSUME_LATER while reconsume_times < N (retry tests)"
     )
     p.add_argument("--max-messages", type=int, default=0, help="exit 0 after N messages")
     p.add_argument(
-        "--idle-exit",
-        type=float,
-        default=0,
-        help="exit 0 after N seconds without a message (0 = run until killed)",
+        "--idle-exit", type=float, default=0, help="exit 0 after N seconds without a message (0 = run until killed)"
     )
     a = p.parse_args(argv)
 
@@ -478,10 +462,7 @@ def pull_main(flavor: str, argv=None) -> int:
     p.add_argument("--property-keys", default="")
     p.add_argument("--max-messages", type=int, default=0, help="stop after N messages")
     p.add_argument(
-        "--timeout",
-        type=float,
-        default=30.0,
-        help="stop after N seconds (exit 0 if --max-messages is 0, else 1)",
+        "--timeout", type=float, default=30.0, help="stop after N seconds (exit 0 if --max-messages is 0, else 1)"
     )
     p.add_argument("--max-num", type=int, default=32, help="messages per pull request")
     a = p.parse_args(argv)

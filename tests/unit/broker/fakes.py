@@ -14,13 +14,7 @@ from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicConfigSerializeW
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.message import MessageExt, MessageExtBatch, MessageExtBrokerInner, pack_host
 from rmq.store.message_filter import MessageFilter
-from rmq.store.results import (
-    GetMessageResult,
-    GetMessageStatus,
-    PutMessageResult,
-    PutMessageStatus,
-    QueryMessageResult,
-)
+from rmq.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus, QueryMessageResult
 
 
 @dataclass
@@ -137,12 +131,7 @@ class FakeTopics:
         return tc is not None and tc.order
 
     def create_topic_in_send_message_method(
-        self,
-        topic: str,
-        default_topic: str,
-        remote_addr: str,
-        client_default_queue_nums: int,
-        topic_sys_flag: int,
+        self, topic: str, default_topic: str, remote_addr: str, client_default_queue_nums: int, topic_sys_flag: int
     ) -> TopicConfig | None:
         if not self.auto_create_topic:
             return None

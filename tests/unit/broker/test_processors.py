@@ -47,12 +47,8 @@ def _broker_config() -> BrokerConfig:
 
 
 # ---------------------------------------------------------------------- send
-def _send_processor(
-    topics: FakeTopics, store: FakeStore, stats: FakeStats | None = None
-) -> SendMessageProcessor:
-    return SendMessageProcessor(
-        _broker_config(), store, topics, FakeSubscriptions(), stats or FakeStats(), None
-    )
+def _send_processor(topics: FakeTopics, store: FakeStore, stats: FakeStats | None = None) -> SendMessageProcessor:
+    return SendMessageProcessor(_broker_config(), store, topics, FakeSubscriptions(), stats or FakeStats(), None)
 
 
 def _send_request(topic: str = TOPIC, queue_id: int = 1, body: bytes = b"hello") -> RemotingCommand:
@@ -325,9 +321,7 @@ def test_admin_create_topic_answers_after_persist_and_register() -> None:
         "perm": "6",
         "topicFilterType": "SINGLE_TAG",
     }
-    later = a.update_and_create_topic(
-        FakeConn(), RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext)
-    )
+    later = a.update_and_create_topic(FakeConn(), RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ext))
     assert "NewTopic" in topics.table
     assert not isinstance(later, RemotingCommand)
     resp = asyncio.run(_await(later))

@@ -18,12 +18,7 @@ def test_check_update_converts_splits_and_names_bad_keys():
     upd = check_update(
         bc,
         sc,
-        {
-            "fileReservedTime": "0.5",
-            "deleteWhen": "04;16",
-            "brokerPermission": "4",
-            "mappedFileSizeCommitLog": "65536",
-        },
+        {"fileReservedTime": "0.5", "deleteWhen": "04;16", "brokerPermission": "4", "mappedFileSizeCommitLog": "65536"},
     )
     assert upd.values == {
         "fileReservedTime": 0.5,
@@ -52,9 +47,7 @@ def test_check_update_converts_splits_and_names_bad_keys():
 def test_rewrite_keeps_comments_and_layout():
     text = "# broker-a\nbrokerName = broker-a\n\n! old style\ndeleteWhen: 04\ndeleteWhen=05\nx=1"
     out = rewrite_properties(text, {"deleteWhen": "04;16", "fileReservedTime": "48"})
-    assert out == (
-        "# broker-a\nbrokerName = broker-a\n\n! old style\ndeleteWhen=04;16\nx=1\nfileReservedTime=48\n"
-    )
+    assert out == ("# broker-a\nbrokerName = broker-a\n\n! old style\ndeleteWhen=04;16\nx=1\nfileReservedTime=48\n")
     assert rewrite_properties("", {"a": "1"}) == "a=1\n"
 
 

@@ -90,11 +90,7 @@ def test_by_config_returns_the_configured_queues():
 
 
 def test_machine_room():
-    mqs = [
-        MessageQueue("T", f"{room}@b{i}", qid)
-        for room, i in (("r1", 1), ("r2", 2), ("r3", 3))
-        for qid in range(3)
-    ]
+    mqs = [MessageQueue("T", f"{room}@b{i}", qid) for room, i in (("r1", 1), ("r2", 2), ("r3", 3)) for qid in range(3)]
     s = by_machine_room({"r1", "r2"})
     a = allocation(s, mqs, cids(4))
     # 6 eligible queues over 4 consumers: 1 each, the 2 left to the first 2 consumers

@@ -154,14 +154,7 @@ def test_wire_properties_and_user_properties():
     m = Message("T", "héllo", tags="TagA", keys=["k1", "k2"], properties={"u": "v"}, delay_time_level=3)
     assert m.body == "héllo".encode()
     props = m.wire_properties("UNIQ1")
-    assert props == {
-        "u": "v",
-        "TAGS": "TagA",
-        "KEYS": "k1 k2",
-        "DELAY": "3",
-        "WAIT": "true",
-        "UNIQ_KEY": "UNIQ1",
-    }
+    assert props == {"u": "v", "TAGS": "TagA", "KEYS": "k1 k2", "DELAY": "3", "WAIT": "true", "UNIQ_KEY": "UNIQ1"}
     m2 = Message("T", b"x", keys="one", wait_store_msg_ok=False)
     assert m2.wire_properties(None) == {"KEYS": "one", "WAIT": "false"}
     with pytest.raises(MQClientError):
@@ -233,11 +226,7 @@ def test_process_pull_result_decompresses_filters_and_stamps():
             store_host=pack_host("127.0.0.1", 2),
         )
 
-    body = (
-        rec(0, "a", b"plain")
-        + rec(1, "b", b"nope")
-        + rec(2, "c", zlib.compress(b"z" * 5000, 5), SysFlag.COMPRESSED)
-    )
+    body = rec(0, "a", b"plain") + rec(1, "b", b"nope") + rec(2, "c", zlib.compress(b"z" * 5000, 5), SysFlag.COMPRESSED)
     w = PullAPIWrapper(None, "g")
     mq = MessageQueue("T", "b", 1)
     res = PullResult(PullStatus.FOUND, 3, 0, 3, [], 1, body)
@@ -412,10 +401,7 @@ async def test_sync_send_retries_a_retryable_code_on_the_other_broker():
 
 async def test_sync_send_gives_up_after_three_attempts_and_raises_the_last_error():
     p, tried = _retry_producer(
-        {
-            "a": [RemotingConnectError("refused")] * 3,
-            "b": [MQBrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "na")] * 3,
-        }
+        {"a": [RemotingConnectError("refused")] * 3, "b": [MQBrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "na")] * 3}
     )
     with pytest.raises((RemotingConnectError, MQBrokerError)) as ei:
         await p.send(Message("T", b"x"))
@@ -454,8 +440,7 @@ async def test_not_stored_status_retries_only_when_asked():
     r = await p.send(Message("T", b"x"))
     assert r.status.value == "FLUSH_DISK_TIMEOUT" and len(tried) == 1
     p, tried = _retry_producer(
-        {"a": ["FLUSH_DISK_TIMEOUT"] * 3, "b": ["FLUSH_DISK_TIMEOUT"] * 3},
-        retry_another_broker_when_not_store_ok=True,
+        {"a": ["FLUSH_DISK_TIMEOUT"] * 3, "b": ["FLUSH_DISK_TIMEOUT"] * 3}, retry_another_broker_when_not_store_ok=True
     )
     r = await p.send(Message("T", b"x"))
     assert r.status.value == "FLUSH_DISK_TIMEOUT" and len(tried) == 3

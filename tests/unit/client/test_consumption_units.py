@@ -14,11 +14,7 @@ import pytest
 from rmq.admin.base import UsageError
 from rmq.admin.commands.offset import parse_reset_timestamp
 from rmq.client.config import ClientConfig
-from rmq.client.consume_orderly import (
-    ConsumeMessageOrderlyService,
-    ConsumeOrderlyContext,
-    ConsumeOrderlyResult,
-)
+from rmq.client.consume_orderly import ConsumeMessageOrderlyService, ConsumeOrderlyContext, ConsumeOrderlyResult
 from rmq.client.instance import MQClientInstance
 from rmq.client.message import Message, SendResult, SendStatus
 from rmq.client.offset_store import (
@@ -51,9 +47,7 @@ from rmq.protocol.message import (
 S = LocalTransactionState
 
 
-def ext(
-    offset: int, body: bytes = b"x", props: dict | None = None, topic: str = "T", reconsume_times: int = 0
-):
+def ext(offset: int, body: bytes = b"x", props: dict | None = None, topic: str = "T", reconsume_times: int = 0):
     return decode_record(record(offset, body, props, topic, reconsume_times))
 
 
@@ -141,8 +135,7 @@ async def test_local_offset_store_falls_back_to_the_bak_and_reads_java_files(tmp
     assert store.offset_table == {MQ1: 4}
     # what a Java client writes (JSON.toJSONString(wrapper, true))
     store.store_path.write_text(
-        '{\n\t"offsetTable":{{\n\t\t\t"brokerName":"b",\n\t\t\t'
-        '"queueId":0,\n\t\t\t"topic":"T"\n\t\t}:42\n\t}\n}'
+        '{\n\t"offsetTable":{{\n\t\t\t"brokerName":"b",\n\t\t\t"queueId":0,\n\t\t\t"topic":"T"\n\t\t}:42\n\t}\n}'
     )
     fresh = LocalFileOffsetStore("c", "G", tmp_path)
     assert await fresh.read_offset(MQ0, ReadOffsetType.READ_FROM_STORE) == 42
@@ -196,9 +189,7 @@ async def test_orderly_suspend_counts_local_retries_then_sends_back():
     for attempt in range(2):
         msgs = pq.take_messages(1)
         ctx = ConsumeOrderlyContext(mq)
-        go_on = await svc.process_consume_result(
-            msgs, ConsumeOrderlyResult.SUSPEND_CURRENT_QUEUE_A_MOMENT, ctx, pq, mq
-        )
+        go_on = await svc.process_consume_result(msgs, ConsumeOrderlyResult.SUSPEND_CURRENT_QUEUE_A_MOMENT, ctx, pq, mq)
         assert go_on is False and msgs[0].reconsume_times == attempt + 1
     assert svc.later == [-1, -1] and consumer.offset_store.updates == []
     msgs = pq.take_messages(1)
@@ -209,9 +200,7 @@ async def test_orderly_suspend_counts_local_retries_then_sends_back():
     assert go_on is True and svc.sent_back == [(0, 2)]
     assert consumer.offset_store.updates == [(mq, 1)]  # the queue moves on
     msgs = pq.take_messages(1)
-    assert await svc.process_consume_result(
-        msgs, ConsumeOrderlyResult.SUCCESS, ConsumeOrderlyContext(mq), pq, mq
-    )
+    assert await svc.process_consume_result(msgs, ConsumeOrderlyResult.SUCCESS, ConsumeOrderlyContext(mq), pq, mq)
     assert consumer.offset_store.updates[-1] == (mq, 2)
 
 
@@ -221,9 +210,7 @@ async def test_orderly_failed_send_back_keeps_the_message_and_default_is_unbound
     pq.put_messages([ext(0)])
     msgs = pq.take_messages(1)
     ctx = ConsumeOrderlyContext(MQ0, suspend_current_queue_time_millis=50)
-    assert not await svc.process_consume_result(
-        msgs, ConsumeOrderlyResult.SUSPEND_CURRENT_QUEUE_A_MOMENT, ctx, pq, MQ0
-    )
+    assert not await svc.process_consume_result(msgs, ConsumeOrderlyResult.SUSPEND_CURRENT_QUEUE_A_MOMENT, ctx, pq, MQ0)
     assert svc.later == [50] and msgs[0].reconsume_times == 1
     assert [m.queue_offset for m in pq.take_messages(1)] == [0]
     assert orderly_service()[0].max_reconsume_times() == 2**31 - 1
@@ -368,8 +355,7 @@ async def test_instance_routes_checks_and_resets_to_their_owner():
     table = dumps_object_keyed_map("offsetTable", [(MQ0.to_obj(), 5), (MQ1.to_obj(), 6)])
     rh = ResetOffsetRequestHeader("T", "CG", 1700000000000, True)
     inst._process_reset_offset(
-        conn,
-        RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=rh.to_ext_fields(), body=table),
+        conn, RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=rh.to_ext_fields(), body=table)
     )
     await asyncio.gather(*inst._side_tasks)
     assert resets == [("T", {MQ0: 5, MQ1: 6})]

@@ -49,9 +49,7 @@ def test_select_by_hash_is_stable_and_java_like():
     for key in ("a", "order-1", "order-2", 12345, -99):
         q = select_by_hash(MQS, MSG, key)
         assert q == select_by_hash(list(MQS), MSG, key)
-        assert q.queue_id == abs(
-            java_hash_code(key) % 8 if java_hash_code(key) >= 0 else -((-java_hash_code(key)) % 8)
-        )
+        assert q.queue_id == abs(java_hash_code(key) % 8 if java_hash_code(key) >= 0 else -((-java_hash_code(key)) % 8))
     assert select_by_hash(MQS, MSG, "abc").queue_id == 96354 % 8
 
 

@@ -11,9 +11,7 @@ from rmq.common.properties import PropertiesError, apply_properties, convert, pa
 
 
 def test_parse_properties_text() -> None:
-    text = (
-        "# comment\n! also a comment\n\n  listenPort = 9877  \nkvConfigPath: /a/b=c\nurl=http://x:1\nempty=\n"
-    )
+    text = "# comment\n! also a comment\n\n  listenPort = 9877  \nkvConfigPath: /a/b=c\nurl=http://x:1\nempty=\n"
     assert parse_properties_text(text) == {
         "listenPort": "9877",
         "kvConfigPath": "/a/b=c",

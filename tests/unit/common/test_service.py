@@ -64,9 +64,7 @@ async def test_a_wakeup_while_busy_is_not_lost() -> None:
     await s.stop()
 
 
-async def test_interval_runs_repeatedly_and_a_failure_is_logged_not_fatal(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_interval_runs_repeatedly_and_a_failure_is_logged_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
     s = Counting(0.005, fail_at=2)
     with caplog.at_level(logging.ERROR, logger="rmq.service"):
         s.start()

@@ -49,9 +49,7 @@ def test_offset_report_is_8_byte_big_endian():
 
 
 def test_transfer_header_is_offset_then_int32_size():
-    assert encode_transfer_header(1 << 32, 32768) == (
-        bytes.fromhex("0000000100000000") + bytes.fromhex("00008000")
-    )
+    assert encode_transfer_header(1 << 32, 32768) == (bytes.fromhex("0000000100000000") + bytes.fromhex("00008000"))
     assert len(encode_transfer_header(5, 0)) == 12
 
 
@@ -67,12 +65,7 @@ def test_accept_and_reject_layout():
         struct.pack(">ihhi", 0x524D5148, 1, 2, 16) + struct.pack(">qq", 5, 1000)
     )
     r = encode_reject(MasterReject(2, "wrong cluster"))
-    assert (
-        r
-        == struct.pack(">ihhi", 0x524D5148, 1, 3, 8 + 2 + 13)
-        + struct.pack(">q", 2)
-        + b"\x00\x0dwrong cluster"
-    )
+    assert r == struct.pack(">ihhi", 0x524D5148, 1, 3, 8 + 2 + 13) + struct.pack(">q", 2) + b"\x00\x0dwrong cluster"
 
 
 # --------------------------------------------------------------------------- master side
@@ -252,9 +245,7 @@ def test_slave_reader_garbage_only_raises_protocol_error(data, chunk):
 
 
 @FUZZ
-@given(
-    st.lists(st.tuples(st.integers(0, 1 << 50), st.binary(max_size=2000)), max_size=8), st.integers(1, 5000)
-)
+@given(st.lists(st.tuples(st.integers(0, 1 << 50), st.binary(max_size=2000)), max_size=8), st.integers(1, 5000))
 def test_slave_reader_roundtrip(blocks, chunk):
     rd = SlaveStreamReader(capacity=96 * 1024, min_free=8 * 1024)
     ev = _slave_events(rd, _stream(blocks), chunk)

@@ -76,10 +76,7 @@ def test_unknown_keys_are_warned_once_each(tmp_path: Path, caplog) -> None:
         ("scanNotActiveBrokerInterval=0\n", "scanNotActiveBrokerInterval: must be positive"),
         ("brokerExpiredTimeMillis=-5\n", "brokerExpiredTimeMillis: must be positive"),
         ("logLevel=LOUD\n", "logLevel: expected one of DEBUG, INFO, WARNING, ERROR"),
-        (
-            "enableControllerInNamesrv=true\ncontrollerScanInterval=0\n",
-            "controllerScanInterval must be positive",
-        ),
+        ("enableControllerInNamesrv=true\ncontrollerScanInterval=0\n", "controllerScanInterval must be positive"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, text: str, msg: str) -> None:
@@ -96,8 +93,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
 def test_command_line_wins_over_the_file(tmp_path: Path) -> None:
     path = _file(
         tmp_path,
-        "listenPort=9877\norderMessageEnable=false\n"
-        "controllerMasterTimeout=5000\nenableControllerInNamesrv=false\n",
+        "listenPort=9877\norderMessageEnable=false\ncontrollerMasterTimeout=5000\nenableControllerInNamesrv=false\n",
     )
     p = build_parser()
     s = settings_from_args(p.parse_args(["-c", path]))

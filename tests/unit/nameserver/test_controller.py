@@ -75,9 +75,7 @@ def test_running_master_with_history_keeps_its_epoch():
     assert (a.epoch, a.epoch_start_offset) == (7, 5000)
 
 
-def _cluster(
-    c: Ctl, t: int, acks: dict[str, int], slaves: dict[str, tuple[int, int]], master_max: int = 1000
-) -> None:
+def _cluster(c: Ctl, t: int, acks: dict[str, int], slaves: dict[str, tuple[int, int]], master_max: int = 1000) -> None:
     c.on_heartbeat(master_hb(max_offset=master_max, acks=acks), t)
     for addr, (bid, mx) in slaves.items():
         c.on_heartbeat(slave_hb(addr, bid, mx), t)

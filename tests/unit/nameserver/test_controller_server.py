@@ -36,10 +36,7 @@ async def test_without_controller_the_codes_are_not_served(tmp_path: Path) -> No
 
 async def test_decision_is_on_disk_before_the_answer(tmp_path: Path) -> None:
     cfg = ControllerConfig(enableControllerInNamesrv=True)
-    async with (
-        NameServer("127.0.0.1", 0, kv_path=tmp_path / "kv.msgpack", controller=cfg) as ns,
-        RemotingClient() as c,
-    ):
+    async with NameServer("127.0.0.1", 0, kv_path=tmp_path / "kv.msgpack", controller=cfg) as ns, RemotingClient() as c:
         resp = await c.invoke(ns.address, heartbeat(max_offset=10), T)
         assert resp.code == ResponseCode.SUCCESS
         assert resp.ext_fields["masterEpoch"] == "1" and resp.ext_fields["brokerId"] == "0"
@@ -57,25 +54,16 @@ async def test_decision_is_on_disk_before_the_answer(tmp_path: Path) -> None:
         resp = await c.invoke(ns.address, bad, T)
         assert resp.code == ResponseCode.SYSTEM_ERROR and "JSON" in resp.remark
         resp = await c.invoke(
-            ns.address,
-            RemotingCommand(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, ext_fields={"brokerName": "b"}),
-            T,
+            ns.address, RemotingCommand(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, ext_fields={"brokerName": "b"}), T
         )
         [g] = decode_group_statuses(resp.body)
-        assert (g.epoch, g.master_addr, [m.role for m in g.members]) == (
-            1,
-            "10.0.0.1:10911",
-            ["ASYNC_MASTER"],
-        )
+        assert (g.epoch, g.master_addr, [m.role for m in g.members]) == (1, "10.0.0.1:10911", ["ASYNC_MASTER"])
 
 
 async def test_damaged_controller_file_stops_the_start(tmp_path: Path) -> None:
     (tmp_path / "controller.msgpack").write_bytes(b"\xc1garbage")
     ns = NameServer(
-        "127.0.0.1",
-        0,
-        kv_path=tmp_path / "kv.msgpack",
-        controller=ControllerConfig(enableControllerInNamesrv=True),
+        "127.0.0.1", 0, kv_path=tmp_path / "kv.msgpack", controller=ControllerConfig(enableControllerInNamesrv=True)
     )
     with pytest.raises(ValueError, match="controller.msgpack: controller file is damaged"):
         await ns.start()

@@ -30,9 +30,7 @@ def register(
     wrapper = TopicConfigSerializeWrapper({t: TopicConfig(t, 4, 4) for t in topics}, DataVersion(1, 1))
     body = wrapper.to_json() if bare_wrapper else RegisterBrokerBody(wrapper).to_json()
     header = RegisterBrokerRequestHeader(name, addr, "C", addr + "1", 0)
-    return RemotingCommand(
-        RequestCode.REGISTER_BROKER, version=version, ext_fields=header.to_ext_fields(), body=body
-    )
+    return RemotingCommand(RequestCode.REGISTER_BROKER, version=version, ext_fields=header.to_ext_fields(), body=body)
 
 
 def route(topic: str, version: int = MQVersion.V3_4_9) -> RemotingCommand:
@@ -45,8 +43,7 @@ async def test_order_topic_conf_and_server_wide_standard_json(tmp_path: Path) ->
     async with ns, RemotingClient() as c:
         assert (await c.invoke(ns.address, register("b1", "10.0.0.1:1", ["OT"]), T)).code == 0
         put = RemotingCommand(
-            RequestCode.PUT_KV_CONFIG,
-            ext_fields={"namespace": "ORDER_TOPIC_CONFIG", "key": "OT", "value": "b1:4"},
+            RequestCode.PUT_KV_CONFIG, ext_fields={"namespace": "ORDER_TOPIC_CONFIG", "key": "OT", "value": "b1:4"}
         )
         assert (await c.invoke(ns.address, put, T)).code == 0
         resp = await c.invoke(ns.address, route("OT"), T)  # an old client...
@@ -63,9 +60,7 @@ async def test_order_topic_conf_off_by_default_and_legacy_broker(tmp_path: Path)
     async with ns, RemotingClient() as c:
         ns.kv.put_kv_config("ORDER_TOPIC_CONFIG", "Old", "b2:4")
         # a broker older than 3.0.11 sends the bare TopicConfigSerializeWrapper
-        resp = await c.invoke(
-            ns.address, register("b2", "10.0.0.2:1", ["Old"], version=30, bare_wrapper=True), T
-        )
+        resp = await c.invoke(ns.address, register("b2", "10.0.0.2:1", ["Old"], version=30, bare_wrapper=True), T)
         assert resp.code == ResponseCode.SUCCESS
         got = await c.invoke(ns.address, route("Old"), T)
         assert b"{0:" in got.body  # legacy for an old client
@@ -78,9 +73,7 @@ async def test_order_topic_conf_off_by_default_and_legacy_broker(tmp_path: Path)
 
 
 async def test_scan_timer_drops_silent_brokers(tmp_path: Path) -> None:
-    ns = NameServer(
-        "127.0.0.1", 0, kv_path=tmp_path / "kv.msgpack", broker_expire_ms=100, scan_interval_ms=40
-    )
+    ns = NameServer("127.0.0.1", 0, kv_path=tmp_path / "kv.msgpack", broker_expire_ms=100, scan_interval_ms=40)
     async with ns, RemotingClient() as broker, RemotingClient() as c:
         await broker.invoke(ns.address, register("b4", "10.0.0.4:1", ["Gone"]), T)
         assert (await c.invoke(ns.address, route("Gone"), T)).code == ResponseCode.SUCCESS

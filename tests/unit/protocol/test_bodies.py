@@ -128,8 +128,7 @@ def test_route_round_trip_both_forms() -> None:
 def test_route_field_layout() -> None:
     text = sample_route().to_json().decode()
     assert text.startswith(
-        '{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.1:10911",'
-        '1:"10.0.0.2:10911"},"brokerName":"broker-a","cluster":"C1"}'
+        '{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"},"brokerName":"broker-a","cluster":"C1"}'
     )
     assert '"filterServerTable":{"10.0.0.1:10911":["10.0.0.1:30000"]}' in text
     assert '"orderTopicConf":"broker-a:8;broker-b:4"' in text
@@ -239,11 +238,7 @@ def test_fuzz_inflatable_garbage_only_raises_protocol_error(data: bytes) -> None
 
 
 @FUZZ
-@given(
-    st.sampled_from([SPEC_LEGACY_ROUTE, SPEC_HEARTBEAT]),
-    st.integers(0, 400),
-    st.binary(min_size=1, max_size=3),
-)
+@given(st.sampled_from([SPEC_LEGACY_ROUTE, SPEC_HEARTBEAT]), st.integers(0, 400), st.binary(min_size=1, max_size=3))
 def test_fuzz_mutated_bodies_only_raise_protocol_error(seed: bytes, pos: int, junk: bytes) -> None:
     pos %= len(seed)
     data = seed[:pos] + junk + seed[pos + len(junk) :]
@@ -379,9 +374,7 @@ def sample_register_body() -> RegisterBrokerBody:
         "%RETRY%G1": TopicConfig("%RETRY%G1", 1, 1, 6, topic_sys_flag=0),
         "Ordered": TopicConfig("Ordered", 4, 2, 4, "MULTI_TAG", topic_sys_flag=3, order=True),
     }
-    return RegisterBrokerBody(
-        TopicConfigSerializeWrapper(table, DataVersion(1700000000000, 7)), ["10.0.0.1:30000"]
-    )
+    return RegisterBrokerBody(TopicConfigSerializeWrapper(table, DataVersion(1700000000000, 7)), ["10.0.0.1:30000"])
 
 
 def test_topic_config_json_layout() -> None:
@@ -432,10 +425,7 @@ def test_register_body_compressed_round_trip() -> None:
 
 def test_register_body_compressed_layout_golden() -> None:
     body = RegisterBrokerBody(
-        TopicConfigSerializeWrapper(
-            {"TopicA": TopicConfig("TopicA", 8, 8, 6)}, DataVersion(1700000000000, 3)
-        ),
-        [],
+        TopicConfigSerializeWrapper({"TopicA": TopicConfig("TopicA", 8, 8, 6)}, DataVersion(1700000000000, 3)), []
     )
     data = body.encode(compress=True)
     assert data[:2] == b"\x78\xda"  # zlib header, BEST_COMPRESSION
@@ -568,12 +558,7 @@ def test_subscription_build_follows_filter_api() -> None:
 
 
 def test_message_queue_order_and_lock_bodies() -> None:
-    mqs = [
-        MessageQueue("T", "b", 1),
-        MessageQueue("T", "a", 2),
-        MessageQueue("S", "z", 0),
-        MessageQueue("T", "a", 0),
-    ]
+    mqs = [MessageQueue("T", "b", 1), MessageQueue("T", "a", 2), MessageQueue("S", "z", 0), MessageQueue("T", "a", 0)]
     assert sorted(mqs) == [
         MessageQueue("S", "z", 0),
         MessageQueue("T", "a", 0),
@@ -598,8 +583,7 @@ def test_message_queue_order_and_lock_bodies() -> None:
 
 def test_unknown_fields_ignored_and_types_checked() -> None:
     qd = QueueData.from_json(
-        b'{"brokerName":"b","perm":6,"readQueueNums":"8",'
-        b'"writeQueueNums":8,"future":{"x":[1]},"topicSynFlag":2}'
+        b'{"brokerName":"b","perm":6,"readQueueNums":"8","writeQueueNums":8,"future":{"x":[1]},"topicSynFlag":2}'
     )
     assert qd == QueueData("b", 8, 8, 6, 2)
     for bad in (
@@ -716,13 +700,7 @@ def test_controller_heartbeat_body() -> None:
         "h:1", {"a": 3}
     )
     assert HeartbeatBody.from_json(None) == HeartbeatBody.from_json(b"") == HeartbeatBody()
-    for bad in (
-        b"[]",
-        b'{"slaveAckOffsets":{"a":-1}}',
-        b'{"haServerAddr":5}',
-        b'{"slaveAckOffsets":[1]}',
-        b"{",
-    ):
+    for bad in (b"[]", b'{"slaveAckOffsets":{"a":-1}}', b'{"haServerAddr":5}', b'{"slaveAckOffsets":[1]}', b"{"):
         with pytest.raises(ProtocolError):
             HeartbeatBody.from_json(bad)
 

@@ -49,10 +49,7 @@ def test_list_golden_bytes():
         (struct.pack(">iiqq", 1, 1, 10, 5), "before its start"),
         (struct.pack(">iiqq", 1, -1, 0, -1), "outside"),
         (struct.pack(">iiqq", 1, 1, 0, -7), "negative"),
-        (
-            struct.pack(">i", 2) + struct.pack(">iqq", 2, 0, 10) + struct.pack(">iqq", 1, 10, -1),
-            "not increasing",
-        ),
+        (struct.pack(">i", 2) + struct.pack(">iqq", 2, 0, 10) + struct.pack(">iqq", 1, 10, -1), "not increasing"),
         (struct.pack(">i", 2) + struct.pack(">iqq", 1, 0, 10) + struct.pack(">iqq", 2, 12, -1), "ends at 10"),
     ],
 )
@@ -125,10 +122,7 @@ def test_returning_master_with_unreplicated_tail():
 
 def test_behind_slave_agrees_up_to_its_own_end():
     assert (
-        find_consistent_point(
-            close_last([E(1, 0), E(2, 1000)], 1200), close_last([E(1, 0), E(2, 1000)], 1800)
-        )
-        == 1200
+        find_consistent_point(close_last([E(1, 0), E(2, 1000)], 1200), close_last([E(1, 0), E(2, 1000)], 1800)) == 1200
     )
 
 
@@ -181,10 +175,7 @@ def _consistent(ha, la, hb, lb):
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(2, 4),
-    st.lists(
-        st.tuples(st.sampled_from(["write", "sync", "elect"]), st.integers(0, 3), st.integers(0, 6)),
-        max_size=40,
-    ),
+    st.lists(st.tuples(st.sampled_from(["write", "sync", "elect"]), st.integers(0, 3), st.integers(0, 6)), max_size=40),
 )
 def test_consistent_point_matches_common_prefix(n_brokers, ops):
     logs: list[list[int]] = [[] for _ in range(n_brokers)]
@@ -212,11 +203,7 @@ def test_consistent_point_matches_common_prefix(n_brokers, ops):
             for e in close_last(hist[master], len(m)):
                 copied = e.start_offset < q and e.end_offset > p
                 at_tail = q == len(m) and e.end_offset == len(m)
-                if (
-                    e.epoch not in have
-                    and (copied or at_tail)
-                    and (not hist[who] or e.epoch > hist[who][-1].epoch)
-                ):
+                if e.epoch not in have and (copied or at_tail) and (not hist[who] or e.epoch > hist[who][-1].epoch):
                     hist[who].append(E(e.epoch, e.start_offset))
     for a in range(n_brokers):
         for b in range(n_brokers):

@@ -35,9 +35,7 @@ def feed_all(data: bytes, decoder: FrameDecoder | None = None) -> list[RemotingC
 
 
 def route_request() -> RemotingCommand:
-    return RemotingCommand(
-        RequestCode.GET_ROUTEINFO_BY_TOPIC, version=479, opaque=1, ext_fields={"topic": "TopicTest"}
-    )
+    return RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, version=479, opaque=1, ext_fields={"topic": "TopicTest"})
 
 
 # --------------------------------------------------------------------------- spec 1.1 / 1.4
@@ -46,8 +44,7 @@ SPEC_JSON_HEADER = (
     b'"opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}'
 )
 SPEC_BINARY_FRAME = unhex(
-    "0000002d 01000029 0069 00 01df 00000001 00000000 00000000 00000014 "
-    "0005 746f706963 00000009 546f70696354657374"
+    "0000002d 01000029 0069 00 01df 00000001 00000000 00000000 00000014 0005 746f706963 00000009 546f70696354657374"
 )
 
 
@@ -68,9 +65,7 @@ def test_spec_rocketmq_worked_example_byte_for_byte():
     assert encode(cmd) == SPEC_BINARY_FRAME
 
 
-@pytest.mark.parametrize(
-    "frame, st", [(unhex("00000087 00000083") + SPEC_JSON_HEADER, JSON), (SPEC_BINARY_FRAME, BIN)]
-)
+@pytest.mark.parametrize("frame, st", [(unhex("00000087 00000083") + SPEC_JSON_HEADER, JSON), (SPEC_BINARY_FRAME, BIN)])
 def test_spec_worked_examples_decode(frame, st):
     [cmd] = feed_all(frame)
     assert cmd == RemotingCommand(105, LanguageCode.JAVA, 479, 1, 0, None, {"topic": "TopicTest"}, None, st)
@@ -78,12 +73,7 @@ def test_spec_worked_examples_decode(frame, st):
 
 
 @pytest.mark.parametrize(
-    "remark, ext, header_size",
-    [
-        (None, None, 21),
-        ("Sample Remark", None, 34),
-        (None, {"key": "value"}, 35),
-    ],
+    "remark, ext, header_size", [(None, None, 21), ("Sample Remark", None, 34), (None, {"key": "value"}, 35)]
 )
 def test_spec_binary_header_sizes(remark, ext, header_size):
     # RocketMQSerializableTest's sizes (spec 1.4)
@@ -179,8 +169,7 @@ def test_capture_java_client_send_v2_header_json_golden():
     [cmd] = feed_all(json_frame(JAVA_520_SEND_V2_HEADER, body))
     assert cmd.code == RequestCode.SEND_MESSAGE_V2 and cmd.version == 453 and cmd.opaque == 2
     assert cmd.ext_fields["i"] == (
-        "UNIQ_KEY\x012400DD02100800152B2B7D0419D6DD5E9EFC18B4AAC2"
-        "46212A7D0000\x02WAIT\x01true\x02TAGS\x01*\x02"
+        "UNIQ_KEY\x012400DD02100800152B2B7D0419D6DD5E9EFC18B4AAC246212A7D0000\x02WAIT\x01true\x02TAGS\x01*\x02"
     )
     assert cmd.body == body
     # Re-encoding reproduces the Java client's header exactly (\u0001 escapes included).
@@ -227,9 +216,7 @@ def test_json_property_order_and_null_omission():
     keys = list(json.loads(text))
     assert keys == sorted(keys)
     bare = encode(RemotingCommand(0))[8:].decode()
-    assert bare == (
-        '{"code":0,"flag":0,"language":"JAVA","opaque":0,"serializeTypeCurrentRPC":"JSON","version":409}'
-    )
+    assert bare == ('{"code":0,"flag":0,"language":"JAVA","opaque":0,"serializeTypeCurrentRPC":"JSON","version":409}')
     assert b'"extFields":{}' in encode(RemotingCommand(0, ext_fields={}))
 
 
@@ -547,8 +534,7 @@ def test_json_missing_and_null_fields_take_java_defaults():
     assert cmd == RemotingCommand(34, LanguageCode.JAVA, 0, 0, 0, None, None, None, JSON)
     [cmd] = feed_all(
         json_frame(
-            '{"code":34,"flag":null,"remark":null,"extFields":null,'
-            '"language":null,"opaque":null,"version":null}'
+            '{"code":34,"flag":null,"remark":null,"extFields":null,"language":null,"opaque":null,"version":null}'
         )
     )
     assert cmd == RemotingCommand(34, LanguageCode.JAVA, 0, 0, 0, None, None, None, JSON)
@@ -658,9 +644,7 @@ def bin_header(
     code=10, lang=0, version=409, opaque=0, flag=0, remark=b"", ext=b"", remark_len=None, ext_len=None
 ) -> bytes:
     return (
-        struct.pack(
-            ">hBhiii", code, lang, version, opaque, flag, len(remark) if remark_len is None else remark_len
-        )
+        struct.pack(">hBhiii", code, lang, version, opaque, flag, len(remark) if remark_len is None else remark_len)
         + remark
         + struct.pack(">i", len(ext) if ext_len is None else ext_len)
         + ext
@@ -774,9 +758,7 @@ def normalised(cmd: RemotingCommand) -> RemotingCommand:
 
 
 @given(commands(binary=False))
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_json_round_trip(cmd):
     frame = encode(cmd)
     assert feed_all(frame) == [normalised(cmd)]
@@ -788,17 +770,13 @@ def test_json_round_trip(cmd):
 
 
 @given(commands(binary=True))
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_binary_round_trip(cmd):
     assert feed_all(encode(cmd)) == [normalised(cmd)]
 
 
 @given(commands(binary=True))
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_cross_encoding_round_trip(cmd):
     # a command read from one encoding and written in the other keeps its meaning
     first = normalised(cmd)
@@ -809,9 +787,7 @@ def test_cross_encoding_round_trip(cmd):
 
 
 @given(st.lists(commands(binary=False) | commands(binary=True), min_size=1, max_size=5), st.integers(1, 50))
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_stream_of_mixed_frames_in_fixed_chunks(cmds, chunk):
     stream = b"".join(encode(c) for c in cmds)
     if len(stream) > 20_000:

@@ -21,9 +21,7 @@ from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode
 JSON = SerializeType.JSON
 BIN = SerializeType.ROCKETMQ
 FUZZ = settings(
-    max_examples=1000,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
 )
 
 
@@ -106,11 +104,7 @@ def test_random_headers_behind_a_valid_prefix(header, stype):
 
 
 JSON_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=10)
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=10)
 )
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
@@ -118,17 +112,7 @@ JSON_VALUES = st.recursive(
     max_leaves=8,
 )
 HEADER_KEYS = st.sampled_from(
-    [
-        "code",
-        "language",
-        "version",
-        "opaque",
-        "flag",
-        "remark",
-        "extFields",
-        "serializeTypeCurrentRPC",
-        "other",
-    ]
+    ["code", "language", "version", "opaque", "flag", "remark", "extFields", "serializeTypeCurrentRPC", "other"]
 )
 
 

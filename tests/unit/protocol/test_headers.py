@@ -27,9 +27,7 @@ from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode
 from rmq.protocol.headers import HeaderFieldError
 
 ALL_HEADERS = [
-    cls
-    for cls in vars(H).values()
-    if isinstance(cls, type) and issubclass(cls, H.Header) and cls is not H.Header
+    cls for cls in vars(H).values() if isinstance(cls, type) and issubclass(cls, H.Header) and cls is not H.Header
 ]
 
 SAMPLE = {H.STR: "some-value é", H.INT: -2147483648, H.LONG: 9223372036854775807, H.BOOL: True}
@@ -121,9 +119,7 @@ def test_each_numeric_field_rejects_garbage(cls):
     ext = sample(cls).to_ext_fields()
     for f in cls.FIELDS:
         if f.kind in (H.INT, H.LONG):
-            with pytest.raises(
-                HeaderFieldError, match=f"^the custom field <{f.wire}> is not a number: x$"
-            ) as ei:
+            with pytest.raises(HeaderFieldError, match=f"^the custom field <{f.wire}> is not a number: x$") as ei:
                 cls.from_ext_fields({**ext, f.wire: "x"})
             assert ei.value.field == f.wire
 
@@ -159,14 +155,7 @@ def test_none_fields_are_omitted_and_defaults_are_sent():
 
 
 def test_unknown_ext_keys_are_ignored():
-    ext = {
-        "consumerGroup": "g",
-        "AccessKey": "",
-        "Signature": "",
-        "OnsChannel": "ALIYUN",
-        "ns": "x",
-        "bname": "b",
-    }
+    ext = {"consumerGroup": "g", "AccessKey": "", "Signature": "", "OnsChannel": "ALIYUN", "ns": "x", "bname": "b"}
     assert H.GetConsumerListByGroupRequestHeader.from_ext_fields(ext).consumer_group == "g"
 
 
@@ -231,12 +220,7 @@ def test_bool_values_follow_parse_boolean(raw, value):
 
 def test_bool_and_int_formatting():
     h = H.QueryConsumerOffsetRequestHeader("g", "t", 3, set_zero_if_not_found=False)
-    assert h.to_ext_fields() == {
-        "consumerGroup": "g",
-        "topic": "t",
-        "queueId": "3",
-        "setZeroIfNotFound": "false",
-    }
+    assert h.to_ext_fields() == {"consumerGroup": "g", "topic": "t", "queueId": "3", "setZeroIfNotFound": "false"}
 
 
 # --------------------------------------------------------------------------- send (2.4)
@@ -290,14 +274,14 @@ def test_v2_fast_path_agrees_with_the_generic_v2_header():
     assert v2.to_ext_fields() == V2_EXT
     minimal_ext = {k: V2_EXT[k] for k in "abcdefgh"}
     v1 = H.SendMessageRequestHeader.from_v2_ext_fields(minimal_ext)
-    assert (
-        v1.properties,
-        v1.reconsume_times,
-        v1.unit_mode,
-        v1.batch,
-        v1.max_reconsume_times,
-        v1.broker_name,
-    ) == (None, None, False, False, None, None)
+    assert (v1.properties, v1.reconsume_times, v1.unit_mode, v1.batch, v1.max_reconsume_times, v1.broker_name) == (
+        None,
+        None,
+        False,
+        False,
+        None,
+        None,
+    )
     assert H.SendMessageRequestHeaderV2.from_ext_fields(minimal_ext).to_v1() == v1
 
 
@@ -327,8 +311,7 @@ def test_v2_missing_everything():
 
 
 @pytest.mark.parametrize(
-    "key, raw",
-    [("d", "four"), ("e", "1.5"), ("f", ""), ("g", "x"), ("h", "2147483648"), ("j", "-"), ("l", "z")],
+    "key, raw", [("d", "four"), ("e", "1.5"), ("f", ""), ("g", "x"), ("h", "2147483648"), ("j", "-"), ("l", "z")]
 )
 def test_v2_bad_numbers(key, raw):
     with pytest.raises(HeaderFieldError, match=f"^the custom field <{key}> "):
@@ -351,11 +334,7 @@ def test_send_response_hand_written_matches_generic():
         ext = h.to_ext_fields()
         assert ext == generic_to(h)
         assert list(ext) == list(generic_to(h))
-        assert (
-            H.SendMessageResponseHeader.from_ext_fields(ext)
-            == generic_from(H.SendMessageResponseHeader, ext)
-            == h
-        )
+        assert H.SendMessageResponseHeader.from_ext_fields(ext) == generic_from(H.SendMessageResponseHeader, ext) == h
     for bad, match in (
         ({}, "the custom field <msgId> is null"),
         ({"msgId": "m", "queueId": "1"}, "the custom field <queueOffset> is null"),
@@ -763,12 +742,7 @@ def test_pull_sys_flag_and_perm():
     flag = PullSysFlag.build(commit_offset=True, suspend=False, subscription=True, lite_pull=True)
     assert flag == 0x15 and PullSysFlag.has_commit_offset(flag) and PullSysFlag.has_lite_pull(flag)
     assert PullSysFlag.clear_commit_offset(flag) == 0x14 and not PullSysFlag.has_class_filter(flag)
-    assert (PermName.PERM_PRIORITY, PermName.PERM_READ, PermName.PERM_WRITE, PermName.PERM_INHERIT) == (
-        8,
-        4,
-        2,
-        1,
-    )
+    assert (PermName.PERM_PRIORITY, PermName.PERM_READ, PermName.PERM_WRITE, PermName.PERM_INHERIT) == (8, 4, 2, 1)
     assert PermName.perm_to_string(6) == "RW-" and PermName.perm_to_string(7) == "RWX"
     assert PermName.perm_to_string(4) == "R--" and PermName.is_writeable(2)
     assert not PermName.is_readable(2)

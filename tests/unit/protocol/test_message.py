@@ -352,9 +352,7 @@ def test_explicit_crc_is_written_verbatim_and_checked():
 def test_compressed_body_inflates_only_on_request():
     body = b"hello world " * 1000
     stored = zlib.compress(body, 5)
-    rec = encode_record(
-        topic=b"t", body=stored, properties=b"", **{**GOLDEN_FIELDS, "sys_flag": SysFlag.COMPRESSED}
-    )
+    rec = encode_record(topic=b"t", body=stored, properties=b"", **{**GOLDEN_FIELDS, "sys_flag": SysFlag.COMPRESSED})
     assert decode_record(rec, check_crc=True).body == stored
     assert decode_record(rec, check_crc=True, decompress=True).body == body
     assert decode_records(rec)[0].body == body
@@ -421,11 +419,7 @@ def test_msg_id_decode_errors(bad: str):
 
 
 @settings(deadline=None, max_examples=150)
-@given(
-    ip=st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)),
-    port=INT32,
-    offset=INT64,
-)
+@given(ip=st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)), port=INT32, offset=INT64)
 def test_msg_id_round_trip(ip: bytes, port: int, offset: int):
     store = host_bytes(ip, port)
     mid = create_message_id(store, offset)
@@ -450,10 +444,7 @@ JAVA_GOLDEN = [
     ("日本語テキスト", -304642003),
     ("\U0001f600emoji", -1233692477),
     ("%RETRY%group_1", -649322193),
-    (
-        "averyveryveryveryveryveryveryveryveryveryveryveryverylongtopicname#7F0000010000238F000000000001E240",
-        1317859341,
-    ),
+    ("averyveryveryveryveryveryveryveryveryveryveryveryverylongtopicname#7F0000010000238F000000000001E240", 1317859341),
 ]
 
 
@@ -556,9 +547,7 @@ def test_decode_properties_rejects_invalid_utf8():
             decode_properties(raw)
 
 
-_PROP_TEXT = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), min_size=1, max_size=20
-)
+_PROP_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), min_size=1, max_size=20)
 
 
 @settings(deadline=None, max_examples=200)
@@ -658,9 +647,7 @@ def test_unique_ids_are_unique():
 # ---------------------------------------------------------------------------
 # hypothesis round trips
 # ---------------------------------------------------------------------------
-_HOST = st.builds(
-    host_bytes, st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)), INT32
-)
+_HOST = st.builds(host_bytes, st.one_of(st.binary(min_size=4, max_size=4), st.binary(min_size=16, max_size=16)), INT32)
 _TOPIC = st.one_of(
     st.text(alphabet=st.characters(codec="utf-8"), max_size=40).map(lambda s: s.encode("utf-8")),
     st.sampled_from([b"T" * 127, "é".encode() * 63 + b"x", b"TopicTest", b""]),
@@ -668,9 +655,7 @@ _TOPIC = st.one_of(
 _BODY = st.one_of(
     st.binary(max_size=300),
     st.builds(
-        lambda n, pat: (pat * (n // len(pat) + 1))[:n],
-        st.integers(4096, 300_000),
-        st.binary(min_size=1, max_size=16),
+        lambda n, pat: (pat * (n // len(pat) + 1))[:n], st.integers(4096, 300_000), st.binary(min_size=1, max_size=16)
     ),
 )
 _PROPS = st.dictionaries(_PROP_TEXT, _PROP_TEXT, max_size=8)
@@ -719,9 +704,7 @@ def _check_decoded(m, f, props):
     assert m.msg_id == create_message_id(f["store_host"], f["physical_offset"])
 
 
-@settings(
-    deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(rec=records(), prefix=st.binary(max_size=12))
 def test_record_round_trip(rec, prefix: bytes):
     f, props = rec
@@ -757,9 +740,7 @@ def test_record_round_trip(rec, prefix: bytes):
         decode_record(raw[:-1])
 
 
-@settings(
-    deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     recs=st.lists(records(compressed_ok=False), min_size=1, max_size=5),
     tail=st.sampled_from([b"", b"\x00" * 7, encode_blank(64) + bytes(56), b"\x00" * 30]),
@@ -929,9 +910,7 @@ def _tail_field_positions(raw: bytes) -> list[int]:
     return [bl_pos, tpos, tpos + 1 + raw[tpos]]
 
 
-@settings(
-    deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), rec=records())
 def test_fuzz_mutated_records(data, rec):
     raw = _small_record(rec)
@@ -994,9 +973,7 @@ def test_fuzz_decode_properties(raw: bytes):
             assert k and v and "\x02" not in k + v and "\x01" not in k
 
 
-@settings(
-    deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), rec=records())
 def test_flipped_body_byte_fails_crc(data, rec):
     f, _ = rec

@@ -91,9 +91,7 @@ async def test_inflight_resumes_at_half(make_server, make_client):
     server = await make_server(max_inflight_per_connection=10)
     server.register_processor(1000, hold)
     client = make_client()
-    tasks = [
-        asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 10)) for _ in range(30)
-    ]
+    tasks = [asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 10)) for _ in range(30)]
     await wait_until(lambda: len(held) == 11)
     await asyncio.sleep(0.05)
     conn = server.connections[0]

@@ -18,9 +18,7 @@ pytestmark = pytest.mark.timeout(30)
 
 def get_max_offset(conn: object, cmd: RemotingCommand) -> RemotingCommand:
     h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-    return cmd.create_response(
-        ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(h.queue_id).to_ext_fields()
-    )
+    return cmd.create_response(ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(h.queue_id).to_ext_fields())
 
 
 async def async_get_max_offset(conn: object, cmd: RemotingCommand) -> RemotingCommand:
@@ -46,10 +44,7 @@ async def test_missing_and_malformed_fields_are_named(make_server, make_client, 
     resp = await client.invoke(server.address, _req(RequestCode.GET_MAX_OFFSET, queueId="0"), 3)
     assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null")
     resp = await client.invoke(server.address, _req(RequestCode.GET_MAX_OFFSET, topic="T", queueId="abc"), 3)
-    assert (resp.code, resp.remark) == (
-        ResponseCode.SYSTEM_ERROR,
-        "the custom field <queueId> is not a number: abc",
-    )
+    assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the custom field <queueId> is not a number: abc")
     # the connection is fine and a good request still works
     resp = await client.invoke(server.address, _req(RequestCode.GET_MAX_OFFSET, topic="T", queueId="7"), 3)
     assert (resp.code, resp.ext_fields) == (ResponseCode.SUCCESS, {"offset": "7"})

@@ -23,9 +23,7 @@ from .conftest import echo, wait_until
 pytestmark = pytest.mark.timeout(30)
 
 
-async def test_observer_sees_sync_async_and_failed_requests_not_oneway_or_taken_over(
-    make_server, make_client
-):
+async def test_observer_sees_sync_async_and_failed_requests_not_oneway_or_taken_over(make_server, make_client):
     seen: list[tuple[int, int, float]] = []
     parked: list = []
 

@@ -314,17 +314,13 @@ async def test_server_initiated_request_to_client(make_server, make_client, hand
     server.register_processor(RequestCode.HEART_BEAT, echo)
     made = []
     server.on_connection_made(made.append)
-    client = make_client(
-        request_handler=sync_handler if handler_kind == "sync" else async_handler, serialize_type=BIN
-    )
+    client = make_client(request_handler=sync_handler if handler_kind == "sync" else async_handler, serialize_type=BIN)
     await client.invoke(server.address, RemotingCommand(RequestCode.HEART_BEAT), 3)
     (conn,) = made
     resp = await conn.request(RemotingCommand(RequestCode.GET_CONSUMER_RUNNING_INFO, body=b"x"), 3)
     assert (resp.code, resp.remark, resp.body) == (0, "running", b"info:x")
     assert resp.serialize_type == JSON  # the server's request was JSON; the answer follows it
-    conn.send_oneway(
-        RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": "g"})
-    )
+    conn.send_oneway(RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields={"consumerGroup": "g"}))
     cmd = await asyncio.wait_for(notified, 3)
     assert cmd.is_oneway and cmd.ext_fields == {"consumerGroup": "g"}
     # a round trip later, still no stray response reached the server
@@ -393,9 +389,7 @@ async def test_close_fails_pending_fast(make_server, make_client):
     server = await make_server()
     server.register_processor(1000, lambda c, cmd: asyncio.get_running_loop().create_future())
     client = make_client()
-    tasks = [
-        asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 30)) for _ in range(10)
-    ]
+    tasks = [asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 30)) for _ in range(10)]
     await wait_until(lambda: server.stats.requests == 10)
     t0 = time.monotonic()
     server.connections[0].close()

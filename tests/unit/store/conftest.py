@@ -26,9 +26,7 @@ def small_config(root: Path, **overrides) -> MessageStoreConfig:
     return MessageStoreConfig(**base)
 
 
-def msg(
-    topic: str = "TopicA", body: bytes = b"hello", queue_id: int = 0, **props: str
-) -> MessageExtBrokerInner:
+def msg(topic: str = "TopicA", body: bytes = b"hello", queue_id: int = 0, **props: str) -> MessageExtBrokerInner:
     return MessageExtBrokerInner(topic=topic, body=body, queue_id=queue_id, properties=dict(props))
 
 

@@ -59,12 +59,7 @@ def properties_strings(draw) -> str:
 
 
 _hosts = st.sampled_from(
-    [
-        pack_host("127.0.0.1", 1),
-        pack_host("10.1.2.3", 65535),
-        pack_host("::1", 10911),
-        pack_host("fe80::1:2", 7),
-    ]
+    [pack_host("127.0.0.1", 1), pack_host("10.1.2.3", 65535), pack_host("::1", 10911), pack_host("fe80::1:2", 7)]
 )
 _tran = st.sampled_from([0x0, 0x4, 0x8, 0xC])
 _topics = st.sampled_from(["TopicA", "T", "%RETRY%g", "a|b", "x" * 127])

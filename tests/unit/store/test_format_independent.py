@@ -111,9 +111,7 @@ def spec_record_length(sysflag: int, body_len: int, topic_len: int, props_len: i
     """calMsgLength, spec 3.2: 4+4+4+4+4+8+8+4+8+BH+8+SH+4+8 + 4+body + 1+topic + 2+props."""
     bh = 20 if sysflag & SF_BORNHOST_V6 else 8
     sh = 20 if sysflag & SF_STOREHOST_V6 else 8
-    return (
-        4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + bh + 8 + sh + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
-    )
+    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + bh + 8 + sh + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len
 
 
 assert spec_record_length(0, 32, len("FooBar"), 29) == 158  # the spec's worked example (3.2)
@@ -580,9 +578,7 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                     continue
                 start = int(n)
                 if start % fsize:
-                    rep.add(
-                        f"{where_f}: start {start} is not a multiple of the CQ file size {fsize} (spec 4.0)"
-                    )
+                    rep.add(f"{where_f}: start {start} is not a multiple of the CQ file size {fsize} (spec 4.0)")
                 if start != i * fsize:
                     rep.add(
                         f"{where_f}: file #{i} starts at {start}, expected {i * fsize} "
@@ -633,9 +629,7 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                     rep.add(f"{uw}: phy offset {phy} is not the start of a record in the CommitLog")
                     continue
                 if rec.topic != topic or rec.queue_id != qid:
-                    rep.add(
-                        f"{uw}: points at {rec.where()} of {rec.topic}-{rec.queue_id}, expected {topic}-{qid}"
-                    )
+                    rep.add(f"{uw}: points at {rec.where()} of {rec.topic}-{rec.queue_id}, expected {topic}-{qid}")
                 if sz != rec.total_size:
                     rep.add(f"{uw}: size {sz} != TOTALSIZE {rec.total_size} of {rec.where()} (spec 4.1.1)")
                 if rec.queue_offset != n:
@@ -652,9 +646,7 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                         if rec.topic == SCHEDULE_TOPIC
                         else f"hashCode(TAGS={rec.props.get('TAGS')!r})"
                     )
-                    rep.add(
-                        f"{uw}: tag code {tag} != {want} = {what} of {rec.where()} (spec 3.4, 4.1.1, 7.1)"
-                    )
+                    rep.add(f"{uw}: tag code {tag} != {want} = {what} of {rec.where()} (spec 3.4, 4.1.1, 7.1)")
     for key, recs in expected.items():
         if key not in found:
             rep.add(
@@ -683,12 +675,7 @@ def index_keys(rec: Record) -> list[str]:
 
 
 def read_index(
-    root: Path,
-    layout: Layout,
-    rep: Report,
-    now_ms: int,
-    t_start_ms: int | None,
-    restarts: tuple[Restart, ...] = (),
+    root: Path, layout: Layout, rep: Report, now_ms: int, t_start_ms: int | None, restarts: tuple[Restart, ...] = ()
 ) -> None:
     idir = root / "index"
     S, N = layout.hash_slot_num, layout.index_num
@@ -718,11 +705,7 @@ def read_index(
         except ValueError:
             rep.add(f"{where}: name is not a valid yyyyMMddHHmmssSSS time (spec 4.3)")
             created = None
-        if (
-            created is not None
-            and t_start_ms is not None
-            and not (t_start_ms - 2000 <= created <= now_ms + 2000)
-        ):
+        if created is not None and t_start_ms is not None and not (t_start_ms - 2000 <= created <= now_ms + 2000):
             rep.add(
                 f"{where}: creation time in the name ({created:.0f}) is outside the store's lifetime "
                 f"[{t_start_ms}, {now_ms}] (spec 4.3: local wall-clock creation time)"
@@ -756,9 +739,7 @@ def read_index(
         # slots -> most recent entry of that slot
         bad_slot = np.flatnonzero((slots < 0) | (slots >= count))
         for s in bad_slot[:5]:
-            rep.add(
-                f"{where}: slot {int(s)} holds {int(slots[s])}, outside 0..indexCount-1={count - 1} (spec 4.3)"
-            )
+            rep.add(f"{where}: slot {int(s)} holds {int(slots[s])}, outside 0..indexCount-1={count - 1} (spec 4.3)")
         last_of_slot: dict[int, int] = {}
         members: dict[int, list[int]] = defaultdict(list)
         for no in range(1, count):
@@ -773,9 +754,7 @@ def read_index(
             if not 0 <= prev < no:
                 rep.add(f"{ew}: prevIndex {prev} is not an earlier entry (spec 4.3 chain link)")
             elif prev > 0 and entries[prev][0] % S != slot:
-                rep.add(
-                    f"{ew}: prevIndex {prev} belongs to slot {entries[prev][0] % S}, not {slot} (spec 4.3)"
-                )
+                rep.add(f"{ew}: prevIndex {prev} belongs to slot {entries[prev][0] % S}, not {slot} (spec 4.3)")
             got[(kh, phy)] += 1
             rec = rep.by_phys.get(phy)
             if rec is None:
@@ -809,9 +788,7 @@ def read_index(
                 )
         for s, no in last_of_slot.items():
             if int(slots[s]) != no:
-                rep.add(
-                    f"{where}: slot {s} holds {int(slots[s])}, expected the most recent entry {no} (spec 4.3)"
-                )
+                rep.add(f"{where}: slot {s} holds {int(slots[s])}, expected the most recent entry {no} (spec 4.3)")
         for s in np.flatnonzero(slots):
             s = int(s)
             if s not in last_of_slot and 0 < slots[s] < count:
@@ -835,9 +812,7 @@ def read_index(
             first, lastno = entries[1], entries[count - 1]
             r1, rl = rep.by_phys.get(first[1]), rep.by_phys.get(lastno[1])
             if begin_phy != first[1]:
-                rep.add(
-                    f"{where}: header beginPhyOffset {begin_phy} != first entry's phy {first[1]} (spec 4.3)"
-                )
+                rep.add(f"{where}: header beginPhyOffset {begin_phy} != first entry's phy {first[1]} (spec 4.3)")
             if end_phy != lastno[1]:
                 rep.add(f"{where}: header endPhyOffset {end_phy} != last entry's phy {lastno[1]} (spec 4.3)")
             if r1 is not None and begin_ts != r1.store_ts:
@@ -869,9 +844,7 @@ def read_index(
             f"[{n} missing] (spec 4.3: IndexService builds topic#UNIQ_KEY and topic#KEYS tokens)"
         )
     if len(missing) > 20:
-        rep.add(
-            f"index: ... {len(missing) - 20} more missing (key, phy) pairs, {sum(missing.values())} entries in all"
-        )
+        rep.add(f"index: ... {len(missing) - 20} more missing (key, phy) pairs, {sum(missing.values())} entries in all")
     # Spec 4.3 + 4.5: a restart re-dispatches the CommitLog tail beyond the largest offset any CQ
     # references (PREPARED/ROLLBACK records are in no CQ), and the IndexService skips only messages
     # *below* its endPhyOffset - so the one message sitting AT that offset is indexed once more.
@@ -974,9 +947,7 @@ def read_checkpoint(root: Path, rep: Report, now_ms: int, strict: bool) -> None:
     p_ok = plausible("physicMsgTimestamp", physic, allow_zero=not strict)
     l_ok = plausible("logicsMsgTimestamp", logics, allow_zero=not strict)
     if l_ok and disp and logics > max(disp):
-        rep.add(
-            f"checkpoint: logicsMsgTimestamp {logics} > newest dispatched store time {max(disp)} (spec 4.1.1)"
-        )
+        rep.add(f"checkpoint: logicsMsgTimestamp {logics} > newest dispatched store time {max(disp)} (spec 4.1.1)")
     if p_ok and l_ok and physic < logics - 3000:
         rep.add(
             f"checkpoint: physicMsgTimestamp {physic} < logicsMsgTimestamp {logics} - 3 s "
@@ -996,12 +967,7 @@ def read_checkpoint(root: Path, rep: Report, now_ms: int, strict: bool) -> None:
 
 
 def validate_store(
-    root: Path,
-    layout: Layout,
-    *,
-    strict: bool,
-    t_start_ms: int | None = None,
-    restarts: tuple[Restart, ...] = (),
+    root: Path, layout: Layout, *, strict: bool, t_start_ms: int | None = None, restarts: tuple[Restart, ...] = ()
 ) -> Report:
     """Run the whole independent reader over a store directory; returns every finding."""
     now_ms = time.time_ns() // 1_000_000
@@ -1026,10 +992,7 @@ def fail_with(rep: Report, what: str) -> None:
 # =================================================================================================
 
 REAL_LAYOUT = Layout(
-    commitlog_file_size=1024 * 1024,
-    cq_file_size_configured=300000 * 20,
-    hash_slot_num=5_000_000,
-    index_num=20_000_000,
+    commitlog_file_size=1024 * 1024, cq_file_size_configured=300000 * 20, hash_slot_num=5_000_000, index_num=20_000_000
 )
 
 
@@ -1111,10 +1074,7 @@ def _hosts(rng: random.Random) -> tuple[bytes, bytes]:
     if rng.random() < 0.25:
         born_addr = rng.choice(V6_HOSTS)
     else:
-        born_addr = (
-            f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
-            rng.randint(1, 65535),
-        )
+        born_addr = (f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}", rng.randint(1, 65535))
     store_addr = ("fe80::1", 10911) if rng.random() < 0.2 else ("127.0.0.1", 10911)
     born, store = pack_host(*born_addr), pack_host(*store_addr)
     # what we hand the store must already be the spec's layout; records are compared against it
@@ -1272,12 +1232,7 @@ async def write_store(
             born_ts = time.time_ns() // 1_000_000 - rng.randint(0, 5000)
             if seq in BIG_SEQS:
                 # near-limit records: exactly size - 8 (leaves exactly the 8-byte BLANK) or size - 9
-                props = {
-                    "mid": mid,
-                    "UNIQ_KEY": _uniq(rng),
-                    "KEYS": f"big{mid} größe{mid}",
-                    "TAGS": "Большой",
-                }
+                props = {"mid": mid, "UNIQ_KEY": _uniq(rng), "KEYS": f"big{mid} größe{mid}", "TAGS": "Большой"}
                 pstr = spec_properties_string(props)
                 sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
                 slack = BIG_SEQS[seq]
@@ -1310,15 +1265,9 @@ async def write_store(
                     body = _body(rng)
                     flag = rng.randint(INT_MIN, INT_MAX)
                     items.append(BatchItem(flag, body, raw))
-                    sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (
-                        SF_STOREHOST_V6 if len(store) == 20 else 0
-                    )
-                    msgs[imid] = Written(
-                        topic, qid, body, flag, sf, born_ts, born, store, 0, 0, props, batch=True
-                    )
-                    volume += spec_record_length(
-                        sf, len(body), len(topic), len(items[-1].properties.encode())
-                    )
+                    sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
+                    msgs[imid] = Written(topic, qid, body, flag, sf, born_ts, born, store, 0, 0, props, batch=True)
+                    volume += spec_record_length(sf, len(body), len(topic), len(items[-1].properties.encode()))
                 pending.append(
                     st.put_batch(
                         MessageExtBatch(
@@ -1364,11 +1313,7 @@ async def write_store(
                 reconsume_times=reconsume,
                 prepared_transaction_offset=prep_off,
             )
-            sf = (
-                sysflag
-                | (SF_BORNHOST_V6 if len(born) == 20 else 0)
-                | (SF_STOREHOST_V6 if len(store) == 20 else 0)
-            )
+            sf = sysflag | (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
             exp_topic, exp_qid, exp_props = topic, qid, dict(props)
             if int(props.get("DELAY", "0")) > 0 and tran in (TRAN_NOT, TRAN_COMMIT):
                 level = min(int(props["DELAY"]), n_levels)  # spec 7.1: clamped to the max level
@@ -1469,9 +1414,7 @@ STORES = {
     # ASYNC_FLUSH default, sizes that are not powers of two, a CQ size that must round up to 20,
     # very few slots (long chains), the default 18 delay levels
     "async-default-odd": (
-        Layout(
-            commitlog_file_size=40_000, cq_file_size_configured=20 * 37 + 7, hash_slot_num=7, index_num=150
-        ),
+        Layout(commitlog_file_size=40_000, cq_file_size_configured=20 * 37 + 7, hash_slot_num=7, index_num=150),
         None,
         2,
         (),
@@ -1529,10 +1472,7 @@ def test_reader_helpers_match_java() -> None:
     assert java_string_hash("标签") == 31 * 0x6807 + 0x7B7E
     assert parse_properties("a\x01b\x02c\x01d") == {"a": "b", "c": "d"}  # no trailing separator
     assert parse_properties("k\x01\x02\x01v\x02aaa\x02\x02x\x011\x02x\x012\x02") == {"x": "2"}
-    assert (
-        delay_levels_ms(DEFAULT_DELAY_LEVELS)[-1] == 7_200_000
-        and len(delay_levels_ms(DEFAULT_DELAY_LEVELS)) == 18
-    )
+    assert delay_levels_ms(DEFAULT_DELAY_LEVELS)[-1] == 7_200_000 and len(delay_levels_ms(DEFAULT_DELAY_LEVELS)) == 18
 
 
 def _poke(path: Path, off: int, data: bytes) -> None:
@@ -1558,19 +1498,13 @@ async def test_reader_detects_damage(tmp_path: Path) -> None:
     normal = next(
         r
         for r in recs
-        if r.tran == TRAN_NOT
-        and r.body
-        and r.topic != SCHEDULE_TOPIC
-        and r.props.get("TAGS")
-        and r.props.get("KEYS")
+        if r.tran == TRAN_NOT and r.body and r.topic != SCHEDULE_TOPIC and r.props.get("TAGS") and r.props.get("KEYS")
     )
     prepared = next(r for r in recs if r.tran == TRAN_PREPARED)
     sched = next(r for r in recs if r.topic == SCHEDULE_TOPIC)
     last = recs[-1]
     per_queue = Counter((r.topic, r.queue_id) for r in recs if r.dispatchable)
-    head = next(
-        r for r in recs if r.dispatchable and r.queue_offset == 0 and per_queue[(r.topic, r.queue_id)] >= 3
-    )
+    head = next(r for r in recs if r.dispatchable and r.queue_offset == 0 and per_queue[(r.topic, r.queue_id)] >= 3)
     blank_file = Path("commitlog") / base.commitlog_files[0]
     blank_pos = max(r.pos + r.total_size for r in recs if r.file.endswith(base.commitlog_files[0]))
 
@@ -1595,11 +1529,7 @@ async def test_reader_detects_damage(tmp_path: Path) -> None:
         "non-zero byte": (cl(last), layout.commitlog_file_size - 1, b"\x01"),
         "MAGICCODE": (cl(normal), normal.pos + 4, I32.pack(MAGIC_V2)),
         "tag code": (cq_path(normal)[0], cq_path(normal)[1] + 12, I64.pack(java_string_hash("other"))),
-        "store time + level delay": (
-            cq_path(sched)[0],
-            cq_path(sched)[1] + 12,
-            I64.pack(sched.store_ts + 999),
-        ),
+        "store time + level delay": (cq_path(sched)[0], cq_path(sched)[1] + 12, I64.pack(sched.store_ts + 999)),
         "size": (cq_path(normal)[0], cq_path(normal)[1] + 8, I32.pack(normal.total_size - 1)),
         "is not the start of a record": (cq_path(normal)[0], cq_path(normal)[1], I64.pack(normal.phys + 4)),
         "after the last valid unit": (cq_path(head)[0], cq_path(head)[1], bytes(20)),

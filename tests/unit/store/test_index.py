@@ -22,12 +22,7 @@ from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
 from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError
-from rmq.store.index import (
-    IndexFile,
-    IndexService,
-    index_key_hash,
-    index_key_hashes,
-)
+from rmq.store.index import IndexFile, IndexService, index_key_hash, index_key_hashes
 
 HEADER = struct.Struct(">qqqqii")  # begin ts, end ts, begin phy, end phy, slot count, index count
 ENTRY = struct.Struct(">iqii")  # keyHash, phyOffset, timeDiff, prevIndex
@@ -89,9 +84,7 @@ def req(
     )
 
 
-def make_service(
-    root: str | Path, slots: int = SLOTS, entries: int = ENTRIES, max_batch: int = 64
-) -> IndexService:
+def make_service(root: str | Path, slots: int = SLOTS, entries: int = ENTRIES, max_batch: int = 64) -> IndexService:
     cfg = MessageStoreConfig(
         storePathRootDir=str(root), maxHashSlotNum=slots, maxIndexNum=entries, maxMsgsNumBatch=max_batch
     )
@@ -356,10 +349,7 @@ def test_rolls_files_and_queries_newest_first(tmp_path: Path) -> None:
     # A record's two keys can straddle files; the new file is seeded from the full one.
     res = s.query_offset("T", "K", 64, 0, FAR_FUTURE)
     assert res.phy_offsets == [1000 + 100 * i for i in range(29, -1, -1)]
-    assert (res.index_last_update_timestamp, res.index_last_update_phyoffset) == (
-        t0 + 29_000,
-        1000 + 100 * 29,
-    )
+    assert (res.index_last_update_timestamp, res.index_last_update_phyoffset) == (t0 + 29_000, 1000 + 100 * 29)
     assert s.query_offset("T", "K", 5, 0, FAR_FUTURE).phy_offsets == [3900, 3800, 3700, 3600, 3500]
     s.config.maxMsgsNumBatch = 4  # max_num is capped by maxMsgsNumBatch
     assert len(s.query_offset("T", "K", 64, 0, FAR_FUTURE).phy_offsets) == 4
@@ -536,9 +526,7 @@ def test_truncate_beyond_deletes_and_rebuild_matches_fresh(tmp_path: Path) -> No
     close_service(s)
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     st.integers(min_value=1, max_value=60),
     st.integers(min_value=0, max_value=6200),
@@ -546,9 +534,7 @@ def test_truncate_beyond_deletes_and_rebuild_matches_fresh(tmp_path: Path) -> No
 )
 def test_truncate_then_rebuild_equals_fresh_build(n: int, cut: int, entries: int) -> None:
     # 1-3 keys per record, so records straddle files often
-    records = [
-        req(100 * i, 1000 * i, uniq=f"U{i}", keys=" ".join(f"k{j}" for j in range(i % 3))) for i in range(n)
-    ]
+    records = [req(100 * i, 1000 * i, uniq=f"U{i}", keys=" ".join(f"k{j}" for j in range(i % 3))) for i in range(n)]
     with tempfile.TemporaryDirectory() as d:
         s = make_service(os.path.join(d, "a"), slots=5, entries=entries)
         for r in records:
@@ -636,9 +622,7 @@ def _poke_garbage_slots(s: IndexService, values: list[int]) -> None:
                 fh.write(struct.pack(">i", v))
 
 
-@settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     dispatch_stream(),
     st.sampled_from([(7, 13), (3, 2), (1, 5), (50, 200)]),
@@ -695,13 +679,7 @@ def test_batch_is_byte_identical_to_per_record(stream, sizes, min_keys, max_reco
 
 def test_batch_large_realistic(tmp_path: Path) -> None:
     reqs = [
-        req(
-            300 * i,
-            1_700_000_000_000 + i,
-            uniq=f"{i:032X}",
-            keys=f"order-{i} user-{i % 97}",
-            topic="TopicTest",
-        )
+        req(300 * i, 1_700_000_000_000 + i, uniq=f"{i:032X}", keys=f"order-{i} user-{i % 97}", topic="TopicTest")
         for i in range(5000)
     ]
     single = make_service(tmp_path / "s", slots=1000, entries=4000)
@@ -768,10 +746,7 @@ def test_rocketmq_index_file_lookups(rocketmq_index) -> None:
         hdr = read_header(path)
         # RocketMQ indexed UNIQ_KEY + 2 KEYS tokens per message: 3 x 2000 entries
         assert hdr[5] - 1 == f.entry_count == 3 * 2000
-        assert (f.begin_phy_offset, f.end_phy_offset) == (
-            reqs[0].commit_log_offset,
-            reqs[-1].commit_log_offset,
-        )
+        assert (f.begin_phy_offset, f.end_phy_offset) == (reqs[0].commit_log_offset, reqs[-1].commit_log_offset)
         assert (f.begin_timestamp, f.end_timestamp) == (reqs[0].store_timestamp, reqs[-1].store_timestamp)
         by_n = {int(r.keys.split()[0][4:]): r for r in reqs}
         assert f.select_phy_offsets(topic + "#key-7", 32, 0, FAR_FUTURE) == [by_n[7].commit_log_offset]

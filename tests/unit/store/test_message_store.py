@@ -96,9 +96,7 @@ async def test_batch_is_consecutive_and_atomic(open_store):
     async with open_store() as st:
         await st.put(msg(queue_id=1))
         items = [BatchItem(7, f"b{i}".encode(), f"UNIQ_KEY\x01U{i}\x02") for i in range(10)]
-        r = await st.put_batch(
-            MessageExtBatch(topic="TopicA", queue_id=1, items=items, properties={"CLUSTER": "c1"})
-        )
+        r = await st.put_batch(MessageExtBatch(topic="TopicA", queue_id=1, items=items, properties={"CLUSTER": "c1"}))
         assert r.status is PutMessageStatus.PUT_OK and r.msg_num == 10 and r.queue_offset == 1
         ids = r.msg_id.split(",")
         assert len(ids) == 10
@@ -116,9 +114,7 @@ async def test_batch_rejects_delay_and_transactions(open_store):
         items = [BatchItem(0, b"x", "")]
         r = await st.put_batch(MessageExtBatch(topic="TopicA", items=items, properties={"DELAY": "2"}))
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
-        r = await st.put_batch(
-            MessageExtBatch(topic="TopicA", items=items, sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE)
-        )
+        r = await st.put_batch(MessageExtBatch(topic="TopicA", items=items, sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE))
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
         assert st.max_phy_offset == 0
 
@@ -161,12 +157,7 @@ async def test_get_messages_statuses(open_store):
             await st.put(msg(queue_id=0, TAGS="a" if i % 2 else "b"))
         await st.reput.wait_caught_up()
         g = st.get_messages("g", "TopicA", 0, 0, 32)
-        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == (
-            GetMessageStatus.FOUND,
-            5,
-            0,
-            5,
-        )
+        assert (g.status, g.next_begin_offset, g.min_offset, g.max_offset) == (GetMessageStatus.FOUND, 5, 0, 5)
         assert g.message_count == 5 and g.queue_offsets == [0, 1, 2, 3, 4]
         assert st.get_messages("g", "TopicA", 0, 5, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
         over = st.get_messages("g", "TopicA", 0, 9, 32)
@@ -195,9 +186,7 @@ async def test_transactions_prepared_and_rollback_not_dispatched(open_store):
     async with open_store() as st:
         a = await st.put(MessageExtBrokerInner("TopicT", b"prep", sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE))
         b = await st.put(MessageExtBrokerInner("TopicT", b"normal"))
-        c = await st.put(
-            MessageExtBrokerInner("TopicT", b"rollback", sys_flag=SysFlag.TRANSACTION_ROLLBACK_TYPE)
-        )
+        c = await st.put(MessageExtBrokerInner("TopicT", b"rollback", sys_flag=SysFlag.TRANSACTION_ROLLBACK_TYPE))
         d = await st.put(MessageExtBrokerInner("TopicT", b"commit", sys_flag=SysFlag.TRANSACTION_COMMIT_TYPE))
         assert [x.queue_offset for x in (a, b, c, d)] == [0, 0, 0, 1]
         await st.reput.wait_caught_up()

@@ -74,8 +74,7 @@ def snapshot(st: MessageStore) -> dict:
         "max": cl.max_offset,
         "min": cl.min_offset,
         "commitlog": [
-            (mf.file_name, mf.wrote_position, mf.committed_position, bytes(mf.mm))
-            for mf in cl.mfq.mapped_files
+            (mf.file_name, mf.wrote_position, mf.committed_position, bytes(mf.mm)) for mf in cl.mfq.mapped_files
         ],
         "table": dict(cl.topic_queue_table),
         "cq": {},
@@ -124,11 +123,7 @@ async def reads_agree(a: MessageStore, b: MessageStore) -> None:
         for qid in range(4):
             ra = a.get_messages("g", topic, qid, 0, 1000)
             rb = b.get_messages("g", topic, qid, 0, 1000)
-            assert (ra.status, ra.next_begin_offset, ra.max_offset) == (
-                rb.status,
-                rb.next_begin_offset,
-                rb.max_offset,
-            )
+            assert (ra.status, ra.next_begin_offset, ra.max_offset) == (rb.status, rb.next_begin_offset, rb.max_offset)
             assert [bytes(x) for x in ra.buffers] == [bytes(x) for x in rb.buffers]
     for key in ("g3", "k5", f"k{N - 1}"):
         qa = a.query_message("TopicA", key, 64, 0, 2**62)
@@ -151,9 +146,7 @@ async def test_reference_run_crosses_files(tmp_path, clock):
         await put_range(st, clock, 0, N)
         assert len(st.commitlog.mfq.mapped_files) >= 6
         assert len(st.index_service.index_files) == 2
-        assert any(
-            len(cq.mfq.mapped_files) >= 2 for qs in st.consume_queue_table.values() for cq in qs.values()
-        )
+        assert any(len(cq.mfq.mapped_files) >= 2 for qs in st.consume_queue_table.values() for cq in qs.values())
     finally:
         await st.shutdown()
 
@@ -343,9 +336,7 @@ async def test_slave_tail_cut_mid_record(tmp_path, clock):
         rest = bytes(cl_m.mfq.mapped_files[0].mm[ends[20] : ends[29]])
         assert s.commitlog.append_data(ends[20], rest)
         assert await s.reput.wait_caught_up(timeout=10)
-        assert bytes(s.commitlog.mfq.mapped_files[0].mm[: ends[29]]) == bytes(
-            cl_m.mfq.mapped_files[0].mm[: ends[29]]
-        )
+        assert bytes(s.commitlog.mfq.mapped_files[0].mm[: ends[29]]) == bytes(cl_m.mfq.mapped_files[0].mm[: ends[29]])
         for qid in range(4):
             assert s.get_max_offset_in_queue("TopicA", qid) == m.get_max_offset_in_queue("TopicA", qid)
     finally:

@@ -119,9 +119,7 @@ async def test_write_buffer_overflow_commits_first(open_store):
         await asyncio.sleep(0)
         for r in sent[::97]:
             assert (
-                decode_record(
-                    st.select_one_message_by_offset(r.wrote_offset), check_crc=True
-                ).commit_log_offset
+                decode_record(st.select_one_message_by_offset(r.wrote_offset), check_crc=True).commit_log_offset
                 == r.wrote_offset
             )
 

@@ -181,9 +181,7 @@ async def test_a_failed_fsync_is_never_success_later(tmp_path, monkeypatch, mode
     """fsync-gate: the waiters of a failed flush get an error; a later flush that would
     succeed does not count; the store refuses writes until it is restarted."""
     root = tmp_path / "s"
-    st = MessageStore(
-        small_config(root, flushDiskType=mode, flushIntervalCommitLog=20, flushCommitLogLeastPages=0)
-    )
+    st = MessageStore(small_config(root, flushDiskType=mode, flushIntervalCommitLog=20, flushCommitLogLeastPages=0))
     st.load()
     await st.start()
     real_run = mapped_file.FlushPlan.run
@@ -236,9 +234,7 @@ async def test_async_flush_put_ok_waits_for_the_commit(open_store):
             r, w = st.put_nowait(msg(body=bytes([i]) * 50))
             assert w is not None
             w.add_done_callback(
-                lambda f, r=r: seen.append(
-                    (f.result(), st.select_one_message_by_offset(r.wrote_offset) is not None)
-                )
+                lambda f, r=r: seen.append((f.result(), st.select_one_message_by_offset(r.wrote_offset) is not None))
             )
         await asyncio.sleep(0)
         await asyncio.sleep(0)
