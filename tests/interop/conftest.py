@@ -354,21 +354,15 @@ class Cluster:
         group: str,
         n: int,
         *,
-        tags: list[str] | None = None,
-        keys_prefix: str | None = None,
         props: dict[str, str] | None = None,
-        body_prefix: str = "body-",
-        start_index: int = 0,
         queues: int = DEFAULT_QUEUES,
+        **batch: Any,
     ) -> list[dict[str, Any]]:
         """SEND_MESSAGE_V2 x n, round robin over the queues, messages built as the drivers
-        build them (body B+i, tag tags[i % len], keys P+i, props, a UNIQ_KEY). Returns
-        ``sent`` lines in the drivers' shape."""
+        build them (``batch_messages``, props, a UNIQ_KEY). Returns ``sent`` lines in the
+        drivers' shape."""
         out = []
-        for i in range(start_index, start_index + n):
-            body = f"{body_prefix}{i}"
-            tag = tags[i % len(tags)] if tags else None
-            keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
+        for i, body, tag, keys in batch_messages(n, **batch):
             uniq = self._uniq.next_id()
             p: dict[str, str] = {}
             if keys:
@@ -393,20 +387,7 @@ class Cluster:
             resp = self.invoke(self.broker_addr, RequestCode.SEND_MESSAGE_V2, h.to_v2_ext_fields(), body.encode())
             assert resp.code == ResponseCode.SUCCESS, f"raw SEND_MESSAGE_V2 {topic} #{i}: {resp.code} {resp.remark}"
             rh = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
-            out.append(
-                {
-                    "event": "sent",
-                    "i": i,
-                    "body": body,
-                    "tags": tag,
-                    "keys": keys,
-                    "status": "SEND_OK",
-                    "msg_id": uniq,
-                    "offset_msg_id": rh.msg_id,
-                    "queue_id": rh.queue_id,
-                    "queue_offset": rh.queue_offset,
-                }
-            )
+            out.append(sent_line(i, body, tag, keys, "SEND_OK", uniq, rh.msg_id, rh.queue_id, rh.queue_offset))
         return out
 
     def raw_consume(
@@ -427,6 +408,48 @@ class Cluster:
             if not progressed:
                 time.sleep(0.1)
         return out
+
+
+def batch_messages(
+    n: int,
+    *,
+    tags: list[str] | None = None,
+    keys_prefix: str | None = None,
+    body_prefix: str = "body-",
+    start_index: int = 0,
+) -> Iterator[tuple[int, str, str | None, str | None]]:
+    """The ``n`` messages rmq's side sends, as the drivers build theirs: index i from
+    ``start_index``, body B+i, tag tags[i % len], keys P+i."""
+    for i in range(start_index, start_index + n):
+        tag = tags[i % len(tags)] if tags else None
+        keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
+        yield i, f"{body_prefix}{i}", tag, keys
+
+
+def sent_line(
+    i: int,
+    body: str,
+    tags: str | None,
+    keys: str | None,
+    status: str,
+    msg_id: str,
+    offset_msg_id: str,
+    queue_id: int,
+    queue_offset: int,
+) -> dict[str, Any]:
+    """One send result of rmq's side in the drivers' ``sent`` line shape."""
+    return {
+        "event": "sent",
+        "i": i,
+        "body": body,
+        "tags": tags,
+        "keys": keys,
+        "status": status,
+        "msg_id": msg_id,
+        "offset_msg_id": offset_msg_id,
+        "queue_id": queue_id,
+        "queue_offset": queue_offset,
+    }
 
 
 class RmqSide:
@@ -460,17 +483,7 @@ class ClientRmqSide(RmqSide):
         self.namesrv = namesrv or cluster.namesrv_addr
 
     def produce(
-        self,
-        topic: str,
-        group: str,
-        n: int,
-        *,
-        tags: list[str] | None = None,
-        keys_prefix: str | None = None,
-        props: dict[str, str] | None = None,
-        body_prefix: str = "body-",
-        start_index: int = 0,
-        **_: Any,
+        self, topic: str, group: str, n: int, *, props: dict[str, str] | None = None, **batch: Any
     ) -> list[dict[str, Any]]:
         from rmq.client.message import Message
         from rmq.client.producer import Producer
@@ -480,24 +493,20 @@ class ClientRmqSide(RmqSide):
             await p.start()
             out = []
             try:
-                for i in range(start_index, start_index + n):
-                    body = f"{body_prefix}{i}"
-                    tag = tags[i % len(tags)] if tags else None
-                    keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
+                for i, body, tag, keys in batch_messages(n, **batch):
                     r = await p.send(Message(topic, body.encode(), tags=tag, keys=keys, properties=dict(props or {})))
                     out.append(
-                        {
-                            "event": "sent",
-                            "i": i,
-                            "body": body,
-                            "tags": tag,
-                            "keys": keys,
-                            "status": r.status.value,
-                            "msg_id": r.msg_id,
-                            "offset_msg_id": r.offset_msg_id,
-                            "queue_id": r.message_queue.queue_id,
-                            "queue_offset": r.queue_offset,
-                        }
+                        sent_line(
+                            i,
+                            body,
+                            tag,
+                            keys,
+                            r.status.value,
+                            r.msg_id,
+                            r.offset_msg_id,
+                            r.message_queue.queue_id,
+                            r.queue_offset,
+                        )
                     )
             finally:
                 await p.shutdown()
