@@ -830,11 +830,14 @@ class Clients:
             raise ValueError(f"node has no {role} driver")
         return ["node", str(NODE_DIR / script)], NODE_DIR
 
-    def _start(self, client: str, role: str, opts: list[str]) -> Driver:
+    def _start(self, client: str, role: str, namesrv: str, topic: str, group: str, opts: list[str]) -> Driver:
+        """A ``role`` driver of ``client`` for ``topic`` and ``group`` through ``namesrv``;
+        ``opts``: its role's options."""
         argv, cwd = self._argv(client, role)
         name = f"{next(self._n):02d}-{client}-{role}"
         env = dict(os.environ)
         env.pop("RMQ_INTEROP_LOG_DIR", None)
+        opts = ["--namesrv", namesrv, "--topic", topic, "--group", group, *opts]
         if client in CPP_VENVS:
             opts = [*opts, "--log-dir", str(self.workdir / f"{name}-logs")]
         d = Driver(name, argv + opts, self.workdir, env, cwd)
@@ -858,20 +861,7 @@ class Clients:
         start_index: int = 0,
         timeout_ms: int = 5000,
     ) -> Driver:
-        o = [
-            "--namesrv",
-            namesrv,
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "-n",
-            str(n),
-            "--start-index",
-            str(start_index),
-            "--timeout-ms",
-            str(timeout_ms),
-        ]
+        o = ["-n", str(n), "--start-index", str(start_index), "--timeout-ms", str(timeout_ms)]
         if tags is not None:
             o += ["--tags", _csv(tags)]
         if keys_prefix is not None:
@@ -884,7 +874,7 @@ class Clients:
             o += ["--orderly"]
         if sharding_key_mod is not None:
             o += ["--sharding-key-mod", str(sharding_key_mod)]
-        return self._start(client, "producer", o)
+        return self._start(client, "producer", namesrv, topic, group, o)
 
     def produce(
         self, client: str, namesrv: str, topic: str, group: str, n: int, timeout: float = 60.0, **kw: Any
@@ -914,7 +904,7 @@ class Clients:
         reconsume_until: int | None = None,
         wait_started: bool = True,
     ) -> Driver:
-        o = ["--namesrv", namesrv, "--topic", topic, "--group", group, "--expression", expression]
+        o = ["--expression", expression]
         if orderly:
             o += ["--orderly"]
         if property_keys and client in CPP_VENVS:
@@ -929,7 +919,7 @@ class Clients:
             o += ["--idle-exit", str(idle_exit)]
         if reconsume_until is not None:
             o += ["--reconsume-until", str(reconsume_until)]
-        d = self._start(client, "push_consumer", o)
+        d = self._start(client, "push_consumer", namesrv, topic, group, o)
         if wait_started:
             d.wait_started()
         return d
@@ -949,23 +939,12 @@ class Clients:
         """The C++ pull consumer driver (DefaultMQPullConsumer, every queue from 0)."""
         if client not in CPP_VENVS:
             raise ValueError(f"{client} has no pull consumer driver")
-        o = [
-            "--namesrv",
-            namesrv,
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--expression",
-            expression,
-            "--timeout",
-            str(timeout),
-        ]
+        o = ["--expression", expression, "--timeout", str(timeout)]
         if property_keys:
             o += ["--property-keys", _csv(property_keys)]
         if max_messages is not None:
             o += ["--max-messages", str(max_messages)]
-        return self._start(client, "pull_consumer", o)
+        return self._start(client, "pull_consumer", namesrv, topic, group, o)
 
     def close(self) -> None:
         for d in self.drivers:
