@@ -264,6 +264,9 @@ class RawClient(asyncio.Protocol):
 
 
 # ------------------------------------------------------------------------------- processes
+BROKER_BOOTED = r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success"
+
+
 class Proc(ChildProcess):
     """A benchmark child: this checkout first on its import path."""
 
@@ -319,6 +322,15 @@ class Cluster:
 
     # --------------------------------------------------------------- lifecycle
     def start(self) -> Cluster:
+        """Everything started, or (on any error) everything stopped again."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
         py = sys.executable
         nd = self.workdir / "namesrv"
         self.namesrv = Proc(
@@ -327,26 +339,9 @@ class Cluster:
             nd,
             r"NameServer listening on [\d.]+:(\d+)",
         )
-        try:
-            self.namesrv.start()
-        except BaseException:
-            self.stop()
-            raise
+        self.namesrv.start()
         bd = self.workdir / "broker"
-        bd.mkdir(parents=True, exist_ok=True)
-        props: dict[str, object] = {
-            "brokerClusterName": "BenchCluster",
-            "brokerName": "broker-a",
-            "brokerId": 0,
-            "listenPort": 0,
-            "brokerIP1": "127.0.0.1",
-            "storePathRootDir": str(bd / "store"),
-            "flushDiskType": self.flush,
-            "brokerRole": "ASYNC_MASTER",
-        }
-        props.update(self.conf)
-        conf_path = bd / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        conf_path = self._broker_conf(bd, {"brokerId": 0, "brokerRole": "ASYNC_MASTER", **self.conf})
         if self.inproc:
             argv = [
                 py,
@@ -364,50 +359,42 @@ class Cluster:
             if self.switch_interval is not None:
                 argv += ["--switch-interval", str(self.switch_interval)]
         else:
-            argv = [py, "-m", "rmq.cli", "broker", "-c", str(conf_path), "-n", self.namesrv_addr]
-        self.broker = Proc("broker", argv, bd, r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success")
-        try:
-            self.broker.start()
-        except BaseException:
-            self.stop()
-            raise
+            argv = self._broker_argv(conf_path)
+        self.broker = Proc("broker", argv, bd, BROKER_BOOTED)
+        self.broker.start()
         self.cpu = CpuSampler(self.broker.pid).start()
         if self.with_slave:
-            try:
-                self.start_slave()
-            except BaseException:
-                self.stop()
-                raise
-        return self
+            self.start_slave()
 
     def start_slave(self) -> Proc:
         """The master's slave as ``rmq broker`` (same store settings, brokerId 1)."""
         self.stop_slave()
         sd = self.workdir / "slave"
-        sd.mkdir(parents=True, exist_ok=True)
-        props: dict[str, object] = {
+        conf_path = self._broker_conf(sd, {**self.conf, "brokerRole": "SLAVE", "brokerId": 1, **self.slave_conf})
+        self.slave = Proc("slave", self._broker_argv(conf_path), sd, BROKER_BOOTED)
+        self.slave.start()
+        self.slave_cpu = CpuSampler(self.slave.pid).start()
+        return self.slave
+
+    def _broker_conf(self, bd: Path, props: dict[str, object]) -> Path:
+        """``bd``/broker.conf (``bd`` created): a broker of this cluster's group with its
+        store under ``bd``, ``props`` on top."""
+        bd.mkdir(parents=True, exist_ok=True)
+        conf: dict[str, object] = {
             "brokerClusterName": "BenchCluster",
             "brokerName": "broker-a",
             "listenPort": 0,
             "brokerIP1": "127.0.0.1",
-            "storePathRootDir": str(sd / "store"),
+            "storePathRootDir": str(bd / "store"),
             "flushDiskType": self.flush,
-            **self.conf,
-            "brokerRole": "SLAVE",
-            "brokerId": 1,
-            **self.slave_conf,
+            **props,
         }
-        conf_path = sd / "broker.conf"
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.slave = Proc(
-            "slave",
-            [sys.executable, "-m", "rmq.cli", "broker", "-c", str(conf_path), "-n", self.namesrv_addr],
-            sd,
-            r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success",
-        )
-        self.slave.start()
-        self.slave_cpu = CpuSampler(self.slave.pid).start()
-        return self.slave
+        conf_path = bd / "broker.conf"
+        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        return conf_path
+
+    def _broker_argv(self, conf_path: Path) -> list[str]:
+        return [sys.executable, "-m", "rmq.cli", "broker", "-c", str(conf_path), "-n", self.namesrv_addr]
 
     def stop_slave(self) -> None:
         if self.slave_cpu is not None:

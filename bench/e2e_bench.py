@@ -1886,6 +1886,118 @@ def table(header: list[str], rows: list[list[str]]) -> None:
         out("  " + "  ".join(x.rjust(w[i]) for i, x in enumerate(r)))
 
 
+# A report column: its header, the row's key (or a function of the row) and how ``fmt``
+# formats the value (None: the value is the cell's text). A row is a result dict with
+# the table's context on top: flush, label, thr, n_procs, ref, raw, disk, dec.
+Column = tuple[str, str | Callable[[dict], Any], str | None]
+
+
+def part(name: str, key: str) -> Callable[[dict], Any]:
+    """``key`` of the row's ``name`` result (None when the row has none)."""
+    return lambda r: r[name][key] if r[name] else None
+
+
+def over(num: str, name: str, key: str) -> Callable[[dict], Any]:
+    """The row's ``num`` over ``key`` of its ``name`` result (None when it has none)."""
+    return lambda r: r[num] / r[name][key] if r[name] else None
+
+
+def per_core(r: dict) -> float:
+    return cap(r["broker_us_per_msg"])
+
+
+PRODUCER_COLUMNS: list[Column] = [
+    ("mode", "flush", None),
+    ("sender", "label", None),
+    ("thr", "thr", None),
+    ("procs", "n_procs", None),
+    ("send TPS", "tps", ",.0f"),
+    ("ref 4.9.8", "ref", ",.0f"),
+    ("rmq/ref", lambda r: r["tps"] / r["ref"] if r["ref"] else None, ".2f"),
+    ("raw TPS", part("raw", "tps"), ",.0f"),
+    ("rmq/raw", over("tps", "raw", "tps"), ".2f"),
+    ("disk TPS", part("disk", "msgs_per_s"), ",.0f"),
+    ("rmq/disk", over("tps", "disk", "msgs_per_s"), ".2f"),
+    ("avg RT", "avg_ms", ".2f"),
+    ("p50", "p50_ms", ".2f"),
+    ("p99", "p99_ms", ".2f"),
+    ("max", "max_ms", ".0f"),
+    ("fail", lambda r: str(r["send_failed"] + r["response_failed"]), None),
+    ("brk CPU%", "broker_cpu_pct", ",.0f"),
+    ("loop%", "broker_loop_cpu_pct", ",.0f"),
+    ("loop wait%", "broker_loop_wait_pct", ",.0f"),
+    ("brk us/msg", "broker_us_per_msg", ",.0f"),
+    ("cap/core", per_core, ",.0f"),
+    ("gen CPU%", "loadgen_cpu_pct", ",.0f"),
+    ("gen wait%", "loadgen_wait_pct", ",.0f"),
+    ("lag max", "dispatch_lag_max_msgs", ",.0f"),
+    ("busy%", "machine_busy_pct", ",.0f"),
+    ("others%", "others_cpu_pct", ",.0f"),
+    ("steal%", "steal_pct", ".1f"),
+]
+RAW_COLUMNS: list[Column] = [
+    ("mode", "flush", None),
+    ("thr", "thr", None),
+    ("procs", "n_procs", None),
+    ("req/s", "tps", ",.0f"),
+    ("p50 ms", "p50_ms", ".3f"),
+    ("p99 ms", "p99_ms", ".3f"),
+    ("server CPU%", "server_cpu_pct", ",.0f"),
+    ("client CPU%", "client_cpu_pct", ",.0f"),
+]
+CONSUMER_COLUMNS: list[Column] = [
+    ("mode", "flush", None),
+    ("consumer", "label", None),
+    ("msgs", "msgs", ",.0f"),
+    ("done", lambda r: "yes" if r["complete"] else "NO", None),
+    ("msgs/s", "msgs_per_s", ",.0f"),
+    ("MB/s", "mb_per_s", ".1f"),
+    ("ref 4.9.8", lambda r: REF_DRAIN_MSGS_PER_S, ",.0f"),
+    ("rmq/ref", lambda r: r["msgs_per_s"] / REF_DRAIN_MSGS_PER_S, ".2f"),
+    ("raw msgs/s", part("raw", "msgs_per_s"), ",.0f"),
+    ("rmq/raw", over("msgs_per_s", "raw", "msgs_per_s"), ".2f"),
+    ("decode msgs/s", lambda r: r["dec"].get("decode_msgs_per_s"), ",.0f"),
+    ("B2C ms", "b2c_avg_ms", ",.0f"),
+    ("S2C ms", "s2c_avg_ms", ",.0f"),
+    ("brk CPU%", "broker_cpu_pct", ",.0f"),
+    ("loop%", "broker_loop_cpu_pct", ",.0f"),
+    ("brk us/msg", "broker_us_per_msg", ".1f"),
+    ("cap/core", per_core, ",.0f"),
+    ("cons CPU%", "consumer_cpu_pct", ",.0f"),
+    ("cons wait%", "consumer_wait_pct", ",.0f"),
+    ("busy%", "machine_busy_pct", ",.0f"),
+    ("others%", "others_cpu_pct", ",.0f"),
+]
+E2E_COLUMNS: list[Column] = [
+    ("mode", "flush", None),
+    ("thr", lambda r: str(r["threads"]), None),
+    ("send/cons", lambda r: f"{r['sender']}/{r['consumer']}", None),
+    ("send TPS", "send_tps", ",.0f"),
+    ("cons TPS", "consume_tps", ",.0f"),
+    ("send p50", "send_p50_ms", ".2f"),
+    ("send p99", "send_p99_ms", ".2f"),
+    ("e2e p50", "e2e_p50_ms", ".1f"),
+    ("e2e p99", "e2e_p99_ms", ".1f"),
+    ("brk CPU%", "broker_cpu_pct", ",.0f"),
+    ("loop%", "broker_loop_cpu_pct", ",.0f"),
+    ("loop wait%", "broker_loop_wait_pct", ",.0f"),
+    ("send CPU%", "sender_cpu_pct", ",.0f"),
+    ("cons CPU%", "consumer_cpu_pct", ",.0f"),
+    ("cons wait%", "consumer_wait_pct", ",.0f"),
+    ("lag max", "dispatch_lag_max_msgs", ",.0f"),
+    ("busy%", "machine_busy_pct", ",.0f"),
+    ("others%", "others_cpu_pct", ",.0f"),
+]
+
+
+def column_table(rows: list[dict], columns: list[Column]) -> None:
+    cells = []
+    for row in rows:
+        values = ((what(row) if callable(what) else row[what], spec) for _, what, spec in columns)
+        cells.append([v if spec is None else fmt(v, spec) for v, spec in values])
+    table([header for header, _, _ in columns], cells)
+
+
 def report(results: dict[str, dict], args: argparse.Namespace) -> None:
     out("\n================================ summary ================================")
     out(
@@ -1901,71 +2013,11 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
                 raw = res["raw"].get(key) or res["raw"].get(f"{n}x1")
                 ref = REF_SEND_TPS.get(flush, {}).get(n)
                 disk = (res.get("disk") or {}).get(str(n))
-                rows.append(
-                    [
-                        flush,
-                        sender,
-                        str(n),
-                        str(procs),
-                        fmt(r["tps"]),
-                        fmt(ref),
-                        fmt(r["tps"] / ref if ref else None, ".2f"),
-                        fmt(raw["tps"] if raw else None),
-                        fmt(r["tps"] / raw["tps"] if raw else None, ".2f"),
-                        fmt(disk["msgs_per_s"] if disk else None),
-                        fmt(r["tps"] / disk["msgs_per_s"] if disk else None, ".2f"),
-                        fmt(r["avg_ms"], ".2f"),
-                        fmt(r["p50_ms"], ".2f"),
-                        fmt(r["p99_ms"], ".2f"),
-                        fmt(r["max_ms"], ".0f"),
-                        str(r["send_failed"] + r["response_failed"]),
-                        fmt(r["broker_cpu_pct"]),
-                        fmt(r["broker_loop_cpu_pct"]),
-                        fmt(r["broker_loop_wait_pct"]),
-                        fmt(r["broker_us_per_msg"]),
-                        fmt(cap(r["broker_us_per_msg"])),
-                        fmt(r["loadgen_cpu_pct"]),
-                        fmt(r["loadgen_wait_pct"]),
-                        fmt(r["dispatch_lag_max_msgs"]),
-                        fmt(r["machine_busy_pct"]),
-                        fmt(r["others_cpu_pct"]),
-                        fmt(r["steal_pct"], ".1f"),
-                    ]
-                )
+                ctx = {"flush": flush, "label": sender, "thr": str(n), "n_procs": str(procs)}
+                rows.append({**r, **ctx, "ref": ref, "raw": raw, "disk": disk})
     if rows:
         out("\nproducer (Java Producer tool equivalent; synchronous senders, 1 KiB, SEND_MESSAGE_V2, binary headers)")
-        table(
-            [
-                "mode",
-                "sender",
-                "thr",
-                "procs",
-                "send TPS",
-                "ref 4.9.8",
-                "rmq/ref",
-                "raw TPS",
-                "rmq/raw",
-                "disk TPS",
-                "rmq/disk",
-                "avg RT",
-                "p50",
-                "p99",
-                "max",
-                "fail",
-                "brk CPU%",
-                "loop%",
-                "loop wait%",
-                "brk us/msg",
-                "cap/core",
-                "gen CPU%",
-                "gen wait%",
-                "lag max",
-                "busy%",
-                "others%",
-                "steal%",
-            ],
-            rows,
-        )
+        column_table(rows, PRODUCER_COLUMNS)
         out(
             "  (RT in ms; brk = broker process, loop = its event-loop thread; loop wait = share of "
             "the window that\n   thread was runnable but waiting for a CPU (taken by other "
@@ -1979,21 +2031,10 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
     rows = []
     for flush, res in results.items():
         for key, r in res["raw"].items():
-            rows.append(
-                [
-                    flush,
-                    key.split("x")[0],
-                    key.split("x")[1],
-                    fmt(r["tps"]),
-                    fmt(r["p50_ms"], ".3f"),
-                    fmt(r["p99_ms"], ".3f"),
-                    fmt(r["server_cpu_pct"]),
-                    fmt(r["client_cpu_pct"]),
-                ]
-            )
+            rows.append({**r, "flush": flush, "thr": key.split("x")[0], "n_procs": key.split("x")[1]})
     if rows:
         out("\nraw TCP request/response limit (send-sized frames)")
-        table(["mode", "thr", "procs", "req/s", "p50 ms", "p99 ms", "server CPU%", "client CPU%"], rows)
+        column_table(rows, RAW_COLUMNS)
     rows = []
     for flush, res in results.items():
         cons = res["consumer"]
@@ -2003,59 +2044,10 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
             r = cons.get(name)
             if not r:
                 continue
-            rows.append(
-                [
-                    flush,
-                    name,
-                    fmt(r["msgs"]),
-                    "yes" if r["complete"] else "NO",
-                    fmt(r["msgs_per_s"]),
-                    fmt(r["mb_per_s"], ".1f"),
-                    fmt(REF_DRAIN_MSGS_PER_S),
-                    fmt(r["msgs_per_s"] / REF_DRAIN_MSGS_PER_S, ".2f"),
-                    fmt(raw["msgs_per_s"] if raw else None),
-                    fmt(r["msgs_per_s"] / raw["msgs_per_s"] if raw else None, ".2f"),
-                    fmt(dec.get("decode_msgs_per_s")),
-                    fmt(r["b2c_avg_ms"], ",.0f"),
-                    fmt(r["s2c_avg_ms"], ",.0f"),
-                    fmt(r["broker_cpu_pct"]),
-                    fmt(r["broker_loop_cpu_pct"]),
-                    fmt(r["broker_us_per_msg"], ".1f"),
-                    fmt(cap(r["broker_us_per_msg"])),
-                    fmt(r["consumer_cpu_pct"]),
-                    fmt(r["consumer_wait_pct"]),
-                    fmt(r["machine_busy_pct"]),
-                    fmt(r["others_cpu_pct"]),
-                ]
-            )
+            rows.append({**r, "flush": flush, "label": name, "raw": raw, "dec": dec})
     if rows:
         out(f"\nconsumer drain (Java Consumer tool equivalent; {args.topic}, from offset 0)")
-        table(
-            [
-                "mode",
-                "consumer",
-                "msgs",
-                "done",
-                "msgs/s",
-                "MB/s",
-                "ref 4.9.8",
-                "rmq/ref",
-                "raw msgs/s",
-                "rmq/raw",
-                "decode msgs/s",
-                "B2C ms",
-                "S2C ms",
-                "brk CPU%",
-                "loop%",
-                "brk us/msg",
-                "cap/core",
-                "cons CPU%",
-                "cons wait%",
-                "busy%",
-                "others%",
-            ],
-            rows,
-        )
+        column_table(rows, CONSUMER_COLUMNS)
         out(
             "  (msgs/s from the first to the last message consumed; MB = 10^6 B of records; "
             "decode = the consumer's in-process decode rate of the same pull bodies)"
@@ -2065,53 +2057,10 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
         r = res.get("e2e")
         if not r:
             continue
-        rows.append(
-            [
-                flush,
-                str(r["threads"]),
-                f"{r['sender']}/{r['consumer']}",
-                fmt(r["send_tps"]),
-                fmt(r["consume_tps"]),
-                fmt(r["send_p50_ms"], ".2f"),
-                fmt(r["send_p99_ms"], ".2f"),
-                fmt(r["e2e_p50_ms"], ".1f"),
-                fmt(r["e2e_p99_ms"], ".1f"),
-                fmt(r["broker_cpu_pct"]),
-                fmt(r["broker_loop_cpu_pct"]),
-                fmt(r["broker_loop_wait_pct"]),
-                fmt(r["sender_cpu_pct"]),
-                fmt(r["consumer_cpu_pct"]),
-                fmt(r["consumer_wait_pct"]),
-                fmt(r["dispatch_lag_max_msgs"]),
-                fmt(r["machine_busy_pct"]),
-                fmt(r["others_cpu_pct"]),
-            ]
-        )
+        rows.append({**r, "flush": flush})
     if rows:
         out("\ne2e (senders and one consumer group at once)")
-        table(
-            [
-                "mode",
-                "thr",
-                "send/cons",
-                "send TPS",
-                "cons TPS",
-                "send p50",
-                "send p99",
-                "e2e p50",
-                "e2e p99",
-                "brk CPU%",
-                "loop%",
-                "loop wait%",
-                "send CPU%",
-                "cons CPU%",
-                "cons wait%",
-                "lag max",
-                "busy%",
-                "others%",
-            ],
-            rows,
-        )
+        column_table(rows, E2E_COLUMNS)
         out(
             "  (latencies in ms; end-to-end = consume time - born timestamp, ms resolution; lag max ="
             " the most\n   messages written but not yet dispatched to a ConsumeQueue, polled "

@@ -61,7 +61,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -652,6 +654,82 @@ def print_table(rows: list[list[str]], header: list[str]) -> None:
         out("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)))
 
 
+def per_kb(key: str) -> Callable[[dict], float | None]:
+    return lambda r: r[key] / 1e3 if r[key] else None
+
+
+def errors_cell(r: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in r["errors"].items()) or "0"
+
+
+def slice_range(d: dict) -> str:
+    return fmt(d["slice_mb_per_s_min"], ",.1f") + "-" + fmt(d["slice_mb_per_s_max"], ",.1f")
+
+
+def disk_note(d: dict) -> str:
+    return d.get("label", "") + (" (file full)" if d["file_full"] else "")
+
+
+# A table column: its header, the row's key (or a function of the row) and how ``fmt``
+# formats the value (None: the value is the cell's text).
+Column = tuple[str, str | Callable[[dict], Any], str | None]
+
+RUN_COLUMNS: list[Column] = [
+    ("mode", "mode", None),
+    ("msgs/s", "puts_per_s", ",.0f"),
+    ("MB/s", "mb_per_s", ",.1f"),
+    ("fsyncs/s", "fsyncs_per_s", ",.1f"),
+    ("msgs/fsync", "msgs_per_fsync", ",.1f"),
+    ("KB/fsync", per_kb("bytes_per_fsync"), ",.1f"),
+    ("p50 ms", "p50_ms", ",.3f"),
+    ("p99 ms", "p99_ms", ",.3f"),
+    ("lag max KB", lambda r: r["dispatch_behind_max_bytes"] / 1e3, ",.1f"),
+    ("lag mean KB", lambda r: r["dispatch_behind_mean_bytes"] / 1e3, ",.1f"),
+    ("lag mean ms", "dispatch_behind_mean_ms", ",.2f"),
+    ("lag after stop ms", lambda r: fmt(r["dispatch_lag_ms_after_stop"], ",.1f", "NOT CAUGHT UP"), None),
+]
+TIME_COLUMNS: list[Column] = [
+    ("mode", "mode", None),
+    ("loop CPU %", "loop_cpu_pct", ".0f"),
+    ("user %", "loop_user_pct", ".0f"),
+    ("sys %", "loop_sys_pct", ".0f"),
+    ("loop us/put", "loop_cpu_us_per_put", ".2f"),
+    ("GC %", "gc_pct_of_window", ".1f"),
+    ("faults/put", "minor_faults_per_put", ".3f"),
+    ("commits/s", "commits_per_s", ",.0f"),
+    ("KB/commit", per_kb("bytes_per_commit"), ",.1f"),
+    ("proc CPU %", "process_cpu_pct", ".0f"),
+    ("steal %", "steal_cpu_pct", ".0f"),
+    ("fsync ms", "fsync_ms_avg", ".2f"),
+    ("syscall ms", "fdatasync_syscall_ms_avg", ".2f"),
+    ("flush busy %", "flush_thread_busy_pct", ".0f"),
+    ("dev MB/s", "device_mb_per_s", ",.1f"),
+    ("dev B/B", "device_bytes_per_commitlog_byte", ".2f"),
+    ("rec B", "record_bytes", ".0f"),
+    ("errors", errors_cell, None),
+    ("check", "check", None),
+]
+DISK_COLUMNS: list[Column] = [
+    ("bytes/sync", "block_bytes", ",d"),
+    ("MB/s", "mb_per_s", ",.1f"),
+    ("MB/s 0.5s min-max", slice_range, None),
+    ("syncs/s", "syncs_per_s", ",.0f"),
+    ("sync p50 ms", "p50_ms", ".3f"),
+    ("sync p99 ms", "p99_ms", ".3f"),
+    ("dev B/B", "device_bytes_per_byte", ".2f"),
+    ("dev writes/sync", "device_writes_per_sync", ".1f"),
+    ("note", disk_note, None),
+]
+
+
+def print_columns(items: list[dict], columns: list[Column]) -> None:
+    rows = []
+    for item in items:
+        values = ((what(item) if callable(what) else item[what], spec) for _, what, spec in columns)
+        rows.append([v if spec is None else fmt(v, spec) for v, spec in values])
+    print_table(rows, [header for header, _, _ in columns])
+
+
 def print_results(runs: list[dict], ceiling: dict | None, disk: list[dict], args) -> None:
     out()
     out(
@@ -659,89 +737,10 @@ def print_results(runs: list[dict], ceiling: dict | None, disk: list[dict], args
         f"{args.size} B bodies, {args.queues} queues, {args.duration:g} s measured "
         f"after {args.warmup:g} s warm-up =="
     )
-    header = [
-        "mode",
-        "msgs/s",
-        "MB/s",
-        "fsyncs/s",
-        "msgs/fsync",
-        "KB/fsync",
-        "p50 ms",
-        "p99 ms",
-        "lag max KB",
-        "lag mean KB",
-        "lag mean ms",
-        "lag after stop ms",
-    ]
-    rows = []
-    for r in runs:
-        rows.append(
-            [
-                r["mode"],
-                fmt(r["puts_per_s"]),
-                fmt(r["mb_per_s"], ",.1f"),
-                fmt(r["fsyncs_per_s"], ",.1f"),
-                fmt(r["msgs_per_fsync"], ",.1f"),
-                fmt(r["bytes_per_fsync"] / 1e3 if r["bytes_per_fsync"] else None, ",.1f"),
-                fmt(r["p50_ms"], ",.3f"),
-                fmt(r["p99_ms"], ",.3f"),
-                fmt(r["dispatch_behind_max_bytes"] / 1e3, ",.1f"),
-                fmt(r["dispatch_behind_mean_bytes"] / 1e3, ",.1f"),
-                fmt(r["dispatch_behind_mean_ms"], ",.2f"),
-                fmt(r["dispatch_lag_ms_after_stop"], ",.1f", "NOT CAUGHT UP"),
-            ]
-        )
-    print_table(rows, header)
+    print_columns(runs, RUN_COLUMNS)
     out()
     out("where the time goes (measured window):")
-    header = [
-        "mode",
-        "loop CPU %",
-        "user %",
-        "sys %",
-        "loop us/put",
-        "GC %",
-        "faults/put",
-        "commits/s",
-        "KB/commit",
-        "proc CPU %",
-        "steal %",
-        "fsync ms",
-        "syscall ms",
-        "flush busy %",
-        "dev MB/s",
-        "dev B/B",
-        "rec B",
-        "errors",
-        "check",
-    ]
-    rows = []
-    for r in runs:
-        errs = ",".join(f"{k}={v}" for k, v in r["errors"].items()) or "0"
-        rows.append(
-            [
-                r["mode"],
-                fmt(r["loop_cpu_pct"], ".0f"),
-                fmt(r["loop_user_pct"], ".0f"),
-                fmt(r["loop_sys_pct"], ".0f"),
-                fmt(r["loop_cpu_us_per_put"], ".2f"),
-                fmt(r["gc_pct_of_window"], ".1f"),
-                fmt(r["minor_faults_per_put"], ".3f"),
-                fmt(r["commits_per_s"], ",.0f"),
-                fmt(r["bytes_per_commit"] / 1e3 if r["bytes_per_commit"] else None, ",.1f"),
-                fmt(r["process_cpu_pct"], ".0f"),
-                fmt(r["steal_cpu_pct"], ".0f"),
-                fmt(r["fsync_ms_avg"], ".2f"),
-                fmt(r["fdatasync_syscall_ms_avg"], ".2f"),
-                fmt(r["flush_thread_busy_pct"], ".0f"),
-                fmt(r["device_mb_per_s"], ",.1f"),
-                fmt(r["device_bytes_per_commitlog_byte"], ".2f"),
-                fmt(r["record_bytes"], ".0f"),
-                errs,
-                r["check"],
-            ]
-        )
-    print_table(rows, header)
+    print_columns(runs, TIME_COLUMNS)
     for r in runs:
         if r["mode"] == "SYNC_FLUSH" and r["group_commit_rounds_per_s"] and r["loop_cpu_us_per_put"]:
             per_round = r["puts_per_s"] / r["group_commit_rounds_per_s"]
@@ -786,33 +785,7 @@ def print_results(runs: list[dict], ceiling: dict | None, disk: list[dict], args
             f"mapping instead, as the CommitLog wrote them before its write buffer; dev B/B: bytes the block device "
             f"wrote per byte written):"
         )
-        header = [
-            "bytes/sync",
-            "MB/s",
-            "MB/s 0.5s min-max",
-            "syncs/s",
-            "sync p50 ms",
-            "sync p99 ms",
-            "dev B/B",
-            "dev writes/sync",
-            "note",
-        ]
-        rows = []
-        for d in disk:
-            rows.append(
-                [
-                    fmt(d["block_bytes"], ",d"),
-                    fmt(d["mb_per_s"], ",.1f"),
-                    fmt(d["slice_mb_per_s_min"], ",.1f") + "-" + fmt(d["slice_mb_per_s_max"], ",.1f"),
-                    fmt(d["syncs_per_s"], ",.0f"),
-                    fmt(d["p50_ms"], ".3f"),
-                    fmt(d["p99_ms"], ".3f"),
-                    fmt(d["device_bytes_per_byte"], ".2f"),
-                    fmt(d["device_writes_per_sync"], ".1f"),
-                    (d.get("label", "") + (" (file full)" if d["file_full"] else "")),
-                ]
-            )
-        print_table(rows, header)
+        print_columns(disk, DISK_COLUMNS)
         for r in runs:
             ref = r.get("disk_ref")
             if ref is None:

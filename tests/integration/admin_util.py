@@ -74,3 +74,32 @@ def wait_route(ns: str, topic: str, timeout: float = 10.0) -> Run:
         if r.rc == 0 or time.monotonic() > deadline:
             return r
         time.sleep(0.2)
+
+
+def mqadmin_route_text(cluster: str, broker_addrs: str, filter_servers: str = "{}") -> str:
+    """What mqadmin prints for the route of a topic on broker-a alone (4 queues, perm RW):
+    fastjson's pretty form, tabs, bare broker-id keys; no final newline. ``broker_addrs``
+    is the inside of the printed brokerAddrs map (``0:"host:port",...``),
+    ``filter_servers`` the printed filterServerTable."""
+    return (
+        "{\n"
+        '\t"brokerDatas":[\n'
+        "\t\t{\n"
+        f'\t\t\t"brokerAddrs":{{{broker_addrs}\n'
+        "\t\t\t},\n"
+        '\t\t\t"brokerName":"broker-a",\n'
+        f'\t\t\t"cluster":"{cluster}"\n'
+        "\t\t}\n"
+        "\t],\n"
+        f'\t"filterServerTable":{filter_servers},\n'
+        '\t"queueDatas":[\n'
+        "\t\t{\n"
+        '\t\t\t"brokerName":"broker-a",\n'
+        '\t\t\t"perm":6,\n'
+        '\t\t\t"readQueueNums":4,\n'
+        '\t\t\t"topicSysFlag":0,\n'
+        '\t\t\t"writeQueueNums":4\n'
+        "\t\t}\n"
+        "\t]\n"
+        "}"
+    )

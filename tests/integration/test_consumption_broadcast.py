@@ -18,6 +18,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,17 +45,18 @@ class Sink:
         return ConsumeResult.SUCCESS
 
 
-def broadcast_consumer(cluster, group: str, topic: str, name: str, sink, store: Path, **kw) -> PushConsumer:
-    c = PushConsumer(
-        group,
-        cluster.namesrv,
-        listener=sink,
+def broadcasting(name: str, store: Path) -> dict[str, Any]:
+    """Consumer options of a broadcasting instance ``name`` keeping its offsets under ``store``."""
+    return dict(
         message_model=MessageModel.BROADCASTING,
         instance_name=name,
         local_offset_store_dir=str(store),
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        **kw,
     )
+
+
+def broadcast_consumer(cluster, group: str, topic: str, name: str, sink, store: Path, **kw) -> PushConsumer:
+    c = PushConsumer(group, cluster.namesrv, listener=sink, **broadcasting(name, store), **kw)
     c.subscribe(topic, "*")
     return c
 
@@ -186,14 +188,7 @@ async def test_lite_pull_broadcast_keeps_local_offsets(cluster, tmp_path):
     store = tmp_path / "offsets"
 
     def lite() -> LitePullConsumer:
-        c = LitePullConsumer(
-            group,
-            cluster.namesrv,
-            message_model=MessageModel.BROADCASTING,
-            instance_name=name,
-            local_offset_store_dir=str(store),
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        )
+        c = LitePullConsumer(group, cluster.namesrv, **broadcasting(name, store))
         c.subscribe(topic, "*")
         return c
 

@@ -53,30 +53,13 @@ from rmq.protocol import message as M  # noqa: E402
 from rmq.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType  # noqa: E402
 from rmq.protocol.errors import ProtocolError  # noqa: E402
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode  # noqa: E402
+from rmq.protocol.headers import _V2_NAMES  # noqa: E402  (SEND_MESSAGE_V2 key -> V1 name, spec 2.4)
 
 RC = RequestCode
 RS = ResponseCode
 
 BROKER_NAME = "capture-broker"
 CLUSTER_NAME = "CaptureCluster"
-
-# SEND_MESSAGE_V2 single-letter keys -> V1 names (spec 2.4).
-_V2_KEYS = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-    "n": "bname",
-}
 
 _MAX_BODY_TEXT = 2048  # bodies up to this size are logged (JSON parsed or as text)
 _MAX_ERROR_HEX = 8192  # bytes of a bad frame written to the log
@@ -251,7 +234,7 @@ class FakeBroker:
             return cmd.create_response(ok, body=self.route(ext.get("topic", ""), std))
         if code in (RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE):
             if code != RC.SEND_MESSAGE:
-                ext = {_V2_KEYS.get(k, k): v for k, v in ext.items()}
+                ext = {_V2_NAMES.get(k, k): v for k, v in ext.items()}
             topic = ext.get("topic", "")
             qid = _int(ext, "queueId", 0)
             if qid < 0 or qid >= self.queue_count(topic):

@@ -354,21 +354,15 @@ class Cluster:
         group: str,
         n: int,
         *,
-        tags: list[str] | None = None,
-        keys_prefix: str | None = None,
         props: dict[str, str] | None = None,
-        body_prefix: str = "body-",
-        start_index: int = 0,
         queues: int = DEFAULT_QUEUES,
+        **batch: Any,
     ) -> list[dict[str, Any]]:
         """SEND_MESSAGE_V2 x n, round robin over the queues, messages built as the drivers
-        build them (body B+i, tag tags[i % len], keys P+i, props, a UNIQ_KEY). Returns
-        ``sent`` lines in the drivers' shape."""
+        build them (``batch_messages``, props, a UNIQ_KEY). Returns ``sent`` lines in the
+        drivers' shape."""
         out = []
-        for i in range(start_index, start_index + n):
-            body = f"{body_prefix}{i}"
-            tag = tags[i % len(tags)] if tags else None
-            keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
+        for i, body, tag, keys in batch_messages(n, **batch):
             uniq = self._uniq.next_id()
             p: dict[str, str] = {}
             if keys:
@@ -393,20 +387,7 @@ class Cluster:
             resp = self.invoke(self.broker_addr, RequestCode.SEND_MESSAGE_V2, h.to_v2_ext_fields(), body.encode())
             assert resp.code == ResponseCode.SUCCESS, f"raw SEND_MESSAGE_V2 {topic} #{i}: {resp.code} {resp.remark}"
             rh = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
-            out.append(
-                {
-                    "event": "sent",
-                    "i": i,
-                    "body": body,
-                    "tags": tag,
-                    "keys": keys,
-                    "status": "SEND_OK",
-                    "msg_id": uniq,
-                    "offset_msg_id": rh.msg_id,
-                    "queue_id": rh.queue_id,
-                    "queue_offset": rh.queue_offset,
-                }
-            )
+            out.append(sent_line(i, body, tag, keys, "SEND_OK", uniq, rh.msg_id, rh.queue_id, rh.queue_offset))
         return out
 
     def raw_consume(
@@ -427,6 +408,48 @@ class Cluster:
             if not progressed:
                 time.sleep(0.1)
         return out
+
+
+def batch_messages(
+    n: int,
+    *,
+    tags: list[str] | None = None,
+    keys_prefix: str | None = None,
+    body_prefix: str = "body-",
+    start_index: int = 0,
+) -> Iterator[tuple[int, str, str | None, str | None]]:
+    """The ``n`` messages rmq's side sends, as the drivers build theirs: index i from
+    ``start_index``, body B+i, tag tags[i % len], keys P+i."""
+    for i in range(start_index, start_index + n):
+        tag = tags[i % len(tags)] if tags else None
+        keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
+        yield i, f"{body_prefix}{i}", tag, keys
+
+
+def sent_line(
+    i: int,
+    body: str,
+    tags: str | None,
+    keys: str | None,
+    status: str,
+    msg_id: str,
+    offset_msg_id: str,
+    queue_id: int,
+    queue_offset: int,
+) -> dict[str, Any]:
+    """One send result of rmq's side in the drivers' ``sent`` line shape."""
+    return {
+        "event": "sent",
+        "i": i,
+        "body": body,
+        "tags": tags,
+        "keys": keys,
+        "status": status,
+        "msg_id": msg_id,
+        "offset_msg_id": offset_msg_id,
+        "queue_id": queue_id,
+        "queue_offset": queue_offset,
+    }
 
 
 class RmqSide:
@@ -460,17 +483,7 @@ class ClientRmqSide(RmqSide):
         self.namesrv = namesrv or cluster.namesrv_addr
 
     def produce(
-        self,
-        topic: str,
-        group: str,
-        n: int,
-        *,
-        tags: list[str] | None = None,
-        keys_prefix: str | None = None,
-        props: dict[str, str] | None = None,
-        body_prefix: str = "body-",
-        start_index: int = 0,
-        **_: Any,
+        self, topic: str, group: str, n: int, *, props: dict[str, str] | None = None, **batch: Any
     ) -> list[dict[str, Any]]:
         from rmq.client.message import Message
         from rmq.client.producer import Producer
@@ -480,24 +493,20 @@ class ClientRmqSide(RmqSide):
             await p.start()
             out = []
             try:
-                for i in range(start_index, start_index + n):
-                    body = f"{body_prefix}{i}"
-                    tag = tags[i % len(tags)] if tags else None
-                    keys = f"{keys_prefix}{i}" if keys_prefix is not None else None
+                for i, body, tag, keys in batch_messages(n, **batch):
                     r = await p.send(Message(topic, body.encode(), tags=tag, keys=keys, properties=dict(props or {})))
                     out.append(
-                        {
-                            "event": "sent",
-                            "i": i,
-                            "body": body,
-                            "tags": tag,
-                            "keys": keys,
-                            "status": r.status.value,
-                            "msg_id": r.msg_id,
-                            "offset_msg_id": r.offset_msg_id,
-                            "queue_id": r.message_queue.queue_id,
-                            "queue_offset": r.queue_offset,
-                        }
+                        sent_line(
+                            i,
+                            body,
+                            tag,
+                            keys,
+                            r.status.value,
+                            r.msg_id,
+                            r.offset_msg_id,
+                            r.message_queue.queue_id,
+                            r.queue_offset,
+                        )
                     )
             finally:
                 await p.shutdown()
@@ -821,11 +830,14 @@ class Clients:
             raise ValueError(f"node has no {role} driver")
         return ["node", str(NODE_DIR / script)], NODE_DIR
 
-    def _start(self, client: str, role: str, opts: list[str]) -> Driver:
+    def _start(self, client: str, role: str, namesrv: str, topic: str, group: str, opts: list[str]) -> Driver:
+        """A ``role`` driver of ``client`` for ``topic`` and ``group`` through ``namesrv``;
+        ``opts``: its role's options."""
         argv, cwd = self._argv(client, role)
         name = f"{next(self._n):02d}-{client}-{role}"
         env = dict(os.environ)
         env.pop("RMQ_INTEROP_LOG_DIR", None)
+        opts = ["--namesrv", namesrv, "--topic", topic, "--group", group, *opts]
         if client in CPP_VENVS:
             opts = [*opts, "--log-dir", str(self.workdir / f"{name}-logs")]
         d = Driver(name, argv + opts, self.workdir, env, cwd)
@@ -849,20 +861,7 @@ class Clients:
         start_index: int = 0,
         timeout_ms: int = 5000,
     ) -> Driver:
-        o = [
-            "--namesrv",
-            namesrv,
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "-n",
-            str(n),
-            "--start-index",
-            str(start_index),
-            "--timeout-ms",
-            str(timeout_ms),
-        ]
+        o = ["-n", str(n), "--start-index", str(start_index), "--timeout-ms", str(timeout_ms)]
         if tags is not None:
             o += ["--tags", _csv(tags)]
         if keys_prefix is not None:
@@ -875,7 +874,7 @@ class Clients:
             o += ["--orderly"]
         if sharding_key_mod is not None:
             o += ["--sharding-key-mod", str(sharding_key_mod)]
-        return self._start(client, "producer", o)
+        return self._start(client, "producer", namesrv, topic, group, o)
 
     def produce(
         self, client: str, namesrv: str, topic: str, group: str, n: int, timeout: float = 60.0, **kw: Any
@@ -905,7 +904,7 @@ class Clients:
         reconsume_until: int | None = None,
         wait_started: bool = True,
     ) -> Driver:
-        o = ["--namesrv", namesrv, "--topic", topic, "--group", group, "--expression", expression]
+        o = ["--expression", expression]
         if orderly:
             o += ["--orderly"]
         if property_keys and client in CPP_VENVS:
@@ -920,7 +919,7 @@ class Clients:
             o += ["--idle-exit", str(idle_exit)]
         if reconsume_until is not None:
             o += ["--reconsume-until", str(reconsume_until)]
-        d = self._start(client, "push_consumer", o)
+        d = self._start(client, "push_consumer", namesrv, topic, group, o)
         if wait_started:
             d.wait_started()
         return d
@@ -940,23 +939,12 @@ class Clients:
         """The C++ pull consumer driver (DefaultMQPullConsumer, every queue from 0)."""
         if client not in CPP_VENVS:
             raise ValueError(f"{client} has no pull consumer driver")
-        o = [
-            "--namesrv",
-            namesrv,
-            "--topic",
-            topic,
-            "--group",
-            group,
-            "--expression",
-            expression,
-            "--timeout",
-            str(timeout),
-        ]
+        o = ["--expression", expression, "--timeout", str(timeout)]
         if property_keys:
             o += ["--property-keys", _csv(property_keys)]
         if max_messages is not None:
             o += ["--max-messages", str(max_messages)]
-        return self._start(client, "pull_consumer", o)
+        return self._start(client, "pull_consumer", namesrv, topic, group, o)
 
     def close(self) -> None:
         for d in self.drivers:

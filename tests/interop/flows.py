@@ -47,27 +47,35 @@ def produce_and_check(
 
 
 def consume_then_more(
+    cluster: Cluster,
     clients: Clients,
     client: str,
-    namesrv: str,
     topic: str,
     group: str,
     sent: Sent,
     more: int,
     *,
     consumer: Driver,
+    namesrv: str | None = None,
     **produce_kw: Any,
-) -> tuple[Sent, list[str]]:
+) -> tuple[Sent, Truth]:
     """``consumer`` (started) gets every message of ``sent``; then ``client`` sends
     ``more`` messages (indexes after ``sent``), which arrive through long polling; the
-    consumer is terminated. Returns the later send results and every body expected."""
+    consumer is terminated, and every message it got matches the broker's record
+    (``check_delivered``, with ``produce_kw``'s props). Returns the later send results
+    and the broker's records of every message."""
     bodies = [s["body"] for s in sent]
     consumer.wait_bodies(bodies)
-    later = clients.produce(client, namesrv, topic, group, more, start_index=sent[-1]["i"] + 1, **produce_kw)
+    later = clients.produce(
+        client, namesrv or cluster.namesrv_addr, topic, group, more, start_index=sent[-1]["i"] + 1, **produce_kw
+    )
     bodies += [s["body"] for s in later]
     consumer.wait_bodies(bodies)
     consumer.terminate()
-    return later, bodies
+    truth = cluster.wait_truth(topic, len(bodies))
+    props = produce_kw.get("props") or {}
+    check_delivered(consumer, truth, bodies, topic=topic, props=props)
+    return later, truth
 
 
 def orderly_send_by_selector(

@@ -6,9 +6,11 @@ whose IPv4 bytes are little-endian (tests/interop/README.md).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.interop.conftest import Clients, Cluster, check_delivered
+from tests.interop.conftest import Clients, Cluster
 from tests.interop.flows import (
     consume_then_more,
     new_topic,
@@ -28,10 +30,8 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
     result's msgId (UNIQ_KEY) is found by QUERY_MESSAGE and resolves with
     VIEW_MESSAGE_BY_ID."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "pc")
-    n = 16
-    sent, truth = produce_and_check(
-        cluster, clients, CLIENT, topic, pgroup, n, tags=["TagA", "TagB"], keys_prefix="k-", props=PROPS
-    )
+    batch: dict[str, Any] = dict(tags=["TagA", "TagB"], keys_prefix="k-", props=PROPS)
+    sent, truth = produce_and_check(cluster, clients, CLIENT, topic, pgroup, 16, **batch)
     assert len({truth[s["body"]].queue_id for s in sent}) == 4
 
     for s in sent[:4]:
@@ -41,21 +41,7 @@ def test_produce_and_consume(cluster: Cluster, clients: Clients):
         assert viewed.body.decode() == s["body"] and viewed.uniq_key == s["msg_id"]
 
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, property_keys=PROPS)
-    _, bodies = consume_then_more(
-        clients,
-        CLIENT,
-        cluster.namesrv_addr,
-        topic,
-        pgroup,
-        sent,
-        6,
-        consumer=consumer,
-        tags=["TagA", "TagB"],
-        keys_prefix="k-",
-        props=PROPS,
-    )
-    truth = cluster.wait_truth(topic, n + 6)
-    check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
+    consume_then_more(cluster, clients, CLIENT, topic, pgroup, sent, 6, consumer=consumer, **batch)
 
 
 def test_orderly_send(cluster: Cluster, clients: Clients):

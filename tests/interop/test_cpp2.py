@@ -6,6 +6,8 @@ tests/interop/drivers; see tests/interop/README.md for their output and quirks.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.interop.conftest import Clients, Cluster, check_delivered
@@ -57,27 +59,11 @@ def test_push_consumer_receives_every_message_intact(cluster: Cluster, clients: 
     """Produced by cpp2, consumed by a cpp2 push consumer: body, tags, keys, user
     properties, queue id/offset, commit-log offset and msgId of every message."""
     topic, pgroup, cgroup = new_topic(cluster, CLIENT, "push")
-    n = 20
-    sent, _ = produce_and_check(
-        cluster, clients, CLIENT, topic, pgroup, n, tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS
-    )
+    batch: dict[str, Any] = dict(tags=["TagA", "TagB", "TagC"], keys_prefix="k-", props=PROPS)
+    sent, _ = produce_and_check(cluster, clients, CLIENT, topic, pgroup, 20, **batch)
     consumer = clients.consumer(CLIENT, cluster.namesrv_addr, topic, cgroup, property_keys=PROPS)
     # the later messages are delivered through long polling
-    _, bodies = consume_then_more(
-        clients,
-        CLIENT,
-        cluster.namesrv_addr,
-        topic,
-        pgroup,
-        sent,
-        8,
-        consumer=consumer,
-        tags=["TagA", "TagB", "TagC"],
-        keys_prefix="k-",
-        props=PROPS,
-    )
-    truth = cluster.wait_truth(topic, n + 8)
-    check_delivered(consumer, truth, bodies, topic=topic, props=PROPS)
+    consume_then_more(cluster, clients, CLIENT, topic, pgroup, sent, 8, consumer=consumer, **batch)
     summary = consumer.of("summary")
     assert summary and summary[-1]["reason"] == "SIGTERM", consumer.describe()
 
