@@ -37,6 +37,7 @@ from rmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     PROPERTIES_MAX,
+    RECORD_FIXED_LENGTH,
     RECORD_HEAD_STRUCTS,
     SCHEDULE_TOPIC,
     MessageConst,
@@ -50,7 +51,7 @@ from rmq.protocol.message import (
     record_length,
     store_timestamp_position,
 )
-from rmq.store.dispatch_request import (
+from rmq.protocol.record import (
     DispatchRequest,
     check_message_and_return_size,
     diagnose_record,
@@ -74,9 +75,6 @@ log = logging.getLogger("rmq.store.commitlog")
 _I = struct.Struct(">i")
 _H = struct.Struct(">h")
 _Q = struct.Struct(">q")
-# Record length without the two host fields: 4+4+4+4+4+8+8+4+8+8+4+8+4 + 1 (topic
-# length) + 2 (properties length); each host adds 8 (IPv4) or 20 (IPv6).
-_FIXED_NO_HOSTS = 75
 _HEAD_STRUCTS = RECORD_HEAD_STRUCTS
 _BLANK = BLANK_RECORD
 _PUT_OK = PutMessageStatus.PUT_OK
@@ -432,7 +430,7 @@ class CommitLog:
         body = msg.body
         blen = len(body)
         tlen = len(topic_b)
-        total = _FIXED_NO_HOSTS + bh + sh + blen + tlen + plen
+        total = RECORD_FIXED_LENGTH + bh + sh + blen + tlen + plen
         if total > self.max_message_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,

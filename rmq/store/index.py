@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rmq.protocol.message import SysFlag
+from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError
 from rmq.store.index_codec import (  # noqa: F401  (re-exported: tests, bench)
     ENTRY_DTYPE,

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq.protocol.message import BLANK_MAGIC_CODE, SysFlag, decode_record
+from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError
 from rmq.store.index import IndexFile, IndexService, index_key_hash, index_key_hashes
 

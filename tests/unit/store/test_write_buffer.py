@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq.protocol.message import MessageExtBrokerInner, decode_record
+from rmq.protocol.record import DispatchRequest
 from rmq.store import mapped_file
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import FlushDiskType
 from rmq.store.consume_queue import ConsumeQueue
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageStatus
 
