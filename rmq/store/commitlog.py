@@ -368,6 +368,15 @@ class CommitLog:
             self.commit()
         return mf
 
+    def _file_or_failure(self, size: int) -> MappedFile | PutMessageResult:
+        """_file_for, with its failures as the put's result."""
+        try:
+            return self._file_for(size)
+        except _NoSpace as e:
+            return PutMessageResult(e.status, remark=e.remark)
+        except OSError as e:
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
+
     def _bind(self, mf: MappedFile) -> None:
         """Point the write buffer at mf (it holds bytes of one file only)."""
         if mf is not self._wfile:
@@ -469,12 +478,10 @@ class CommitLog:
         mf = self._wfile
         w = self._wlen
         if mf is None or mf.wrote_position + total + 8 > mf.file_size or w + total > self._wcap:
-            try:
-                mf = self._file_for(total)
-            except _NoSpace as e:
-                return PutMessageResult(e.status, remark=e.remark)
-            except OSError as e:
-                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
+            got = self._file_or_failure(total)
+            if isinstance(got, PutMessageResult):
+                return got
+            mf = got
             w = self._wlen
         queue_id = msg.queue_id
         key = (topic, queue_id)
@@ -617,12 +624,9 @@ class CommitLog:
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 remark=f"batch of {total_all} bytes exceeds maxMessageSize {self.max_message_size}",
             )
-        try:
-            mf = self._file_for(total_all)
-        except _NoSpace as e:
-            return PutMessageResult(e.status, remark=e.remark)
-        except OSError as e:
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
+        mf = self._file_or_failure(total_all)
+        if isinstance(mf, PutMessageResult):
+            return mf
         key = (batch.topic, batch.queue_id)
         qoff0 = self.topic_queue_table.get(key, 0)
         phys0 = mf.file_from_offset + mf.wrote_position
