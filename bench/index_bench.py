@@ -20,9 +20,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from rmq.protocol.message import UniqueIdGenerator
+from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.index import IndexService
 
 TOPIC = "BenchmarkTest"

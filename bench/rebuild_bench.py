@@ -36,8 +36,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from rmq.protocol.record import check_message_and_return_size
 from rmq.store.config import MessageStoreConfig
-from rmq.store.dispatch_request import check_message_and_return_size
 from spark.commitlog_files import check_files, list_local, make_splits, parse_size
 from spark.rebuild_consume_queue import Options, Rebuild, start_spark
 from spark.scan import ScanOptions, scan_local_split

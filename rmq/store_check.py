@@ -12,8 +12,8 @@ import os
 import struct
 import sys
 
+from rmq.protocol.record import check_message_and_return_size, diagnose_record
 from rmq.store.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
-from rmq.store.dispatch_request import check_message_and_return_size, diagnose_record
 
 _UNIT = struct.Struct(">qiq")
 

@@ -48,7 +48,8 @@ if __name__ == "__main__" and __package__ in (None, ""):
 
 import numpy as np
 
-from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties, parse_properties_text
+from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
+from rmq.store.config import MessageStoreConfig
 from spark.chain import Chain, assemble
 from spark.commitlog_files import CommitLogFile, RebuildError, check_files, list_local, make_splits, parse_size
 from spark.cq_files import QueueDiff, existing_queues, layout_queue, verify_queue, write_queue
@@ -173,7 +174,7 @@ def options_from_args(a: argparse.Namespace) -> Options:
             cfg.validate()
         except OSError as e:
             raise RebuildError(f"cannot read --broker-conf {a.broker_conf}: {e.strerror}") from None
-        except ConfigError as e:
+        except PropertiesError as e:
             raise RebuildError(f"--broker-conf {a.broker_conf}: {e}") from None
         if "mappedFileSizeCommitLog" in props:
             commitlog_size = cfg.mappedFileSizeCommitLog

@@ -9,7 +9,7 @@ body CRC. The driver then checks the chain (each range's first boundary is where
 previous range's last record ends: spark/chain.py), so no boundary is taken on faith.
 
 Records are classified exactly as the broker's own dispatch does
-(rmq.store.dispatch_request.check_message_and_return_size), plus one check the broker
+(rmq.protocol.record.check_message_and_return_size), plus one check the broker
 does not make: PHYSICALOFFSET must equal the record's position. The common case is
 vectorised: one tight loop walks TOTALSIZE from record to record, numpy reads every
 fixed field of every record at once and checks that the fields add up, and a short
@@ -36,11 +36,11 @@ from rmq.protocol.message import (
     POS_BORNHOST,
     POS_PHYSICALOFFSET,
     POS_SYSFLAG,
+    RECORD_FIXED_LENGTH,
     SCHEDULE_TOPIC,
     SysFlag,
-    record_length,
 )
-from rmq.store.dispatch_request import (
+from rmq.protocol.record import (
     check_message_and_return_size,
     diagnose_record,
     dispatch_properties,
@@ -57,8 +57,6 @@ _Q = struct.Struct(">q")
 _MAGIC_V1 = struct.pack(">i", MESSAGE_MAGIC_CODE)
 _MAGIC_V2 = struct.pack(">i", MESSAGE_MAGIC_CODE_V2)
 _MAGIC_BLANK = struct.pack(">i", BLANK_MAGIC_CODE)
-# TOTALSIZE .. PROPERTIES LENGTH without body, topic, properties and the two hosts.
-_FIXED = record_length(0, 0, 0, 0) - 2 * 8  # less the two IPv4 hosts
 _TRAN_MASK = SysFlag.TRANSACTION_ROLLBACK_TYPE  # both transaction bits (getTransactionValue)
 _MADV_POPULATE_READ = 22  # Linux >= 5.14; older kernels say EINVAL
 _ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -330,7 +328,7 @@ def _classify(
             & (magic == MESSAGE_MAGIC_CODE)
             & (props_len >= 0)
             & (phys == split.file_base + pos)
-            & (_FIXED + bh + sh + body_len + topic_len + props_len == total)
+            & (RECORD_FIXED_LENGTH + bh + sh + body_len + topic_len + props_len == total)
         )
         # Python lists index faster than numpy arrays in the loop below.
         common_l = common.tolist()

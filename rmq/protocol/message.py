@@ -267,9 +267,10 @@ def record_format(born_len: int, store_len: int, body_len: int, topic_len: int, 
     return f">iiiiiqqiq{born_len}sq{store_len}siqi{body_len}sB{topic_len}sh{props_len}s"
 
 
-# Fixed overhead without body/topic/properties: 4*5 + 8*2 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
-# plus the two host fields.
-_FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+RECORD_FIXED_LENGTH = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+"""A record's length without body, topic, properties and the two hosts (75): TOTALSIZE ..
+BODY LENGTH less the hosts, plus the topic and properties length fields. Each host adds
+8 (IPv4) or 20 (IPv6); message version 2 adds 1 (a 2-byte topic length)."""
 
 # Positions valid for any record (before the born host).
 POS_TOTALSIZE = 0
@@ -288,7 +289,7 @@ def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int, 
     """calMsgLength: the TOTALSIZE a record with these parts must have."""
     bh = 20 if sys_flag & SysFlag.BORNHOST_V6 else 8
     sh = 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
-    return _FIXED + bh + sh + body_len + topic_len + props_len + (1 if v2 else 0)
+    return RECORD_FIXED_LENGTH + bh + sh + body_len + topic_len + props_len + (1 if v2 else 0)
 
 
 def store_timestamp_position(sys_flag: int) -> int:
@@ -322,7 +323,7 @@ def encode_record(
         raise ProtocolError(f"topic is {len(topic)} bytes; version 1 records allow 127")
     if len(properties) > 32767:
         raise ProtocolError(f"properties are {len(properties)} bytes; at most 32767")
-    total = _FIXED + len(born_host) + len(store_host) + len(body) + len(topic) + len(properties)
+    total = RECORD_FIXED_LENGTH + len(born_host) + len(store_host) + len(body) + len(topic) + len(properties)
     head = _HEAD_STRUCTS[len(born_host), len(store_host)].pack(
         total,
         MESSAGE_MAGIC_CODE,

@@ -37,6 +37,7 @@ from rmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     PROPERTIES_MAX,
+    RECORD_FIXED_LENGTH,
     RECORD_HEAD_STRUCTS,
     SCHEDULE_TOPIC,
     MessageConst,
@@ -50,7 +51,7 @@ from rmq.protocol.message import (
     record_length,
     store_timestamp_position,
 )
-from rmq.store.dispatch_request import (
+from rmq.protocol.record import (
     DispatchRequest,
     check_message_and_return_size,
     diagnose_record,
@@ -74,9 +75,6 @@ log = logging.getLogger("rmq.store.commitlog")
 _I = struct.Struct(">i")
 _H = struct.Struct(">h")
 _Q = struct.Struct(">q")
-# Record length without the two host fields: 4+4+4+4+4+8+8+4+8+8+4+8+4 + 1 (topic
-# length) + 2 (properties length); each host adds 8 (IPv4) or 20 (IPv6).
-_FIXED_NO_HOSTS = 75
 _HEAD_STRUCTS = RECORD_HEAD_STRUCTS
 _BLANK = BLANK_RECORD
 _PUT_OK = PutMessageStatus.PUT_OK
@@ -94,6 +92,29 @@ class _NoSpace(Exception):
         super().__init__(remark)
         self.status = status
         self.remark = remark
+
+
+class _RecordInParts:
+    """pack_into with a whole-record Struct's arguments, for a shape without a cached
+    Struct: the head (TOTALSIZE .. BODY LENGTH) with its Struct, then the rest."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, head: struct.Struct) -> None:
+        self.head = head
+
+    def pack_into(self, buf: bytearray, w: int, *fields: Any) -> None:
+        head = self.head
+        head.pack_into(buf, w, *fields[:-5])
+        body, tlen, topic_b, plen, props_b = fields[-5:]
+        p = w + head.size
+        buf[p : p + len(body)] = body
+        p += len(body)
+        buf[p] = tlen
+        buf[p + 1 : p + 1 + tlen] = topic_b
+        p += 1 + tlen
+        _H.pack_into(buf, p, plen)
+        buf[p + 2 : p + 2 + plen] = props_b
 
 
 class CommitLog:
@@ -347,6 +368,15 @@ class CommitLog:
             self.commit()
         return mf
 
+    def _file_or_failure(self, size: int) -> MappedFile | PutMessageResult:
+        """_file_for, with its failures as the put's result."""
+        try:
+            return self._file_for(size)
+        except _NoSpace as e:
+            return PutMessageResult(e.status, remark=e.remark)
+        except OSError as e:
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
+
     def _bind(self, mf: MappedFile) -> None:
         """Point the write buffer at mf (it holds bytes of one file only)."""
         if mf is not self._wfile:
@@ -381,14 +411,19 @@ class CommitLog:
             self._topics[topic] = b
         return b
 
-    def _record_struct(self, bh: int, sh: int, body_len: int, topic_len: int, props_len: int) -> struct.Struct | None:
+    def _record_struct(
+        self, bh: int, sh: int, body_len: int, topic_len: int, props_len: int
+    ) -> struct.Struct | _RecordInParts:
         """One Struct packing a whole record (head, body, topic, properties), cached per
-        shape; None once the cache is full (the caller packs in parts)."""
+        shape; once the cache is full, a packer of the same call that packs in parts."""
         key = (bh, sh, body_len, topic_len, props_len)
         st = self._structs.get(key)
-        if st is None and len(self._structs) < 1024:
+        if st is not None:
+            return st
+        if len(self._structs) < 1024:
             st = self._structs[key] = struct.Struct(record_format(bh, sh, body_len, topic_len, props_len))
-        return st
+            return st
+        return _RecordInParts(_HEAD_STRUCTS[bh, sh])
 
     def put_message(self, msg: MessageExtBrokerInner, now_ms: int) -> PutMessageResult:
         """Append one message (no waiting: flush/replication are the caller's)."""
@@ -432,7 +467,7 @@ class CommitLog:
         body = msg.body
         blen = len(body)
         tlen = len(topic_b)
-        total = _FIXED_NO_HOSTS + bh + sh + blen + tlen + plen
+        total = RECORD_FIXED_LENGTH + bh + sh + blen + tlen + plen
         if total > self.max_message_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
@@ -443,12 +478,10 @@ class CommitLog:
         mf = self._wfile
         w = self._wlen
         if mf is None or mf.wrote_position + total + 8 > mf.file_size or w + total > self._wcap:
-            try:
-                mf = self._file_for(total)
-            except _NoSpace as e:
-                return PutMessageResult(e.status, remark=e.remark)
-            except OSError as e:
-                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
+            got = self._file_or_failure(total)
+            if isinstance(got, PutMessageResult):
+                return got
+            mf = got
             w = self._wlen
         queue_id = msg.queue_id
         key = (topic, queue_id)
@@ -457,58 +490,33 @@ class CommitLog:
         takes_offset = tran == 0 or tran == SysFlag.TRANSACTION_COMMIT_TYPE
         rec_qoff = table.get(key, 0) if takes_offset else 0
         phys = mf.file_from_offset + mf.wrote_position
-        st = self._structs.get((bh, sh, blen, tlen, plen))
+        st: struct.Struct | _RecordInParts | None = self._structs.get((bh, sh, blen, tlen, plen))
         if st is None:
             st = self._record_struct(bh, sh, blen, tlen, plen)
-        if st is not None:
-            st.pack_into(
-                self._wbuf,
-                w,
-                total,
-                MESSAGE_MAGIC_CODE,
-                crc32(body) & 0x7FFFFFFF,
-                queue_id,
-                msg.flag,
-                rec_qoff,
-                phys,
-                sys_flag,
-                msg.born_timestamp,
-                born,
-                now_ms,
-                store,
-                msg.reconsume_times,
-                msg.prepared_transaction_offset,
-                blen,
-                body,
-                tlen,
-                topic_b,
-                plen,
-                props_b,
-            )
-        else:
-            self._pack_parts(
-                w,
-                (
-                    total,
-                    MESSAGE_MAGIC_CODE,
-                    crc32(body) & 0x7FFFFFFF,
-                    queue_id,
-                    msg.flag,
-                    rec_qoff,
-                    phys,
-                    sys_flag,
-                    msg.born_timestamp,
-                    born,
-                    now_ms,
-                    store,
-                    msg.reconsume_times,
-                    msg.prepared_transaction_offset,
-                    blen,
-                ),
-                body,
-                topic_b,
-                props_b,
-            )
+        st.pack_into(
+            self._wbuf,
+            w,
+            total,
+            MESSAGE_MAGIC_CODE,
+            crc32(body) & 0x7FFFFFFF,
+            queue_id,
+            msg.flag,
+            rec_qoff,
+            phys,
+            sys_flag,
+            msg.born_timestamp,
+            born,
+            now_ms,
+            store,
+            msg.reconsume_times,
+            msg.prepared_transaction_offset,
+            blen,
+            body,
+            tlen,
+            topic_b,
+            plen,
+            props_b,
+        )
         # (pack_into raised nothing: the record is there; now take its queue offset)
         if takes_offset:
             table[key] = rec_qoff + 1
@@ -557,20 +565,6 @@ class CommitLog:
             self.delay_levels_ms,
             self._tag_cache,
         )
-
-    def _pack_parts(self, w: int, args: tuple[Any, ...], body: bytes, topic_b: bytes, props_b: bytes) -> None:
-        """Encode a record whose shape has no cached Struct: head, then the rest."""
-        buf = self._wbuf
-        head = _HEAD_STRUCTS[len(args[9]), len(args[11])]
-        head.pack_into(buf, w, *args)
-        p = w + head.size
-        buf[p : p + len(body)] = body
-        p += len(body)
-        buf[p] = len(topic_b)
-        buf[p + 1 : p + 1 + len(topic_b)] = topic_b
-        p += 1 + len(topic_b)
-        _H.pack_into(buf, p, len(props_b))
-        buf[p + 2 : p + 2 + len(props_b)] = props_b
 
     def _ready(self, req: DispatchRequest) -> None:
         """Hand dispatch the request of a record just appended (it would parse the same
@@ -630,12 +624,9 @@ class CommitLog:
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 remark=f"batch of {total_all} bytes exceeds maxMessageSize {self.max_message_size}",
             )
-        try:
-            mf = self._file_for(total_all)
-        except _NoSpace as e:
-            return PutMessageResult(e.status, remark=e.remark)
-        except OSError as e:
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"commit failed: {e}")
+        mf = self._file_or_failure(total_all)
+        if isinstance(mf, PutMessageResult):
+            return mf
         key = (batch.topic, batch.queue_id)
         qoff0 = self.topic_queue_table.get(key, 0)
         phys0 = mf.file_from_offset + mf.wrote_position

@@ -1,4 +1,7 @@
-"""MessageStoreConfig: RocketMQ's key names and defaults (spec 6.5), plus properties parsing.
+"""MessageStoreConfig: RocketMQ's key names and defaults (spec 6.5).
+
+broker.conf text is read by rmq.common.properties (``parse_properties_text``,
+``apply_properties``), re-exported here with its error as ``ConfigError``.
 
 Attribute names keep RocketMQ's camelCase spelling on purpose: they are the keys users
 write in broker.conf, and a RocketMQ engineer greps for them.
@@ -6,12 +9,13 @@ write in broker.conf, and a RocketMQ engineer greps for them.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from rmq.common.properties import PropertiesError
+from rmq.common.properties import apply_properties as apply_properties
+from rmq.common.properties import parse_properties_text as parse_properties_text
 
 
 class BrokerRole(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() of a member)
@@ -29,8 +33,8 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 _DELAY_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class ConfigError(ValueError):
-    """A configuration value that cannot be accepted; the message names the key."""
+ConfigError = PropertiesError
+"""A configuration value that cannot be accepted; the message names the key."""
 
 
 def parse_delay_levels(spec: str) -> list[int]:
@@ -204,76 +208,3 @@ class MessageStoreConfig:
             raise ConfigError("deleteFileBatchMax: must be >= 1")
         if self.cleanResourceInterval < 1:
             raise ConfigError("cleanResourceInterval: must be >= 1 ms")
-
-
-def _convert(key: str, raw: str, typ: Any) -> Any:
-    raw = raw.strip()
-    if typ is bool:
-        low = raw.lower()
-        if low in ("true", "false"):
-            return low == "true"
-        raise ConfigError(f"{key}: expected true or false, got {raw!r}")
-    if typ is int:
-        try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
-    if typ is float:
-        try:
-            return float(raw)
-        except ValueError:
-            raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
-    if isinstance(typ, type) and issubclass(typ, enum.Enum):
-        try:
-            return typ(raw.upper())
-        except ValueError:
-            allowed = ", ".join(m.value for m in typ)
-            raise ConfigError(f"{key}: expected one of {allowed}, got {raw!r}") from None
-    return raw
-
-
-def apply_properties(obj: Any, props: Mapping[str, str]) -> list[str]:
-    """Set every dataclass field of obj named in props; returns the keys it does not know.
-
-    Values are converted to the field's type; a wrong value raises ConfigError naming the key.
-    """
-    hints = {f.name: f for f in dataclasses.fields(obj)}
-    unknown: list[str] = []
-    for key, raw in props.items():
-        f = hints.get(key)
-        if f is None:
-            unknown.append(key)
-            continue
-        typ = f.type if not isinstance(f.type, str) else _resolve(f.type)
-        setattr(obj, key, _convert(key, raw, typ))
-    return unknown
-
-
-def _resolve(annotation: str) -> Any:
-    return {
-        "int": int,
-        "bool": bool,
-        "float": float,
-        "str": str,
-        "BrokerRole": BrokerRole,
-        "FlushDiskType": FlushDiskType,
-    }.get(annotation, str)
-
-
-def parse_properties_text(text: str) -> dict[str, str]:
-    """A java.util.Properties-style file: key=value or key: value, # and ! comments."""
-    out: dict[str, str] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s[0] in "#!":
-            continue
-        for sep_i, ch in enumerate(s):  # noqa: B007  (sep_i is read after the loop)
-            if ch in "=:":
-                break
-        else:
-            raise ConfigError(f"line {lineno}: expected key=value, got {s!r}")
-        key, value = s[:sep_i].strip(), s[sep_i + 1 :].strip()
-        if not key:
-            raise ConfigError(f"line {lineno}: empty key")
-        out[key] = value
-    return out

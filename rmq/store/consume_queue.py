@@ -11,7 +11,7 @@ from rmq.store.cq_codec import BLANK_UNIT, CQ_STORE_UNIT_SIZE, CQ_UNIT
 from rmq.store.mapped_file import FlushPlan, MappedFile, MappedFileQueue, TruncatePlan
 
 if TYPE_CHECKING:
-    from rmq.store.dispatch_request import DispatchRequest
+    from rmq.protocol.record import DispatchRequest
 
 log = logging.getLogger("rmq.store.consumequeue")
 

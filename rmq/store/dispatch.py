@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable, Sequence
 
 from rmq.common.service import ServiceLoop
+from rmq.protocol.record import DispatchRequest, check_message_and_return_size
 from rmq.store.commitlog import CommitLog
-from rmq.store.dispatch_request import DispatchRequest, check_message_and_return_size
 
 __all__ = ["DispatchRequest", "ReputMessageService"]
 

@@ -22,7 +22,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rmq.common.clock import now_ms
 from rmq.common.service import ServiceLoop
@@ -125,21 +125,40 @@ def _commit_quietly(commit: Callable[[], None]) -> None:
         pass
 
 
+class _ThoroughClock:
+    """A flush service's rhythm: its least-pages setting, except every thorough_ms a
+    flush of everything (least pages 0)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, last: int) -> None:
+        self.last = last  # ms of the last flush of everything
+
+    def least_pages(self, least: int, thorough_ms: int) -> int:
+        now = now_ms()
+        if now >= self.last + thorough_ms:
+            self.last = now
+            return 0
+        return least
+
+
 class _CommitLogFlusher(ServiceLoop):
     """What both CommitLog flush services hold: the queue, the commit to run before a
-    plan, the checkpoint, the gate, the stats and a flush thread of their own."""
+    plan, the checkpoint, the gate, the stats and a flush thread of their own (named by
+    the subclass)."""
+
+    SERVICE_NAME: ClassVar[str]
+    THREAD_NAME: ClassVar[str]
 
     def __init__(
         self,
-        name: str,
         mfq: MappedFileQueue,
         checkpoint: StoreCheckpoint,
         config: MessageStoreConfig,
-        commit: Callable[[], None],
-        gate: FlushGate | None,
-        thread_name: str,
+        commit: Callable[[], None] = _no_commit,
+        gate: FlushGate | None = None,
     ) -> None:
-        super().__init__(name, log)
+        super().__init__(self.SERVICE_NAME, log)
         self.mfq = mfq
         self._commit = commit
         self.checkpoint = checkpoint
@@ -147,7 +166,8 @@ class _CommitLogFlusher(ServiceLoop):
         self.gate = gate if gate is not None else FlushGate()
         self.stats = FlushStats()
         self.flush_observer: FlushObserver | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.THREAD_NAME)
+        self._thorough = _ThoroughClock(0)
 
 
 class GroupCommitService(_CommitLogFlusher):
@@ -166,6 +186,9 @@ class GroupCommitService(_CommitLogFlusher):
     fewer puts/s than one round per iteration).
     """
 
+    SERVICE_NAME = "GroupCommitService"
+    THREAD_NAME = "rmq-groupcommit"
+
     def __init__(
         self,
         mfq: MappedFileQueue,
@@ -174,7 +197,7 @@ class GroupCommitService(_CommitLogFlusher):
         commit: Callable[[], None] = _no_commit,
         gate: FlushGate | None = None,
     ) -> None:
-        super().__init__("GroupCommitService", mfq, checkpoint, config, commit, gate, "rmq-groupcommit")
+        super().__init__(mfq, checkpoint, config, commit, gate)
         self.batch_observer: BatchObserver | None = None
         self._open: asyncio.Future[PutMessageStatus] | None = None
         self._open_target = 0
@@ -265,16 +288,8 @@ class FlushRealTimeService(_CommitLogFlusher):
     """ASYNC_FLUSH: every flushIntervalCommitLog ms flush at least flushCommitLogLeastPages
     dirty pages; everything every flushCommitLogThoroughInterval ms."""
 
-    def __init__(
-        self,
-        mfq: MappedFileQueue,
-        checkpoint: StoreCheckpoint,
-        config: MessageStoreConfig,
-        commit: Callable[[], None] = _no_commit,
-        gate: FlushGate | None = None,
-    ) -> None:
-        super().__init__("FlushRealTimeService", mfq, checkpoint, config, commit, gate, "rmq-flush")
-        self._last_thorough = 0
+    SERVICE_NAME = "FlushRealTimeService"
+    THREAD_NAME = "rmq-flush"
 
     async def flush_once(self, least_pages: int) -> bool:
         _commit_quietly(self._commit)
@@ -292,11 +307,8 @@ class FlushRealTimeService(_CommitLogFlusher):
         return self.config.flushIntervalCommitLog / 1000
 
     async def run_once(self) -> None:
-        least = self.config.flushCommitLogLeastPages
-        now = now_ms()
-        if now >= self._last_thorough + self.config.flushCommitLogThoroughInterval:
-            self._last_thorough = now
-            least = 0
+        cfg = self.config
+        least = self._thorough.least_pages(cfg.flushCommitLogLeastPages, cfg.flushCommitLogThoroughInterval)
         t0 = time.perf_counter()
         await self.flush_once(least)
         past = time.perf_counter() - t0
@@ -331,7 +343,7 @@ class FlushConsumeQueueService(ServiceLoop):
         self.config = config
         self.stats = FlushStats()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-flush-cq")
-        self._last_thorough = now_ms()
+        self._thorough = _ThoroughClock(now_ms())
 
     async def flush_once(self, least_pages: int) -> None:
         thorough = least_pages == 0
@@ -380,12 +392,10 @@ class FlushConsumeQueueService(ServiceLoop):
         return self.config.flushIntervalConsumeQueue / 1000
 
     async def run_once(self) -> None:
-        least = self.config.flushConsumeQueueLeastPages
-        now = now_ms()
-        if now >= self._last_thorough + self.config.flushConsumeQueueThoroughInterval:
-            self._last_thorough = now
-            least = 0
-        await self.flush_once(least)
+        cfg = self.config
+        await self.flush_once(
+            self._thorough.least_pages(cfg.flushConsumeQueueLeastPages, cfg.flushConsumeQueueThoroughInterval)
+        )
 
     async def on_stop(self) -> None:
         await self.flush_once(0)

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rmq.protocol.message import SysFlag
+from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError
 from rmq.store.index_codec import (  # noqa: F401  (re-exported: tests, bench)
     ENTRY_DTYPE,
@@ -655,14 +655,7 @@ class IndexService:
         doomed_ids = {id(f) for f in doomed}
         self._full_unflushed = [f for f in self._full_unflushed if id(f) not in doomed_ids]
         for f in doomed:
-            log.warning(
-                "truncating index at phy offset %d: deleting %s (phy [%d, %d], %d entries)",
-                phy_offset,
-                f.file_name,
-                f.begin_phy_offset,
-                f.end_phy_offset,
-                f.entry_count,
-            )
+            _log_truncated_away(phy_offset, f)
             f.destroy()
         # indexMsgTimestamp may name a deleted file; rebuilt files can end at or before
         # it without being synced, so fall back to what the kept files prove durable.
@@ -695,14 +688,7 @@ class IndexService:
                 files.pop()
                 f.destroyed = True
                 plan.doomed.append(f.mapped_file)
-                log.warning(
-                    "truncating index at phy offset %d: deleting %s (phy [%d, %d], %d entries)",
-                    phy_offset,
-                    f.file_name,
-                    f.begin_phy_offset,
-                    f.end_phy_offset,
-                    f.entry_count,
-                )
+                _log_truncated_away(phy_offset, f)
                 continue
             dropped = f.index_count - first
             a, b = f.truncate_entries(first, end_timestamp_of)
@@ -752,3 +738,14 @@ class IndexService:
                 min_phy_offset,
             )
         return doomed
+
+
+def _log_truncated_away(phy_offset: int, f: IndexFile) -> None:
+    log.warning(
+        "truncating index at phy offset %d: deleting %s (phy [%d, %d], %d entries)",
+        phy_offset,
+        f.file_name,
+        f.begin_phy_offset,
+        f.end_phy_offset,
+        f.entry_count,
+    )

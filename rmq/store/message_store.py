@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageConst, MessageExt, MessageExtBatch, MessageExtBrokerInner, SysFlag, pack_host
+from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.cleanup import StoreCleaner, destroy_files
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rmq.store.consume_queue import ConsumeQueue, UnitsWriteError
 from rmq.store.dispatch import ReputMessageService
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreLockedError
 from rmq.store.flush import FlushConsumeQueueService, FlushGate, FlushRealTimeService, GroupCommitService
 from rmq.store.index import IndexService

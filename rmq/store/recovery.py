@@ -9,12 +9,12 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
+from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.consume_queue import ConsumeQueue
 from rmq.store.dispatch import ReputMessageService
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError
 from rmq.store.index import IndexService
 from rmq.store.mapped_file import TruncatePlan

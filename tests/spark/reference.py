@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rmq.store.dispatch_request import check_message_and_return_size
+from rmq.protocol.record import check_message_and_return_size
 from rmq.store.index_codec import index_key_hash
 from spark.chain import Chain, assemble
 from spark.commitlog_files import check_files, list_local, make_splits

@@ -9,9 +9,9 @@ import random
 
 import numpy as np
 
+from rmq.protocol.record import check_message_and_return_size
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
-from rmq.store.dispatch_request import check_message_and_return_size
 from rmq.store.index import IndexFile, IndexService
 from spark.commitlog_files import check_files, list_local
 from spark.index_files import KeyChunk, build_file, file_names, plan, route

@@ -13,7 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq.protocol.message import MESSAGE_MAGIC_CODE_V2, SCHEDULE_TOPIC, SysFlag, encode_record, properties_to_string
+from rmq.protocol.message import (
+    MESSAGE_MAGIC_CODE_V2,
+    SCHEDULE_TOPIC,
+    SysFlag,
+    encode_record,
+    host_sysflag,
+    properties_to_string,
+)
 from rmq.store.config import parse_delay_levels
 from spark.commitlog_files import RebuildError, check_files, list_local, make_splits
 from spark.scan import ScanOptions, scan_local_split
@@ -111,23 +118,31 @@ def test_topic_filter(tmp_path):
     assert {t for t, _ in got.queues} == {"T1", "T3"}
 
 
-def v2_record(topic: bytes, phys: int, qoff: int) -> bytes:
-    """A message-version-2 record (2-byte topic length) from a version-1 one."""
-    props = properties_to_string({"TAGS": "v2"}).encode()
-    v1 = encode_record(
+def record(
+    topic: bytes, body: bytes, props: bytes, qoff: int, phys: int, queue_id: int = 0, host: bytes = b""
+) -> bytes:
+    """A version-1 record stored at 2, born at 1; host: both hosts (default: the writer's)."""
+    born, store = (host, host) if host else (BORN_HOST, STORE_HOST)
+    return encode_record(
         topic=topic,
-        body=b"body",
+        body=body,
         properties=props,
-        queue_id=0,
+        queue_id=queue_id,
         flag=0,
         queue_offset=qoff,
         physical_offset=phys,
-        sys_flag=0,
+        sys_flag=host_sysflag(born, store),
         born_timestamp=1,
-        born_host=BORN_HOST,
+        born_host=born,
         store_timestamp=2,
-        store_host=STORE_HOST,
+        store_host=store,
     )
+
+
+def v2_record(topic: bytes, phys: int, qoff: int) -> bytes:
+    """A message-version-2 record (2-byte topic length) from a version-1 one."""
+    props = properties_to_string({"TAGS": "v2"}).encode()
+    v1 = record(topic, b"body", props, qoff, phys)
     head_len = len(v1) - (1 + len(topic) + 2 + len(props))
     out = bytearray(v1[:head_len]) + struct.pack(">h", len(topic)) + topic + struct.pack(">h", len(props)) + props
     struct.pack_into(">ii", out, 0, len(out), MESSAGE_MAGIC_CODE_V2)
@@ -139,22 +154,7 @@ def test_version_2_records_and_ipv6_hosts_take_the_exact_path(tmp_path):
     w.append("A", 0, b"x", {"TAGS": "a"})
     w.append_raw(v2_record(b"V2Topic", w.offset, 0))
     v6 = bytes(16) + (1).to_bytes(4, "big")
-    w.append_raw(
-        encode_record(
-            topic=b"A",
-            body=b"y",
-            properties=b"TAGS\x01b\x02",
-            queue_id=0,
-            flag=0,
-            queue_offset=1,
-            physical_offset=w.offset,
-            sys_flag=SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6,
-            born_timestamp=1,
-            born_host=v6,
-            store_timestamp=2,
-            store_host=v6,
-        )
-    )
+    w.append_raw(record(b"A", b"y", b"TAGS\x01b\x02", 1, w.offset, host=v6))
     w.append("A", 0, b"z", {"TAGS": "c"}, queue_offset=2)
     w.close()
     got, _ = assert_same(tmp_path, 30)
@@ -172,37 +172,9 @@ def test_look_alike_record_inside_a_body_is_caught_by_the_chain(tmp_path):
     props = b""
     pad = 400
     # body starts at record + 88 (IPv4 hosts); the fake sits `pad` bytes into it
-    fake = encode_record(
-        topic=b"Fake",
-        body=b"evil",
-        properties=b"",
-        queue_id=7,
-        flag=0,
-        queue_offset=0,
-        physical_offset=at + 88 + pad,
-        sys_flag=0,
-        born_timestamp=1,
-        born_host=BORN_HOST,
-        store_timestamp=2,
-        store_host=STORE_HOST,
-    )
+    fake = record(b"Fake", b"evil", b"", 0, at + 88 + pad, queue_id=7)
     body = b"\x00" * pad + fake + b"\x00" * 300
-    w.append_raw(
-        encode_record(
-            topic=topic,
-            body=body,
-            properties=props,
-            queue_id=0,
-            flag=0,
-            queue_offset=1,
-            physical_offset=at,
-            sys_flag=0,
-            born_timestamp=1,
-            born_host=BORN_HOST,
-            store_timestamp=2,
-            store_host=STORE_HOST,
-        )
-    )
+    w.append_raw(record(topic, body, props, 1, at))
     w.queue_offsets[("A", 0)] = 2
     w.append("A", 0, b"last", {})
     w.close()

@@ -25,14 +25,14 @@ from rmq.protocol.message import (
     pack_host,
     string_to_properties,
 )
-from rmq.store.commitlog import CommitLog
-from rmq.store.dispatch_request import (
+from rmq.protocol.record import (
     DispatchRequest,
     check_message_and_return_size,
     compute_deliver_timestamp,
     dispatch_properties,
     property_value,
 )
+from rmq.store.commitlog import CommitLog
 from rmq.store.results import PutMessageStatus
 
 LEVELS = [1000, 5000, 10000]

@@ -1397,20 +1397,16 @@ def check_against_written(rep: Report, ws: WrittenStore) -> None:
 # The tests
 # =================================================================================================
 
+# SYNC_FLUSH, tiny files: many BLANK rolls and CQ files, several index files
+_TINY = Layout(
+    commitlog_file_size=32 * 1024,
+    cq_file_size_configured=20 * 50,
+    hash_slot_num=64,
+    index_num=200,
+    delay_levels="1s 5s 10s",
+)
 STORES = {
-    # SYNC_FLUSH, tiny files: many BLANK rolls and CQ files, several index files
-    "sync-32KiB": (
-        Layout(
-            commitlog_file_size=32 * 1024,
-            cq_file_size_configured=20 * 50,
-            hash_slot_num=64,
-            index_num=200,
-            delay_levels="1s 5s 10s",
-        ),
-        FlushDiskType.SYNC_FLUSH,
-        1,
-        (),
-    ),
+    "sync-32KiB": (_TINY, FlushDiskType.SYNC_FLUSH, 1, ()),
     # ASYNC_FLUSH default, sizes that are not powers of two, a CQ size that must round up to 20,
     # very few slots (long chains), the default 18 delay levels
     "async-default-odd": (
@@ -1420,18 +1416,7 @@ STORES = {
         (),
     ),
     # the first layout again, reopened twice: once cleanly, once after a simulated crash
-    "sync-32KiB-restarted": (
-        Layout(
-            commitlog_file_size=32 * 1024,
-            cq_file_size_configured=20 * 50,
-            hash_slot_num=64,
-            index_num=200,
-            delay_levels="1s 5s 10s",
-        ),
-        FlushDiskType.SYNC_FLUSH,
-        3,
-        ("clean", "crash"),
-    ),
+    "sync-32KiB-restarted": (_TINY, FlushDiskType.SYNC_FLUSH, 3, ("clean", "crash")),
 }
 
 

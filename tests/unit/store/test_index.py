@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq.protocol.message import BLANK_MAGIC_CODE, SysFlag, decode_record
+from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.errors import StoreError
 from rmq.store.index import IndexFile, IndexService, index_key_hash, index_key_hashes
 
@@ -488,6 +488,24 @@ def _service_file_contents(s: IndexService) -> list[bytes]:
     return [file_bytes(f.path) for f in s.index_files]
 
 
+def _assert_rebuild_matches_fresh(
+    s: IndexService, records: list[DispatchRequest], rebuild_from: int | None, cut: int, fresh_root: str | Path, **make
+) -> None:
+    """Re-dispatch [rebuild_from, cut) into s (what truncate_beyond asked for): its files
+    must equal a fresh service's built from every record before cut. Closes both."""
+    if rebuild_from is not None:
+        for r in records:
+            if rebuild_from <= r.commit_log_offset < cut:
+                s.build_index(r)
+    fresh = make_service(fresh_root, **make)
+    for r in records:
+        if r.commit_log_offset < cut:
+            fresh.build_index(r)
+    assert _service_file_contents(s) == _service_file_contents(fresh)
+    close_service(s)
+    close_service(fresh)
+
+
 def test_truncate_beyond_deletes_and_rebuild_matches_fresh(tmp_path: Path) -> None:
     t0 = 1_700_000_000_000
     records = [req(100 * i, t0 + 1000 * i, uniq=f"U{i}", keys=f"k{i % 3}") for i in range(40)]
@@ -504,17 +522,7 @@ def test_truncate_beyond_deletes_and_rebuild_matches_fresh(tmp_path: Path) -> No
     for f in s.index_files:
         assert f.end_phy_offset < cut
     assert s.query_offset("T", "U25", 64, 0, FAR_FUTURE).phy_offsets == []
-    for r in records:
-        if rebuild_from <= r.commit_log_offset < cut:
-            s.build_index(r)
-
-    fresh = make_service(tmp_path / "b", entries=10)
-    for r in records:
-        if r.commit_log_offset < cut:
-            fresh.build_index(r)
-    assert _service_file_contents(s) == _service_file_contents(fresh)
-    close_service(s)
-    close_service(fresh)
+    _assert_rebuild_matches_fresh(s, records, rebuild_from, cut, tmp_path / "b", entries=10)
 
     # truncating before the first entry deletes everything
     s = make_service(tmp_path / "c", entries=10)
@@ -540,17 +548,7 @@ def test_truncate_then_rebuild_equals_fresh_build(n: int, cut: int, entries: int
         for r in records:
             s.build_index(r)
         rebuild_from = s.truncate_beyond(cut)
-        if rebuild_from is not None:
-            for r in records:
-                if rebuild_from <= r.commit_log_offset < cut:
-                    s.build_index(r)
-        fresh = make_service(os.path.join(d, "b"), slots=5, entries=entries)
-        for r in records:
-            if r.commit_log_offset < cut:
-                fresh.build_index(r)
-        assert _service_file_contents(s) == _service_file_contents(fresh)
-        close_service(s)
-        close_service(fresh)
+        _assert_rebuild_matches_fresh(s, records, rebuild_from, cut, os.path.join(d, "b"), slots=5, entries=entries)
 
 
 def test_delete_expired_file(tmp_path: Path) -> None:

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq.protocol.message import MessageExtBrokerInner, decode_record
+from rmq.protocol.record import DispatchRequest
 from rmq.store import mapped_file
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import FlushDiskType
 from rmq.store.consume_queue import ConsumeQueue
-from rmq.store.dispatch_request import DispatchRequest
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageStatus
 
@@ -151,6 +151,30 @@ def test_a_record_that_does_not_encode_takes_no_queue_offset(tmp_path):
     assert (r.status, r.queue_offset, r.wrote_offset) == (PutMessageStatus.PUT_OK, 0, 0)
     assert [q.commit_log_offset for q in cl.dispatch_ready] == [0]
     cl.shutdown()
+
+
+def test_a_shape_past_the_struct_cache_is_packed_the_same(tmp_path):
+    """Once 1024 record shapes have a Struct, a new shape is packed head first, then
+    body, topic and properties: the same bytes."""
+    v6 = b"\x00" * 15 + b"\x01" + b"\x00\x00\x2a\x9f"
+    msgs = [(_m(b"x" * n), born) for n in (0, 1, 700) for born in (HOST, v6)]
+    for m, born in msgs:
+        m.born_host = born
+        m.put_property("KEYS", "k1 k2")
+    files = []
+    for name, full in (("cached", False), ("parts", True)):
+        cl = CommitLog(str(tmp_path / name), 64 * 1024, 16 * 1024, LEVELS)
+        if full:
+            cl._structs.update({(i, 0, 0, 0, 0): struct.Struct(">i") for i in range(1024)})
+        rs = [cl.put_message(m, 1000 + i) for i, (m, _) in enumerate(msgs)]
+        assert all(r.status is PutMessageStatus.PUT_OK for r in rs)
+        assert len(cl._structs) == (1024 if full else len(msgs))
+        cl.commit()
+        cl.shutdown()
+        with open(tmp_path / name / f"{0:020d}", "rb") as f:
+            files.append(f.read(rs[-1].end_offset))
+    assert files[0] == files[1]
+    assert [decode_record(files[1], r.wrote_offset).body for r in rs] == [m.body for m, _ in msgs]
 
 
 # ---------------------------------------------------------------- torn writes

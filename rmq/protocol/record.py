@@ -2,6 +2,8 @@
 
 Pure (no files, no loop): recovery, the ReputMessageService and the Spark rebuild all
 call check_message_and_return_size, so a ConsumeQueue unit comes out the same everywhere.
+It lives in the protocol layer because the Spark job ships it to executors; the store
+reaches it through rmq.protocol.record.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    RECORD_FIXED_LENGTH,
     SCHEDULE_TOPIC,
     SysFlag,
     decode_record,
@@ -50,7 +53,6 @@ _HEAD48 = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _H = struct.Struct(">h")
-_FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 
 RECORD_BLANK = 0
 RECORD_INVALID = -1
@@ -212,7 +214,13 @@ def check_message_and_return_size(
         bh = 20 if sys_flag & SysFlag.BORNHOST_V6 else 8
         sh = 20 if sys_flag & SysFlag.STOREHOSTADDRESS_V6 else 8
         read_len = (
-            _FIXED + bh + sh + body_len + topic_len + max(props_len, 0) + (1 if magic != MESSAGE_MAGIC_CODE else 0)
+            RECORD_FIXED_LENGTH
+            + bh
+            + sh
+            + body_len
+            + topic_len
+            + max(props_len, 0)
+            + (1 if magic != MESSAGE_MAGIC_CODE else 0)
         )
         if read_len != total:
             return total, None
