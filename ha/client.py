@@ -33,7 +33,7 @@ from ha.protocol import (
     encode_hello,
     encode_offset_report,
 )
-from rmq.common.monotonic import monotonic_ms
+from rmq.common.clock import monotonic_ms
 from rmq.common.service import ServiceLoop, TaskSet
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.errors import StoreError

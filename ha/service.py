@@ -37,7 +37,7 @@ from typing import Any
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
 from ha.protocol import SlaveHello
-from rmq.common.monotonic import monotonic_ms
+from rmq.common.clock import monotonic_ms
 from rmq.common.service import ServiceLoop
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.message_store import MessageStore
