@@ -125,17 +125,17 @@ class RemotingServer(Endpoint):
         self.stats.connections_accepted += 1
         self._connections.add(conn)
         logger.debug("%s: connection from %s", self.name, conn.remote_address)
-        for cb in self._made_callbacks:
-            try:
-                cb(conn)
-            except Exception:
-                logger.exception("%s: on_connection_made callback %r failed", self.name, cb)
+        self._notify(self._made_callbacks, conn, "on_connection_made")
 
     def _connection_lost(self, conn: Connection) -> None:
         self._connections.discard(conn)
         logger.debug("%s: connection from %s closed", self.name, conn.remote_address)
-        for cb in self._closed_callbacks:
+        self._notify(self._closed_callbacks, conn, "on_connection_closed")
+
+    def _notify(self, callbacks: list[ConnectionCallback], conn: Connection, kind: str) -> None:
+        """Every callback runs; one that fails is logged."""
+        for cb in callbacks:
             try:
                 cb(conn)
             except Exception:
-                logger.exception("%s: on_connection_closed callback %r failed", self.name, cb)
+                logger.exception("%s: %s callback %r failed", self.name, kind, cb)
