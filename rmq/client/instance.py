@@ -150,6 +150,14 @@ def get_or_create_instance(
     return inst
 
 
+def _put_new(table: dict[str, _T], group: str, member: _T) -> bool:
+    """registerProducer / registerConsumer: False when the group is taken already."""
+    if group in table:
+        return False
+    table[group] = member
+    return True
+
+
 class MQClientInstance:
     def __init__(
         self, config: ClientConfig, client_id: str, inner_producer_factory: InnerProducerFactory | None = None
@@ -264,20 +272,14 @@ class MQClientInstance:
 
     # ------------------------------------------------------------------ registration
     def register_producer(self, group: str, producer: ProducerInner) -> bool:
-        if group in self.producer_table:
-            return False
-        self.producer_table[group] = producer
-        return True
+        return _put_new(self.producer_table, group, producer)
 
     async def unregister_producer(self, group: str) -> None:
         self.producer_table.pop(group, None)
         await self._unregister_client(group, None)
 
     def register_consumer(self, group: str, consumer: ConsumerInner) -> bool:
-        if group in self.consumer_table:
-            return False
-        self.consumer_table[group] = consumer
-        return True
+        return _put_new(self.consumer_table, group, consumer)
 
     async def unregister_consumer(self, group: str) -> None:
         self.consumer_table.pop(group, None)
