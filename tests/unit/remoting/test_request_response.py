@@ -18,8 +18,9 @@ from rmq.remoting import (
     RemotingServer,
     RemotingTimeoutError,
 )
+from tests.unit.waiting import wait_until
 
-from .conftest import echo, read_frame, wait_until
+from .conftest import echo, read_frame
 
 pytestmark = pytest.mark.timeout(30)
 
