@@ -413,6 +413,20 @@ def test_register_body_compressed_round_trip() -> None:
     assert w.topic_config_table["Ordered"] == TopicConfig("Ordered", 4, 2, 4, "MULTI_TAG")
 
 
+def compressed_layout(dv: bytes, tc: bytes) -> bytes:
+    """A compressed RegisterBrokerBody before zlib, one topic and no filter servers: the
+    data version, the topic count, each topic line, the filter server list; all sized."""
+    return (
+        struct.pack(">i", len(dv))
+        + dv
+        + struct.pack(">i", 1)
+        + struct.pack(">i", len(tc))
+        + tc
+        + struct.pack(">i", 2)
+        + b"[]"
+    )
+
+
 def test_register_body_compressed_layout_golden() -> None:
     body = RegisterBrokerBody(
         TopicConfigSerializeWrapper({"TopicA": TopicConfig("TopicA", 8, 8, 6)}, DataVersion(1700000000000, 3)), []
@@ -421,31 +435,14 @@ def test_register_body_compressed_layout_golden() -> None:
     assert data[:2] == b"\x78\xda"  # zlib header, BEST_COMPRESSION
     dv = b'{"counter":3,"timestamp":1700000000000}'
     tc = b"TopicA 8 8 6 SINGLE_TAG"
-    assert zlib.decompress(data) == (
-        struct.pack(">i", len(dv))
-        + dv
-        + struct.pack(">i", 1)
-        + struct.pack(">i", len(tc))
-        + tc
-        + struct.pack(">i", 2)
-        + b"[]"
-    )
+    assert zlib.decompress(data) == compressed_layout(dv, tc)
 
 
 def test_register_body_compressed_from_5x_broker() -> None:
     # stateVersion in the data version, attributes in the text, mapping data appended
     dv = b'{"counter":1,"stateVersion":2,"timestamp":5}'
     tc = b"T 1 1 6 SINGLE_TAG {}"
-    raw = (
-        struct.pack(">i", len(dv))
-        + dv
-        + struct.pack(">i", 1)
-        + struct.pack(">i", len(tc))
-        + tc
-        + struct.pack(">i", 2)
-        + b"[]"
-        + struct.pack(">i", 0)
-    )
+    raw = compressed_layout(dv, tc) + struct.pack(">i", 0)
     body = RegisterBrokerBody.decode(zlib.compress(raw), True)
     assert body.topic_config_serialize_wrapper.data_version == DataVersion(5, 1, 2)
     assert body.topic_config_serialize_wrapper.topic_config_table["T"].attributes == {}
