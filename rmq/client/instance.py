@@ -483,12 +483,16 @@ class MQClientInstance:
             log.info("send heart beat to broker[%s %s] failed: %s", name, addr, e)
 
     # ------------------------------------------------------------------ consumers
-    async def persist_all_consumer_offset(self) -> None:
+    async def _each_consumer(self, act: Callable[[ConsumerInner], Awaitable[None]], failed: str) -> None:
+        """``act`` on every consumer in turn; one that fails is logged (``failed`` % group)."""
         for c in list(self.consumer_table.values()):
             try:
-                await c.persist_consumer_offset()
+                await act(c)
             except Exception:
-                log.exception("persisting offsets of %s failed", c.group_name)
+                log.exception(failed, c.group_name)
+
+    async def persist_all_consumer_offset(self) -> None:
+        await self._each_consumer(lambda c: c.persist_consumer_offset(), "persisting offsets of %s failed")
 
     def rebalance_immediately(self) -> None:
         self._rebalance_service.wakeup()
@@ -507,11 +511,7 @@ class MQClientInstance:
         self._rebalance_later = self.loop.call_at(due, self._rebalance_service.wakeup)
 
     async def do_rebalance(self) -> None:
-        for c in list(self.consumer_table.values()):
-            try:
-                await c.do_rebalance()
-            except Exception:
-                log.exception("rebalance of %s failed", c.group_name)
+        await self._each_consumer(lambda c: c.do_rebalance(), "rebalance of %s failed")
 
     def _process_notify_consumer_ids_changed(self, conn: Connection, cmd: RemotingCommand) -> None:
         group = (cmd.ext_fields or {}).get("consumerGroup")

@@ -24,6 +24,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
@@ -175,6 +176,19 @@ def by_machine_room(consumer_idcs: set[str] | Sequence[str]) -> AllocateStrategy
     return AllocateStrategy("MACHINE_ROOM", allocate)
 
 
+_T = TypeVar("_T")
+
+
+def _by_room(items: Sequence[_T], room_of: Callable[[_T], str], what: str) -> dict[str, list[_T]]:
+    rooms: dict[str, list[_T]] = {}
+    for item in items:
+        room = room_of(item)
+        if not room:
+            raise ValueError(f"Machine room is null for {what} {item}")
+        rooms.setdefault(room, []).append(item)
+    return rooms
+
+
 def machine_room_nearby(
     inner: AllocateStrategy, broker_deploy_in: Callable[[MessageQueue], str], consumer_deploy_in: Callable[[str], str]
 ) -> AllocateStrategy:
@@ -182,18 +196,8 @@ def machine_room_nearby(
     rooms that have no consumer at all."""
 
     def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]) -> list[MessageQueue]:
-        mr2mq: dict[str, list[MessageQueue]] = {}
-        for mq in mq_all:
-            room = broker_deploy_in(mq)
-            if not room:
-                raise ValueError(f"Machine room is null for mq {mq}")
-            mr2mq.setdefault(room, []).append(mq)
-        mr2c: dict[str, list[str]] = {}
-        for c in cid_all:
-            room = consumer_deploy_in(c)
-            if not room:
-                raise ValueError(f"Machine room is null for consumer id {c}")
-            mr2c.setdefault(room, []).append(c)
+        mr2mq = _by_room(mq_all, broker_deploy_in, "mq")
+        mr2c = _by_room(cid_all, consumer_deploy_in, "consumer id")
         out: list[MessageQueue] = []
         mine = consumer_deploy_in(cid)
         mq_here = mr2mq.pop(mine, None)
