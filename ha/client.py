@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from ha.protocol import (
     FLAG_FULL_SYNC,
+    EpochProvider,
     HAProtocolError,
     MasterAccept,
     MasterReject,
@@ -32,8 +33,9 @@ from ha.protocol import (
     Transfer,
     encode_hello,
     encode_offset_report,
+    no_epoch,
 )
-from rmq.common.monotonic import monotonic_ms
+from rmq.common.clock import monotonic_ms
 from rmq.common.service import ServiceLoop, TaskSet
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.errors import StoreError
@@ -41,7 +43,6 @@ from rmq.store.message_store import MessageStore
 
 log = logging.getLogger("rmq.ha")
 
-EpochProvider = Callable[[], "tuple[int, int]"]
 # Called with the master's ACCEPT before the first report (the failover side may
 # truncate there); may return an awaitable.
 AcceptHook = Callable[[MasterAccept], "Awaitable[None] | None"]
@@ -58,10 +59,6 @@ CONNECT_TIMEOUT = 3.0
 # While catching up, dispatch (the same loop) waits this long between its batches: the
 # CommitLog copy goes first, ConsumeQueues follow (their lag is reported).
 CATCHUP_DISPATCH_PAUSE = 0.05
-
-
-def _no_epoch() -> tuple[int, int]:
-    return 0, -1
 
 
 class ReplicaProtocol(asyncio.BufferedProtocol):
@@ -354,7 +351,7 @@ class HAClient:
         self.cluster = cluster
         self.broker_name = broker_name
         self.broker_id = broker_id
-        self.epoch_provider = epoch_provider or _no_epoch
+        self.epoch_provider = epoch_provider or no_epoch
         self.accept_hook = accept_hook
         # (controller mode) this slave's epoch history, sent in the HELLO
         self.epochs_provider = epochs_provider

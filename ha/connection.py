@@ -25,7 +25,7 @@ from ha.protocol import (
     encode_reject,
     encode_transfer_header,
 )
-from rmq.common.monotonic import monotonic_ms
+from rmq.common.clock import monotonic_ms
 from rmq.protocol.epoch import EpochEntry
 from rmq.remoting.connection import format_address
 from rmq.store.message_store import MessageStore

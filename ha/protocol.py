@@ -48,6 +48,7 @@ on garbage and stay failed afterwards.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -78,7 +79,18 @@ __all__ = [
     "encode_transfer_header",
     "MasterStreamReader",
     "SlaveStreamReader",
+    "EpochProvider",
+    "no_epoch",
 ]
+
+#: What a side puts in its handshake: (its epoch, where that epoch began).
+EpochProvider = Callable[[], "tuple[int, int]"]
+
+
+def no_epoch() -> tuple[int, int]:
+    """The ``EpochProvider`` of a broker without epochs: epoch 0, no start offset."""
+    return 0, -1
+
 
 MAGIC: Final = 0x524D5148
 VERSION: Final = 1

@@ -36,8 +36,8 @@ from typing import Any
 
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
-from ha.protocol import SlaveHello
-from rmq.common.monotonic import monotonic_ms
+from ha.protocol import EpochProvider, SlaveHello, no_epoch
+from rmq.common.clock import monotonic_ms
 from rmq.common.service import ServiceLoop
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.message_store import MessageStore
@@ -45,13 +45,8 @@ from rmq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.ha")
 
-EpochProvider = Callable[[], "tuple[int, int]"]
 HelloCheck = Callable[[SlaveHello], "str | None"]
 EpochsProvider = Callable[[], "list[EpochEntry]"]
-
-
-def _no_epoch() -> tuple[int, int]:
-    return 0, -1
 
 
 class HAService:
@@ -76,7 +71,7 @@ class HAService:
         self.broker_name = broker_name
         self.host = host
         self.port = port
-        self.epoch_provider = epoch_provider or _no_epoch
+        self.epoch_provider = epoch_provider or no_epoch
         self.hello_check = hello_check
         self.epochs_provider = epochs_provider
         self.confirm_reads = confirm_reads

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
-from rmq.common.monotonic import monotonic_ms
+from rmq.common.clock import monotonic_ms
 from rmq.protocol.bodies import (
     MASTER_ID,
     BrokerData,
@@ -43,7 +43,6 @@ __all__ = [
     "RegisterBrokerResult",
     "RemovedBroker",
     "BROKER_CHANNEL_EXPIRED_TIME_MS",
-    "monotonic_ms",
 ]
 
 logger = logging.getLogger("rmq.nameserver.routes")

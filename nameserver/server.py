@@ -24,7 +24,8 @@ from typing import Protocol
 
 from nameserver.controller import CONTROLLER_FILE_NAME, Controller, ControllerConfig, ControllerError
 from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
-from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager, monotonic_ms
+from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager
+from rmq.common.clock import monotonic_ms
 from rmq.common.fs import atomic_write
 from rmq.common.service import ServiceLoop
 from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper

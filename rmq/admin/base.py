@@ -18,9 +18,9 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO, TypeVar
 
 from rmq.admin.errors import AdminError, UsageError
 from rmq.client.errors import MQBrokerError, MQClientError
@@ -50,6 +50,7 @@ __all__ = [
     "java_bool",
     "describe_error",
     "broker_or_cluster",
+    "each_broker",
 ]
 
 
@@ -114,6 +115,26 @@ def broker_or_cluster(args: argparse.Namespace) -> None:
     """The -b / -c pair most broker commands take: exactly one of them."""
     if bool(args.brokerAddr) == bool(args.clusterName):
         raise UsageError("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+
+
+_T = TypeVar("_T")
+
+
+async def each_broker(
+    out: Output, addrs: Sequence[str], call: Callable[[str], Awaitable[_T]], *, alone_raises: bool = False
+) -> AsyncIterator[tuple[str, _T]]:
+    """``call(addr)`` on each broker in turn, yielding the answers. A broker that fails is
+    reported (``out.error``: exit status 1) and the others still run; with ``alone_raises``
+    the failure of the only broker asked is raised instead."""
+    for addr in addrs:
+        try:
+            result = await call(addr)
+        except Exception as e:
+            if alone_raises and len(addrs) == 1:
+                raise
+            out.error(f"broker {addr}: {describe_error(e)}")
+            continue
+        yield addr, result
 
 
 def java_bool(text: str) -> bool:

@@ -11,11 +11,11 @@ as 30 s of latency, i.e. 10 minutes out.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from rmq.client.routes import RoundRobinIndex, TopicPublishInfo
+from rmq.common.clock import monotonic_ms
 from rmq.protocol.bodies import MessageQueue
 
 __all__ = [
@@ -34,12 +34,6 @@ LATENCY_MAX: tuple[int, ...] = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION: tuple[int, ...] = (0, 0, 30000, 60000, 120000, 180000, 600000)
 #: Latency charged to a broker when a send to it fails (``isolation``).
 ISOLATION_LATENCY = 30000
-
-
-def _monotonic_ms() -> int:
-    # Not rmq.common.clock.now_ms: an isolation window is a duration, which a wall-clock
-    # step must neither stretch nor cut short.
-    return time.monotonic_ns() // 1_000_000
 
 
 def compute_not_available_duration(
@@ -67,9 +61,10 @@ class FaultItem:
 
 
 class LatencyFaultTolerance:
-    """Broker name -> FaultItem (LatencyFaultToleranceImpl)."""
+    """Broker name -> FaultItem (LatencyFaultToleranceImpl). The clock is monotonic: an
+    isolation window is a duration, which a wall-clock step must neither stretch nor cut short."""
 
-    def __init__(self, clock: Callable[[], int] = _monotonic_ms, rng: random.Random | None = None) -> None:
+    def __init__(self, clock: Callable[[], int] = monotonic_ms, rng: random.Random | None = None) -> None:
         self.clock = clock
         self.fault_item_table: dict[str, FaultItem] = {}
         self._which_item_worst = RoundRobinIndex()

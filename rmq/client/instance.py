@@ -150,6 +150,14 @@ def get_or_create_instance(
     return inst
 
 
+def _put_new(table: dict[str, _T], group: str, member: _T) -> bool:
+    """registerProducer / registerConsumer: False when the group is taken already."""
+    if group in table:
+        return False
+    table[group] = member
+    return True
+
+
 class MQClientInstance:
     def __init__(
         self, config: ClientConfig, client_id: str, inner_producer_factory: InnerProducerFactory | None = None
@@ -264,20 +272,14 @@ class MQClientInstance:
 
     # ------------------------------------------------------------------ registration
     def register_producer(self, group: str, producer: ProducerInner) -> bool:
-        if group in self.producer_table:
-            return False
-        self.producer_table[group] = producer
-        return True
+        return _put_new(self.producer_table, group, producer)
 
     async def unregister_producer(self, group: str) -> None:
         self.producer_table.pop(group, None)
         await self._unregister_client(group, None)
 
     def register_consumer(self, group: str, consumer: ConsumerInner) -> bool:
-        if group in self.consumer_table:
-            return False
-        self.consumer_table[group] = consumer
-        return True
+        return _put_new(self.consumer_table, group, consumer)
 
     async def unregister_consumer(self, group: str) -> None:
         self.consumer_table.pop(group, None)
@@ -481,12 +483,16 @@ class MQClientInstance:
             log.info("send heart beat to broker[%s %s] failed: %s", name, addr, e)
 
     # ------------------------------------------------------------------ consumers
-    async def persist_all_consumer_offset(self) -> None:
+    async def _each_consumer(self, act: Callable[[ConsumerInner], Awaitable[None]], failed: str) -> None:
+        """``act`` on every consumer in turn; one that fails is logged (``failed`` % group)."""
         for c in list(self.consumer_table.values()):
             try:
-                await c.persist_consumer_offset()
+                await act(c)
             except Exception:
-                log.exception("persisting offsets of %s failed", c.group_name)
+                log.exception(failed, c.group_name)
+
+    async def persist_all_consumer_offset(self) -> None:
+        await self._each_consumer(lambda c: c.persist_consumer_offset(), "persisting offsets of %s failed")
 
     def rebalance_immediately(self) -> None:
         self._rebalance_service.wakeup()
@@ -505,11 +511,7 @@ class MQClientInstance:
         self._rebalance_later = self.loop.call_at(due, self._rebalance_service.wakeup)
 
     async def do_rebalance(self) -> None:
-        for c in list(self.consumer_table.values()):
-            try:
-                await c.do_rebalance()
-            except Exception:
-                log.exception("rebalance of %s failed", c.group_name)
+        await self._each_consumer(lambda c: c.do_rebalance(), "rebalance of %s failed")
 
     def _process_notify_consumer_ids_changed(self, conn: Connection, cmd: RemotingCommand) -> None:
         group = (cmd.ext_fields or {}).get("consumerGroup")

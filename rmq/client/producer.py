@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,6 +323,12 @@ class Producer:
             addr, mq.broker_name, header, p.body, uniq_id=p.uniq_id, batch=p.batch, timeout_ms=max(timeout_ms, 1)
         )
 
+    def _send(
+        self, p: _Prepared, mq: MessageQueue | None, mode: str, timeout_ms: int
+    ) -> Coroutine[Any, Any, SendResult | None]:
+        """To ``mq`` when the caller chose one (no retry there), else sendDefaultImpl."""
+        return self._send_kernel(p, mq, mode, timeout_ms) if mq is not None else self._send_default(p, mode, timeout_ms)
+
     async def _send_default(self, p: _Prepared, mode: str, timeout_ms: int) -> SendResult | None:
         """sendDefaultImpl: select a queue, send, retry as the mode allows."""
         begin = time.monotonic()
@@ -443,10 +449,7 @@ class Producer:
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
         p = self._prepare(msg)
         mq = await self._target_queue(msg.topic, queue, selector, arg, msg)
-        if mq is not None:
-            result = await self._send_kernel(p, mq, _SYNC, timeout)
-        else:
-            result = await self._send_default(p, _SYNC, timeout)
+        result = await self._send(p, mq, _SYNC, timeout)
         assert result is not None
         return result
 
@@ -457,12 +460,9 @@ class Producer:
         self._make_sure_state_ok()
         timeout = self.send_msg_timeout if timeout_ms is None else timeout_ms
         p = self._prepare_batch(msgs)
-        if queue is not None:
-            if queue.topic != p.topic:
-                raise MQClientError(f"message's topic not equal mq's topic: {p.topic} / {queue.topic}")
-            result = await self._send_kernel(p, queue, _SYNC, timeout)
-        else:
-            result = await self._send_default(p, _SYNC, timeout)
+        if queue is not None and queue.topic != p.topic:
+            raise MQClientError(f"message's topic not equal mq's topic: {p.topic} / {queue.topic}")
+        result = await self._send(p, queue, _SYNC, timeout)
         assert result is not None
         return result
 
@@ -478,10 +478,7 @@ class Producer:
         self._make_sure_state_ok()
         p = self._prepare(msg)
         mq = await self._target_queue(msg.topic, queue, selector, arg, msg)
-        if mq is not None:
-            await self._send_kernel(p, mq, _ONEWAY, self.send_msg_timeout)
-        else:
-            await self._send_default(p, _ONEWAY, self.send_msg_timeout)
+        await self._send(p, mq, _ONEWAY, self.send_msg_timeout)
 
     def send_async(
         self,

@@ -22,8 +22,9 @@ import asyncio
 import bisect
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
@@ -175,6 +176,19 @@ def by_machine_room(consumer_idcs: set[str] | Sequence[str]) -> AllocateStrategy
     return AllocateStrategy("MACHINE_ROOM", allocate)
 
 
+_T = TypeVar("_T")
+
+
+def _by_room(items: Sequence[_T], room_of: Callable[[_T], str], what: str) -> dict[str, list[_T]]:
+    rooms: dict[str, list[_T]] = {}
+    for item in items:
+        room = room_of(item)
+        if not room:
+            raise ValueError(f"Machine room is null for {what} {item}")
+        rooms.setdefault(room, []).append(item)
+    return rooms
+
+
 def machine_room_nearby(
     inner: AllocateStrategy, broker_deploy_in: Callable[[MessageQueue], str], consumer_deploy_in: Callable[[str], str]
 ) -> AllocateStrategy:
@@ -182,18 +196,8 @@ def machine_room_nearby(
     rooms that have no consumer at all."""
 
     def allocate(group: str, cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]) -> list[MessageQueue]:
-        mr2mq: dict[str, list[MessageQueue]] = {}
-        for mq in mq_all:
-            room = broker_deploy_in(mq)
-            if not room:
-                raise ValueError(f"Machine room is null for mq {mq}")
-            mr2mq.setdefault(room, []).append(mq)
-        mr2c: dict[str, list[str]] = {}
-        for c in cid_all:
-            room = consumer_deploy_in(c)
-            if not room:
-                raise ValueError(f"Machine room is null for consumer id {c}")
-            mr2c.setdefault(room, []).append(c)
+        mr2mq = _by_room(mq_all, broker_deploy_in, "mq")
+        mr2c = _by_room(cid_all, consumer_deploy_in, "consumer id")
         out: list[MessageQueue] = []
         mine = consumer_deploy_in(cid)
         mq_here = mr2mq.pop(mine, None)
@@ -389,6 +393,17 @@ class RebalanceImpl:
         found = await self.instance.find_broker_address_in_subscribe_or_update(broker_name, MASTER_ID, True, topic)
         return found.broker_addr if found is not None else None
 
+    async def _by_master(self, mqs: Iterable[MessageQueue]) -> AsyncIterator[tuple[str, set[MessageQueue]]]:
+        """The queues grouped by broker (all taken before the first lookup), with each
+        broker's master address; a broker without one is skipped."""
+        by_broker: dict[str, set[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, set()).add(mq)
+        for broker_name, group in by_broker.items():
+            addr = await self._master_of(broker_name)
+            if addr is not None:
+                yield addr, group
+
     def _mark_locked(self, mqs: set[MessageQueue]) -> None:
         now = now_ms()
         for mq in mqs:
@@ -416,14 +431,8 @@ class RebalanceImpl:
     async def lock_all(self) -> None:
         """Renew the locks of every queue held (per broker, one request each); queues
         being given away (dropped) are left alone."""
-        by_broker: dict[str, set[MessageQueue]] = {}
-        for mq, pq in self.process_queue_table.items():
-            if not pq.dropped:
-                by_broker.setdefault(mq.broker_name, set()).add(mq)
-        for broker_name, mqs in by_broker.items():
-            addr = await self._master_of(broker_name)
-            if addr is None:
-                continue
+        live = (mq for mq, pq in self.process_queue_table.items() if not pq.dropped)
+        async for addr, mqs in self._by_master(live):
             body = LockBatchRequestBody(self.consumer_group, self.instance.client_id, set(mqs))
             try:
                 locked = await self.instance.api.lock_batch_mq(addr, body, 1000)
@@ -451,13 +460,7 @@ class RebalanceImpl:
             log.error("unlockBatchMQ %s at %s failed: %s", mq, addr, e)
 
     async def unlock_all(self, oneway: bool = False) -> None:
-        by_broker: dict[str, set[MessageQueue]] = {}
-        for mq in self.process_queue_table:
-            by_broker.setdefault(mq.broker_name, set()).add(mq)
-        for broker_name, mqs in by_broker.items():
-            addr = await self._master_of(broker_name)
-            if addr is None:
-                continue
+        async for addr, mqs in self._by_master(self.process_queue_table):
             body = UnlockBatchRequestBody(self.consumer_group, self.instance.client_id, set(mqs))
             try:
                 await self.instance.api.unlock_batch_mq(addr, body, 1000, oneway)

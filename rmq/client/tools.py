@@ -21,7 +21,8 @@ import signal
 import string
 import sys
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
+from typing import Any
 
 from rmq.client.config import ClientConfig
 from rmq.client.consume_concurrently import ConsumeResult
@@ -47,6 +48,21 @@ def _run(coro) -> int:
         return uvloop.run(coro)
     except ImportError:  # pragma: no cover - uvloop is a dependency
         return asyncio.run(coro)
+
+
+def _start_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.WARNING), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _run_tool(what: str, coro: Coroutine[Any, Any, int]) -> int:
+    """Run a tool; a client, broker or network failure is one line on stderr and status 1."""
+    try:
+        return _run(coro)
+    except (MQClientError, MQBrokerError, RemotingError) as e:
+        print(f"{what} failed: {e}", file=sys.stderr)
+        return 1
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -186,18 +202,11 @@ async def _produce(args: argparse.Namespace) -> int:
 
 def produce_main(argv: Sequence[str] | None = None) -> int:
     args = _produce_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.WARNING),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _start_logging(args.log_level)
     if args.count < 0:
         print("--count must be >= 0", file=sys.stderr)
         return 2
-    try:
-        return _run(_produce(args))
-    except (MQClientError, MQBrokerError, RemotingError) as e:
-        print(f"produce failed: {e}", file=sys.stderr)
-        return 1
+    return _run_tool("produce", _produce(args))
 
 
 # --------------------------------------------------------------------------- consume
@@ -314,12 +323,5 @@ async def _consume(args: argparse.Namespace) -> int:
 
 def consume_main(argv: Sequence[str] | None = None) -> int:
     args = _consume_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.WARNING),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        return _run(_consume(args))
-    except (MQClientError, MQBrokerError, RemotingError) as e:
-        print(f"consume failed: {e}", file=sys.stderr)
-        return 1
+    _start_logging(args.log_level)
+    return _run_tool("consume", _consume(args))

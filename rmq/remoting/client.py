@@ -8,8 +8,9 @@ import logging
 
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.frame import MAX_FRAME_LENGTH, RemotingCommand
-from rmq.remoting.connection import Connection, RemotingStats
-from rmq.remoting.dispatch import Processor, RequestDispatcher
+from rmq.remoting.connection import Connection
+from rmq.remoting.dispatch import Processor
+from rmq.remoting.endpoint import Endpoint
 from rmq.remoting.errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
 
 __all__ = ["RemotingClient", "split_address"]
@@ -27,7 +28,7 @@ def split_address(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class RemotingClient:
+class RemotingClient(Endpoint):
     """Connections are made on demand, one per ``"host:port"``; concurrent callers share
     one connect attempt, and a closed connection is replaced on the next call (that is
     the reconnect).
@@ -58,20 +59,11 @@ class RemotingClient:
         self.language = language
         self.version = version
         self.connect_timeout = connect_timeout
-        self.name = name
-        self.stats = RemotingStats()
-        self._dispatcher = RequestDispatcher(name, self.stats)
+        super().__init__(name, max_inflight_per_connection, max_frame_length, coalesce_limit)
         self._dispatcher.register_default(request_handler)
-        self._max_inflight = max_inflight_per_connection
-        self._max_frame_length = max_frame_length
-        self._coalesce_limit = coalesce_limit
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Task[Connection]] = {}
         self._closed = False
-
-    def register_processor(self, code: int, fn: Processor) -> None:
-        """A processor for one server-initiated request code (before the handler)."""
-        self._dispatcher.register(code, fn)
 
     # ------------------------------------------------------------------ requests
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
@@ -201,17 +193,10 @@ class RemotingClient:
         return conn
 
     def _new_connection(self, addr: str) -> Connection:
-        return Connection(
-            dispatch=self._dispatcher.dispatch,
-            stats=self.stats,
-            name=self.name,
-            max_inflight=self._max_inflight,
-            max_frame_length=self._max_frame_length,
-            # Never stop reading responses because our own writes are blocked: if both
-            # sides did that they would deadlock. Senders wait in drain() instead.
-            pause_reading_on_write_pressure=False,
-            coalesce_limit=self._coalesce_limit,
-            on_lost=functools.partial(self._connection_lost, addr),
+        # Never stop reading responses because our own writes are blocked: if both
+        # sides did that they would deadlock. Senders wait in drain() instead.
+        return self._connection(
+            pause_reading_on_write_pressure=False, on_lost=functools.partial(self._connection_lost, addr)
         )
 
     def _connection_lost(self, addr: str, conn: Connection) -> None:

@@ -6,15 +6,16 @@ import asyncio
 import logging
 
 from rmq.protocol.frame import MAX_FRAME_LENGTH
-from rmq.remoting.connection import Connection, ConnectionCallback, RemotingStats
-from rmq.remoting.dispatch import Processor, RequestDispatcher, RpcObserver
+from rmq.remoting.connection import Connection, ConnectionCallback
+from rmq.remoting.dispatch import Processor, RpcObserver
+from rmq.remoting.endpoint import Endpoint
 
 __all__ = ["RemotingServer"]
 
 logger = logging.getLogger("rmq.remoting")
 
 
-class RemotingServer:
+class RemotingServer(Endpoint):
     """A TCP server speaking RocketMQ remoting frames.
 
     ``register_processor(code, fn)`` before or after ``start()``; see ``rmq.remoting.dispatch``
@@ -36,13 +37,7 @@ class RemotingServer:
     ) -> None:
         self.host = host
         self.port = port
-        self.name = name
-        self.stats = RemotingStats()
-        self._dispatcher = RequestDispatcher(name, self.stats)
-        self._max_inflight = max_inflight_per_connection
-        self._max_frame_length = max_frame_length
-        self._write_buffer_high = write_buffer_high
-        self._coalesce_limit = coalesce_limit
+        super().__init__(name, max_inflight_per_connection, max_frame_length, coalesce_limit, write_buffer_high)
         self._backlog = backlog
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[Connection] = set()
@@ -50,9 +45,6 @@ class RemotingServer:
         self._closed_callbacks: list[ConnectionCallback] = []
 
     # ------------------------------------------------------------------ configuration
-    def register_processor(self, code: int, fn: Processor) -> None:
-        self._dispatcher.register(code, fn)
-
     def register_default_processor(self, fn: Processor) -> None:
         """Handles every code without its own processor (instead of NOT_SUPPORTED)."""
         self._dispatcher.register_default(fn)
@@ -123,36 +115,27 @@ class RemotingServer:
 
     # ------------------------------------------------------------------ internals
     def _new_connection(self) -> Connection:
-        return Connection(
-            dispatch=self._dispatcher.dispatch,
-            stats=self.stats,
-            name=self.name,
-            max_inflight=self._max_inflight,
-            max_frame_length=self._max_frame_length,
-            # A client that does not read its responses must not make us buffer
-            # them without limit: stop reading its requests instead.
-            pause_reading_on_write_pressure=True,
-            write_buffer_high=self._write_buffer_high,
-            coalesce_limit=self._coalesce_limit,
-            on_made=self._connection_made,
-            on_lost=self._connection_lost,
+        # A client that does not read its responses must not make us buffer
+        # them without limit: stop reading its requests instead.
+        return self._connection(
+            pause_reading_on_write_pressure=True, on_made=self._connection_made, on_lost=self._connection_lost
         )
 
     def _connection_made(self, conn: Connection) -> None:
         self.stats.connections_accepted += 1
         self._connections.add(conn)
         logger.debug("%s: connection from %s", self.name, conn.remote_address)
-        for cb in self._made_callbacks:
-            try:
-                cb(conn)
-            except Exception:
-                logger.exception("%s: on_connection_made callback %r failed", self.name, cb)
+        self._notify(self._made_callbacks, conn, "on_connection_made")
 
     def _connection_lost(self, conn: Connection) -> None:
         self._connections.discard(conn)
         logger.debug("%s: connection from %s closed", self.name, conn.remote_address)
-        for cb in self._closed_callbacks:
+        self._notify(self._closed_callbacks, conn, "on_connection_closed")
+
+    def _notify(self, callbacks: list[ConnectionCallback], conn: Connection, kind: str) -> None:
+        """Every callback runs; one that fails is logged."""
+        for cb in callbacks:
             try:
                 cb(conn)
             except Exception:
-                logger.exception("%s: on_connection_closed callback %r failed", self.name, cb)
+                logger.exception("%s: %s callback %r failed", self.name, kind, cb)

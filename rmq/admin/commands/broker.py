@@ -13,7 +13,7 @@ from rmq.admin.base import (
     Output,
     UsageError,
     broker_or_cluster,
-    describe_error,
+    each_broker,
     register,
 )
 
@@ -37,12 +37,8 @@ class BrokerStatus(Command):
         doc: dict[str, dict[str, str]] = {}
         lines: list[str] = []
         cluster = args.clusterName.strip()
-        for addr in await admin.fetch_master_and_slave_addr_by_cluster_name(cluster):
-            try:
-                kv = await admin.fetch_broker_runtime_stats(addr)
-            except Exception as e:  # the other brokers are still reported; exit status 1
-                out.error(f"broker {addr}: {describe_error(e)}")
-                continue
+        addrs = await admin.fetch_master_and_slave_addr_by_cluster_name(cluster)
+        async for addr, kv in each_broker(out, addrs, admin.fetch_broker_runtime_stats):
             lines += [f"{addr:<24} {k:<32}: {kv[k]}" for k in sorted(kv)]
             doc[addr] = dict(sorted(kv.items()))
         out.emit(text="\n".join(lines), data=doc)
@@ -77,14 +73,10 @@ class UpdateBrokerConfig(Command):
         else:
             addrs = await admin.fetch_master_addr_by_cluster_name(args.clusterName.strip())
         done = []
-        for addr in addrs:
-            try:
-                remark = await admin.update_broker_config(addr, {key: value})
-            except Exception as e:
-                if len(addrs) == 1:
-                    raise
-                out.error(f"broker {addr}: {describe_error(e)}")
-                continue
+        props = {key: value}
+        async for addr, remark in each_broker(
+            out, addrs, lambda a: admin.update_broker_config(a, props), alone_raises=True
+        ):
             if not out.json:
                 out.emit(text=f"update broker config success, {addr}" + (f" ({remark})" if remark else ""))
             done.append({"brokerAddr": addr, "remark": remark})
@@ -121,15 +113,9 @@ class GetBrokerConfig(Command):
                     )
         doc: dict[str, dict[str, str]] = {}
         lines: list[str] = []
-        for title, addr in targets:
-            try:
-                props = await admin.get_broker_config(addr)
-            except Exception as e:
-                if len(targets) == 1:
-                    raise
-                out.error(f"broker {addr}: {describe_error(e)}")
-                continue
-            lines.append(title)
+        titles = {addr: title for title, addr in targets}
+        async for addr, props in each_broker(out, list(titles), admin.get_broker_config, alone_raises=True):
+            lines.append(titles[addr])
             lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
             lines.append("")
             doc[addr] = dict(sorted(props.items()))

@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import BROKER_ADDR, CLUSTER, Command, Opt, Output, UsageError, describe_error, register
+from rmq.admin.base import BROKER_ADDR, CLUSTER, Command, Opt, Output, broker_or_cluster, each_broker, register
 from rmq.admin.output import Col, Table, human_time
 from rmq.protocol.bodies import loads_fastjson
 from rmq.protocol.codes import RequestCode
@@ -102,8 +102,7 @@ class HAStatus(Command):
     )
 
     def validate(self, args: argparse.Namespace) -> None:
-        if bool(args.brokerAddr) == bool(args.clusterName):
-            raise UsageError("exactly one of -b/--brokerAddr or -c/--clusterName is required")
+        broker_or_cluster(args)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         while True:
@@ -121,12 +120,7 @@ class HAStatus(Command):
         addrs = await admin.fetch_master_and_slave_addr_by_cluster_name(args.clusterName.strip())
         doc: dict[str, Any] = {}
         texts = []
-        for addr in addrs:
-            try:
-                info = await fetch_ha_status(admin, addr)
-            except Exception as e:  # the others are still reported; exit status 1
-                out.error(f"broker {addr}: {describe_error(e)}")
-                continue
+        async for addr, info in each_broker(out, addrs, lambda addr: fetch_ha_status(admin, addr)):
             doc[addr] = info
             texts.append(render(addr, info))
         out.emit(text="\n\n".join(texts), data=doc)

@@ -23,16 +23,8 @@ from rmq.client.push_consumer import (
 from rmq.client.routes import topic_route_changed, topic_route_to_publish_info, topic_route_to_subscribe_info
 from rmq.protocol.bodies import BrokerData, MessageQueue, QueueData, SubscriptionData, TopicRouteData
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.message import (
-    MessageConst,
-    SysFlag,
-    UniqueIdGenerator,
-    decode_batch,
-    encode_record,
-    pack_host,
-    properties_to_string,
-    string_to_properties,
-)
+from rmq.protocol.message import MessageConst, SysFlag, UniqueIdGenerator, decode_batch, string_to_properties
+from tests.unit.client.records import ext, record
 
 
 # --------------------------------------------------------------------------- routes
@@ -91,26 +83,6 @@ def test_route_change_detection_ignores_order():
 
 
 # --------------------------------------------------------------------------- process queue
-def ext(offset: int, body: bytes = b"x", props: dict | None = None):
-    raw = encode_record(
-        topic=b"T",
-        body=body,
-        properties=properties_to_string(props or {}).encode(),
-        queue_id=0,
-        flag=0,
-        queue_offset=offset,
-        physical_offset=offset * 100,
-        sys_flag=0,
-        born_timestamp=1,
-        born_host=pack_host("127.0.0.1", 1),
-        store_timestamp=2,
-        store_host=pack_host("127.0.0.1", 2),
-    )
-    from rmq.protocol.message import decode_record
-
-    return decode_record(raw)
-
-
 def test_process_queue_commit_offset_is_the_smallest_in_flight():
     pq = ProcessQueue()
     assert pq.remove_messages([]) == -1
@@ -211,20 +183,7 @@ def test_prepare_retry_topic_moves_reconsume_times_to_the_header():
 # --------------------------------------------------------------------------- pull results
 def test_process_pull_result_decompresses_filters_and_stamps():
     def rec(off, tags, body, sys_flag=0):
-        return encode_record(
-            topic=b"T",
-            body=body,
-            properties=properties_to_string({"TAGS": tags}).encode(),
-            queue_id=1,
-            flag=0,
-            queue_offset=off,
-            physical_offset=off,
-            sys_flag=sys_flag,
-            born_timestamp=1,
-            born_host=pack_host("127.0.0.1", 1),
-            store_timestamp=2,
-            store_host=pack_host("127.0.0.1", 2),
-        )
+        return record(off, body, {"TAGS": tags}, queue_id=1, physical_offset=off, sys_flag=sys_flag)
 
     body = rec(0, "a", b"plain") + rec(1, "b", b"nope") + rec(2, "c", zlib.compress(b"z" * 5000, 5), SysFlag.COMPRESSED)
     w = PullAPIWrapper(None, "g")

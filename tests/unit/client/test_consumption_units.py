@@ -34,41 +34,10 @@ from rmq.protocol.bodies import MessageQueue, dumps_object_keyed_map
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, ResetOffsetRequestHeader
-from rmq.protocol.message import (
-    MessageConst,
-    SysFlag,
-    create_message_id,
-    decode_record,
-    encode_record,
-    pack_host,
-    properties_to_string,
-)
+from rmq.protocol.message import MessageConst, SysFlag, create_message_id, pack_host
+from tests.unit.client.records import ext, record
 
 S = LocalTransactionState
-
-
-def ext(offset: int, body: bytes = b"x", props: dict | None = None, topic: str = "T", reconsume_times: int = 0):
-    return decode_record(record(offset, body, props, topic, reconsume_times))
-
-
-def record(
-    offset: int, body: bytes = b"x", props: dict | None = None, topic: str = "T", reconsume_times: int = 0
-) -> bytes:
-    return encode_record(
-        topic=topic.encode(),
-        body=body,
-        properties=properties_to_string(props or {}).encode(),
-        queue_id=0,
-        flag=0,
-        queue_offset=offset,
-        physical_offset=offset * 100,
-        sys_flag=0,
-        born_timestamp=1,
-        born_host=pack_host("127.0.0.1", 1),
-        store_timestamp=2,
-        store_host=pack_host("127.0.0.1", 2),
-        reconsume_times=reconsume_times,
-    )
 
 
 # --------------------------------------------------------------------------- process queue

@@ -24,9 +24,10 @@ from ha.protocol import (
 from ha.service import HAService
 from rmq.protocol.epoch import EpochEntry
 from rmq.store.config import BrokerRole
+from tests.unit.waiting import wait_until
 
 from ..store.conftest import msg
-from .test_replication_inproc import _open, _until
+from .test_replication_inproc import _open
 
 HIST = (EpochEntry(1, 0, 4096), EpochEntry(3, 4096))
 
@@ -105,12 +106,12 @@ async def test_histories_cross_and_dispatch_waits_for_the_in_sync_slave(tmp_path
         await svc.start()
         client.update_master_address(f"127.0.0.1:{svc.port}")
         await client.start()
-        await _until(lambda: svc.synced_acks() == {"3": 0})
+        await wait_until(lambda: svc.synced_acks() == {"3": 0})
         assert seen[0].epochs == tuple(master_hist)
         assert hellos[0].epochs == (EpochEntry(1, 0),)
         for i in range(100):
             await m.put(msg(body=b"%d" % i))
-        await _until(lambda: m.dispatch_behind_bytes == 0 and s.max_phy_offset == m.max_phy_offset)
+        await wait_until(lambda: m.dispatch_behind_bytes == 0 and s.max_phy_offset == m.max_phy_offset)
         assert svc.synced_acks() == {"3": m.max_phy_offset}
 
         # the slave stops acking (frozen): the master goes on storing, but consumers
@@ -128,14 +129,14 @@ async def test_histories_cross_and_dispatch_waits_for_the_in_sync_slave(tmp_path
         # controller has heard of it (it may have been promoted)
         gen = svc.shrink_generation
         await client.stop()
-        await _until(lambda: svc.shrink_generation == gen + 1)
+        await wait_until(lambda: svc.shrink_generation == gen + 1)
         await asyncio.sleep(0.05)
         assert m.dispatched_offset == frozen and svc.synced_acks() == {}
         svc.release_departed(gen)  # a report from before it left
         await asyncio.sleep(0.05)
         assert m.dispatched_offset == frozen
         svc.release_departed(gen + 1)
-        await _until(lambda: m.dispatch_behind_bytes == 0)
+        await wait_until(lambda: m.dispatch_behind_bytes == 0)
         assert m.get_max_offset_in_queue("TopicA", 0) == 200
         assert svc.synced_acks() == {}
     finally:

@@ -12,6 +12,7 @@ from ha.service import HAService
 from rmq.store.config import BrokerRole
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageStatus
+from tests.unit.waiting import wait_until
 
 from ..store.conftest import msg, small_config
 
@@ -23,14 +24,6 @@ async def _open(root, **cfg) -> MessageStore:
     st.load()
     await st.start()
     return st
-
-
-async def _until(pred, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not pred():
-        assert loop.time() < end, "condition not reached"
-        await asyncio.sleep(0.01)
 
 
 def _same_files(a: MessageStore, b: MessageStore) -> bool:
@@ -55,14 +48,14 @@ async def test_stream_sync_waits_heartbeats_and_runtime_restart(tmp_path):
         assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
         client.update_master_address(f"127.0.0.1:{svc.port}")
         await client.start()
-        await _until(lambda: client.connected and svc.slave_ack_offsets())
+        await wait_until(lambda: client.connected and svc.slave_ack_offsets())
         for i in range(200):  # spans several 16 KiB files
             r = await m.put(msg(body=os.urandom(300), KEYS=f"k{i}"))
             assert r.status is PutMessageStatus.PUT_OK
             assert s.max_phy_offset >= r.end_offset  # the slave had it before PUT_OK
         assert list(svc.slave_ack_offsets().values()) == [m.max_phy_offset]
         assert svc.in_sync_replicas() == 2
-        await _until(lambda: s.dispatch_behind_bytes == 0 and m.dispatch_behind_bytes == 0)
+        await wait_until(lambda: s.dispatch_behind_bytes == 0 and m.dispatch_behind_bytes == 0)
         assert _same_files(m, s)
         assert s.get_max_offset_in_queue("TopicA", 0) == m.get_max_offset_in_queue("TopicA", 0)
 
@@ -80,10 +73,10 @@ async def test_stream_sync_waits_heartbeats_and_runtime_restart(tmp_path):
         svc2 = HAService(m, cluster="C", broker_name="b", host="127.0.0.1", port=port)
         await svc2.start()
         m.replica_waiter = svc2.replica_waiter
-        await _until(lambda: client.connects == 2 and client.connected, 10)
+        await wait_until(lambda: client.connects == 2 and client.connected, 10)
         r = await m.put(msg(body=b"again"))
         assert r.status is PutMessageStatus.PUT_OK
-        await _until(lambda: s.max_phy_offset == m.max_phy_offset)
+        await wait_until(lambda: s.max_phy_offset == m.max_phy_offset)
         await svc2.stop()
     finally:
         await client.stop()
@@ -104,7 +97,7 @@ async def test_a_slave_of_another_group_is_refused(tmp_path):
         await m.put(msg(body=b"x"))
         client.update_master_address(f"127.0.0.1:{svc.port}")
         await client.start()
-        await _until(lambda: client.last_reject is not None)
+        await wait_until(lambda: client.last_reject is not None)
         assert "brokerName 'other'" in client.last_reject
         assert svc.slave_ack_offsets() == {} and s.max_phy_offset == 0
         assert svc.stats_rejected >= 1

@@ -377,16 +377,6 @@ def sample_register_body() -> RegisterBrokerBody:
     return RegisterBrokerBody(TopicConfigSerializeWrapper(table, DataVersion(1700000000000, 7)), ["10.0.0.1:30000"])
 
 
-def test_topic_config_json_layout() -> None:
-    tc = TopicConfig("TopicA", 8, 4, 6)
-    assert tc.to_json() == (
-        b'{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":'
-        b'"SINGLE_TAG","topicName":"TopicA","topicSysFlag":0,'
-        b'"writeQueueNums":4}'
-    )
-    assert TopicConfig.from_json(tc.to_json()) == tc
-
-
 def test_topic_config_text_form() -> None:
     tc = TopicConfig("TopicA", 8, 4, 6)
     assert tc.encode() == "TopicA 8 4 6 SINGLE_TAG"
@@ -423,6 +413,20 @@ def test_register_body_compressed_round_trip() -> None:
     assert w.topic_config_table["Ordered"] == TopicConfig("Ordered", 4, 2, 4, "MULTI_TAG")
 
 
+def compressed_layout(dv: bytes, tc: bytes) -> bytes:
+    """A compressed RegisterBrokerBody before zlib, one topic and no filter servers: the
+    data version, the topic count, each topic line, the filter server list; all sized."""
+    return (
+        struct.pack(">i", len(dv))
+        + dv
+        + struct.pack(">i", 1)
+        + struct.pack(">i", len(tc))
+        + tc
+        + struct.pack(">i", 2)
+        + b"[]"
+    )
+
+
 def test_register_body_compressed_layout_golden() -> None:
     body = RegisterBrokerBody(
         TopicConfigSerializeWrapper({"TopicA": TopicConfig("TopicA", 8, 8, 6)}, DataVersion(1700000000000, 3)), []
@@ -431,31 +435,14 @@ def test_register_body_compressed_layout_golden() -> None:
     assert data[:2] == b"\x78\xda"  # zlib header, BEST_COMPRESSION
     dv = b'{"counter":3,"timestamp":1700000000000}'
     tc = b"TopicA 8 8 6 SINGLE_TAG"
-    assert zlib.decompress(data) == (
-        struct.pack(">i", len(dv))
-        + dv
-        + struct.pack(">i", 1)
-        + struct.pack(">i", len(tc))
-        + tc
-        + struct.pack(">i", 2)
-        + b"[]"
-    )
+    assert zlib.decompress(data) == compressed_layout(dv, tc)
 
 
 def test_register_body_compressed_from_5x_broker() -> None:
     # stateVersion in the data version, attributes in the text, mapping data appended
     dv = b'{"counter":1,"stateVersion":2,"timestamp":5}'
     tc = b"T 1 1 6 SINGLE_TAG {}"
-    raw = (
-        struct.pack(">i", len(dv))
-        + dv
-        + struct.pack(">i", 1)
-        + struct.pack(">i", len(tc))
-        + tc
-        + struct.pack(">i", 2)
-        + b"[]"
-        + struct.pack(">i", 0)
-    )
+    raw = compressed_layout(dv, tc) + struct.pack(">i", 0)
     body = RegisterBrokerBody.decode(zlib.compress(raw), True)
     assert body.topic_config_serialize_wrapper.data_version == DataVersion(5, 1, 2)
     assert body.topic_config_serialize_wrapper.topic_config_table["T"].attributes == {}
@@ -487,27 +474,36 @@ def test_data_version_forms() -> None:
 
 
 # --------------------------------------------------------------------------- other bodies
-def test_cluster_info_is_legacy() -> None:
-    ci = ClusterInfo({"broker-a": BrokerData("C1", "broker-a", {1: "h:2", 0: "h:1"})}, {"C1": ["broker-a"]})
-    assert ci.to_json() == (
-        b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"h:1",1:"h:2"},'
-        b'"brokerName":"broker-a","cluster":"C1"}},'
-        b'"clusterAddrTable":{"C1":["broker-a"]}}'
-    )
-    assert ClusterInfo.from_json(ci.to_json()) == ci
-
-
-def test_small_bodies() -> None:
-    assert TopicList(["a", "b"]).to_json() == b'{"topicList":["a","b"]}'
-    tl = TopicList(["C1", "broker-a"], "h:1")
-    assert tl.to_json() == b'{"brokerAddr":"h:1","topicList":["C1","broker-a"]}'
-    assert TopicList.from_json(tl.to_json()) == tl
-    kv = KVTable({"T": "broker-a:8"})
-    assert kv.to_json() == b'{"table":{"T":"broker-a:8"}}'
-    assert KVTable.from_json(kv.to_json()) == kv
-    ids = ConsumerIdList(["cid1", "cid2"])
-    assert ids.to_json() == b'{"consumerIdList":["cid1","cid2"]}'
-    assert ConsumerIdList.from_json(ids.to_json()) == ids
+@pytest.mark.parametrize(
+    ("body", "wire"),
+    [
+        pytest.param(
+            TopicConfig("TopicA", 8, 4, 6),
+            b'{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":'
+            b'"SINGLE_TAG","topicName":"TopicA","topicSysFlag":0,'
+            b'"writeQueueNums":4}',
+            id="topic-config",
+        ),
+        pytest.param(  # legacy: fastjson's integer map keys
+            ClusterInfo({"broker-a": BrokerData("C1", "broker-a", {1: "h:2", 0: "h:1"})}, {"C1": ["broker-a"]}),
+            b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"h:1",1:"h:2"},'
+            b'"brokerName":"broker-a","cluster":"C1"}},'
+            b'"clusterAddrTable":{"C1":["broker-a"]}}',
+            id="cluster-info",
+        ),
+        pytest.param(TopicList(["a", "b"]), b'{"topicList":["a","b"]}', id="topic-list"),
+        pytest.param(
+            TopicList(["C1", "broker-a"], "h:1"),
+            b'{"brokerAddr":"h:1","topicList":["C1","broker-a"]}',
+            id="topic-list-with-broker",
+        ),
+        pytest.param(KVTable({"T": "broker-a:8"}), b'{"table":{"T":"broker-a:8"}}', id="kv-table"),
+        pytest.param(ConsumerIdList(["cid1", "cid2"]), b'{"consumerIdList":["cid1","cid2"]}', id="consumer-ids"),
+    ],
+)
+def test_json_layout_and_round_trip(body: Body, wire: bytes) -> None:
+    assert body.to_json() == wire
+    assert type(body).from_json(body.to_json()) == body
 
 
 def test_heartbeat_spec_example_round_trip() -> None:

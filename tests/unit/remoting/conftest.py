@@ -70,12 +70,3 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes:
 
 def echo(conn: object, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.create_response(0, ext_fields=cmd.ext_fields, body=cmd.body)
-
-
-async def wait_until(pred: Callable[[], bool], timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not pred():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)

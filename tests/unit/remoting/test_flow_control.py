@@ -9,8 +9,7 @@ import pytest
 
 from rmq.protocol.codes import RemotingFlag
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode
-
-from .conftest import wait_until
+from tests.unit.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -17,8 +17,9 @@ from rmq.remoting.metrics import (
     NodeLabels,
     RpcLatencyRecorder,
 )
+from tests.unit.waiting import wait_until
 
-from .conftest import echo, wait_until
+from .conftest import echo
 
 pytestmark = pytest.mark.timeout(30)
 

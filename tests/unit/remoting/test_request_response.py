@@ -18,8 +18,9 @@ from rmq.remoting import (
     RemotingServer,
     RemotingTimeoutError,
 )
+from tests.unit.waiting import wait_until
 
-from .conftest import echo, read_frame, wait_until
+from .conftest import echo, read_frame
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -284,12 +285,18 @@ async def test_timeout_drops_pending_and_late_response(make_server, make_client,
     assert (await client.invoke(server.address, RemotingCommand(1001), 3)).code == 0
 
 
-async def test_cancelled_invoke_drops_pending(make_server, make_client):
+async def unanswered(make_server, make_client):
+    """A server that never answers code 1000, and a client with one such request pending."""
     server = await make_server()
     server.register_processor(1000, lambda c, cmd: None)
     client = make_client()
     task = asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 30))
     await wait_until(lambda: server.stats.requests == 1)
+    return server, client, task
+
+
+async def test_cancelled_invoke_drops_pending(make_server, make_client):
+    server, client, task = await unanswered(make_server, make_client)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -399,11 +406,7 @@ async def test_close_fails_pending_fast(make_server, make_client):
 
 
 async def test_client_close_connection_fails_pending(make_server, make_client):
-    server = await make_server()
-    server.register_processor(1000, lambda c, cmd: None)
-    client = make_client()
-    task = asyncio.ensure_future(client.invoke(server.address, RemotingCommand(1000), 30))
-    await wait_until(lambda: server.stats.requests == 1)
+    server, client, task = await unanswered(make_server, make_client)
     client.close_connection(server.address)
     with pytest.raises(RemotingClosedError):
         await asyncio.wait_for(task, 1)

@@ -11,8 +11,9 @@ import pytest
 from rmq.protocol.codes import RemotingFlag, RequestCode, ResponseCode, SerializeType
 from rmq.protocol.frame import RemotingCommand, encode
 from rmq.remoting import RemotingClient, RemotingClosedError, RemotingServer, RemotingTimeoutError
+from tests.unit.waiting import wait_until
 
-from .conftest import echo, wait_until
+from .conftest import echo
 
 uvloop = pytest.importorskip("uvloop")
 pytestmark = pytest.mark.timeout(30)
