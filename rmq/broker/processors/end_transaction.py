@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+from rmq.broker.reput import answer_put
 from rmq.broker.seams import HalfMessages, StoreWriter
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -78,11 +79,4 @@ class EndTransactionProcessor:
                 ResponseCode.SYSTEM_ERROR, f"committing the transaction failed: {status.value}"
             )
 
-        if waiter is None:
-            return answer(result.status)
-
-        async def later() -> RemotingCommand:
-            st = await waiter
-            return answer(result.status if st is PutMessageStatus.PUT_OK else st)
-
-        return later()
+        return answer_put(result, waiter, answer)
