@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from rmq.broker.config import BrokerConfig, ha_address
 from rmq.broker.outer_api import BrokerOuterAPI
@@ -22,20 +22,15 @@ log = logging.getLogger("rmq.broker")
 RegisterAnswer = Callable[[str | None, str | None], None]
 
 
+@dataclass(eq=False)
 class BrokerRegistration:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: MessageStoreConfig,
-        outer_api: BrokerOuterAPI,
-        topics: TopicConfigManager,
-        on_answer: RegisterAnswer,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.outer_api = outer_api
-        self.topics = topics
-        self.on_answer = on_answer
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    outer_api: BrokerOuterAPI
+    topics: TopicConfigManager
+    on_answer: RegisterAnswer
+
+    def __post_init__(self) -> None:
         self._tasks = TaskSet(log)
         self._pending = False
         self._stopping = False

@@ -16,6 +16,7 @@ the system group CID_RMQ_SYS_TRANS, as RocketMQ does, so progress survives resta
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.reput import real_destination, reput_message, stored_properties_string
@@ -47,23 +48,18 @@ REMOVE_TAG = "d"
 PULL_BATCH = 32
 
 
+@dataclass(eq=False)
 class TransactionalMessageService:
     """Half messages and their check. ``check_service`` is the master-only loop
     (rmq/broker/roles.py turns it on and off)."""
 
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store: ServiceStore,
-        topics: TopicConfigs,
-        offsets: ConsumerOffsets,
-        producers: ProducerRegistry,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.producers = producers
+    broker_config: BrokerConfig
+    store: ServiceStore
+    topics: TopicConfigs
+    offsets: ConsumerOffsets
+    producers: ProducerRegistry
+
+    def __post_init__(self) -> None:
         self.checks_sent = 0
         self.discarded = 0
         self.check_service = TransactionalMessageCheckService(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
@@ -48,32 +49,19 @@ def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes
     return resp
 
 
+@dataclass(eq=False)
 class AdminBrokerProcessor:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store: StoreReader,
-        topics: TopicConfigs,
-        offsets: ConsumerOffsets,
-        subscriptions: SubscriptionGroups,
-        consumers: ConsumerRegistry,
-        delay_offsets: DelayOffsets,
-        metadata: MetadataPersist,
-        registration: Registration,
-        ha: HAStatus,
-        runtime: RuntimeInfo,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.subscriptions = subscriptions
-        self.consumers = consumers
-        self.delay_offsets = delay_offsets
-        self.metadata = metadata
-        self.registration = registration
-        self.ha = ha
-        self.runtime = runtime
+    broker_config: BrokerConfig
+    store: StoreReader
+    topics: TopicConfigs
+    offsets: ConsumerOffsets
+    subscriptions: SubscriptionGroups
+    consumers: ConsumerRegistry
+    delay_offsets: DelayOffsets
+    metadata: MetadataPersist
+    registration: Registration
+    ha: HAStatus
+    runtime: RuntimeInfo
 
     def _header(self, cls: Any, request: RemotingCommand) -> Any:
         return cls.from_ext_fields(request.ext_fields)

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 from collections.abc import Awaitable
+from dataclasses import InitVar, dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
@@ -95,34 +96,23 @@ def _persist_config_file(path: str, changes: dict[str, str]) -> None:
     atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))
 
 
+@dataclass(eq=False)
 class AdminOpsProcessor:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: MessageStoreConfig,
-        store: QueueStore,
-        topics: TopicConfigs,
-        offsets: ConsumerOffsets,
-        subscriptions: SubscriptionGroups,
-        consumers: ConsumerRegistry,
-        producers: ProducerRegistry,
-        stats: BrokerStats,
-        metadata: MetadataPersist,
-        registration: Registration,
-        config_path: str | None = None,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.subscriptions = subscriptions
-        self.consumers = consumers
-        self.producers = producers
-        self.metadata = metadata
-        self.registration = registration
-        # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
-        self.config_path = config_path
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    store: QueueStore
+    topics: TopicConfigs
+    offsets: ConsumerOffsets
+    subscriptions: SubscriptionGroups
+    consumers: ConsumerRegistry
+    producers: ProducerRegistry
+    stats: InitVar[BrokerStats]
+    metadata: MetadataPersist
+    registration: Registration
+    # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
+    config_path: str | None = None
+
+    def __post_init__(self, stats: BrokerStats) -> None:
         self.group_tps = GroupGetTps(stats)
         self.config_version = DataVersion(timestamp=0, counter=0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.client_manager import ClientChannelInfo
@@ -17,18 +18,12 @@ from rmq.protocol.headers import UnregisterClientRequestHeader
 log = logging.getLogger("rmq.broker.clients")
 
 
+@dataclass(eq=False)
 class ClientManageProcessor:
-    def __init__(
-        self,
-        topics: TopicConfigs,
-        subscriptions: SubscriptionGroups,
-        consumers: ConsumerRegistry,
-        producers: ProducerRegistry,
-    ) -> None:
-        self.topics = topics
-        self.subscriptions = subscriptions
-        self.consumers = consumers
-        self.producers = producers
+    topics: TopicConfigs
+    subscriptions: SubscriptionGroups
+    consumers: ConsumerRegistry
+    producers: ProducerRegistry
 
     def heartbeat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.seams import ConsumerOffsets, ConsumerRegistry, StoreReader
@@ -17,11 +18,11 @@ from rmq.protocol.headers import (
 )
 
 
+@dataclass(eq=False)
 class ConsumerManageProcessor:
-    def __init__(self, store: StoreReader, offsets: ConsumerOffsets, consumers: ConsumerRegistry) -> None:
-        self.store = store
-        self.offsets = offsets
-        self.consumers = consumers
+    store: StoreReader
+    offsets: ConsumerOffsets
+    consumers: ConsumerRegistry
 
     def get_consumer_list_by_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.reput import answer_put
@@ -19,11 +20,11 @@ from rmq.store.results import PutMessageStatus
 log = logging.getLogger("rmq.broker.transaction")
 
 
+@dataclass(eq=False)
 class EndTransactionProcessor:
-    def __init__(self, store_config: MessageStoreConfig, store: StoreWriter, transactions: HalfMessages) -> None:
-        self.store_config = store_config
-        self.store = store
-        self.transactions = transactions
+    store_config: MessageStoreConfig
+    store: StoreWriter
+    transactions: HalfMessages
 
     def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         try:

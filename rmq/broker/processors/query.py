@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.seams import StoreReader
@@ -12,10 +13,10 @@ from rmq.protocol.headers import QueryMessageRequestHeader, QueryMessageResponse
 from rmq.store.config import MessageStoreConfig
 
 
+@dataclass(eq=False)
 class QueryMessageProcessor:
-    def __init__(self, store_config: MessageStoreConfig, store: StoreReader) -> None:
-        self.store_config = store_config
-        self.store = store
+    store_config: MessageStoreConfig
+    store: StoreReader
 
     def query_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         cfg = self.store_config

@@ -7,6 +7,7 @@ import logging
 import random
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
@@ -86,22 +87,16 @@ def validate_topic(topic: str) -> str | None:
     return None
 
 
+@dataclass(eq=False)
 class SendMessageProcessor:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store: MessageStoreView,
-        topics: TopicConfigs,
-        subscriptions: SubscriptionGroups,
-        stats: PutStats,
-        transactional_prepare: TransactionalPrepare | None,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store = store
-        self.topics = topics
-        self.subscriptions = subscriptions
-        self.stats = stats
-        self.transactional_prepare = transactional_prepare
+    broker_config: BrokerConfig
+    store: MessageStoreView
+    topics: TopicConfigs
+    subscriptions: SubscriptionGroups
+    stats: PutStats
+    transactional_prepare: TransactionalPrepare | None
+
+    def __post_init__(self) -> None:
         self._rand = random.Random()
         self._born_hosts: dict[str, bytes] = {}
 
