@@ -36,6 +36,7 @@ from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.common.clock import now_ms
 from rmq.common.fs import atomic_write
 from rmq.common.mixall import is_sys_topic
+from rmq.common.properties import PropertiesError, parse_properties_text
 from rmq.protocol.bodies import (
     SUBSCRIPTION_GROUP_KEYS,
     Connection,
@@ -55,7 +56,7 @@ from rmq.protocol.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
 )
-from rmq.store.config import ConfigError, MessageStoreConfig, parse_properties_text
+from rmq.store.config import ConfigError, MessageStoreConfig
 
 log = logging.getLogger("rmq.broker.admin")
 
@@ -262,7 +263,7 @@ class AdminOpsProcessor:
             return _ok(request)
         try:
             props = parse_properties_text(request.body.decode("utf-8"))
-        except (UnicodeDecodeError, ConfigError) as e:
+        except (UnicodeDecodeError, PropertiesError) as e:
             return _error(request, f"string2Properties error: {e}")
         try:
             upd = check_update(bc, sc, props)
