@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from rmq.broker.config import BrokerConfig, ha_address
-from rmq.broker.outer_api import BrokerOuterAPI
+from rmq.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rmq.broker.topics import TopicConfigManager
 from rmq.common.service import TaskSet
 from rmq.store.config import MessageStoreConfig
@@ -40,6 +40,10 @@ class BrokerRegistration:
         """Seconds between registrations (registerNameServerPeriod within 10..60 s)."""
         return min(max(self.broker_config.registerNameServerPeriod, 10_000), 60_000) / 1000
 
+    def _identity(self) -> BrokerIdentity:
+        bc = self.broker_config
+        return BrokerIdentity(bc.brokerClusterName, bc.broker_addr, bc.brokerName, bc.brokerId)
+
     async def register_broker_all(self) -> None:
         bc = self.broker_config
         if not bc.namesrv_addrs:
@@ -51,10 +55,7 @@ class BrokerRegistration:
                 wrapper.topic_config_table[name] = replace(tc, perm=tc.perm & bc.brokerPermission)
         results = await self.outer_api.register_broker_all(
             bc.namesrv_addrs,
-            cluster=bc.brokerClusterName,
-            broker_addr=bc.broker_addr,
-            broker_name=bc.brokerName,
-            broker_id=bc.brokerId,
+            self._identity(),
             ha_server_addr=ha_address(bc, self.store_config),
             wrapper=wrapper,
             compressed=bc.compressedRegister,
@@ -89,16 +90,7 @@ class BrokerRegistration:
         bc = self.broker_config
         if bc.namesrv_addrs:
             try:
-                await asyncio.wait_for(
-                    self.outer_api.unregister_broker_all(
-                        bc.namesrv_addrs,
-                        cluster=bc.brokerClusterName,
-                        broker_addr=bc.broker_addr,
-                        broker_name=bc.brokerName,
-                        broker_id=bc.brokerId,
-                    ),
-                    3,
-                )
+                await asyncio.wait_for(self.outer_api.unregister_broker_all(bc.namesrv_addrs, self._identity()), 3)
             except TimeoutError:
                 log.warning("unregistering from the NameServers timed out")
 

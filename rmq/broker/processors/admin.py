@@ -151,10 +151,6 @@ class AdminBrokerProcessor:
         """GET_ALL_DELAY_OFFSET (45): the schedule service's offsets (delayOffset.json)."""
         return _ok(request, body=dumps_fastjson(self.delay_offsets.snapshot()))
 
-    def get_all_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): SubscriptionGroupWrapper."""
-        return _ok(request, body=dumps_fastjson(self.subscriptions.snapshot()))
-
     def get_broker_ha_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_HA_STATUS (907): RocketMQ 5.x HARuntimeInfo, plus our brokerRole,
         epoch and brokerId (what `rmq admin haStatus` prints)."""

@@ -241,6 +241,7 @@ class AdminOpsProcessor:
         return _ok(request)
 
     def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): SubscriptionGroupWrapper (slaves sync from it)."""
         return _ok(request, dumps_fastjson(self.subscriptions.snapshot()))
 
     def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
