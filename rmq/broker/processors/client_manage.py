@@ -40,15 +40,7 @@ class ClientManageProcessor:
                 self.topics.create_topic_in_send_message_back_method(
                     retry_topic(data.group_name), sub_group.retryQueueNums, PermName.PERM_READ | PermName.PERM_WRITE, 0
                 )
-            changed = self.consumers.register(
-                data.group_name,
-                info,
-                data.consume_type,
-                data.message_model,
-                data.consume_from_where,
-                data.subscription_data_set,
-                notify,
-            )
+            changed = self.consumers.register(info, data, notify)
             if changed:
                 log.info(
                     "consumer group %s changed on heartbeat from %s (%s)",
