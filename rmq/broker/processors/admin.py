@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
+from rmq.broker.processors.decode import with_header
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.seams import (
     ConsumerOffsets,
@@ -24,7 +25,6 @@ from rmq.broker.seams import (
 from rmq.common.mixall import is_sys_topic
 from rmq.protocol.bodies import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
@@ -91,13 +91,10 @@ class AdminBrokerProcessor:
         return _ok(request, GetEarliestMsgStoretimeResponseHeader(ts).to_ext_fields())
 
     # --- topics ---
+    @with_header(CreateTopicRequestHeader)
     def update_and_create_topic(
-        self, conn: Any, request: RemotingCommand
+        self, conn: Any, request: RemotingCommand, h: CreateTopicRequestHeader
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        try:
-            h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         if h.topic == self.broker_config.brokerClusterName:
             return request.create_response(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words."
@@ -172,7 +169,8 @@ class AdminBrokerProcessor:
             entries.append((mq, {"lastUpdateTimestamp": max(last, 0), "maxOffset": mx, "minOffset": mn}))
         return _ok(request, body=dumps_object_keyed_map("offsetTable", entries))
 
-    def reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    @with_header(ResetOffsetRequestHeader)
+    def reset_offset(self, conn: Any, request: RemotingCommand, h: ResetOffsetRequestHeader) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET (222): Broker2Client.resetOffset.
 
         Offsets by timestamp per queue (only moved back unless isForce), committed here
@@ -180,10 +178,6 @@ class AdminBrokerProcessor:
         the answer carries the table. Committing on the broker too means the reset holds
         even for consumers that are offline (mqadmin's fallback does that by hand)."""
         offsets = self.offsets
-        try:
-            h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         tc = self.topics.select(h.topic)
         if tc is None:
             return request.create_response(

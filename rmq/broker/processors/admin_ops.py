@@ -19,6 +19,7 @@ from typing import Any
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
+from rmq.broker.processors.decode import with_header
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.runtime_config import all_config_properties, check_update, properties_text, rewrite_properties
 from rmq.broker.seams import (
@@ -121,14 +122,13 @@ class AdminOpsProcessor:
         self.group_tps.tick()
 
     # ------------------------------------------------------------------ topics
-    def delete_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    @with_header(DeleteTopicRequestHeader)
+    def delete_topic(
+        self, conn: Any, request: RemotingCommand, h: DeleteTopicRequestHeader
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """4.9.8: the topic config goes, then its consume queues; offsets of every group
         on it too (cleanOffsetByTopic), so a topic created again starts clean."""
         bc = self.broker_config
-        try:
-            h = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
         topic = h.topic
         bad = validate_topic(topic)
         if bad is not None:
@@ -154,11 +154,10 @@ class AdminOpsProcessor:
         return deleted()
 
     # ------------------------------------------------------------------ consumers / producers
-    def get_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(GetConsumeStatsRequestHeader)
+    def get_consume_stats(
+        self, conn: Any, request: RemotingCommand, h: GetConsumeStatsRequestHeader
+    ) -> RemotingCommand:
         stats = build_consume_stats(
             self.store,
             self.topics,
@@ -171,11 +170,10 @@ class AdminOpsProcessor:
         )
         return _ok(request, stats.to_json())
 
-    def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(GetConsumerConnectionListRequestHeader)
+    def get_consumer_connection_list(
+        self, conn: Any, request: RemotingCommand, h: GetConsumerConnectionListRequestHeader
+    ) -> RemotingCommand:
         g = self.consumers.get_group(h.consumer_group)
         if g is None:
             return _error(
@@ -190,11 +188,10 @@ class AdminOpsProcessor:
         )
         return _ok(request, body.to_json())
 
-    def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(GetProducerConnectionListRequestHeader)
+    def get_producer_connection_list(
+        self, conn: Any, request: RemotingCommand, h: GetProducerConnectionListRequestHeader
+    ) -> RemotingCommand:
         chans = self.producers.table.get(h.producer_group)
         if not chans:
             return _error(request, f"the producer group[{h.producer_group}] not exist")
@@ -244,11 +241,10 @@ class AdminOpsProcessor:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): SubscriptionGroupWrapper (slaves sync from it)."""
         return _ok(request, dumps_fastjson(self.subscriptions.snapshot()))
 
-    def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(DeleteSubscriptionGroupRequestHeader)
+    def delete_subscription_group(
+        self, conn: Any, request: RemotingCommand, h: DeleteSubscriptionGroupRequestHeader
+    ) -> RemotingCommand:
         log.info("deleteSubscriptionGroup %s called by %s", h.group_name, conn.remote_address)
         if not self.subscriptions.delete(h.group_name):
             log.warning("delete subscription group failed, subscription groupName: %s not exist", h.group_name)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.client_manager import ClientChannelInfo
+from rmq.broker.processors.decode import with_header
 from rmq.broker.seams import ConsumerRegistry, ProducerRegistry, SubscriptionGroups, TopicConfigs
 from rmq.common.mixall import retry_topic
 from rmq.protocol.bodies import HeartbeatData
@@ -52,11 +53,10 @@ class ClientManageProcessor:
             self.producers.register(p.group_name, info)
         return request.create_response(ResponseCode.SUCCESS)
 
-    def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+    @with_header(UnregisterClientRequestHeader)
+    def unregister_client(
+        self, conn: Any, request: RemotingCommand, h: UnregisterClientRequestHeader
+    ) -> RemotingCommand:
         if h.producer_group:
             self.producers.unregister(h.producer_group, conn)
         if h.consumer_group:

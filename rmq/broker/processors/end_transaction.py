@@ -7,10 +7,10 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.broker.processors.decode import with_header
 from rmq.broker.reput import answer_put
 from rmq.broker.seams import HalfMessages, StoreWriter
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import EndTransactionRequestHeader
 from rmq.protocol.message import SysFlag
@@ -26,11 +26,10 @@ class EndTransactionProcessor:
     store: StoreWriter
     transactions: HalfMessages
 
-    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
-        try:
-            h = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+    @with_header(EndTransactionRequestHeader)
+    def process(
+        self, conn: Any, request: RemotingCommand, h: EndTransactionRequestHeader
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         if self.store_config.brokerRole == BrokerRole.SLAVE:
             log.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.remote_address)
             return request.create_response(
