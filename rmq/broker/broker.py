@@ -209,6 +209,7 @@ class Broker:
         lk = LockProcessor(self.locks)
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
+        ops = self.admin_ops
         a = AdminBrokerProcessor(
             bc,
             self.store,
@@ -231,16 +232,11 @@ class Broker:
             (RequestCode.GET_ALL_TOPIC_CONFIG, a.get_all_topic_config),
             (RequestCode.GET_ALL_CONSUMER_OFFSET, a.get_all_consumer_offset),
             (RequestCode.GET_ALL_DELAY_OFFSET, a.get_all_delay_offset),
-            (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, a.get_all_subscription_group),
             (RequestCode.GET_BROKER_HA_STATUS, a.get_broker_ha_status),
             (RequestCode.GET_TOPIC_STATS_INFO, a.get_topic_stats_info),
             (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, a.query_topic_consume_by_who),
             (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, a.reset_offset),
             (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info),
-        ):
-            s.register_processor(code, fn)
-        ops = self.admin_ops
-        for code, fn in (
             (RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
             (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),

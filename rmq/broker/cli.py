@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 v = getattr(obj, f.name)
                 print(f"{f.name}={getattr(v, 'value', v)}")
         return 0
-    broker = Broker(loaded.broker, loaded.store, config_path=args.config)
+    broker = Broker(loaded.broker, loaded.store, listen_host=loaded.broker.bindAddress, config_path=args.config)
     try:
         import uvloop
 

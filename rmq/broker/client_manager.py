@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.common.clock import now_ms as _now_ms
+from rmq.protocol.bodies import ConsumerData
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
 
@@ -121,21 +122,17 @@ class ConsumerManager:
     def get_group(self, group: str) -> ConsumerGroupInfo | None:
         return self.table.get(group)
 
-    def register(
-        self,
-        group: str,
-        info: ClientChannelInfo,
-        consume_type: str,
-        message_model: str,
-        consume_from_where: str,
-        subs: Iterable[Any],
-        notify: bool,
-    ) -> bool:
+    def register(self, info: ClientChannelInfo, data: ConsumerData, notify: bool) -> bool:
+        """A consumer's heartbeat for one group; True when the group's channels or
+        subscriptions changed (told to the listener as CHANGE when ``notify``)."""
+        group = data.group_name
         g = self.table.get(group)
         if g is None:
-            g = self.table[group] = ConsumerGroupInfo(group, consume_type, message_model, consume_from_where)
-        r1 = g.update_channel(info, consume_type, message_model, consume_from_where)
-        r2 = g.update_subscriptions(subs)
+            g = self.table[group] = ConsumerGroupInfo(
+                group, data.consume_type, data.message_model, data.consume_from_where
+            )
+        r1 = g.update_channel(info, data.consume_type, data.message_model, data.consume_from_where)
+        r2 = g.update_subscriptions(data.subscription_data_set)
         if r1 or r2:
             if notify:
                 self._emit(CHANGE, group)

@@ -1,8 +1,10 @@
 """BrokerConfig (RocketMQ key names and defaults) and broker.conf loading.
 
 One properties file feeds three RocketMQ objects (BrokerConfig, NettyServerConfig and
-MessageStoreConfig); a key lands in whichever knows it. Unknown keys are warned
-about, wrong values rejected with the key named.
+MessageStoreConfig); a key lands in whichever knows it. Here BrokerConfig inherits the
+NettyServerConfig keys (rmq/remoting/config.py, shared with the NameServer), so the broker
+holds two objects. Unknown keys are warned about, wrong values rejected with the key named
+(``ConfigError``, the store's, for all of them).
 """
 
 from __future__ import annotations
@@ -10,10 +12,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from rmq.common.net import local_ip
-from rmq.store.config import BrokerRole, ConfigError, MessageStoreConfig, apply_properties, parse_properties_text
+from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
+from rmq.remoting.config import NettyServerConfig
+from rmq.store.config import BrokerRole, ConfigError, MessageStoreConfig
 
 log = logging.getLogger("rmq.broker")
 
@@ -22,7 +28,10 @@ PERM_RW = 6
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(NettyServerConfig):
+    """RocketMQ's BrokerConfig keys after the inherited NettyServerConfig ones (listenPort,
+    serverWorkerThreads, ...; listenPort defaults to 10911 here)."""
+
     brokerClusterName: str = "DefaultCluster"
     brokerName: str = field(default_factory=lambda: socket.gethostname() or "DEFAULT_BROKER")
     brokerId: int = 0
@@ -70,18 +79,7 @@ class BrokerConfig:
     controllerAddr: str = ""  # "host:port;..."; empty: the NameServers
     brokerHeartbeatInterval: int = 1000
     sendHeartbeatTimeoutMillis: int = 1000
-    # NettyServerConfig
-    listenPort: int = 10911
-    serverWorkerThreads: int = 8
-    serverSelectorThreads: int = 3
-    serverCallbackExecutorThreads: int = 0
-    serverOnewaySemaphoreValue: int = 256
-    serverAsyncSemaphoreValue: int = 64
-    serverChannelMaxIdleTimeSeconds: int = 120
-    serverSocketSndBufSize: int = 65535
-    serverSocketRcvBufSize: int = 65535
-    serverPooledByteBufAllocatorEnable: bool = True
-    useEpollNativeSelector: bool = False
+    listenPort: int = 10911  # NettyServerConfig's key, the broker's default
     # BrokerStartup accepts these in the file too
     rocketmqHome: str = ""
     sendMessageThreadPoolNums: int = 1
@@ -107,11 +105,13 @@ class BrokerConfig:
         own = [a.strip() for a in self.controllerAddr.split(";") if a.strip()]
         return own or self.namesrv_addrs
 
-    def validate(self, store: MessageStoreConfig) -> None:
+    def validate_with(self, store: MessageStoreConfig) -> None:
+        """Check the keys, the NettyServerConfig ones too, and the rules across this and
+        the store's config; ConfigError names the key."""
         if not self.brokerName:
             raise ConfigError("brokerName: must not be empty")
-        if not 0 <= self.listenPort < 65536:
-            raise ConfigError(f"listenPort: {self.listenPort} is not a TCP port (0 = any free port)")
+        with _config_error():
+            self.validate()
         if not 0 <= self.metricsPromExporterPort < 65536:
             raise ConfigError(
                 f"metricsPromExporterPort: {self.metricsPromExporterPort} is not a TCP port (0 = no /metrics)"
@@ -149,6 +149,22 @@ class BrokerConfig:
                 raise ConfigError(f"{key}: must be positive")
 
 
+@contextmanager
+def _config_error() -> Iterator[None]:
+    """rmq.common.properties' errors as the broker's ConfigError (same message: the key first)."""
+    try:
+        yield
+    except PropertiesError as e:
+        raise ConfigError(str(e)) from None
+
+
+def apply_broker_properties(broker: BrokerConfig, store: MessageStoreConfig, props: Mapping[str, str]) -> list[str]:
+    """Set each key on the config that knows it (on both where both do); returns the keys
+    neither knows, sorted. ConfigError names a bad value's key."""
+    with _config_error():
+        return sorted(set(apply_properties(broker, props)) & set(apply_properties(store, props)))
+
+
 def ha_address(broker: BrokerConfig, store: MessageStoreConfig) -> str:
     """host:port slaves replicate from (brokerIP2, haListenPort)."""
     return f"{broker.brokerIP2}:{store.haListenPort}"
@@ -168,7 +184,7 @@ def load_broker_config(
     props: dict[str, str] = {}
     if path is not None:
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f, _config_error():
                 props = parse_properties_text(f.read())
         except OSError as e:
             raise ConfigError(f"cannot read {path}: {e.strerror}") from None
@@ -176,10 +192,7 @@ def load_broker_config(
         props.update(overrides)
     broker = BrokerConfig()
     store = MessageStoreConfig()
-    # a key known to either object is known; apply to both where both know it
-    unknown_b = set(apply_properties(broker, props))
-    unknown_s = set(apply_properties(store, props))
-    unknown = sorted(unknown_b & unknown_s)
+    unknown = apply_broker_properties(broker, store, props)
     if namesrv:
         broker.namesrvAddr = namesrv
     if not broker.namesrvAddr:
@@ -193,6 +206,6 @@ def load_broker_config(
         store.haListenPort = broker.listenPort + 1 if broker.listenPort else 0
     for k in unknown:
         log.warning("broker config: unknown key %r ignored", k)
-    broker.validate(store)
+    broker.validate_with(store)
     store.validate()
     return LoadedConfig(broker, store, unknown)

@@ -106,36 +106,25 @@ def _client_labels(language: int, version: int) -> tuple[str, str]:
     return LanguageCode.name_of(language).lower(), MQVersion.name_of(version).lower()
 
 
+@dataclass(eq=False)
 class BrokerMetrics:
     """One broker's registry, collectors and exporter. ``start()`` on the loop after
     the store started; ``await stop()`` at shutdown."""
 
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: MessageStoreConfig,
-        store: MessageStore,
-        server: RemotingServer,
-        stats: BrokerStats,
-        topics: TopicConfigManager,
-        subscriptions: SubscriptionGroupManager,
-        offsets: ConsumerOffsetManager,
-        consumers: ConsumerManager,
-        producers: ProducerManager,
-        replication: ReplicationView,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.store = store
-        self.server = server
-        self.stats = stats
-        self.topics = topics
-        self.subscriptions = subscriptions
-        self.offsets = offsets
-        self.consumers = consumers
-        self.producers = producers
-        self.replication = replication
-        bc = broker_config
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    store: MessageStore
+    server: RemotingServer
+    stats: BrokerStats
+    topics: TopicConfigManager
+    subscriptions: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumers: ConsumerManager
+    producers: ProducerManager
+    replication: ReplicationView
+
+    def __post_init__(self) -> None:
+        bc = self.broker_config
         self.node = NodeLabels(cluster=bc.brokerClusterName, node_type="broker", node_id=bc.brokerName)
         self.registry = CollectorRegistry(auto_describe=False)
         self.rpc = RpcLatencyRecorder()

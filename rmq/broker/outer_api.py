@@ -29,6 +29,16 @@ class RegisterResult:
     order_topics: dict[str, str]
 
 
+@dataclass(frozen=True)
+class BrokerIdentity:
+    """The broker as every (un)register request names it."""
+
+    cluster: str
+    addr: str
+    name: str
+    broker_id: int
+
+
 class BrokerOuterAPI:
     def __init__(self, client: RemotingClient) -> None:
         self.client = client
@@ -36,11 +46,8 @@ class BrokerOuterAPI:
     async def register_broker_all(
         self,
         namesrvs: list[str],
+        me: BrokerIdentity,
         *,
-        cluster: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int,
         ha_server_addr: str,
         wrapper: TopicConfigSerializeWrapper,
         compressed: bool,
@@ -50,7 +57,7 @@ class BrokerOuterAPI:
         body = RegisterBrokerBody(wrapper, []).encode(compressed)
         crc = zlib.crc32(body) & 0x7FFFFFFF
         header = RegisterBrokerRequestHeader(
-            broker_name, broker_addr, cluster, ha_server_addr, broker_id, compressed=compressed, body_crc32=crc
+            me.name, me.addr, me.cluster, ha_server_addr, me.broker_id, compressed=compressed, body_crc32=crc
         )
 
         async def one(addr: str) -> RegisterResult | None:
@@ -58,11 +65,11 @@ class BrokerOuterAPI:
             try:
                 resp = await self.client.invoke(addr, cmd, timeout_ms / 1000)
             except (RemotingError, OSError) as e:
-                log.warning("register broker %s (%s) to NameServer %s failed: %s", broker_name, broker_addr, addr, e)
+                log.warning("register broker %s (%s) to NameServer %s failed: %s", me.name, me.addr, addr, e)
                 return None
             if resp.code != ResponseCode.SUCCESS:
                 log.warning(
-                    "NameServer %s refused registration of %s: code %d %s", addr, broker_name, resp.code, resp.remark
+                    "NameServer %s refused registration of %s: code %d %s", addr, me.name, resp.code, resp.remark
                 )
                 return None
             h = RegisterBrokerResponseHeader.from_ext_fields(resp.ext_fields)
@@ -72,27 +79,18 @@ class BrokerOuterAPI:
         results = await asyncio.gather(*(one(a) for a in namesrvs))
         return [r for r in results if r is not None]
 
-    async def unregister_broker_all(
-        self,
-        namesrvs: list[str],
-        *,
-        cluster: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int,
-        timeout_ms: int = 3000,
-    ) -> None:
-        header = UnRegisterBrokerRequestHeader(broker_name, broker_addr, cluster, broker_id)
+    async def unregister_broker_all(self, namesrvs: list[str], me: BrokerIdentity, timeout_ms: int = 3000) -> None:
+        header = UnRegisterBrokerRequestHeader(me.name, me.addr, me.cluster, me.broker_id)
 
         async def one(addr: str) -> None:
             cmd = RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields())
             try:
                 resp = await self.client.invoke(addr, cmd, timeout_ms / 1000)
                 if resp.code == ResponseCode.SUCCESS:
-                    log.info("unregistered %s (%s) from NameServer %s", broker_name, broker_addr, addr)
+                    log.info("unregistered %s (%s) from NameServer %s", me.name, me.addr, addr)
                 else:
                     log.warning("unregister from %s: code %d %s", addr, resp.code, resp.remark)
             except (RemotingError, OSError) as e:
-                log.warning("unregister broker %s from NameServer %s failed: %s", broker_name, addr, e)
+                log.warning("unregister broker %s from NameServer %s failed: %s", me.name, addr, e)
 
         await asyncio.gather(*(one(a) for a in namesrvs))

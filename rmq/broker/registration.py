@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from rmq.broker.config import BrokerConfig, ha_address
-from rmq.broker.outer_api import BrokerOuterAPI
+from rmq.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rmq.broker.topics import TopicConfigManager
 from rmq.common.service import TaskSet
 from rmq.store.config import MessageStoreConfig
@@ -22,20 +22,15 @@ log = logging.getLogger("rmq.broker")
 RegisterAnswer = Callable[[str | None, str | None], None]
 
 
+@dataclass(eq=False)
 class BrokerRegistration:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: MessageStoreConfig,
-        outer_api: BrokerOuterAPI,
-        topics: TopicConfigManager,
-        on_answer: RegisterAnswer,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.outer_api = outer_api
-        self.topics = topics
-        self.on_answer = on_answer
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    outer_api: BrokerOuterAPI
+    topics: TopicConfigManager
+    on_answer: RegisterAnswer
+
+    def __post_init__(self) -> None:
         self._tasks = TaskSet(log)
         self._pending = False
         self._stopping = False
@@ -44,6 +39,10 @@ class BrokerRegistration:
     def period(self) -> float:
         """Seconds between registrations (registerNameServerPeriod within 10..60 s)."""
         return min(max(self.broker_config.registerNameServerPeriod, 10_000), 60_000) / 1000
+
+    def _identity(self) -> BrokerIdentity:
+        bc = self.broker_config
+        return BrokerIdentity(bc.brokerClusterName, bc.broker_addr, bc.brokerName, bc.brokerId)
 
     async def register_broker_all(self) -> None:
         bc = self.broker_config
@@ -56,10 +55,7 @@ class BrokerRegistration:
                 wrapper.topic_config_table[name] = replace(tc, perm=tc.perm & bc.brokerPermission)
         results = await self.outer_api.register_broker_all(
             bc.namesrv_addrs,
-            cluster=bc.brokerClusterName,
-            broker_addr=bc.broker_addr,
-            broker_name=bc.brokerName,
-            broker_id=bc.brokerId,
+            self._identity(),
             ha_server_addr=ha_address(bc, self.store_config),
             wrapper=wrapper,
             compressed=bc.compressedRegister,
@@ -94,16 +90,7 @@ class BrokerRegistration:
         bc = self.broker_config
         if bc.namesrv_addrs:
             try:
-                await asyncio.wait_for(
-                    self.outer_api.unregister_broker_all(
-                        bc.namesrv_addrs,
-                        cluster=bc.brokerClusterName,
-                        broker_addr=bc.broker_addr,
-                        broker_name=bc.brokerName,
-                        broker_id=bc.brokerId,
-                    ),
-                    3,
-                )
+                await asyncio.wait_for(self.outer_api.unregister_broker_all(bc.namesrv_addrs, self._identity()), 3)
             except TimeoutError:
                 log.warning("unregistering from the NameServers timed out")
 

@@ -15,6 +15,7 @@ decides the role and calls ``change_to_master`` / ``step_down`` / ``change_to_sl
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ha.client import HAClient
@@ -43,26 +44,18 @@ class ReplicationHooks(Protocol):
     def ha_client_options(self) -> dict[str, Any]: ...
 
 
+@dataclass(eq=False)
 class RoleServices:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: MessageStoreConfig,
-        store: MessageStore,
-        listen_host: str,
-        schedule: ScheduleMessageService,
-        transactions: TransactionalMessageService,
-        slave_sync: SlaveSynchronize,
-        replication: ReplicationHooks | None = None,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.store = store
-        self.listen_host = listen_host
-        self.schedule = schedule
-        self.transactions = transactions
-        self.slave_sync = slave_sync
-        self.replication = replication
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    store: MessageStore
+    listen_host: str
+    schedule: ScheduleMessageService
+    transactions: TransactionalMessageService
+    slave_sync: SlaveSynchronize
+    replication: ReplicationHooks | None = None
+
+    def __post_init__(self) -> None:
         # Replication: the master's HAService or the slave's HAClient (None otherwise).
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None

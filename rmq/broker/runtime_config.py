@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rmq.broker.config import BrokerConfig
-from rmq.store.config import ConfigError, MessageStoreConfig, apply_properties
+from rmq.broker.config import BrokerConfig, apply_broker_properties
+from rmq.store.config import ConfigError, MessageStoreConfig
 
 __all__ = [
     "RUNTIME_KEYS",
@@ -123,11 +123,10 @@ def check_update(bc: BrokerConfig, sc: MessageStoreConfig, props: Mapping[str, s
         raise ConfigError("no key=value given")
     nb = dataclasses.replace(bc)
     ns = dataclasses.replace(sc)
-    unknown = set(apply_properties(nb, props)) & set(apply_properties(ns, props))
+    unknown = apply_broker_properties(nb, ns, props)
     if unknown:
-        key = sorted(unknown)[0]
-        raise ConfigError(f"{key}: not a broker config key")
-    nb.validate(ns)
+        raise ConfigError(f"{unknown[0]}: not a broker config key")
+    nb.validate_with(ns)
     ns.validate()
     values: dict[str, Any] = {}
     for key in props:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from rmq.broker.stats import BrokerStats
 from rmq.common.clock import now_ms
@@ -34,22 +35,15 @@ class TpsMeter:
         self._last = (now, self.stats.put_msgs, self.stats.get_msgs)
 
 
+@dataclass(eq=False)
 class BrokerRuntimeInfo:
     """The KV table of GET_BROKER_RUNTIME_INFO (AdminBrokerProcessor.prepareRuntimeInfo)."""
 
-    def __init__(
-        self,
-        stats: BrokerStats,
-        tps: TpsMeter,
-        store: MessageStore,
-        store_config: MessageStoreConfig,
-        server_stats: RemotingStats,
-    ) -> None:
-        self.stats = stats
-        self.tps = tps
-        self.store = store
-        self.store_config = store_config
-        self.server_stats = server_stats
+    stats: BrokerStats
+    tps: TpsMeter
+    store: MessageStore
+    store_config: MessageStoreConfig
+    server_stats: RemotingStats
 
     def runtime_table(self) -> dict[str, str]:
         stats = self.stats

@@ -12,11 +12,12 @@ import logging
 from typing import Any
 
 from rmq.broker.persist import MetadataFile
+from rmq.broker.reput import real_destination, reput_message
 from rmq.broker.seams import ServiceStore
 from rmq.common.clock import now_ms
 from rmq.common.mixall import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
 from rmq.common.service import ServiceLoop
-from rmq.protocol.message import MessageConst, MessageExt, MessageExtBrokerInner, properties_to_string
+from rmq.protocol.message import MessageConst, MessageExt, MessageExtBrokerInner
 from rmq.store.cq_codec import CQ_UNIT
 from rmq.store.results import PutMessageStatus
 
@@ -42,28 +43,8 @@ def message_time_up(msg: MessageExt) -> MessageExtBrokerInner:
     """
     props = dict(msg.properties)
     props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-    props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-    real_topic = props.get(MessageConst.REAL_TOPIC, msg.topic)
-    try:
-        real_qid = int(props.get(MessageConst.REAL_QUEUE_ID, "0"))
-    except ValueError:
-        real_qid = 0
-    stored = dict(props)
-    del stored[MessageConst.WAIT_STORE_MSG_OK]
-    return MessageExtBrokerInner(
-        topic=real_topic,
-        body=msg.body,
-        queue_id=real_qid,
-        flag=msg.flag,
-        properties=props,
-        properties_string=properties_to_string(stored),
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        store_host=msg.store_host,
-        reconsume_times=msg.reconsume_times,
-        prepared_transaction_offset=msg.prepared_transaction_offset,
-    )
+    real_topic, real_qid = real_destination(props, msg.topic)
+    return reput_message(msg, real_topic, real_qid, props, prepared_transaction_offset=msg.prepared_transaction_offset)
 
 
 class ScheduleMessageService:

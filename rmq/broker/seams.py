@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from rmq.broker.client_manager import ClientChannelInfo, ConsumerGroupInfo
 from rmq.broker.subscriptions import SubscriptionGroupConfig
-from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicConfigSerializeWrapper
+from rmq.protocol.bodies import ConsumerData, MessageQueue, TopicConfig, TopicConfigSerializeWrapper
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
 from rmq.store.consume_queue import ConsumeQueue
@@ -187,16 +187,7 @@ class DelayOffsets(Protocol):
 class ConsumerRegistry(Protocol):
     def get_group(self, group: str) -> ConsumerGroupInfo | None: ...
 
-    def register(
-        self,
-        group: str,
-        info: ClientChannelInfo,
-        consume_type: str,
-        message_model: str,
-        consume_from_where: str,
-        subs: Iterable[Any],
-        notify: bool,
-    ) -> bool: ...
+    def register(self, info: ClientChannelInfo, data: ConsumerData, notify: bool) -> bool: ...
 
     def unregister(self, group: str, conn: Any, notify: bool) -> None: ...
 

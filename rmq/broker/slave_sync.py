@@ -15,6 +15,7 @@ queries as its master would, and has the metadata when it is promoted.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
@@ -36,25 +37,19 @@ log = logging.getLogger("rmq.broker.slave_sync")
 TIMEOUT = 3.0
 
 
+@dataclass(eq=False)
 class SlaveSynchronize:
     """``master_addr`` is set by the role change (rmq/broker/roles.py) or, for a static
     slave, from the NameServers' answer to its registration."""
 
-    def __init__(
-        self,
-        client: RemotingClient,
-        broker_config: BrokerConfig,
-        topics: TopicConfigManager,
-        offsets: ConsumerOffsetManager,
-        schedule: ScheduleMessageService,
-        subscriptions: SubscriptionGroupManager,
-    ) -> None:
-        self.client = client
-        self.broker_config = broker_config
-        self.topics = topics
-        self.offsets = offsets
-        self.schedule = schedule
-        self.subscriptions = subscriptions
+    client: RemotingClient
+    broker_config: BrokerConfig
+    topics: TopicConfigManager
+    offsets: ConsumerOffsetManager
+    schedule: ScheduleMessageService
+    subscriptions: SubscriptionGroupManager
+
+    def __post_init__(self) -> None:
         self.master_addr: str | None = None
         self.syncs = 0
         self.last_error: str | None = None

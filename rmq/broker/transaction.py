@@ -16,8 +16,10 @@ the system group CID_RMQ_SYS_TRANS, as RocketMQ does, so progress survives resta
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from rmq.broker.config import BrokerConfig
+from rmq.broker.reput import real_destination, reput_message, stored_properties_string
 from rmq.broker.seams import ConsumerOffsets, ProducerRegistry, ServiceStore, TopicConfigs
 from rmq.common.clock import now_ms
 from rmq.common.mixall import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_SYS_GROUP
@@ -46,27 +48,18 @@ REMOVE_TAG = "d"
 PULL_BATCH = 32
 
 
-def _clean_props_string(props: dict[str, str]) -> str:
-    return properties_to_string({k: v for k, v in props.items() if k != MessageConst.WAIT_STORE_MSG_OK})
-
-
+@dataclass(eq=False)
 class TransactionalMessageService:
     """Half messages and their check. ``check_service`` is the master-only loop
     (rmq/broker/roles.py turns it on and off)."""
 
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store: ServiceStore,
-        topics: TopicConfigs,
-        offsets: ConsumerOffsets,
-        producers: ProducerRegistry,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.producers = producers
+    broker_config: BrokerConfig
+    store: ServiceStore
+    topics: TopicConfigs
+    offsets: ConsumerOffsets
+    producers: ProducerRegistry
+
+    def __post_init__(self) -> None:
         self.checks_sent = 0
         self.discarded = 0
         self.check_service = TransactionalMessageCheckService(self)
@@ -79,7 +72,7 @@ class TransactionalMessageService:
         msg.sys_flag = SysFlag.reset_transaction_value(msg.sys_flag, SysFlag.TRANSACTION_NOT_TYPE)
         msg.topic = HALF_TOPIC
         msg.queue_id = 0
-        msg.properties_string = _clean_props_string(msg.properties)
+        msg.properties_string = stored_properties_string(msg.properties)
         self.topics.create_topic_in_send_message_back_method(HALF_TOPIC, 1, 6, 0)
         return msg
 
@@ -103,25 +96,16 @@ class TransactionalMessageService:
     def end_message_transaction(self, half: MessageExt, commit_log_offset: int) -> MessageExtBrokerInner:
         """The final (COMMIT) message for its real topic and queue."""
         props = dict(half.properties)
-        real_topic = props.pop(MessageConst.REAL_TOPIC, half.topic)
-        try:
-            real_qid = int(props.pop(MessageConst.REAL_QUEUE_ID, "0"))
-        except ValueError:
-            real_qid = 0
-        props.pop(MessageConst.TRANSACTION_PREPARED, None)
-        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        return MessageExtBrokerInner(
-            topic=real_topic,
-            body=half.body,
-            queue_id=real_qid,
-            flag=half.flag,
-            properties=props,
-            properties_string=_clean_props_string(props),
+        real_topic, real_qid = real_destination(props, half.topic)
+        for key in (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID, MessageConst.TRANSACTION_PREPARED):
+            props.pop(key, None)
+        return reput_message(
+            half,
+            real_topic,
+            real_qid,
+            props,
             sys_flag=SysFlag.reset_transaction_value(half.sys_flag, SysFlag.TRANSACTION_COMMIT_TYPE),
-            born_timestamp=half.born_timestamp,
-            born_host=half.born_host,
             store_host=self.store.store_host,
-            reconsume_times=half.reconsume_times,
             prepared_transaction_offset=commit_log_offset,
         )
 
@@ -135,7 +119,7 @@ class TransactionalMessageService:
             body=str(half.queue_offset).encode(),
             queue_id=half.queue_id,
             properties=props,
-            properties_string=_clean_props_string(props),
+            properties_string=stored_properties_string(props),
             born_timestamp=now_ms(),
             born_host=host,
             store_host=host,
@@ -236,20 +220,7 @@ class TransactionalMessageService:
         """Append the half again with its check count raised; the new copy is checked."""
         props = dict(msg.properties)
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(times)
-        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        inner = MessageExtBrokerInner(
-            topic=HALF_TOPIC,
-            body=msg.body,
-            queue_id=0,
-            flag=msg.flag,
-            properties=props,
-            properties_string=_clean_props_string(props),
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=msg.store_host,
-            reconsume_times=msg.reconsume_times,
-        )
+        inner = reput_message(msg, HALF_TOPIC, 0, props)
         result, _ = self.store.put_nowait(inner)
         if result.status is not PutMessageStatus.PUT_OK:
             log.error("putting back half message %s failed: %s", msg.msg_id, result.status.value)
@@ -263,21 +234,7 @@ class TransactionalMessageService:
     def _discard(self, msg: MessageExt) -> None:
         """Checked transactionCheckMax times without an answer: park it for operators."""
         self.topics.create_topic_in_send_message_back_method(CHECK_MAX_TIME_TOPIC, 1, 6, 0)
-        props = dict(msg.properties)
-        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        inner = MessageExtBrokerInner(
-            topic=CHECK_MAX_TIME_TOPIC,
-            body=msg.body,
-            queue_id=0,
-            flag=msg.flag,
-            properties=props,
-            properties_string=_clean_props_string(props),
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=msg.store_host,
-            reconsume_times=msg.reconsume_times,
-        )
+        inner = reput_message(msg, CHECK_MAX_TIME_TOPIC, 0, dict(msg.properties))
         result, _ = self.store.put_nowait(inner)
         self.discarded += 1
         log.warning(
@@ -298,11 +255,7 @@ class TransactionalMessageService:
         header = CheckTransactionStateRequestHeader(
             msg.queue_offset, msg.commit_log_offset, None, uniq, uniq, msg.msg_id
         )
-        real_topic = msg.properties.get(MessageConst.REAL_TOPIC, msg.topic)
-        try:
-            real_qid = int(msg.properties.get(MessageConst.REAL_QUEUE_ID, "0"))
-        except ValueError:
-            real_qid = 0
+        real_topic, real_qid = real_destination(msg.properties, msg.topic)
         body = encode_record(
             topic=real_topic.encode(),
             body=msg.body,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
+from rmq.broker.processors.decode import with_header
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.seams import (
     ConsumerOffsets,
@@ -23,7 +25,6 @@ from rmq.broker.seams import (
 from rmq.common.mixall import is_sys_topic
 from rmq.protocol.bodies import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
@@ -48,32 +49,19 @@ def _ok(request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes
     return resp
 
 
+@dataclass(eq=False)
 class AdminBrokerProcessor:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store: StoreReader,
-        topics: TopicConfigs,
-        offsets: ConsumerOffsets,
-        subscriptions: SubscriptionGroups,
-        consumers: ConsumerRegistry,
-        delay_offsets: DelayOffsets,
-        metadata: MetadataPersist,
-        registration: Registration,
-        ha: HAStatus,
-        runtime: RuntimeInfo,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.subscriptions = subscriptions
-        self.consumers = consumers
-        self.delay_offsets = delay_offsets
-        self.metadata = metadata
-        self.registration = registration
-        self.ha = ha
-        self.runtime = runtime
+    broker_config: BrokerConfig
+    store: StoreReader
+    topics: TopicConfigs
+    offsets: ConsumerOffsets
+    subscriptions: SubscriptionGroups
+    consumers: ConsumerRegistry
+    delay_offsets: DelayOffsets
+    metadata: MetadataPersist
+    registration: Registration
+    ha: HAStatus
+    runtime: RuntimeInfo
 
     def _header(self, cls: Any, request: RemotingCommand) -> Any:
         return cls.from_ext_fields(request.ext_fields)
@@ -103,13 +91,10 @@ class AdminBrokerProcessor:
         return _ok(request, GetEarliestMsgStoretimeResponseHeader(ts).to_ext_fields())
 
     # --- topics ---
+    @with_header(CreateTopicRequestHeader)
     def update_and_create_topic(
-        self, conn: Any, request: RemotingCommand
+        self, conn: Any, request: RemotingCommand, h: CreateTopicRequestHeader
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        try:
-            h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         if h.topic == self.broker_config.brokerClusterName:
             return request.create_response(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words."
@@ -163,10 +148,6 @@ class AdminBrokerProcessor:
         """GET_ALL_DELAY_OFFSET (45): the schedule service's offsets (delayOffset.json)."""
         return _ok(request, body=dumps_fastjson(self.delay_offsets.snapshot()))
 
-    def get_all_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): SubscriptionGroupWrapper."""
-        return _ok(request, body=dumps_fastjson(self.subscriptions.snapshot()))
-
     def get_broker_ha_status(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_HA_STATUS (907): RocketMQ 5.x HARuntimeInfo, plus our brokerRole,
         epoch and brokerId (what `rmq admin haStatus` prints)."""
@@ -188,7 +169,8 @@ class AdminBrokerProcessor:
             entries.append((mq, {"lastUpdateTimestamp": max(last, 0), "maxOffset": mx, "minOffset": mn}))
         return _ok(request, body=dumps_object_keyed_map("offsetTable", entries))
 
-    def reset_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    @with_header(ResetOffsetRequestHeader)
+    def reset_offset(self, conn: Any, request: RemotingCommand, h: ResetOffsetRequestHeader) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET (222): Broker2Client.resetOffset.
 
         Offsets by timestamp per queue (only moved back unless isForce), committed here
@@ -196,10 +178,6 @@ class AdminBrokerProcessor:
         the answer carries the table. Committing on the broker too means the reset holds
         even for consumers that are offline (mqadmin's fallback does that by hand)."""
         offsets = self.offsets
-        try:
-            h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         tc = self.topics.select(h.topic)
         if tc is None:
             return request.create_response(

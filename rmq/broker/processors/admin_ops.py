@@ -14,10 +14,12 @@ import logging
 import os
 import re
 from collections.abc import Awaitable
+from dataclasses import InitVar, dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
+from rmq.broker.processors.decode import with_header
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.runtime_config import all_config_properties, check_update, properties_text, rewrite_properties
 from rmq.broker.seams import (
@@ -35,6 +37,7 @@ from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.common.clock import now_ms
 from rmq.common.fs import atomic_write
 from rmq.common.mixall import is_sys_topic
+from rmq.common.properties import PropertiesError, parse_properties_text
 from rmq.protocol.bodies import (
     SUBSCRIPTION_GROUP_KEYS,
     Connection,
@@ -54,7 +57,7 @@ from rmq.protocol.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
 )
-from rmq.store.config import ConfigError, MessageStoreConfig, parse_properties_text
+from rmq.store.config import ConfigError, MessageStoreConfig
 
 log = logging.getLogger("rmq.broker.admin")
 
@@ -95,34 +98,23 @@ def _persist_config_file(path: str, changes: dict[str, str]) -> None:
     atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))
 
 
+@dataclass(eq=False)
 class AdminOpsProcessor:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: MessageStoreConfig,
-        store: QueueStore,
-        topics: TopicConfigs,
-        offsets: ConsumerOffsets,
-        subscriptions: SubscriptionGroups,
-        consumers: ConsumerRegistry,
-        producers: ProducerRegistry,
-        stats: BrokerStats,
-        metadata: MetadataPersist,
-        registration: Registration,
-        config_path: str | None = None,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.subscriptions = subscriptions
-        self.consumers = consumers
-        self.producers = producers
-        self.metadata = metadata
-        self.registration = registration
-        # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
-        self.config_path = config_path
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    store: QueueStore
+    topics: TopicConfigs
+    offsets: ConsumerOffsets
+    subscriptions: SubscriptionGroups
+    consumers: ConsumerRegistry
+    producers: ProducerRegistry
+    stats: InitVar[BrokerStats]
+    metadata: MetadataPersist
+    registration: Registration
+    # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
+    config_path: str | None = None
+
+    def __post_init__(self, stats: BrokerStats) -> None:
         self.group_tps = GroupGetTps(stats)
         self.config_version = DataVersion(timestamp=0, counter=0)
 
@@ -130,14 +122,13 @@ class AdminOpsProcessor:
         self.group_tps.tick()
 
     # ------------------------------------------------------------------ topics
-    def delete_topic(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    @with_header(DeleteTopicRequestHeader)
+    def delete_topic(
+        self, conn: Any, request: RemotingCommand, h: DeleteTopicRequestHeader
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """4.9.8: the topic config goes, then its consume queues; offsets of every group
         on it too (cleanOffsetByTopic), so a topic created again starts clean."""
         bc = self.broker_config
-        try:
-            h = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
         topic = h.topic
         bad = validate_topic(topic)
         if bad is not None:
@@ -163,11 +154,10 @@ class AdminOpsProcessor:
         return deleted()
 
     # ------------------------------------------------------------------ consumers / producers
-    def get_consume_stats(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(GetConsumeStatsRequestHeader)
+    def get_consume_stats(
+        self, conn: Any, request: RemotingCommand, h: GetConsumeStatsRequestHeader
+    ) -> RemotingCommand:
         stats = build_consume_stats(
             self.store,
             self.topics,
@@ -180,11 +170,10 @@ class AdminOpsProcessor:
         )
         return _ok(request, stats.to_json())
 
-    def get_consumer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = GetConsumerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(GetConsumerConnectionListRequestHeader)
+    def get_consumer_connection_list(
+        self, conn: Any, request: RemotingCommand, h: GetConsumerConnectionListRequestHeader
+    ) -> RemotingCommand:
         g = self.consumers.get_group(h.consumer_group)
         if g is None:
             return _error(
@@ -199,11 +188,10 @@ class AdminOpsProcessor:
         )
         return _ok(request, body.to_json())
 
-    def get_producer_connection_list(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = GetProducerConnectionListRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(GetProducerConnectionListRequestHeader)
+    def get_producer_connection_list(
+        self, conn: Any, request: RemotingCommand, h: GetProducerConnectionListRequestHeader
+    ) -> RemotingCommand:
         chans = self.producers.table.get(h.producer_group)
         if not chans:
             return _error(request, f"the producer group[{h.producer_group}] not exist")
@@ -250,13 +238,13 @@ class AdminOpsProcessor:
         return _ok(request)
 
     def get_all_subscription_group_config(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): SubscriptionGroupWrapper (slaves sync from it)."""
         return _ok(request, dumps_fastjson(self.subscriptions.snapshot()))
 
-    def delete_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return _error(request, str(e))
+    @with_header(DeleteSubscriptionGroupRequestHeader)
+    def delete_subscription_group(
+        self, conn: Any, request: RemotingCommand, h: DeleteSubscriptionGroupRequestHeader
+    ) -> RemotingCommand:
         log.info("deleteSubscriptionGroup %s called by %s", h.group_name, conn.remote_address)
         if not self.subscriptions.delete(h.group_name):
             log.warning("delete subscription group failed, subscription groupName: %s not exist", h.group_name)
@@ -272,7 +260,7 @@ class AdminOpsProcessor:
             return _ok(request)
         try:
             props = parse_properties_text(request.body.decode("utf-8"))
-        except (UnicodeDecodeError, ConfigError) as e:
+        except (UnicodeDecodeError, PropertiesError) as e:
             return _error(request, f"string2Properties error: {e}")
         try:
             upd = check_update(bc, sc, props)

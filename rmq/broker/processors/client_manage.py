@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.client_manager import ClientChannelInfo
+from rmq.broker.processors.decode import with_header
 from rmq.broker.seams import ConsumerRegistry, ProducerRegistry, SubscriptionGroups, TopicConfigs
 from rmq.common.mixall import retry_topic
 from rmq.protocol.bodies import HeartbeatData
@@ -17,18 +19,12 @@ from rmq.protocol.headers import UnregisterClientRequestHeader
 log = logging.getLogger("rmq.broker.clients")
 
 
+@dataclass(eq=False)
 class ClientManageProcessor:
-    def __init__(
-        self,
-        topics: TopicConfigs,
-        subscriptions: SubscriptionGroups,
-        consumers: ConsumerRegistry,
-        producers: ProducerRegistry,
-    ) -> None:
-        self.topics = topics
-        self.subscriptions = subscriptions
-        self.consumers = consumers
-        self.producers = producers
+    topics: TopicConfigs
+    subscriptions: SubscriptionGroups
+    consumers: ConsumerRegistry
+    producers: ProducerRegistry
 
     def heartbeat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -45,15 +41,7 @@ class ClientManageProcessor:
                 self.topics.create_topic_in_send_message_back_method(
                     retry_topic(data.group_name), sub_group.retryQueueNums, PermName.PERM_READ | PermName.PERM_WRITE, 0
                 )
-            changed = self.consumers.register(
-                data.group_name,
-                info,
-                data.consume_type,
-                data.message_model,
-                data.consume_from_where,
-                data.subscription_data_set,
-                notify,
-            )
+            changed = self.consumers.register(info, data, notify)
             if changed:
                 log.info(
                     "consumer group %s changed on heartbeat from %s (%s)",
@@ -65,11 +53,10 @@ class ClientManageProcessor:
             self.producers.register(p.group_name, info)
         return request.create_response(ResponseCode.SUCCESS)
 
-    def unregister_client(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+    @with_header(UnregisterClientRequestHeader)
+    def unregister_client(
+        self, conn: Any, request: RemotingCommand, h: UnregisterClientRequestHeader
+    ) -> RemotingCommand:
         if h.producer_group:
             self.producers.unregister(h.producer_group, conn)
         if h.consumer_group:

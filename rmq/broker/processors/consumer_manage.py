@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from rmq.broker.processors.decode import with_header
 from rmq.broker.seams import ConsumerOffsets, ConsumerRegistry, StoreReader
 from rmq.protocol.bodies import ConsumerIdList
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
@@ -17,37 +18,34 @@ from rmq.protocol.headers import (
 )
 
 
+@dataclass(eq=False)
 class ConsumerManageProcessor:
-    def __init__(self, store: StoreReader, offsets: ConsumerOffsets, consumers: ConsumerRegistry) -> None:
-        self.store = store
-        self.offsets = offsets
-        self.consumers = consumers
+    store: StoreReader
+    offsets: ConsumerOffsets
+    consumers: ConsumerRegistry
 
-    def get_consumer_list_by_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+    @with_header(GetConsumerListByGroupRequestHeader)
+    def get_consumer_list_by_group(
+        self, conn: Any, request: RemotingCommand, h: GetConsumerListByGroupRequestHeader
+    ) -> RemotingCommand:
         info = self.consumers.get_group(h.consumer_group)
         ids = info.client_ids() if info is not None else []
         if not ids:
             return request.create_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
         return request.create_response(ResponseCode.SUCCESS, body=ConsumerIdList(ids).to_json())
 
-    def update_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+    @with_header(UpdateConsumerOffsetRequestHeader)
+    def update_consumer_offset(
+        self, conn: Any, request: RemotingCommand, h: UpdateConsumerOffsetRequestHeader
+    ) -> RemotingCommand:
         self.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return request.create_response(ResponseCode.SUCCESS)
 
-    def query_consumer_offset(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    @with_header(QueryConsumerOffsetRequestHeader)
+    def query_consumer_offset(
+        self, conn: Any, request: RemotingCommand, h: QueryConsumerOffsetRequestHeader
+    ) -> RemotingCommand:
         store = self.store
-        try:
-            h = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset < 0:
             # A group that never committed starts at 0 when message 0 of the queue is

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
+from rmq.broker.processors.decode import with_header
+from rmq.broker.reput import answer_put
 from rmq.broker.seams import HalfMessages, StoreWriter
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import EndTransactionRequestHeader
 from rmq.protocol.message import SysFlag
@@ -18,17 +20,16 @@ from rmq.store.results import PutMessageStatus
 log = logging.getLogger("rmq.broker.transaction")
 
 
+@dataclass(eq=False)
 class EndTransactionProcessor:
-    def __init__(self, store_config: MessageStoreConfig, store: StoreWriter, transactions: HalfMessages) -> None:
-        self.store_config = store_config
-        self.store = store
-        self.transactions = transactions
+    store_config: MessageStoreConfig
+    store: StoreWriter
+    transactions: HalfMessages
 
-    def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
-        try:
-            h = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+    @with_header(EndTransactionRequestHeader)
+    def process(
+        self, conn: Any, request: RemotingCommand, h: EndTransactionRequestHeader
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         if self.store_config.brokerRole == BrokerRole.SLAVE:
             log.warning("END_TRANSACTION from %s refused: this broker is a slave", conn.remote_address)
             return request.create_response(
@@ -78,11 +79,4 @@ class EndTransactionProcessor:
                 ResponseCode.SYSTEM_ERROR, f"committing the transaction failed: {status.value}"
             )
 
-        if waiter is None:
-            return answer(result.status)
-
-        async def later() -> RemotingCommand:
-            st = await waiter
-            return answer(result.status if st is PutMessageStatus.PUT_OK else st)
-
-        return later()
+        return answer_put(result, waiter, answer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.seams import QueueLocks
@@ -11,9 +12,9 @@ from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 
 
+@dataclass(eq=False)
 class LockProcessor:
-    def __init__(self, locks: QueueLocks) -> None:
-        self.locks = locks
+    locks: QueueLocks
 
     def lock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
@@ -42,31 +43,22 @@ _STATUS_CODE = {
 }
 
 
+@dataclass(eq=False)
 class PullMessageProcessor:
     """The hold service (``pull_hold``) is given after construction: it calls back into
     ``execute_when_wakeup``, so one of the two has to exist first."""
 
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store_config: MessageStoreConfig,
-        store: StoreReader,
-        topics: TopicConfigs,
-        subscriptions: SubscriptionGroups,
-        consumers: ConsumerRegistry,
-        offsets: ConsumerOffsets,
-        stats: GetStats,
-        pull_hold: PullHold | None = None,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store_config = store_config
-        self.store = store
-        self.topics = topics
-        self.subscriptions = subscriptions
-        self.consumers = consumers
-        self.offsets = offsets
-        self.stats = stats
-        self.pull_hold = pull_hold
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    store: StoreReader
+    topics: TopicConfigs
+    subscriptions: SubscriptionGroups
+    consumers: ConsumerRegistry
+    offsets: ConsumerOffsets
+    stats: GetStats
+    pull_hold: PullHold | None = None
+
+    def __post_init__(self) -> None:
         self._filters: dict[str, TagsMessageFilter] = {}
 
     def process(self, conn: Any, request: RemotingCommand) -> RemotingCommand | None:

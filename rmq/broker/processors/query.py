@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from rmq.broker.processors.decode import with_header
 from rmq.broker.seams import StoreReader
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
 from rmq.store.config import MessageStoreConfig
 
 
+@dataclass(eq=False)
 class QueryMessageProcessor:
-    def __init__(self, store_config: MessageStoreConfig, store: StoreReader) -> None:
-        self.store_config = store_config
-        self.store = store
+    store_config: MessageStoreConfig
+    store: StoreReader
 
-    def query_message(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+    @with_header(QueryMessageRequestHeader)
+    def query_message(self, conn: Any, request: RemotingCommand, h: QueryMessageRequestHeader) -> RemotingCommand:
         cfg = self.store_config
-        try:
-            h = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         max_num = h.max_num
         if h.unique_key_query:
             max_num = cfg.defaultQueryMaxNum
@@ -38,11 +36,8 @@ class QueryMessageProcessor:
         ).to_ext_fields()
         return resp
 
-    def view_message_by_id(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            h = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+    @with_header(ViewMessageRequestHeader)
+    def view_message_by_id(self, conn: Any, request: RemotingCommand, h: ViewMessageRequestHeader) -> RemotingCommand:
         data = self.store.select_one_message_by_offset(h.offset)
         if data is None:
             return request.create_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")

@@ -7,9 +7,11 @@ import logging
 import random
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
+from rmq.broker.reput import answer_put, reput_message
 from rmq.broker.seams import MessageStoreView, PutStats, SubscriptionGroups, TopicConfigs
 from rmq.common.mixall import (
     DLQ_NUMS_PER_GROUP,
@@ -85,22 +87,16 @@ def validate_topic(topic: str) -> str | None:
     return None
 
 
+@dataclass(eq=False)
 class SendMessageProcessor:
-    def __init__(
-        self,
-        broker_config: BrokerConfig,
-        store: MessageStoreView,
-        topics: TopicConfigs,
-        subscriptions: SubscriptionGroups,
-        stats: PutStats,
-        transactional_prepare: TransactionalPrepare | None,
-    ) -> None:
-        self.broker_config = broker_config
-        self.store = store
-        self.topics = topics
-        self.subscriptions = subscriptions
-        self.stats = stats
-        self.transactional_prepare = transactional_prepare
+    broker_config: BrokerConfig
+    store: MessageStoreView
+    topics: TopicConfigs
+    subscriptions: SubscriptionGroups
+    stats: PutStats
+    transactional_prepare: TransactionalPrepare | None
+
+    def __post_init__(self) -> None:
         self._rand = random.Random()
         self._born_hosts: dict[str, bytes] = {}
 
@@ -122,22 +118,26 @@ class SendMessageProcessor:
     def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         return request.create_response(code, remark)
 
+    def _refused(self, request: RemotingCommand, code: int, remark: str) -> tuple[None, int, RemotingCommand]:
+        return None, -1, request.create_response(code, remark)
+
     def _msg_check(
         self, request: RemotingCommand, header: SendMessageRequestHeader, conn: Any
-    ) -> tuple[TopicConfig | None, RemotingCommand | None]:
-        """AbstractSendMessageProcessor.msgCheck: (topic config, error response)."""
+    ) -> tuple[TopicConfig | None, int, RemotingCommand | None]:
+        """AbstractSendMessageProcessor.msgCheck: (topic config, queue id to write, error
+        response). A negative queue id in the header picks a writable queue at random."""
         bc = self.broker_config
         topics = self.topics
         topic = header.topic
         if not (bc.brokerPermission & 2) and topics.is_order_topic(topic):
-            return None, self._error(
+            return self._refused(
                 request, ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] sending message is forbidden"
             )
         bad = validate_topic(topic)
         if bad is not None:
-            return None, self._error(request, ResponseCode.SYSTEM_ERROR, bad)
+            return self._refused(request, ResponseCode.SYSTEM_ERROR, bad)
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            return None, self._error(
+            return self._refused(
                 request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
             )
         tc = topics.select(topic)
@@ -148,7 +148,7 @@ class SendMessageProcessor:
             if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 tc = topics.create_topic_in_send_message_back_method(topic, 1, 6, 0)
             if tc is None:
-                return None, self._error(
+                return self._refused(
                     request,
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{topic}] not exist, apply first please! "
@@ -157,12 +157,14 @@ class SendMessageProcessor:
         qid = header.queue_id
         valid = max(tc.write_queue_nums, tc.read_queue_nums)
         if qid >= valid:
-            return None, self._error(
+            return self._refused(
                 request,
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{qid}] is illegal, {tc!r} Producer: {conn.remote_address}",
             )
-        return tc, None
+        if qid < 0:
+            qid = self._rand.randrange(tc.write_queue_nums)
+        return tc, qid, None
 
     def _handle_retry_and_dlq(
         self, request: RemotingCommand, header: SendMessageRequestHeader, msg: MessageExtBrokerInner
@@ -227,15 +229,12 @@ class SendMessageProcessor:
     def _send_one(
         self, conn, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand | Awaitable[RemotingCommand] | AnswerLater | None:
-        tc, err = self._msg_check(request, header, conn)
+        tc, qid, err = self._msg_check(request, header, conn)
         if err is not None:
             return err
         assert tc is not None
         bc = self.broker_config
         store = self.store
-        qid = header.queue_id
-        if qid < 0:
-            qid = self._rand.randrange(tc.write_queue_nums)
         props_str = header.properties or ""
         props = string_to_properties(props_str)
         msg = MessageExtBrokerInner(
@@ -367,21 +366,8 @@ class SendMessageProcessor:
         # the first id is kept across retries
         if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
             props[MessageConst.ORIGIN_MESSAGE_ID] = msg.msg_id
-        stored = dict(props)
-        stored.pop(MessageConst.WAIT_STORE_MSG_OK, None)
-        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        inner = MessageExtBrokerInner(
-            topic=topic,
-            body=msg.body,
-            queue_id=qid,
-            flag=msg.flag,
-            properties=props,
-            properties_string=properties_to_string(stored),
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=store.store_host,
-            reconsume_times=msg.reconsume_times + 1,
+        inner = reput_message(
+            msg, topic, qid, props, store_host=store.store_host, reconsume_times=msg.reconsume_times + 1
         )
         result, waiter = store.put_nowait(inner)
 
@@ -390,22 +376,14 @@ class SendMessageProcessor:
                 return request.create_response(ResponseCode.SUCCESS)
             return self._error(request, ResponseCode.SYSTEM_ERROR, status.value)
 
-        if waiter is None:
-            return answer(result.status)
-
-        async def later() -> RemotingCommand:
-            st = await waiter
-            return answer(result.status if st is PutMessageStatus.PUT_OK else st)
-
-        return later()
+        return answer_put(result, waiter, answer)
 
     def _send_batch(
         self, conn, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand | Awaitable[RemotingCommand] | AnswerLater | None:
-        tc, err = self._msg_check(request, header, conn)
+        _, qid, err = self._msg_check(request, header, conn)
         if err is not None:
             return err
-        assert tc is not None
         store = self.store
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return self._error(
@@ -413,9 +391,6 @@ class SendMessageProcessor:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"Retry Group topic is not allowed to send batch message: {header.topic}",
             )
-        qid = header.queue_id
-        if qid < 0:
-            qid = self._rand.randrange(tc.write_queue_nums)
         try:
             items = decode_batch(request.body or b"")
         except ProtocolError as e:

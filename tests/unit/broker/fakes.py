@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.broker.client_manager import ClientChannelInfo, ConsumerGroupInfo
 from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.protocol.bodies import MessageQueue, TopicConfig, TopicConfigSerializeWrapper
 from rmq.protocol.frame import RemotingCommand
@@ -207,32 +206,6 @@ class FakeOffsets:
         return {"offsetTable": {}}
 
 
-class FakeConsumers:
-    def __init__(self) -> None:
-        self.groups: dict[str, ConsumerGroupInfo] = {}
-
-    def get_group(self, group: str) -> ConsumerGroupInfo | None:
-        return self.groups.get(group)
-
-    def register(
-        self,
-        group: str,
-        info: ClientChannelInfo,
-        consume_type: str,
-        message_model: str,
-        consume_from_where: str,
-        subs: Iterable[Any],
-        notify: bool,
-    ) -> bool:
-        raise AssertionError("not used by these tests")
-
-    def unregister(self, group: str, conn: Any, notify: bool) -> None:
-        raise AssertionError("not used by these tests")
-
-    def groups_of_topic(self, topic: str) -> list[str]:
-        return []
-
-
 class FakeStats:
     def __init__(self) -> None:
         self.puts: list[tuple[PutMessageStatus, str]] = []
@@ -294,7 +267,6 @@ __all__ = [
     "FakeTopics",
     "FakeSubscriptions",
     "FakeOffsets",
-    "FakeConsumers",
     "FakeStats",
     "FakePullHold",
     "FakeMetadata",

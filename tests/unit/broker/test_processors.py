@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rmq.broker.client_manager import ConsumerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.pull import FLAG_SUSPEND, PullMessageProcessor
@@ -24,7 +25,6 @@ from rmq.store.results import GetMessageResult, GetMessageStatus, PutMessageStat
 
 from .fakes import (
     FakeConn,
-    FakeConsumers,
     FakeDelayOffsets,
     FakeHA,
     FakeMetadata,
@@ -138,7 +138,7 @@ def _pull_processor(
         store,
         FakeTopics(TopicConfig(TOPIC, 4, 4)),
         FakeSubscriptions(SubscriptionGroupConfig(GROUP)),
-        FakeConsumers(),
+        ConsumerManager(),
         offsets,
         stats,
         hold,
@@ -246,7 +246,7 @@ def _admin(store: FakeStore, topics: FakeTopics | None = None) -> AdminBrokerPro
         topics or FakeTopics(),
         FakeOffsets(),
         FakeSubscriptions(),
-        FakeConsumers(),
+        ConsumerManager(),
         FakeDelayOffsets(),
         FakeMetadata(),
         FakeMetadata(),
@@ -306,7 +306,7 @@ def test_admin_create_topic_answers_after_persist_and_register() -> None:
         topics,
         FakeOffsets(),
         FakeSubscriptions(),
-        FakeConsumers(),
+        ConsumerManager(),
         FakeDelayOffsets(),
         persisted,
         registered,
