@@ -59,6 +59,7 @@ from rmq.protocol.record import (
     property_value,
     tags_code_of,
 )
+from rmq.store.commit_round import CommitRound
 from rmq.store.errors import StoreError
 from rmq.store.mapped_file import (
     AllocateMappedFileService,
@@ -147,7 +148,7 @@ class CommitLog:
         self._wfile: MappedFile | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_scheduled = False
-        self._commit_fut: asyncio.Future[PutMessageStatus] | None = None
+        self._commit_fut: CommitRound | None = None
         # (file, position, length) a failed commit may have written into: zeroed by
         # repair() before the next append
         self._damaged: tuple[MappedFile, int, int] | None = None
@@ -252,8 +253,7 @@ class CommitLog:
         fut = self._commit_fut
         if fut is not None:
             self._commit_fut = None
-            if not fut.done():
-                fut.set_result(PutMessageStatus.PUT_OK)
+            fut.set_result(PutMessageStatus.PUT_OK)
         if n and self.on_commit is not None:
             self.on_commit()
 
@@ -288,8 +288,7 @@ class CommitLog:
         fut = self._commit_fut
         if fut is not None:
             self._commit_fut = None
-            if not fut.done():
-                fut.set_result(PutMessageStatus.UNKNOWN_ERROR)
+            fut.set_result(PutMessageStatus.UNKNOWN_ERROR)
         if self.on_commit_error is not None:
             self.on_commit_error(e)
 
@@ -309,22 +308,22 @@ class CommitLog:
         self._damaged = None
         log.warning("CommitLog file %s takes writes again (%d bytes at %d zeroed)", mf.file_name, n, pos)
 
-    def pending_commit(self) -> asyncio.Future[PutMessageStatus] | None:
-        """The future the next commit completes (PUT_OK, or UNKNOWN_ERROR when its write
+    def pending_commit(self) -> CommitRound | None:
+        """The round the next commit completes (PUT_OK, or UNKNOWN_ERROR when its write
         fails and its records are rolled back); None when nothing waits in the buffer.
-        One future per commit, shared by every put it takes."""
+        One round per commit, shared by every put it takes; its callbacks run inside
+        the commit (see CommitRound)."""
         fut = self._commit_fut
         if fut is None:
             if self._wlen == 0:
                 return None
-            loop = self._loop
-            if loop is None:
+            if self._loop is None:
                 self.commit()
                 return None
-            fut = self._commit_fut = loop.create_future()
+            fut = self._commit_fut = CommitRound()
         return fut
 
-    def commit_waiter(self, end_offset: int) -> asyncio.Future[PutMessageStatus] | None:
+    def commit_waiter(self, end_offset: int) -> CommitRound | None:
         """pending_commit() if [.., end_offset) is not readable yet, else None."""
         if self.max_offset >= end_offset:
             return None

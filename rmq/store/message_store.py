@@ -15,6 +15,7 @@ from rmq.protocol.message import MessageConst, MessageExt, MessageExtBatch, Mess
 from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.cleanup import StoreCleaner, destroy_files
+from rmq.store.commit_round import CommitRound
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rmq.store.consume_queue import ConsumeQueue, UnitsWriteError
@@ -495,7 +496,7 @@ class MessageStore:
         """Flush (SYNC_FLUSH and wait: the group-commit round, which a failed commit
         answers UNKNOWN_ERROR) or else the commit; and replication when HA asks for it."""
         gc = self._group_commit
-        stored: asyncio.Future[PutMessageStatus] | None
+        stored: asyncio.Future[PutMessageStatus] | CommitRound | None
         if gc is not None and wait:
             stored = gc.submit(result.end_offset)
         else:
@@ -518,8 +519,8 @@ class MessageStore:
             except OSError:
                 pass  # logged; the records rolled back, their waiters answered an error
 
-    def commit_waiter(self, result: PutMessageResult) -> asyncio.Future[PutMessageStatus] | None:
-        """A future completed when the put of result is committed (None if it is).
+    def commit_waiter(self, result: PutMessageResult) -> CommitRound | None:
+        """A round completed when the put of result is committed (None if it is).
         Shared by all puts of a loop iteration; its result is PUT_OK, or UNKNOWN_ERROR
         if writing the CommitLog failed (the records are rolled back then)."""
         if not result.status.stored:

@@ -36,6 +36,7 @@ from rmq.protocol.message import (
     string_to_properties,
 )
 from rmq.remoting.dispatch import ANSWER_LATER, AnswerLater
+from rmq.store.commit_round import CommitRound
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.broker.send")
@@ -292,13 +293,13 @@ class SendMessageProcessor:
     ) -> Awaitable[RemotingCommand] | AnswerLater:
         """Answer when the put's waiter completes (flush / replication).
 
-        A waiter that is a Future (a group-commit or group-transfer round, shared by
-        the puts of a loop iteration) gets a done-callback that sends the response: no
-        task per message. Anything else is awaited in a task."""
-        if not asyncio.isfuture(waiter):
+        A waiter that is a commit round or a Future (a group-commit or group-transfer
+        round, shared by the puts of a loop iteration) gets a done-callback that sends
+        the response: no task per message. Anything else is awaited in a task."""
+        if type(waiter) is not CommitRound and not asyncio.isfuture(waiter):
             return self._await_put(request, result, waiter, uniq, qid, topic)
 
-        def done(f: asyncio.Future) -> None:
+        def done(f: asyncio.Future[PutMessageStatus] | CommitRound) -> None:
             if f.cancelled():
                 resp = request.create_response(ResponseCode.SYSTEM_ERROR, "request processing was cancelled")
             else:
