@@ -169,7 +169,7 @@ class AclSet:
     """Everything loaded from one scan of the files; replaced whole on reload."""
 
     files: tuple[AclFile, ...] = ()
-    accounts: Mapping[str, Account] = _NO_ACCOUNTS
+    accounts: Mapping[str, Account] = field(default_factory=lambda: _NO_ACCOUNTS)
     global_white: tuple[AddressPattern, ...] = ()
     # sha256 over the (path, content) of every file read, in load order: equal
     # fingerprints mean nothing changed, whatever the mtimes say.
