@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rmq.admin.errors import AdminError
+from rmq.client.acl import signing_hook
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
 from rmq.common.mixall import MASTER_ID, retry_topic
@@ -95,11 +96,19 @@ class TopicOffset:
 class MQAdmin:
     """Admin requests over one remoting client; use ``async with``."""
 
-    def __init__(self, namesrv_addrs: Sequence[str], timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        namesrv_addrs: Sequence[str],
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> None:
         self.namesrv_addrs = [a for a in namesrv_addrs if a]
         self.timeout_ms = timeout_ms
+        # mqadmin signs with conf/tools.yml's pair; here the caller's (flags / env)
+        hook = signing_hook(access_key, secret_key)
         self.remoting = RemotingClient(
-            version=MQVersion.V4_9_8, name="rmq-admin", connect_timeout=min(3.0, timeout_ms / 1000)
+            version=MQVersion.V4_9_8, name="rmq-admin", connect_timeout=min(3.0, timeout_ms / 1000), request_hook=hook
         )
         self.api = MQClientAPI(self.remoting, self.namesrv_addrs)
         self._cluster_info: ClusterInfo | None = None

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from rmq.admin.admin import DEFAULT_NAMESRV, DEFAULT_TIMEOUT_MS, MQAdmin
 from rmq.admin.base import COMMANDS, NAMESRV, Command, Opt, Output, UsageError, describe_error, find_command
+from rmq.client.acl import add_credential_options, credentials
 
 __all__ = ["main", "build_parser", "NAMESRV_ADDR_ENV"]
 
@@ -44,6 +45,7 @@ def build_parser(cls: type[Command]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{PROG} {cls.name}", description=cls.description or cls.help)
     for opt in (NAMESRV, *cls.options, _JSON, _TIMEOUT):
         opt.add_to(p)
+    add_credential_options(p)
     return p
 
 
@@ -103,7 +105,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     out = Output(cls.name, args.json, stdout, stderr)
 
     async def go() -> None:
-        async with MQAdmin(namesrv_list(args.namesrvAddr), args.timeout) as admin:
+        access_key, secret_key = credentials(args)
+        async with MQAdmin(namesrv_list(args.namesrvAddr), args.timeout, access_key, secret_key) as admin:
             await cmd.run(admin, args, out)
 
     try:

@@ -8,9 +8,11 @@ Only the CLIs import this module; every other part sees the protocols, never the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
+from rmq.broker.acl import AclGuard, AclReloadService, acl_home, load_acl_set
 from rmq.broker.client_manager import ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller_role import ControllerRole, FailoverEpochs
@@ -130,6 +132,9 @@ class Broker:
             else None
         )
         self.metrics: BrokerMetrics | None = None
+        # aclEnable: made in start(), where the files are read (a broken one stops the start)
+        self.acl_guard: AclGuard | None = None
+        self.acl_reload: AclReloadService | None = None
 
         # ---- processors
         self.runtime_info = BrokerRuntimeInfo(self.stats, self.tps, self.store, sc, self.server.stats)
@@ -268,6 +273,19 @@ class Broker:
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         bc, sc = self.broker_config, self.store_config
+        if bc.aclEnable:
+            # First: an AclConfigError (file and line) stops the start before anything
+            # is opened, and no request is served before the accounts are in force.
+            home = acl_home(bc.rocketmqHome)
+            self.acl_guard = AclGuard(await asyncio.to_thread(load_acl_set, home))
+            self.server.set_auth_hook(self.acl_guard)
+            self.acl_reload = AclReloadService(self.acl_guard, home)
+            log.info(
+                "ACL enabled: %d accounts from %d files under %s",
+                len(self.acl_guard.acl.accounts),
+                len(self.acl_guard.acl.files),
+                home,
+            )
         self.topics.load()
         self.offsets.load()
         self.subscriptions.load()
@@ -293,6 +311,8 @@ class Broker:
         await self.registration.register_broker_all()
         for svc in self._loops:
             svc.start()
+        if self.acl_reload is not None:
+            self.acl_reload.start()
         if bc.metricsPromExporterPort:
             self.metrics = BrokerMetrics(
                 bc,
@@ -306,6 +326,7 @@ class Broker:
                 self.consumers,
                 self.producers,
                 self.roles,
+                self.acl_guard.failure_counts if self.acl_guard is not None else None,
             )
             self.metrics.start()
         if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:
@@ -332,6 +353,8 @@ class Broker:
         await self.metadata.close()
         for svc in (*self._loops, self.slave_sync_service):
             await svc.stop(cancel=True)
+        if self.acl_reload is not None:
+            await self.acl_reload.stop(cancel=True)
         if self.controller_role is not None:
             await self.controller_role.shutdown()
         self.pull_hold.wake_all()

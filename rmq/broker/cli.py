@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from rmq.auth.acl_config import AclConfigError
 from rmq.broker.broker import Broker
 from rmq.broker.config import load_broker_config
 from rmq.store.config import ConfigError
@@ -43,6 +44,10 @@ async def _run(broker: Broker) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
+    except AclConfigError as e:
+        # as a bad broker.conf: the operator's file, named with its line
+        print(f"rmq broker: bad ACL configuration: {e}", file=sys.stderr)
+        return 2
     except StoreError as e:
         log.error("broker cannot start: %s", e)
         return 1

@@ -80,6 +80,9 @@ class BrokerConfig(NettyServerConfig):
     brokerHeartbeatInterval: int = 1000
     sendHeartbeatTimeoutMillis: int = 1000
     listenPort: int = 10911  # NettyServerConfig's key, the broker's default
+    # Plain ACL (RocketMQ's key): accounts from <rocketmqHome>/conf/plain_acl.yml and
+    # conf/acl/**; rocketmqHome empty: $ROCKETMQ_HOME, else the working directory.
+    aclEnable: bool = False
     # BrokerStartup accepts these in the file too
     rocketmqHome: str = ""
     sendMessageThreadPoolNums: int = 1

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -91,6 +92,7 @@ class BrokerSnapshot:
     in_sync_replicas: int | None
     epoch: int | None
     protocol_errors: int
+    auth_failures: dict[str, int]
 
 
 class ReplicationView(Protocol):
@@ -122,6 +124,8 @@ class BrokerMetrics:
     consumers: ConsumerManager
     producers: ProducerManager
     replication: ReplicationView
+    # aclEnable: refusals per reason (rmq.broker.acl.AclGuard); None: ACL off
+    auth_failures: Callable[[], dict[str, int]] | None = None
 
     def __post_init__(self) -> None:
         bc = self.broker_config
@@ -222,6 +226,7 @@ class BrokerMetrics:
             in_sync_replicas=in_sync,
             epoch=int(epoch),
             protocol_errors=self.server.stats.protocol_errors,
+            auth_failures=self.auth_failures() if self.auth_failures is not None else {},
         )
 
     def _lag(
@@ -298,6 +303,7 @@ class BrokerMetrics:
         f.histogram("rocketmq_flush_latency_seconds", "CommitLog flush (fdatasync) time.")
         f.histogram("rocketmq_group_commit_batch_size", "Puts answered per group-commit round.")
         f.counter("rocketmq_protocol_errors_total", "Connections closed for malformed frames.")
+        f.counter("rocketmq_auth_failures_total", "Requests refused by the ACL.", ["reason"])
         if storage_used is not None:
             f.sample("rocketmq_storage_size", storage_used)
         if s is None:
@@ -336,4 +342,6 @@ class BrokerMetrics:
         f.histogram_sample("rocketmq_flush_latency_seconds", FLUSH_LATENCY_BUCKETS, s.flush_latency)
         f.histogram_sample("rocketmq_group_commit_batch_size", GROUP_COMMIT_BUCKETS, s.group_commit)
         f.sample("rocketmq_protocol_errors_total", s.protocol_errors)
+        for reason, n in s.auth_failures.items():
+            f.sample("rocketmq_auth_failures_total", n, [reason])
         return f

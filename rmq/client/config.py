@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.client.acl import AclClientRPCHook, signing_hook
 from rmq.common.net import local_ip
 from rmq.protocol.codes import LanguageCode, SerializeType
 
@@ -31,6 +32,10 @@ class ClientConfig:
     environment variable). ``serialize_type`` is the header encoding of the requests
     this client sends (JSON, as Java's default; ``SerializeType.ROCKETMQ`` for the
     binary one); responses are decoded whatever their encoding.
+
+    ``access_key`` / ``secret_key`` (both or neither): every request is signed as Java's
+    ``AclClientRPCHook`` signs it, for brokers with ``aclEnable=true``. The secret is
+    kept out of ``repr``.
     """
 
     namesrv_addr: str | None = None
@@ -52,6 +57,8 @@ class ClientConfig:
     #: ``<dir>/<clientId>/<group>/offsets.json``. None: ``$ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``,
     #: else ``~/.rocketmq_offsets`` (Java: rocketmq.client.localOffsetStoreDir).
     local_offset_store_dir: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def of_client(
@@ -66,6 +73,10 @@ class ClientConfig:
         if namesrv_addr is not None:
             own.namesrv_addr = namesrv_addr
         return own
+
+    def request_hook(self) -> AclClientRPCHook | None:
+        """The signing hook for this config's credentials (``acl.signing_hook``)."""
+        return signing_hook(self.access_key, self.secret_key)
 
     # ------------------------------------------------------------------ identity
     def build_mq_client_id(self) -> str:

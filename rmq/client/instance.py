@@ -170,6 +170,7 @@ class MQClientInstance:
             language=config.language,
             version=MQVersion.V4_9_8,
             connect_timeout=config.connect_timeout / 1000,
+            request_hook=config.request_hook(),
             name=f"client-{client_id}",
         )
         self.remoting.register_processor(

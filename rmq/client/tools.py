@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any
 
+from rmq.client.acl import add_credential_options, credentials
 from rmq.client.config import ClientConfig
 from rmq.client.consume_concurrently import ConsumeResult
 from rmq.client.consume_orderly import ConsumeOrderlyResult
@@ -77,11 +78,18 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--serialize", choices=("JSON", "ROCKETMQ"), default="JSON", help="request header encoding (default JSON)"
     )
     p.add_argument("--log-level", default="WARNING")
+    add_credential_options(p)
 
 
 def _config(args: argparse.Namespace) -> ClientConfig:
     addr = args.namesrv or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
-    return ClientConfig(namesrv_addr=addr, serialize_type=getattr(SerializeType, args.serialize))
+    access_key, secret_key = credentials(args)
+    return ClientConfig(
+        namesrv_addr=addr,
+        serialize_type=getattr(SerializeType, args.serialize),
+        access_key=access_key,
+        secret_key=secret_key,
+    )
 
 
 def _format_result(i: int, r: SendResult) -> str:

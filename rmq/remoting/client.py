@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.frame import MAX_FRAME_LENGTH, RemotingCommand
@@ -13,9 +14,13 @@ from rmq.remoting.dispatch import Processor
 from rmq.remoting.endpoint import Endpoint
 from rmq.remoting.errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
 
-__all__ = ["RemotingClient", "split_address"]
+__all__ = ["RemotingClient", "RequestHook", "split_address"]
 
 logger = logging.getLogger("rmq.remoting")
+
+#: Java's ``RPCHook.doBeforeRequest(remoteAddr, request)``: may rewrite the request
+#: (e.g. sign it: rmq.client's AclClientRPCHook) just before it is encoded and sent.
+RequestHook = Callable[[str, RemotingCommand], None]
 
 
 def split_address(addr: str) -> tuple[str, int]:
@@ -38,6 +43,9 @@ class RemotingClient(Endpoint):
     to ``request_handler(conn, cmd)`` or a processor registered per code, with the same
     rules as a server processor (see ``rmq.remoting.dispatch``); without either they are
     answered REQUEST_CODE_NOT_SUPPORTED.
+
+    ``request_hook(addr, cmd)`` runs on every request this client sends (after the
+    serialize type, language and version are set: they are part of what it may sign).
     """
 
     def __init__(
@@ -48,6 +56,7 @@ class RemotingClient(Endpoint):
         version: int | None = None,
         connect_timeout: float = 3.0,
         request_handler: Processor | None = None,
+        request_hook: RequestHook | None = None,
         name: str = "remoting-client",
         max_inflight_per_connection: int = 4096,
         max_frame_length: int = MAX_FRAME_LENGTH,
@@ -59,6 +68,7 @@ class RemotingClient(Endpoint):
         self.language = language
         self.version = version
         self.connect_timeout = connect_timeout
+        self.request_hook = request_hook
         super().__init__(name, max_inflight_per_connection, max_frame_length, coalesce_limit)
         self._dispatcher.register_default(request_handler)
         self._conns: dict[str, Connection] = {}
@@ -74,7 +84,7 @@ class RemotingClient(Endpoint):
             start = loop.time()
             conn = await self._connect(addr, timeout)
             timeout -= loop.time() - start
-        self._prepare(cmd)
+        self._prepare(addr, cmd)
         return await conn.request(cmd, timeout)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
@@ -85,7 +95,7 @@ class RemotingClient(Endpoint):
             conn = await self._connect(addr, self.connect_timeout)
         if conn.write_blocked:
             await conn.drain(self.connect_timeout)
-        self._prepare(cmd)
+        self._prepare(addr, cmd)
         conn.send_oneway(cmd)
 
     async def get_connection(self, addr: str) -> Connection:
@@ -95,12 +105,14 @@ class RemotingClient(Endpoint):
             conn = await self._connect(addr, self.connect_timeout)
         return conn
 
-    def _prepare(self, cmd: RemotingCommand) -> None:
+    def _prepare(self, addr: str, cmd: RemotingCommand) -> None:
         cmd.serialize_type = self.serialize_type
         if self.language is not None:
             cmd.language = self.language
         if self.version is not None:
             cmd.version = self.version
+        if self.request_hook is not None:
+            self.request_hook(addr, cmd)
 
     # ------------------------------------------------------------------ connections
     @property

@@ -64,6 +64,7 @@ class RemotingStats:
     unmatched_responses: int = 0  # responses whose opaque had no pending request
     processor_errors: int = 0  # processors that raised (answered SYSTEM_ERROR)
     timeouts: int = 0  # requests of ours that timed out
+    auth_refused: int = 0  # requests the auth hook refused (not processed)
 
 
 def format_address(addr: object) -> str:

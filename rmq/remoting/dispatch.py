@@ -29,6 +29,13 @@ response being queued. A processor that returns ``ANSWER_LATER`` answers through
 ``conn.send_response`` from a callback (a flush or replication round) and is seen when that
 response leaves; requests a processor takes over by returning None (long-polling pulls) are
 not seen. Unset, it costs one attribute load per request.
+
+``auth_hook`` (optional, access control): called as ``(peer address, request)`` before the
+processor; None lets the request through, a command refuses it. The refusal is sent as it
+is (only its opaque set: 4.9.8 answers ACL failures in JSON whatever the request used); a
+refused oneway request gets no answer. Either way the processor never sees it. The hook
+must not raise (a raise is answered SYSTEM_ERROR like a processor's). Unset, it costs one
+attribute load per request: the broker's per-message CPU is measured.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import HeaderFieldError
 from rmq.remoting.connection import Connection, RemotingStats
 
-__all__ = ["ANSWER_LATER", "AnswerLater", "Processor", "RequestDispatcher", "RpcObserver", "exception_text"]
+__all__ = ["ANSWER_LATER", "AnswerLater", "AuthHook", "Processor", "RequestDispatcher", "RpcObserver", "exception_text"]
 
 logger = logging.getLogger("rmq.remoting")
 
@@ -67,6 +74,8 @@ ANSWER_LATER = AnswerLater()
 ProcessorResult = RemotingCommand | None | AnswerLater | Awaitable[RemotingCommand | None]
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 RpcObserver = Callable[[int, int, float], None]
+#: ``(peer "host:port", request) -> None`` (allowed) or the refusal to send.
+AuthHook = Callable[[str, RemotingCommand], RemotingCommand | None]
 
 _ONEWAY: int = RemotingFlag.ONEWAY
 
@@ -95,6 +104,7 @@ class RequestDispatcher:
         # Strong references to processor tasks (the loop only keeps weak ones).
         self._tasks: set[asyncio.Future] = set()
         self.rpc_observer: RpcObserver | None = None
+        self.auth_hook: AuthHook | None = None
 
     def register(self, code: int, fn: Processor) -> None:
         self._processors[int(code)] = fn
@@ -111,6 +121,8 @@ class RequestDispatcher:
     def dispatch(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Run the processor for ``cmd`` (already counted in flight by ``conn``)."""
         self.stats.requests += 1
+        if self.auth_hook is not None and self._refused(conn, cmd, self.auth_hook):
+            return
         fn = self._processors.get(cmd.code)
         if fn is None:
             fn = self._default
@@ -143,6 +155,26 @@ class RequestDispatcher:
                 conn.observe_deferred(cmd.opaque, functools.partial(self._observe_code, cmd.code, t0))
         else:
             self._attach(conn, cmd, result, t0)
+
+    def _refused(self, conn: Connection, cmd: RemotingCommand, hook: AuthHook) -> bool:
+        """Ask the auth hook; True when it refused ``cmd`` (answered unless oneway)."""
+        try:
+            refusal = hook(conn.remote_address, cmd)
+        except Exception as e:
+            self._failed(conn, cmd, e)
+            return True  # an auth check that fails open would be worse than an error
+        if refusal is None:
+            return False
+        self.stats.auth_refused += 1
+        if cmd.flag & _ONEWAY:
+            conn._finish_request()  # dropped unprocessed, as 4.9.8 does
+            return True
+        refusal.opaque = cmd.opaque
+        try:
+            conn.send_response(refusal)
+        except Exception as e:  # e.g. an AccessKey with a lone surrogate in the remark
+            self._failed(conn, cmd, e)
+        return True
 
     def _observe(self, req: RemotingCommand, response_code: int, t0: float) -> None:
         observer = self.rpc_observer

@@ -7,7 +7,7 @@ import logging
 
 from rmq.protocol.frame import MAX_FRAME_LENGTH
 from rmq.remoting.connection import Connection, ConnectionCallback
-from rmq.remoting.dispatch import Processor, RpcObserver
+from rmq.remoting.dispatch import AuthHook, Processor, RpcObserver
 from rmq.remoting.endpoint import Endpoint
 
 __all__ = ["RemotingServer"]
@@ -53,6 +53,11 @@ class RemotingServer(Endpoint):
         """``observer(request code, response code, seconds)`` per answered request
         (metrics); None removes it."""
         self._dispatcher.rpc_observer = observer
+
+    def set_auth_hook(self, hook: AuthHook | None) -> None:
+        """``hook(peer "host:port", request)`` before every request's processor: None lets
+        it through, a command is the refusal (see ``rmq.remoting.dispatch``); None removes it."""
+        self._dispatcher.auth_hook = hook
 
     def on_connection_made(self, callback: ConnectionCallback) -> None:
         self._made_callbacks.append(callback)
