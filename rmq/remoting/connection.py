@@ -429,6 +429,12 @@ class Connection(asyncio.Protocol):
             # pause_writing stop dispatch before big responses pile up here.
             self._flush()
 
+    def flush(self) -> None:
+        """Write the queued responses now (one writelines) rather than at the flush
+        scheduled for the next loop iteration; for answers sent from a callback that
+        ends a batch (a commit round)."""
+        self._flush()
+
     def _flush(self) -> None:
         out = self._out
         if not out:

@@ -22,11 +22,12 @@ log = logging.getLogger("rmq.store.commitlog")
 
 
 class CommitRound:
-    __slots__ = ("_status", "_callbacks", "_fut")
+    __slots__ = ("_status", "_callbacks", "_after", "_fut")
 
     def __init__(self) -> None:
         self._status: PutMessageStatus | None = None
         self._callbacks: list[Callable[[CommitRound], object]] = []
+        self._after: dict[object, Callable[[], object]] | None = None
         self._fut: asyncio.Future[PutMessageStatus] | None = None
 
     def done(self) -> bool:
@@ -47,6 +48,16 @@ class CommitRound:
         else:
             self._callbacks.append(fn)
 
+    def after_callbacks(self, key: object, fn: Callable[[], object]) -> None:
+        """fn() once per key, after every callback ran: the send processor flushes each
+        connection's answers there, so they leave in the commit's own loop iteration,
+        coalesced, instead of one iteration later."""
+        after = self._after
+        if after is None:
+            after = self._after = {}
+        if key not in after:
+            after[key] = fn
+
     def set_result(self, status: PutMessageStatus) -> None:
         """End the round (the CommitLog, once): run every callback now."""
         if self._status is not None:
@@ -59,6 +70,13 @@ class CommitRound:
             except Exception:
                 # one answer failing must not keep the others from being sent
                 log.exception("a commit round callback failed")
+        after, self._after = self._after, None
+        if after is not None:
+            for after_fn in after.values():
+                try:
+                    after_fn()
+                except Exception:
+                    log.exception("a commit round callback failed")
         fut = self._fut
         if fut is not None and not fut.done():
             fut.set_result(status)

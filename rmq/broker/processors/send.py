@@ -311,6 +311,8 @@ class SendMessageProcessor:
                 conn.send_response(resp)
 
         waiter.add_done_callback(done)
+        if type(waiter) is CommitRound:
+            waiter.after_callbacks(conn, conn.flush)
         return ANSWER_LATER
 
     async def _await_put(self, request, result, waiter, uniq, qid, topic: str = "") -> RemotingCommand:

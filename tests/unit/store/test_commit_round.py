@@ -49,3 +49,15 @@ def test_a_failing_callback_does_not_stop_the_others(caplog: pytest.LogCaptureFi
         r.set_result(PutMessageStatus.UNKNOWN_ERROR)
     assert got == [PutMessageStatus.UNKNOWN_ERROR]
     assert any("commit round callback failed" in rec.getMessage() for rec in caplog.records)
+
+
+def test_after_callbacks_run_once_per_key_after_every_callback() -> None:
+    r = CommitRound()
+    order: list[str] = []
+    r.add_done_callback(lambda _: order.append("answer 1"))
+    r.after_callbacks("conn-a", lambda: order.append("flush a"))
+    r.add_done_callback(lambda _: order.append("answer 2"))
+    r.after_callbacks("conn-a", lambda: order.append("flush a again"))  # same key: once
+    r.after_callbacks("conn-b", lambda: order.append("flush b"))
+    r.set_result(PutMessageStatus.PUT_OK)
+    assert order == ["answer 1", "answer 2", "flush a", "flush b"]
