@@ -21,7 +21,6 @@ from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI
-from rmq.broker.periodic import PeriodicService
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
@@ -42,6 +41,7 @@ from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
 from rmq.broker.transaction import TransactionalMessageService
 from rmq.common.clock import now_ms
+from rmq.common.service import PeriodicService
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.message import pack_host
 from rmq.remoting.client import RemotingClient

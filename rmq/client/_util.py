@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from rmq.common.service import ServiceLoop, TaskSet
+from rmq.common.service import TaskSet
 
 log = logging.getLogger("rmq.client")
 
@@ -67,27 +67,3 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
     """A coroutine function, or an object whose ``__call__`` is one (run on the loop,
     not in a thread)."""
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - the method itself, not callable()
-
-
-class PeriodicService(ServiceLoop):
-    """One of MQClientInstance's scheduled tasks on the loop: ``fn`` ``initial_ms`` after
-    start, then ``period_ms`` after each run ends; a failed run is logged, the next one
-    comes as planned."""
-
-    def __init__(
-        self, name: str, initial_ms: int, period_ms: int, fn: Callable[[], Awaitable[object]], logger: logging.Logger
-    ) -> None:
-        super().__init__(name, logger)
-        self._initial_ms = initial_ms
-        self._period_ms = period_ms
-        self._fn = fn
-        self._first = True
-
-    def interval(self) -> float:
-        if self._first:
-            self._first = False
-            return self._initial_ms / 1000
-        return self._period_ms / 1000
-
-    async def run_once(self) -> None:
-        await self._fn()

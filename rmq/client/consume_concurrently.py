@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from rmq.client._util import PeriodicService
 from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.consumer_base import MessageModel
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.common.mixall import retry_topic
+from rmq.common.service import PeriodicService
 from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.message import MessageConst, MessageExt
 
@@ -70,7 +70,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         period = min(consumer.consume_timeout_ms, 60000)
         # ProcessQueue.cleanExpiredMsg, every consume_timeout (at most 1 min)
         self._clean_expired = PeriodicService(
-            f"{consumer.group} clean-expired", period, period, self._clean_expired_all, log
+            f"{consumer.group} clean-expired", period / 1000, self._clean_expired_all, log
         )
 
     def start(self) -> None:

@@ -40,10 +40,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rmq.client._util import PeriodicService, sleep_unless
+from rmq.client._util import sleep_unless
 from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
 from rmq.common.clock import now_ms
+from rmq.common.service import PeriodicService
 from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.message import MessageConst, MessageExt
 
@@ -92,7 +93,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
         self._mq_locks: dict[MessageQueue, asyncio.Lock] = {}
         # lockMQPeriodically: the held queues' locks renewed every 20 s
         self._lock_renewal = PeriodicService(
-            f"{consumer.group} lock-renewal", 1000, REBALANCE_LOCK_INTERVAL_MS, self._lock_all, log
+            f"{consumer.group} lock-renewal", REBALANCE_LOCK_INTERVAL_MS / 1000, self._lock_all, log, initial=1
         )
 
     @property

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from rmq.client._util import BoundedTaskSet, PeriodicService
+from rmq.client._util import BoundedTaskSet
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQClientError
@@ -51,7 +51,7 @@ from rmq.client.routes import (
     topic_route_to_subscribe_info,
 )
 from rmq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
-from rmq.common.service import ServiceLoop
+from rmq.common.service import PeriodicService, ServiceLoop
 from rmq.protocol.bodies import (
     MASTER_ID,
     ConsumerData,
@@ -211,17 +211,25 @@ class MQClientInstance:
         cid = self.client_id
         self._services = [
             PeriodicService(
-                f"{cid} route", 10, c.poll_name_server_interval, self.update_topic_route_info_from_name_server_all, log
+                f"{cid} route",
+                c.poll_name_server_interval / 1000,
+                self.update_topic_route_info_from_name_server_all,
+                log,
+                initial=0.01,
             ),
             PeriodicService(
-                f"{cid} heartbeat", 1000, c.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers, log
+                f"{cid} heartbeat",
+                c.heartbeat_broker_interval / 1000,
+                self.send_heartbeat_to_all_brokers,
+                log,
+                initial=1,
             ),
             PeriodicService(
                 f"{cid} persist-offsets",
-                min(10000, c.persist_consumer_offset_interval),
-                c.persist_consumer_offset_interval,
+                c.persist_consumer_offset_interval / 1000,
                 self.persist_all_consumer_offset,
                 log,
+                initial=min(10000, c.persist_consumer_offset_interval) / 1000,
             ),
             self._rebalance_service,
         ]

@@ -10,11 +10,12 @@ Java's: a wakeup that came while the service was busy is not lost, the next wait
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-__all__ = ["ServiceLoop", "TaskSet"]
+__all__ = ["PeriodicService", "ServiceLoop", "TaskSet"]
 
 _log = logging.getLogger("rmq.service")
 
@@ -116,6 +117,34 @@ class ServiceLoop:
             await self.on_stop()
         except Exception:
             self.log.exception("%s: stopping failed", self.name)
+
+
+class PeriodicService(ServiceLoop):
+    """``fn`` every ``period`` seconds, the first run ``initial`` seconds after start (default:
+    one period), the next period counted from the end of a run (scheduleWithFixedDelay). A
+    failed run is logged and the next one comes as planned. ``fn`` may be a coroutine function."""
+
+    def __init__(
+        self,
+        name: str,
+        period: float,
+        fn: Callable[[], Awaitable[object] | object],
+        logger: logging.Logger | None = None,
+        initial: float | None = None,
+    ) -> None:
+        super().__init__(name, logger)
+        self.period = period
+        self.fn = fn
+        self._next = period if initial is None else initial
+
+    def interval(self) -> float:
+        wait, self._next = self._next, self.period
+        return wait
+
+    async def run_once(self) -> None:
+        r = self.fn()
+        if inspect.isawaitable(r):
+            await r
 
 
 class TaskSet:

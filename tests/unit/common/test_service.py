@@ -105,3 +105,29 @@ async def test_taskset_keeps_logs_and_closes(caplog: pytest.LogCaptureFixture) -
     assert len(ts) == 1
     await ts.close()
     assert long.cancelled() and len(ts) == 0
+
+
+async def test_periodic_service_first_run_after_initial_then_every_period() -> None:
+    from rmq.common.service import PeriodicService
+
+    runs: list[float] = []
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+
+    async def tick() -> None:
+        runs.append(loop.time() - t0)
+
+    s = PeriodicService("tick", 0.05, tick, initial=0.0)
+    s.start()
+    await asyncio.sleep(0.18)
+    await s.stop()
+    assert len(runs) >= 3
+    assert runs[0] < 0.03  # initial: at once
+    assert all(b - a >= 0.045 for a, b in zip(runs, runs[1:], strict=False))  # then every period
+
+    plain: list[int] = []
+    p = PeriodicService("plain", 0.01, lambda: plain.append(1))  # a plain function is fine too
+    p.start()
+    await asyncio.sleep(0.05)
+    await p.stop()
+    assert plain
