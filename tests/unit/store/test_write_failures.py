@@ -19,6 +19,7 @@ from rmq.store import mapped_file
 from rmq.store.config import FlushDiskType
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageStatus, RunningFlags
+from tests.unit.waiting import wait_until
 
 from .conftest import msg, small_config
 
@@ -48,14 +49,6 @@ class DiskFault:
                 self.real(fd, memoryview(data)[:half], pos)
             raise OSError(self.err, os.strerror(self.err))
         return self.real(fd, data, pos)
-
-
-async def _until(cond, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        assert loop.time() < end, "condition not reached"
-        await asyncio.sleep(0.02)
 
 
 def _bytes_at(st: MessageStore, offset: int, n: int) -> bytes:
@@ -108,7 +101,7 @@ async def test_a_failed_commit_is_answered_an_error_and_rolled_back(tmp_path, mo
         assert not st.running_flags.is_writeable()  # the repair probe fails too
 
         fault.on = False  # the fault clears: the store takes writes again
-        await _until(lambda: st.running_flags.is_writeable())
+        await wait_until(lambda: st.running_flags.is_writeable())
         # the half-written bytes of the failed commit are gone
         assert _bytes_at(st, end, n) == bytes(n)
         r = await st.put(msg(body=b"after", queue_id=0))
@@ -167,7 +160,7 @@ async def test_a_commit_failing_at_a_roll_fails_only_its_own_records(tmp_path, m
         for i in good:
             r = puts[i][0]
             answered[(b"m%02d" % i * 150).decode()] = (r.wrote_offset, r.wrote_bytes)
-        await _until(lambda: st.running_flags.is_writeable())
+        await wait_until(lambda: st.running_flags.is_writeable())
         r = await st.put(msg(body=b"next"))
         assert r.status is OK and r.queue_offset == len(good)
         answered["next"] = (r.wrote_offset, r.wrote_bytes)
@@ -194,15 +187,15 @@ async def test_a_failed_fsync_is_never_success_later(tmp_path, monkeypatch, mode
     try:
         r = await st.put(msg(body=b"before"))
         assert r.status is OK
-        await _until(lambda: st.commitlog.flushed_where >= r.end_offset)
+        await wait_until(lambda: st.commitlog.flushed_where >= r.end_offset)
         monkeypatch.setattr(mapped_file.FlushPlan, "run", failing_run)
         r = await st.put(msg(body=b"during"))
         if mode is FlushDiskType.SYNC_FLUSH:
             assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
-        await _until(lambda: bool(failures))
+        await wait_until(lambda: bool(failures))
         flushed = st.commitlog.flushed_where
         monkeypatch.setattr(mapped_file.FlushPlan, "run", real_run)  # the disk "recovers"
-        await _until(lambda: not st.running_flags.is_writeable())
+        await wait_until(lambda: not st.running_flags.is_writeable())
         r, w = st.put_nowait(msg(body=b"after"))
         assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and w is None
         assert "flushing the CommitLog failed" in st.not_writeable_reason()
