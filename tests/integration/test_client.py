@@ -718,6 +718,10 @@ async def test_lite_pull_subscribe_rebalances_between_two_consumers(cluster):
 
 
 # --------------------------------------------------------------------------- admin API
+async def _has_max_offset(api: MQClientAPI, broker: str, topic: str, queue: int, want: int) -> bool:
+    return await api.get_max_offset(broker, topic, queue) == want
+
+
 async def test_admin_requests(cluster):
     topic = await new_topic(cluster, queues=2)
     t0 = int(time.time() * 1000)
@@ -733,7 +737,8 @@ async def test_admin_requests(cluster):
         assert "broker-a" in info.cluster_addr_table["TestCluster"]
         assert topic in await api.get_all_topic_list()
         assert await api.get_topic_route_info(unique("missing")) is None
-        assert await api.get_max_offset(b, topic, 1) == 1
+        # the reput dispatcher writes the ConsumeQueue after PUT_OK, as in RocketMQ
+        await wait_until(lambda: _has_max_offset(api, b, topic, 1, 1), 5.0, what="the sent message in the ConsumeQueue")
         assert await api.get_min_offset(b, topic, 1) == 0
         assert await api.get_max_offset(b, topic, 0) == 0
         assert await api.search_offset(b, topic, 1, t0 - 1000) == 0
