@@ -12,7 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-from rmq.broker.acl import AclGuard, AclReloadService, acl_home, load_acl_set
 from rmq.broker.client_manager import ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller_role import ControllerRole, FailoverEpochs
@@ -20,7 +19,7 @@ from rmq.broker.locks import RebalanceLockManager
 from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
-from rmq.broker.outer_api import BrokerOuterAPI
+from rmq.broker.outer_api import BrokerOuterAPI, outer_client
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
@@ -44,12 +43,13 @@ from rmq.common.clock import now_ms
 from rmq.common.service import PeriodicService
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.message import pack_host
-from rmq.remoting.client import RemotingClient
+from rmq.remoting.acl_guard import AclGuard, AclReloadService, acl_home, load_acl_set
 from rmq.remoting.server import RemotingServer
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 
 log = logging.getLogger("rmq.broker")
+acl_log = logging.getLogger("rmq.broker.acl")
 
 
 class Broker:
@@ -93,7 +93,8 @@ class Broker:
 
         # ---- network
         self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
-        self.namesrv_client = RemotingClient()
+        # signs with innerClientAuthenticationCredentials (registration, controller, slave sync)
+        self.namesrv_client = outer_client(bc.inner_credential)
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
 
         # ---- the store (loaded and started in start(); its host once the port is bound)
@@ -277,7 +278,9 @@ class Broker:
             # First: an AclConfigError (file and line) stops the start before anything
             # is opened, and no request is served before the accounts are in force.
             home = acl_home(bc.rocketmqHome)
-            self.acl_guard = AclGuard(await asyncio.to_thread(load_acl_set, home))
+            self.acl_guard = AclGuard(
+                await asyncio.to_thread(load_acl_set, home, acl_log), cluster=bc.inner_credential, logger=acl_log
+            )
             self.server.set_auth_hook(self.acl_guard)
             self.acl_reload = AclReloadService(self.acl_guard, home)
             log.info(
