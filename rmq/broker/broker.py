@@ -271,6 +271,13 @@ class Broker:
         """broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it."""
         return self.admin_ops.config_path
 
+    def _auth_failures(self) -> dict[str, int]:
+        """Refusals by reason: the ACL's requests and the HA port's handshakes."""
+        counts = self.acl_guard.failure_counts() if self.acl_guard is not None else {}
+        for reason, n in self.roles.ha_auth_failures.items():
+            counts[reason] = counts.get(reason, 0) + n
+        return counts
+
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         bc, sc = self.broker_config, self.store_config
@@ -329,7 +336,7 @@ class Broker:
                 self.consumers,
                 self.producers,
                 self.roles,
-                self.acl_guard.failure_counts if self.acl_guard is not None else None,
+                self._auth_failures,
             )
             self.metrics.start()
         if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:
