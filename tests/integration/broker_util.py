@@ -444,3 +444,17 @@ def signing_client(creds: tuple[str, str] | None) -> RemotingClient:
     from rmq.client.acl import AclClientRPCHook
 
     return RemotingClient(request_hook=AclClientRPCHook(*creds) if creds else None)
+
+
+def acl_account(ak: str, sk: str, admin: bool = False, **fields: object) -> dict[str, object]:
+    """One plain_acl.yml account; a normal one may publish and subscribe everything."""
+    if not admin:
+        fields = {"defaultTopicPerm": "PUB|SUB", "defaultGroupPerm": "PUB|SUB", **fields}
+    return {"accessKey": ak, "secretKey": sk, "admin": admin, **fields}
+
+
+def acl_yml(*accounts: dict[str, object], global_white: list[str] | None = None) -> str:
+    """A plain_acl.yml text with these accounts (and globalWhiteRemoteAddresses)."""
+    import yaml
+
+    return yaml.safe_dump({"globalWhiteRemoteAddresses": global_white or [], "accounts": list(accounts)})

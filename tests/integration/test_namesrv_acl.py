@@ -28,7 +28,7 @@ from rmq.protocol.codes import RemotingSysResponseCode, RequestCode, ResponseCod
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from tests.harness import start_broker, start_namesrv
-from tests.integration.broker_util import produce_and_consume, unique, wait_until
+from tests.integration.broker_util import acl_account, acl_yml, produce_and_consume, unique, wait_until
 from tests.integration.broker_util import signing_client as client
 from tests.metrics_util import free_ports, scrape
 
@@ -39,28 +39,13 @@ USER = ("NsUser00001", "nsUserSecret01")
 CLUSTER_CRED = ("clusterAK01", "clusterSecret01")
 CLUSTER = "TestCluster"
 
-PLAIN_ACL = f"""\
-globalWhiteRemoteAddresses: ["127.0.0.1"]
-accounts:
-  - accessKey: {ADMIN[0]}
-    secretKey: {ADMIN[1]}
-    admin: true
-  - accessKey: {USER[0]}
-    secretKey: {USER[1]}
-    admin: false
-    whiteRemoteAddress: 127.0.0.1
-    defaultTopicPerm: PUB|SUB
-    defaultGroupPerm: PUB|SUB
-"""
-# the broker's own accounts: the normal account only (slaves, admin: the credential)
-BROKER_ACL = f"""\
-accounts:
-  - accessKey: {USER[0]}
-    secretKey: {USER[1]}
-    admin: false
-    defaultTopicPerm: PUB|SUB
-    defaultGroupPerm: PUB|SUB
-"""
+PLAIN_ACL = acl_yml(
+    acl_account(*ADMIN, admin=True),
+    acl_account(*USER, whiteRemoteAddress="127.0.0.1"),
+    global_white=["127.0.0.1"],  # (opens no write on the NameServer)
+)
+# the broker's own accounts: the normal account only (admin there: the credential)
+BROKER_ACL = acl_yml(acl_account(*USER))
 
 
 @pytest.fixture(scope="module")
