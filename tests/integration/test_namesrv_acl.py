@@ -72,7 +72,9 @@ def ns_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
         ),
     }
     with start_namesrv(d, "-c", str(props)) as ns, start_broker(d, ns.addr, name="broker-cred", conf=conf) as br:
-        yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, ns=ns, br=br, metrics_port=metrics_port, dir=d)
+        yield SimpleNamespace(
+            namesrv=ns.addr, broker=br.addr, ns=ns, br=br, metrics_port=metrics_port, dir=d, home=ns_home
+        )
 
 
 def register_cmd(name: str, addr: str, topics: dict[str, TopicConfig] | None = None) -> RemotingCommand:
@@ -242,6 +244,22 @@ async def test_reads_are_open_to_unsigned_clients(ns_acl):
     assert CLUSTER_CRED[1].encode() not in text
 
 
+async def test_an_admin_account_added_to_the_files_works_after_reload(ns_acl):
+    late = ("LateAdmin01", "lateAdminSecret1")
+    put = {"namespace": "NS_ACL", "key": "late", "value": "v"}
+    resp = await invoke(ns_acl, late, RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields=dict(put)))
+    assert_refused(resp, f"No acl config for {late[0]}")
+    extra = ns_acl.home / "conf" / "acl" / "team"
+    extra.mkdir(parents=True)
+    (extra / "late.yaml").write_text(acl_yml(acl_account(*late, admin=True)))
+
+    async def accepted() -> bool:
+        cmd = RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields=dict(put))
+        return (await invoke(ns_acl, late, cmd)).code == ResponseCode.SUCCESS
+
+    await wait_until(accepted, 10, "the NameServer never reloaded its ACL files", interval=0.2)
+
+
 # --------------------------------------------------------------------------- a real broker
 async def test_broker_with_the_credential_registers_and_serves_clients(ns_acl):
     assert "broker-cred" in await broker_names(ns_acl)
@@ -270,3 +288,44 @@ async def test_refusals_are_counted_and_logged_without_secrets(ns_acl):
     for secret in (ADMIN[1], USER[1], CLUSTER_CRED[1], "notTheSecret1"):
         assert secret not in log
         assert secret not in ns_acl.br.log_text()
+
+
+# --------------------------------------------------------------------------- controller
+async def test_controller_heartbeats_need_the_credential(tmp_path):
+    """A controller NameServer with ACL: the broker with the credential is elected
+    master of its group; the one without stays pending (its BROKER_HEARTBEAT refused)."""
+    from tests.cluster.failover_util import controller_conf
+    from tests.cluster.ha_util import ha_status
+
+    home = tmp_path / "ns-home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    props = tmp_path / "namesrv.properties"
+    props.write_text(
+        "aclEnable=true\nenableControllerInNamesrv=true\n"
+        f"rocketmqHome={home}\n"
+        f"innerClientAuthenticationCredentials={CLUSTER_CRED[0]}:{CLUSTER_CRED[1]}\n"
+    )
+    cred = f"{CLUSTER_CRED[0]}:{CLUSTER_CRED[1]}"
+    with_cred = controller_conf("ASYNC_MASTER", 0, innerClientAuthenticationCredentials=cred)
+    without = controller_conf("ASYNC_MASTER", 0)
+    with (
+        start_namesrv(tmp_path, "-c", str(props)) as ns,
+        start_broker(tmp_path, ns.addr, name="ctl-cred", conf=with_cred) as a,
+        start_broker(tmp_path, ns.addr, name="ctl-nocred", conf=without) as b,
+    ):
+
+        async def led() -> bool:
+            s = await ha_status(a.addr)
+            return s["brokerRole"] == "ASYNC_MASTER" and s["epoch"] >= 1
+
+        await wait_until(led, 30, "the broker with the credential was never made master")
+
+        def refused() -> bool:
+            return "answered code 1: org.apache.rocketmq.acl.common.AclException: No accessKey" in b.log_text()
+
+        await wait_until(refused, 30, "the controller never refused the unsigned heartbeat")
+        s = await ha_status(b.addr)
+        assert s["brokerRole"] == "SLAVE" and s["epoch"] == 0  # pending: it takes no writes
+        names = await broker_names(SimpleNamespace(namesrv=ns.addr))
+        assert "ctl-cred" in names and "ctl-nocred" not in names
