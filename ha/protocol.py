@@ -47,7 +47,7 @@ every payload byte before the proof)`` (the HELLO's fields and the AccessKey) un
 cluster's AccessKey, compared in constant time. The nonce is new for every connection,
 so a HELLO recorded from another connection proves nothing. A slave that has a
 credential waits for the CHALLENGE before it says HELLO; one without says HELLO at once
-(and a master with a credential refuses it). Proof bytes appended after the proof would
+(and a master with a credential refuses it). Payload bytes after the proof would
 not be covered by it: a later version adds its fields before the proof.
 
 Two readers, one per direction: ``MasterStreamReader`` (what the master reads from a

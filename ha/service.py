@@ -208,7 +208,8 @@ class HAService:
         if h.proof is None:
             reason, why = (
                 "ha_no_credential",
-                "this master requires the cluster credential (innerClientAuthenticationCredentials) and the HELLO carries no proof",
+                "this master requires the cluster credential (innerClientAuthenticationCredentials) "
+                "and the HELLO carries no proof",
             )
         elif nonce is None or not verify_hello(h, nonce, cred):
             # (one answer for a wrong AccessKey and a wrong proof: no key probing)
