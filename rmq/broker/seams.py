@@ -219,6 +219,8 @@ class PutStats(Protocol):
 class GetStats(Protocol):
     def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None: ...
 
+    def on_get_done(self, elapsed_ms: int, found: bool) -> None: ...
+
 
 class PullHold(Protocol):
     """Long polling: park a pull that found nothing."""

@@ -727,6 +727,14 @@ class KVTable(Body):
 
     table: dict[str, str] = field(default_factory=dict)
 
+    def first_figure(self, key: str) -> float:
+        """The first of a rate key's figures (``putTps`` = ``"12.5 11.0 9.8"``: 10 s, 1 min,
+        10 min), as mqadmin reads it; 0.0 when absent or empty."""
+        try:
+            return float(self.table.get(key, "").split()[0])
+        except (ValueError, IndexError):
+            return 0.0
+
 
 # =========================================================================== heartbeat (2.7)
 @json_body(("group_name", "groupName", STR, REQUIRED))

@@ -210,12 +210,16 @@ class FakeStats:
     def __init__(self) -> None:
         self.puts: list[tuple[PutMessageStatus, str]] = []
         self.gets: list[tuple[str, str, int, int]] = []
+        self.misses = 0
 
     def on_put(self, result: PutMessageResult, request: RemotingCommand, topic: str = "") -> None:
         self.puts.append((result.status, topic))
 
     def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None:
         self.gets.append((group, topic, queue_id, len(result.buffers)))
+
+    def on_get_done(self, elapsed_ms: int, found: bool) -> None:
+        self.misses += not found
 
 
 class FakePullHold:
