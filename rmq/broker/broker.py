@@ -246,6 +246,7 @@ class Broker:
             (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info),
             (RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
             (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
+            (RequestCode.GET_BROKER_CONSUME_STATS, ops.get_broker_consume_stats),
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
             (RequestCode.GET_PRODUCER_CONNECTION_LIST, ops.get_producer_connection_list),
             (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ops.update_and_create_subscription_group),

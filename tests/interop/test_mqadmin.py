@@ -18,6 +18,7 @@ pytestmark = [
 ]
 
 TOPIC = "MqadminTopic"
+OFFLINE_GROUP = "MqadminOfflineGroup"  # committed 30 of each queue's 50: a lag of 80
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,9 @@ def group(tmp_path_factory):
             async with BrokerApi(g.master.addr) as api:
                 for i in range(200):
                     await api.send_ok(TOPIC, b"m-%d" % i, queue_id=i % 4)
+                for q in range(4):
+                    await api.wait_max_offset(TOPIC, q, 50)
+                    assert (await api.update_offset(OFFLINE_GROUP, TOPIC, q, 30)).code == 0
             await wait_in_sync(g)
 
         asyncio.run(fill())
@@ -79,3 +83,16 @@ def test_broker_status(group, run, which):
     assert kv["brokerRole"] == ("ASYNC_MASTER" if which == "master" else "SLAVE")
     assert int(kv["commitLogMaxOffset"]) > 0
     assert len(kv["putTps"].split(" ")) == 3
+
+
+def test_broker_consume_stats(group, run):
+    # 317 reports the broker's subscription groups, as 4.9.8 does
+    assert run("updateSubGroup", "-b", group.master.addr, "-g", OFFLINE_GROUP).rc == 0
+    r = run("brokerConsumeStats", "-b", group.master.addr)
+    assert r.rc == 0, r.text
+    rows = [row for row in _rows(r.out) if row[:2] == [TOPIC, OFFLINE_GROUP]]
+    assert sorted((int(row[3]), int(row[4]), int(row[5]), int(row[6])) for row in rows) == [
+        (q, 50, 30, 20) for q in range(4)
+    ], r.out
+    total = int(re.search(r"Diff Total: (\d+)", r.out).group(1))
+    assert total >= 80

@@ -174,6 +174,9 @@ class FakeSubscriptions:
     def delete(self, group: str) -> bool:
         return self.table.pop(group, None) is not None
 
+    def names(self) -> list[str]:
+        return list(self.table)
+
     def snapshot(self) -> dict[str, Any]:
         return {"subscriptionGroupTable": {k: v.to_dict() for k, v in self.table.items()}}
 
