@@ -30,6 +30,7 @@ from rmq.broker.processors.lock import LockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.processors.store_admin import StoreAdminProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
 from rmq.broker.registration import BrokerRegistration
 from rmq.broker.roles import RoleServices
@@ -82,6 +83,7 @@ class Broker:
             bc.clusterTopicEnable,
             bc.brokerTopicEnable,
             len(sc.delay_levels_ms),
+            bc.msgTraceTopicName if bc.traceTopicEnable else None,
         )
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.subscriptions = SubscriptionGroupManager(cfg_dir, bc.autoCreateSubscriptionGroup)
@@ -217,6 +219,7 @@ class Broker:
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
         ops = self.admin_ops
+        sa = StoreAdminProcessor(self.store, self.store.cleaner.commitlog_service, self.topics)
         a = AdminBrokerProcessor(
             bc,
             self.store,
@@ -254,6 +257,10 @@ class Broker:
             (RequestCode.DELETE_SUBSCRIPTIONGROUP, ops.delete_subscription_group),
             (RequestCode.UPDATE_BROKER_CONFIG, ops.update_broker_config),
             (RequestCode.GET_BROKER_CONFIG, ops.get_broker_config),
+            (RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, sa.clean_expired_consume_queue),
+            (RequestCode.CLEAN_UNUSED_TOPIC, sa.clean_unused_topic),
+            (RequestCode.DELETE_EXPIRED_COMMITLOG, sa.delete_expired_commitlog),
+            (RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, sa.get_system_topic_list),
         ):
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)

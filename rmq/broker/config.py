@@ -65,6 +65,11 @@ class BrokerConfig(NettyServerConfig):
     queryThreadPoolQueueCapacity: int = 20000
     endTransactionPoolQueueCapacity: int = 100000
     traceOn: bool = True
+    # RocketMQ's message trace topic, created at start when traceTopicEnable is set
+    traceTopicEnable: bool = False
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    # Filter servers (FilterServer class filtering) are not run: always 0, as 4.9.8's default
+    filterServerNums: int = 0
     transactionTimeOut: int = 6000
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60000

@@ -4,6 +4,7 @@ subcommand, asserting what the output says."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import pytest
@@ -96,3 +97,23 @@ def test_broker_consume_stats(group, run):
     ], r.out
     total = int(re.search(r"Diff Total: (\d+)", r.out).group(1))
     assert total >= 80
+
+
+@pytest.mark.parametrize("command", ["cleanExpiredCQ", "cleanUnusedTopic", "deleteExpiredCommitLog"])
+def test_store_maintenance_commands(group, run, command):
+    # what each does to the store: tests/unit/store/test_cleanup.py; here mqadmin's view
+    r = run(command, "-b", group.master.addr)
+    assert (r.rc, r.out.strip()) == (0, "success"), r.text
+    # the topic with its config keeps its messages
+    r = run("topicStatus", "-t", TOPIC)
+    assert sum(int(row[3]) for row in _rows(r.out) if row[0] == GROUP) == 200, r.out
+
+
+@pytest.mark.parametrize("what", ["Metadata", "Metrics"])
+def test_export(group, run, what, tmp_path):
+    r = run(f"export{what}", "-c", CLUSTER, "-f", str(tmp_path))
+    assert r.rc == 0 and "success" in r.out, r.text
+    doc = json.loads((tmp_path / f"{what.lower()}.json").read_text())
+    text = json.dumps(doc)
+    assert TOPIC in text or what == "Metrics", text[:500]
+    assert doc
