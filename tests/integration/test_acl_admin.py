@@ -241,14 +241,28 @@ async def test_cluster_option_reaches_master_and_slave(group):
         assert doc[addr]["brokerName"] == "broker-acl"
         assert str(default_file(home)) in doc[addr]["allAclFileVersion"]
 
-    r = await run_admin(group, "deleteAclConfig", "-c", CLUSTER, "-a", ak)
+    r = await run_admin(group, "deleteAclConfig", "-c", CLUSTER, "-a", ak, "--json")
     assert r.rc == 0, r
+    assert sorted(r.json()["brokers"]) == sorted(addrs)
     for addr in addrs:
         await wait_until(
             lambda a=addr: _is(runtime_info_code(a, (ak, sk)), RemotingSysResponseCode.SYSTEM_ERROR),
             10,
             f"{ak} refused by {addr}",
         )
+
+
+async def test_cluster_write_reports_a_drifted_slave_and_still_writes_the_rest(group):
+    # an account only the master has (written with -b): the slave answers 210, the master is done
+    ak, sk = unique("MasterOnly"), "master-secret-1"
+    r = await run_admin(group, "updateAclConfig", "-b", group.master.addr, "-a", ak, "-s", sk)
+    assert r.rc == 0, r
+    r = await run_admin(group, "deleteAclConfig", "-c", CLUSTER, "-a", ak)
+    assert r.rc == 1, r
+    assert f"delete plain access config account from {group.master.addr} success." in r.out
+    assert r.err.startswith(f"rmq admin deleteAclConfig: broker {group.slave.addr}: ")
+    assert "DELETE_ACL_CONFIG_FAILED (210)" in r.err
+    assert ak not in accounts(default_file(group.homes[0]))
 
 
 async def _is(aw, expected: int) -> bool:
@@ -275,8 +289,9 @@ async def test_cluster_acl_info_version_changes(group):
     assert row.split()[:5] == [CLUSTER, "broker-acl", addr, str(default_file(home)), str(first.version.counter)]
     assert lines[-1] == "get broker's plain access config version success."
 
-    w = await run_admin(group, "updateGlobalWhiteAddr", "-b", addr, "-g", "10.9.8.*")
+    w = await run_admin(group, "updateGlobalWhiteAddr", "-b", addr, "-g", "10.9.8.*", "--json")
     assert w.rc == 0, w
+    assert w.json() == {"globalWhiteRemoteAddresses": ["10.9.8.*"], "aclFileFullPath": "", "brokers": [addr]}
     r = await signed_call(addr, ADMIN, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
     second = AclVersionInfo.from_ext_fields(r.ext_fields)
     assert second.version.counter == first.version.counter + 1
@@ -396,4 +411,7 @@ async def test_acl_disabled_broker_says_so(group, tmp_path):
         )
         v = await run_admin(group, "clusterAclConfigVersion", "-b", br.addr, env={})
         assert v.rc == 1 and "ACL is not enabled on this broker" in v.err, v
+        u = await run_admin(group, "updateAclConfig", "-b", br.addr, "-a", "Someone1", "-s", "12345678", env={})
+        assert u.rc == 1, u
+        assert "UPDATE_AND_CREATE_ACL_CONFIG_FAILED (209): ACL is not enabled on this broker" in u.err, u
     assert not (home / "conf" / "plain_acl.yml").exists()

@@ -5,7 +5,9 @@ The files are the truth: each write reads the ACL files as they are now (not the
 force, which the reload loop may not have caught up with), rewrites one of them
 atomically (``atomic_write``) with ``dataVersion`` bumped, loads the files again and puts
 that set in force at once, so the next request already sees the change. The reload loop
-then finds the same content and leaves it. Writes are serialized (4.9.8's handlers are
+then finds the same content and leaves it (a reload that read the files just before the
+write and lands just after it can put the previous set back; its next poll, one interval
+later, sees the changed file and loads it again). Writes are serialized (4.9.8's handlers are
 ``synchronized``) and run in a worker thread: the event loop never waits on the disk.
 
 The rewrites themselves are ``rmq.auth.acl_update`` (sans-IO). Only admin accounts get
