@@ -34,7 +34,7 @@ from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
 from rmq.broker.registration import BrokerRegistration
 from rmq.broker.roles import RoleServices
-from rmq.broker.runtime_info import BrokerRuntimeInfo, TpsMeter
+from rmq.broker.runtime_info import BrokerRuntimeInfo, stats_sampler
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize, SlaveSyncService
 from rmq.broker.stats import BrokerStats
@@ -73,7 +73,7 @@ class Broker:
 
         # ---- metadata and clients
         self.stats = BrokerStats()
-        self.tps = TpsMeter(self.stats)
+        self.sampler = stats_sampler(self.stats)
         self.topics = TopicConfigManager(
             cfg_dir,
             bc.brokerClusterName,
@@ -138,7 +138,9 @@ class Broker:
         self.acl_reload: AclReloadService | None = None
 
         # ---- processors
-        self.runtime_info = BrokerRuntimeInfo(self.stats, self.tps, self.store, sc, self.server.stats)
+        self.runtime_info = BrokerRuntimeInfo(
+            self.stats, self.sampler, self.store, sc, bc, self.server.stats, lambda: self.schedule.offset_table
+        )
         self.pull_processor = PullMessageProcessor(
             bc,
             sc,
@@ -171,7 +173,7 @@ class Broker:
         self.slave_sync_service = SlaveSyncService(self.slave_sync, sc)
 
         def tick() -> None:
-            self.tps.tick()
+            self.sampler.tick()
             self.admin_ops.tick()
 
         def scan_channels() -> None:
@@ -245,6 +247,7 @@ class Broker:
             (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info),
             (RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
             (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
+            (RequestCode.GET_BROKER_CONSUME_STATS, ops.get_broker_consume_stats),
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
             (RequestCode.GET_PRODUCER_CONNECTION_LIST, ops.get_producer_connection_list),
             (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ops.update_and_create_subscription_group),

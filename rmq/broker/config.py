@@ -58,6 +58,12 @@ class BrokerConfig(NettyServerConfig):
     # (RocketMQ's SlaveSynchronize runs every 10 s, not configurable).
     slaveSyncInterval: int = 10000
     regionId: str = "DefaultRegion"
+    # RocketMQ's request pool queue capacities: reported by GET_BROKER_RUNTIME_INFO only,
+    # since rmq handles requests on its event loop without pool queues.
+    sendThreadPoolQueueCapacity: int = 10000
+    pullThreadPoolQueueCapacity: int = 100000
+    queryThreadPoolQueueCapacity: int = 20000
+    endTransactionPoolQueueCapacity: int = 100000
     traceOn: bool = True
     transactionTimeOut: int = 6000
     transactionCheckMax: int = 15
