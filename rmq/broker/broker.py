@@ -21,6 +21,7 @@ from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI
+from rmq.broker.processors.acl_admin import AclAdminProcessor
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
@@ -262,6 +263,9 @@ class Broker:
             (RequestCode.DELETE_EXPIRED_COMMITLOG, sa.delete_expired_commitlog),
             (RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, sa.get_system_topic_list),
         ):
+            s.register_processor(code, fn)
+        # codes 50-53 (54 stays unregistered: REQUEST_CODE_NOT_SUPPORTED, as 4.9.8)
+        for code, fn in AclAdminProcessor(acl_home(bc.rocketmqHome), bc, lambda: self.acl_guard).handlers():
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
 
