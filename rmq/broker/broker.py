@@ -20,6 +20,7 @@ from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI, outer_client
+from rmq.broker.processors.acl_admin import AclAdminProcessor
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
@@ -29,10 +30,11 @@ from rmq.broker.processors.lock import LockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.processors.store_admin import StoreAdminProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
 from rmq.broker.registration import BrokerRegistration
 from rmq.broker.roles import RoleServices
-from rmq.broker.runtime_info import BrokerRuntimeInfo, TpsMeter
+from rmq.broker.runtime_info import BrokerRuntimeInfo, stats_sampler
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize, SlaveSyncService
 from rmq.broker.stats import BrokerStats
@@ -72,7 +74,7 @@ class Broker:
 
         # ---- metadata and clients
         self.stats = BrokerStats()
-        self.tps = TpsMeter(self.stats)
+        self.sampler = stats_sampler(self.stats)
         self.topics = TopicConfigManager(
             cfg_dir,
             bc.brokerClusterName,
@@ -82,6 +84,7 @@ class Broker:
             bc.clusterTopicEnable,
             bc.brokerTopicEnable,
             len(sc.delay_levels_ms),
+            bc.msgTraceTopicName if bc.traceTopicEnable else None,
         )
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.subscriptions = SubscriptionGroupManager(cfg_dir, bc.autoCreateSubscriptionGroup)
@@ -138,7 +141,9 @@ class Broker:
         self.acl_reload: AclReloadService | None = None
 
         # ---- processors
-        self.runtime_info = BrokerRuntimeInfo(self.stats, self.tps, self.store, sc, self.server.stats)
+        self.runtime_info = BrokerRuntimeInfo(
+            self.stats, self.sampler, self.store, sc, bc, self.server.stats, lambda: self.schedule.offset_table
+        )
         self.pull_processor = PullMessageProcessor(
             bc,
             sc,
@@ -171,7 +176,7 @@ class Broker:
         self.slave_sync_service = SlaveSyncService(self.slave_sync, sc)
 
         def tick() -> None:
-            self.tps.tick()
+            self.sampler.tick()
             self.admin_ops.tick()
 
         def scan_channels() -> None:
@@ -216,6 +221,7 @@ class Broker:
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
         ops = self.admin_ops
+        sa = StoreAdminProcessor(self.store, self.store.cleaner.commitlog_service, self.topics)
         a = AdminBrokerProcessor(
             bc,
             self.store,
@@ -245,6 +251,7 @@ class Broker:
             (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info),
             (RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
             (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
+            (RequestCode.GET_BROKER_CONSUME_STATS, ops.get_broker_consume_stats),
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
             (RequestCode.GET_PRODUCER_CONNECTION_LIST, ops.get_producer_connection_list),
             (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ops.update_and_create_subscription_group),
@@ -252,7 +259,14 @@ class Broker:
             (RequestCode.DELETE_SUBSCRIPTIONGROUP, ops.delete_subscription_group),
             (RequestCode.UPDATE_BROKER_CONFIG, ops.update_broker_config),
             (RequestCode.GET_BROKER_CONFIG, ops.get_broker_config),
+            (RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, sa.clean_expired_consume_queue),
+            (RequestCode.CLEAN_UNUSED_TOPIC, sa.clean_unused_topic),
+            (RequestCode.DELETE_EXPIRED_COMMITLOG, sa.delete_expired_commitlog),
+            (RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, sa.get_system_topic_list),
         ):
+            s.register_processor(code, fn)
+        # codes 50-53 (54 stays unregistered: REQUEST_CODE_NOT_SUPPORTED, as 4.9.8)
+        for code, fn in AclAdminProcessor(acl_home(bc.rocketmqHome), bc, lambda: self.acl_guard).handlers():
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
 

@@ -59,7 +59,18 @@ class BrokerConfig(NettyServerConfig):
     # (RocketMQ's SlaveSynchronize runs every 10 s, not configurable).
     slaveSyncInterval: int = 10000
     regionId: str = "DefaultRegion"
+    # RocketMQ's request pool queue capacities: reported by GET_BROKER_RUNTIME_INFO only,
+    # since rmq handles requests on its event loop without pool queues.
+    sendThreadPoolQueueCapacity: int = 10000
+    pullThreadPoolQueueCapacity: int = 100000
+    queryThreadPoolQueueCapacity: int = 20000
+    endTransactionPoolQueueCapacity: int = 100000
     traceOn: bool = True
+    # RocketMQ's message trace topic, created at start when traceTopicEnable is set
+    traceTopicEnable: bool = False
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    # Filter servers (FilterServer class filtering) are not run: always 0, as 4.9.8's default
+    filterServerNums: int = 0
     transactionTimeOut: int = 6000
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60000
