@@ -221,7 +221,7 @@ class Broker:
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
         ops = self.admin_ops
-        sa = StoreAdminProcessor(self.store, self.store.cleaner.commitlog_service, self.topics)
+        sa = StoreAdminProcessor(self.store, self.store.cleaner.commitlog_service, self.topics, self.consumers)
         a = AdminBrokerProcessor(
             bc,
             self.store,
@@ -263,6 +263,8 @@ class Broker:
             (RequestCode.CLEAN_UNUSED_TOPIC, sa.clean_unused_topic),
             (RequestCode.DELETE_EXPIRED_COMMITLOG, sa.delete_expired_commitlog),
             (RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, sa.get_system_topic_list),
+            (RequestCode.QUERY_CONSUME_QUEUE, sa.query_consume_queue),
+            (RequestCode.GET_ALL_PRODUCER_INFO, ops.get_all_producer_info),
         ):
             s.register_processor(code, fn)
         # codes 50-53 (54 stays unregistered: REQUEST_CODE_NOT_SUPPORTED, as 4.9.8)

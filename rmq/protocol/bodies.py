@@ -90,6 +90,10 @@ __all__ = [
     "OffsetWrapper",
     "ConsumeStats",
     "ConsumeStatsList",
+    "ConsumeQueueData",
+    "ProducerInfo",
+    "ProducerTableInfo",
+    "QueryConsumeQueueResponseBody",
     "Connection",
     "ConsumerConnection",
     "ProducerConnection",
@@ -1028,6 +1032,70 @@ class ProducerConnection(Body):
     """GET_PRODUCER_CONNECTION_LIST (204)."""
 
     connections: list[Connection] = field(default_factory=list)
+
+
+@json_body(
+    ("client_id", "clientId", STR, ""),
+    ("remote_ip", "remoteIP", STR, ""),
+    ("language", "language", STR, ""),
+    ("version", "version", INT, 0),
+    ("last_update_timestamp", "lastUpdateTimestamp", LONG, 0),
+)
+@dataclass(slots=True)
+class ProducerInfo(Body):
+    client_id: str
+    remote_ip: str  # Java's SocketAddress.toString(): "/127.0.0.1:54321"
+    language: str
+    version: int
+    last_update_timestamp: int
+
+
+@json_body(("data", "data", map_of(list_of(body_of(ProducerInfo)))))
+@dataclass(slots=True)
+class ProducerTableInfo(Body):
+    """GET_ALL_PRODUCER_INFO (328): every online producer, by group (mqadmin producer)."""
+
+    data: dict[str, list[ProducerInfo]] = field(default_factory=dict)
+
+
+@json_body(
+    ("physic_offset", "physicOffset", LONG),
+    ("physic_size", "physicSize", INT),
+    ("tags_code", "tagsCode", LONG),
+    ("extend_data_json", "extendDataJson", STR),
+    ("bit_map", "bitMap", STR),
+    ("eval", "eval", BOOL),
+    ("msg", "msg", STR),
+)
+@dataclass(slots=True)
+class ConsumeQueueData(Body):
+    """One ConsumeQueue unit as QUERY_CONSUME_QUEUE (321) shows it."""
+
+    physic_offset: int = 0
+    physic_size: int = 0
+    tags_code: int = 0
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+
+@json_body(
+    ("subscription_data", "subscriptionData", body_of(SubscriptionData)),
+    ("filter_data", "filterData", STR),
+    ("queue_data", "queueData", list_of(body_of(ConsumeQueueData))),
+    ("max_queue_index", "maxQueueIndex", LONG),
+    ("min_queue_index", "minQueueIndex", LONG),
+)
+@dataclass(slots=True)
+class QueryConsumeQueueResponseBody(Body):
+    """QUERY_CONSUME_QUEUE (321): units of one queue from an index (mqadmin queryCq)."""
+
+    subscription_data: SubscriptionData | None = None
+    filter_data: str | None = None
+    queue_data: list[ConsumeQueueData] = field(default_factory=list)
+    max_queue_index: int = 0
+    min_queue_index: int = 0
 
 
 #: SubscriptionGroupConfig (4.9.8) properties, in toString order, with their types

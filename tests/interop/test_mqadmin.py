@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from rmq.client import Message, Producer
 from tests.cluster.ha_util import CLUSTER, GROUP, HAGroup, ha_group, master_conf, slave_conf, wait_in_sync
 from tests.integration.broker_util import BrokerApi, unique
 from tests.interop.mqadmin_util import MqadminRun, mqadmin, mqadmin_available
@@ -117,3 +118,27 @@ def test_export(group, run, what, tmp_path):
     text = json.dumps(doc)
     assert TOPIC in text or what == "Metrics", text[:500]
     assert doc
+
+
+def test_query_cq(group, run):
+    r = run("queryCq", "-t", TOPIC, "-q", "1", "-i", "10", "-c", "3", "-g", OFFLINE_GROUP)
+    assert r.rc == 0, r.text
+    assert "max: 50, min: 0" in r.out, r.out
+    assert f"{OFFLINE_GROUP}@{TOPIC} is not online!" in r.out
+    idx = [int(i) for i in re.findall(r"^idx: (\d+)$", r.out, re.M)]
+    units = re.findall(r"physicOffset=(\d+), physicSize=(\d+)", r.out)
+    assert idx == [10, 11, 12] and len(units) == 3, r.out
+    offsets = [int(o) for o, _ in units]
+    assert offsets == sorted(offsets) and all(int(s) > 0 for _, s in units)
+
+
+def test_producer_lists_online_producers(group, run):
+    async def with_producer() -> MqadminRun:
+        async with Producer("MqadminProducerGroup", group.ns.addr) as p:
+            await p.send(Message(TOPIC, b"from a producer"))  # a send makes it heartbeat the broker
+            return await asyncio.to_thread(run, "producer", "-b", group.master.addr)
+
+    r = asyncio.run(with_producer())
+    assert r.rc == 0, r.text
+    line = next(ln for ln in r.out.splitlines() if "(MqadminProducerGroup)" in ln)
+    assert re.search(r"remoteIP=/127\.0\.0\.1:\d+, language=PYTHON, version=\d+, lastUpdateTimestamp=\d+", line), line

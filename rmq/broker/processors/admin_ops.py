@@ -45,6 +45,8 @@ from rmq.protocol.bodies import (
     ConsumeStatsList,
     DataVersion,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
     dumps_fastjson,
     loads_fastjson,
 )
@@ -220,6 +222,21 @@ class AdminOpsProcessor:
         if not chans:
             return _error(request, f"the producer group[{h.producer_group}] not exist")
         return _ok(request, ProducerConnection([_connection(c) for c in chans.values()]).to_json())
+
+    def get_all_producer_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        table = ProducerTableInfo(
+            {
+                group: [
+                    ProducerInfo(
+                        c.client_id, "/" + c.conn.remote_address, _connection(c).language, int(c.version), c.last_update
+                    )
+                    for c in chans.values()
+                ]
+                for group, chans in self.producers.table.items()
+                if chans
+            }
+        )
+        return _ok(request, table.to_json())
 
     # ------------------------------------------------------------------ subscription groups
     def update_and_create_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
