@@ -181,7 +181,7 @@ async def test_non_admin_admin_requests_refused_and_nothing_changed(cluster, bat
 
 
 # --------------------------------------------------------------------------- reload
-async def test_account_added_to_yml_works_within_5s(cluster, java_classes, tmp_path):
+async def test_account_added_to_yml_works_without_restart(cluster, java_classes, tmp_path):
     topic = unique("JavaAclR")
     await create_topic(cluster, topic)
     newbie = (unique("JavaNew"), "javasecret123")
