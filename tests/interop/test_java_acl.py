@@ -74,14 +74,15 @@ def batch(cluster, java_classes, tmp_path_factory) -> Iterator[SimpleNamespace]:
 
     async def run() -> SimpleNamespace:
         t = SimpleNamespace(ok=unique("JavaAclOk"), refused=unique("JavaAclNo"), new=unique("JavaAclNew"))
-        t.admin_new = unique("JavaAclAdm")
-        for topic in (t.ok, t.refused, "DenyTopic", "SubOnlyTopic"):
+        t.admin_new, t.view = unique("JavaAclAdm"), unique("JavaAclView")
+        for topic in (t.ok, t.refused, t.view, "DenyTopic", "SubOnlyTopic"):
             await create_topic(cluster, topic)
         config_before = await broker_config(cluster)
         ns, br = cluster.namesrv, cluster.broker
         cases: dict[str, tuple[str, ...]] = {
             "produce": ("produce", ns, t.ok, str(N_OK), *USER),
             "consume": ("consume", ns, t.ok, unique("JavaCG"), str(N_OK), *USER),
+            "view-by-unique-key": ("sendAndView", ns, t.view, *USER),
             "wrong-secret": ("produce", ns, t.refused, "1", *WRONG),
             "unknown-access-key": ("produce", ns, t.refused, "1", *NOBODY),
             "no-credentials": ("produce", ns, t.refused, "1", *NONE),
@@ -118,6 +119,14 @@ async def test_right_credentials_produce_and_consume(cluster, batch):
     assert consumed["ok"], consumed
     assert consumed["bodies"] == [f"{t.ok}-{i}" for i in range(N_OK)]
     assert sum(await max_offsets(cluster, t.ok)) == N_OK  # the refused sends below added nothing
+
+
+async def test_query_by_unique_key_signed_by_a_4_9_8_client(batch):
+    """viewMessage(topic, msgId) sends QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY``, which clients
+    from 4.9.4 on sign: a 4.9.8 broker leaves it out of the check and refuses them (RocketMQ
+    #5310); rmq follows 5.x (spec 2.4) and answers."""
+    r = batch.r["view-by-unique-key"]
+    assert r["ok"] and r["body"] == f"{batch.topics.view}-viewed", r
 
 
 @pytest.mark.parametrize(

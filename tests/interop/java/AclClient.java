@@ -9,6 +9,8 @@
  *   AclClient consume NS TOPIC GROUP N AK SK [S]   DefaultLitePullConsumer from the first offset
  *                                                 until N messages or S seconds (default 30)
  *   AclClient pull NS TOPIC GROUP AK SK           DefaultMQPullConsumer.pull(queue 0, offset 0)
+ *   AclClient sendAndView NS TOPIC AK SK          one send, then viewMessage(topic, msgId): QUERY_MESSAGE
+ *                                                 by UNIQ_KEY (ext _UNIQUE_KEY_QUERY, signed by 4.9.4+)
  *   AclClient createTopic NS BROKER TOPIC AK SK   DefaultMQAdminExt.createAndUpdateTopicConfig
  *   AclClient deleteTopic NS BROKER TOPIC AK SK   DefaultMQAdminExt.deleteTopicInBroker
  *   AclClient updateBrokerConfig NS BROKER KEY VALUE AK SK
@@ -38,6 +40,7 @@ import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.PullResult;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.TopicConfig;
@@ -80,6 +83,7 @@ public class AclClient {
                 case "produce": produce(a, out); break;
                 case "consume": consume(a, out); break;
                 case "pull": pull(a, out); break;
+                case "sendAndView": sendAndView(a, out); break;
                 case "createTopic": case "deleteTopic": case "updateBrokerConfig": admin(a, out); break;
                 default: throw new IllegalArgumentException("unknown command " + String.join(" ", a));
             }
@@ -172,6 +176,39 @@ public class AclClient {
         out.put("bodies", bodies);
         if (bodies.size() < count) {
             throw new IllegalStateException("received " + bodies.size() + " of " + count + " messages");
+        }
+    }
+
+    @SuppressWarnings("deprecation")
+    static void sendAndView(String[] a, Map<String, Object> out) throws Exception {
+        String ns = a[1], topic = a[2];
+        DefaultMQProducer p = new DefaultMQProducer("PG_" + topic, hook(a[3], a[4]));
+        p.setNamesrvAddr(ns);
+        p.setInstanceName(instance());
+        p.start();
+        try {
+            String body = topic + "-viewed";
+            SendResult r = p.send(new Message(topic, "TagV", body.getBytes(StandardCharsets.UTF_8)));
+            out.put("msgId", r.getMsgId());
+            // the broker indexes asynchronously: ask again while the key is not found yet
+            long deadline = System.currentTimeMillis() + 15000;
+            while (true) {
+                MessageExt m = null;
+                try {
+                    m = p.viewMessage(topic, r.getMsgId());  // null while not found
+                } catch (MQClientException e) {
+                    // "query message by key finished, but no message." while not indexed yet
+                    if (!String.valueOf(e.getErrorMessage()).contains("no message")) throw e;
+                }
+                if (m != null) {
+                    out.put("body", new String(m.getBody(), StandardCharsets.UTF_8));
+                    break;
+                }
+                if (System.currentTimeMillis() >= deadline) throw new IllegalStateException(r.getMsgId() + " not found");
+                Thread.sleep(200);
+            }
+        } finally {
+            p.shutdown();
         }
     }
 
