@@ -61,6 +61,9 @@ class RoleServices:
         self.ha_client: HAClient | None = None
         # the master's HA address as the NameServers answer it (static slaves)
         self.ha_server_addr = ""
+        # HA handshakes refused for want of the cluster credential, by reason: kept
+        # here, across HA services, for rocketmq_auth_failures_total
+        self.ha_auth_failures: dict[str, int] = {}
         self._tasks = TaskSet(log)
 
     # ------------------------------------------------------------------ the master's address
@@ -101,6 +104,8 @@ class RoleServices:
                 host=self.listen_host,
                 port=self.store_config.haListenPort,
                 epoch_provider=self.epoch,
+                credential=bc.inner_credential,
+                auth_failures=self.ha_auth_failures,
                 **opts,
             )
             self.ha_service = svc
@@ -132,6 +137,7 @@ class RoleServices:
                 broker_name=bc.brokerName,
                 broker_id=bc.brokerId,
                 epoch_provider=self.epoch,
+                credential=bc.inner_credential,
                 **opts,
             )
             self.ha_client = client

@@ -89,6 +89,7 @@ __all__ = [
     "UnlockBatchRequestBody",
     "OffsetWrapper",
     "ConsumeStats",
+    "ConsumeStatsList",
     "Connection",
     "ConsumerConnection",
     "ProducerConnection",
@@ -727,6 +728,14 @@ class KVTable(Body):
 
     table: dict[str, str] = field(default_factory=dict)
 
+    def first_figure(self, key: str) -> float:
+        """The first of a rate key's figures (``putTps`` = ``"12.5 11.0 9.8"``: 10 s, 1 min,
+        10 min), as mqadmin reads it; 0.0 when absent or empty."""
+        try:
+            return float(self.table.get(key, "").split()[0])
+        except (ValueError, IndexError):
+            return 0.0
+
 
 # =========================================================================== heartbeat (2.7)
 @json_body(("group_name", "groupName", STR, REQUIRED))
@@ -958,6 +967,24 @@ class ConsumeStats:
 
     def compute_total_diff(self) -> int:
         return sum(ow.diff for _, ow in self.offset_table)
+
+
+@dataclass(slots=True)
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS (317): ``{"brokerAddr":..,"consumeStatsList":[{group:
+    [<ConsumeStats>, one per topic]}, ...],"totalDiff":n}`` (fastjson's field order)."""
+
+    broker_addr: str = ""
+    groups: list[tuple[str, list[ConsumeStats]]] = field(default_factory=list)
+    total_diff: int = 0
+
+    def to_json(self) -> bytes:
+        groups = ",".join(
+            "{" + fastjson.dumps(g).decode() + ":[" + b",".join(s.to_json() for s in stats).decode() + "]}"
+            for g, stats in self.groups
+        )
+        head = '{"brokerAddr":' + fastjson.dumps(self.broker_addr).decode()
+        return (head + ',"consumeStatsList":[' + groups + '],"totalDiff":' + str(self.total_diff) + "}").encode()
 
 
 @json_body(

@@ -76,6 +76,7 @@ __all__ = [
     "DeleteTopicRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "GetConsumeStatsRequestHeader",
+    "GetConsumeStatsInBrokerHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetProducerConnectionListRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
@@ -941,6 +942,14 @@ class GetConsumeStatsRequestHeader(Header):
     topic: str | None = None
 
 
+@_wire(("is_order", "isOrder", BOOL, REQUIRED))
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS (317): every group's consume stats; isOrder = ordered topics only."""
+
+    is_order: bool
+
+
 @_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
 @dataclass(slots=True)
 class GetConsumerConnectionListRequestHeader(Header):
@@ -1010,6 +1019,7 @@ REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType(
         RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
         RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
         RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
+        RequestCode.GET_BROKER_CONSUME_STATS: GetConsumeStatsInBrokerHeader,
         RequestCode.GET_CONSUMER_CONNECTION_LIST: GetConsumerConnectionListRequestHeader,
         RequestCode.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader,
         RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,

@@ -42,6 +42,7 @@ from rmq.protocol.bodies import (
     SUBSCRIPTION_GROUP_KEYS,
     Connection,
     ConsumerConnection,
+    ConsumeStatsList,
     DataVersion,
     ProducerConnection,
     dumps_fastjson,
@@ -54,6 +55,7 @@ from rmq.protocol.headers import (
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
 )
@@ -169,6 +171,28 @@ class AdminOpsProcessor:
             self.group_tps,
         )
         return _ok(request, stats.to_json())
+
+    @with_header(GetConsumeStatsInBrokerHeader)
+    def get_broker_consume_stats(
+        self, conn: Any, request: RemotingCommand, h: GetConsumeStatsInBrokerHeader
+    ) -> RemotingCommand:
+        """Every subscription group's stats per topic it has offsets for (mqadmin
+        brokerConsumeStats); with isOrder only ordered topics."""
+        bc = self.broker_config
+        out = ConsumeStatsList(f"{bc.brokerIP1}:{bc.listenPort}")
+        for group in self.subscriptions.names():
+            per_topic = []
+            for topic in sorted(self.offsets.topics_of_group(group)):
+                if h.is_order and not self.topics.is_order_topic(topic):
+                    continue
+                stats = build_consume_stats(
+                    self.store, self.topics, self.offsets, self.consumers, bc.brokerName, group, topic, self.group_tps
+                )
+                if stats.offset_table:  # a topic whose config is gone, or not subscribed by the online group
+                    per_topic.append(stats)
+                    out.total_diff += stats.compute_total_diff()
+            out.groups.append((group, per_topic))
+        return _ok(request, out.to_json())
 
     @with_header(GetConsumerConnectionListRequestHeader)
     def get_consumer_connection_list(
