@@ -416,6 +416,8 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
     from rmq.client import LitePullConsumer, MQBrokerError
     from rmq.client.acl import AclClientRPCHook
     from rmq.protocol.bodies import TopicConfig
+    from rmq.protocol.codes import RemotingSysResponseCode, RequestCode
+    from rmq.protocol.frame import RemotingCommand
 
     dep = acl_deployment(tmp_path)
     with contextlib.ExitStack() as stack:
@@ -431,6 +433,26 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
         namesrv = ";".join(procs[n].addr for n in ("namesrv-1", "namesrv-2"))
         masters = [procs["broker-a"].addr, procs["broker-b"].addr]
         topic = unique("ComposeAclT")
+        # the brokers' registrations, signed with the cluster credential, pass the NameServers' ACL
+        for ns in ("namesrv-1", "namesrv-2"):
+            async with RemotingClient() as rc:  # reads are open to everybody
+                api = MQClientAPI(rc, [procs[ns].addr])
+
+                async def four_brokers() -> bool:
+                    info = await api.get_broker_cluster_info()
+                    return sorted((n, sorted(b.broker_addrs)) for n, b in info.broker_addr_table.items()) == [
+                        ("broker-a", [0, 1]),
+                        ("broker-b", [0, 1]),
+                    ]
+
+                await wait_until(four_brokers, 30, what=f"4 brokers registered on {ns}")
+                # ... and an unsigned write is refused there
+                r = await rc.invoke(
+                    procs[ns].addr,
+                    RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext_fields={"topic": "TBW102"}),
+                    5,
+                )
+                assert r.code == RemotingSysResponseCode.SYSTEM_ERROR and "No accessKey is configured" in r.remark
 
         async with Producer(unique("compose_pg"), namesrv) as p:
             with pytest.raises(MQBrokerError, match="No accessKey is configured"):

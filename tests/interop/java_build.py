@@ -1,14 +1,13 @@
-"""The official RocketMQ 4.9.8 Java tools from ``../shared/rocketmq-4.9.8`` (its README):
-compile a small Java test program against its client jars, run it, run ``mqadmin``.
+"""The official RocketMQ 4.9.8 Java client from ``../shared/rocketmq-4.9.8`` (its README):
+compile a small Java test program against its client jars and run it (mqadmin itself:
+tests/interop/mqadmin_util.py).
 
     classes = compile_java([JAVA_SRC / "AclClient.java"], tmp_dir)      # javac, once a session
     r = run_java("AclClient", ["produce", ns, topic, "3", ak, sk], classes=classes, user_home=tmp)
-    r = mqadmin(["updateTopic", "-n", ns, "-b", broker, "-t", topic], rocketmq_home=home, user_home=tmp)
+    home = rocketmq_home_copy(tmp / "home", "accessKey: ...\nsecretKey: ...\n")  # mqadmin's tools.yml
 
-``ROCKETMQ_USER_HOME`` (logs, client state) always points at a temp dir of the caller's;
-``ROCKETMQ_HOME`` (whose ``conf/tools.yml`` mqadmin signs with) at a copy of the
-distribution's ``conf/`` when the test needs its own (``rocketmq_home``). A missing
-``javac`` / ``java`` / distribution fails the test (never skips) and names
+``ROCKETMQ_USER_HOME`` (logs, client state) always points at a temp dir of the caller's.
+A missing ``javac`` / ``java`` / distribution fails the test (never skips) and names
 scripts/install_test_deps.sh, which installs them.
 """
 
@@ -30,9 +29,9 @@ JAVA_SRC = Path(__file__).resolve().parent / "java"
 INSTALL_SCRIPT = "scripts/install_test_deps.sh"
 
 
-def require_java(compiler: bool = True) -> None:
+def require_java() -> None:
     """Fail (not skip) when the JDK or the RocketMQ 4.9.8 distribution is missing."""
-    missing = [tool for tool in (("java", "javac") if compiler else ("java",)) if shutil.which(tool) is None]
+    missing = [tool for tool in ("java", "javac") if shutil.which(tool) is None]
     if not ROCKETMQ_BIN.exists():
         missing.append(f"{ROCKETMQ_BIN} (RMQ_SHARED_DIR points at the shared directory)")
     if missing:
@@ -62,14 +61,9 @@ def compile_java(sources: Sequence[Path], out_dir: Path) -> Path:
     return out_dir
 
 
-def java_env(user_home: Path, rocketmq_home: Path | None = None, classes: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "EXTRA_CP", "NAMESRV_ADDR")}
-    env["ROCKETMQ_USER_HOME"] = str(user_home)
-    env.setdefault("JAVA_HEAP", "256m")
-    if rocketmq_home is not None:
-        env["ROCKETMQ_HOME"] = str(rocketmq_home)
-    if classes is not None:
-        env["EXTRA_CP"] = str(classes)
+def java_env(user_home: Path, classes: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "NAMESRV_ADDR")}
+    env.update(ROCKETMQ_USER_HOME=str(user_home), EXTRA_CP=str(classes), JAVA_HEAP="256m")
     return env
 
 
@@ -102,19 +96,3 @@ def rocketmq_home_copy(dst: Path, tools_yml: str | None = None) -> Path:
     if tools_yml is not None:
         (dst / "conf" / "tools.yml").write_text(tools_yml)
     return dst
-
-
-def mqadmin(
-    args: Sequence[str], *, user_home: Path, rocketmq_home: Path | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """The real ``mqadmin SUBCOMMAND args...`` (MQAdminStartup)."""
-    require_java(compiler=False)
-    user_home.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        [str(ROCKETMQ_BIN), "mqadmin", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=java_env(user_home, rocketmq_home),
-        stdin=subprocess.DEVNULL,
-    )

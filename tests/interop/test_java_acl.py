@@ -25,7 +25,8 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from tests.integration import test_acl
 from tests.integration.broker_util import BrokerApi, unique
 from tests.integration.test_acl import ADMIN, CHECK_PERM, USER, VALIDATE, client, create_topic, max_offsets, remark
-from tests.interop.java_build import JAVA_SRC, compile_java, mqadmin, rocketmq_home_copy, run_java
+from tests.interop.java_build import JAVA_SRC, compile_java, rocketmq_home_copy, run_java
+from tests.interop.mqadmin_util import mqadmin, mqadmin_available
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -215,23 +216,24 @@ async def test_account_added_to_yml_works_without_restart(cluster, java_classes,
 
 # --------------------------------------------------------------------------- mqadmin
 async def test_mqadmin_with_tools_yml_creates_topic_as_admin_and_is_refused_as_user(cluster, tmp_path):
+    assert (missing := mqadmin_available()) is None, missing
     as_admin, as_user = unique("MqadminAcl"), unique("MqadminAclU")
 
     def updatetopic(creds: tuple[str, str], topic: str) -> Any:
         home = rocketmq_home_copy(tmp_path / f"home-{creds[0]}", f"accessKey: {creds[0]}\nsecretKey: {creds[1]}\n")
         args = ["updateTopic", "-n", cluster.namesrv, "-b", cluster.broker, "-t", topic]
-        return mqadmin(args, user_home=tmp_path / "user-home", rocketmq_home=home)
+        return mqadmin(tmp_path / "user-home", *args, timeout=120, rocketmq_home=home)
 
     ok, refused = await asyncio.gather(
         asyncio.to_thread(updatetopic, ADMIN, as_admin), asyncio.to_thread(updatetopic, USER, as_user)
     )
-    assert f"create topic to {cluster.broker} success." in ok.stdout, (ok.stdout, ok.stderr[-2000:])
-    assert "success" not in refused.stdout, refused.stdout
+    assert f"create topic to {cluster.broker} success." in ok.out, (ok.out, ok.err[-2000:])
+    assert "success" not in refused.out, refused.out
     want = refusal(
         f"Need admin permission for request code={RequestCode.UPDATE_AND_CREATE_TOPIC}, but accessKey={USER[0]} is not",
         CHECK_PERM.format(581),
     )
-    assert want in refused.stdout + refused.stderr, (refused.stdout, refused.stderr[-3000:])
+    assert want in refused.text, (refused.out, refused.err[-3000:])
     async with BrokerApi(cluster.broker, client=client(ADMIN)) as api:
         topics = await api.topics()
     assert as_admin in topics and as_user not in topics
