@@ -39,10 +39,9 @@ from rmq.protocol.codes import ResponseCode, SerializeType
 from rmq.protocol.message import SysFlag, decode_message_id
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
+from tests.integration.admin_util import REPO, repo_env
 
 pytestmark = pytest.mark.timeout(90)
-
-REPO = Path(__file__).resolve().parents[2]
 _seq = itertools.count()
 
 
@@ -765,9 +764,13 @@ async def test_admin_requests(cluster):
 
 # --------------------------------------------------------------------------- CLI
 def _rmq(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
     return subprocess.run(
-        [sys.executable, "-m", "rmq.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "rmq.cli", *args],
+        cwd=REPO,
+        env=repo_env(PYTHONUNBUFFERED="1"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
