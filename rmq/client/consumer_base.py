@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 from datetime import datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from rmq.client._util import CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, BoundedTaskSet
 from rmq.client.config import ClientConfig
@@ -22,6 +22,7 @@ from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffse
 from rmq.client.pull_api import PullAPIWrapper
 from rmq.client.rebalance import BROADCASTING, CLUSTERING, AllocateStrategy, RebalanceImpl
 from rmq.common.clock import now_ms
+from rmq.common.context import StartedContext
 from rmq.common.mixall import is_retry_topic
 from rmq.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
 
@@ -91,7 +92,7 @@ class ConsumerRebalanceImpl(RebalanceImpl):
         self.consumer.offset_store.remove_offset(mq)
 
 
-class ConsumerBase:
+class ConsumerBase(StartedContext):
     """The shared half of DefaultMQPushConsumerImpl and DefaultLitePullConsumerImpl."""
 
     #: What ``compute_pull_from_where`` reads first (push: the store; lite: memory).
@@ -278,16 +279,3 @@ class ConsumerBase:
 
     async def _end_side_tasks(self, what: str) -> None:
         await self._tasks.close_within(5.0, f"{self.group} {what}")
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
-
-    async def start(self) -> None:
-        raise NotImplementedError
-
-    async def shutdown(self) -> None:
-        raise NotImplementedError
