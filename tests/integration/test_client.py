@@ -101,11 +101,14 @@ class Collector:
 
 
 async def start_push_from_first(
-    group: str, namesrv: str, topic: str, expression: str = "*"
+    group: str, namesrv: str, topic: str, expression: str = "*", **options: Any
 ) -> tuple[PushConsumer, Collector]:
-    """A started PushConsumer of topic (from the first offset) and what it receives."""
+    """A started PushConsumer of topic (from the first offset) and what it receives;
+    options go to PushConsumer as they are."""
     got = Collector()
-    c = PushConsumer(group, namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        group, namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **options
+    )
     c.subscribe(topic, expression)
     await c.start()
     return c, got
