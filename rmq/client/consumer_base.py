@@ -122,6 +122,7 @@ class ConsumerBase(StartedContext):
         self.offset_store: OffsetStore | None = offset_store
         self.pull_api: PullAPIWrapper | None = None
         self.rebalance: RebalanceImpl = self._new_rebalance()
+        self._subscriptions: dict[str, str] = {}  # topic -> expression, as subscribed
         self._state = CREATE_JUST
         self._tasks = BoundedTaskSet(logging.getLogger("rmq.client.consumer"))
 
@@ -171,6 +172,15 @@ class ConsumerBase(StartedContext):
         await inst.unregister_consumer(self.group)
         await inst.shutdown()
         self.rebalance.destroy()
+
+    def _subscribe_now(self, topic: str, expression: str) -> None:
+        """Hand topic's subscription to the rebalance at once (and act on it if running)."""
+        self.rebalance.subscription_inner[topic] = SubscriptionData.build(topic, expression, None, now_ms())
+        self._subscription_changed(topic)
+
+    def unsubscribe(self, topic: str) -> None:
+        self._subscriptions.pop(topic, None)
+        self.rebalance.subscription_inner.pop(topic, None)
 
     def _subscription_changed(self, topic: str) -> None:
         """A subscription made while running: its route, a heartbeat, a rebalance, soon."""
