@@ -7,11 +7,11 @@ import errno
 import fcntl
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable, Iterable
 
 from rmq.common.clock import now_ms
 from rmq.common.delegate import Delegate
+from rmq.common.mixall import VALID_NAME
 from rmq.protocol.message import MessageConst, MessageExtBatch, MessageExtBrokerInner, SysFlag, pack_host
 from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
@@ -32,7 +32,6 @@ from rmq.store.results import PutMessageResult, PutMessageStatus, RunningFlags
 
 log = logging.getLogger("rmq.store")
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _PUT_OK = PutMessageStatus.PUT_OK
 _WRITE_BLOCKING = RunningFlags._WRITE_BLOCKING
 _CQ_UNIT = 20
@@ -407,7 +406,7 @@ class MessageStore:
             return None
         if len(topic) > self.config.maxTopicLength or len(topic.encode("utf-8")) > 127:
             return f"topic {topic[:40]!r}... is longer than {self.config.maxTopicLength} characters"
-        if not TOPIC_PATTERN.match(topic):
+        if not VALID_NAME.match(topic):
             return f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
         if len(self._valid_topics) > 100_000:
             self._valid_topics.clear()
