@@ -34,10 +34,10 @@ from typing import Any
 
 import pytest
 
-from rmq.client import ConsumeFromWhere, Message, MQClientAPI, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, Message, MQClientAPI, Producer
 from rmq.remoting.client import RemotingClient
 from tests.compose_local import ComposeDeployment, load_yaml, merge_compose
-from tests.integration.test_client import Collector, create_topic, poll_at_least, unique, wait_until
+from tests.integration.test_client import create_topic, poll_at_least, start_push_from_first, unique, wait_until
 from tests.metrics_util import eventually
 
 pytestmark = pytest.mark.timeout(300)
@@ -270,17 +270,8 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
 
         topic = unique("ComposeT")
         await create_topic(procs["namesrv-1"].addr, list(masters.values()), topic, queues=4)
-        got = Collector()
         group = unique("compose_cg")
-        consumer = PushConsumer(
-            group,
-            namesrv,
-            listener=got,
-            persist_consumer_offset_interval=500,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        )
-        consumer.subscribe(topic, "*")
-        await consumer.start()
+        consumer, got = await start_push_from_first(group, namesrv, topic, persist_consumer_offset_interval=500)
         try:
             per_broker: dict[str, int] = {}
             sent = 0
