@@ -46,6 +46,7 @@ from rmq.protocol.codes import RequestCode
 from rmq.protocol.message import pack_host
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.server import RemotingServer
+from rmq.remoting.tls import outbound_context
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 
@@ -92,8 +93,10 @@ class Broker:
         self.locks = RebalanceLockManager()
 
         # ---- network
-        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
-        self.namesrv_client = RemotingClient()
+        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}", tls=bc.tls)
+        # NameServers, the master (slave sync), the controller: TLS when tls.enable, else
+        # when the server mode is enforcing (RocketMQ's BrokerStartup)
+        self.namesrv_client = RemotingClient(ssl=outbound_context(bc.tls))
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
 
         # ---- the store (loaded and started in start(); its host once the port is bound)

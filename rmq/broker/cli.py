@@ -90,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for f in dataclasses.fields(obj):
                 v = getattr(obj, f.name)
                 print(f"{f.name}={getattr(v, 'value', v)}")
+        for key, text in loaded.broker.tls.to_properties().items():
+            print(f"{key}={text}")
         return 0
     broker = Broker(loaded.broker, loaded.store, listen_host=loaded.broker.bindAddress, config_path=args.config)
     try:

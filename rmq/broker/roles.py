@@ -25,6 +25,7 @@ from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.transaction import TransactionalMessageService
 from rmq.common.service import TaskSet
+from rmq.remoting.tls import outbound_context
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 
@@ -101,6 +102,7 @@ class RoleServices:
                 host=self.listen_host,
                 port=self.store_config.haListenPort,
                 epoch_provider=self.epoch,
+                tls=bc.tls,
                 **opts,
             )
             self.ha_service = svc
@@ -132,6 +134,7 @@ class RoleServices:
                 broker_name=bc.brokerName,
                 broker_id=bc.brokerId,
                 epoch_provider=self.epoch,
+                ssl=outbound_context(bc.tls),
                 **opts,
             )
             self.ha_client = client
