@@ -6,7 +6,8 @@
 #   .venv-interop-cpp1/        PyPI rocketmq==0.4.4              (RocketMQ C++ client 1.x)
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
 #   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
-#                              (the interop tests and PySpark 4 in tests/spark)
+#                              (the interop tests and PySpark 4 in tests/spark);
+#                              default-jdk-headless only if no javac is on PATH (tests/interop/java)
 #   prometheus                 Debian prometheus, only if no `prometheus` is on PATH
 #                              (tests/integration/test_compose_deployment.py runs it)
 #
@@ -197,6 +198,10 @@ ensure_java() {
     [[ "$(java_major)" -ge 17 ]] && return 0
     apt_install default-jre-headless
     [[ "$(java_major)" -ge 17 ]] || die "need Java 17+ on PATH for Spark (have: $(java -version 2>&1 | head -n1))"
+    # javac: the interop tests compile small programs against the Java 4.9.8 client
+    # (tests/interop/java/*.java)
+    command -v javac >/dev/null 2>&1 || apt_install default-jdk-headless
+    command -v javac >/dev/null 2>&1 || die "installed default-jdk-headless but still no javac on PATH"
 }
 
 # ----------------------------------------------------------------------------- prometheus

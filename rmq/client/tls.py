@@ -14,7 +14,9 @@ import argparse
 import os
 from collections.abc import Mapping
 
-from rmq.remoting.tls import TlsSettings, load_tls_settings
+from rmq.client.errors import MQClientError
+from rmq.common.properties import PropertiesError
+from rmq.remoting.tls import TlsSettings, client_context, load_tls_settings
 
 __all__ = ["TLS_ENV", "TLS_CONFIG_ENV", "add_tls_options", "tls_options"]
 
@@ -39,11 +41,16 @@ def add_tls_options(parser: argparse.ArgumentParser) -> None:
 
 def tls_options(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> tuple[bool, TlsSettings]:
     """(use TLS, the client TLS settings) from the flags, else the environment variables.
-    ``PropertiesError`` (a ValueError) when the file cannot be read or has a bad value."""
+    ``MQClientError`` when the file, or a certificate it names, cannot be read or has a bad
+    value (checked here: the tools report it as one line)."""
     env = os.environ if env is None else env
     path = getattr(args, "tls_config", None) or env.get(TLS_CONFIG_ENV) or None
     flag = getattr(args, "tls", None) or env.get(TLS_ENV, "").strip().lower() in ("1", "true", "yes")
     if path is None:
         return bool(flag), TlsSettings()
-    settings, _ = load_tls_settings({"tls.config.file": path})
+    try:
+        settings, _ = load_tls_settings({"tls.config.file": path})
+        client_context(settings)
+    except PropertiesError as e:
+        raise MQClientError(f"--tls-config {path}: {e}") from None
     return True, settings

@@ -206,7 +206,9 @@ class RemotingClient(Endpoint):
                 f"connect to {addr} timed out after {self.connect_timeout * 1000:.0f}ms"
             ) from None
         except OSError as e:  # ssl.SSLError too (a refused handshake)
-            raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
+            # a TLS handshake the server cut short has an empty message: name the error then
+            why = str(e) or type(e).__name__
+            raise RemotingConnectError(f"connect to {addr}{' (TLS)' if self.ssl else ''} failed: {why}") from e
         if self._closed:
             conn.abort()
             raise RemotingClosedError(f"{self.name} is closed")

@@ -70,7 +70,9 @@ class TlsListener:
             # a certificate to make (test mode) or files to read: not on the loop
             self._ctx = await asyncio.to_thread(server_context, self.settings)
         infos = await loop.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, *_, addr = infos[0]
+        # IPv4 first when the host allows both ("" / a name): asyncio binds every family then,
+        # one socket bound to :: here would be IPv6-only
+        family, *_, addr = min(infos, key=lambda info: info[0] != socket.AF_INET)
         sock = socket.create_server(addr[:2], family=family, backlog=self._backlog)
         sock.setblocking(False)
         self._sock = sock
