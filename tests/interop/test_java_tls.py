@@ -2,7 +2,8 @@
 rocketmq-4x-acl-tls.md §3.3): ``-Dtls.enable=true`` produces and consumes against rmq in
 permissive mode (the default: no tls.* key, self-signed certificates) and in enforcing mode
 (NameServer and broker); in enforcing mode the same client without TLS is refused and
-stores nothing.
+stores nothing. The other way round, rmq.client with ``use_tls`` produces and consumes
+against the real 4.9.8 NameServer and broker in enforcing mode.
 
 The Java program is tests/interop/java/TlsClient.java, compiled by this module with javac
 against ``../shared/rocketmq-4.9.8`` (``bin/rocketmq classpath``).
@@ -10,7 +11,9 @@ against ``../shared/rocketmq-4.9.8`` (``bin/rocketmq classpath``).
 
 from __future__ import annotations
 
+import random
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -18,16 +21,21 @@ from pathlib import Path
 
 import pytest
 
+from rmq.child_process import ChildProcess
+from rmq.client import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
 from rmq.client.api import MQClientAPI
+from rmq.client.errors import MQClientError
 from rmq.remoting.client import RemotingClient
+from rmq.remoting.errors import RemotingError
 from rmq.remoting.tls import TlsSettings, client_context
+from tests.conftest import SHARED
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, unique, wait_until
 from tests.interop.conftest import INSTALL_SCRIPT, REPO
 
 pytestmark = pytest.mark.timeout(300)
 
-ROCKETMQ = REPO.parent / "shared" / "rocketmq-4.9.8" / "bin" / "rocketmq"
+ROCKETMQ = SHARED / "rocketmq-4.9.8" / "bin" / "rocketmq"
 SOURCE = REPO / "tests" / "interop" / "java" / "TlsClient.java"
 N = 5
 
@@ -112,3 +120,96 @@ async def test_java_client_with_tls_produces_and_consumes(java_classes, mode):
                 assert plain.returncode != 0, plain.stdout
                 assert "USE_TLS false" in plain.stdout and "SENT SEND_OK" not in plain.stdout
                 assert await stored(br.addr, topic) == N
+
+
+# --------------------------------------------------------------------------- rmq.client -> Java 4.9.8
+def low_free_port(span: int) -> int:
+    """A port p with p-2 .. p+span-1 free, below the kernel's ephemeral range (the Java
+    broker also binds listenPort-2, its VIP channel, and listenPort+1, its HA port)."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        socks = []
+        try:
+            for p in range(port - 2, port + span):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free port range below 32000")
+
+
+def java_server(wd: Path, name: str, main_class: str, conf: dict[str, object], ready: str) -> ChildProcess:
+    (wd / f"{name}.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    flags = ["-Dtls.server.mode=enforcing", f"-Dtls.config.file={wd / 'no-tls.properties'}"]
+    env = {"ROCKETMQ_USER_HOME": str(wd / name), "JAVA_HEAP": "256m"}
+    argv = [str(ROCKETMQ), "java", *flags, main_class, "-c", str(wd / f"{name}.conf")]
+    return ChildProcess(name, argv, wd, ready, env)
+
+
+async def test_rmq_client_with_tls_against_java_4_9_8_enforcing():
+    with tempfile.TemporaryDirectory(prefix="rmq-java-tls-", ignore_cleanup_errors=True) as d:
+        wd = Path(d)
+        ns_port, br_port = low_free_port(1), low_free_port(2)
+        namesrv = f"127.0.0.1:{ns_port}"
+        ns = java_server(
+            wd, "jnamesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", {"listenPort": ns_port}, "boot success"
+        )
+        store = wd / "jbroker-store"
+        br = java_server(
+            wd,
+            "jbroker",
+            "org.apache.rocketmq.broker.BrokerStartup",
+            {
+                "brokerClusterName": "JavaTls",
+                "brokerName": "jbroker",
+                "brokerIP1": "127.0.0.1",
+                "listenPort": br_port,
+                "namesrvAddr": namesrv,
+                "storePathRootDir": store,
+                "storePathCommitLog": store / "commitlog",
+                "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+                "autoCreateTopicEnable": "true",
+            },
+            r"The broker\[jbroker",
+        )
+        try:
+            ns.start(60)
+            br.start(90)
+            topic = unique("RmqToJava")
+            async with Producer(unique("pg"), namesrv, use_tls=True) as p:
+                for i in range(N):
+                    await p.send(Message(topic, f"r-{i}".encode()))
+            # a PushConsumer: rmq's LitePullConsumer pulls with LITE_PULL_MESSAGE (361, 5.x),
+            # which a 4.9.8 broker does not know
+            got: list = []
+
+            def listener(msgs: list, ctx: object) -> ConsumeResult:
+                got.extend(msgs)
+                return ConsumeResult.CONSUME_SUCCESS
+
+            c = PushConsumer(
+                unique("cg"),
+                namesrv,
+                listener=listener,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                use_tls=True,
+            )
+            c.subscribe(topic, "*")
+            await c.start()
+            try:
+                await wait_until(lambda: len(got) >= N, 60, f"{N} messages read back from the Java broker")
+            finally:
+                await c.shutdown()
+            assert sorted(m.body for m in got) == [f"r-{i}".encode() for i in range(N)]
+            # and without TLS the Java servers refuse rmq.client
+            async with RemotingClient(connect_timeout=5) as plain:
+                with pytest.raises((RemotingError, MQClientError)):
+                    await MQClientAPI(plain, [namesrv]).get_topic_route_info(topic)
+        finally:
+            br.stop()
+            ns.stop()
