@@ -12,6 +12,13 @@ one report of the new CommitLog end; dispatch (ConsumeQueues, index) follows the
 appended bytes in the store's reput. A transfer that does not continue the CommitLog
 exactly closes the connection (spec 5.2); creating the next CommitLog file happens in
 a worker thread while reading is paused.
+
+With a cluster credential (``credential``) the slave says HELLO only after the master's
+CHALLENGE, proving the credential over its nonce (ha/protocol.py). A master that sends
+no CHALLENGE within CHALLENGE_TIMEOUT has no credential: such a master cannot tell this
+slave from any other peer, and a half-configured cluster is a mistake to surface, so
+the slave does not replicate from it and says why (``last_reject``, one error line per
+connection attempt).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from ha.protocol import (
     EpochProvider,
     HAProtocolError,
     MasterAccept,
+    MasterChallenge,
     MasterReject,
     SlaveHello,
     SlaveStreamReader,
@@ -36,6 +44,7 @@ from ha.protocol import (
     encode_offset_report,
     no_epoch,
 )
+from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
 from rmq.common.service import ServiceLoop, TaskSet
 from rmq.protocol.epoch import EpochEntry
@@ -57,6 +66,8 @@ class HandshakeRefused(Exception):
 BACKOFF_MIN = 0.2
 BACKOFF_MAX = 5.0  # RocketMQ waits 5 s after a failed connect
 CONNECT_TIMEOUT = 3.0
+# A slave with a credential waits this long for the master's CHALLENGE.
+CHALLENGE_TIMEOUT = 5.0
 # While catching up, dispatch (the same loop) waits this long between its batches: the
 # CommitLog copy goes first, ConsumeQueues follow (their lag is reported).
 CATCHUP_DISPATCH_PAUSE = 0.05
@@ -81,12 +92,22 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         self._catchup: tuple[int, int, float] | None = None  # (from, target, t accept)
         self._first_data = 0.0
         self._aux = TaskSet(log)  # file creation / accept hook in flight
+        self._hello_sent = False
+        self._challenge_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream connection: create_connection hands the protocol a Transport
         self.transport = cast(asyncio.Transport, transport)
         # (TCP_NODELAY: asyncio and uvloop set it on every TCP transport)
+        if self.client.credential is None:
+            self._send_hello()
+        else:
+            # the HELLO must prove the credential over the master's nonce: wait for it
+            self._challenge_timer = asyncio.get_running_loop().call_later(CHALLENGE_TIMEOUT, self._no_challenge)
+
+    def _send_hello(self, nonce: bytes = b"") -> None:
+        self._hello_sent = True
         c = self.client
         epoch, start = c.epoch_provider()
         cfg = self.store.config
@@ -102,9 +123,38 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
             FLAG_FULL_SYNC if cfg.haFullSync else 0,
             epochs,
         )
-        self._write(encode_hello(hello))
+        self._write(encode_hello(hello, c.credential, nonce))
+
+    def _on_challenge(self, ch: MasterChallenge) -> None:
+        if self._challenge_timer is not None:
+            self._challenge_timer.cancel()
+            self._challenge_timer = None
+        if self.client.credential is None:
+            # our HELLO (unproven) went out already; the master's REJECT says the rest
+            log.error(
+                "HA master %s asks for the cluster credential and this broker has none "
+                "(innerClientAuthenticationCredentials)",
+                self.client.master_address,
+            )
+        elif not self._hello_sent:
+            self._send_hello(ch.nonce)
+
+    def _no_challenge(self) -> None:
+        self._challenge_timer = None
+        if self.closing or self._hello_sent:
+            return
+        why = (
+            f"master {self.client.master_address} sent no challenge within {CHALLENGE_TIMEOUT:.0f} s: it has no "
+            "cluster credential (innerClientAuthenticationCredentials) while this slave has one; "
+            "not replicating from it"
+        )
+        self.client.last_reject = why
+        self._fail(why)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._challenge_timer is not None:
+            self._challenge_timer.cancel()
+            self._challenge_timer = None
         self.closing = True
         self.store.set_dispatch_throttle(0.0)
         self.transport = None
@@ -133,6 +183,9 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ events
     def _handle(self, events: list) -> None:
         for i, ev in enumerate(events):
+            if isinstance(ev, MasterChallenge):
+                self._on_challenge(ev)
+                continue
             if isinstance(ev, Transfer):
                 self._pending.extend(events[i:])  # only transfers follow the answer
                 break
@@ -346,9 +399,11 @@ class HAClient:
         accept_hook: AcceptHook | None = None,
         epochs_provider: Callable[[], Sequence[EpochEntry]] | None = None,
         buffer_size: int = 4 * 1024 * 1024,
+        credential: Credential | None = None,
         ssl: SSLContext | None = None,
     ) -> None:
         self.store = store
+        self.credential = credential
         self.ssl = ssl  # TLS to the master's HA port (rmq.remoting.tls.outbound_context)
         self.config = store.config
         self.cluster = cluster

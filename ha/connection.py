@@ -22,6 +22,7 @@ from ha.protocol import (
     OffsetReport,
     SlaveHello,
     encode_accept,
+    encode_challenge,
     encode_reject,
     encode_transfer_header,
 )
@@ -46,6 +47,10 @@ class HAMaster(Protocol):
     write_buffer_high: int
     stats_rejected: int
     stats_bad_input: int
+
+    def challenge(self) -> bytes | None: ...
+
+    def authenticate(self, h: SlaveHello, nonce: bytes | None) -> str | None: ...
 
     def check_hello(self, h: SlaveHello) -> str | None: ...
 
@@ -78,6 +83,7 @@ class HAConnection(asyncio.Protocol):
         self.closed = False
         self.closing = False
         self._reader = MasterStreamReader()
+        self._nonce: bytes | None = None  # this connection's challenge (credential set)
         self._transport: asyncio.Transport | None = None
         self._paused = False
         self._pump_scheduled = False
@@ -98,6 +104,11 @@ class HAConnection(asyncio.Protocol):
         # (TCP_NODELAY: asyncio and uvloop set it on every TCP transport)
         t.set_write_buffer_limits(high=self.service.write_buffer_high)
         self.service.on_connection_made(self)
+        if not self.closing:
+            # first, before anything is read: the HELLO's proof must cover this nonce
+            self._nonce = self.service.challenge()
+            if self._nonce is not None:
+                self._write([encode_challenge(self._nonce)])
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = self.closing = True
@@ -134,8 +145,22 @@ class HAConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ handshake
     def _on_hello(self, hello: SlaveHello) -> None:
         svc = self.service
-        reason = svc.check_hello(hello)
         epoch = svc.current_epoch()
+        # the credential first: an unproven peer learns nothing of this master's names
+        refused = svc.authenticate(hello, self._nonce)
+        self._nonce = None  # one HELLO per nonce
+        if refused is not None:
+            log.warning(
+                "HA handshake from %s refused, accessKey=%s: %s",
+                self.addr,
+                hello.proof.access_key if hello.proof is not None else "(none)",
+                refused,
+            )
+            svc.stats_rejected += 1
+            self._write([encode_reject(MasterReject(epoch, refused))])
+            self.close()
+            return
+        reason = svc.check_hello(hello)
         if reason is not None:
             log.warning(
                 "HA handshake from %s (%s, %s, id %d) rejected: %s",

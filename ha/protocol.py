@@ -2,6 +2,7 @@
 
 A connection to the master's haListenPort carries, in order::
 
+    master -> slave    CHALLENGE frame (ours), only when the master has a credential
     slave  -> master   HELLO frame (ours), then 8-byte offset reports (spec 5.1)
     master -> slave    ACCEPT or REJECT frame (ours), then 12-byte header + data (spec 5.2)
 
@@ -14,16 +15,17 @@ Handshake frame (big-endian)::
 
     int32  magic    0x524D5148 ("RMQH")
     int16  version  1
-    int16  type     1 HELLO, 2 ACCEPT, 3 REJECT
+    int16  type     1 HELLO, 2 ACCEPT, 3 REJECT, 4 CHALLENGE
     int32  length   of the payload, at most MAX_HANDSHAKE_PAYLOAD
     bytes  payload
 
     HELLO   str cluster, str brokerName, int64 brokerId, int64 epoch (0 = none),
             int64 lastEpochStartOffset (-1 = none), int64 maxOffset,
             int64 commitLogFileSize, int32 flags (bit 0: full sync, bit 1: epochs
-            follow) [, epochs]
+            follow, bit 2: proof follows) [, epochs] [, str accessKey, 32 bytes proof]
     ACCEPT  int64 epoch, int64 masterMaxOffset [, epochs: when the HELLO had bit 1]
     REJECT  int64 epoch, str reason
+    CHALLENGE  16 bytes nonce
 
     str = int16 length + UTF-8 bytes
     epochs = the sender's epoch history, rmq.protocol.epoch's list codec (int32 count
@@ -38,6 +40,16 @@ has none), one that does not ignores both, and the slave sees no list. A HELLO w
 a list announces a slave that compares histories and truncates after the handshake,
 so its maxOffset may be beyond the master's.
 
+The cluster credential (broker.conf ``innerClientAuthenticationCredentials``): a master
+that has one sends a CHALLENGE with a fresh random nonce as soon as a connection is
+accepted, and accepts only a HELLO whose proof is ``HMAC-SHA256(secretKey, nonce ||
+every payload byte before the proof)`` (the HELLO's fields and the AccessKey) under the
+cluster's AccessKey, compared in constant time. The nonce is new for every connection,
+so a HELLO recorded from another connection proves nothing. A slave that has a
+credential waits for the CHALLENGE before it says HELLO; one without says HELLO at once
+(and a master with a credential refuses it). Payload bytes after the proof would
+not be covered by it: a later version adds its fields before the proof.
+
 Two readers, one per direction: ``MasterStreamReader`` (what the master reads from a
 slave) and ``SlaveStreamReader`` (what a slave reads from its master; it can receive
 straight into its own buffer, ``get_buffer``/``buffer_updated``, so data is appended to
@@ -47,11 +59,14 @@ on garbage and stay failed afterwards.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
+from rmq.auth.credentials import Credential
 from rmq.protocol.epoch import EpochEntry, decode_epoch_list, encode_epoch_list
 from rmq.protocol.errors import ProtocolError
 
@@ -62,17 +77,26 @@ __all__ = [
     "HELLO",
     "ACCEPT",
     "REJECT",
+    "CHALLENGE",
     "FLAG_FULL_SYNC",
     "FLAG_EPOCHS",
+    "FLAG_PROOF",
+    "NONCE_SIZE",
+    "PROOF_SIZE",
     "MAX_HANDSHAKE_PAYLOAD",
     "REPORT_SIZE",
     "TRANSFER_HEADER_SIZE",
     "SlaveHello",
+    "HelloProof",
+    "MasterChallenge",
     "MasterAccept",
     "MasterReject",
     "OffsetReport",
     "Transfer",
     "encode_hello",
+    "encode_challenge",
+    "hello_proof",
+    "verify_hello",
     "encode_accept",
     "encode_reject",
     "encode_offset_report",
@@ -97,8 +121,12 @@ VERSION: Final = 1
 HELLO: Final = 1
 ACCEPT: Final = 2
 REJECT: Final = 3
+CHALLENGE: Final = 4
 FLAG_FULL_SYNC: Final = 0x1
 FLAG_EPOCHS: Final = 0x2
+FLAG_PROOF: Final = 0x4
+NONCE_SIZE: Final = 16
+PROOF_SIZE: Final = 32  # HMAC-SHA256
 MAX_HANDSHAKE_PAYLOAD: Final = 64 * 1024
 REPORT_SIZE: Final = 8
 TRANSFER_HEADER_SIZE: Final = 12
@@ -122,6 +150,16 @@ class HAProtocolError(ProtocolError):
 
 # --------------------------------------------------------------------------- messages
 @dataclass(frozen=True, slots=True)
+class HelloProof:
+    """A HELLO's proof of the cluster credential. ``signed``: the payload bytes the MAC
+    covers, as received (set by the decoder)."""
+
+    access_key: str
+    mac: bytes = field(repr=False)
+    signed: bytes = field(default=b"", repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class SlaveHello:
     cluster: str
     broker_name: str
@@ -133,10 +171,19 @@ class SlaveHello:
     flags: int = 0
     # None: a classic slave; encode_hello sets FLAG_EPOCHS when there is a list
     epochs: tuple[EpochEntry, ...] | None = None
+    # decoded only (encode_hello computes it from a credential and the nonce)
+    proof: HelloProof | None = None
 
     @property
     def full_sync(self) -> bool:
         return bool(self.flags & FLAG_FULL_SYNC)
+
+
+@dataclass(frozen=True, slots=True)
+class MasterChallenge:
+    """The master's nonce, which the slave's HELLO proof must cover."""
+
+    nonce: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,15 +240,46 @@ def _epochs(entries: tuple[EpochEntry, ...] | None) -> bytes:
     return b"" if entries is None else encode_epoch_list(entries)
 
 
-def encode_hello(h: SlaveHello) -> bytes:
+def hello_proof(secret_key: str, nonce: bytes, signed: Buffer) -> bytes:
+    """HMAC-SHA256(secretKey, nonce || signed): what a HELLO's proof must be."""
+    mac = hmac.new(secret_key.encode("utf-8", "replace"), nonce, hashlib.sha256)
+    mac.update(signed)
+    return mac.digest()
+
+
+def encode_hello(h: SlaveHello, credential: Credential | None = None, nonce: bytes = b"") -> bytes:
+    """With ``credential``: FLAG_PROOF set and the AccessKey and the proof over ``nonce``
+    (the master's CHALLENGE) appended; ``h.proof`` is ignored either way."""
     flags = h.flags | FLAG_EPOCHS if h.epochs is not None else h.flags & ~FLAG_EPOCHS
-    return _frame(
-        HELLO,
+    flags = flags | FLAG_PROOF if credential is not None else flags & ~FLAG_PROOF
+    payload = (
         _str(h.cluster)
         + _str(h.broker_name)
         + _HELLO_TAIL.pack(h.broker_id, h.epoch, h.last_epoch_start_offset, h.max_offset, h.commitlog_file_size, flags)
-        + _epochs(h.epochs),
+        + _epochs(h.epochs)
     )
+    if credential is not None:
+        payload += _str(credential.access_key)
+        payload += hello_proof(credential.secret_key, nonce, payload)
+    return _frame(HELLO, payload)
+
+
+def verify_hello(h: SlaveHello, nonce: bytes, credential: Credential) -> bool:
+    """Whether ``h`` proves ``credential`` over this connection's ``nonce``: the right
+    AccessKey and the right MAC (constant time)."""
+    p = h.proof
+    if p is None or not nonce:
+        return False
+    expected = hello_proof(credential.secret_key, nonce, p.signed)
+    # both compared, whatever the first says: the time taken tells nothing
+    key_ok = hmac.compare_digest(p.access_key.encode("utf-8", "replace"), credential.access_key.encode("utf-8"))
+    return hmac.compare_digest(p.mac, expected) and key_ok
+
+
+def encode_challenge(nonce: bytes) -> bytes:
+    if len(nonce) != NONCE_SIZE:
+        raise ValueError(f"a challenge nonce is {NONCE_SIZE} bytes, not {len(nonce)}")
+    return _frame(CHALLENGE, nonce)
 
 
 def encode_accept(a: MasterAccept) -> bytes:
@@ -292,7 +370,20 @@ def decode_hello(payload: memoryview) -> SlaveHello:
     name = f.string("brokerName")
     broker_id, epoch, start, max_off, fsize, flags = f.unpack(_HELLO_TAIL, "HELLO fields")
     epochs = f.epochs() if flags & FLAG_EPOCHS else None
-    return SlaveHello(cluster, name, broker_id, epoch, start, max_off, fsize, flags, epochs)
+    proof = None
+    if flags & FLAG_PROOF:
+        access_key = f.string("accessKey")
+        f.need(PROOF_SIZE, "proof")
+        signed = bytes(payload[: f.pos])
+        proof = HelloProof(access_key, bytes(payload[f.pos : f.pos + PROOF_SIZE]), signed)
+        f.pos += PROOF_SIZE
+    return SlaveHello(cluster, name, broker_id, epoch, start, max_off, fsize, flags, epochs, proof)
+
+
+def decode_challenge(payload: memoryview) -> MasterChallenge:
+    f = _Fields(payload)
+    f.need(NONCE_SIZE, "challenge nonce")
+    return MasterChallenge(bytes(payload[:NONCE_SIZE]))
 
 
 def decode_answer(kind: int, payload: memoryview, expect_epochs: bool = False) -> MasterAccept | MasterReject:
@@ -370,7 +461,8 @@ class MasterStreamReader:
 
 
 class SlaveStreamReader:
-    """What a slave reads from its master: an ACCEPT/REJECT frame, then transfers.
+    """What a slave reads from its master: a CHALLENGE (a master with a credential),
+    an ACCEPT/REJECT frame, then transfers.
 
     Receive either with ``feed(bytes)`` or, without copying, by writing into
     ``get_buffer()`` and calling ``buffer_updated(n)`` (asyncio.BufferedProtocol);
@@ -378,7 +470,7 @@ class SlaveStreamReader:
     buffer, valid until the next ``get_buffer``/``feed``.
     """
 
-    __slots__ = ("_buf", "_mv", "_cap", "_r", "_w", "_answered", "_error", "_min_free", "expect_epochs")
+    __slots__ = ("_buf", "_mv", "_cap", "_r", "_w", "_answered", "_challenged", "_error", "_min_free", "expect_epochs")
 
     def __init__(
         self, capacity: int = DEFAULT_SLAVE_BUFFER, min_free: int = 64 * 1024, expect_epochs: bool = False
@@ -392,6 +484,7 @@ class SlaveStreamReader:
         self._r = 0
         self._w = 0
         self._answered = False
+        self._challenged = False
         self._error: str | None = None
         self.expect_epochs = expect_epochs  # the HELLO carried FLAG_EPOCHS
 
@@ -430,7 +523,7 @@ class SlaveStreamReader:
         self._buf[self._w : self._w + n] = data
         self._w += n
 
-    def events(self) -> list[MasterAccept | MasterReject | Transfer]:
+    def events(self) -> list[MasterChallenge | MasterAccept | MasterReject | Transfer]:
         if self._error is not None:
             raise HAProtocolError(self._error)
         try:
@@ -439,18 +532,26 @@ class SlaveStreamReader:
             self._error = str(e)
             raise
 
-    def _events(self) -> list[MasterAccept | MasterReject | Transfer]:
-        out: list[MasterAccept | MasterReject | Transfer] = []
+    def _events(self) -> list[MasterChallenge | MasterAccept | MasterReject | Transfer]:
+        out: list[MasterChallenge | MasterAccept | MasterReject | Transfer] = []
         mv = self._mv
         r, w = self._r, self._w
         if not self._answered:
-            head = _parse_handshake_head(mv[:w], r, (ACCEPT, REJECT))
+            # at most one CHALLENGE, and only before the answer
+            head = _parse_handshake_head(
+                mv[:w], r, (ACCEPT, REJECT) if self._challenged else (CHALLENGE, ACCEPT, REJECT)
+            )
             if head is None:
                 return out
             kind, length = head
             end = r + _HS_HEAD.size + length
             if w < end:
                 return out
+            if kind == CHALLENGE:
+                out.append(decode_challenge(mv[r + _HS_HEAD.size : end]))
+                self._challenged = True
+                self._r = end
+                return out + self._events()
             ans = decode_answer(kind, mv[r + _HS_HEAD.size : end], self.expect_epochs)
             out.append(ans)
             self._answered = True

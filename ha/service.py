@@ -13,6 +13,13 @@ history sent in the ACCEPT; a slave that sends its own compares and truncates, s
 may say hello from beyond this master's end) and ``hello_check(hello) -> reason |
 None`` (an extra reason to refuse a slave, e.g. a newer epoch than this master's).
 
+``credential`` (broker.conf innerClientAuthenticationCredentials): every connection is
+challenged first and only a slave whose HELLO proves the credential is let in
+(ha/protocol.py); refusals are counted in ``auth_failures`` by reason (the broker's
+``rocketmq_auth_failures_total``; a dict the broker keeps across role changes) and
+logged naming the peer and the AccessKey. Without it any slave that reaches the port
+is served, as in 4.9.8.
+
 ``confirm_reads`` (controller mode) keeps an in-sync set, RocketMQ 5's SyncStateSet
 on a small scale: a slave joins once it has what dispatch shows consumers now or had
 shown at its previous report, is *confirmed* once it has what dispatch had shown when
@@ -31,12 +38,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
-from ha.protocol import EpochProvider, SlaveHello, no_epoch
+from ha.protocol import NONCE_SIZE, EpochProvider, SlaveHello, no_epoch, verify_hello
+from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
 from rmq.common.service import ServiceLoop
 from rmq.protocol.epoch import EpochEntry
@@ -65,9 +74,13 @@ class HAService:
         epochs_provider: EpochsProvider | None = None,
         confirm_reads: bool = False,
         on_shrink: Callable[[], None] | None = None,
+        credential: Credential | None = None,
+        auth_failures: dict[str, int] | None = None,
         tls: TlsSettings | None = None,
     ) -> None:
         cfg = store.config
+        self.credential = credential
+        self.auth_failures: dict[str, int] = {} if auth_failures is None else auth_failures
         # tls.server.mode on this port too (None: plaintext only)
         self.tls = tls
         self.store = store
@@ -193,6 +206,33 @@ class HAService:
                 conn.ack,
             )
             self._update_limit()
+
+    def challenge(self) -> bytes | None:
+        """A fresh nonce for a new connection, None when no proof is asked for."""
+        return secrets.token_bytes(NONCE_SIZE) if self.credential is not None else None
+
+    def authenticate(self, h: SlaveHello, nonce: bytes | None) -> str | None:
+        """Why the HELLO does not prove the cluster credential (None: it does, or none
+        is asked for); the refusal is counted."""
+        cred = self.credential
+        if cred is None:
+            return None
+        if h.proof is None:
+            reason, why = (
+                "ha_no_credential",
+                "this master requires the cluster credential (innerClientAuthenticationCredentials) "
+                "and the HELLO carries no proof",
+            )
+        elif nonce is None or not verify_hello(h, nonce, cred):
+            # (one answer for a wrong AccessKey and a wrong proof: no key probing)
+            reason, why = (
+                "ha_signature",
+                f"the HELLO's proof for accessKey={h.proof.access_key} does not match this master's credential",
+            )
+        else:
+            return None
+        self.auth_failures[reason] = self.auth_failures.get(reason, 0) + 1
+        return why
 
     def check_hello(self, h: SlaveHello) -> str | None:
         if h.cluster != self.cluster:

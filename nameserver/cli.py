@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from nameserver.config import NamesrvSettings, load_namesrv_config
 from nameserver.controller import ControllerConfig
+from rmq.remoting.acl_guard import acl_home
 
 __all__ = ["main", "build_parser", "run", "settings_from_args", "controller_config"]
 
@@ -148,6 +149,8 @@ async def run(settings: NamesrvSettings) -> int:
         accept_standard_json_only=cfg.acceptStandardJsonOnly,
         order_message_enable=cfg.orderMessageEnable,
         controller=controller,
+        acl_home=acl_home(cfg.rocketmqHome) if cfg.aclEnable else None,
+        cluster_credential=cfg.inner_credential,
     )
     # tls.* keys (default: permissive, a self-signed certificate made at start)
     server.remoting.tls = settings.netty.tls
@@ -163,7 +166,7 @@ async def run(settings: NamesrvSettings) -> int:
     try:
         try:
             await server.start()
-        except (OSError, ValueError) as e:  # port taken / bad address, unreadable KV file
+        except (OSError, ValueError) as e:  # port taken / bad address, unreadable KV or ACL file
             logger.error("NameServer cannot start on %s:%d: %s", host, port, e)
             return 1
         logger.info("NameServer listening on %s:%d", server.host, server.port)

@@ -22,6 +22,7 @@ from pathlib import Path
 from nameserver.controller import ControllerConfig
 from nameserver.kvconfig import default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS
+from rmq.auth.credentials import Credential, CredentialError, parse_credential
 from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
 from rmq.remoting.config import NettyServerConfig, take_tls_keys
 
@@ -57,6 +58,15 @@ class NamesrvConfig:
     acceptStandardJsonOnly: bool = False
     metricsPromExporterPort: int = 0  # /metrics; 0 = off (the broker's key)
     logLevel: str = "INFO"
+    # ACL (4.9.8's NameServer has none): writes need an admin account of
+    # <rocketmqHome>/conf/plain_acl.yml (+ conf/acl/**) or the cluster credential
+    # (rmq/auth/namesrv_rules.py); reads stay open.
+    aclEnable: bool = False
+    innerClientAuthenticationCredentials: str = field(default="", repr=False, metadata={"secret": True})
+
+    @property
+    def inner_credential(self) -> Credential | None:
+        return parse_credential(self.innerClientAuthenticationCredentials)
 
     @property
     def kv_path(self) -> Path:
@@ -70,6 +80,10 @@ class NamesrvConfig:
         for key in ("scanNotActiveBrokerInterval", "brokerExpiredTimeMillis"):
             if getattr(self, key) <= 0:
                 raise PropertiesError(f"{key}: must be positive, got {getattr(self, key)}")
+        try:
+            parse_credential(self.innerClientAuthenticationCredentials)
+        except CredentialError as e:
+            raise PropertiesError(str(e)) from None
         if self.logLevel.upper() not in LOG_LEVELS:
             raise PropertiesError(f"logLevel: expected one of {', '.join(LOG_LEVELS)}, got {self.logLevel!r}")
         self.logLevel = self.logLevel.upper()

@@ -11,6 +11,8 @@ belongs to one (brokers alive, failover events).
   dispatcher observer keeps anyway (GET_ROUTEINFO_BY_TOPIC, REGISTER_BROKER);
 * ``rocketmq_namesrv_failover_events_total{cluster, broker_name}``: bumped by
   ``record_failover`` (the failover controller's);
+* ``rocketmq_auth_failures_total{reason}`` (aclEnable): requests the ACL refused, as on
+  the broker;
 * ``rocketmq_rpc_latency`` and ``rocketmq_protocol_errors_total`` as on the broker.
 """
 
@@ -45,6 +47,7 @@ class NameServerSnapshot:
     rpc_latency: dict[tuple, HistogramSnapshot]
     failovers: dict[tuple[str, str], int]
     protocol_errors: int
+    auth_failures: dict[str, int]
 
 
 class NameServerMetrics:
@@ -93,8 +96,13 @@ class NameServerMetrics:
         for bd in routes.broker_addr_table.values():
             n = sum(1 for addr in bd.broker_addrs.values() if addr in live)
             alive[bd.cluster] = alive.get(bd.cluster, 0) + n
+        guard = self.server.acl_guard
         return NameServerSnapshot(
-            alive, self.rpc.snapshot(), dict(self.failovers), self.server.remoting.stats.protocol_errors
+            alive,
+            self.rpc.snapshot(),
+            dict(self.failovers),
+            self.server.remoting.stats.protocol_errors,
+            guard.failure_counts() if guard is not None else {},
         )
 
     def _families(self, s: NameServerSnapshot | None) -> Families:
@@ -105,6 +113,7 @@ class NameServerMetrics:
         f.counter("rocketmq_namesrv_failover_events_total", "Masters replaced by failover.", ["cluster", "broker_name"])
         f.histogram("rocketmq_rpc_latency", "Request handling time in milliseconds.", ["request_code", "response_code"])
         f.counter("rocketmq_protocol_errors_total", "Connections closed for malformed frames.")
+        f.counter("rocketmq_auth_failures_total", "Requests refused by the ACL.", ["reason"])
         if s is None:
             return f
         for cluster, n in s.brokers_alive.items():
@@ -123,4 +132,6 @@ class NameServerMetrics:
         for (cluster, broker), n in s.failovers.items():
             f.sample("rocketmq_namesrv_failover_events_total", n, [cluster, broker])
         f.sample("rocketmq_protocol_errors_total", s.protocol_errors)
+        for reason, n in s.auth_failures.items():
+            f.sample("rocketmq_auth_failures_total", n, [reason])
         return f

@@ -25,6 +25,8 @@ from typing import Protocol
 from nameserver.controller import CONTROLLER_FILE_NAME, Controller, ControllerConfig, ControllerError
 from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager
+from rmq.auth.credentials import Credential
+from rmq.auth.namesrv_rules import validate_namesrv
 from rmq.common.clock import monotonic_ms
 from rmq.common.fs import atomic_write
 from rmq.common.service import ServiceLoop
@@ -49,6 +51,7 @@ from rmq.protocol.headers import (
     UnRegisterBrokerRequestHeader,
     parse_long,
 )
+from rmq.remoting.acl_guard import AclGuard, AclReloadService, load_acl_set
 from rmq.remoting.connection import Connection
 from rmq.remoting.server import RemotingServer
 
@@ -62,6 +65,7 @@ class FailoverRecorder(Protocol):
 
 
 logger = logging.getLogger("rmq.nameserver")
+acl_logger = logging.getLogger("rmq.nameserver.acl")
 
 #: FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL), appended to the TOPIC_NOT_EXIST remark.
 TOPIC_NOT_EXIST_REMARK_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -100,6 +104,9 @@ class NameServer:
     ``kv_path`` None means RocketMQ's place, ``~/namesrv/`` (file kvConfig.msgpack).
     ``controller``: run the failover controller (``nameserver.controller``), its
     decisions kept in controller.msgpack next to the KV file.
+    ``acl_home`` (aclEnable): the rocketmqHome whose conf/plain_acl.yml (+ conf/acl/**)
+    holds the admin accounts that may change this NameServer; reads stay open
+    (rmq/auth/namesrv_rules.py). ``cluster_credential``: accepted as such an account.
     """
 
     def __init__(
@@ -113,6 +120,8 @@ class NameServer:
         accept_standard_json_only: bool = False,
         order_message_enable: bool = False,
         controller: ControllerConfig | None = None,
+        acl_home: str | None = None,
+        cluster_credential: Credential | None = None,
     ) -> None:
         if broker_expire_ms <= 0 or scan_interval_ms <= 0:
             raise ValueError("broker_expire_ms and scan_interval_ms must be positive")
@@ -142,6 +151,12 @@ class NameServer:
             self._controller_scan = _ControllerScan(self, controller.controllerScanInterval)
             self.controller.on_failover = self._record_failover
             self._controller_path = None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME
+        # aclEnable: the accounts of <acl_home>/conf/plain_acl.yml (+ conf/acl/**) and the
+        # cluster credential; loaded in start() (a broken file stops the start)
+        self.acl_home = acl_home
+        self.cluster_credential = cluster_credential
+        self.acl_guard: AclGuard | None = None
+        self.acl_reload: AclReloadService | None = None
         for code, handler in self._handlers().items():
             self._remoting.register_processor(code, self._guard(code, handler))
         self._remoting.on_connection_closed(self._on_connection_closed)
@@ -163,11 +178,26 @@ class NameServer:
     async def start(self) -> None:
         if self._started:
             raise RuntimeError("NameServer already started")
+        if self.acl_home is not None:
+            # before the port opens: no request is served before the accounts are in force
+            acl = await asyncio.to_thread(load_acl_set, self.acl_home, acl_logger)
+            self.acl_guard = AclGuard(acl, rule=validate_namesrv, cluster=self.cluster_credential, logger=acl_logger)
+            self._remoting.set_auth_hook(self.acl_guard)
+            self.acl_reload = AclReloadService(self.acl_guard, self.acl_home)
         await asyncio.to_thread(self.kv.load)
         if self.controller is not None:
             await asyncio.to_thread(self._load_controller)
         await self._remoting.start()
         self._started = True
+        if self.acl_reload is not None and self.acl_guard is not None:
+            self.acl_reload.start()
+            acl_logger.info(
+                "ACL enabled: %d accounts from %d files under %s%s; writes need an admin account",
+                len(self.acl_guard.acl.accounts),
+                len(self.acl_guard.acl.files),
+                self.acl_home,
+                " and the cluster credential" if self.cluster_credential is not None else "",
+            )
         self._scan = _BrokerExpiryScan(self)
         self._scan.start()
         if self._controller_scan is not None:
@@ -184,6 +214,8 @@ class NameServer:
         if not self._started:
             return
         self._started = False
+        if self.acl_reload is not None:
+            await self.acl_reload.stop(cancel=True)
         await self._scan.stop()
         if self._controller_scan is not None:
             await self._controller_scan.stop()

@@ -70,9 +70,9 @@ async def _request(client: RemotingClient, addr: str, code: int) -> bytes | None
     return resp.body
 
 
-async def _runtime_info(client: RemotingClient, addr: str) -> dict[str, str] | None:
+async def _runtime_info(client: RemotingClient, addr: str) -> KVTable | None:
     body = await _request(client, addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-    return KVTable.from_json(body).table if body is not None else None
+    return KVTable.from_json(body) if body is not None else None
 
 
 async def _replication(client: RemotingClient, addr: str) -> str:
@@ -94,14 +94,15 @@ async def _status(broker_addr: str, stop: asyncio.Event) -> None:
     client = RemotingClient()
     try:
         while not stop.is_set():
-            info = await _runtime_info(client, broker_addr)
-            if info is None:
+            kv = await _runtime_info(client, broker_addr)
+            if kv is None:
                 line = "broker not answering"
             else:
+                info = kv.table
                 stored = int(info.get("commitLogMaxOffset", 0))
                 line = (
-                    f"TPS in {float(info.get('putTps', 0)):7.0f} | out "
-                    f"{float(info.get('getFoundTps', 0)):7.0f} | put "
+                    f"TPS in {kv.first_figure('putTps'):7.0f} | out "
+                    f"{kv.first_figure('getTransferedTps'):7.0f} | put "
                     f"{info.get('msgPutTotalTodayNow', '0'):>8} | CommitLog {stored / 1e6:8.1f} MB"
                     f" | dispatch lag {info.get('dispatchBehindBytes', '0')} B | "
                     f"{await _replication(client, broker_addr)}"

@@ -1,4 +1,5 @@
-"""The plain_acl.yml model (spec 2.1, 2.2, 2.9): parse, merge the files, rewrite for codes 50-53.
+"""The plain_acl.yml model (spec 2.1, 2.2): parse and merge the files (codes 50-53 rewrite them:
+``rmq.auth.acl_update``).
 
 Files: ``<home>/conf/acl/**/*.yml|*.yaml`` (recursively), then ``<home>/conf/plain_acl.yml``
 (the default file) last, as 4.9.8's ``PlainPermissionManager.load`` lists them. 4.9.8
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -32,7 +33,6 @@ import yaml
 
 from rmq.auth.address import AddressPattern, AddressPatternError, compile_pattern
 from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX
-from rmq.protocol.headers import HeaderFieldError, parse_bool
 
 __all__ = [
     "DENY",
@@ -44,7 +44,6 @@ __all__ = [
     "DEFAULT_ACL_FILE",
     "ACL_DIR",
     "AclConfigError",
-    "AclUpdateError",
     "DataVersion",
     "Account",
     "AclFile",
@@ -54,14 +53,6 @@ __all__ = [
     "acl_file_paths",
     "acl_file_stamps",
     "load_acl",
-    "AccountUpdate",
-    "split_java_list",
-    "update_account_document",
-    "delete_account_document",
-    "update_global_white_document",
-    "update_failed_remark",
-    "delete_failed_remark",
-    "global_white_failed_remark",
 ]
 
 # Permission bits (ACL/common/Permission.java). ANY is only ever *needed*, never owned.
@@ -114,10 +105,6 @@ class AclConfigError(ValueError):
         self.problem = problem
         where = path if line is None else f"{path}:{line}"
         super().__init__(f"{where}: {field}: {problem}" if field else f"{where}: {problem}")
-
-
-class AclUpdateError(ValueError):
-    """An ACL-management request 4.9.8 refuses; the message is the response remark."""
 
 
 # =========================================================================== model
@@ -469,211 +456,3 @@ def load_acl(home: str | os.PathLike[str], default_file: str = DEFAULT_ACL_FILE)
         except OSError as e:
             raise AclConfigError(str(path), None, None, f"cannot read: {e.strerror}") from None
     return build_acl_set(documents, str(Path(home) / default_file))
-
-
-# =========================================================================== codes 50-53
-def split_java_list(text: str | None) -> tuple[str, ...] | None:
-    """``UtilAll.split(text, ",")`` as the ACL handlers use it; None stays None.
-
-    Java's ``String.split`` drops trailing empty items; an empty string here is an empty
-    list (Java would make it one empty item, which then fails the format check).
-    """
-    if text is None:
-        return None
-    items = text.split(",")
-    while items and items[-1] == "":
-        items.pop()
-    return tuple(items)
-
-
-@dataclass(frozen=True, slots=True)
-class AccountUpdate:
-    """``PlainAccessConfig`` as code 50 (``CreateAccessConfigRequestHeader``) carries it."""
-
-    access_key: str
-    secret_key: str | None = field(default=None, repr=False)
-    white_remote_address: str | None = None
-    admin: bool = False
-    default_topic_perm: str | None = None
-    default_group_perm: str | None = None
-    topic_perms: tuple[str, ...] | None = None
-    group_perms: tuple[str, ...] | None = None
-
-    @classmethod
-    def from_ext_fields(cls, ext: Mapping[str, str] | None) -> AccountUpdate:
-        """The request header; ``HeaderFieldError`` when ``accessKey`` is missing (@CFNotNull)."""
-        ext = ext or {}
-        access_key = ext.get("accessKey")
-        if access_key is None:
-            raise HeaderFieldError("accessKey", "is null")
-        admin = ext.get("admin")
-        return cls(
-            access_key,
-            ext.get("secretKey"),
-            ext.get("whiteRemoteAddress"),
-            False if admin is None else parse_bool("admin", admin),
-            ext.get("defaultTopicPerm"),
-            ext.get("defaultGroupPerm"),
-            split_java_list(ext.get("topicPerms")),
-            split_java_list(ext.get("groupPerms")),
-        )
-
-
-def _check_resource_perms(items: Sequence[str] | None) -> None:
-    """``Permission.checkResourcePerms``, with its messages."""
-    for item in items or ():
-        parts = [p for p in item.split("=") if p]
-        if len(parts) != 2:
-            raise AclUpdateError(
-                f"Parse Resource format error for {item}.\n"
-                "The expected resource format is 'Res=Perm'. For example: topicA=SUB"
-            )
-        if parts[1].strip() != "DENY" and parse_perm(parts[1]) == DENY:
-            raise AclUpdateError(
-                f"Parse resource permission error for {item}.\n"
-                "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'."
-            )
-
-
-def _document(text: str | bytes | None, path: str) -> dict[Any, Any]:
-    if text is None:
-        return {}
-    data, root = _compose(text, path)
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise AclConfigError(path, _line(root), None, "the document is not a mapping")
-    return data
-
-
-def _bump(doc: dict[Any, Any], now_ms: int) -> None:
-    # PlainPermissionManager.updateAclConfigFileVersion: counter + 1, timestamp now.
-    old = DataVersion()
-    raw = doc.get(K_DATA_VERSION)
-    if isinstance(raw, list) and raw and isinstance(raw[0], dict):
-        try:
-            old = DataVersion(int(raw[0].get("counter") or 0), int(raw[0].get("timestamp") or 0))
-        except (TypeError, ValueError):
-            pass
-    new = old.next(now_ms)
-    doc[K_DATA_VERSION] = [{"counter": new.counter, "timestamp": new.timestamp}]
-
-
-def _dump(doc: dict[Any, Any], path: str) -> str:
-    # SnakeYAML's dumpAsMap layout: block style, keys in the map's order.
-    text = yaml.safe_dump(doc, default_flow_style=False, sort_keys=False, allow_unicode=True)
-    parse_acl_document(text, path)  # never write a file the next load would refuse
-    return text
-
-
-def update_account_document(text: str | bytes | None, update: AccountUpdate, now_ms: int, path: str = "") -> str:
-    """Code 50: the new text of the file that holds (or will hold) ``update.access_key``.
-
-    As ``PlainPermissionManager.updateAccessConfig``: the account keeps the fields the
-    request leaves null, moves to the end of ``accounts``; a new one is appended with
-    the fields in 4.9.8's order; ``dataVersion`` is bumped. ``AclUpdateError`` carries
-    the response remark; the secret is never part of it (4.9.8 printed it).
-    """
-    ak, sk = update.access_key, update.secret_key
-    if ak is None or sk is None or java_utf16_len(ak) < _MIN_KEY_LENGTH or java_utf16_len(sk) < _MIN_KEY_LENGTH:
-        shown = None if sk is None else "***"
-        raise AclUpdateError(f"The accessKey={ak} and secretKey={shown} cannot be null and length should longer than 6")
-    _check_resource_perms(update.topic_perms)
-    _check_resource_perms(update.group_perms)
-    try:
-        compile_pattern(update.white_remote_address)
-    except AddressPatternError as e:
-        raise AclUpdateError(str(e)) from None
-
-    doc = _document(text, path)
-    accounts = doc.get(K_ACCOUNTS)
-    if not isinstance(accounts, list):
-        accounts = []
-    existing: dict[Any, Any] | None = None
-    for i, acc in enumerate(accounts):
-        if isinstance(acc, dict) and _text_or_none(acc.get(K_ACCESS_KEY)) == ak:
-            existing = accounts.pop(i)
-            break
-    accounts.append(_merge_account(existing, update))
-    doc[K_ACCOUNTS] = accounts
-    _bump(doc, now_ms)
-    return _dump(doc, path)
-
-
-def _text_or_none(value: object) -> str | None:
-    try:
-        return _text(value)
-    except TypeError:
-        return None
-
-
-def _merge_account(existing: dict[Any, Any] | None, update: AccountUpdate) -> dict[Any, Any]:
-    """``createAclAccessConfigMap``: the update written over the old account's fields."""
-    acc: dict[Any, Any] = existing if existing is not None else {}
-    acc[K_ACCESS_KEY] = update.access_key
-    if update.secret_key:
-        acc[K_SECRET_KEY] = update.secret_key
-    if update.white_remote_address is not None:
-        acc[K_WHITE] = update.white_remote_address
-    acc[K_ADMIN] = update.admin  # a boolean: always written
-    if update.default_topic_perm:
-        acc[K_DEFAULT_TOPIC] = update.default_topic_perm
-    if update.default_group_perm:
-        acc[K_DEFAULT_GROUP] = update.default_group_perm
-    if update.topic_perms is not None:
-        acc[K_TOPIC_PERMS] = list(update.topic_perms)
-    if update.group_perms is not None:
-        acc[K_GROUP_PERMS] = list(update.group_perms)
-    return acc
-
-
-def delete_account_document(text: str | bytes | None, access_key: str, now_ms: int, path: str = "") -> str | None:
-    """Code 51: the file without the account, or None when it is not there (answer 210)."""
-    if not access_key:
-        return None
-    doc = _document(text, path)
-    accounts = doc.get(K_ACCOUNTS)
-    if not isinstance(accounts, list):
-        return None
-    for i, acc in enumerate(accounts):
-        if isinstance(acc, dict) and _text_or_none(acc.get(K_ACCESS_KEY)) == access_key:
-            del accounts[i]
-            _bump(doc, now_ms)
-            return _dump(doc, path)
-    return None
-
-
-def update_global_white_document(
-    text: str | bytes | None, addresses: Sequence[str], now_ms: int, path: str = ""
-) -> str:
-    """Code 53: the file with ``globalWhiteRemoteAddresses`` replaced by ``addresses``.
-
-    The patterns are checked first (``AclUpdateError``): 4.9.8 wrote them unchecked and the
-    next reload then failed.
-    """
-    for addr in addresses:
-        try:
-            compile_pattern(addr)
-        except AddressPatternError as e:
-            raise AclUpdateError(
-                f"The globalWhiteAddresses[{','.join(addresses)}] has been updated failed: {e}"
-            ) from None
-    doc = _document(text, path)
-    doc[K_GLOBAL_WHITE] = list(addresses)
-    _bump(doc, now_ms)
-    return _dump(doc, path)
-
-
-def update_failed_remark(access_key: str) -> str:
-    """Code 50's remark when the write did not happen (response 209)."""
-    return f"The accesskey[{access_key}] corresponding to accessConfig has been updated failed."
-
-
-def delete_failed_remark(access_key: str) -> str:
-    """Code 51's remark for an unknown accessKey (response 210)."""
-    return f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed."
-
-
-def global_white_failed_remark(addresses: str) -> str:
-    """Code 53's remark when the write did not happen (response 211)."""
-    return f"The globalWhiteAddresses[{addresses}] has been updated failed."

@@ -12,7 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-from rmq.broker.acl import AclGuard, AclReloadService, acl_home, load_acl_set
 from rmq.broker.client_manager import ConsumerIdsChangeNotifier, ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller_role import ControllerRole, FailoverEpochs
@@ -20,7 +19,8 @@ from rmq.broker.locks import RebalanceLockManager
 from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
-from rmq.broker.outer_api import BrokerOuterAPI
+from rmq.broker.outer_api import BrokerOuterAPI, outer_client
+from rmq.broker.processors.acl_admin import AclAdminProcessor
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
@@ -30,10 +30,11 @@ from rmq.broker.processors.lock import LockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.processors.store_admin import StoreAdminProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
 from rmq.broker.registration import BrokerRegistration
 from rmq.broker.roles import RoleServices
-from rmq.broker.runtime_info import BrokerRuntimeInfo, TpsMeter
+from rmq.broker.runtime_info import BrokerRuntimeInfo, stats_sampler
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize, SlaveSyncService
 from rmq.broker.stats import BrokerStats
@@ -44,13 +45,14 @@ from rmq.common.clock import now_ms
 from rmq.common.service import PeriodicService
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.message import pack_host
-from rmq.remoting.client import RemotingClient
+from rmq.remoting.acl_guard import AclGuard, AclReloadService, acl_home, load_acl_set
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import outbound_context
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 
 log = logging.getLogger("rmq.broker")
+acl_log = logging.getLogger("rmq.broker.acl")
 
 
 class Broker:
@@ -73,7 +75,7 @@ class Broker:
 
         # ---- metadata and clients
         self.stats = BrokerStats()
-        self.tps = TpsMeter(self.stats)
+        self.sampler = stats_sampler(self.stats)
         self.topics = TopicConfigManager(
             cfg_dir,
             bc.brokerClusterName,
@@ -83,6 +85,7 @@ class Broker:
             bc.clusterTopicEnable,
             bc.brokerTopicEnable,
             len(sc.delay_levels_ms),
+            bc.msgTraceTopicName if bc.traceTopicEnable else None,
         )
         self.offsets = ConsumerOffsetManager(cfg_dir)
         self.subscriptions = SubscriptionGroupManager(cfg_dir, bc.autoCreateSubscriptionGroup)
@@ -94,9 +97,9 @@ class Broker:
 
         # ---- network
         self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}", tls=bc.tls)
-        # NameServers, the master (slave sync), the controller: TLS when tls.enable, else
-        # when the server mode is enforcing (RocketMQ's BrokerStartup)
-        self.namesrv_client = RemotingClient(ssl=outbound_context(bc.tls))
+        # signs with innerClientAuthenticationCredentials (registration, controller, slave
+        # sync); TLS when tls.enable, else when the server mode is enforcing (BrokerStartup)
+        self.namesrv_client = outer_client(bc.inner_credential, outbound_context(bc.tls))
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
 
         # ---- the store (loaded and started in start(); its host once the port is bound)
@@ -140,7 +143,9 @@ class Broker:
         self.acl_reload: AclReloadService | None = None
 
         # ---- processors
-        self.runtime_info = BrokerRuntimeInfo(self.stats, self.tps, self.store, sc, self.server.stats)
+        self.runtime_info = BrokerRuntimeInfo(
+            self.stats, self.sampler, self.store, sc, bc, self.server.stats, lambda: self.schedule.offset_table
+        )
         self.pull_processor = PullMessageProcessor(
             bc,
             sc,
@@ -173,7 +178,7 @@ class Broker:
         self.slave_sync_service = SlaveSyncService(self.slave_sync, sc)
 
         def tick() -> None:
-            self.tps.tick()
+            self.sampler.tick()
             self.admin_ops.tick()
 
         def scan_channels() -> None:
@@ -218,6 +223,7 @@ class Broker:
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)
         ops = self.admin_ops
+        sa = StoreAdminProcessor(self.store, self.store.cleaner.commitlog_service, self.topics, self.consumers)
         a = AdminBrokerProcessor(
             bc,
             self.store,
@@ -247,6 +253,7 @@ class Broker:
             (RequestCode.GET_BROKER_RUNTIME_INFO, a.get_broker_runtime_info),
             (RequestCode.DELETE_TOPIC_IN_BROKER, ops.delete_topic),
             (RequestCode.GET_CONSUME_STATS, ops.get_consume_stats),
+            (RequestCode.GET_BROKER_CONSUME_STATS, ops.get_broker_consume_stats),
             (RequestCode.GET_CONSUMER_CONNECTION_LIST, ops.get_consumer_connection_list),
             (RequestCode.GET_PRODUCER_CONNECTION_LIST, ops.get_producer_connection_list),
             (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, ops.update_and_create_subscription_group),
@@ -254,7 +261,16 @@ class Broker:
             (RequestCode.DELETE_SUBSCRIPTIONGROUP, ops.delete_subscription_group),
             (RequestCode.UPDATE_BROKER_CONFIG, ops.update_broker_config),
             (RequestCode.GET_BROKER_CONFIG, ops.get_broker_config),
+            (RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, sa.clean_expired_consume_queue),
+            (RequestCode.CLEAN_UNUSED_TOPIC, sa.clean_unused_topic),
+            (RequestCode.DELETE_EXPIRED_COMMITLOG, sa.delete_expired_commitlog),
+            (RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, sa.get_system_topic_list),
+            (RequestCode.QUERY_CONSUME_QUEUE, sa.query_consume_queue),
+            (RequestCode.GET_ALL_PRODUCER_INFO, ops.get_all_producer_info),
         ):
+            s.register_processor(code, fn)
+        # codes 50-53 (54 stays unregistered: REQUEST_CODE_NOT_SUPPORTED, as 4.9.8)
+        for code, fn in AclAdminProcessor(acl_home(bc.rocketmqHome), bc, lambda: self.acl_guard).handlers():
             s.register_processor(code, fn)
         s.on_connection_closed(self._on_connection_closed)
 
@@ -273,6 +289,13 @@ class Broker:
         """broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it."""
         return self.admin_ops.config_path
 
+    def _auth_failures(self) -> dict[str, int]:
+        """Refusals by reason: the ACL's requests and the HA port's handshakes."""
+        counts = self.acl_guard.failure_counts() if self.acl_guard is not None else {}
+        for reason, n in self.roles.ha_auth_failures.items():
+            counts[reason] = counts.get(reason, 0) + n
+        return counts
+
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         bc, sc = self.broker_config, self.store_config
@@ -280,7 +303,9 @@ class Broker:
             # First: an AclConfigError (file and line) stops the start before anything
             # is opened, and no request is served before the accounts are in force.
             home = acl_home(bc.rocketmqHome)
-            self.acl_guard = AclGuard(await asyncio.to_thread(load_acl_set, home))
+            self.acl_guard = AclGuard(
+                await asyncio.to_thread(load_acl_set, home, acl_log), cluster=bc.inner_credential, logger=acl_log
+            )
             self.server.set_auth_hook(self.acl_guard)
             self.acl_reload = AclReloadService(self.acl_guard, home)
             log.info(
@@ -329,7 +354,7 @@ class Broker:
                 self.consumers,
                 self.producers,
                 self.roles,
-                self.acl_guard.failure_counts if self.acl_guard is not None else None,
+                self._auth_failures,
             )
             self.metrics.start()
         if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:

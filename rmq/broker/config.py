@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from rmq.auth.credentials import Credential, CredentialError, parse_credential
 from rmq.common.net import local_ip
 from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
 from rmq.remoting.config import NettyServerConfig, take_tls_keys
@@ -58,7 +59,18 @@ class BrokerConfig(NettyServerConfig):
     # (RocketMQ's SlaveSynchronize runs every 10 s, not configurable).
     slaveSyncInterval: int = 10000
     regionId: str = "DefaultRegion"
+    # RocketMQ's request pool queue capacities: reported by GET_BROKER_RUNTIME_INFO only,
+    # since rmq handles requests on its event loop without pool queues.
+    sendThreadPoolQueueCapacity: int = 10000
+    pullThreadPoolQueueCapacity: int = 100000
+    queryThreadPoolQueueCapacity: int = 20000
+    endTransactionPoolQueueCapacity: int = 100000
     traceOn: bool = True
+    # RocketMQ's message trace topic, created at start when traceTopicEnable is set
+    traceTopicEnable: bool = False
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    # Filter servers (FilterServer class filtering) are not run: always 0, as 4.9.8's default
+    filterServerNums: int = 0
     transactionTimeOut: int = 6000
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60000
@@ -85,6 +97,11 @@ class BrokerConfig(NettyServerConfig):
     aclEnable: bool = False
     # BrokerStartup accepts these in the file too
     rocketmqHome: str = ""
+    # RocketMQ 5's key: the cluster's AccessKey/SecretKey ({"accessKey":..,"secretKey":..}
+    # or ak:sk). The broker signs its own requests with it and proves it in the HA
+    # handshake; with aclEnable it is accepted as an admin account. Never printed
+    # (GET_BROKER_CONFIG leaves fields marked secret out).
+    innerClientAuthenticationCredentials: str = field(default="", repr=False, metadata={"secret": True})
     sendMessageThreadPoolNums: int = 1
     pullMessageThreadPoolNums: int = 16
     waitTimeMillsInSendQueue: int = 200
@@ -94,6 +111,11 @@ class BrokerConfig(NettyServerConfig):
         """host:port clients reach this broker at (listenPort is the bound port once the
         server started, also when configured 0)."""
         return f"{self.brokerIP1}:{self.listenPort}"
+
+    @property
+    def inner_credential(self) -> Credential | None:
+        """innerClientAuthenticationCredentials parsed (None when unset); validated at load."""
+        return parse_credential(self.innerClientAuthenticationCredentials)
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -129,6 +151,10 @@ class BrokerConfig(NettyServerConfig):
             raise ConfigError(f"brokerId: a {store.brokerRole.value} must have brokerId 0")
         if self.defaultTopicQueueNums < 1:
             raise ConfigError("defaultTopicQueueNums: must be >= 1")
+        try:
+            parse_credential(self.innerClientAuthenticationCredentials)
+        except CredentialError as e:
+            raise ConfigError(str(e)) from None
         for addr in self.namesrv_addrs:
             host, _, port = addr.rpartition(":")
             if not host or not port.isdigit():

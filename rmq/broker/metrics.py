@@ -124,7 +124,7 @@ class BrokerMetrics:
     consumers: ConsumerManager
     producers: ProducerManager
     replication: ReplicationView
-    # aclEnable: refusals per reason (rmq.broker.acl.AclGuard); None: ACL off
+    # aclEnable: refusals per reason (rmq.remoting.acl_guard.AclGuard); None: ACL off
     auth_failures: Callable[[], dict[str, int]] | None = None
 
     def __post_init__(self) -> None:

@@ -1,4 +1,13 @@
-"""BrokerOuterAPI: the broker's requests to NameServers (register, unregister)."""
+"""BrokerOuterAPI: the broker's requests to NameServers (register, unregister), and the
+one ``RemotingClient`` every request the broker originates goes through
+(``outer_client``): registrations, controller heartbeats (controller_role.py) and the
+slave's metadata sync from its master (slave_sync.py).
+
+With ``innerClientAuthenticationCredentials`` that client signs every request with the
+cluster credential, as a client's ``AclClientRPCHook`` does: a NameServer with
+``aclEnable`` accepts the registrations, a master with ``aclEnable`` the slave sync,
+without white-listing. Without it nothing is signed, as in 4.9.8 (spec 2.10).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,9 @@ import asyncio
 import logging
 import zlib
 from dataclasses import dataclass
+from ssl import SSLContext
 
+from rmq.auth.credentials import Credential
 from rmq.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
@@ -19,6 +30,14 @@ from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
 log = logging.getLogger("rmq.broker.register")
+
+
+def outer_client(credential: Credential | None, ssl: SSLContext | None = None) -> RemotingClient:
+    """The broker's client for NameServers, controllers and its master; signing with
+    ``credential`` when there is one, TLS with ``ssl`` (rmq.remoting.tls.outbound_context)."""
+    return RemotingClient(
+        request_hook=credential.sign if credential is not None else None, name="broker-outer", ssl=ssl
+    )
 
 
 @dataclass

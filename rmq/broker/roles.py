@@ -62,6 +62,9 @@ class RoleServices:
         self.ha_client: HAClient | None = None
         # the master's HA address as the NameServers answer it (static slaves)
         self.ha_server_addr = ""
+        # HA handshakes refused for want of the cluster credential, by reason: kept
+        # here, across HA services, for rocketmq_auth_failures_total
+        self.ha_auth_failures: dict[str, int] = {}
         self._tasks = TaskSet(log)
 
     # ------------------------------------------------------------------ the master's address
@@ -102,6 +105,8 @@ class RoleServices:
                 host=self.listen_host,
                 port=self.store_config.haListenPort,
                 epoch_provider=self.epoch,
+                credential=bc.inner_credential,
+                auth_failures=self.ha_auth_failures,
                 tls=bc.tls,
                 **opts,
             )
@@ -134,6 +139,7 @@ class RoleServices:
                 broker_name=bc.brokerName,
                 broker_id=bc.brokerId,
                 epoch_provider=self.epoch,
+                credential=bc.inner_credential,
                 ssl=outbound_context(bc.tls),
                 **opts,
             )

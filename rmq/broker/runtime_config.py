@@ -93,11 +93,14 @@ def _fmt(v: Any) -> str:
 
 
 def all_config_properties(bc: BrokerConfig, sc: MessageStoreConfig) -> dict[str, str]:
-    """Every key of both config objects with its value as broker.conf would spell it."""
+    """Every key of both config objects with its value as broker.conf would spell it,
+    except secrets (fields with ``metadata={"secret": True}``): GET_BROKER_CONFIG is not
+    admin-only."""
     out: dict[str, str] = {}
     for obj in (bc, sc):
         for f in dataclasses.fields(obj):
-            out[f.name] = _fmt(getattr(obj, f.name))
+            if not f.metadata.get("secret"):
+                out[f.name] = _fmt(getattr(obj, f.name))
     return out
 
 

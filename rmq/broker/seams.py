@@ -174,6 +174,8 @@ class SubscriptionGroups(Protocol):
 
     def delete(self, group: str) -> bool: ...
 
+    def names(self) -> list[str]: ...
+
     def snapshot(self) -> dict[str, Any]: ...
 
 
@@ -218,6 +220,8 @@ class PutStats(Protocol):
 
 class GetStats(Protocol):
     def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None: ...
+
+    def on_get_done(self, elapsed_ms: int, found: bool) -> None: ...
 
 
 class PullHold(Protocol):

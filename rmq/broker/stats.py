@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rmq.broker.store_stats import PutTimeStats
 from rmq.common.clock import now_ms
 from rmq.store.results import GetMessageResult, PutMessageResult
 
@@ -19,6 +20,9 @@ class BrokerStats:
         self.put_failures = 0
         self.get_msgs = 0
         self.get_bytes = 0
+        self.get_misses = 0  # pulls that found nothing
+        self.get_time_max_ms = 0
+        self.put_time = PutTimeStats()
         # topic -> [messages, bytes] stored by sends
         self.put_by_topic: dict[str, list[int]] = {}
         # (group, topic) -> [messages, bytes] handed out by pulls
@@ -42,8 +46,17 @@ class BrokerStats:
             c[1] += wrote
             if self.message_size_observer is not None:
                 self.message_size_observer(wrote / n)
+            # called when the store said stored: 4.9.8's "entire put time"
+            self.put_time.observe(now_ms() - result.store_timestamp)
         else:
             self.put_failures += 1
+
+    def on_get_done(self, elapsed_ms: int, found: bool) -> None:
+        """Each store read of a pull (getMessageEntireTimeMax, the miss TPS)."""
+        if not found:
+            self.get_misses += 1
+        if elapsed_ms > self.get_time_max_ms:
+            self.get_time_max_ms = elapsed_ms
 
     def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None:
         n = len(result.buffers)

@@ -106,6 +106,9 @@ class SubscriptionGroupManager:
         log.info("subscription group %s updated: %s", cfg.groupName, cfg)
         self._changed()
 
+    def names(self) -> list[str]:
+        return list(self.table)
+
     def delete(self, group: str) -> bool:
         if self.table.pop(group, None) is None:
             return False

@@ -31,6 +31,7 @@ class TopicConfigManager:
         cluster_topic_enable: bool = True,
         broker_topic_enable: bool = True,
         schedule_levels: int = 18,
+        trace_topic: str | None = None,
     ) -> None:
         self.file = MetadataFile(config_dir, "topics", "topics.json")
         self.table: dict[str, TopicConfig] = {}
@@ -57,6 +58,8 @@ class TopicConfigManager:
         self._put_system(TopicConfig(broker_name, 1, 1, perm))
         self._put_system(TopicConfig(OFFSET_MOVED_EVENT, 1, 1, rw))
         self._put_system(TopicConfig(SCHEDULE_TOPIC, schedule_levels, schedule_levels, rw))
+        if trace_topic:  # traceTopicEnable: the message trace topic, one queue
+            self._put_system(TopicConfig(trace_topic, 1, 1, rw))
         self._put_system(TopicConfig(f"{cluster_name}_REPLY_TOPIC", 1, 1, rw))
 
     def _put_system(self, tc: TopicConfig) -> None:

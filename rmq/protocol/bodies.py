@@ -89,6 +89,11 @@ __all__ = [
     "UnlockBatchRequestBody",
     "OffsetWrapper",
     "ConsumeStats",
+    "ConsumeStatsList",
+    "ConsumeQueueData",
+    "ProducerInfo",
+    "ProducerTableInfo",
+    "QueryConsumeQueueResponseBody",
     "Connection",
     "ConsumerConnection",
     "ProducerConnection",
@@ -727,6 +732,14 @@ class KVTable(Body):
 
     table: dict[str, str] = field(default_factory=dict)
 
+    def first_figure(self, key: str) -> float:
+        """The first of a rate key's figures (``putTps`` = ``"12.5 11.0 9.8"``: 10 s, 1 min,
+        10 min), as mqadmin reads it; 0.0 when absent or empty."""
+        try:
+            return float(self.table.get(key, "").split()[0])
+        except (ValueError, IndexError):
+            return 0.0
+
 
 # =========================================================================== heartbeat (2.7)
 @json_body(("group_name", "groupName", STR, REQUIRED))
@@ -960,6 +973,24 @@ class ConsumeStats:
         return sum(ow.diff for _, ow in self.offset_table)
 
 
+@dataclass(slots=True)
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS (317): ``{"brokerAddr":..,"consumeStatsList":[{group:
+    [<ConsumeStats>, one per topic]}, ...],"totalDiff":n}`` (fastjson's field order)."""
+
+    broker_addr: str = ""
+    groups: list[tuple[str, list[ConsumeStats]]] = field(default_factory=list)
+    total_diff: int = 0
+
+    def to_json(self) -> bytes:
+        groups = ",".join(
+            "{" + fastjson.dumps(g).decode() + ":[" + b",".join(s.to_json() for s in stats).decode() + "]}"
+            for g, stats in self.groups
+        )
+        head = '{"brokerAddr":' + fastjson.dumps(self.broker_addr).decode()
+        return (head + ',"consumeStatsList":[' + groups + '],"totalDiff":' + str(self.total_diff) + "}").encode()
+
+
 @json_body(
     ("client_id", "clientId", STR, ""),
     ("client_addr", "clientAddr", STR, ""),
@@ -1001,6 +1032,70 @@ class ProducerConnection(Body):
     """GET_PRODUCER_CONNECTION_LIST (204)."""
 
     connections: list[Connection] = field(default_factory=list)
+
+
+@json_body(
+    ("client_id", "clientId", STR, ""),
+    ("remote_ip", "remoteIP", STR, ""),
+    ("language", "language", STR, ""),
+    ("version", "version", INT, 0),
+    ("last_update_timestamp", "lastUpdateTimestamp", LONG, 0),
+)
+@dataclass(slots=True)
+class ProducerInfo(Body):
+    client_id: str
+    remote_ip: str  # Java's SocketAddress.toString(): "/127.0.0.1:54321"
+    language: str
+    version: int
+    last_update_timestamp: int
+
+
+@json_body(("data", "data", map_of(list_of(body_of(ProducerInfo)))))
+@dataclass(slots=True)
+class ProducerTableInfo(Body):
+    """GET_ALL_PRODUCER_INFO (328): every online producer, by group (mqadmin producer)."""
+
+    data: dict[str, list[ProducerInfo]] = field(default_factory=dict)
+
+
+@json_body(
+    ("physic_offset", "physicOffset", LONG),
+    ("physic_size", "physicSize", INT),
+    ("tags_code", "tagsCode", LONG),
+    ("extend_data_json", "extendDataJson", STR),
+    ("bit_map", "bitMap", STR),
+    ("eval", "eval", BOOL),
+    ("msg", "msg", STR),
+)
+@dataclass(slots=True)
+class ConsumeQueueData(Body):
+    """One ConsumeQueue unit as QUERY_CONSUME_QUEUE (321) shows it."""
+
+    physic_offset: int = 0
+    physic_size: int = 0
+    tags_code: int = 0
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+
+@json_body(
+    ("subscription_data", "subscriptionData", body_of(SubscriptionData)),
+    ("filter_data", "filterData", STR),
+    ("queue_data", "queueData", list_of(body_of(ConsumeQueueData))),
+    ("max_queue_index", "maxQueueIndex", LONG),
+    ("min_queue_index", "minQueueIndex", LONG),
+)
+@dataclass(slots=True)
+class QueryConsumeQueueResponseBody(Body):
+    """QUERY_CONSUME_QUEUE (321): units of one queue from an index (mqadmin queryCq)."""
+
+    subscription_data: SubscriptionData | None = None
+    filter_data: str | None = None
+    queue_data: list[ConsumeQueueData] = field(default_factory=list)
+    max_queue_index: int = 0
+    min_queue_index: int = 0
 
 
 #: SubscriptionGroupConfig (4.9.8) properties, in toString order, with their types

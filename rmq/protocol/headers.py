@@ -76,6 +76,8 @@ __all__ = [
     "DeleteTopicRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "GetConsumeStatsRequestHeader",
+    "GetConsumeStatsInBrokerHeader",
+    "QueryConsumeQueueRequestHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetProducerConnectionListRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
@@ -661,6 +663,24 @@ class SearchOffsetResponseHeader(Header):
     offset: int
 
 
+@_wire(
+    ("topic", "topic", STR, REQUIRED),
+    ("queue_id", "queueId", INT, REQUIRED),
+    ("index", "index", LONG, REQUIRED),
+    ("count", "count", INT, REQUIRED),
+    ("consumer_group", "consumerGroup", STR, OPTIONAL),
+)
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(Header):
+    """QUERY_CONSUME_QUEUE (321): count units of a queue from index (mqadmin queryCq)."""
+
+    topic: str
+    queue_id: int
+    index: int
+    count: int
+    consumer_group: str | None = None
+
+
 @_wire(("topic", "topic", STR, REQUIRED), ("queue_id", "queueId", INT, REQUIRED))
 @dataclass(slots=True)
 class GetEarliestMsgStoretimeRequestHeader(Header):
@@ -941,6 +961,14 @@ class GetConsumeStatsRequestHeader(Header):
     topic: str | None = None
 
 
+@_wire(("is_order", "isOrder", BOOL, REQUIRED))
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS (317): every group's consume stats; isOrder = ordered topics only."""
+
+    is_order: bool
+
+
 @_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
 @dataclass(slots=True)
 class GetConsumerConnectionListRequestHeader(Header):
@@ -1010,6 +1038,8 @@ REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType(
         RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
         RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
         RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
+        RequestCode.GET_BROKER_CONSUME_STATS: GetConsumeStatsInBrokerHeader,
+        RequestCode.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader,
         RequestCode.GET_CONSUMER_CONNECTION_LIST: GetConsumerConnectionListRequestHeader,
         RequestCode.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader,
         RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,

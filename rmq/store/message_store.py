@@ -11,6 +11,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 
 from rmq.common.clock import now_ms
+from rmq.common.mixall import SCHEDULE_TOPIC
 from rmq.protocol.message import MessageConst, MessageExt, MessageExtBatch, MessageExtBrokerInner, SysFlag, pack_host
 from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
@@ -637,24 +638,66 @@ class MessageStore:
         again starts at 0), as deleteTopic does; the CommitLog keeps the records until
         retention. Files are deleted off the event loop. Returns queues dropped."""
         topics = list(topics)
-        doomed = []
-        n = 0
-        for topic in topics:
-            qs = self.consume_queue_table.pop(topic, None)
-            if not qs:
-                continue
-            for cq in qs.values():
-                doomed += cq.mfq.detach_first(len(cq.mfq.mapped_files))
-                self.commitlog.topic_queue_table.pop((topic, cq.queue_id), None)
-                log.info("deleteTopics: %s-%d consume queue destroyed", topic, cq.queue_id)
-                n += 1
+        queues = [cq for topic in topics for cq in self.consume_queue_table.get(topic, {}).values()]
+        for cq in queues:
+            log.info("deleteTopics: %s-%d consume queue destroyed", cq.topic, cq.queue_id)
         self._valid_topics.difference_update(topics)
-        await destroy_files(doomed)
+        await self._drop_consume_queues(queues)
+        for topic in topics:  # a topic without queues left
+            self.consume_queue_table.pop(topic, None)
         root = self.config.consume_queue_dir
         await asyncio.get_running_loop().run_in_executor(
             None, _remove_empty_dirs, [os.path.join(root, t) for t in topics]
         )
-        return n
+        return len(queues)
+
+    async def _drop_consume_queues(self, queues: list[ConsumeQueue]) -> None:
+        """Forget the queues (and their queue offsets: a queue made again starts at 0);
+        their files are deleted off the event loop."""
+        files = []
+        for cq in queues:
+            qs = self.consume_queue_table[cq.topic]
+            del qs[cq.queue_id]
+            if not qs:
+                del self.consume_queue_table[cq.topic]
+            files += cq.mfq.detach_first(len(cq.mfq.mapped_files))
+            self.commitlog.topic_queue_table.pop((cq.topic, cq.queue_id), None)
+        await destroy_files(files)
+
+    async def clean_unused_topics(self, keep: Iterable[str]) -> int:
+        """CLEAN_UNUSED_TOPIC (cleanUnusedTopic): the consume queues of every topic not in
+        keep (the broker's topic configs) go, the schedule topic's excepted. Returns queues."""
+        wanted = set(keep)
+        unused = [t for t in self.consume_queue_table if t not in wanted and t != SCHEDULE_TOPIC]
+        for topic in unused:
+            log.info("cleanUnusedTopic: %s has no topic config; its consume queues go", topic)
+        return await self.delete_topics(unused)
+
+    async def clean_expired_consume_queues(self) -> int:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (cleanExpiredConsumerQueue): a queue whose last unit
+        points below the CommitLog's first offset holds nothing readable; it goes (the
+        schedule topic's excepted). Returns queues dropped."""
+        min_phy = self.commitlog.min_offset
+        doomed: list[tuple[ConsumeQueue, int]] = []
+        for topic, qs in self.consume_queue_table.items():
+            if topic == SCHEDULE_TOPIC:
+                continue
+            for cq in qs.values():
+                last = cq.get_last_offset()
+                if last == -1:
+                    log.warning("cleanExpiredConsumerQueue: %s-%d is empty; maybe just created", topic, cq.queue_id)
+                elif last < min_phy:
+                    doomed.append((cq, last))
+        for cq, last in doomed:
+            log.info(
+                "cleanExpiredConsumerQueue: %s-%d ends at %d, below the CommitLog's min %d: destroyed",
+                cq.topic,
+                cq.queue_id,
+                last,
+                min_phy,
+            )
+        await self._drop_consume_queues([cq for cq, _ in doomed])
+        return len(doomed)
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         qs = self.consume_queue_table.get(topic)

@@ -26,7 +26,7 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_records
 from rmq.remoting.errors import RemotingError
 from tests.harness import BrokerProcess, NameServerProcess, broker_process, namesrv_process
-from tests.integration.broker_util import BrokerApi, wait_until
+from tests.integration.broker_util import BrokerApi, signing_client, wait_until
 
 CLUSTER = "TestCluster"
 GROUP = "broker-a"
@@ -71,9 +71,9 @@ def ha_group(master: dict[str, object], slave: dict[str, object], *, start_slave
                     p.stop()
 
 
-async def ha_status(addr: str) -> dict[str, Any]:
-    """GET_BROKER_HA_STATUS (907) of one broker."""
-    async with BrokerApi(addr) as api:
+async def ha_status(addr: str, creds: tuple[str, str] | None = None) -> dict[str, Any]:
+    """GET_BROKER_HA_STATUS (907) of one broker (signed with creds: a broker with ACL)."""
+    async with BrokerApi(addr, client=signing_client(creds)) as api:
         r = await api.call(RequestCode.GET_BROKER_HA_STATUS)
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
     return json.loads(r.body)
@@ -84,15 +84,15 @@ def acks(info: dict[str, Any]) -> dict[str, int]:
     return {c["addr"]: c["slaveAckOffset"] for c in info.get("haConnectionInfo", [])}
 
 
-async def wait_in_sync(g: HAGroup, timeout: float = 30.0) -> int:
+async def wait_in_sync(g: HAGroup, timeout: float = 30.0, creds: tuple[str, str] | None = None) -> int:
     """Until the slave has the master's whole CommitLog, acked it, and both dispatched it;
     returns the CommitLog end."""
     top = 0
 
     async def done() -> bool:
         nonlocal top
-        m = await ha_status(g.master.addr)
-        s = await ha_status(g.slave.addr)
+        m = await ha_status(g.master.addr, creds)
+        s = await ha_status(g.slave.addr, creds)
         top = m["commitLogMaxOffset"]
         return (
             s["commitLogMaxOffset"] == top

@@ -404,3 +404,57 @@ class RawConn:
             await self.writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+async def produce_and_consume(
+    namesrv: str, topic: str, n: int, access_key: str | None = None, secret_key: str | None = None
+) -> list[bytes]:
+    """Send ``m0``..``m<n-1>`` through rmq.client and pull them back from the first offset
+    (signing with the credentials when given); the bodies, sorted."""
+    from rmq.client import ConsumeFromWhere, LitePullConsumer, Message, Producer
+
+    async with Producer(unique("pg"), namesrv, access_key=access_key, secret_key=secret_key) as p:
+        for i in range(n):
+            await p.send(Message(topic, f"m{i}".encode()))
+    c = LitePullConsumer(
+        unique("cg"),
+        namesrv,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        access_key=access_key,
+        secret_key=secret_key,
+    )
+    c.subscribe(topic, "*")
+    await c.start()
+    try:
+        got: list[bytes] = []
+
+        async def enough() -> bool:
+            got.extend(m.body for m in await c.poll(200))
+            return len(got) >= n
+
+        await wait_until(enough, 30, f"{n} messages consumed")
+    finally:
+        await c.shutdown()
+    return sorted(got)
+
+
+def signing_client(creds: tuple[str, str] | None) -> RemotingClient:
+    """A RemotingClient signing with (AccessKey, SecretKey) as the Java client's
+    AclClientRPCHook does; unsigned with None."""
+    from rmq.client.acl import AclClientRPCHook
+
+    return RemotingClient(request_hook=AclClientRPCHook(*creds) if creds else None)
+
+
+def acl_account(ak: str, sk: str, admin: bool = False, **fields: object) -> dict[str, object]:
+    """One plain_acl.yml account; a normal one may publish and subscribe everything."""
+    if not admin:
+        fields = {"defaultTopicPerm": "PUB|SUB", "defaultGroupPerm": "PUB|SUB", **fields}
+    return {"accessKey": ak, "secretKey": sk, "admin": admin, **fields}
+
+
+def acl_yml(*accounts: dict[str, object], global_white: list[str] | None = None) -> str:
+    """A plain_acl.yml text with these accounts (and globalWhiteRemoteAddresses)."""
+    import yaml
+
+    return yaml.safe_dump({"globalWhiteRemoteAddresses": global_white or [], "accounts": list(accounts)})

@@ -21,14 +21,14 @@ from types import SimpleNamespace
 import pytest
 
 from rmq.auth.permissions import ACL_EXCEPTION
-from rmq.client import ConsumeFromWhere, LitePullConsumer, Message, MQBrokerError, Producer
+from rmq.client import Message, MQBrokerError, Producer
 from rmq.client.acl import AclClientRPCHook
 from rmq.client.api import MQClientAPI
 from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.codes import RemotingSysResponseCode, RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
 from tests.harness import broker_process, start_broker, start_namesrv
-from tests.integration.broker_util import BrokerApi, unique, wait_until
+from tests.integration.broker_util import BrokerApi, produce_and_consume, unique, wait_until
 from tests.metrics_util import free_ports, scrape
 
 pytestmark = pytest.mark.timeout(120)
@@ -105,29 +105,8 @@ async def max_offsets(cluster: SimpleNamespace, topic: str, queues: int = 4) -> 
 async def test_right_credentials_produce_and_consume(cluster):
     topic = unique("AclT")
     await create_topic(cluster, topic)
-    async with Producer(unique("pg"), cluster.namesrv, access_key=USER[0], secret_key=USER[1]) as p:
-        for i in range(6):
-            await p.send(Message(topic, f"m{i}".encode()))
-    c = LitePullConsumer(
-        unique("cg"),
-        cluster.namesrv,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        access_key=USER[0],
-        secret_key=USER[1],
-    )
-    c.subscribe(topic, "*")
-    await c.start()
-    try:
-        got: list = []
-
-        async def enough() -> bool:
-            got.extend(await c.poll(200))
-            return len(got) >= 6
-
-        await wait_until(enough, 30, "6 messages consumed with credentials")
-    finally:
-        await c.shutdown()
-    assert sorted(m.body for m in got) == [f"m{i}".encode() for i in range(6)]
+    got = await produce_and_consume(cluster.namesrv, topic, 6, *USER)
+    assert got == sorted(f"m{i}".encode() for i in range(6))
 
 
 async def test_client_without_credentials_is_refused(cluster):

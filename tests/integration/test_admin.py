@@ -261,9 +261,10 @@ def test_broker_status(cluster):
     ns, br = cluster
     r = ok("brokerStatus", "-b", br.addr)
     lines = r.out.splitlines()
-    keys = [ln[:32].rstrip() for ln in lines]
+    keys = [ln.partition(": ")[0].rstrip() for ln in lines]
     assert keys == sorted(keys) and len(keys) > 5
-    assert all(ln[32:34] == ": " for ln in lines)
+    # "%-32s: %s": a longer key (commitLogDiskRatio_<path>) pushes its colon right, as in mqadmin
+    assert all(ln[32:34] == ": " for ln, k in zip(lines, keys, strict=True) if len(k) <= 32)
     assert "%-32s: %s" % ("brokerVersionDesc", "V4_9_8") in lines
     assert any(ln.startswith("putTps ") for ln in lines)
 

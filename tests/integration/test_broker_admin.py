@@ -9,7 +9,7 @@ import pytest
 
 from rmq.protocol.bodies import TopicConfigSerializeWrapper
 from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.message import decode_message_id, decode_records
+from rmq.protocol.message import decode_message_id, decode_records, properties_to_string
 from tests.integration.broker_util import BrokerApi, broker_in_route, cluster_info, route, unique, wait_until
 from tests.integration.rigs import ns_and_broker
 
@@ -154,3 +154,53 @@ async def test_broker_runtime_info(api):
     assert int(info["commitLogMinOffset"]) == 0
     assert int(info["bootTimestamp"]) > 0
     assert decode_message_id(last.ext_fields["msgId"])[2] == end.commit_log_offset
+
+
+# Every key 4.9.8's GET_BROKER_RUNTIME_INFO answers (AdminBrokerProcessor.prepareRuntimeInfo,
+# DefaultMessageStore / StoreStatsService.getRuntimeInfo), commitLogDiskRatio_<path> aside.
+RUNTIME_KEYS_4_9_8 = """
+bootTimestamp runtime putMessageEntireTimeMax putMessageTimesTotal putMessageFailedTimes putMessageSizeTotal
+putMessageDistributeTime putMessageAverageSize dispatchMaxBuffer getMessageEntireTimeMax putTps getFoundTps
+getMissTps getTotalTps getTransferedTps putLatency99 putLatency999 commitLogDiskRatio consumeQueueDiskRatio
+commitLogMinOffset commitLogMaxOffset brokerVersionDesc brokerVersion msgPutTotalYesterdayMorning
+msgPutTotalTodayMorning msgPutTotalTodayNow msgGetTotalYesterdayMorning msgGetTotalTodayMorning msgGetTotalTodayNow
+sendThreadPoolQueueSize sendThreadPoolQueueCapacity pullThreadPoolQueueSize pullThreadPoolQueueCapacity
+queryThreadPoolQueueSize queryThreadPoolQueueCapacity EndTransactionQueueSize EndTransactionThreadPoolQueueCapacity
+dispatchBehindBytes pageCacheLockTimeMills sendThreadPoolQueueHeadWaitTimeMills pullThreadPoolQueueHeadWaitTimeMills
+queryThreadPoolQueueHeadWaitTimeMills earliestMessageTimeStamp startAcceptSendRequestTimeStamp
+remainTransientStoreBufferNumbs remainHowManyDataToFlush commitLogDirCapacity
+""".split()
+
+
+async def test_runtime_info_has_every_key_of_4_9_8_with_live_rates(api):
+    topic = unique("RuntimeRates")
+    for i in range(20):
+        await api.send_ok(topic, b"rate-%d" % i, queue_id=0)
+    await api.wait_max_offset(topic, 0, 20)
+    assert (await api.pull(topic, 0, 0)).code == ResponseCode.SUCCESS
+
+    async def rates_moved() -> bool:
+        info = await api.runtime_info()
+        return float(info["putTps"].split()[0]) > 0 and float(info["getTransferedTps"].split()[0]) > 0
+
+    # the rates come from once-a-second samples
+    await wait_until(rates_moved, 5.0, "putTps and getTransferedTps above zero after sends and a pull")
+    info = await api.runtime_info()
+    assert [k for k in RUNTIME_KEYS_4_9_8 if k not in info] == []
+    for key in ("putTps", "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps"):
+        figures = info[key].split(" ")
+        assert len(figures) == 3 and all(float(f) >= 0 for f in figures), (key, info[key])
+    assert int(info["putMessageTimesTotal"]) >= 20 and int(info["putMessageSizeTotal"]) > 20 * 100
+    assert float(info["putMessageAverageSize"]) > 100
+    assert any(k.startswith("commitLogDiskRatio_") for k in info)
+    assert 0 <= float(info["commitLogDiskRatio"]) <= 1
+    assert info["commitLogDirCapacity"].startswith("Total : ") and ", Free : " in info["commitLogDirCapacity"]
+    assert info["remainHowManyDataToFlush"].endswith("B")
+
+    # a delayed message: its level appears as "<delivered offset>,<max offset in SCHEDULE_TOPIC_XXXX>"
+    await api.send_ok(topic, b"later", queue_id=0, properties=properties_to_string({"DELAY": "1"}))
+
+    async def level_1_delivered() -> bool:
+        return (await api.runtime_info()).get("scheduleMessageOffset_1") == "1,1"
+
+    await wait_until(level_1_delivered, 10.0, "scheduleMessageOffset_1 = 1,1 after the 1 s delay")

@@ -95,7 +95,7 @@ async def test_send_in_both_flush_modes(tmp_path, mode):
             if mode == "SYNC_FLUSH":
                 # acked => flushed: nothing of what was acknowledged waits for a flush
                 info = await api.runtime_info()
-                assert info["remainHowManyDataToFlush"] == "0", info
+                assert info["remainHowManyDataToFlush"] == "0 B", info
             # WAIT=false: answered without waiting for the flush, still stored
             r = await api.send(topic, b"nowait", queue_id=0, properties=props(wait="false"))
             assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "20"

@@ -319,11 +319,24 @@ def test_wrong_key_password_stops_the_start(workdir):
 
 
 # --------------------------------------------------------------------------- replication over TLS
-async def test_enforcing_slave_replicates_from_enforcing_master(workdir):
-    enforcing = {"tls.server.mode": "enforcing"}
-    conf = namesrv_conf(workdir, **enforcing)
-    master = {"brokerRole": "ASYNC_MASTER", "brokerId": 0, **enforcing}
-    slave = {"brokerRole": "SLAVE", "brokerId": 1, "slaveSyncInterval": 1000, **enforcing}
+@pytest.mark.parametrize(
+    "mode, credential",
+    [
+        ("enforcing", None),
+        # with the cluster credential the master speaks first on the HA port (its challenge):
+        # over TLS the slave's ClientHello comes first anyway; in plaintext the listener lets
+        # the silent slave through after its plaintext_after wait
+        ("enforcing", "ClusterAK:ClusterSecret1"),
+        ("permissive", "ClusterAK:ClusterSecret1"),
+    ],
+)
+async def test_slave_replicates_from_its_master_over_tls(workdir, mode, credential):
+    keys: dict[str, object] = {"tls.server.mode": mode}
+    if credential is not None:
+        keys["innerClientAuthenticationCredentials"] = credential
+    conf = namesrv_conf(workdir, **{"tls.server.mode": mode})
+    master = {"brokerRole": "ASYNC_MASTER", "brokerId": 0, **keys}
+    slave = {"brokerRole": "SLAVE", "brokerId": 1, "slaveSyncInterval": 1000, **keys}
     with start_namesrv(workdir, "-c", str(conf)) as ns:
         with start_broker(workdir, ns.addr, "broker-ha", master) as m:
             with start_broker(workdir / "slave", ns.addr, "broker-ha", slave) as s:

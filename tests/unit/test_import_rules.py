@@ -155,3 +155,14 @@ def test_store_knows_nothing_of_the_network_or_the_broker() -> None:
 def test_client_never_imports_store_or_broker() -> None:
     bad = _importers(("rmq.client",), ("rmq.store", "rmq.broker"))
     assert not bad, bad
+
+
+def test_nameserver_never_imports_the_broker_or_ha():
+    # the ACL guard they share lives in rmq.remoting (rmq/remoting/acl_guard.py)
+    bad = _importers(("nameserver",), ("rmq.broker", "ha", "rmq.store"))
+    assert not bad, bad
+
+
+def test_remoting_and_auth_import_no_server_side():
+    bad = _importers(("rmq.remoting", "rmq.auth"), ("rmq.broker", "nameserver", "ha", "rmq.store", "rmq.client"))
+    assert not bad, bad

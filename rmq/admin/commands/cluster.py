@@ -10,17 +10,7 @@ from rmq.admin.admin import MQAdmin
 from rmq.admin.base import Command, Opt, Output, describe_error, register
 from rmq.admin.output import Col, Table
 from rmq.common.clock import now_ms
-
-
-def _first_number(value: str | None) -> float:
-    """``putTps`` is ``"12.5"`` here and ``"12.5 11.0 9.8"`` (10 s / 1 min / 10 min) in
-    RocketMQ; mqadmin takes the first."""
-    if not value:
-        return 0.0
-    try:
-        return float(value.split()[0])
-    except (ValueError, IndexError):
-        return 0.0
+from rmq.protocol.bodies import KVTable
 
 
 def _long(table: dict[str, str], key: str) -> int:
@@ -113,8 +103,9 @@ class ClusterList(Command):
         now = now_ms()
         for (cluster, broker, bid, addr), st in zip(members, stats, strict=True):
             kv: dict[str, str] = st if isinstance(st, dict) else {}
-            tps_in = _first_number(kv.get("putTps"))
-            tps_out = _first_number(kv.get("getTransferedTps", kv.get("getFoundTps")))
+            rates = KVTable(kv)
+            tps_in = rates.first_figure("putTps")
+            tps_out = rates.first_figure("getTransferedTps")
             hour = 0.0
             try:
                 earliest = int(kv.get("earliestMessageTimeStamp", "0"))

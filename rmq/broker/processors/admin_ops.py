@@ -42,8 +42,11 @@ from rmq.protocol.bodies import (
     SUBSCRIPTION_GROUP_KEYS,
     Connection,
     ConsumerConnection,
+    ConsumeStatsList,
     DataVersion,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
     dumps_fastjson,
     loads_fastjson,
 )
@@ -54,6 +57,7 @@ from rmq.protocol.headers import (
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
 )
@@ -170,6 +174,28 @@ class AdminOpsProcessor:
         )
         return _ok(request, stats.to_json())
 
+    @with_header(GetConsumeStatsInBrokerHeader)
+    def get_broker_consume_stats(
+        self, conn: Any, request: RemotingCommand, h: GetConsumeStatsInBrokerHeader
+    ) -> RemotingCommand:
+        """Every subscription group's stats per topic it has offsets for (mqadmin
+        brokerConsumeStats); with isOrder only ordered topics."""
+        bc = self.broker_config
+        out = ConsumeStatsList(f"{bc.brokerIP1}:{bc.listenPort}")
+        for group in self.subscriptions.names():
+            per_topic = []
+            for topic in sorted(self.offsets.topics_of_group(group)):
+                if h.is_order and not self.topics.is_order_topic(topic):
+                    continue
+                stats = build_consume_stats(
+                    self.store, self.topics, self.offsets, self.consumers, bc.brokerName, group, topic, self.group_tps
+                )
+                if stats.offset_table:  # a topic whose config is gone, or not subscribed by the online group
+                    per_topic.append(stats)
+                    out.total_diff += stats.compute_total_diff()
+            out.groups.append((group, per_topic))
+        return _ok(request, out.to_json())
+
     @with_header(GetConsumerConnectionListRequestHeader)
     def get_consumer_connection_list(
         self, conn: Any, request: RemotingCommand, h: GetConsumerConnectionListRequestHeader
@@ -196,6 +222,21 @@ class AdminOpsProcessor:
         if not chans:
             return _error(request, f"the producer group[{h.producer_group}] not exist")
         return _ok(request, ProducerConnection([_connection(c) for c in chans.values()]).to_json())
+
+    def get_all_producer_info(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
+        table = ProducerTableInfo(
+            {
+                group: [
+                    ProducerInfo(
+                        c.client_id, "/" + c.conn.remote_address, _connection(c).language, int(c.version), c.last_update
+                    )
+                    for c in chans.values()
+                ]
+                for group, chans in self.producers.table.items()
+                if chans
+            }
+        )
+        return _ok(request, table.to_json())
 
     # ------------------------------------------------------------------ subscription groups
     def update_and_create_subscription_group(self, conn: Any, request: RemotingCommand) -> RemotingCommand:

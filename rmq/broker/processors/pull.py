@@ -17,6 +17,7 @@ from rmq.broker.seams import (
     SubscriptionGroups,
     TopicConfigs,
 )
+from rmq.common.clock import monotonic_ms
 from rmq.common.mixall import MASTER_ID
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -149,9 +150,11 @@ class PullMessageProcessor:
                 )
             message_filter = self._filter_for(sub.sub_string)
 
+        t0 = monotonic_ms()
         result = self.store.get_messages(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
         )
+        self.stats.on_get_done(monotonic_ms() - t0, bool(result.buffers))
         store_config = self.store_config
         role = store_config.brokerRole
         code = _STATUS_CODE.get(result.status)

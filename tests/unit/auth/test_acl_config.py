@@ -1,31 +1,23 @@
 """plain_acl.yml: parsing, errors that name file / line / field, the multi-file merge,
-fingerprints, and the document rewrites of codes 50-53."""
+and fingerprints (the rewrites of codes 50-53: test_acl_update.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rmq.auth.acl_config import (
     DENY,
     PUB,
     SUB,
-    AccountUpdate,
     AclConfigError,
-    AclUpdateError,
     DataVersion,
     build_acl_set,
-    delete_account_document,
     load_acl,
     parse_acl_document,
     parse_perm,
-    split_java_list,
-    update_account_document,
-    update_global_white_document,
 )
-from rmq.protocol.headers import HeaderFieldError
 
 SAMPLE = """\
 globalWhiteRemoteAddresses:
@@ -229,105 +221,6 @@ def test_build_acl_set_is_pure_and_ordered() -> None:
     assert a.fingerprint != b.fingerprint
     acct = a.account("SameAK1")
     assert acct is not None and acct.secret_key == "secret-1"
-
-
-# ------------------------------------------------------------------ codes 50-53
-def test_update_existing_account_keeps_unset_fields_and_moves_it_last() -> None:
-    text = update_account_document(
-        SAMPLE,
-        AccountUpdate("RocketMQ", "newsecret1", default_topic_perm="PUB", topic_perms=("t1=SUB",)),
-        1700000000999,
-    )
-    doc = yaml.safe_load(text)
-    assert [a["accessKey"] for a in doc["accounts"]] == ["rocketmq2", "RocketMQ"]
-    acc = doc["accounts"][1]
-    assert acc["secretKey"] == "newsecret1" and acc["defaultTopicPerm"] == "PUB"
-    assert acc["defaultGroupPerm"] == "SUB" and acc["groupPerms"] == ["groupA=DENY", "groupB=PUB|SUB", "groupC=SUB"]
-    assert acc["topicPerms"] == ["t1=SUB"] and acc["admin"] is False
-    assert list(acc) == list(yaml.safe_load(SAMPLE)["accounts"][0])  # keys keep their places
-    assert doc["dataVersion"] == [{"counter": 4, "timestamp": 1700000000999}]
-    assert doc["globalWhiteRemoteAddresses"] == ["10.10.103.*", "192.168.0.*"]
-    parse_acl_document(text, "x")
-
-
-def test_new_account_fields_in_4_9_8_order() -> None:
-    update = AccountUpdate.from_ext_fields(
-        {
-            "accessKey": "NewUser1",
-            "secretKey": "NewSecret1",
-            "whiteRemoteAddress": "192.168.0.*",
-            "admin": "false",
-            "defaultTopicPerm": "DENY",
-            "topicPerms": "topicA=PUB,topicB=SUB",
-            "groupPerms": "groupA=SUB",
-        }
-    )
-    text = update_account_document(None, update, 5)
-    doc = yaml.safe_load(text)
-    assert list(doc["accounts"][0]) == [
-        "accessKey",
-        "secretKey",
-        "whiteRemoteAddress",
-        "admin",
-        "defaultTopicPerm",
-        "topicPerms",
-        "groupPerms",
-    ]
-    assert doc["accounts"][0]["topicPerms"] == ["topicA=PUB", "topicB=SUB"]
-    assert doc["dataVersion"] == [{"counter": 1, "timestamp": 5}]
-
-
-@pytest.mark.parametrize(
-    ("update", "message"),
-    [
-        (AccountUpdate("short", "12345678"), "The accessKey=short and secretKey=*** cannot be null"),
-        (AccountUpdate("LongEnough", None), "secretKey=None cannot be null"),
-        (AccountUpdate("LongEnough", "123"), "secretKey=*** cannot"),
-        (AccountUpdate("LongEnough", "12345678", topic_perms=("topicA",)), "Parse Resource format error for topicA."),
-        (AccountUpdate("LongEnough", "12345678", group_perms=("g=ALL",)), "Parse resource permission error for g=ALL."),
-        (AccountUpdate("LongEnough", "12345678", white_remote_address="1.2.3.4/8"), "netaddress is 1.2.3.4/8"),
-    ],
-)
-def test_update_refusals(update: AccountUpdate, message: str) -> None:
-    with pytest.raises(AclUpdateError) as info:
-        update_account_document(SAMPLE, update, 1)
-    assert message in str(info.value)
-    assert "12345678" not in str(info.value) and "123," not in str(info.value)
-
-
-def test_update_header_needs_access_key() -> None:
-    with pytest.raises(HeaderFieldError, match="<accessKey> is null"):
-        AccountUpdate.from_ext_fields({"secretKey": "12345678"})
-
-
-def test_delete_account() -> None:
-    text = delete_account_document(SAMPLE, "rocketmq2", 77)
-    assert text is not None
-    doc = yaml.safe_load(text)
-    assert [a["accessKey"] for a in doc["accounts"]] == ["RocketMQ"]
-    assert doc["dataVersion"][0]["counter"] == 4
-    assert delete_account_document(SAMPLE, "Nobody12", 77) is None
-    assert delete_account_document(None, "rocketmq2", 77) is None
-
-
-def test_update_global_white() -> None:
-    text = update_global_white_document(SAMPLE, ["10.0.0.*", "::1"], 9)
-    doc = yaml.safe_load(text)
-    assert doc["globalWhiteRemoteAddresses"] == ["10.0.0.*", "::1"]
-    assert len(doc["accounts"]) == 2 and doc["dataVersion"][0] == {"counter": 4, "timestamp": 9}
-    with pytest.raises(AclUpdateError, match="10.0.0.0/8"):
-        update_global_white_document(SAMPLE, ["10.0.0.0/8"], 9)
-    assert yaml.safe_load(update_global_white_document("", [], 1)) == {
-        "globalWhiteRemoteAddresses": [],
-        "dataVersion": [{"counter": 1, "timestamp": 1}],
-    }
-
-
-def test_split_java_list() -> None:
-    assert split_java_list(None) is None
-    assert split_java_list("") == ()
-    assert split_java_list("a,b,,") == ("a", "b")
-    assert split_java_list(",a") == ("", "a")
 
 
 def test_data_version_json() -> None:

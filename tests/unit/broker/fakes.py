@@ -174,6 +174,9 @@ class FakeSubscriptions:
     def delete(self, group: str) -> bool:
         return self.table.pop(group, None) is not None
 
+    def names(self) -> list[str]:
+        return list(self.table)
+
     def snapshot(self) -> dict[str, Any]:
         return {"subscriptionGroupTable": {k: v.to_dict() for k, v in self.table.items()}}
 
@@ -210,12 +213,16 @@ class FakeStats:
     def __init__(self) -> None:
         self.puts: list[tuple[PutMessageStatus, str]] = []
         self.gets: list[tuple[str, str, int, int]] = []
+        self.misses = 0
 
     def on_put(self, result: PutMessageResult, request: RemotingCommand, topic: str = "") -> None:
         self.puts.append((result.status, topic))
 
     def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None:
         self.gets.append((group, topic, queue_id, len(result.buffers)))
+
+    def on_get_done(self, elapsed_ms: int, found: bool) -> None:
+        self.misses += not found
 
 
 class FakePullHold:

@@ -219,19 +219,56 @@ async def test_disk_full_refuses_writes_until_space_returns(store):
         await cm.__aexit__(None, None, None)
 
 
-async def test_delete_topics_drops_queues_and_offsets(store, tmp_path):
+@pytest.mark.parametrize(
+    "drop",
+    [
+        pytest.param(lambda st: st.delete_topics(["Gone"]), id="deleteTopics"),
+        # cleanUnusedTopic: every topic without a config goes, the schedule topic excepted
+        pytest.param(lambda st: st.clean_unused_topics(["Kept"]), id="cleanUnusedTopic"),
+    ],
+)
+async def test_dropped_topics_lose_queues_and_offsets(store, tmp_path, drop):
     root = tmp_path / "store"
     cm, st, _ = await store()
     try:
         await fill(st, 6, topic="Gone")
         await fill(st, 2, topic="Kept")
+        await fill(st, 1, topic="SCHEDULE_TOPIC_XXXX", queues=1)
         assert st.get_max_offset_in_queue("Gone", 0) == 3
-        assert await st.delete_topics(["Gone"]) == 2
+        assert await drop(st) == 2
         assert not (root / "consumequeue" / "Gone").exists()
         assert (root / "consumequeue" / "Kept").is_dir()
+        assert st.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
         assert st.get_max_offset_in_queue("Gone", 0) == 0
         assert st.get_messages("G", "Gone", 0, 0, 32).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+        assert await drop(st) == 0
         r = await st.put(msg("Gone", b"again"))
         assert r.queue_offset == 0, "a topic created again starts at offset 0"
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+async def test_manual_delete_then_clean_expired_consume_queues(store):
+    """deleteExpiredCommitLog (329) deletes expired files outside deleteWhen; afterwards
+    cleanExpiredCQ (306) drops a queue whose every unit points below the CommitLog."""
+    cm, st, _ = await store(
+        mappedFileSizeCommitLog=FILE,
+        fileReservedTime=0.0003,
+        deleteWhen=other_hour(),
+        mappedFileSizeConsumeQueue=20 * 8,
+    )
+    try:
+        await fill(st, 2, topic="Early", queues=1)
+        await fill(st, 100)
+        cl = commitlog(st)
+        time.sleep(1.2)  # 0.0003 h: every file expired
+        assert await st.clean_expired_consume_queues() == 0  # nothing below the CommitLog yet
+        assert await st.cleaner.clean_once() == 0  # not the hour
+        st.cleaner.commitlog_service.execute_delete_files_manually()
+        assert await st.cleaner.clean_once() >= len(cl) - 1
+        assert st.min_phy_offset == int(cl[-1])
+        assert await st.clean_expired_consume_queues() == 1
+        assert st.get_consume_queue("Early", 0) is None
+        assert st.get_consume_queue("Ret", 0) is not None  # its last unit is still readable
     finally:
         await cm.__aexit__(None, None, None)

@@ -1,4 +1,4 @@
-"""rmq.broker.acl: the auth hook over rmq.auth (verdicts, refusal counts, rate-limited log
+"""rmq.remoting.acl_guard: the auth hook over rmq.auth (verdicts, refusal counts, rate-limited log
 lines without secrets), where the files are, and the reload loop (changes picked up,
 touches ignored, a broken file keeps the previous accounts)."""
 
@@ -11,9 +11,9 @@ import pytest
 
 from rmq.auth.acl_config import load_acl
 from rmq.auth.signing import sign_request
-from rmq.broker.acl import LOG_BURST, LOG_WINDOW_S, AclGuard, AclReloadService, acl_home
 from rmq.protocol.codes import RemotingSysResponseCode, RequestCode
 from rmq.protocol.frame import RemotingCommand
+from rmq.remoting.acl_guard import LOG_BURST, LOG_WINDOW_S, AclGuard, AclReloadService, acl_home
 from tests.unit.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(30)
@@ -44,7 +44,7 @@ def test_acl_home_precedence(tmp_path):
 def test_guard_allows_refuses_and_counts(tmp_path, caplog):
     guard = AclGuard(load_acl(_home(tmp_path)))
     assert guard("127.0.0.1:5000", _send("RocketMQUser", "12345678user")) is None
-    with caplog.at_level(logging.WARNING, "rmq.broker.acl"):
+    with caplog.at_level(logging.WARNING, "rmq.acl"):
         refusal = guard("127.0.0.1:5000", _send("RocketMQUser", "wrong-secret"))
     assert refusal is not None and refusal.code == RemotingSysResponseCode.SYSTEM_ERROR and refusal.opaque == 7
     assert "Check signature failed for accessKey=RocketMQUser" in (refusal.remark or "")
@@ -61,7 +61,7 @@ def test_guard_allows_refuses_and_counts(tmp_path, caplog):
 def test_refusal_log_is_rate_limited(tmp_path, caplog):
     now = [1000.0]
     guard = AclGuard(load_acl(_home(tmp_path)), clock=lambda: now[0])
-    with caplog.at_level(logging.WARNING, "rmq.broker.acl"):
+    with caplog.at_level(logging.WARNING, "rmq.acl"):
         for _ in range(LOG_BURST + 30):
             guard("10.0.0.1:1", _send("Nobody1", "12345678x"))
         assert len(caplog.records) == LOG_BURST
@@ -88,7 +88,7 @@ async def test_reload_picks_up_changes_ignores_touches_and_keeps_accounts_on_err
         extra.write_text("accounts:\n  - accessKey: Another1\n    secretKey: another123\n    defaultTopicPerm: PUB\n")
         await wait_until(lambda: guard.acl.account("Another1") is not None)
         assert guard("127.0.0.1:1", _send("Another1", "another123")) is None
-        with caplog.at_level(logging.ERROR, "rmq.broker.acl"):
+        with caplog.at_level(logging.ERROR, "rmq.acl"):
             extra.write_text("accounts:\n  - accessKey: Another1\n    secretKey: [broken\n")
             await wait_until(lambda: "reload failed" in caplog.text)
         assert "more.yaml:" in caplog.text and "another123" not in caplog.text

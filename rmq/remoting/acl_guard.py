@@ -1,12 +1,15 @@
-"""The broker's plain ACL (spec rocketmq-4x-acl-tls.md §2): the remoting auth hook and the
-reload loop around ``rmq.auth``.
+"""Plain ACL on a ``RemotingServer`` (spec rocketmq-4x-acl-tls.md §2): the auth hook and
+the reload loop around ``rmq.auth``, shared by the broker and the NameServer.
 
-* ``acl_home``: where the files are (broker.conf ``rocketmqHome``, else ``ROCKETMQ_HOME``,
+* ``acl_home``: where the files are (the ``rocketmqHome`` key, else ``ROCKETMQ_HOME``,
   else the working directory), as RocketMQ's ``MixAll.ROCKETMQ_HOME``;
 * ``AclGuard``: ``guard(peer, request)`` is the ``RemotingServer`` auth hook; it holds the
   current ``AclSet`` (replaced whole on reload, so a request sees one consistent set),
-  counts refusals per reason (``rocketmq_auth_failures_total``) and logs them, rate-limited,
-  naming the AccessKey and the peer, never a secret or a signature;
+  decides with a rule (the broker's ``permissions.validate`` by default, the
+  NameServer's ``namesrv_rules.validate_namesrv``), lets the cluster credential in as an
+  admin account (``credentials.with_cluster_account``), counts refusals per reason
+  (``rocketmq_auth_failures_total``) and logs them, rate-limited, naming the AccessKey
+  and the peer, never a secret or a signature;
 * ``AclReloadService``: polls the files' stamps every second (4.9.8 every 5 s: polling
   faster is how a change is live "within 5 s"), reloads in a thread when they change, and
   keeps the previous accounts when the new files do not load.
@@ -22,14 +25,18 @@ from collections.abc import Callable, Mapping
 
 from rmq.auth.acl_config import AclConfigError, AclSet, acl_file_stamps, load_acl
 from rmq.auth.address import peer_host
-from rmq.auth.permissions import Allowed, Denied, denial_response, validate
+from rmq.auth.credentials import Credential, with_cluster_account
+from rmq.auth.permissions import Allowed, Decision, Denied, denial_response, validate
 from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import RemotingSysResponseCode
 from rmq.protocol.frame import RemotingCommand
 
-__all__ = ["ROCKETMQ_HOME_ENV", "AclGuard", "AclReloadService", "acl_home", "load_acl_set"]
+__all__ = ["ROCKETMQ_HOME_ENV", "AclGuard", "AclReloadService", "AclRule", "acl_home", "load_acl_set"]
 
-log = logging.getLogger("rmq.broker.acl")
+log = logging.getLogger("rmq.acl")
+
+#: (accounts, request code, ext fields, body, request version, peer host) -> verdict
+AclRule = Callable[[AclSet, int, Mapping[str, str] | None, bytes | None, int, str], Decision]
 
 ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
 # Refusal log lines: at most this many per window, then one summary line per window.
@@ -43,18 +50,34 @@ def acl_home(rocketmq_home: str, env: Mapping[str, str] | None = None) -> str:
     return rocketmq_home or env.get(ROCKETMQ_HOME_ENV) or os.getcwd()
 
 
-def load_acl_set(home: str) -> AclSet:
+def load_acl_set(home: str, logger: logging.Logger = log) -> AclSet:
     """``load_acl`` plus its warnings logged (duplicate accounts, ignored fields)."""
     acl = load_acl(home)
     for warning in acl.warnings:
-        log.warning("ACL: %s", warning)
+        logger.warning("ACL: %s", warning)
     return acl
 
 
 class AclGuard:
-    """The auth hook of one broker's ``RemotingServer``."""
+    """The auth hook of one ``RemotingServer`` (a broker's or a NameServer's).
 
-    def __init__(self, acl: AclSet, clock: Callable[[], float] = time.monotonic) -> None:
+    ``acl`` is the set loaded from the files (what reload replaces and what the ACL
+    management codes rewrite); requests are decided against it plus the cluster
+    credential's account.
+    """
+
+    def __init__(
+        self,
+        acl: AclSet,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        rule: AclRule = validate,
+        cluster: Credential | None = None,
+        logger: logging.Logger = log,
+    ) -> None:
+        self._rule = rule
+        self._cluster = cluster
+        self.log = logger
         self.acl = acl
         self.failures: dict[str, int] = {}  # reason -> refusals (metrics read a copy)
         self._clock = clock
@@ -65,9 +88,19 @@ class AclGuard:
         # verdict to drop it; this one is never sent.
         self._drop = RemotingCommand(RemotingSysResponseCode.SYSTEM_ERROR)
 
+    @property
+    def acl(self) -> AclSet:
+        return self._files
+
+    @acl.setter
+    def acl(self, acl: AclSet) -> None:
+        # one assignment of the pair's second half: a request sees the old or the new set
+        self._files = acl
+        self._effective = with_cluster_account(acl, self._cluster)
+
     def __call__(self, remote_address: str, request: RemotingCommand) -> RemotingCommand | None:
-        decision = validate(
-            self.acl, request.code, request.ext_fields, request.body, request.version, peer_host(remote_address)
+        decision = self._rule(
+            self._effective, request.code, request.ext_fields, request.body, request.version, peer_host(remote_address)
         )
         if isinstance(decision, Allowed):
             return None
@@ -84,7 +117,7 @@ class AclGuard:
         now = self._clock()
         if now - self._window_start >= LOG_WINDOW_S:
             if self._suppressed:
-                log.warning("ACL: %d more refusals not logged in the last %.0f s", self._suppressed, LOG_WINDOW_S)
+                self.log.warning("ACL: %d more refusals not logged in the last %.0f s", self._suppressed, LOG_WINDOW_S)
             self._window_start = now
             self._logged_in_window = 0
             self._suppressed = 0
@@ -93,7 +126,7 @@ class AclGuard:
             return
         self._logged_in_window += 1
         # The message texts name the AccessKey at most (rmq.auth.permissions), never a secret.
-        log.warning(
+        self.log.warning(
             "ACL: refused request code %d from %s, accessKey=%s: %s (%s)",
             code,
             peer,
@@ -107,7 +140,7 @@ class AclReloadService(ServiceLoop):
     """Reload the ACL files when they change; a broken file keeps the previous accounts."""
 
     def __init__(self, guard: AclGuard, home: str, interval_s: float = 1.0) -> None:
-        super().__init__("acl-reload", log)
+        super().__init__("acl-reload", guard.log)
         self.guard = guard
         self.home = home
         self._interval = interval_s
@@ -128,15 +161,17 @@ class AclReloadService(ServiceLoop):
         # the next edit changes the stamps again and is loaded then.
         self._stamps = stamps
         try:
-            acl = await asyncio.to_thread(load_acl_set, self.home)
+            acl = await asyncio.to_thread(load_acl_set, self.home, self.guard.log)
         except AclConfigError as e:
             # str(e) is path:line: field: problem, written never to include a secret
-            log.error("ACL: reload failed, keeping the previous accounts: %s", e)
+            self.guard.log.error("ACL: reload failed, keeping the previous accounts: %s", e)
             return
         except OSError as e:
-            log.error("ACL: reload failed, keeping the previous accounts: %s", e)
+            self.guard.log.error("ACL: reload failed, keeping the previous accounts: %s", e)
             return
         if acl.fingerprint == self.guard.acl.fingerprint:
             return  # touched, not changed
         self.guard.acl = acl
-        log.info("ACL: reloaded %d accounts from %d files under %s", len(acl.accounts), len(acl.files), self.home)
+        self.guard.log.info(
+            "ACL: reloaded %d accounts from %d files under %s", len(acl.accounts), len(acl.files), self.home
+        )

@@ -1,0 +1,41 @@
+"""The real mqadmin 4.9.8 (../shared/rocketmq-4.9.8) run as a subprocess against rmq."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROCKETMQ = Path(__file__).resolve().parents[3] / "shared" / "rocketmq-4.9.8" / "bin" / "rocketmq"
+
+
+@dataclass
+class MqadminRun:
+    rc: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+def mqadmin_available() -> str | None:
+    """Why the real mqadmin cannot run here, or None."""
+    if not ROCKETMQ.exists():
+        return f"{ROCKETMQ} is missing"
+    if shutil.which("java") is None:
+        return "no java on PATH"
+    return None
+
+
+def mqadmin(user_home: Path, *args: str, timeout: float = 60.0, rocketmq_home: Path | None = None) -> MqadminRun:
+    """``bin/rocketmq mqadmin ARGS``; logs and client state under user_home."""
+    env = dict(os.environ, ROCKETMQ_USER_HOME=str(user_home), JAVA_HEAP="256m")
+    env.pop("NAMESRV_ADDR", None)
+    if rocketmq_home is not None:
+        env["ROCKETMQ_HOME"] = str(rocketmq_home)
+    p = subprocess.run([str(ROCKETMQ), "mqadmin", *args], capture_output=True, text=True, timeout=timeout, env=env)
+    return MqadminRun(p.returncode, p.stdout, p.stderr)
