@@ -6,8 +6,9 @@
 #   .venv-interop-cpp1/        PyPI rocketmq==0.4.4              (RocketMQ C++ client 1.x)
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
 #   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
-#                              (the interop tests and PySpark 4 in tests/spark);
-#                              default-jdk-headless only if no javac is on PATH (tests/interop/java)
+#                              (the interop tests and PySpark 4 in tests/spark)
+#   javac                      Debian default-jdk-headless, only if no `javac` is on PATH
+#                              (tests/interop/test_java_acl.py, test_java_tls.py compile Java client programs)
 #   prometheus                 Debian prometheus, only if no `prometheus` is on PATH
 #                              (tests/integration/test_compose_deployment.py runs it)
 #
@@ -195,11 +196,11 @@ java_major() {
 }
 
 ensure_java() {
-    [[ "$(java_major)" -ge 17 ]] && return 0
-    apt_install default-jre-headless
-    [[ "$(java_major)" -ge 17 ]] || die "need Java 17+ on PATH for Spark (have: $(java -version 2>&1 | head -n1))"
-    # javac: the interop tests compile small programs against the Java 4.9.8 client
-    # (tests/interop/java/*.java)
+    if [[ "$(java_major)" -lt 17 ]]; then
+        apt_install default-jre-headless
+        [[ "$(java_major)" -ge 17 ]] || die "need Java 17+ on PATH for Spark (have: $(java -version 2>&1 | head -n1))"
+    fi
+    # tests/interop/test_java_acl.py and test_java_tls.py compile Java 4.9.8 client programs (javac)
     command -v javac >/dev/null 2>&1 || apt_install default-jdk-headless
     command -v javac >/dev/null 2>&1 || die "installed default-jdk-headless but still no javac on PATH"
 }

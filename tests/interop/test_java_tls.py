@@ -5,14 +5,13 @@ permissive mode (the default: no tls.* key, self-signed certificates) and in enf
 stores nothing. The other way round, rmq.client with ``use_tls`` produces and consumes
 against the real 4.9.8 NameServer and broker in enforcing mode.
 
-The Java program is tests/interop/java/TlsClient.java, compiled by this module with javac
-against ``../shared/rocketmq-4.9.8`` (``bin/rocketmq classpath``).
+The Java program is tests/interop/java/TlsClient.java, compiled with javac against
+``../shared/rocketmq-4.9.8`` (tests/interop/java_build.py).
 """
 
 from __future__ import annotations
 
 import random
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -28,46 +27,38 @@ from rmq.client.errors import MQClientError
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 from rmq.remoting.tls import TlsSettings, client_context
-from tests.conftest import SHARED
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, unique, wait_until
-from tests.interop.conftest import INSTALL_SCRIPT, REPO
+from tests.interop.java_build import JAVA_SRC, ROCKETMQ_BIN, compile_java, java_env
 
 pytestmark = pytest.mark.timeout(300)
 
-ROCKETMQ = SHARED / "rocketmq-4.9.8" / "bin" / "rocketmq"
-SOURCE = REPO / "tests" / "interop" / "java" / "TlsClient.java"
 N = 5
 
 
 @pytest.fixture(scope="module")
 def java_classes() -> Iterator[Path]:
     """TlsClient.class, compiled into a temporary directory."""
-    if not ROCKETMQ.exists():
-        pytest.fail(f"the RocketMQ 4.9.8 distribution is missing: {ROCKETMQ}")
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.fail(f"no javac on PATH: run {INSTALL_SCRIPT} (installs default-jdk-headless)")
-    classpath = subprocess.run([str(ROCKETMQ), "classpath"], capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="rmq-java-tls-") as d:
-        out = subprocess.run([javac, "-cp", classpath, "-d", d, str(SOURCE)], capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        yield Path(d)
+        yield compile_java([JAVA_SRC / "TlsClient.java"], Path(d))
+
+
+def java_flags(home: Path, *flags: str) -> list[str]:
+    """JVM flags, with a tls.config.file that does not exist: /etc/rocketmq/tls.properties,
+    4.9.8's default, must not leak into the test."""
+    return [*flags, f"-Dtls.config.file={home / 'no-tls.properties'}"]
 
 
 def run_java(
     classes: Path, home: Path, namesrv: str, topic: str, tag: str, *, tls: bool
 ) -> subprocess.CompletedProcess:
-    flags = ["-Dtls.enable=true"] if tls else []
-    # a tls.config.file that does not exist: /etc/rocketmq/tls.properties must not leak in
-    flags.append(f"-Dtls.config.file={home / 'no-tls.properties'}")
-    env = {"PATH": "/usr/bin:/bin", "EXTRA_CP": str(classes), "ROCKETMQ_USER_HOME": str(home), "JAVA_HEAP": "256m"}
+    flags = java_flags(home, *(["-Dtls.enable=true"] if tls else []))
     return subprocess.run(
-        [str(ROCKETMQ), "java", *flags, "TlsClient", namesrv, topic, str(N), tag],
+        [str(ROCKETMQ_BIN), "java", *flags, "TlsClient", namesrv, topic, str(N), tag],
         capture_output=True,
         text=True,
         timeout=240,
-        env=env,
+        env=java_env(home, classes),
     )
 
 
@@ -145,10 +136,10 @@ def low_free_port(span: int) -> int:
 
 def java_server(wd: Path, name: str, main_class: str, conf: dict[str, object], ready: str) -> ChildProcess:
     (wd / f"{name}.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-    flags = ["-Dtls.server.mode=enforcing", f"-Dtls.config.file={wd / 'no-tls.properties'}"]
-    env = {"ROCKETMQ_USER_HOME": str(wd / name), "JAVA_HEAP": "256m"}
-    argv = [str(ROCKETMQ), "java", *flags, main_class, "-c", str(wd / f"{name}.conf")]
-    return ChildProcess(name, argv, wd, ready, env)
+    (wd / name).mkdir(exist_ok=True)
+    flags = java_flags(wd, "-Dtls.server.mode=enforcing")
+    argv = [str(ROCKETMQ_BIN), "java", *flags, main_class, "-c", str(wd / f"{name}.conf")]
+    return ChildProcess(name, argv, wd, ready, java_env(wd / name, wd))
 
 
 async def test_rmq_client_with_tls_against_java_4_9_8_enforcing():
