@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rmq.child_process import ChildProcess
-from rmq.client import ConsumeFromWhere, ConsumeResult, Message, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, LitePullConsumer, Message, Producer
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQClientError
 from rmq.remoting.client import RemotingClient
@@ -175,25 +175,20 @@ async def test_rmq_client_with_tls_against_java_4_9_8_enforcing():
             async with Producer(unique("pg"), namesrv, use_tls=True) as p:
                 for i in range(N):
                     await p.send(Message(topic, f"r-{i}".encode()))
-            # a PushConsumer: rmq's LitePullConsumer pulls with LITE_PULL_MESSAGE (361, 5.x),
-            # which a 4.9.8 broker does not know
-            got: list = []
-
-            def listener(msgs: list, ctx: object) -> ConsumeResult:
-                got.extend(msgs)
-                return ConsumeResult.CONSUME_SUCCESS
-
-            c = PushConsumer(
-                unique("cg"),
-                namesrv,
-                listener=listener,
-                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                use_tls=True,
+            # a LitePullConsumer: it pulls with PULL_MESSAGE (11) as Java's, which 4.9.8 knows
+            c = LitePullConsumer(
+                unique("cg"), namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, use_tls=True
             )
             c.subscribe(topic, "*")
             await c.start()
+            got: list = []
             try:
-                await wait_until(lambda: len(got) >= N, 60, f"{N} messages read back from the Java broker")
+
+                async def all_read() -> bool:
+                    got.extend(await c.poll(500))
+                    return len(got) >= N
+
+                await wait_until(all_read, 60, f"{N} messages read back from the Java broker")
             finally:
                 await c.shutdown()
             assert sorted(m.body for m in got) == [f"r-{i}".encode() for i in range(N)]
