@@ -167,11 +167,77 @@ async def sleep_until(t: float) -> None:
         await asyncio.sleep(d)
 
 
+# --------------------------------------------------------------------------- ACL / TLS
+# The security variant of a run (--security) reaches the spawned load generators through
+# their environment: every client they make signs with this account and/or speaks TLS.
+ACL_ENV = "RMQ_BENCH_ACL"  # "accessKey:secretKey"
+TLS_ENV = "RMQ_BENCH_TLS"  # "1"
+BENCH_ACCESS_KEY, BENCH_SECRET_KEY = "benchUser", "benchSecret123"
+SECURITY_VARIANTS = ("plain", "acl", "tls", "acl+tls")
+
+
+def security_options() -> dict[str, Any]:
+    """Producer / PushConsumer keyword arguments of this process's security variant."""
+    opts: dict[str, Any] = {}
+    ak, _, sk = os.environ.get(ACL_ENV, "").partition(":")
+    if ak:
+        opts.update(access_key=ak, secret_key=sk)
+    if os.environ.get(TLS_ENV) == "1":
+        opts["use_tls"] = True
+    return opts
+
+
+def bench_client() -> Any:
+    """A RemotingClient (binary headers) signing and/or on TLS as this process's variant says."""
+    from rmq.client.acl import AclClientRPCHook
+    from rmq.remoting.client import RemotingClient
+    from rmq.remoting.tls import TlsSettings, client_context
+
+    opts = security_options()
+    hook = AclClientRPCHook(opts["access_key"], opts["secret_key"]) if "access_key" in opts else None
+    ssl = client_context(TlsSettings()) if opts.get("use_tls") else None
+    return RemotingClient(serialize_type=SerializeType.ROCKETMQ, request_hook=hook, ssl=ssl)
+
+
+@contextlib.contextmanager
+def security_variant(variant: str, root: Path) -> Iterator[dict[str, str]]:
+    """The broker.conf keys of a variant; its client settings in this process's environment
+    (inherited by the spawned load generators) for the duration."""
+    conf: dict[str, str] = {}
+    env: dict[str, str] = {}
+    if "acl" in variant:
+        home = root / "acl-home"
+        (home / "conf").mkdir(parents=True, exist_ok=True)
+        # an ordinary account (not admin): every request goes through the permission check
+        (home / "conf" / "plain_acl.yml").write_text(
+            "accounts:\n"
+            f"  - accessKey: {BENCH_ACCESS_KEY}\n"
+            f"    secretKey: {BENCH_SECRET_KEY}\n"
+            "    defaultTopicPerm: PUB|SUB\n"
+            "    defaultGroupPerm: PUB|SUB\n"
+        )
+        conf.update(aclEnable="true", rocketmqHome=str(home))
+        env[ACL_ENV] = f"{BENCH_ACCESS_KEY}:{BENCH_SECRET_KEY}"
+    if "tls" in variant:
+        env[TLS_ENV] = "1"  # the broker serves TLS and plaintext on one port (permissive, the default)
+    saved = {k: os.environ.get(k) for k in (ACL_ENV, TLS_ENV)}
+    for k in saved:
+        os.environ.pop(k, None)
+    os.environ.update(env)
+    try:
+        yield conf
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 async def topic_route(namesrv: str, topic: str):
     from rmq.client.api import MQClientAPI
-    from rmq.remoting.client import RemotingClient
 
-    rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
+    rc = bench_client()
     try:
         route = await MQClientAPI(rc, [namesrv]).get_topic_route_info(topic)
     finally:
@@ -341,7 +407,13 @@ async def _send_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-un
     if p["sender"] == "client":
         from rmq.client import Message, MQBrokerError, Producer
 
-        producer = Producer(PRODUCER_GROUP, p["namesrv"], serialize_type=SerializeType.ROCKETMQ, send_msg_timeout=3000)
+        producer = Producer(
+            PRODUCER_GROUP,
+            p["namesrv"],
+            serialize_type=SerializeType.ROCKETMQ,
+            send_msg_timeout=3000,
+            **security_options(),
+        )
         await producer.start()
         closers.append(producer.shutdown)
         await producer.send(Message(topic, bodies[0]))
@@ -355,10 +427,8 @@ async def _send_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-un
                     st.first_error = repr(e)
                 return False
     else:
-        from rmq.remoting.client import RemotingClient
-
         addr, nq, _ = await topic_route(p["namesrv"], topic)
-        client = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
+        client = bench_client()
         closers.append(client.close)
         ids = UniqueIdGenerator()
         qctr = [random.randrange(nq)]
@@ -543,7 +613,6 @@ class ConsumeStats:
 async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no-untyped-def]
     """``purpose`` drain: consume ``target`` messages from offset 0 as fast as possible.
     ``purpose`` e2e: consume from the end of the topic during the senders' window."""
-    from rmq.remoting.client import RemotingClient
 
     topic, purpose, variant = p["topic"], p["purpose"], p["consumer"]
     st = ConsumeStats()
@@ -570,6 +639,7 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
             consume_thread_max=p["consume_threads"],
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             serialize_type=SerializeType.ROCKETMQ,
+            **security_options(),
         )
         consumer.subscribe(topic, "*")
 
@@ -580,7 +650,7 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
         def assigned() -> int:
             return sum(1 for mq in consumer.rebalance.process_queue_table if mq.topic == topic)
     else:
-        client = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
+        client = bench_client()
         closers.append(client.close)
         offsets = [0] * nq
         if purpose == "e2e":
@@ -702,9 +772,8 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
 
 async def _decode_limit(addr: str, topic: str, nq: int, seconds: float) -> dict:
     """The consumer's own ceiling: decode the same pull bodies in-process, no network."""
-    from rmq.remoting.client import RemotingClient
 
-    client = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
+    client = bench_client()
     bodies = []
     try:
         for qid in range(min(nq, 64)):
@@ -979,9 +1048,8 @@ class BrokerPoller:
         raise NotImplementedError
 
     async def _poll(self) -> None:
-        from rmq.remoting.client import RemotingClient
 
-        rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
+        rc = bench_client()
         try:
             while not self._stop.is_set():
                 try:
@@ -1355,10 +1423,9 @@ def send_step(
 
 async def _admin(namesrv: str, topic: str, fn: Callable[..., Any]) -> Any:
     from rmq.client.api import MQClientAPI
-    from rmq.remoting.client import RemotingClient
 
     addr, nqw, nqr = await topic_route(namesrv, topic)
-    rc = RemotingClient(serialize_type=SerializeType.ROCKETMQ)
+    rc = bench_client()
     try:
         return await fn(MQClientAPI(rc, [namesrv]), rc, addr, nqw, nqr)
     finally:
@@ -1698,20 +1765,28 @@ def e2e_step(b: Bench, threads: int, sender: str, consumer: str, warmup: float, 
 
 
 # =================================================================================== a flush mode
-def run_mode(b: Bench, flush: str, root: Path) -> dict:
+def mode_label(flush: str, variant: str) -> str:
+    return flush if variant == "plain" else f"{flush}+{variant}"
+
+
+def run_mode(b: Bench, flush: str, root: Path, variant: str = "plain") -> dict:
     a = b.args
     res: dict[str, Any] = {"raw": {}, "producer": {}, "consumer": {}, "e2e": None}
-    workdir = root / flush.lower()
-    out(f"\n=== {flush}: starting rmq namesrv + broker (store under {workdir})")
-    with Cluster(
-        workdir,
-        flush,
-        profile=a.profile_broker,
-        stats=a.broker_stats,
-        profile_clock=a.profile_clock,
-        switch_interval=a.broker_switch_interval,
-        conf=a.broker_conf,
-    ) as c:
+    label = mode_label(flush, variant)
+    workdir = root / label.lower().replace("+", "-")
+    out(f"\n=== {label}: starting rmq namesrv + broker (store under {workdir})")
+    with (
+        security_variant(variant, workdir) as security_conf,
+        Cluster(
+            workdir,
+            flush,
+            profile=a.profile_broker,
+            stats=a.broker_stats,
+            profile_clock=a.profile_clock,
+            switch_interval=a.broker_switch_interval,
+            conf={**a.broker_conf, **security_conf},
+        ) as c,
+    ):
         b.cluster = c
         try:
             out(f"    namesrv {c.namesrv_addr}, broker {c.broker_addr} (pid {c.broker_pid})")
@@ -2068,6 +2143,35 @@ def report(results: dict[str, dict], args: argparse.Namespace) -> None:
         )
 
 
+def security_report(results: dict[str, dict], args: argparse.Namespace) -> None:
+    """Per flush mode and sender count: each variant's TPS and broker CPU per message
+    against plain's in the same run."""
+    out("\nACL / TLS cost (same run, fresh cluster per variant; ratio = variant / plain)")
+    header = ["mode", "variant", "sender", "thr", "TPS", "TPS ratio", "brk us/msg", "us/msg ratio", "p99 ms"]
+    rows = []
+    for flush in args.modes:
+        base = results.get(flush, {}).get("producer", {})
+        for variant in args.security:
+            res = results.get(mode_label(flush, variant), {}).get("producer", {})
+            for sender, pts in res.items():
+                for key, r in pts.items():
+                    b0 = base.get(sender, {}).get(key)
+                    rows.append(
+                        [
+                            flush,
+                            variant,
+                            sender,
+                            key,
+                            f"{r['tps']:,.0f}",
+                            f"{r['tps'] / b0['tps']:.3f}" if b0 and b0["tps"] else "-",
+                            f"{r['broker_us_per_msg']:.1f}",
+                            f"{r['broker_us_per_msg'] / b0['broker_us_per_msg']:.3f}" if b0 else "-",
+                            f"{r['p99_ms']:.2f}",
+                        ]
+                    )
+    table(header, rows)
+
+
 def print_profiles(profiles: list[tuple[str, str]], top: int) -> None:
     for step, path in profiles:
         s = io.StringIO()
@@ -2143,6 +2247,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--procs", default="auto", help="sender processes: 1, 2 or auto (default: 2 more when 1 is CPU-bound)"
     )
     add_run_args(ap)
+    ap.add_argument(
+        "--security",
+        default="plain",
+        help=f"comma list of {', '.join(SECURITY_VARIANTS)}: each on its own fresh cluster, compared with "
+        "plain (acl: aclEnable with an ordinary account every client signs with; tls: every client on TLS)",
+    )
     ap.add_argument("--backlog", type=int, default=500_000)
     ap.add_argument("--consume-threads", type=int, default=20)
     ap.add_argument("--e2e-threads", type=int, default=16)
@@ -2207,6 +2317,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if x not in ("producer", "consumer", "e2e"):
             ap.error(f"unknown benchmark {x}")
     a.threads = [int(x) for x in a.threads.split(",")]
+    a.security = [x.strip() for x in a.security.split(",") if x.strip()]
+    for x in a.security:
+        if x not in SECURITY_VARIANTS:
+            ap.error(f"--security: unknown variant {x} (one of {', '.join(SECURITY_VARIANTS)})")
+    if a.security != ["plain"] and "plain" not in a.security:
+        a.security.insert(0, "plain")  # the baseline every variant is compared with
     a.sender = [x.strip() for x in a.sender.split(",") if x.strip()]
     a.consumer = [x.strip() for x in a.consumer.split(",") if x.strip()]
     conf = {}
@@ -2253,8 +2369,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     with bench_session(a, "rmq-e2e-bench-") as (b, root):
         for flush in a.modes:
-            results[flush] = run_mode(b, flush, root)
+            for variant in a.security:
+                results[mode_label(flush, variant)] = run_mode(b, flush, root, variant)
         report(results, a)
+        if a.security != ["plain"]:
+            security_report(results, a)
         if b.profiles:
             print_profiles(b.profiles, a.profile_top)
     if a.json:
