@@ -101,6 +101,9 @@ def all_config_properties(bc: BrokerConfig, sc: MessageStoreConfig) -> dict[str,
         for f in dataclasses.fields(obj):
             if not f.metadata.get("secret"):
                 out[f.name] = _fmt(getattr(obj, f.name))
+    # NettyClientConfig.useTLS, which 4.9.8 lists too (mqadmin exportConfigs reads it): whether
+    # the broker's own links (registration, slave sync, HA) are TLS
+    out["useTLS"] = _fmt(bc.tls.outbound_tls)
     return out
 
 

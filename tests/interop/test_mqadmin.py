@@ -110,14 +110,20 @@ def test_store_maintenance_commands(group, run, command):
     assert sum(int(row[3]) for row in _rows(r.out) if row[0] == GROUP) == 200, r.out
 
 
-@pytest.mark.parametrize("what", ["Metadata", "Metrics"])
+@pytest.mark.parametrize("what", ["Metadata", "Metrics", "Configs"])
 def test_export(group, run, what, tmp_path):
     r = run(f"export{what}", "-c", CLUSTER, "-f", str(tmp_path))
     assert r.rc == 0 and "success" in r.out, r.text
     doc = json.loads((tmp_path / f"{what.lower()}.json").read_text())
     text = json.dumps(doc)
-    assert TOPIC in text or what == "Metrics", text[:500]
-    assert doc
+    if what == "Metadata":
+        assert TOPIC in text, text[:500]
+    elif what == "Configs":  # the master's config, and the group's size
+        assert doc["brokerConfigs"][GROUP]["brokerRole"] == "ASYNC_MASTER", doc
+        assert doc["brokerConfigs"][GROUP]["useTLS"] == "false"
+        assert doc["clusterScale"] == {"namesrvSize": 1, "masterBrokerSize": 1, "slaveBrokerSize": 1}
+    else:
+        assert doc
 
 
 def test_query_cq(group, run):
