@@ -123,6 +123,7 @@ class ConsumerBase:
         self.rebalance: RebalanceImpl = self._new_rebalance()
         self._state = CREATE_JUST
         self._tasks = BoundedTaskSet(logging.getLogger("rmq.client.consumer"))
+        self.consumer_start_timestamp = now_ms()  # Java sets it when the consumer is made
 
     def _new_rebalance(self) -> RebalanceImpl:
         raise NotImplementedError

@@ -88,11 +88,13 @@ from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffse
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.producer import new_inner_producer
 from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest
+from rmq.client.running_info import consume_message_directly, consumer_running_info
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic, retry_topic
 from rmq.protocol.bodies import MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt
+from rmq.protocol.running_info import ConsumeMessageDirectlyResult, ConsumerRunningInfo
 
 __all__ = [
     "PushConsumer",
@@ -325,6 +327,16 @@ class PushConsumer(ConsumerBase):
     # ------------------------------------------------------------------ MQConsumerInner
     async def persist_consumer_offset(self, oneway: bool = True) -> None:
         await self._persist(list(self.rebalance.process_queue_table), oneway)
+
+    async def consumer_running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (rmq.client.running_info)."""
+        return await consumer_running_info(self)
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: ``msg`` to the listener once, outside the pull flow."""
+        if self.consume_service is None:
+            raise MQClientError(f"The PushConsumer {self.group} is not started")
+        return await consume_message_directly(self.consume_service, msg, broker_name)
 
     # ------------------------------------------------------------------ sending back
     async def send_back_through_producer(self, msg: MessageExt, reconsume_times: int, max_reconsume_times: int) -> None:
