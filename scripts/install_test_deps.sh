@@ -7,6 +7,8 @@
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
 #   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
 #                              (the interop tests and PySpark 4 in tests/spark)
+#   javac                      Debian default-jdk-headless, only if no `javac` is on PATH
+#                              (tests/interop/test_java_acl.py compiles a Java client program)
 #   prometheus                 Debian prometheus, only if no `prometheus` is on PATH
 #                              (tests/integration/test_compose_deployment.py runs it)
 #
@@ -194,9 +196,13 @@ java_major() {
 }
 
 ensure_java() {
-    [[ "$(java_major)" -ge 17 ]] && return 0
-    apt_install default-jre-headless
-    [[ "$(java_major)" -ge 17 ]] || die "need Java 17+ on PATH for Spark (have: $(java -version 2>&1 | head -n1))"
+    if [[ "$(java_major)" -lt 17 ]]; then
+        apt_install default-jre-headless
+        [[ "$(java_major)" -ge 17 ]] || die "need Java 17+ on PATH for Spark (have: $(java -version 2>&1 | head -n1))"
+    fi
+    # tests/interop/test_java_acl.py compiles a Java 4.9.8 client program (javac)
+    command -v javac >/dev/null 2>&1 || apt_install default-jdk-headless
+    command -v javac >/dev/null 2>&1 || die "installed default-jdk-headless but still no javac on PATH"
 }
 
 # ----------------------------------------------------------------------------- prometheus

@@ -15,7 +15,13 @@ file; what a container would have differently is translated:
   mount point (storePathRootDir, --kv-path) point there; a bind-mounted config file is
   copied with its values translated, and the command gets the copy;
 * ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}`` and ``$$`` are interpolated as
-  compose does, from the environment given (not the test's own).
+  compose does, from the environment given (not the test's own);
+* override files (``docker compose -f base.yml -f override.yml``) are merged into the
+  base as compose merges them (``merge_compose``);
+* a service's ``configs`` are mounted files too: an inline ``content`` (interpolated) is
+  written under the work dir, a ``file`` is bind-mounted; a container directory that holds
+  mounts but is no mount itself (``rocketmqHome=/home/rmq/acl`` above a config mounted
+  at ``/home/rmq/acl/conf/plain_acl.yml``) becomes a directory of links to them.
 """
 
 from __future__ import annotations
@@ -72,6 +78,38 @@ def _interp_all(obj: Any, env: dict[str, str]) -> Any:
     return obj
 
 
+# service keys whose list items are merged by their container path, as compose does
+_MERGE_BY_TARGET = {"volumes", "configs", "secrets"}
+
+
+def _target(item: Any) -> str:
+    if isinstance(item, dict):
+        return str(item.get("target") or "/" + str(item.get("source", "")))
+    parts = str(item).split(":")
+    return parts[1] if len(parts) > 1 else "/" + parts[0]
+
+
+def merge_compose(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` applied to ``base`` as compose applies a second ``-f`` file: mappings
+    merge key by key, ``command`` / ``entrypoint`` / scalars are replaced, volumes and
+    configs are merged by container path, other lists are appended (without repeats)."""
+    out = dict(base)
+    for key, value in override.items():
+        have = out.get(key)
+        if isinstance(have, dict) and isinstance(value, dict):
+            out[key] = merge_compose(have, value)
+        elif isinstance(have, list) and isinstance(value, list) and key not in ("command", "entrypoint"):
+            if key in _MERGE_BY_TARGET:
+                merged = {_target(i): i for i in have}
+                merged.update({_target(i): i for i in value})
+                out[key] = list(merged.values())
+            else:
+                out[key] = have + [v for v in value if v not in have]
+        else:
+            out[key] = value
+    return out
+
+
 def _container_ports(svc: dict[str, Any]) -> list[int]:
     ports: list[int] = []
     for p in svc.get("ports") or []:
@@ -104,11 +142,16 @@ class LocalService:
 
 
 class ComposeDeployment:
-    def __init__(self, compose_file: Path, workdir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, compose_file: Path, workdir: Path, env: dict[str, str] | None = None, overrides: list[Path] = ()
+    ) -> None:
         self.file = compose_file
         self.root = compose_file.parent
         self.workdir = workdir
-        self.doc = _interp_all(load_yaml(compose_file), env or {})
+        doc = load_yaml(compose_file)
+        for o in overrides:
+            doc = merge_compose(doc, load_yaml(o))
+        self.doc = _interp_all(doc, env or {})
         self.services: dict[str, dict[str, Any]] = self.doc["services"]
         names = list(self.services)
         declared = [(n, p) for n in names for p in _container_ports(self.services[n])]
@@ -159,8 +202,36 @@ class ComposeDeployment:
             else:
                 path = (self.root / src).resolve()
             out.append(Mount(dst.rstrip("/") or "/", path, named))
+        for c in self.services[name].get("configs") or []:
+            out.append(self._config_mount(name, c))
         # longest target first: the most specific mount wins
         return sorted(out, key=lambda m: len(m.target), reverse=True)
+
+    def _config_mount(self, name: str, ref: Any) -> Mount:
+        source = ref["source"] if isinstance(ref, dict) else str(ref)
+        target = _target(ref) if isinstance(ref, dict) else "/" + source
+        config = (self.doc.get("configs") or {})[source]
+        if "content" in config:
+            path = self.workdir / name / "configs" / source
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(config["content"])
+        else:
+            path = (self.root / config["file"]).resolve()
+        return Mount(target, path, False)
+
+    def _mount_parent(self, name: str, value: str) -> str | None:
+        """A local directory standing for container directory ``value`` when mounts lie
+        below it but none is it: links to those mounts, at their places."""
+        below = [m for m in self.local[name].mounts if m.target.startswith(value.rstrip("/") + "/")]
+        if not value.startswith("/") or not below:
+            return None
+        root = self.workdir / name / "fs"
+        for m in below:
+            link = root / m.target.lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(m.source)
+        return str(root / value.lstrip("/"))
 
     # ------------------------------------------------------------------ translation
     def translate(self, name: str, value: str, key: str = "") -> str:
@@ -168,6 +239,9 @@ class ComposeDeployment:
         for m in self.local[name].mounts:
             if value == m.target or value.startswith(m.target + "/"):
                 return str(m.source) + value[len(m.target) :]
+        parent = self._mount_parent(name, value)
+        if parent is not None:
+            return parent
         if value in self.services and _ADDRESS_KEY.search(key):
             return "127.0.0.1"
         if value.isdigit() and (not key or key.endswith("Port")) and int(value) in self.port_map[name]:

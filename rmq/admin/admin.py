@@ -22,6 +22,7 @@ from rmq.admin.errors import AdminError
 from rmq.client.acl import signing_hook
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
+from rmq.common.context import ClosingContext
 from rmq.common.mixall import MASTER_ID, retry_topic
 from rmq.protocol.bodies import (
     BrokerData,
@@ -93,7 +94,7 @@ class TopicOffset:
             raise ProtocolError(f"bad TopicOffset: {e}") from None
 
 
-class MQAdmin:
+class MQAdmin(ClosingContext):
     """Admin requests over one remoting client; use ``async with``."""
 
     def __init__(
@@ -115,12 +116,6 @@ class MQAdmin:
 
     async def close(self) -> None:
         await self.remoting.close()
-
-    async def __aenter__(self) -> MQAdmin:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # ------------------------------------------------------------------ plumbing
     @property

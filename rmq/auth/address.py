@@ -221,23 +221,27 @@ def _scope_error(pattern: str) -> AddressPatternError:
     return AddressPatternError(f"Netaddress examine scope Exception netaddress is {pattern}")
 
 
+def _first_range(parts: list[str], digits: re.Pattern[str], base: int, top: int) -> tuple[int, int, int]:
+    """(index, low, high) of the first part after the first that is '*' or 'a-b' with a
+    range *end* above 0; index 0 if there is none. 4.9.8 remembers the last range parsed
+    while it scans (so '0-0' is passed over, not used), for IPv4 and IPv6 alike."""
+    low = high = 0
+    for i in range(1, len(parts)):
+        value = parts[i].strip()
+        if value == "*":
+            low, high = 0, top
+        elif "-" in value:
+            low, high = _parse_range(value, digits, base, top)
+        if high > 0:
+            return i, low, high
+    return 0, low, high
+
+
 def _range4(pattern: str) -> AddressPattern:
     parts = _split(pattern, ".")
     if len(parts) != 4:
         raise _scope_error(pattern)
-    # 4.9.8 scans octets 2-4 for the first '*' or 'a-b' whose range *end* is above 0,
-    # remembering the last range parsed (so '0-0' is passed over, not used).
-    low = high = 0
-    chosen = 0
-    for i in (1, 2, 3):
-        value = parts[i].strip()
-        if value == "*":
-            low, high = 0, 255
-        elif "-" in value:
-            low, high = _parse_range(value, _JAVA_DEC, 10, 255)
-        if high > 0:
-            chosen = i
-            break
+    chosen, low, high = _first_range(parts, _JAVA_DEC, 10, 255)
     if chosen == 0:
         return AddressPattern(pattern, "blank")
     # AclUtils.verify(remoteAddr, index - 1): the octets before the one preceding the
@@ -263,18 +267,7 @@ def _range6(pattern: str) -> AddressPattern:
         limit = last_colon if asterisk == -1 else pattern.rfind(":", 0, last_colon)
         if minus <= limit:
             raise _scope_error(pattern)
-    parts = _split(pattern, ":")
-    low = high = 0
-    chosen = 0
-    for i in range(1, len(parts)):
-        value = parts[i].strip()
-        if value == "*":
-            low, high = 0, 0xFFFF
-        elif "-" in value:
-            low, high = _parse_range(value, _JAVA_HEX, 16, 0xFFFF)
-        if high > 0:
-            chosen = i
-            break
+    chosen, low, high = _first_range(_split(pattern, ":"), _JAVA_HEX, 16, 0xFFFF)
     if chosen == 0:
         return AddressPattern(pattern, "blank")
     for group in _split(java_expand_ip(pattern, 8), ":")[: chosen - 1]:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from rmq.auth.acl_config import AclConfigError
 from rmq.broker.broker import Broker
 from rmq.broker.config import load_broker_config
+from rmq.broker.runtime_config import all_config_properties
 from rmq.store.config import ConfigError
 from rmq.store.errors import StoreError
 
@@ -84,12 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rmq broker: bad configuration: {e}", file=sys.stderr)
         return 2
     if args.print_config:
-        import dataclasses
-
-        for obj in (loaded.broker, loaded.store):
-            for f in dataclasses.fields(obj):
-                v = getattr(obj, f.name)
-                print(f"{f.name}={getattr(v, 'value', v)}")
+        # the same view as GET_BROKER_CONFIG: secrets left out
+        for key, value in all_config_properties(loaded.broker, loaded.store).items():
+            print(f"{key}={value}")
         return 0
     broker = Broker(loaded.broker, loaded.store, listen_host=loaded.broker.bindAddress, config_path=args.config)
     try:

@@ -29,7 +29,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -106,6 +106,52 @@ class ReplicationView(Protocol):
 
 def _client_labels(language: int, version: int) -> tuple[str, str]:
     return LanguageCode.name_of(language).lower(), MQVersion.name_of(version).lower()
+
+
+# Every family a broker exports, (kind, name, help, labels): declared on each scrape in
+# this order, the samples added to them after.
+_FAMILIES: Final[tuple[tuple[str, str, str, tuple[str, ...]], ...]] = (
+    ("counter", "rocketmq_messages_in_total", "Messages stored by sends.", ("topic",)),
+    ("counter", "rocketmq_throughput_in_total", "Bytes stored by sends (records).", ("topic",)),
+    ("counter", "rocketmq_messages_out_total", "Messages handed out by pulls.", ("topic", "consumer_group")),
+    ("counter", "rocketmq_throughput_out_total", "Bytes handed out by pulls.", ("topic", "consumer_group")),
+    ("histogram", "rocketmq_message_size", "Stored message size in bytes.", ()),
+    ("histogram", "rocketmq_rpc_latency", "Request handling time in milliseconds.", ("request_code", "response_code")),
+    ("gauge", "rocketmq_consumer_lag_messages", "Messages not yet consumed (committed).", ("topic", "consumer_group")),
+    (
+        "gauge",
+        "rocketmq_consumer_lag_latency",
+        "Age in milliseconds of the oldest message not yet consumed.",
+        ("topic", "consumer_group"),
+    ),
+    ("gauge", "rocketmq_consumer_inflight_messages", "Messages pulled but not committed.", ("topic", "consumer_group")),
+    ("gauge", "rocketmq_producer_connections", "Producer connections.", ("language", "version")),
+    (
+        "gauge",
+        "rocketmq_consumer_connections",
+        "Consumer connections.",
+        ("consumer_group", "language", "version", "consume_mode"),
+    ),
+    ("gauge", "rocketmq_storage_size", "Used bytes of the store's file system.", ()),
+    ("gauge", "rocketmq_storage_flush_behind_bytes", "CommitLog bytes written, not flushed.", ()),
+    ("gauge", "rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not yet dispatched to consume queues.", ()),
+    (
+        "gauge",
+        "rocketmq_storage_message_reserve_time",
+        "Age in milliseconds of the oldest message in the CommitLog.",
+        (),
+    ),
+    ("gauge", "rocketmq_topic_number", "Topics.", ()),
+    ("gauge", "rocketmq_consumer_group_number", "Subscription groups.", ()),
+    ("gauge", "rocketmq_ha_slave_lag_bytes", "CommitLog bytes a slave is behind (master).", ("slave",)),
+    ("gauge", "rocketmq_ha_in_sync_replicas", "Slaves in sync with this master.", ()),
+    ("gauge", "rocketmq_broker_role", "0 ASYNC_MASTER, 1 SYNC_MASTER, 2 SLAVE.", ()),
+    ("gauge", "rocketmq_ha_epoch", "The broker's replication epoch.", ()),
+    ("histogram", "rocketmq_flush_latency_seconds", "CommitLog flush (fdatasync) time.", ()),
+    ("histogram", "rocketmq_group_commit_batch_size", "Puts answered per group-commit round.", ()),
+    ("counter", "rocketmq_protocol_errors_total", "Connections closed for malformed frames.", ()),
+    ("counter", "rocketmq_auth_failures_total", "Requests refused by the ACL.", ("reason",)),
+)
 
 
 @dataclass(eq=False)
@@ -269,41 +315,9 @@ class BrokerMetrics:
 
     def _families(self, s: BrokerSnapshot | None, storage_used: int | None) -> Families:
         f = Families(self.node)
-        f.counter("rocketmq_messages_in_total", "Messages stored by sends.", ["topic"])
-        f.counter("rocketmq_throughput_in_total", "Bytes stored by sends (records).", ["topic"])
-        f.counter("rocketmq_messages_out_total", "Messages handed out by pulls.", ["topic", "consumer_group"])
-        f.counter("rocketmq_throughput_out_total", "Bytes handed out by pulls.", ["topic", "consumer_group"])
-        f.histogram("rocketmq_message_size", "Stored message size in bytes.")
-        f.histogram("rocketmq_rpc_latency", "Request handling time in milliseconds.", ["request_code", "response_code"])
-        f.gauge("rocketmq_consumer_lag_messages", "Messages not yet consumed (committed).", ["topic", "consumer_group"])
-        f.gauge(
-            "rocketmq_consumer_lag_latency",
-            "Age in milliseconds of the oldest message not yet consumed.",
-            ["topic", "consumer_group"],
-        )
-        f.gauge(
-            "rocketmq_consumer_inflight_messages", "Messages pulled but not committed.", ["topic", "consumer_group"]
-        )
-        f.gauge("rocketmq_producer_connections", "Producer connections.", ["language", "version"])
-        f.gauge(
-            "rocketmq_consumer_connections",
-            "Consumer connections.",
-            ["consumer_group", "language", "version", "consume_mode"],
-        )
-        f.gauge("rocketmq_storage_size", "Used bytes of the store's file system.")
-        f.gauge("rocketmq_storage_flush_behind_bytes", "CommitLog bytes written, not flushed.")
-        f.gauge("rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not yet dispatched to consume queues.")
-        f.gauge("rocketmq_storage_message_reserve_time", "Age in milliseconds of the oldest message in the CommitLog.")
-        f.gauge("rocketmq_topic_number", "Topics.")
-        f.gauge("rocketmq_consumer_group_number", "Subscription groups.")
-        f.gauge("rocketmq_ha_slave_lag_bytes", "CommitLog bytes a slave is behind (master).", ["slave"])
-        f.gauge("rocketmq_ha_in_sync_replicas", "Slaves in sync with this master.")
-        f.gauge("rocketmq_broker_role", "0 ASYNC_MASTER, 1 SYNC_MASTER, 2 SLAVE.")
-        f.gauge("rocketmq_ha_epoch", "The broker's replication epoch.")
-        f.histogram("rocketmq_flush_latency_seconds", "CommitLog flush (fdatasync) time.")
-        f.histogram("rocketmq_group_commit_batch_size", "Puts answered per group-commit round.")
-        f.counter("rocketmq_protocol_errors_total", "Connections closed for malformed frames.")
-        f.counter("rocketmq_auth_failures_total", "Requests refused by the ACL.", ["reason"])
+        declare = {"counter": f.counter, "gauge": f.gauge, "histogram": f.histogram}
+        for kind, name, doc, labels in _FAMILIES:
+            declare[kind](name, doc, labels)
         if storage_used is not None:
             f.sample("rocketmq_storage_size", storage_used)
         if s is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 from datetime import datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from rmq.client._util import CREATE_JUST, RUNNING, SHUTDOWN_ALREADY, BoundedTaskSet
 from rmq.client.config import ClientConfig
@@ -22,6 +22,7 @@ from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffse
 from rmq.client.pull_api import PullAPIWrapper
 from rmq.client.rebalance import BROADCASTING, CLUSTERING, AllocateStrategy, RebalanceImpl
 from rmq.common.clock import now_ms
+from rmq.common.context import StartedContext
 from rmq.common.mixall import is_retry_topic
 from rmq.protocol.bodies import ConsumerData, MessageQueue, SubscriptionData
 
@@ -91,7 +92,7 @@ class ConsumerRebalanceImpl(RebalanceImpl):
         self.consumer.offset_store.remove_offset(mq)
 
 
-class ConsumerBase:
+class ConsumerBase(StartedContext):
     """The shared half of DefaultMQPushConsumerImpl and DefaultLitePullConsumerImpl."""
 
     #: What ``compute_pull_from_where`` reads first (push: the store; lite: memory).
@@ -121,6 +122,7 @@ class ConsumerBase:
         self.offset_store: OffsetStore | None = offset_store
         self.pull_api: PullAPIWrapper | None = None
         self.rebalance: RebalanceImpl = self._new_rebalance()
+        self._subscriptions: dict[str, str] = {}  # topic -> expression, as subscribed
         self._state = CREATE_JUST
         self._tasks = BoundedTaskSet(logging.getLogger("rmq.client.consumer"))
         self.consumer_start_timestamp = now_ms()  # Java sets it when the consumer is made
@@ -171,6 +173,15 @@ class ConsumerBase:
         await inst.unregister_consumer(self.group)
         await inst.shutdown()
         self.rebalance.destroy()
+
+    def _subscribe_now(self, topic: str, expression: str) -> None:
+        """Hand topic's subscription to the rebalance at once (and act on it if running)."""
+        self.rebalance.subscription_inner[topic] = SubscriptionData.build(topic, expression, None, now_ms())
+        self._subscription_changed(topic)
+
+    def unsubscribe(self, topic: str) -> None:
+        self._subscriptions.pop(topic, None)
+        self.rebalance.subscription_inner.pop(topic, None)
 
     def _subscription_changed(self, topic: str) -> None:
         """A subscription made while running: its route, a heartbeat, a rebalance, soon."""
@@ -279,16 +290,3 @@ class ConsumerBase:
 
     async def _end_side_tasks(self, what: str) -> None:
         await self._tasks.close_within(5.0, f"{self.group} {what}")
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
-
-    async def start(self) -> None:
-        raise NotImplementedError
-
-    async def shutdown(self) -> None:
-        raise NotImplementedError

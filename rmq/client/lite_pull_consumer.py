@@ -143,7 +143,6 @@ class LitePullConsumer(ConsumerBase):
         self.consume_max_span = consume_max_span
         self.poll_timeout_ms = poll_timeout_ms
         self._subscription_type = _NONE
-        self._subscriptions: dict[str, str] = {}
         self._assigned: dict[MessageQueue, _QueueState] = {}
         self._cache: asyncio.Queue[_ConsumeRequest] | None = None
         self._next_auto_commit_deadline = 0
@@ -158,13 +157,10 @@ class LitePullConsumer(ConsumerBase):
             raise MQClientError("Subscribe and assign are mutually exclusive.")
         self._subscription_type = _SUBSCRIBE
         self._subscriptions[topic] = expression or "*"
-        sd = SubscriptionData.build(topic, expression, None, now_ms())
-        self.rebalance.subscription_inner[topic] = sd
-        self._subscription_changed(topic)
+        self._subscribe_now(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
-        self._subscriptions.pop(topic, None)
-        self.rebalance.subscription_inner.pop(topic, None)
+        super().unsubscribe(topic)
         for mq in [m for m in self._assigned if m.topic == topic]:
             self._drop_state(mq)
 

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import enum
-import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from rmq.common.mixall import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     TOPIC_MAX_LENGTH,
+    VALID_NAME,
+    VALID_PATTERN_STR,
     retry_topic,
 )
 from rmq.protocol.bodies import MessageQueue
@@ -47,7 +48,6 @@ __all__ = [
 ]
 
 AUTO_CREATE_TOPIC_KEY = AUTO_CREATE_TOPIC_KEY_TOPIC  # the client's historical name
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 #: Property names ``put_user_property`` refuses (MessageConst.STRING_HASH_SET, the ones
 #: the client and broker give a meaning to).
@@ -164,9 +164,9 @@ def validate_topic(topic: str) -> None:
         raise MQClientError(
             f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.", ResponseCode.MESSAGE_ILLEGAL
         )
-    if not _VALID_TOPIC.match(topic):
+    if not VALID_NAME.match(topic):
         raise MQClientError(
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+            f"The specified topic[{topic}] contains illegal characters, allowing only {VALID_PATTERN_STR}",
             ResponseCode.MESSAGE_ILLEGAL,
         )
     if topic in NOT_ALLOWED_SEND_TOPICS:

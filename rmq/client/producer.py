@@ -43,6 +43,7 @@ from rmq.client.message import Message, SendResult, SendStatus, compress_body, v
 from rmq.client.routes import TopicPublishInfo
 from rmq.client.selector import MessageQueueSelector
 from rmq.common.clock import now_ms
+from rmq.common.context import StartedContext
 from rmq.common.mixall import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     CLIENT_INNER_PRODUCER_GROUP,
@@ -97,7 +98,7 @@ class _Prepared:
     max_reconsume_times: int | None = None
 
 
-class Producer:
+class Producer(StartedContext):
     def __init__(
         self,
         group: str = DEFAULT_PRODUCER_GROUP,
@@ -184,13 +185,6 @@ class Producer:
         await inst.unregister_producer(self.group)
         await inst.shutdown()
         log.info("producer %s shut down", self.group)
-
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
 
     def _make_sure_state_ok(self) -> MQClientInstance:
         if self._state != RUNNING or self.instance is None:

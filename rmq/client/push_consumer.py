@@ -224,7 +224,6 @@ class PushConsumer(ConsumerBase):
         self.orderly = orderly
         self.suspend_current_queue_time_millis = suspend_current_queue_time_millis
         self.consume_timeout_ms = consume_timeout_ms
-        self._subscriptions: dict[str, str] = {}
         self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService | None = None
         self._paused = False
         self._flow_control_times = 0
@@ -241,13 +240,7 @@ class PushConsumer(ConsumerBase):
         """Subscribe to ``topic`` with a TAG expression (``*`` or ``a || b``)."""
         self._subscriptions[topic] = expression or "*"
         if self._state == RUNNING:
-            sd = SubscriptionData.build(topic, expression, None, now_ms())
-            self.rebalance.subscription_inner[topic] = sd
-            self._subscription_changed(topic)
-
-    def unsubscribe(self, topic: str) -> None:
-        self._subscriptions.pop(topic, None)
-        self.rebalance.subscription_inner.pop(topic, None)
+            self._subscribe_now(topic, expression)
 
     def register_message_listener(self, listener: MessageListener) -> None:
         """A concurrent listener (``msgs, ConsumeConcurrentlyContext -> ConsumeResult``)."""

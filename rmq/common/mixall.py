@@ -3,6 +3,8 @@ groups. One place, so a name is never spelled twice."""
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "RETRY_GROUP_TOPIC_PREFIX",
     "DLQ_GROUP_TOPIC_PREFIX",
@@ -25,6 +27,8 @@ __all__ = [
     "DEFAULT_CONSUMER_GROUP",
     "DLQ_NUMS_PER_GROUP",
     "TOPIC_MAX_LENGTH",
+    "VALID_PATTERN_STR",
+    "VALID_NAME",
     "MASTER_ID",
     "retry_topic",
     "dlq_topic",
@@ -37,6 +41,10 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 DLQ_NUMS_PER_GROUP = 1
 TOPIC_MAX_LENGTH = 127
+# TopicValidator.VALID_PATTERN_STR: what a topic or group name may be made of (matched with
+# re.match, as Java's Pattern.matcher(...).matches() is meant to be).
+VALID_PATTERN_STR = "^[%|a-zA-Z0-9_-]+$"
+VALID_NAME = re.compile(VALID_PATTERN_STR)
 MASTER_ID = 0
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"

@@ -8,7 +8,7 @@ is created and exposed read-only; nothing here changes after import.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -338,6 +338,15 @@ class RemotingFlag(_CodeTable):
     ONEWAY = 2  # RPC_ONEWAY bit: the requester expects no answer
 
 
+def _bit_set(bit: int) -> Callable[[int], bool]:
+    """The predicate "is bit set in this flag word" (the tables' has_* / is_* tests)."""
+
+    def test(flags: int) -> bool:
+        return bool(flags & bit)
+
+    return test
+
+
 class PullSysFlag(_CodeTable):
     """``PullMessageRequestHeader.sysFlag`` bits (spec 2.5)."""
 
@@ -363,25 +372,11 @@ class PullSysFlag(_CodeTable):
     def clear_commit_offset(sys_flag: int) -> int:
         return sys_flag & ~PullSysFlag.COMMIT_OFFSET
 
-    @staticmethod
-    def has_commit_offset(sys_flag: int) -> bool:
-        return bool(sys_flag & PullSysFlag.COMMIT_OFFSET)
-
-    @staticmethod
-    def has_suspend(sys_flag: int) -> bool:
-        return bool(sys_flag & PullSysFlag.SUSPEND)
-
-    @staticmethod
-    def has_subscription(sys_flag: int) -> bool:
-        return bool(sys_flag & PullSysFlag.SUBSCRIPTION)
-
-    @staticmethod
-    def has_class_filter(sys_flag: int) -> bool:
-        return bool(sys_flag & PullSysFlag.CLASS_FILTER)
-
-    @staticmethod
-    def has_lite_pull(sys_flag: int) -> bool:
-        return bool(sys_flag & PullSysFlag.LITE_PULL_MESSAGE)
+    has_commit_offset = staticmethod(_bit_set(COMMIT_OFFSET))
+    has_suspend = staticmethod(_bit_set(SUSPEND))
+    has_subscription = staticmethod(_bit_set(SUBSCRIPTION))
+    has_class_filter = staticmethod(_bit_set(CLASS_FILTER))
+    has_lite_pull = staticmethod(_bit_set(LITE_PULL_MESSAGE))
 
 
 class PermName(_CodeTable):
@@ -392,17 +387,9 @@ class PermName(_CodeTable):
     PERM_READ = 4
     PERM_PRIORITY = 8
 
-    @staticmethod
-    def is_readable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_READ)
-
-    @staticmethod
-    def is_writeable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_WRITE)
-
-    @staticmethod
-    def is_inherited(perm: int) -> bool:
-        return bool(perm & PermName.PERM_INHERIT)
+    is_readable = staticmethod(_bit_set(PERM_READ))
+    is_writeable = staticmethod(_bit_set(PERM_WRITE))
+    is_inherited = staticmethod(_bit_set(PERM_INHERIT))
 
     @staticmethod
     def perm_to_string(perm: int) -> str:

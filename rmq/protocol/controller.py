@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from rmq.protocol import bodies as jb
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.headers import BOOL, INT, LONG, OPTIONAL, REQUIRED, STR, Header, _wire
+from rmq.protocol.headers import Header, Long, _wire
 
 __all__ = [
     "ROLE_SLAVE",
@@ -53,28 +53,18 @@ MASTER_ROLES = frozenset({"ASYNC_MASTER", "SYNC_MASTER"})
 _ROLES = MASTER_ROLES | {ROLE_SLAVE}
 
 
-@_wire(
-    ("cluster_name", "clusterName", STR, REQUIRED),
-    ("broker_name", "brokerName", STR, REQUIRED),
-    ("broker_addr", "brokerAddr", STR, REQUIRED),
-    ("broker_id", "brokerId", LONG, REQUIRED),
-    ("role", "role", STR, REQUIRED),
-    ("epoch", "epoch", INT, OPTIONAL),
-    ("max_offset", "maxOffset", LONG, OPTIONAL),
-    ("epoch_start_offset", "epochStartOffset", LONG, OPTIONAL),
-    ("heartbeat_timeout_millis", "heartbeatTimeoutMills", LONG, OPTIONAL),
-)
+@_wire(heartbeat_timeout_millis="heartbeatTimeoutMills")
 @dataclass(slots=True)
 class BrokerHeartbeatRequestHeader(Header):
     cluster_name: str
     broker_name: str
     broker_addr: str
-    broker_id: int
+    broker_id: Long
     role: str
     epoch: int = 0
-    max_offset: int = 0
-    epoch_start_offset: int = -1
-    heartbeat_timeout_millis: int | None = None  # RocketMQ 5's; not used by rmq
+    max_offset: Long = 0
+    epoch_start_offset: Long = -1
+    heartbeat_timeout_millis: Long | None = None  # RocketMQ 5's; not used by rmq
 
     def check(self) -> None:
         """ProtocolError for values no broker sends."""
@@ -86,22 +76,15 @@ class BrokerHeartbeatRequestHeader(Header):
             raise ProtocolError(f"bad brokerName/brokerAddr {self.broker_name!r} {self.broker_addr!r}")
 
 
-@_wire(
-    ("master_addr", "masterAddr", STR, OPTIONAL),
-    ("master_ha_addr", "masterHaAddr", STR, OPTIONAL),
-    ("master_broker_id", "masterBrokerId", LONG, OPTIONAL),
-    ("master_epoch", "masterEpoch", INT, OPTIONAL),
-    ("epoch_start_offset", "epochStartOffset", LONG, OPTIONAL),
-    ("broker_id", "brokerId", LONG, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class BrokerHeartbeatResponseHeader(Header):
     master_addr: str | None = None
     master_ha_addr: str | None = None
-    master_broker_id: int | None = None
+    master_broker_id: Long | None = None
     master_epoch: int | None = None
-    epoch_start_offset: int | None = None
-    broker_id: int | None = None
+    epoch_start_offset: Long | None = None
+    broker_id: Long | None = None
 
 
 @jb.json_body(
@@ -119,13 +102,7 @@ class HeartbeatBody(jb.Body):
         return cls.from_obj(jb.loads_fastjson(data)) if data else cls()
 
 
-@_wire(
-    ("broker_name", "brokerName", STR, REQUIRED),
-    ("cluster_name", "clusterName", STR, OPTIONAL),
-    ("broker_id", "brokerId", LONG, OPTIONAL),
-    ("designate_elect", "designateElect", BOOL, OPTIONAL),
-    ("broker_addr", "brokerAddr", STR, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class ElectMasterRequestHeader(Header):
     """CONTROLLER_ELECT_MASTER (1002). brokerAddr (ours) names the broker to promote;
@@ -133,26 +110,21 @@ class ElectMasterRequestHeader(Header):
 
     broker_name: str
     cluster_name: str | None = None
-    broker_id: int | None = None
+    broker_id: Long | None = None
     designate_elect: bool | None = None
     broker_addr: str | None = None
 
 
-@_wire(
-    ("master_broker_id", "masterBrokerId", LONG, OPTIONAL),
-    ("master_address", "masterAddress", STR, OPTIONAL),
-    ("master_epoch", "masterEpoch", INT, OPTIONAL),
-    ("epoch_start_offset", "epochStartOffset", LONG, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class ElectMasterResponseHeader(Header):
-    master_broker_id: int | None = None
+    master_broker_id: Long | None = None
     master_address: str | None = None
     master_epoch: int | None = None
-    epoch_start_offset: int | None = None
+    epoch_start_offset: Long | None = None
 
 
-@_wire(("broker_name", "brokerName", STR, OPTIONAL))
+@_wire()
 @dataclass(slots=True)
 class GetSyncStateDataRequestHeader(Header):
     """CONTROLLER_GET_SYNC_STATE_DATA (1006); brokerName (ours) narrows to one group

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import ClassVar, Final, NamedTuple, TypeVar
+from typing import ClassVar, Final, NamedTuple, TypeAlias, TypeVar
 
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
@@ -86,6 +86,7 @@ __all__ = [
     "parse_int",
     "parse_long",
     "parse_bool",
+    "Long",
 ]
 
 # Field kinds. INT and LONG differ only in the range accepted (Java Integer/Long).
@@ -95,6 +96,10 @@ LONG: Final = "long"
 BOOL: Final = "bool"
 REQUIRED: Final = True
 OPTIONAL: Final = False
+
+#: Java ``long``: an ``int`` that a header field annotated ``Long`` carries (range-checked
+#: as ``Long.parseLong``; a plain ``int`` field is a Java int).
+Long: TypeAlias = int
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
@@ -220,23 +225,52 @@ class Header:
 _NO_FIELDS: Mapping[str, str] = MappingProxyType({})
 
 
-def _wire(*rows: tuple[str, str, str, bool]) -> Callable[[type[H]], type[H]]:
-    """Attach the wire table ``(attr, wireName, kind, required)`` to a header dataclass.
+# The kind a field's annotation gives (``X | None`` reads as X): Java's int and long are
+# both ``int`` in Python, so a long field is annotated ``Long``.
+_KIND_OF_ANNOTATION: Mapping[str, str] = MappingProxyType({"str": STR, "int": INT, "Long": LONG, "bool": BOOL})
 
-    Checked once at import: the rows name the dataclass fields in order, required
-    rows have no default and optional rows do (the default is what a missing field
-    decodes to, and a non-None default is always sent, as Java sends its
-    initialised fields).
+
+def _camel(attr: str) -> str:
+    head, *rest = attr.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _wire(*rows: tuple[str, str, str, bool], **wire_names: str) -> Callable[[type[H]], type[H]]:
+    """Attach the wire table to a header dataclass, read from its fields.
+
+    Each dataclass field is one wire field, in order: its wire name the attribute in
+    camelCase unless ``wire_names`` names it (``client_id="clientID"``), its kind from the
+    annotation (``str``, ``int``, ``Long``, ``bool``), required when it has no default.
+    An optional field's default is what a missing field decodes to, and a non-None
+    default is always sent, as Java sends its initialised fields.
+
+    Explicit ``rows`` ``(attr, wireName, kind, required)`` are the older spelling: they
+    are checked against the fields once at import instead.
     """
+
+    def derived(cls: type[H], fields: tuple[dataclasses.Field[object], ...]) -> list[tuple[str, str, str, bool]]:
+        unknown = set(wire_names) - {f.name for f in fields}
+        if unknown:
+            raise TypeError(f"{cls.__name__}: wire names for unknown fields {sorted(unknown)}")
+        out = []
+        for f in fields:
+            annotation = str(f.type).removesuffix(" | None")
+            kind = _KIND_OF_ANNOTATION.get(annotation)
+            if kind is None:
+                raise TypeError(f"{cls.__name__}.{f.name}: no wire kind for annotation {f.type!r}")
+            required = f.default is dataclasses.MISSING
+            out.append((f.name, wire_names.get(f.name) or _camel(f.name), kind, required))
+        return out
 
     def apply(cls: type[H]) -> type[H]:
         # the header classes are dataclasses (@dataclass sits under @_wire), which a
         # type[H] bound to Header does not say
         fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-        if [f.name for f in fields] != [r[0] for r in rows]:
+        table_rows = list(rows) if rows else derived(cls, fields)
+        if [f.name for f in fields] != [r[0] for r in table_rows]:
             raise TypeError(f"{cls.__name__}: wire table does not match the dataclass fields")
         table = []
-        for f, (attr, wire, kind, required) in zip(fields, rows, strict=True):
+        for f, (attr, wire, kind, required) in zip(fields, table_rows, strict=True):
             if kind not in _PARSERS:
                 raise TypeError(f"{cls.__name__}.{attr}: unknown kind {kind!r}")
             has_default = f.default is not dataclasses.MISSING
@@ -277,22 +311,7 @@ def _v2_missing(key: str) -> HeaderFieldError:
     return _missing(key, _V2_NAMES.get(key, "?"))
 
 
-@_wire(
-    ("producer_group", "producerGroup", STR, REQUIRED),
-    ("topic", "topic", STR, REQUIRED),
-    ("default_topic", "defaultTopic", STR, REQUIRED),
-    ("default_topic_queue_nums", "defaultTopicQueueNums", INT, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("sys_flag", "sysFlag", INT, REQUIRED),
-    ("born_timestamp", "bornTimestamp", LONG, REQUIRED),
-    ("flag", "flag", INT, REQUIRED),
-    ("properties", "properties", STR, OPTIONAL),
-    ("reconsume_times", "reconsumeTimes", INT, OPTIONAL),
-    ("unit_mode", "unitMode", BOOL, OPTIONAL),
-    ("batch", "batch", BOOL, OPTIONAL),
-    ("max_reconsume_times", "maxReconsumeTimes", INT, OPTIONAL),
-    ("broker_name", "bname", STR, OPTIONAL),
-)
+@_wire(broker_name="bname")
 @dataclass(slots=True)
 class SendMessageRequestHeader(Header):
     """SEND_MESSAGE (10) header; also what the broker works with for 310/320."""
@@ -303,7 +322,7 @@ class SendMessageRequestHeader(Header):
     default_topic_queue_nums: int
     queue_id: int
     sys_flag: int
-    born_timestamp: int
+    born_timestamp: Long
     flag: int
     properties: str | None = None
     reconsume_times: int | None = None
@@ -401,22 +420,7 @@ class SendMessageRequestHeader(Header):
         )
 
 
-@_wire(
-    ("a", "a", STR, REQUIRED),
-    ("b", "b", STR, REQUIRED),
-    ("c", "c", STR, REQUIRED),
-    ("d", "d", INT, REQUIRED),
-    ("e", "e", INT, REQUIRED),
-    ("f", "f", INT, REQUIRED),
-    ("g", "g", LONG, REQUIRED),
-    ("h", "h", INT, REQUIRED),
-    ("i", "i", STR, OPTIONAL),
-    ("j", "j", INT, OPTIONAL),
-    ("k", "k", BOOL, OPTIONAL),
-    ("l", "l", INT, OPTIONAL),
-    ("m", "m", BOOL, OPTIONAL),
-    ("n", "n", STR, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class SendMessageRequestHeaderV2(Header):
     """SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320): one-letter keys (spec 2.4).
@@ -432,7 +436,7 @@ class SendMessageRequestHeaderV2(Header):
     d: int
     e: int
     f: int
-    g: int
+    g: Long
     h: int
     i: str | None = None
     j: int | None = None
@@ -464,21 +468,14 @@ class SendMessageRequestHeaderV2(Header):
         )
 
 
-@_wire(
-    ("msg_id", "msgId", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("queue_offset", "queueOffset", LONG, REQUIRED),
-    ("transaction_id", "transactionId", STR, OPTIONAL),
-    ("batch_uniq_id", "batchUniqId", STR, OPTIONAL),
-    ("recall_handle", "recallHandle", STR, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class SendMessageResponseHeader(Header):
     """Answer to 10/310/320 (spec 2.4). ``msg_id`` is comma-separated for a batch."""
 
     msg_id: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     transaction_id: str | None = None
     batch_uniq_id: str | None = None
     recall_handle: str | None = None  # 5.x
@@ -516,22 +513,7 @@ class SendMessageResponseHeader(Header):
 
 
 # --------------------------------------------------------------------------- pull (2.5)
-@_wire(
-    ("consumer_group", "consumerGroup", STR, REQUIRED),
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("queue_offset", "queueOffset", LONG, REQUIRED),
-    ("max_msg_nums", "maxMsgNums", INT, REQUIRED),
-    ("sys_flag", "sysFlag", INT, REQUIRED),
-    ("commit_offset", "commitOffset", LONG, REQUIRED),
-    ("suspend_timeout_millis", "suspendTimeoutMillis", LONG, REQUIRED),
-    ("sub_version", "subVersion", LONG, REQUIRED),
-    ("subscription", "subscription", STR, OPTIONAL),
-    ("expression_type", "expressionType", STR, OPTIONAL),
-    ("max_msg_bytes", "maxMsgBytes", INT, OPTIONAL),
-    ("request_source", "requestSource", INT, OPTIONAL),
-    ("proxy_forward_client_id", "proxyFrowardClientId", STR, OPTIONAL),
-)
+@_wire(proxy_forward_client_id="proxyFrowardClientId")
 @dataclass(slots=True)
 class PullMessageRequestHeader(Header):
     """PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361). ``sys_flag``: see ``PullSysFlag``."""
@@ -539,12 +521,12 @@ class PullMessageRequestHeader(Header):
     consumer_group: str
     topic: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     max_msg_nums: int
     sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
-    sub_version: int
+    commit_offset: Long
+    suspend_timeout_millis: Long
+    sub_version: Long
     subscription: str | None = None
     expression_type: str | None = None  # "TAG" / "SQL92"
     max_msg_bytes: int | None = None
@@ -552,35 +534,21 @@ class PullMessageRequestHeader(Header):
     proxy_forward_client_id: str | None = None  # 5.x, wire name misspelt upstream
 
 
-@_wire(
-    ("suggest_which_broker_id", "suggestWhichBrokerId", LONG, REQUIRED),
-    ("next_begin_offset", "nextBeginOffset", LONG, REQUIRED),
-    ("min_offset", "minOffset", LONG, REQUIRED),
-    ("max_offset", "maxOffset", LONG, REQUIRED),
-    ("offset_delta", "offsetDelta", LONG, OPTIONAL),
-    ("topic_sys_flag", "topicSysFlag", INT, OPTIONAL),
-    ("group_sys_flag", "groupSysFlag", INT, OPTIONAL),
-    ("forbidden_type", "forbiddenType", INT, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class PullMessageResponseHeader(Header):
-    suggest_which_broker_id: int
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    offset_delta: int | None = None  # 5.x
+    suggest_which_broker_id: Long
+    next_begin_offset: Long
+    min_offset: Long
+    max_offset: Long
+    offset_delta: Long | None = None  # 5.x
     topic_sys_flag: int | None = None  # 5.x
     group_sys_flag: int | None = None  # 5.x
     forbidden_type: int | None = None  # 5.x
 
 
 # --------------------------------------------------------------------------- offsets (2.6)
-@_wire(
-    ("consumer_group", "consumerGroup", STR, REQUIRED),
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("set_zero_if_not_found", "setZeroIfNotFound", BOOL, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class QueryConsumerOffsetRequestHeader(Header):
     consumer_group: str
@@ -589,31 +557,22 @@ class QueryConsumerOffsetRequestHeader(Header):
     set_zero_if_not_found: bool | None = None  # 5.x
 
 
-@_wire(("offset", "offset", LONG, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class QueryConsumerOffsetResponseHeader(Header):
-    offset: int
+    offset: Long
 
 
-@_wire(
-    ("consumer_group", "consumerGroup", STR, REQUIRED),
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("commit_offset", "commitOffset", LONG, REQUIRED),
-)
+@_wire()
 @dataclass(slots=True)
 class UpdateConsumerOffsetRequestHeader(Header):
     consumer_group: str
     topic: str
     queue_id: int
-    commit_offset: int
+    commit_offset: Long
 
 
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("committed", "committed", BOOL, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class GetMaxOffsetRequestHeader(Header):
     topic: str
@@ -623,92 +582,73 @@ class GetMaxOffsetRequestHeader(Header):
     committed: bool | None = None
 
 
-@_wire(("offset", "offset", LONG, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetMaxOffsetResponseHeader(Header):
-    offset: int
+    offset: Long
 
 
-@_wire(("topic", "topic", STR, REQUIRED), ("queue_id", "queueId", INT, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetMinOffsetRequestHeader(Header):
     topic: str
     queue_id: int
 
 
-@_wire(("offset", "offset", LONG, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetMinOffsetResponseHeader(Header):
-    offset: int
+    offset: Long
 
 
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("timestamp", "timestamp", LONG, REQUIRED),
-    ("boundary_type", "boundaryType", STR, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class SearchOffsetRequestHeader(Header):
     topic: str
     queue_id: int
-    timestamp: int
+    timestamp: Long
     # 5.x: "LOWER"/"UPPER" (case-insensitive; anything else reads as LOWER). Kept raw.
     boundary_type: str | None = None
 
 
-@_wire(("offset", "offset", LONG, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class SearchOffsetResponseHeader(Header):
-    offset: int
+    offset: Long
 
 
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("queue_id", "queueId", INT, REQUIRED),
-    ("index", "index", LONG, REQUIRED),
-    ("count", "count", INT, REQUIRED),
-    ("consumer_group", "consumerGroup", STR, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class QueryConsumeQueueRequestHeader(Header):
     """QUERY_CONSUME_QUEUE (321): count units of a queue from index (mqadmin queryCq)."""
 
     topic: str
     queue_id: int
-    index: int
+    index: Long
     count: int
     consumer_group: str | None = None
 
 
-@_wire(("topic", "topic", STR, REQUIRED), ("queue_id", "queueId", INT, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetEarliestMsgStoretimeRequestHeader(Header):
     topic: str
     queue_id: int
 
 
-@_wire(("timestamp", "timestamp", LONG, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetEarliestMsgStoretimeResponseHeader(Header):
-    timestamp: int
+    timestamp: Long
 
 
 # --------------------------------------------------------------------------- retry (2.9)
-@_wire(
-    ("offset", "offset", LONG, REQUIRED),
-    ("group", "group", STR, REQUIRED),
-    ("delay_level", "delayLevel", INT, REQUIRED),
-    ("origin_msg_id", "originMsgId", STR, OPTIONAL),
-    ("origin_topic", "originTopic", STR, OPTIONAL),
-    ("unit_mode", "unitMode", BOOL, OPTIONAL),
-    ("max_reconsume_times", "maxReconsumeTimes", INT, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class ConsumerSendMsgBackRequestHeader(Header):
     """CONSUMER_SEND_MSG_BACK (36). ``offset`` is the commit-log offset of the message."""
 
-    offset: int
+    offset: Long
     group: str
     delay_level: int  # 0 = broker decides, -1 = straight to the DLQ
     origin_msg_id: str | None = None
@@ -718,14 +658,7 @@ class ConsumerSendMsgBackRequestHeader(Header):
 
 
 # --------------------------------------------------------------------------- query (2.11)
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("key", "key", STR, REQUIRED),
-    ("max_num", "maxNum", INT, REQUIRED),
-    ("begin_timestamp", "beginTimestamp", LONG, REQUIRED),
-    ("end_timestamp", "endTimestamp", LONG, REQUIRED),
-    ("unique_key_query", "_UNIQUE_KEY_QUERY", BOOL, OPTIONAL),
-)
+@_wire(unique_key_query="_UNIQUE_KEY_QUERY")
 @dataclass(slots=True)
 class QueryMessageRequestHeader(Header):
     """QUERY_MESSAGE (12). ``unique_key_query`` is the raw ``_UNIQUE_KEY_QUERY`` ext field
@@ -734,48 +667,36 @@ class QueryMessageRequestHeader(Header):
     topic: str
     key: str
     max_num: int
-    begin_timestamp: int
-    end_timestamp: int
+    begin_timestamp: Long
+    end_timestamp: Long
     unique_key_query: bool | None = None
 
 
-@_wire(
-    ("index_last_update_timestamp", "indexLastUpdateTimestamp", LONG, REQUIRED),
-    ("index_last_update_phyoffset", "indexLastUpdatePhyoffset", LONG, REQUIRED),
-)
+@_wire()
 @dataclass(slots=True)
 class QueryMessageResponseHeader(Header):
-    index_last_update_timestamp: int
-    index_last_update_phyoffset: int
+    index_last_update_timestamp: Long
+    index_last_update_phyoffset: Long
 
 
-@_wire(("offset", "offset", LONG, REQUIRED), ("topic", "topic", STR, OPTIONAL))
+@_wire()
 @dataclass(slots=True)
 class ViewMessageRequestHeader(Header):
     """VIEW_MESSAGE_BY_ID (33): ``offset`` is the commit-log offset from the offset msgId."""
 
-    offset: int
+    offset: Long
     topic: str | None = None  # 5.x
 
 
 # --------------------------------------------------------------------------- transactions (2.12)
-@_wire(
-    ("producer_group", "producerGroup", STR, REQUIRED),
-    ("tran_state_table_offset", "tranStateTableOffset", LONG, REQUIRED),
-    ("commit_log_offset", "commitLogOffset", LONG, REQUIRED),
-    ("commit_or_rollback", "commitOrRollback", INT, REQUIRED),
-    ("msg_id", "msgId", STR, REQUIRED),
-    ("topic", "topic", STR, OPTIONAL),
-    ("from_transaction_check", "fromTransactionCheck", BOOL, OPTIONAL),
-    ("transaction_id", "transactionId", STR, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class EndTransactionRequestHeader(Header):
     """END_TRANSACTION (37), oneway. ``commit_or_rollback``: 8 commit, 12 rollback, 0 unknown."""
 
     producer_group: str
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: Long
+    commit_log_offset: Long
     commit_or_rollback: int
     msg_id: str
     topic: str | None = None  # 5.x
@@ -783,20 +704,13 @@ class EndTransactionRequestHeader(Header):
     transaction_id: str | None = None
 
 
-@_wire(
-    ("tran_state_table_offset", "tranStateTableOffset", LONG, REQUIRED),
-    ("commit_log_offset", "commitLogOffset", LONG, REQUIRED),
-    ("topic", "topic", STR, OPTIONAL),
-    ("msg_id", "msgId", STR, OPTIONAL),
-    ("transaction_id", "transactionId", STR, OPTIONAL),
-    ("offset_msg_id", "offsetMsgId", STR, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class CheckTransactionStateRequestHeader(Header):
     """CHECK_TRANSACTION_STATE (39), broker -> producer; body = the half message record."""
 
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: Long
+    commit_log_offset: Long
     topic: str | None = None  # 5.x
     msg_id: str | None = None
     transaction_id: str | None = None
@@ -804,18 +718,7 @@ class CheckTransactionStateRequestHeader(Header):
 
 
 # --------------------------------------------------------------------------- admin (2.13)
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("default_topic", "defaultTopic", STR, REQUIRED),
-    ("read_queue_nums", "readQueueNums", INT, REQUIRED),
-    ("write_queue_nums", "writeQueueNums", INT, REQUIRED),
-    ("perm", "perm", INT, REQUIRED),
-    ("topic_filter_type", "topicFilterType", STR, OPTIONAL),
-    ("topic_sys_flag", "topicSysFlag", INT, OPTIONAL),
-    ("order", "order", BOOL, OPTIONAL),
-    ("attributes", "attributes", STR, OPTIONAL),
-    ("force", "force", BOOL, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class CreateTopicRequestHeader(Header):
     """UPDATE_AND_CREATE_TOPIC (17). ``perm``: see ``PermName`` (RW = 6)."""
@@ -835,17 +738,7 @@ class CreateTopicRequestHeader(Header):
 
 
 # --------------------------------------------------------------------------- namesrv (2.14, 2.15)
-@_wire(
-    ("broker_name", "brokerName", STR, REQUIRED),
-    ("broker_addr", "brokerAddr", STR, REQUIRED),
-    ("cluster_name", "clusterName", STR, REQUIRED),
-    ("ha_server_addr", "haServerAddr", STR, REQUIRED),
-    ("broker_id", "brokerId", LONG, REQUIRED),
-    ("heartbeat_timeout_millis", "heartbeatTimeoutMillis", LONG, OPTIONAL),
-    ("enable_acting_master", "enableActingMaster", BOOL, OPTIONAL),
-    ("compressed", "compressed", BOOL, OPTIONAL),
-    ("body_crc32", "bodyCrc32", INT, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class RegisterBrokerRequestHeader(Header):
     """REGISTER_BROKER (103). ``body_crc32`` 0 = unchecked (else CRC32 & 0x7FFFFFFF)."""
@@ -854,35 +747,30 @@ class RegisterBrokerRequestHeader(Header):
     broker_addr: str
     cluster_name: str
     ha_server_addr: str
-    broker_id: int  # 0 = master
-    heartbeat_timeout_millis: int | None = None  # 5.x
+    broker_id: Long  # 0 = master
+    heartbeat_timeout_millis: Long | None = None  # 5.x
     enable_acting_master: bool | None = None  # 5.x
     compressed: bool = False
     body_crc32: int = 0
 
 
-@_wire(("ha_server_addr", "haServerAddr", STR, OPTIONAL), ("master_addr", "masterAddr", STR, OPTIONAL))
+@_wire()
 @dataclass(slots=True)
 class RegisterBrokerResponseHeader(Header):
     ha_server_addr: str | None = None
     master_addr: str | None = None
 
 
-@_wire(
-    ("broker_name", "brokerName", STR, REQUIRED),
-    ("broker_addr", "brokerAddr", STR, REQUIRED),
-    ("cluster_name", "clusterName", STR, REQUIRED),
-    ("broker_id", "brokerId", LONG, REQUIRED),
-)
+@_wire()
 @dataclass(slots=True)
 class UnRegisterBrokerRequestHeader(Header):
     broker_name: str
     broker_addr: str
     cluster_name: str
-    broker_id: int
+    broker_id: Long
 
 
-@_wire(("topic", "topic", STR, REQUIRED), ("accept_standard_json_only", "acceptStandardJsonOnly", BOOL, OPTIONAL))
+@_wire()
 @dataclass(slots=True)
 class GetRouteInfoRequestHeader(Header):
     """GET_ROUTEINFO_BY_TOPIC (105). Standard JSON body iff version >= V4_9_4 or this flag."""
@@ -892,23 +780,19 @@ class GetRouteInfoRequestHeader(Header):
 
 
 # --------------------------------------------------------------------------- clients (2.8 and co)
-@_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetConsumerListByGroupRequestHeader(Header):
     consumer_group: str
 
 
-@_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class NotifyConsumerIdsChangedRequestHeader(Header):
     consumer_group: str
 
 
-@_wire(
-    ("client_id", "clientID", STR, REQUIRED),
-    ("producer_group", "producerGroup", STR, OPTIONAL),
-    ("consumer_group", "consumerGroup", STR, OPTIONAL),
-)
+@_wire(client_id="clientID")
 @dataclass(slots=True)
 class UnregisterClientRequestHeader(Header):
     client_id: str
@@ -916,12 +800,7 @@ class UnregisterClientRequestHeader(Header):
     consumer_group: str | None = None
 
 
-@_wire(
-    ("topic", "topic", STR, REQUIRED),
-    ("group", "group", STR, REQUIRED),
-    ("timestamp", "timestamp", LONG, REQUIRED),
-    ("is_force", "isForce", BOOL, REQUIRED),
-)
+@_wire()
 @dataclass(slots=True)
 class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220).
@@ -930,12 +809,12 @@ class ResetOffsetRequestHeader(Header):
 
     topic: str
     group: str
-    timestamp: int
+    timestamp: Long
     is_force: bool
 
 
 # --------------------------------------------------------------------------- admin (mqadmin)
-@_wire(("topic", "topic", STR, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class DeleteTopicRequestHeader(Header):
     """DELETE_TOPIC_IN_BROKER (215)."""
@@ -943,7 +822,7 @@ class DeleteTopicRequestHeader(Header):
     topic: str
 
 
-@_wire(("topic", "topic", STR, REQUIRED), ("cluster_name", "clusterName", STR, OPTIONAL))
+@_wire()
 @dataclass(slots=True)
 class DeleteTopicFromNamesrvRequestHeader(Header):
     """DELETE_TOPIC_IN_NAMESRV (216); without clusterName the whole topic goes."""
@@ -952,7 +831,7 @@ class DeleteTopicFromNamesrvRequestHeader(Header):
     cluster_name: str | None = None
 
 
-@_wire(("consumer_group", "consumerGroup", STR, REQUIRED), ("topic", "topic", STR, OPTIONAL))
+@_wire()
 @dataclass(slots=True)
 class GetConsumeStatsRequestHeader(Header):
     """GET_CONSUME_STATS (208); no topic = every topic the group has offsets for."""
@@ -961,7 +840,7 @@ class GetConsumeStatsRequestHeader(Header):
     topic: str | None = None
 
 
-@_wire(("is_order", "isOrder", BOOL, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetConsumeStatsInBrokerHeader(Header):
     """GET_BROKER_CONSUME_STATS (317): every group's consume stats; isOrder = ordered topics only."""
@@ -969,7 +848,7 @@ class GetConsumeStatsInBrokerHeader(Header):
     is_order: bool
 
 
-@_wire(("consumer_group", "consumerGroup", STR, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetConsumerConnectionListRequestHeader(Header):
     """GET_CONSUMER_CONNECTION_LIST (203)."""
@@ -977,7 +856,7 @@ class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: str
 
 
-@_wire(("producer_group", "producerGroup", STR, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class GetProducerConnectionListRequestHeader(Header):
     """GET_PRODUCER_CONNECTION_LIST (204)."""
@@ -985,11 +864,7 @@ class GetProducerConnectionListRequestHeader(Header):
     producer_group: str
 
 
-@_wire(
-    ("group_name", "groupName", STR, REQUIRED),
-    ("remove_offset", "removeOffset", BOOL, OPTIONAL),
-    ("clean_offset", "cleanOffset", BOOL, OPTIONAL),
-)
+@_wire()
 @dataclass(slots=True)
 class DeleteSubscriptionGroupRequestHeader(Header):
     """DELETE_SUBSCRIPTIONGROUP (207): ``removeOffset`` is 4.9.x's name for also dropping
@@ -1000,7 +875,7 @@ class DeleteSubscriptionGroupRequestHeader(Header):
     clean_offset: bool | None = None
 
 
-@_wire(("broker_name", "brokerName", STR, REQUIRED))
+@_wire()
 @dataclass(slots=True)
 class BrokerPermRequestHeader(Header):
     """WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327) to a NameServer;

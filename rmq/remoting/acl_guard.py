@@ -42,6 +42,8 @@ ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
 # Refusal log lines: at most this many per window, then one summary line per window.
 LOG_BURST = 20
 LOG_WINDOW_S = 10.0
+# Longest AccessKey (and twice that for a message quoting it) a refusal log line carries
+LOG_TEXT_MAX = 128
 
 
 def acl_home(rocketmq_home: str, env: Mapping[str, str] | None = None) -> str:
@@ -125,15 +127,21 @@ class AclGuard:
             self._suppressed += 1
             return
         self._logged_in_window += 1
-        # The message texts name the AccessKey at most (rmq.auth.permissions), never a secret.
+        # The message texts name the AccessKey at most (rmq.auth.permissions), never a
+        # secret; a client-chosen key is cut so a huge one cannot flood the log.
+        ak = denied.access_key
         self.log.warning(
             "ACL: refused request code %d from %s, accessKey=%s: %s (%s)",
             code,
             peer,
-            denied.access_key if denied.access_key is not None else "(none)",
-            denied.message,
+            _clip(ak) if ak is not None else "(none)",
+            _clip(denied.message or "", LOG_TEXT_MAX * 2),
             denied.reason,
         )
+
+
+def _clip(text: str, limit: int = LOG_TEXT_MAX) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} chars)"
 
 
 class AclReloadService(ServiceLoop):

@@ -785,13 +785,22 @@ class CommitLog:
             end = pos + max_size
         return mf, pos, end
 
-    def get_record_size_at(self, offset: int) -> int:
+    def _committed(self, offset: int, length: int) -> tuple[MappedFile, int] | None:
+        """The file holding offset and the position in it, if the length bytes from
+        there are all committed (None if the file is gone or they are not)."""
         mf = self.mfq.find_mapped_file_by_offset(offset)
         if mf is None:
-            return -1
+            return None
         pos = offset - mf.file_from_offset
-        if pos + 8 > mf.committed_position:
+        if pos + length > mf.committed_position:
+            return None
+        return mf, pos
+
+    def get_record_size_at(self, offset: int) -> int:
+        at = self._committed(offset, 8)
+        if at is None:
             return -1
+        mf, pos = at
         size: int
         size, magic = struct.unpack_from(">ii", mf.mm, pos)
         if magic != MESSAGE_MAGIC_CODE:
@@ -800,12 +809,10 @@ class CommitLog:
 
     def pick_store_timestamp(self, offset: int, size: int) -> int:
         """Store time of the record at offset (-1 if it is gone)."""
-        mf = self.mfq.find_mapped_file_by_offset(offset)
-        if mf is None:
+        at = self._committed(offset, 48)
+        if at is None:
             return -1
-        pos = offset - mf.file_from_offset
-        if pos + 48 > mf.committed_position:
-            return -1
+        mf, pos = at
         sys_flag = _I.unpack_from(mf.mm, pos + 36)[0]
         ts: int = _Q.unpack_from(mf.mm, pos + store_timestamp_position(sys_flag))[0]
         return ts

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from rmq.store.cq_codec import BLANK_UNIT, CQ_STORE_UNIT_SIZE, CQ_UNIT
-from rmq.store.mapped_file import FlushPlan, MappedFile, MappedFileQueue, TruncatePlan
+from rmq.store.mapped_file import FlushPlan, MappedFile, MappedFileQueue, TruncatePlan, destroy_now
 
 if TYPE_CHECKING:
     from rmq.protocol.record import DispatchRequest
@@ -371,10 +371,7 @@ class ConsumeQueue:
 
     def delete_expired_file(self, min_commit_log_offset: int) -> int:
         """Delete leading files whose last unit points below the CommitLog minimum."""
-        doomed = self.detach_expired_files(min_commit_log_offset)
-        for mf in doomed:
-            mf.destroy()
-        return len(doomed)
+        return destroy_now(self.detach_expired_files(min_commit_log_offset))
 
     def detach_expired_files(self, min_commit_log_offset: int) -> list[MappedFile]:
         """Take leading files (never the last) whose last unit points below the CommitLog

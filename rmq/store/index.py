@@ -49,7 +49,7 @@ from rmq.store.index_codec import INDEX_HEADER as _HEADER
 from rmq.store.index_codec import SLOT as _SLOT
 from rmq.store.index_codec import format_file_name as _format_file_name
 from rmq.store.index_codec import time_diff as _time_diff
-from rmq.store.mapped_file import MappedFile, TruncatePlan
+from rmq.store.mapped_file import MappedFile, TruncatePlan, destroy_now
 
 log = logging.getLogger("rmq.store.index")
 
@@ -710,10 +710,7 @@ class IndexService:
 
     def delete_expired_file(self, min_phy_offset: int) -> int:
         """Delete the oldest files (never the last) whose endPhyOffset < min_phy_offset."""
-        doomed = self.detach_expired_files(min_phy_offset)
-        for f in doomed:
-            f.destroy()
-        return len(doomed)
+        return destroy_now(self.detach_expired_files(min_phy_offset))
 
     def detach_expired_files(self, min_phy_offset: int) -> list[IndexFile]:
         """Take the oldest files (never the last) whose endPhyOffset < min_phy_offset out

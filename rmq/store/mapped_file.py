@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from rmq.store.errors import StoreError
 
@@ -84,6 +85,20 @@ def write_size_last(fd: int, data: bytes | bytearray | memoryview, pos: int, hea
         pwrite_all(fd, memoryview(data)[:head], pos)
     else:
         pwrite_all(fd, data, pos)
+
+
+class Destroyable(Protocol):
+    def destroy(self) -> None: ...
+
+
+def destroy_now(files: Iterable[Destroyable]) -> int:
+    """Delete files already taken out of their queue, on this thread; how many there were
+    (the synchronous form of cleanup.destroy_files)."""
+    n = 0
+    for f in files:
+        f.destroy()
+        n += 1
+    return n
 
 
 def offset_to_file_name(offset: int) -> str:

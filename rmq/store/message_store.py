@@ -7,12 +7,12 @@ import errno
 import fcntl
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable, Iterable
 
 from rmq.common.clock import now_ms
-from rmq.common.mixall import SCHEDULE_TOPIC
-from rmq.protocol.message import MessageConst, MessageExt, MessageExtBatch, MessageExtBrokerInner, SysFlag, pack_host
+from rmq.common.delegate import Delegate
+from rmq.common.mixall import SCHEDULE_TOPIC, VALID_NAME
+from rmq.protocol.message import MessageConst, MessageExtBatch, MessageExtBrokerInner, SysFlag, pack_host
 from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.cleanup import StoreCleaner, destroy_files
@@ -25,15 +25,13 @@ from rmq.store.errors import StoreLockedError
 from rmq.store.flush import FlushConsumeQueueService, FlushGate, FlushRealTimeService, GroupCommitService
 from rmq.store.index import IndexService
 from rmq.store.mapped_file import AllocateMappedFileService
-from rmq.store.message_filter import MessageFilter
 from rmq.store.read_path import MessageReader
 from rmq.store.recovery import StoreRecovery
 from rmq.store.replica import ReplicaAppender
-from rmq.store.results import GetMessageResult, PutMessageResult, PutMessageStatus, QueryMessageResult, RunningFlags
+from rmq.store.results import PutMessageResult, PutMessageStatus, RunningFlags
 
 log = logging.getLogger("rmq.store")
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _PUT_OK = PutMessageStatus.PUT_OK
 _WRITE_BLOCKING = RunningFlags._WRITE_BLOCKING
 _CQ_UNIT = 20
@@ -408,7 +406,7 @@ class MessageStore:
             return None
         if len(topic) > self.config.maxTopicLength or len(topic.encode("utf-8")) > 127:
             return f"topic {topic[:40]!r}... is longer than {self.config.maxTopicLength} characters"
-        if not TOPIC_PATTERN.match(topic):
+        if not VALID_NAME.match(topic):
             return f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
         if len(self._valid_topics) > 100_000:
             self._valid_topics.clear()
@@ -710,8 +708,7 @@ class MessageStore:
             )
         return cq
 
-    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        return self.reader.get_consume_queue(topic, queue_id)
+    get_consume_queue = Delegate("reader", MessageReader.get_consume_queue)
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         for cq in self.iter_consume_queues():
@@ -723,76 +720,32 @@ class MessageStore:
         self.consume_queue_table.clear()
 
     # ------------------------------------------------------------------ reads (read_path.py)
-    def get_messages(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int,
-        message_filter: MessageFilter | None = None,
-    ) -> GetMessageResult:
-        """Records of one queue from offset, exactly as stored (spec 2.5 statuses)."""
-        return self.reader.get_messages(group, topic, queue_id, offset, max_msg_nums, message_filter)
-
-    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        return self.reader.get_max_offset_in_queue(topic, queue_id)
-
-    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        return self.reader.get_min_offset_in_queue(topic, queue_id)
-
-    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
-        return self.reader.check_in_disk_by_consume_offset(topic, queue_id, consume_offset)
-
-    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
-        return self.reader.select_one_message_by_offset(commit_log_offset, size)
-
-    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
-        return self.reader.look_message_by_offset(commit_log_offset)
-
-    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        return self.reader.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
-
-    def get_offset_in_queue_by_time(
-        self, topic: str, queue_id: int, timestamp: int, boundary: str | None = None
-    ) -> int:
-        return self.reader.get_offset_in_queue_by_time(topic, queue_id, timestamp, boundary)
-
-    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        return self.reader.get_message_store_timestamp(topic, queue_id, cq_offset)
-
-    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        return self.reader.get_earliest_message_time(topic, queue_id)
-
-    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
-        return self.reader.query_message(topic, key, max_num, begin, end)
-
-    def get_commitlog_data(self, offset: int, max_bytes: int) -> bytes | None:
-        return self.reader.get_commitlog_data(offset, max_bytes)
+    get_messages = Delegate("reader", MessageReader.get_messages)
+    get_max_offset_in_queue = Delegate("reader", MessageReader.get_max_offset_in_queue)
+    get_min_offset_in_queue = Delegate("reader", MessageReader.get_min_offset_in_queue)
+    check_in_disk_by_consume_offset = Delegate("reader", MessageReader.check_in_disk_by_consume_offset)
+    select_one_message_by_offset = Delegate("reader", MessageReader.select_one_message_by_offset)
+    look_message_by_offset = Delegate("reader", MessageReader.look_message_by_offset)
+    get_commit_log_offset_in_queue = Delegate("reader", MessageReader.get_commit_log_offset_in_queue)
+    get_offset_in_queue_by_time = Delegate("reader", MessageReader.get_offset_in_queue_by_time)
+    get_message_store_timestamp = Delegate("reader", MessageReader.get_message_store_timestamp)
+    get_earliest_message_time = Delegate("reader", MessageReader.get_earliest_message_time)
+    query_message = Delegate("reader", MessageReader.query_message)
+    get_commitlog_data = Delegate("reader", MessageReader.get_commitlog_data)
 
     # ------------------------------------------------------------------ replica append (replica.py)
     @property
     def commitlog_empty(self) -> bool:
         return self.replica.commitlog_empty
 
-    def replica_file_ready(self, offset: int) -> bool:
-        return self.replica.replica_file_ready(offset)
-
-    async def create_replica_file(self, offset: int) -> None:
-        await self.replica.create_replica_file(offset)
-
-    def append_replicated(self, offset: int, blocks: list[memoryview]) -> int:
-        return self.replica.append_replicated(offset, blocks)
+    replica_file_ready = Delegate("replica", ReplicaAppender.replica_file_ready)
+    create_replica_file = Delegate("replica", ReplicaAppender.create_replica_file)
+    append_replicated = Delegate("replica", ReplicaAppender.append_replicated)
 
     # ------------------------------------------------------------------ recovery (recovery.py)
-    async def truncate_to(self, offset: int) -> int:
-        return await self.recovery.truncate_to(offset)
-
-    async def drop_incomplete_tail(self) -> int:
-        return await self.recovery.drop_incomplete_tail()
-
-    async def prepare_to_lead(self) -> int:
-        return await self.recovery.prepare_to_lead()
+    truncate_to = Delegate("recovery", StoreRecovery.truncate_to)
+    drop_incomplete_tail = Delegate("recovery", StoreRecovery.drop_incomplete_tail)
+    prepare_to_lead = Delegate("recovery", StoreRecovery.prepare_to_lead)
 
     # ------------------------------------------------------------------ offsets
 

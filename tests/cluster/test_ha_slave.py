@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from rmq.client import ConsumeFromWhere, PushConsumer
 from rmq.protocol.bodies import loads_fastjson
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_records
 from tests.cluster.ha_util import ha_group, master_conf, slave_conf, wait_in_sync, wait_topic_on
 from tests.integration.broker_util import BrokerApi, props, uniq_key, wait_until
-from tests.integration.test_client import Collector
+from tests.integration.test_client import start_push_from_first
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -103,16 +102,7 @@ async def test_slave_serves_pulls_when_the_master_suggests_it():
             before = int((await s.runtime_info())["msgGetTotalTodayNow"])
 
         # a real consumer follows the suggestion: part of its pulls go to the slave
-        got = Collector()
-        c = PushConsumer(
-            group,
-            g.ns.addr,
-            listener=got,
-            pull_batch_size=4,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        )
-        c.subscribe(topic, "*")
-        await c.start()
+        c, got = await start_push_from_first(group, g.ns.addr, topic, pull_batch_size=4)
         try:
             await wait_until(lambda: len(got.msgs) >= 40, 30, "the consumer did not get all")
         finally:

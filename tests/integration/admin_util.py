@@ -16,6 +16,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def repo_env(**extra: str) -> dict[str, str]:
+    """This environment with the checkout first on PYTHONPATH: a child Python started with
+    cwd=REPO imports rmq (and tests) from here, not from whatever else is installed."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 @dataclass
 class Run:
     rc: int
@@ -27,9 +34,8 @@ class Run:
 
 
 def admin(*args: str, env: dict[str, str] | None = None) -> Run:
-    e = dict(os.environ)
+    e = repo_env()
     e.pop("NAMESRV_ADDR", None)
-    e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
     p = subprocess.run(
         [sys.executable, "-m", "rmq.cli", "admin", *args], capture_output=True, text=True, timeout=60, cwd=REPO, env=e

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from rmq.common.context import ClosingContext
 from rmq.protocol.bodies import (
     ClusterInfo,
     ConsumerData,
@@ -76,7 +77,7 @@ def uniq_key() -> str:
 
 
 # --------------------------------------------------------------------------- broker API
-class BrokerApi:
+class BrokerApi(ClosingContext):
     """Raw requests to one broker over one RemotingClient connection."""
 
     def __init__(
@@ -87,12 +88,6 @@ class BrokerApi:
 
     async def close(self) -> None:
         await self.client.close()
-
-    async def __aenter__(self) -> BrokerApi:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def call(
         self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None, timeout: float = TIMEOUT

@@ -39,10 +39,9 @@ from rmq.protocol.codes import ResponseCode, SerializeType
 from rmq.protocol.message import SysFlag, decode_message_id
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
+from tests.integration.admin_util import REPO, repo_env
 
 pytestmark = pytest.mark.timeout(90)
-
-REPO = Path(__file__).resolve().parents[2]
 _seq = itertools.count()
 
 
@@ -102,11 +101,14 @@ class Collector:
 
 
 async def start_push_from_first(
-    group: str, namesrv: str, topic: str, expression: str = "*"
+    group: str, namesrv: str, topic: str, expression: str = "*", **options: Any
 ) -> tuple[PushConsumer, Collector]:
-    """A started PushConsumer of topic (from the first offset) and what it receives."""
+    """A started PushConsumer of topic (from the first offset) and what it receives;
+    options go to PushConsumer as they are."""
     got = Collector()
-    c = PushConsumer(group, namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = PushConsumer(
+        group, namesrv, listener=got, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **options
+    )
     c.subscribe(topic, expression)
     await c.start()
     return c, got
@@ -765,9 +767,13 @@ async def test_admin_requests(cluster):
 
 # --------------------------------------------------------------------------- CLI
 def _rmq(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
     return subprocess.run(
-        [sys.executable, "-m", "rmq.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "rmq.cli", *args],
+        cwd=REPO,
+        env=repo_env(PYTHONUNBUFFERED="1"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -34,10 +34,10 @@ from typing import Any
 
 import pytest
 
-from rmq.client import ConsumeFromWhere, Message, MQClientAPI, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, Message, MQClientAPI, Producer
 from rmq.remoting.client import RemotingClient
-from tests.compose_local import ComposeDeployment, load_yaml
-from tests.integration.test_client import Collector, create_topic, unique, wait_until
+from tests.compose_local import ComposeDeployment, load_yaml, merge_compose
+from tests.integration.test_client import create_topic, poll_at_least, start_push_from_first, unique, wait_until
 from tests.metrics_util import eventually
 
 pytestmark = pytest.mark.timeout(300)
@@ -72,8 +72,12 @@ def check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def conf_props(path: Path) -> dict[str, str]:
+    return conf_props_text(path.read_text())
+
+
+def conf_props_text(text: str) -> dict[str, str]:
     out = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         k, sep, v = line.partition("=")
         if sep and not line.lstrip().startswith("#"):
             out[k.strip()] = v.strip()
@@ -266,17 +270,8 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
 
         topic = unique("ComposeT")
         await create_topic(procs["namesrv-1"].addr, list(masters.values()), topic, queues=4)
-        got = Collector()
         group = unique("compose_cg")
-        consumer = PushConsumer(
-            group,
-            namesrv,
-            listener=got,
-            persist_consumer_offset_interval=500,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        )
-        consumer.subscribe(topic, "*")
-        await consumer.start()
+        consumer, got = await start_push_from_first(group, namesrv, topic, persist_consumer_offset_interval=500)
         try:
             per_broker: dict[str, int] = {}
             sent = 0
@@ -331,3 +326,160 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
                 )
         finally:
             await consumer.shutdown()
+
+
+# --------------------------------------------------------------------------- the ACL-on variant
+ACL_OVERRIDE = REPO / "docker-compose.acl.yml"
+ACL_TEMPLATE = REPO / "conf" / "acl" / "plain_acl.yml"
+ACL_ENV = {
+    "RMQ_BROKER_IP": "127.0.0.1",
+    "RMQ_ACL_ADMIN_SECRET_KEY": "admin-secret-from-env",
+    "RMQ_ACL_APP_ACCESS_KEY": "orders-app",
+    "RMQ_ACL_APP_SECRET_KEY": "app-secret-from-env",
+    "RMQ_ACL_CLUSTER_SECRET_KEY": "cluster-secret-from-env",
+}
+ACL_ADMIN = ("rmq-admin", ACL_ENV["RMQ_ACL_ADMIN_SECRET_KEY"])
+ACL_APP = (ACL_ENV["RMQ_ACL_APP_ACCESS_KEY"], ACL_ENV["RMQ_ACL_APP_SECRET_KEY"])
+
+
+def acl_deployment(workdir: Path, env: dict[str, str] = ACL_ENV) -> ComposeDeployment:
+    """docker compose -f docker-compose.yml -f docker-compose.acl.yml, as local processes."""
+    return ComposeDeployment(COMPOSE, workdir, env=env, overrides=[ACL_OVERRIDE])
+
+
+def test_acl_variant_follows_the_compose_spec_and_keeps_secrets_out(tmp_path):
+    from rmq.auth.acl_config import load_acl
+
+    merged = tmp_path / "merged-compose.json"
+    merged.write_text(json.dumps(merge_compose(load_yaml(COMPOSE), load_yaml(ACL_OVERRIDE))))
+    for path in (ACL_OVERRIDE, merged):
+        r = check_jsonschema(path)
+        assert r.returncode == 0, r.stdout + r.stderr
+    # the inline config is the template, verbatim; every secret in it is a required variable
+    template = ACL_TEMPLATE.read_text()
+    assert load_yaml(ACL_OVERRIDE)["configs"]["plain_acl"]["content"] == template
+    raw_accounts = load_yaml(ACL_TEMPLATE)["accounts"]
+    assert len(raw_accounts) == 3
+    assert all(re.fullmatch(r"\$\{RMQ_ACL_\w+_SECRET_KEY:\?[^}]+\}", a["secretKey"]) for a in raw_accounts)
+    # compose refuses to start without them
+    for missing in ("RMQ_ACL_ADMIN_SECRET_KEY", "RMQ_ACL_APP_SECRET_KEY", "RMQ_ACL_CLUSTER_SECRET_KEY"):
+        with pytest.raises(ValueError, match=missing):
+            acl_deployment(tmp_path / f"no-{missing}", {k: v for k, v in ACL_ENV.items() if k != missing})
+
+    dep = acl_deployment(tmp_path / "w")
+    plain = dep.local["broker-a"].command
+    base = ComposeDeployment(COMPOSE, tmp_path / "base", env=ACL_ENV)
+    homes = set()
+    for name in dep.rmq_services():
+        cmd = dep.local[name].command
+        props = conf_props(Path(cmd[cmd.index("-c") + 1]))
+        assert props["aclEnable"] == "true" and props["tls.server.mode"] == "enforcing", name
+        homes.add(props["rocketmqHome"])
+        acl = load_acl(props["rocketmqHome"])  # the rendered file, as the broker loads it
+        assert {a: (acl.account(a).secret_key, acl.account(a).admin) for a in acl.accounts} == {
+            "rmq-admin": (ACL_ADMIN[1], True),
+            ACL_APP[0]: (ACL_APP[1], False),
+            "rmq-cluster": (ACL_ENV["RMQ_ACL_CLUSTER_SECRET_KEY"], True),
+        }
+        if cmd[1] != "broker":
+            continue
+        # the same broker as the plain deployment otherwise (identity, ports, store)
+        acl_conf = conf_props(dep.mounted_file(name, "/etc/rmq/broker.conf"))
+        base_conf = conf_props(base.mounted_file(name, "/etc/rmq/broker.conf"))
+        assert {k: v for k, v in acl_conf.items() if k in base_conf} == base_conf
+        assert (
+            'innerClientAuthenticationCredentials={"accessKey":"rmq-cluster","secretKey":"cluster-secret-from-env"}'
+            in cmd
+        )
+        # the real config loader reads it (-p prints the effective config and exits)
+        r = subprocess.run(
+            [sys.executable, "-m", "rmq.cli", *cmd[1:], "-p"], capture_output=True, text=True, timeout=60
+        )
+        effective = conf_props_text(r.stdout)
+        assert r.returncode == 0 and effective["aclEnable"].lower() == "true", r.stdout + r.stderr
+        assert effective["rocketmqHome"] == props["rocketmqHome"]
+    assert len(homes) == 6 and plain[:2] == ["rmq", "broker"]  # each process its own mounted copy
+    for text in (ACL_OVERRIDE.read_text(), template, *(p.read_text() for p in (REPO / "conf" / "acl").iterdir())):
+        assert not any(secret in text for secret in ACL_ENV.values() if "secret" in secret)
+
+
+async def test_acl_variant_runs_signed_clients_only(tmp_path):
+    from rmq.client import LitePullConsumer, MQBrokerError
+    from rmq.client.acl import AclClientRPCHook
+    from rmq.protocol.bodies import TopicConfig
+    from rmq.protocol.codes import RemotingSysResponseCode, RequestCode
+    from rmq.protocol.frame import RemotingCommand
+
+    dep = acl_deployment(tmp_path)
+    with contextlib.ExitStack() as stack:
+        procs = {}
+        for name in dep.rmq_services():
+            cmd = dep.local[name].command
+            conf = Path(cmd[cmd.index("-c") + 1])
+            # This test's clients speak plaintext (TLS has its own tests): same config, TLS permissive.
+            conf.write_text(conf.read_text().replace("tls.server.mode=enforcing", "tls.server.mode=permissive"))
+            p = dep.process(name, SMALL_STORE if cmd[1] == "broker" else ())
+            stack.callback(p.stop)
+            procs[name] = p.start()
+        namesrv = ";".join(procs[n].addr for n in ("namesrv-1", "namesrv-2"))
+        masters = [procs["broker-a"].addr, procs["broker-b"].addr]
+        topic = unique("ComposeAclT")
+        # the brokers' registrations, signed with the cluster credential, pass the NameServers' ACL
+        for ns in ("namesrv-1", "namesrv-2"):
+            async with RemotingClient() as rc:  # reads are open to everybody
+                api = MQClientAPI(rc, [procs[ns].addr])
+
+                async def four_brokers() -> bool:
+                    info = await api.get_broker_cluster_info()
+                    return sorted((n, sorted(b.broker_addrs)) for n, b in info.broker_addr_table.items()) == [
+                        ("broker-a", [0, 1]),
+                        ("broker-b", [0, 1]),
+                    ]
+
+                await wait_until(four_brokers, 30, what=f"4 brokers registered on {ns}")
+                # ... and an unsigned write is refused there
+                r = await rc.invoke(
+                    procs[ns].addr,
+                    RemotingCommand(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext_fields={"topic": "TBW102"}),
+                    5,
+                )
+                assert r.code == RemotingSysResponseCode.SYSTEM_ERROR and "No accessKey is configured" in r.remark
+
+        async with Producer(unique("compose_pg"), namesrv) as p:
+            with pytest.raises(MQBrokerError, match="No accessKey is configured"):
+                await p.send(Message("TBW102", b"unsigned"))
+        async with RemotingClient(request_hook=AclClientRPCHook(*ACL_APP)) as rc:
+            api = MQClientAPI(rc, [procs["namesrv-1"].addr])
+            with pytest.raises(MQBrokerError, match="Need admin permission for request code=17"):
+                await api.create_topic(masters[0], TopicConfig(topic, 4, 4, 6))
+        async with RemotingClient(request_hook=AclClientRPCHook(*ACL_ADMIN)) as rc:
+            api = MQClientAPI(rc, [procs["namesrv-1"].addr])
+            for addr in masters:
+                await api.create_topic(addr, TopicConfig(topic, 4, 4, 6))
+
+            async def routed() -> bool:
+                route = await api.get_topic_route_info(topic)
+                return route is not None and len(route.queue_datas) == 2
+
+            await wait_until(routed, 20, what=f"route of {topic} on both broker groups")
+
+        sent: dict[str, int] = {}
+        async with Producer(unique("compose_pg"), namesrv, access_key=ACL_APP[0], secret_key=ACL_APP[1]) as p:
+            for i in range(16):
+                r = await p.send(Message(topic, b"acl-%02d" % i))
+                sent[r.message_queue.broker_name] = sent.get(r.message_queue.broker_name, 0) + 1
+        assert set(sent) == {"broker-a", "broker-b"}, sent
+        c = LitePullConsumer(
+            unique("compose_cg"),
+            namesrv,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            access_key=ACL_APP[0],
+            secret_key=ACL_APP[1],
+        )
+        c.subscribe(topic, "*")
+        await c.start()
+        try:
+            got = await poll_at_least(c, 16, "16 messages consumed with the app account", timeout=30)
+        finally:
+            await c.shutdown()
+        assert sorted(m.body for m in got) == [b"acl-%02d" % i for i in range(16)]

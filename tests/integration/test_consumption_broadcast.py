@@ -12,7 +12,6 @@ last interval come back, never older ones.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import textwrap
@@ -25,12 +24,11 @@ import pytest
 from rmq.client import ConsumeFromWhere, ConsumeResult, LitePullConsumer, Message, MessageModel, Producer, PushConsumer
 from rmq.client.config import local_ip
 from rmq.protocol.bodies import loads_object_keyed_map
+from tests.integration.admin_util import REPO, repo_env
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, poll_at_least, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 cluster = module_cluster("broadcast")
@@ -141,12 +139,11 @@ async def test_a_crash_redelivers_only_what_was_consumed_since_the_last_write(cl
     topic, group, name = unique("BcT"), unique("BcG"), unique("crash")
     await create_topic(cluster.namesrv, cluster.broker, topic, 2)
     store = tmp_path / "offsets"
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
         [sys.executable, "-c", CRASHING_CONSUMER, cluster.namesrv, topic, group, name, str(store)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=env,
+        env=repo_env(),
         cwd=REPO,
         start_new_session=True,
     )

@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,30 +21,19 @@ from rmq.client import (
     Producer,
     PushConsumer,
 )
+from tests.integration import admin_util
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 cluster = module_cluster("reset")
 
 
-async def admin(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.pop("NAMESRV_ADDR", None)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "rmq.cli", "admin", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env=env,
-    )
+async def admin(*args: str) -> admin_util.Run:
+    """`rmq admin` in a child process, off the loop (the cluster runs on this loop)."""
+    return await asyncio.to_thread(admin_util.admin, *args)
 
 
 async def early_and_late(cluster, topic: str) -> int:
@@ -89,8 +74,8 @@ async def test_running_push_consumer_reconsumes_from_the_reset_time(cluster, ord
         mqs = [MessageQueue(topic, "broker-a", q) for q in (0, 1)]
         await wait_until(lambda: all(c.offset_store.offset_table.get(m) == 10 for m in mqs), 5, what="offsets at 10")
         r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic, "-s", str(mid))
-        assert r.returncode == 0 and r.stderr == "", r
-        lines = r.stdout.splitlines()
+        assert r.rc == 0 and r.err == "", r
+        lines = r.out.splitlines()
         assert lines[0] == (
             f"rollback consumer offset by specified consumerGroup[{group}], "
             f"topic[{topic}], force[true], timestamp(string)[{mid}], "
@@ -112,8 +97,8 @@ async def test_running_push_consumer_reconsumes_from_the_reset_time(cluster, ord
         r = await admin(
             "resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic, "-s", "-1", "-f", "false", "--json"
         )
-        assert r.returncode == 0, r
-        doc = json.loads(r.stdout)
+        assert r.rc == 0, r
+        doc = json.loads(r.out)
         assert doc["consumerGroup"] == group and doc["topic"] == topic
         assert doc["force"] is False and doc["timestamp"] == -1
         assert doc["offsetTable"] == [
@@ -143,7 +128,7 @@ async def test_running_lite_pull_consumer_follows_a_reset(cluster):
         await wait_until(lambda: at_least(20), 20, what="the first 20")
         await c.commit()
         r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", group, "-t", topic, "-s", str(mid))
-        assert r.returncode == 0, r
+        assert r.rc == 0, r
         await wait_until(lambda: at_least(30), 20, what="the late ones again")
         got.extend(m.body for m in await c.poll(500))
     finally:
@@ -153,9 +138,9 @@ async def test_running_lite_pull_consumer_follows_a_reset(cluster):
 
 async def test_reset_errors(cluster):
     r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", "G", "-t", "NoSuchTopic", "-s", "now")
-    assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr.startswith("rmq admin resetOffsetByTime: ")
+    assert r.rc == 1 and r.out == ""
+    assert r.err.startswith("rmq admin resetOffsetByTime: ")
     r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-g", "G", "-t", "T", "-s", "yesterday")
-    assert r.returncode == 2 and "yyyy-MM-dd#HH:mm:ss:SSS" in r.stderr
+    assert r.rc == 2 and "yyyy-MM-dd#HH:mm:ss:SSS" in r.err
     r = await admin("resetOffsetByTime", "-n", cluster.namesrv, "-t", "T", "-s", "now")
-    assert r.returncode == 2 and "consumerGroup" in r.stderr
+    assert r.rc == 2 and "consumerGroup" in r.err

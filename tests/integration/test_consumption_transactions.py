@@ -8,12 +8,10 @@ The broker checks quickly here: first check 1 s after the half message was born
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -28,12 +26,11 @@ from rmq.client import (
     TransactionListener,
     TransactionProducer,
 )
+from tests.integration.admin_util import REPO, repo_env
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import create_topic, unique, wait_until
 
 pytestmark = pytest.mark.timeout(120)
-
-REPO = Path(__file__).resolve().parents[2]
 CONF = {"transactionTimeOut": 1000, "transactionCheckInterval": 500, "transactionCheckMax": 10}
 S = LocalTransactionState
 
@@ -182,12 +179,11 @@ async def test_producer_that_died_is_checked_through_another_producer_of_the_gro
     await create_topic(cluster.namesrv, cluster.broker, topic, 1)
     visible = Visible(cluster, topic)
     await visible.c.start()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
         [sys.executable, "-c", ORPHAN_SCRIPT, cluster.namesrv, topic, group],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=env,
+        env=repo_env(),
         cwd=REPO,
         start_new_session=True,
     )

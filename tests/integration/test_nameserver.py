@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import subprocess
@@ -45,10 +44,12 @@ from rmq.protocol.headers import (
     UnRegisterBrokerRequestHeader,
 )
 from rmq.remoting.client import RemotingClient
+from tests.integration.admin_util import REPO, repo_env
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO = Path(__file__).resolve().parents[2]
+# `nameserver.cli.main` in a child Python, as `rmq namesrv` runs it.
+NAMESRV_MAIN = "import sys; from nameserver.cli import main; sys.exit(main(sys.argv[1:]))"
 LISTENING = re.compile(r"NameServer listening on (\S+):(\d+)")
 EXPIRE_MS = 1500
 TIMEOUT = 3.0
@@ -58,16 +59,10 @@ class NamesrvProcess:
     """``python -c 'nameserver.cli.main(...)'`` with its stderr drained by a thread."""
 
     def __init__(self, *args: str) -> None:
-        code = "import sys; from nameserver.cli import main; sys.exit(main(sys.argv[1:]))"
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            PYTHONUNBUFFERED="1",
-        )
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "-p", "0", "--host", "127.0.0.1", *args],
+            [sys.executable, "-c", NAMESRV_MAIN, "-p", "0", "--host", "127.0.0.1", *args],
             cwd=REPO,
-            env=env,
+            env=repo_env(PYTHONUNBUFFERED="1"),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -451,12 +446,10 @@ async def test_sigterm_stops_cleanly_and_kv_survives_restart(tmp_dir: Path) -> N
 
 def test_port_in_use_fails_fast(namesrv: NamesrvProcess, tmp_dir: Path) -> None:
     port = namesrv.addr.rsplit(":", 1)[1]
-    code = "import sys; from nameserver.cli import main; sys.exit(main(sys.argv[1:]))"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     out = subprocess.run(
-        [sys.executable, "-c", code, "-p", port, "--host", "127.0.0.1", "--kv-path", str(tmp_dir / "kv")],
+        [sys.executable, "-c", NAMESRV_MAIN, "-p", port, "--host", "127.0.0.1", "--kv-path", str(tmp_dir / "kv")],
         cwd=REPO,
-        env=env,
+        env=repo_env(),
         capture_output=True,
         text=True,
         timeout=20,
@@ -514,11 +507,10 @@ async def test_config_file_with_port_beside_it(tmp_dir: Path) -> None:
 def test_config_file_bad_value_stops_the_start(tmp_dir: Path, text: str, named: str) -> None:
     conf = tmp_dir / "namesrv.properties"
     conf.write_text(text)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     out = subprocess.run(
         [sys.executable, "-m", "rmq.cli", "namesrv", "-c", str(conf), "-p", "0", "--kv-path", str(tmp_dir / "kv")],
         cwd=REPO,
-        env=env,
+        env=repo_env(),
         capture_output=True,
         text=True,
         timeout=20,

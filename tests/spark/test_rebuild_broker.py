@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from rmq.protocol.message import SCHEDULE_TOPIC, decode_record
+from rmq.protocol.message import SCHEDULE_TOPIC
 from rmq.store.index import IndexFile
 from tests.spark.broker_store import BROKER_CONF, TOPICS, BrokerStore, write_stores
 from tests.spark.reference import cq_files
+from tests.unit.store.test_index import stored_records
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,40 +39,31 @@ def store(request, written) -> BrokerStore:
     return written[0] if request.param == "master" else written[1]
 
 
-@pytest.fixture(scope="module")
-def full(store, rebuild, tmp_path_factory):
-    """One rebuild with everything: queues, index, verify against the broker's."""
-    out = tmp_path_factory.mktemp("full") / "out"
-    code, report = rebuild(
+def verified_against(store: BrokerStore, src: Path, out: Path) -> list[str]:
+    """Arguments rebuilding src into out with store's broker config, checked against the
+    queues store's broker wrote."""
+    return [
         "--store",
-        str(store.store),
+        str(src),
         "--out",
         str(out),
         "--broker-conf",
         str(store.conf),
         "--verify",
         str(store.store / "consumequeue"),
-        "--index",
-    )
+    ]
+
+
+@pytest.fixture(scope="module")
+def full(store, rebuild, tmp_path_factory):
+    """One rebuild with everything: queues, index, verify against the broker's."""
+    out = tmp_path_factory.mktemp("full") / "out"
+    code, report = rebuild(*verified_against(store, store.store, out), "--index")
     return code, report, out
 
 
-def records(store: Path) -> list:
-    out = []
-    for name in sorted(os.listdir(store / "commitlog")):
-        data = (store / "commitlog" / name).read_bytes()
-        pos = 0
-        while pos + 8 <= len(data):
-            total, magic = struct.unpack_from(">ii", data, pos)
-            if total <= 0 or magic != -626843481:
-                break
-            out.append(decode_record(data, pos))
-            pos += total
-    return out
-
-
 def test_the_store_has_what_the_rules_care_about(store):
-    recs = records(store.store)
+    recs = stored_records(store.store)
     assert len(os.listdir(store.store / "commitlog")) >= 3
     topics = {m.topic for m in recs}
     assert set(TOPICS) <= topics and len(TOPICS) >= 20
@@ -102,7 +94,7 @@ def test_rebuilt_consume_queues_are_byte_identical(store, full):
         assert got[k] == want[k], k
     assert all(len(b) == CQ_FILE for b in got.values())
     # schedule units carry delivery times: store time + the level's delay (1s 2s 3s)
-    recs = {m.commit_log_offset: m for m in records(store.store)}
+    recs = {m.commit_log_offset: m for m in stored_records(store.store)}
     sched = [k for k in got if k.startswith(SCHEDULE_TOPIC)]
     assert sched
     for k in sched:
@@ -125,7 +117,7 @@ def test_rebuilt_index_is_the_brokers(store, full):
     files_mine = [IndexFile.load(str(out / "index" / n), slots, num) for n in mine]
     files_theirs = [IndexFile.load(str(store.store / "index" / n), slots, num) for n in theirs]
     try:
-        recs = records(store.store)
+        recs = stored_records(store.store)
         keys = {(m.topic, m.uniq_key) for m in recs if m.uniq_key} | {
             (m.topic, k) for m in recs for k in (m.keys or "").split(" ") if k
         }
@@ -184,22 +176,13 @@ def test_verify_names_the_queue_and_unit_of_a_corrupted_byte(store, rebuild, tmp
 def test_torn_tail_rebuilds_everything_before_it(store, rebuild, tmp_path):
     torn = tmp_path / "store"
     shutil.copytree(store.store / "commitlog", torn / "commitlog")
-    recs = records(store.store)
+    recs = stored_records(store.store)
     last_file = sorted(os.listdir(torn / "commitlog"))[-1]
     victim = [m for m in recs if m.commit_log_offset >= int(last_file)][-4]
     cut = victim.commit_log_offset + victim.store_size // 2
     os.truncate(torn / "commitlog" / last_file, cut - int(last_file))
     out = tmp_path / "out"
-    code, report = rebuild(
-        "--store",
-        str(torn),
-        "--out",
-        str(out),
-        "--broker-conf",
-        str(store.conf),
-        "--verify",
-        str(store.store / "consumequeue"),
-    )
+    code, report = rebuild(*verified_against(store, torn, out))
     assert f"torn tail at offset {victim.commit_log_offset} in {last_file}" in report
     # what the broker has, minus the units of the torn record and after it
     want = {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 from collections.abc import Awaitable
 from dataclasses import InitVar, dataclass
 from typing import Any
@@ -36,7 +35,7 @@ from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.common.clock import now_ms
 from rmq.common.fs import atomic_write
-from rmq.common.mixall import is_sys_topic
+from rmq.common.mixall import VALID_NAME, VALID_PATTERN_STR, is_sys_topic
 from rmq.common.properties import PropertiesError, parse_properties_text
 from rmq.protocol.bodies import (
     SUBSCRIPTION_GROUP_KEYS,
@@ -64,8 +63,6 @@ from rmq.protocol.headers import (
 from rmq.store.config import ConfigError, MessageStoreConfig
 
 log = logging.getLogger("rmq.broker.admin")
-
-VALID_GROUP = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 GROUP_MAX_LENGTH = 255
 
 
@@ -264,11 +261,11 @@ class AdminOpsProcessor:
                 )
             values[key] = v
         group = values.get("groupName") or ""
-        if not group or not VALID_GROUP.match(group) or len(group) > GROUP_MAX_LENGTH:
+        if not group or not VALID_NAME.match(group) or len(group) > GROUP_MAX_LENGTH:
             return _error(
                 request,
                 f"SubscriptionGroupConfig.groupName {group!r} is not a valid "
-                f"group name (^[%|a-zA-Z0-9_-]+$, at most {GROUP_MAX_LENGTH})",
+                f"group name ({VALID_PATTERN_STR}, at most {GROUP_MAX_LENGTH})",
             )
         for key in ("retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly"):
             if values.get(key, 0) < 0:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,8 @@ from rmq.common.mixall import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     TOPIC_MAX_LENGTH,
+    VALID_NAME,
+    VALID_PATTERN_STR,
     dlq_topic,
     retry_topic,
 )
@@ -40,8 +41,6 @@ from rmq.store.commit_round import CommitRound
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.broker.send")
-
-VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 # Rewrites a TRAN_MSG send into its half message (None: such sends are refused).
 TransactionalPrepare = Callable[[MessageExtBrokerInner], MessageExtBrokerInner]
 
@@ -81,8 +80,8 @@ def validate_topic(topic: str) -> str | None:
     """TopicValidator.validateTopic: the remark when topic is not acceptable."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not VALID_TOPIC.match(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if not VALID_NAME.match(topic):
+        return f"The specified topic[{topic}] contains illegal characters, allowing only {VALID_PATTERN_STR}"
     if len(topic) > TOPIC_MAX_LENGTH:
         return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
     return None

@@ -163,6 +163,8 @@ def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-dir", help="C++ client log directory (default: a new temp dir, or $RMQ_INTEROP_LOG_DIR)")
     p.add_argument("--log-level", default="info", choices=["fatal", "error", "warn", "info", "debug", "trace"])
     p.add_argument("--instance-name", help="client instance name (push consumer only)")
+    p.add_argument("--access-key", help="ACL: sign every request (set_session_credentials) with this AccessKey")
+    p.add_argument("--secret-key", help="ACL: ... and this SecretKey")
 
 
 _KINDS = {"producer": "Producer", "push_consumer": "PushConsumer", "pull_consumer": "PullConsumer"}
@@ -176,6 +178,8 @@ def _start_client(role: str, make, dll, a: argparse.Namespace, log_dir: str, con
         c = make()
         _apply_log_settings(dll, _KINDS[role], c._handle, log_dir, a.log_level)
         c.set_namesrv_addr(a.namesrv)
+        if a.access_key is not None:
+            c.set_session_credentials(a.access_key, a.secret_key or "", "ALIYUN")
         if configure is not None:
             configure(c)
         c.start()

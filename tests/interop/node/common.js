@@ -104,6 +104,8 @@ function driverArgs(role, spec, usage) {
     topic: { required: true },
     group: { required: true, help: `${what} group` },
     ...spec,
+    access_key: { help: 'ACL: sign every request with this AccessKey (ali-ons accessKey)' },
+    secret_key: { help: 'ACL: ... and this SecretKey (ali-ons secretKey)' },
     start_timeout_ms: { type: 'int', default: 15000, help: `give up if the ${what} is not ready by then` },
     log_level: { default: 'warn', help: 'ali-ons log level on stderr: debug|info|warn|error' },
   }, usage);
@@ -115,6 +117,7 @@ function clientOptions(opts, extra) {
     nameSrv: nameSrvOption(opts.namesrv),
     httpclient: {},  // required by ali-ons; only used to look up an ONS address server
     logger: makeLogger(opts.log_level),
+    ...(opts.access_key !== undefined ? { accessKey: opts.access_key, secretKey: opts.secret_key } : {}),
     ...extra,
   };
 }

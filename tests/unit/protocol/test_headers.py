@@ -24,7 +24,7 @@ from rmq.protocol.codes import (
 )
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import FrameDecoder, RemotingCommand, encode
-from rmq.protocol.headers import HeaderFieldError
+from rmq.protocol.headers import HeaderFieldError, Long
 
 ALL_HEADERS = [
     cls for cls in vars(H).values() if isinstance(cls, type) and issubclass(cls, H.Header) and cls is not H.Header
@@ -523,6 +523,36 @@ def test_wire_decorator_refuses_inconsistent_tables():
         @dataclasses.dataclass(slots=True)
         class Bad2(H.Header):
             x: str = "d"
+
+
+def test_wire_decorator_reads_the_table_from_the_fields():
+    @H._wire(client_id="clientID")
+    @dataclasses.dataclass(slots=True)
+    class Derived(H.Header):
+        client_id: str
+        queue_offset: Long
+        queue_id: int | None = None
+        order: bool = False
+
+    assert Derived.FIELDS == (
+        H.HeaderField("client_id", "clientID", H.STR, True, None),
+        H.HeaderField("queue_offset", "queueOffset", H.LONG, True, None),
+        H.HeaderField("queue_id", "queueId", H.INT, False, None),
+        H.HeaderField("order", "order", H.BOOL, False, False),
+    )
+    with pytest.raises(TypeError, match="unknown fields"):
+
+        @H._wire(nope="x")
+        @dataclasses.dataclass(slots=True)
+        class Bad(H.Header):
+            x: str
+
+    with pytest.raises(TypeError, match="no wire kind"):
+
+        @H._wire()
+        @dataclasses.dataclass(slots=True)
+        class Bad2(H.Header):
+            x: float
 
 
 # --------------------------------------------------------------------------- codes

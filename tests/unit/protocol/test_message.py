@@ -67,44 +67,44 @@ def manual_record(
     *,
     body: bytes,
     topic: bytes,
-    props: bytes,
+    properties: bytes,
     queue_id: int = 0,
     flag: int = 0,
     queue_offset: int = 0,
-    phys: int = 0,
+    physical_offset: int = 0,
     sys_flag: int = 0,
-    born_ts: int = 0,
+    born_timestamp: int = 0,
     born_host: bytes = b"\x7f\0\0\x01\0\0\0\x01",
-    store_ts: int = 0,
+    store_timestamp: int = 0,
     store_host: bytes = b"\x7f\0\0\x01\0\0\0\x02",
-    reconsume: int = 0,
-    prepared: int = 0,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
     v2: bool = False,
     crc: int | None = None,
 ) -> bytes:
-    """Spec 3.2 table, field by field."""
+    """Spec 3.2 table, field by field (encode_record's arguments, written without it)."""
     crc = (zlib.crc32(body) & 0x7FFFFFFF) if crc is None else crc
     tail = (
         struct.pack(">i", len(body))
         + body
         + (struct.pack(">h", len(topic)) if v2 else struct.pack(">b", len(topic)))
         + topic
-        + struct.pack(">h", len(props))
-        + props
+        + struct.pack(">h", len(properties))
+        + properties
     )
     mid = (
         struct.pack(">i", crc)
         + struct.pack(">i", queue_id)
         + struct.pack(">i", flag)
         + struct.pack(">q", queue_offset)
-        + struct.pack(">q", phys)
+        + struct.pack(">q", physical_offset)
         + struct.pack(">i", sys_flag)
-        + struct.pack(">q", born_ts)
+        + struct.pack(">q", born_timestamp)
         + born_host
-        + struct.pack(">q", store_ts)
+        + struct.pack(">q", store_timestamp)
         + store_host
-        + struct.pack(">i", reconsume)
-        + struct.pack(">q", prepared)
+        + struct.pack(">i", reconsume_times)
+        + struct.pack(">q", prepared_transaction_offset)
     )
     magic = MAGIC_V2_BYTES if v2 else MAGIC_V1_BYTES
     total = 4 + len(magic) + len(mid) + len(tail)
@@ -147,6 +147,9 @@ GOLDEN_FIELDS = dict(
     prepared_transaction_offset=99,
 )
 
+# the spec's 158-byte example record, as encode_record's arguments
+GOLDEN_RECORD_FIELDS = dict(topic=GOLDEN_TOPIC, body=GOLDEN_BODY, properties=GOLDEN_PROPS, **GOLDEN_FIELDS)
+
 
 def test_magic_constants_match_spec_bytes():
     assert struct.pack(">i", MESSAGE_MAGIC_CODE) == MAGIC_V1_BYTES
@@ -161,7 +164,7 @@ def test_golden_properties_string_is_29_bytes():
 
 
 def test_golden_record_spec_example_158_bytes():
-    rec = encode_record(topic=GOLDEN_TOPIC, body=GOLDEN_BODY, properties=GOLDEN_PROPS, **GOLDEN_FIELDS)
+    rec = encode_record(**GOLDEN_RECORD_FIELDS)
     assert len(rec) == 158
     # field by field at the offsets of spec 3.2 (v4 born + v4 store)
     assert rec[0:4] == struct.pack(">i", 158)  # TOTALSIZE
@@ -187,42 +190,14 @@ def test_golden_record_spec_example_158_bytes():
     assert rec[127:129] == struct.pack(">h", 29)  # PROPERTIES LENGTH
     assert rec[129:158] == GOLDEN_PROPS  # PROPERTIES
     # and the whole thing equals the hand-built record
-    assert rec == manual_record(
-        body=GOLDEN_BODY,
-        topic=GOLDEN_TOPIC,
-        props=GOLDEN_PROPS,
-        queue_id=3,
-        flag=7,
-        queue_offset=42,
-        phys=1580,
-        born_ts=1_700_000_000_000,
-        born_host=GOLDEN_BORN,
-        store_ts=1_700_000_000_005,
-        store_host=GOLDEN_STORE,
-        reconsume=2,
-        prepared=99,
-    )
+    assert rec == manual_record(**GOLDEN_RECORD_FIELDS)
     assert record_length(0, 32, 6, 29) == 158
     # 10 such records back to back end at 1580 (ReputMessageServiceTest)
     assert record_length(0, 32, 6, 29) * 10 == 1580
 
 
 def test_golden_record_decodes():
-    rec = manual_record(
-        body=GOLDEN_BODY,
-        topic=GOLDEN_TOPIC,
-        props=GOLDEN_PROPS,
-        queue_id=3,
-        flag=7,
-        queue_offset=42,
-        phys=1580,
-        born_ts=1_700_000_000_000,
-        born_host=GOLDEN_BORN,
-        store_ts=1_700_000_000_005,
-        store_host=GOLDEN_STORE,
-        reconsume=2,
-        prepared=99,
-    )
+    rec = manual_record(**GOLDEN_RECORD_FIELDS)
     m = decode_record(rec, check_crc=True)
     assert (m.store_size, m.magic, m.queue_id, m.flag, m.queue_offset, m.commit_log_offset) == (
         158,
@@ -253,47 +228,24 @@ def test_ipv6_host_layout(born_v6: bool, store_v6: bool):
     store = host_bytes(V6_B if store_v6 else bytes([127, 0, 0, 1]), 10911)
     sys_flag = (0x10 if born_v6 else 0) | (0x20 if store_v6 else 0) | 0x2
     assert host_sysflag(born, store) == sys_flag & 0x30
-    rec = encode_record(
-        topic=GOLDEN_TOPIC,
-        body=GOLDEN_BODY,
-        properties=GOLDEN_PROPS,
-        queue_id=1,
-        flag=0,
-        queue_offset=5,
-        physical_offset=6,
-        sys_flag=sys_flag,
-        born_timestamp=111,
-        born_host=born,
-        store_timestamp=222,
-        store_host=store,
-    )
+    # the golden record with these hosts (and a flag word to match)
+    fields = {**GOLDEN_RECORD_FIELDS, "sys_flag": sys_flag, "born_host": born, "store_host": store}
+    rec = encode_record(**fields)
     expect_len = 158 + (12 if born_v6 else 0) + (12 if store_v6 else 0)
     assert len(rec) == expect_len == record_length(sys_flag, 32, 6, 29)
-    assert rec == manual_record(
-        body=GOLDEN_BODY,
-        topic=GOLDEN_TOPIC,
-        props=GOLDEN_PROPS,
-        queue_id=1,
-        queue_offset=5,
-        phys=6,
-        sys_flag=sys_flag,
-        born_ts=111,
-        born_host=born,
-        store_ts=222,
-        store_host=store,
-    )
+    assert rec == manual_record(**fields)
     bh = 20 if born_v6 else 8
     sh = 20 if store_v6 else 8
     st_pos = 48 + bh
     assert store_timestamp_position(sys_flag) == st_pos == (68 if born_v6 else 56)
     assert rec[48 : 48 + bh] == born
-    assert rec[st_pos : st_pos + 8] == struct.pack(">q", 222)
+    assert rec[st_pos : st_pos + 8] == struct.pack(">q", GOLDEN_FIELDS["store_timestamp"])
     assert rec[st_pos + 8 : st_pos + 8 + sh] == store
     body_len_pos = st_pos + 8 + sh + 4 + 8
     assert rec[body_len_pos : body_len_pos + 4] == struct.pack(">i", 32)
     assert rec[body_len_pos + 4 : body_len_pos + 36] == GOLDEN_BODY
     m = decode_record(rec, check_crc=True)
-    assert m.born_host == born and m.store_host == store and m.store_timestamp == 222
+    assert m.born_host == born and m.store_host == store and m.store_timestamp == GOLDEN_FIELDS["store_timestamp"]
     assert len(m.msg_id) == (56 if store_v6 else 32)
     head = read_record_head(rec)
     assert head.body_len == 32 and head.store_host == store and head.total_size == expect_len
@@ -312,7 +264,7 @@ def test_blank_record_bytes():
 
 def test_v2_record_two_byte_topic_length_decodes():
     topic = b"T" * 200
-    rec = manual_record(body=b"xyz", topic=topic, props=b"a\x01b\x02", v2=True, phys=77)
+    rec = manual_record(body=b"xyz", topic=topic, properties=b"a\x01b\x02", v2=True, physical_offset=77)
     assert len(rec) == record_length(0, 3, 200, 4, v2=True) == 91 + 1 + 3 + 200 + 4
     m = decode_record(rec, check_crc=True)
     assert m.magic == MESSAGE_MAGIC_CODE_V2 and m.topic == "T" * 200
@@ -322,9 +274,9 @@ def test_v2_record_two_byte_topic_length_decodes():
 def test_v1_topic_length_is_a_signed_byte():
     # Java reads the v1 topic length as a signed byte: 0x80..0xFF is negative, so a
     # record carrying such a length is corrupt even when TOTALSIZE adds up.
-    ok = manual_record(body=b"", topic=b"T" * 127, props=b"")
+    ok = manual_record(body=b"", topic=b"T" * 127, properties=b"")
     assert decode_record(ok).topic == "T" * 127
-    head = manual_record(body=b"", topic=b"", props=b"")[:88]  # through BODY LENGTH (0)
+    head = manual_record(body=b"", topic=b"", properties=b"")[:88]  # through BODY LENGTH (0)
     raw = bytearray(head + bytes([200]) + b"T" * 200 + struct.pack(">h", 0))
     raw[0:4] = struct.pack(">i", len(raw))
     with pytest.raises(ProtocolError):
@@ -710,22 +662,7 @@ def test_record_round_trip(rec, prefix: bytes):
     f, props = rec
     raw = encode_record(**f)
     assert len(raw) == record_length(f["sys_flag"], len(f["body"]), len(f["topic"]), len(f["properties"]))
-    assert raw == manual_record(
-        body=f["body"],
-        topic=f["topic"],
-        props=f["properties"],
-        queue_id=f["queue_id"],
-        flag=f["flag"],
-        queue_offset=f["queue_offset"],
-        phys=f["physical_offset"],
-        sys_flag=f["sys_flag"],
-        born_ts=f["born_timestamp"],
-        born_host=f["born_host"],
-        store_ts=f["store_timestamp"],
-        store_host=f["store_host"],
-        reconsume=f["reconsume_times"],
-        prepared=f["prepared_transaction_offset"],
-    )
+    assert raw == manual_record(**f)
     _check_decoded(decode_record(raw, check_crc=True), f, props)
     # at an offset inside a larger buffer, in every buffer type
     buf = prefix + raw + b"\x00" * 3

@@ -101,3 +101,13 @@ async def test_reload_picks_up_changes_ignores_touches_and_keeps_accounts_on_err
         assert guard.acl.account("Another1") is None and guard.acl.fingerprint == first.fingerprint
     finally:
         await service.stop(cancel=True)
+
+
+def test_a_huge_access_key_is_clipped_in_the_log_line(tmp_path, caplog):
+    guard = AclGuard(load_acl(_home(tmp_path)))
+    huge = "K" * (1 << 20)
+    with caplog.at_level(logging.WARNING, "rmq.acl"):
+        refusal = guard("10.0.0.1:1", _send(huge, "12345678x"))
+    assert refusal is not None and huge in (refusal.remark or "")  # the answer names it as 4.9.8 does
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert len(line) < 1000 and f"({len(huge)} chars)" in line

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq.protocol.message import BLANK_MAGIC_CODE, SysFlag, decode_record
+from rmq.protocol.message import BLANK_MAGIC_CODE, MessageExt, SysFlag, decode_record
 from rmq.protocol.record import DispatchRequest
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.config import MessageStoreConfig
@@ -695,7 +695,8 @@ def test_batch_large_realistic(tmp_path: Path) -> None:
 
 
 # --- the real RocketMQ 4.9.8 index file --------------------------------------------------
-def _rocketmq_requests(store: Path) -> list[DispatchRequest]:
+def stored_records(store: Path) -> list[MessageExt]:
+    """Every record of a store's CommitLog, file by file up to its BLANK or write end."""
     out = []
     for name in sorted(os.listdir(store / "commitlog")):
         data = (store / "commitlog" / name).read_bytes()
@@ -704,23 +705,27 @@ def _rocketmq_requests(store: Path) -> list[DispatchRequest]:
             size, magic = struct.unpack_from(">ii", data, pos)
             if magic == BLANK_MAGIC_CODE or size <= 0:
                 break
-            m = decode_record(data, pos)
-            out.append(
-                DispatchRequest(
-                    topic=m.topic,
-                    queue_id=m.queue_id,
-                    commit_log_offset=m.commit_log_offset,
-                    msg_size=m.store_size,
-                    tags_code=0,
-                    store_timestamp=m.store_timestamp,
-                    consume_queue_offset=m.queue_offset,
-                    keys=m.keys,
-                    uniq_key=m.uniq_key,
-                    sys_flag=m.sys_flag,
-                )
-            )
+            out.append(decode_record(data, pos))
             pos += size
     return out
+
+
+def _rocketmq_requests(store: Path) -> list[DispatchRequest]:
+    return [
+        DispatchRequest(
+            topic=m.topic,
+            queue_id=m.queue_id,
+            commit_log_offset=m.commit_log_offset,
+            msg_size=m.store_size,
+            tags_code=0,
+            store_timestamp=m.store_timestamp,
+            consume_queue_offset=m.queue_offset,
+            keys=m.keys,
+            uniq_key=m.uniq_key,
+            sys_flag=m.sys_flag,
+        )
+        for m in stored_records(store)
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -118,6 +118,19 @@ def assert_same(a: dict, b: dict) -> None:
         assert x[6] == y[6], f"index file #{i} differs"
 
 
+async def started_pair(tmp_path) -> tuple[MessageStore, MessageStore]:
+    """Two started stores, a (the one truncated) and b (the prefix it must equal)."""
+    a, b = open_store(tmp_path / "a"), open_store(tmp_path / "b")
+    await a.start()
+    await b.start()
+    return a, b
+
+
+async def stores_agree(a: MessageStore, b: MessageStore) -> None:
+    assert_same(snapshot(a), snapshot(b))
+    await reads_agree(a, b)
+
+
 async def reads_agree(a: MessageStore, b: MessageStore) -> None:
     for topic in ("TopicA", "TopicB", "TopicC"):
         for qid in range(4):
@@ -180,10 +193,7 @@ def len_record(i: int) -> int:
     "where", ["mid", "blank", "file_start", "index2", "index_edge", "index_straddle", "all", "none"]
 )
 async def test_truncate_equals_prefix_store(tmp_path, clock, where):
-    a = open_store(tmp_path / "a")
-    b = open_store(tmp_path / "b")
-    await a.start()
-    await b.start()
+    a, b = await started_pair(tmp_path)
     try:
         ends = await put_range(a, clock, 0, N)
         p = _cut_points(ends)[where]
@@ -197,16 +207,14 @@ async def test_truncate_equals_prefix_store(tmp_path, clock, where):
         dropped = await a.truncate_to(offset)
         assert dropped == ends[-1] - offset
         if where != "file_start":
-            assert_same(snapshot(a), snapshot(b))
-            await reads_agree(a, b)
+            await stores_agree(a, b)
         # (file_start: a keeps the BLANK b has not written yet; b writes it with the
         # next put, then they agree again)
         # both go on with the same new messages
         a.config.brokerRole = BrokerRole.ASYNC_MASTER
         await put_range(a, clock, p, p + 60)
         await put_range(b, clock, p, p + 60)
-        assert_same(snapshot(a), snapshot(b))
-        await reads_agree(a, b)
+        await stores_agree(a, b)
     finally:
         await a.shutdown()
         await b.shutdown()
@@ -215,10 +223,7 @@ async def test_truncate_equals_prefix_store(tmp_path, clock, where):
 async def test_stopped_store_then_restart_and_crash(tmp_path, clock):
     """Truncating a loaded, not started store (no dispatch running); the result
     survives a clean restart and a crash, as the prefix store does the same ones."""
-    a = open_store(tmp_path / "a")
-    b = open_store(tmp_path / "b")
-    await a.start()
-    await b.start()
+    a, b = await started_pair(tmp_path)
     ends = await put_range(a, clock, 0, N)
     await put_range(b, clock, 0, 200)
     await a.shutdown()
@@ -239,8 +244,7 @@ async def test_stopped_store_then_restart_and_crash(tmp_path, clock):
         for st in (a, b):
             assert not st.last_exit_ok
             await st.start()
-        assert_same(snapshot(a), snapshot(b))
-        await reads_agree(a, b)
+        await stores_agree(a, b)
     finally:
         await a.shutdown()
         await b.shutdown()
