@@ -44,6 +44,7 @@ from rmq.client._util import BoundedTaskSet
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.consumer_calls import ConsumerCallHandler
+from rmq.client.consumer_stats import ConsumerStatsManager
 from rmq.client.errors import MQClientError
 from rmq.client.message import Message, SendResult
 from rmq.client.routes import (
@@ -184,6 +185,7 @@ class MQClientInstance:
         self.api = MQClientAPI(self.remoting, config.namesrv_addr_list())
         self.producer_table: dict[str, ProducerInner] = {}
         self.consumer_table: dict[str, ConsumerInner] = {}
+        self.consumer_stats = ConsumerStatsManager()  # pull / consume rates (running info)
         calls = ConsumerCallHandler(self.consumer_table, lambda: self.api.name_server_address_list)
         self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, calls.get_consumer_running_info)
         self.remoting.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, calls.consume_message_directly)

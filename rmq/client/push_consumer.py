@@ -452,6 +452,7 @@ class PushConsumer(ConsumerBase):
         if self.post_subscription_when_pull and not sd.class_filter_mode:
             sub_expression = sd.sub_string
         sys_flag = PullSysFlag.build(commit_enable, True, sub_expression is not None)
+        begin = time.monotonic()
         try:
             result = await self.pull_api.pull_kernel_impl(
                 mq,
@@ -485,6 +486,9 @@ class PushConsumer(ConsumerBase):
         if status is PullStatus.FOUND:
             req.next_offset = result.next_begin_offset
             if result.msg_found_list:
+                assert self.instance is not None
+                rt_ms = (time.monotonic() - begin) * 1000
+                self.instance.consumer_stats.inc_pull(self.group, mq.topic, rt_ms, len(result.msg_found_list))
                 dispatch = pq.put_messages(result.msg_found_list)
                 service = self.consume_service
                 assert service is not None

@@ -6,7 +6,7 @@ consumers do (the requests are read and answered in ``rmq.client.consumer_calls`
 ``ConsumerRunningInfo`` with the consumer's configuration under the Java field names and
 the ``PROP_*`` keys, its subscriptions, and for a push consumer the queues it holds with
 their committed offset and cached messages (``ProcessQueue.fillProcessQueueInfo``) and a
-status per subscribed topic. A lite pull consumer reports no queues, as Java's.
+status per subscribed topic (the instance's ConsumerStatsManager). A lite pull consumer reports no queues, as Java's.
 
 309 (``mqadmin queryMsgById -g G -d CLIENT``): the stored message is handed to the push
 consumer's listener once, outside the pull flow (no offset, no retry), and the listener's
@@ -139,9 +139,11 @@ async def consumer_running_info(consumer: Any) -> ConsumerRunningInfo:
                 pq_info.commit_offset = -1
         fill_process_queue_info(pq, pq_info)
         info.mq_table[mq] = pq_info
-    # no ConsumerStatsManager in rmq.client yet: every topic reports zero rates
+    inst = c.instance
     for sd in subs:
-        info.status_table[sd.topic] = ConsumeStatus()
+        info.status_table[sd.topic] = (
+            inst.consumer_stats.consume_status(c.group, sd.topic) if inst is not None else ConsumeStatus()
+        )
     return info
 
 

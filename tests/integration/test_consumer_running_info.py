@@ -114,6 +114,10 @@ async def test_running_info_reports_subscription_and_held_queues(cluster):
         assert props[PROP_NAMESERVER_ADDR] == cluster.namesrv + ";"
         assert int(props[PROP_CONSUMER_START_TIMESTAMP]) > 0
         assert set(info.status_table) == {topic, retry_topic(group)}
+        # live rates of the last minute: 12 pulled and consumed just now
+        status = info.status_table[topic]
+        assert status.pull_tps > 0 and status.consume_ok_tps > 0 and status.pull_rt >= 0
+        assert (status.consume_failed_tps, status.consume_failed_msgs) == (0.0, 0)
     finally:
         await c.shutdown()
 

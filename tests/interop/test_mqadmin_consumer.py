@@ -132,6 +132,9 @@ def test_consumer_status_of_one_client_shows_offsets_and_queues(cluster, online)
     assert held == {q: len(OLD) // QUEUES for q in range(QUEUES)}, out
     detail = out.split("#Consumer MQ Detail#")[1].split("#Consumer RT&TPS#")[0]
     assert detail.count(f"{online.topic} ") == QUEUES and "ProcessQueueInfo [commitOffset=2" in detail, out
+    rates = out.split("#Consumer RT&TPS#")[1].split("#Consumer jstack#")[0]
+    row = next(ln.split() for ln in rates.splitlines() if ln.startswith(online.topic + " "))
+    assert float(row[4]) > 0, out  # #ConsumeOK TPS: the old messages, within the minute
     assert "#Consumer jstack#" in out  # -s: the consumer's tasks
 
 
