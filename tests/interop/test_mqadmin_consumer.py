@@ -9,8 +9,12 @@ unconsumed, so its backlog is exactly len(NEW) while it stays online and holds e
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,10 +23,12 @@ import pytest
 
 from rmq.client import ConsumeFromWhere, ConsumeResult, Message, MessageQueue, Producer, PushConsumer
 from rmq.common.mixall import retry_topic
-from rmq.protocol.codes import ResponseCode
+from rmq.protocol.bodies import ConsumerIdList
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.headers import GetConsumerListByGroupRequestHeader
 from tests.integration.broker_util import BrokerApi, unique, wait_until
 from tests.interop.conftest import Cluster
-from tests.interop.mqadmin_util import MqadminRun, mqadmin, mqadmin_available
+from tests.interop.mqadmin_util import ROCKETMQ, MqadminRun, mqadmin, mqadmin_available
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -184,3 +190,50 @@ def test_query_msg_by_id_consumes_directly_through_the_listener(cluster, online)
 def test_consumer_status_of_a_client_that_is_not_online(cluster, online):
     r = mqadmin(online.home, "consumerStatus", "-g", online.group, "-i", "10.0.0.1@gone", "-n", cluster.namesrv_addr)
     assert f"The Consumer <{online.group}> <10.0.0.1@gone> not online" in r.text, r.text
+
+
+def test_consumer_status_and_progress_of_a_java_consumer(cluster, online, tmp_path):
+    """The broker relays 307 to a Java 4.9.8 consumer (the benchmark Consumer) the same way."""
+    topic, group = unique("MqadminJavaTopic"), unique("MqadminJavaGroup")
+    cluster.create_topic(topic, QUEUES)
+    env = dict(os.environ, ROCKETMQ_USER_HOME=str(tmp_path), JAVA_HEAP="256m")
+    java = subprocess.Popen(
+        [str(ROCKETMQ), "consumer", "-n", cluster.namesrv_addr, "-t", topic, "-g", group],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+
+        async def java_client_ids() -> list[str]:
+            ext = GetConsumerListByGroupRequestHeader(group).to_ext_fields()
+            async with BrokerApi(cluster.broker_addr) as api:
+                r = await api.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext)
+            return ConsumerIdList.from_json(r.body).consumer_id_list if r.code == ResponseCode.SUCCESS else []
+
+        async def online_with_queues() -> bool:
+            return bool(await java_client_ids())
+
+        cluster._loop.run(wait_until(online_with_queues, 60, "the Java consumer registered", interval=0.5), 70)
+        cluster.wait_route(retry_topic(group), cluster.namesrv_addr.split(";")[0], 1)
+        (client_id,) = cluster._loop.run(java_client_ids(), 30)
+        r = run(cluster, online, "consumerStatus", "-g", group, "-i", client_id)
+        assert re.search(rf"^consumerGroup\s*: {group}$", r.out, re.M), r.out
+        assert re.search(r"^PROP_CLIENT_VERSION\s*: V4_9_8$", r.out, re.M), r.out
+        assert re.search(rf"^\d+ Topic: {topic}\s+ClassFilter: false\s+SubExpression: \*$", r.out, re.M), r.out
+
+        def shows_ip() -> bool:
+            p = mqadmin(online.home, "consumerProgress", "-g", group, "-s", "true", "-n", cluster.namesrv_addr)
+            rows = [ln.split() for ln in p.out.splitlines() if ln.startswith(topic + " ")]
+            return len(rows) == QUEUES and all(row[5] == client_id.split("@")[0] for row in rows)
+
+        # consumerProgress fails (206, as against RocketMQ) until the group has committed an
+        # offset: the Java consumer writes its offsets every 5 s
+        deadline = time.monotonic() + 60
+        while not shows_ip():
+            assert time.monotonic() < deadline, "consumerProgress never showed the Java client on every queue"
+            time.sleep(1)
+    finally:
+        os.killpg(java.pid, signal.SIGKILL)
+        java.wait(10)
