@@ -35,6 +35,7 @@ from rmq.protocol.running_info import (
     GetConsumerRunningInfoRequestHeader,
 )
 from rmq.remoting.client import RemotingClient
+from tests.integration.admin_util import admin
 from tests.integration.broker_util import BrokerApi
 from tests.integration.rigs import module_cluster
 from tests.integration.test_client import Collector, create_topic, unique, wait_until
@@ -275,5 +276,34 @@ async def test_client_answers_unknown_group_as_java(cluster):
             ResponseCode.SYSTEM_ERROR,
             f"The Consumer Group <{other}> not exist in this consumer",
         )
+    finally:
+        await c.shutdown()
+
+
+async def test_rmq_admin_consumer_progress_shows_the_client_holding_each_queue(cluster):
+    topic, group = unique("AdminHolders"), unique("AdminHoldersGroup")
+    await create_topic(cluster.namesrv, cluster.broker, topic, 4)
+    async with Producer(unique("P"), cluster.namesrv) as p:
+        for i in range(4):
+            await p.send(Message(topic, b"m%d" % i), queue=MessageQueue(topic, "broker-a", i))
+    got = Collector()
+    c = await start_consumer(cluster, group, topic, got)
+    try:
+        await wait_until(lambda: len(got.msgs) == 4, what="4 messages consumed")
+        ip = c.instance.client_id.split("@")[0]
+
+        async def progress() -> dict | None:
+            r = await asyncio.to_thread(admin, "consumerProgress", "-g", group, "--json", "-n", cluster.namesrv)
+            if r.rc != 0:  # no committed offset yet: "has no consume stats", as mqadmin's 206
+                assert "has no consume stats" in r.err, r
+                return None
+            rows = [q for q in r.json()["queues"] if q["topic"] == topic]
+            return r.json() if len(rows) == 4 and all(q["clientIp"] == ip for q in rows) else None
+
+        # the group's offsets reach the broker within its 5 s persist interval
+        await wait_until(progress, 30, what="consumerProgress with the client's IP on every queue")
+        r = await asyncio.to_thread(admin, "consumerProgress", "-g", group, "-n", cluster.namesrv)
+        rows = [ln.split() for ln in r.out.splitlines() if ln.startswith(topic + " ")]
+        assert len(rows) == 4 and all(row[5] == ip for row in rows), r.out
     finally:
         await c.shutdown()
