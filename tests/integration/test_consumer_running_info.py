@@ -5,6 +5,7 @@ queryMsgById -d send them (issue 14)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -305,5 +306,29 @@ async def test_rmq_admin_consumer_progress_shows_the_client_holding_each_queue(c
         r = await asyncio.to_thread(admin, "consumerProgress", "-g", group, "-n", cluster.namesrv)
         rows = [ln.split() for ln in r.out.splitlines() if ln.startswith(topic + " ")]
         assert len(rows) == 4 and all(row[5] == ip for row in rows), r.out
+    finally:
+        await c.shutdown()
+
+
+async def test_rmq_admin_query_msg_by_id_consumes_directly(cluster):
+    topic, group = unique("AdminDirect"), unique("AdminDirectGroup")
+    await create_topic(cluster.namesrv, cluster.broker, topic, 1)
+    got = Collector()
+    c = await start_consumer(cluster, group, topic, got, "A")  # the tag-B message is not pulled
+    try:
+        async with Producer(unique("P"), cluster.namesrv) as p:
+            sent = await p.send(Message(topic, b"admin-direct", tags="B"))
+        args = ("queryMsgById", "-i", sent.offset_msg_id, "-g", group, "-d", c.instance.client_id)
+        r = await asyncio.to_thread(admin, *args, "-n", cluster.namesrv)
+        assert r.rc == 0, r
+        assert re.fullmatch(
+            r"ConsumeMessageDirectlyResult \[order=false, autoCommit=true, consumeResult=CR_SUCCESS, "
+            r"remark=null, spentTimeMills=\d+\]\n",
+            r.out,
+        ), r.out
+        assert got.bodies() == [b"admin-direct"]
+        doc = (await asyncio.to_thread(admin, *args, "--json", "-n", cluster.namesrv)).json()
+        assert (doc["msgId"], doc["consumeResult"]) == (sent.offset_msg_id, "CR_SUCCESS")
+        assert got.bodies() == [b"admin-direct"] * 2
     finally:
         await c.shutdown()
