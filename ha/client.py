@@ -27,6 +27,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from ssl import SSLContext
 from typing import Any, cast
 
 from ha.protocol import (
@@ -399,9 +400,11 @@ class HAClient:
         epochs_provider: Callable[[], Sequence[EpochEntry]] | None = None,
         buffer_size: int = 4 * 1024 * 1024,
         credential: Credential | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.store = store
         self.credential = credential
+        self.ssl = ssl  # TLS to the master's HA port (rmq.remoting.tls.outbound_context)
         self.config = store.config
         self.cluster = cluster
         self.broker_name = broker_name
@@ -465,9 +468,15 @@ class HAClient:
         host, _, port = addr.rpartition(":")
         loop = asyncio.get_running_loop()
         try:
-            _, proto = await asyncio.wait_for(
-                loop.create_connection(lambda: ReplicaProtocol(self), host, int(port)), CONNECT_TIMEOUT
+            # server_hostname "": no SNI, no host name check (the remoting links do the same)
+            connect = (
+                loop.create_connection(lambda: ReplicaProtocol(self), host, int(port))
+                if self.ssl is None
+                else loop.create_connection(
+                    lambda: ReplicaProtocol(self), host, int(port), ssl=self.ssl, server_hostname=""
+                )
             )
+            _, proto = await asyncio.wait_for(connect, CONNECT_TIMEOUT)
         except (TimeoutError, OSError, ValueError) as e:
             if failures == 0 or failures % 20 == 0:
                 log.warning("HA: cannot connect to master %s: %s", addr, e or type(e).__name__)

@@ -49,6 +49,8 @@ from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
 from rmq.common.service import ServiceLoop
 from rmq.protocol.epoch import EpochEntry
+from rmq.remoting.listener import TlsListener
+from rmq.remoting.tls import TlsSettings
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
@@ -74,10 +76,13 @@ class HAService:
         on_shrink: Callable[[], None] | None = None,
         credential: Credential | None = None,
         auth_failures: dict[str, int] | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         cfg = store.config
         self.credential = credential
         self.auth_failures: dict[str, int] = {} if auth_failures is None else auth_failures
+        # tls.server.mode on this port too (None: plaintext only)
+        self.tls = tls
         self.store = store
         self.config = cfg
         self.cluster = cluster
@@ -106,7 +111,7 @@ class HAService:
         self.slaves: set[HAConnection] = set()  # handshaken
         self.stats_rejected = 0
         self.stats_bad_input = 0
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.AbstractServer | TlsListener | None = None
         self._timer = _Housekeeping(self)
         self._not_available: asyncio.Future[PutMessageStatus] | None = None
 
@@ -119,10 +124,17 @@ class HAService:
         """Listen on haListenPort (0 = an ephemeral port; ``port`` tells which)."""
         if self._server is not None:
             return
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: HAConnection(self), self.host, self.port, reuse_address=True, backlog=64
-        )
+        if self.tls is None:
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(
+                lambda: HAConnection(self), self.host, self.port, reuse_address=True, backlog=64
+            )
+        else:
+            # plaintext_after: a slave that waits for the master to speak first still gets in
+            self._server = TlsListener(
+                "HAService", lambda: HAConnection(self), self.host, self.port, self.tls, backlog=64, plaintext_after=1.0
+            )
+            await self._server.start()
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.add_commit_listener(self._on_commit)
         self._timer.start()

@@ -6,7 +6,8 @@ supervisor or a test that reads the port from that line.
 
 ``-c FILE`` reads a namesrv.properties with RocketMQ's key names (``nameserver.config``):
 ``listenPort``, ``kvConfigPath``, ``orderMessageEnable``, the controller's
-``enableControllerInNamesrv``, ``controllerMasterTimeout``, ... Each option below has a key
+``enableControllerInNamesrv``, ``controllerMasterTimeout``, RocketMQ's ``tls.*`` keys
+(``tls.server.mode``, ...; ``rmq.remoting.tls``), ... Each option below has a key
 (named in its help); an option given on the command line wins over the file, e.g.
 ``-c namesrv.properties -p 9877``. An unknown key is warned about; a bad value stops the
 start (exit code 2) naming the key.
@@ -95,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="namesrv.properties with RocketMQ's keys (listenPort, kvConfigPath, "
-        "orderMessageEnable, enableControllerInNamesrv, ...)",
+        "orderMessageEnable, enableControllerInNamesrv, tls.server.mode, ...)",
     )
     p.add_argument(
         "--controller",
@@ -151,6 +152,8 @@ async def run(settings: NamesrvSettings) -> int:
         acl_home=acl_home(cfg.rocketmqHome) if cfg.aclEnable else None,
         cluster_credential=cfg.inner_credential,
     )
+    # tls.* keys (default: permissive, a self-signed certificate made at start)
+    server.remoting.tls = settings.netty.tls
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []

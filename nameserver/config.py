@@ -3,7 +3,9 @@
 As with RocketMQ's NamesrvStartup, one file feeds several objects and a key lands in
 whichever knows it: ``NamesrvConfig`` (RocketMQ's keys, plus rmq's own NameServer options),
 ``NettyServerConfig`` (``listenPort``, ``bindAddress``, ...) and the failover controller's
-``ControllerConfig``. Values come as the file gives them (text: ``true``/``false``,
+``ControllerConfig``; the ``tls.*`` keys (``tls.server.mode``, certificates, ...; also read
+without ``-c``, from ``/etc/rocketmq/tls.properties`` when it exists) land in ``netty.tls``
+(``rmq.remoting.tls``). Values come as the file gives them (text: ``true``/``false``,
 numbers); an unknown key is warned about in one line naming it, a bad value stops the
 start with the key named. Every command-line option of ``rmq namesrv`` has a key here;
 an option given on the command line wins over the file. New NameServer settings (ACL,
@@ -22,7 +24,7 @@ from nameserver.kvconfig import default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS
 from rmq.auth.credentials import Credential, CredentialError, parse_credential
 from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
-from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.config import NettyServerConfig, take_tls_keys
 
 __all__ = [
     "NamesrvConfig",
@@ -116,6 +118,7 @@ def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = 
     already parsed), warn about unknown keys and validate. ``PropertiesError`` names the
     key (or the line)."""
     s = NamesrvSettings()
+    props: dict[str, str] = {}
     if path is not None:
         try:
             with open(path, encoding="utf-8") as f:
@@ -123,12 +126,13 @@ def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = 
         except OSError as e:
             raise PropertiesError(f"cannot read {path}: {e.strerror}") from None
         props = parse_properties_text(text)
-        unknown = set(apply_properties(s.namesrv, props))
-        unknown &= set(apply_properties(s.netty, props))
-        unknown &= set(apply_properties(s.controller, props))
-        s.unknown_keys = [k for k in props if k in unknown]
-        for key in s.unknown_keys:
-            log.warning("NameServer config %s: unknown key %r ignored", path, key)
+    props, tls_ignored = take_tls_keys(s.netty, props)
+    unknown = set(apply_properties(s.namesrv, props))
+    unknown &= set(apply_properties(s.netty, props))
+    unknown &= set(apply_properties(s.controller, props))
+    s.unknown_keys = [k for k in props if k in unknown] + tls_ignored
+    for key in s.unknown_keys:
+        log.warning("NameServer config %s: unknown key %r ignored", path, key)
     for key, value in (overrides or {}).items():
         target = next((o for o in (s.namesrv, s.netty, s.controller) if hasattr(o, key)), None)
         if target is None:

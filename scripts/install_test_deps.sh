@@ -8,7 +8,7 @@
 #   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
 #                              (the interop tests and PySpark 4 in tests/spark)
 #   javac                      Debian default-jdk-headless, only if no `javac` is on PATH
-#                              (tests/interop/test_java_acl.py compiles a Java client program)
+#                              (tests/interop/test_java_acl.py, test_java_tls.py compile Java client programs)
 #   prometheus                 Debian prometheus, only if no `prometheus` is on PATH
 #                              (tests/integration/test_compose_deployment.py runs it)
 #
@@ -200,7 +200,7 @@ ensure_java() {
         apt_install default-jre-headless
         [[ "$(java_major)" -ge 17 ]] || die "need Java 17+ on PATH for Spark (have: $(java -version 2>&1 | head -n1))"
     fi
-    # tests/interop/test_java_acl.py compiles a Java 4.9.8 client program (javac)
+    # tests/interop/test_java_acl.py and test_java_tls.py compile Java 4.9.8 client programs (javac)
     command -v javac >/dev/null 2>&1 || apt_install default-jdk-headless
     command -v javac >/dev/null 2>&1 || die "installed default-jdk-headless but still no javac on PATH"
 }

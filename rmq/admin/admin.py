@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any, TypeVar
 
 from rmq.admin.errors import AdminError
@@ -109,13 +110,18 @@ class MQAdmin(ClosingContext):
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         access_key: str | None = None,
         secret_key: str | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.namesrv_addrs = [a for a in namesrv_addrs if a]
         self.timeout_ms = timeout_ms
         # mqadmin signs with conf/tools.yml's pair; here the caller's (flags / env)
         hook = signing_hook(access_key, secret_key)
         self.remoting = RemotingClient(
-            version=MQVersion.V4_9_8, name="rmq-admin", connect_timeout=min(3.0, timeout_ms / 1000), request_hook=hook
+            version=MQVersion.V4_9_8,
+            name="rmq-admin",
+            connect_timeout=min(3.0, timeout_ms / 1000),
+            request_hook=hook,
+            ssl=ssl,  # --tls (rmq.client.tls)
         )
         self.api = MQClientAPI(self.remoting, self.namesrv_addrs)
         self._cluster_info: ClusterInfo | None = None

@@ -20,6 +20,8 @@ from typing import TextIO
 from rmq.admin.admin import DEFAULT_NAMESRV, DEFAULT_TIMEOUT_MS, MQAdmin
 from rmq.admin.base import COMMANDS, NAMESRV, Command, Opt, Output, UsageError, describe_error, find_command
 from rmq.client.acl import add_credential_options, credentials
+from rmq.client.tls import add_tls_options, tls_options
+from rmq.remoting.tls import client_context
 
 __all__ = ["main", "build_parser", "NAMESRV_ADDR_ENV"]
 
@@ -46,6 +48,7 @@ def build_parser(cls: type[Command]) -> argparse.ArgumentParser:
     for opt in (NAMESRV, *cls.options, _JSON, _TIMEOUT):
         opt.add_to(p)
     add_credential_options(p)
+    add_tls_options(p)
     return p
 
 
@@ -106,7 +109,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
     async def go() -> None:
         access_key, secret_key = credentials(args)
-        async with MQAdmin(namesrv_list(args.namesrvAddr), args.timeout, access_key, secret_key) as admin:
+        use_tls, tls = tls_options(args)
+        ssl = client_context(tls) if use_tls else None
+        async with MQAdmin(namesrv_list(args.namesrvAddr), args.timeout, access_key, secret_key, ssl) as admin:
             await cmd.run(admin, args, out)
 
     try:

@@ -48,6 +48,7 @@ from rmq.protocol.codes import RequestCode
 from rmq.protocol.message import pack_host
 from rmq.remoting.acl_guard import AclGuard, AclReloadService, acl_home, load_acl_set
 from rmq.remoting.server import RemotingServer
+from rmq.remoting.tls import outbound_context
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 
@@ -96,9 +97,10 @@ class Broker:
         self.locks = RebalanceLockManager()
 
         # ---- network
-        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}")
-        # signs with innerClientAuthenticationCredentials (registration, controller, slave sync)
-        self.namesrv_client = outer_client(bc.inner_credential)
+        self.server = RemotingServer(listen_host, bc.listenPort, name=f"broker-{bc.brokerName}", tls=bc.tls)
+        # signs with innerClientAuthenticationCredentials (registration, controller, slave
+        # sync); TLS when tls.enable, else when the server mode is enforcing (BrokerStartup)
+        self.namesrv_client = outer_client(bc.inner_credential, outbound_context(bc.tls))
         self.outer_api = BrokerOuterAPI(self.namesrv_client)
 
         # ---- the store (loaded and started in start(); its host once the port is bound)

@@ -88,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the same view as GET_BROKER_CONFIG: secrets left out
         for key, value in all_config_properties(loaded.broker, loaded.store).items():
             print(f"{key}={value}")
+        for key, text in loaded.broker.tls.to_properties().items():  # passwords shown as ******
+            print(f"{key}={text}")
         return 0
     broker = Broker(loaded.broker, loaded.store, listen_host=loaded.broker.bindAddress, config_path=args.config)
     try:

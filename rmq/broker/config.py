@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from rmq.auth.credentials import Credential, CredentialError, parse_credential
 from rmq.common.net import local_ip
 from rmq.common.properties import PropertiesError, apply_properties, parse_properties_text
-from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.config import NettyServerConfig, take_tls_keys
 from rmq.store.config import BrokerRole, ConfigError, MessageStoreConfig
 
 log = logging.getLogger("rmq.broker")
@@ -221,6 +221,10 @@ def load_broker_config(
         props.update(overrides)
     broker = BrokerConfig()
     store = MessageStoreConfig()
+    with _config_error():
+        props, tls_ignored = take_tls_keys(broker, props, outbound=True)
+    for k in tls_ignored:
+        log.warning("broker config: TLS key %r ignored", k)
     unknown = apply_broker_properties(broker, store, props)
     if namesrv:
         broker.namesrvAddr = namesrv

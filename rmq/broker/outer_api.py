@@ -15,6 +15,7 @@ import asyncio
 import logging
 import zlib
 from dataclasses import dataclass
+from ssl import SSLContext
 
 from rmq.auth.credentials import Credential
 from rmq.protocol.bodies import KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -31,10 +32,12 @@ from rmq.remoting.errors import RemotingError
 log = logging.getLogger("rmq.broker.register")
 
 
-def outer_client(credential: Credential | None) -> RemotingClient:
+def outer_client(credential: Credential | None, ssl: SSLContext | None = None) -> RemotingClient:
     """The broker's client for NameServers, controllers and its master; signing with
-    ``credential`` when there is one."""
-    return RemotingClient(request_hook=credential.sign if credential is not None else None, name="broker-outer")
+    ``credential`` when there is one, TLS with ``ssl`` (rmq.remoting.tls.outbound_context)."""
+    return RemotingClient(
+        request_hook=credential.sign if credential is not None else None, name="broker-outer", ssl=ssl
+    )
 
 
 @dataclass

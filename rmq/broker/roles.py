@@ -25,6 +25,7 @@ from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.transaction import TransactionalMessageService
 from rmq.common.service import TaskSet
+from rmq.remoting.tls import outbound_context
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 
@@ -106,6 +107,7 @@ class RoleServices:
                 epoch_provider=self.epoch,
                 credential=bc.inner_credential,
                 auth_failures=self.ha_auth_failures,
+                tls=bc.tls,
                 **opts,
             )
             self.ha_service = svc
@@ -138,6 +140,7 @@ class RoleServices:
                 broker_id=bc.brokerId,
                 epoch_provider=self.epoch,
                 credential=bc.inner_credential,
+                ssl=outbound_context(bc.tls),
                 **opts,
             )
             self.ha_client = client

@@ -34,7 +34,7 @@ from rmq.protocol.bodies import (
     TopicRouteData,
     UnlockBatchRequestBody,
 )
-from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -238,12 +238,12 @@ class MQClientAPI:
 
     # ------------------------------------------------------------------ pull (2.5)
     async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: int) -> PullResult:
-        """PULL_MESSAGE (11), or LITE_PULL_MESSAGE (361) when the lite-pull flag is set.
+        """PULL_MESSAGE (11), for the lite-pull consumer too (its flag rides in sysFlag), as
+        the 4.9.8 Java client sends it: a 4.9.8 broker does not know 5.x's LITE_PULL_MESSAGE (361).
 
         The result carries the raw records in ``body``; ``PullAPIWrapper`` decodes them.
         """
-        code = RequestCode.LITE_PULL_MESSAGE if PullSysFlag.has_lite_pull(header.sys_flag) else RequestCode.PULL_MESSAGE
-        resp = await self.remoting.invoke(addr, _request(code, header), timeout_ms / 1000)
+        resp = await self.remoting.invoke(addr, _request(RequestCode.PULL_MESSAGE, header), timeout_ms / 1000)
         status = PULL_STATUS_BY_CODE.get(resp.code)
         if status is None:
             raise MQBrokerError(resp.code, resp.remark, addr)

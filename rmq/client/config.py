@@ -11,11 +11,13 @@ import ipaddress
 import os
 import time
 from dataclasses import dataclass, field
+from ssl import SSLContext
 from typing import Any
 
 from rmq.client.acl import AclClientRPCHook, signing_hook
 from rmq.common.net import local_ip
 from rmq.protocol.codes import LanguageCode, SerializeType
+from rmq.remoting.tls import TlsSettings, client_context
 
 __all__ = ["ClientConfig", "local_ip", "DEFAULT_INSTANCE_NAME", "NAMESRV_ADDR_ENV"]
 
@@ -36,6 +38,10 @@ class ClientConfig:
     ``access_key`` / ``secret_key`` (both or neither): every request is signed as Java's
     ``AclClientRPCHook`` signs it, for brokers with ``aclEnable=true``. The secret is
     kept out of ``repr``.
+
+    ``use_tls`` (Java's ``useTLS``, ``-Dtls.enable=true``): every connection, NameServers and
+    brokers, is TLS. ``tls`` holds RocketMQ's ``tls.client.*`` keys; with its default
+    (``test_mode=True``, as 4.9.8) any server certificate is accepted and none is sent.
     """
 
     namesrv_addr: str | None = None
@@ -59,6 +65,8 @@ class ClientConfig:
     local_offset_store_dir: str | None = None
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
+    use_tls: bool = False
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     @classmethod
     def of_client(
@@ -77,6 +85,11 @@ class ClientConfig:
     def request_hook(self) -> AclClientRPCHook | None:
         """The signing hook for this config's credentials (``acl.signing_hook``)."""
         return signing_hook(self.access_key, self.secret_key)
+
+    def ssl_context(self) -> SSLContext | None:
+        """The TLS context of this config's connections, None for plaintext; reads the
+        certificate files when ``tls`` names them (``PropertiesError`` names the key)."""
+        return client_context(self.tls) if self.use_tls else None
 
     # ------------------------------------------------------------------ identity
     def build_mq_client_id(self) -> str:

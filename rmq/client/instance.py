@@ -176,6 +176,7 @@ class MQClientInstance:
             connect_timeout=config.connect_timeout / 1000,
             request_hook=config.request_hook(),
             name=f"client-{client_id}",
+            ssl=config.ssl_context(),
         )
         self.remoting.register_processor(
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._process_notify_consumer_ids_changed

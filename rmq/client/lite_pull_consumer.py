@@ -7,8 +7,8 @@
     msgs = await c.poll(1000)
     await c.commit()
 
-Each owned queue has a pull task that long-polls the broker (LITE_PULL_MESSAGE with the
-subscription in every request) and queues the messages it gets; ``poll`` hands out one
+Each owned queue has a pull task that long-polls the broker (PULL_MESSAGE with the lite-pull
+flag and the subscription in every request) and queues the messages it gets; ``poll`` hands out one
 pulled batch at a time. Offsets: ``poll`` marks what it returned as consumed;
 ``commit`` writes the consumed offsets to the broker; with ``auto_commit`` (default)
 ``poll`` does that every ``auto_commit_interval_ms`` and ``shutdown`` once more — so a

@@ -33,6 +33,7 @@ from rmq.client.errors import MQBrokerError, MQClientError, RemotingError
 from rmq.client.message import Message, SendResult
 from rmq.client.producer import Producer
 from rmq.client.push_consumer import PushConsumer
+from rmq.client.tls import add_tls_options, tls_options
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.message import MessageExt
 
@@ -79,16 +80,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--log-level", default="WARNING")
     add_credential_options(p)
+    add_tls_options(p)
 
 
 def _config(args: argparse.Namespace) -> ClientConfig:
     addr = args.namesrv or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
     access_key, secret_key = credentials(args)
+    use_tls, tls = tls_options(args)
     return ClientConfig(
         namesrv_addr=addr,
         serialize_type=getattr(SerializeType, args.serialize),
         access_key=access_key,
         secret_key=secret_key,
+        use_tls=use_tls,
+        tls=tls,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import ssl as _ssl
 from collections.abc import Callable
 
 from rmq.protocol.codes import SerializeType
@@ -46,6 +47,9 @@ class RemotingClient(Endpoint):
 
     ``request_hook(addr, cmd)`` runs on every request this client sends (after the
     serialize type, language and version are set: they are part of what it may sign).
+
+    ``ssl``: connect with TLS (``rmq.remoting.tls.client_context``); no host name is checked
+    or sent, as with RocketMQ's clients.
     """
 
     def __init__(
@@ -61,6 +65,7 @@ class RemotingClient(Endpoint):
         max_inflight_per_connection: int = 4096,
         max_frame_length: int = MAX_FRAME_LENGTH,
         coalesce_limit: int = 16 << 10,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         if serialize_type not in (SerializeType.JSON, SerializeType.ROCKETMQ):
             raise ValueError(f"unknown serialize type {serialize_type}")
@@ -69,6 +74,7 @@ class RemotingClient(Endpoint):
         self.version = version
         self.connect_timeout = connect_timeout
         self.request_hook = request_hook
+        self.ssl = ssl
         super().__init__(name, max_inflight_per_connection, max_frame_length, coalesce_limit)
         self._dispatcher.register_default(request_handler)
         self._conns: dict[str, Connection] = {}
@@ -186,16 +192,23 @@ class RemotingClient(Endpoint):
         except ValueError as e:
             raise RemotingConnectError(str(e)) from None
         loop = asyncio.get_running_loop()
+        factory = functools.partial(self._new_connection, addr)
+        # server_hostname "": no SNI and no host name to match (check_hostname is off)
+        connect = (
+            loop.create_connection(factory, host, port)
+            if self.ssl is None
+            else loop.create_connection(factory, host, port, ssl=self.ssl, server_hostname="")
+        )
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(functools.partial(self._new_connection, addr), host, port), self.connect_timeout
-            )
+            _, conn = await asyncio.wait_for(connect, self.connect_timeout)
         except TimeoutError:
             raise RemotingConnectError(
                 f"connect to {addr} timed out after {self.connect_timeout * 1000:.0f}ms"
             ) from None
-        except OSError as e:
-            raise RemotingConnectError(f"connect to {addr} failed: {e}") from e
+        except OSError as e:  # ssl.SSLError too (a refused handshake)
+            # a TLS handshake the server cut short has an empty message: name the error then
+            why = str(e) or type(e).__name__
+            raise RemotingConnectError(f"connect to {addr}{' (TLS)' if self.ssl else ''} failed: {why}") from e
         if self._closed:
             conn.abort()
             raise RemotingClosedError(f"{self.name} is closed")

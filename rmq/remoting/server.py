@@ -9,6 +9,8 @@ from rmq.protocol.frame import MAX_FRAME_LENGTH
 from rmq.remoting.connection import Connection, ConnectionCallback
 from rmq.remoting.dispatch import AuthHook, Processor, RpcObserver
 from rmq.remoting.endpoint import Endpoint
+from rmq.remoting.listener import TlsListener
+from rmq.remoting.tls import TlsSettings
 
 __all__ = ["RemotingServer"]
 
@@ -21,6 +23,10 @@ class RemotingServer(Endpoint):
     ``register_processor(code, fn)`` before or after ``start()``; see ``rmq.remoting.dispatch``
     for what a processor may return. ``port=0`` binds an ephemeral port, readable from
     ``.port`` after ``start()``.
+
+    ``tls``: RocketMQ's TLS settings (``tls.server.mode`` disabled / permissive / enforcing,
+    certificates; ``rmq.remoting.tls``): each connection is plaintext or TLS by its first
+    byte (``rmq.remoting.listener``). None: plaintext only, no detection (in-process tests).
     """
 
     def __init__(
@@ -34,12 +40,14 @@ class RemotingServer(Endpoint):
         write_buffer_high: int | None = 1 << 20,
         coalesce_limit: int = 16 << 10,
         backlog: int = 1024,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.host = host
         self.port = port
         super().__init__(name, max_inflight_per_connection, max_frame_length, coalesce_limit, write_buffer_high)
         self._backlog = backlog
-        self._server: asyncio.AbstractServer | None = None
+        self.tls = tls
+        self._server: asyncio.AbstractServer | TlsListener | None = None
         self._connections: set[Connection] = set()
         self._made_callbacks: list[ConnectionCallback] = []
         self._closed_callbacks: list[ConnectionCallback] = []
@@ -70,12 +78,26 @@ class RemotingServer(Endpoint):
     async def start(self) -> None:
         if self._server is not None:
             raise RuntimeError(f"{self.name} already started")
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self.host, self.port, backlog=self._backlog, reuse_address=True
+        if self.tls is None:
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(
+                self._new_connection, self.host, self.port, backlog=self._backlog, reuse_address=True
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+        else:
+            listener = TlsListener(
+                self.name, self._new_connection, self.host, self.port, self.tls, backlog=self._backlog
+            )
+            await listener.start()
+            self._server = listener
+            self.port = listener.port
+        logger.info(
+            "%s listening on %s:%d%s",
+            self.name,
+            self.host,
+            self.port,
+            "" if self.tls is None else f" (TLS {self.tls.server_mode.value})",
         )
-        self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("%s listening on %s:%d", self.name, self.host, self.port)
 
     async def stop(self, grace: float = 1.0) -> None:
         """Stop accepting, close every connection (aborting those that do not close
