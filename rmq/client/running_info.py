@@ -115,13 +115,12 @@ def fill_process_queue_info(pq: ProcessQueue, info: ProcessQueueInfo) -> None:
     info.last_consume_timestamp = pq.last_consume_timestamp
 
 
-async def consumer_running_info(consumer: Any) -> ConsumerRunningInfo:
+async def consumer_running_info(c: Any) -> ConsumerRunningInfo:
     """DefaultMQPushConsumerImpl / DefaultLitePullConsumerImpl.consumerRunningInfo (the
     instance adds the NameServer addresses, consume type and version: consumer_calls).
-    ``consumer``: a PushConsumer or LitePullConsumer (their settings differ: read by name)."""
-    c = consumer
+    ``c``: a PushConsumer or LitePullConsumer (their settings differ: read by name)."""
     info = ConsumerRunningInfo(_properties(c))
-    subs = consumer.subscriptions()
+    subs = c.subscriptions()
     info.subscription_set = list(subs)
     service = getattr(c, "consume_service", None)
     if not isinstance(service, ConsumeServiceBase):

@@ -14,6 +14,7 @@ from rmq.client import (
     ConsumeFromWhere,
     ConsumeOrderlyResult,
     ConsumeResult,
+    LitePullConsumer,
     Message,
     MessageQueue,
     Producer,
@@ -330,5 +331,30 @@ async def test_rmq_admin_query_msg_by_id_consumes_directly(cluster):
         doc = (await asyncio.to_thread(admin, *args, "--json", "-n", cluster.namesrv)).json()
         assert (doc["msgId"], doc["consumeResult"]) == (sent.offset_msg_id, "CR_SUCCESS")
         assert got.bodies() == [b"admin-direct"] * 2
+    finally:
+        await c.shutdown()
+
+
+async def test_lite_pull_consumer_reports_subscriptions_only_and_cannot_consume_directly(cluster):
+    topic, group = unique("Lite"), unique("LiteGroup")
+    await create_topic(cluster.namesrv, cluster.broker, topic, 2)
+    c = LitePullConsumer(group, cluster.namesrv)
+    c.subscribe(topic, "*")
+    await c.start()
+    try:
+        async with Producer(unique("P"), cluster.namesrv) as p:
+            sent = await p.send(Message(topic, b"lite"))
+        async with BrokerApi(cluster.broker) as api:
+            resp = await running_info(api, group, c.instance.client_id)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            info = ConsumerRunningInfo.from_json(resp.body)
+            # DefaultLitePullConsumerImpl.consumerRunningInfo: properties and subscriptions only
+            assert info.properties[PROP_CONSUME_TYPE] == "CONSUME_ACTIVELY"
+            assert info.properties["consumerGroup"] == group and info.properties["autoCommit"] == "true"
+            assert [s.topic for s in info.subscription_set] == [topic]
+            assert info.mq_table == {} and info.status_table == {}
+            resp = await consume_directly(api, group, c.instance.client_id, sent.offset_msg_id)
+            assert resp.code == ResponseCode.SYSTEM_ERROR
+            assert "is a pull consumer" in resp.remark
     finally:
         await c.shutdown()
