@@ -52,6 +52,12 @@ from rmq.protocol.headers import (
     GetProducerConnectionListRequestHeader,
 )
 from rmq.protocol.message import MessageExt, decode_message_id
+from rmq.protocol.running_info import (
+    ConsumeMessageDirectlyResult,
+    ConsumeMessageDirectlyResultRequestHeader,
+    ConsumerRunningInfo,
+    GetConsumerRunningInfoRequestHeader,
+)
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 
@@ -375,6 +381,28 @@ class MQAdmin(ClosingContext):
             f"consumer group {group} is not online: no consumer of it is connected "
             f"(broker {last.broker_addr} answered CONSUMER_NOT_ONLINE)"
         )
+
+    async def get_consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (307) through the group's first broker, which relays it to
+        the client; three timeouts, as mqadmin (the broker waits 10 s for the client)."""
+        addr = (await self._group_brokers(group))[0]
+        ext = GetConsumerRunningInfoRequestHeader(group, client_id, jstack).to_ext_fields()
+        resp = await self.api.raw(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, ext, None, self.timeout_ms * 3)
+        if resp.code != ResponseCode.SUCCESS or not resp.body:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        return ConsumerRunningInfo.from_json(resp.body)
+
+    async def consume_message_directly(
+        self, group: str, client_id: str, msg: MessageExt
+    ) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY (309) to the broker that stored ``msg``, which reads it
+        by its offset msgId and relays it to the client's listener (three timeouts)."""
+        addr = msg.store_host_str
+        ext = ConsumeMessageDirectlyResultRequestHeader(group, client_id, msg.msg_id).to_ext_fields()
+        resp = await self.api.raw(addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, None, self.timeout_ms * 3)
+        if resp.code != ResponseCode.SUCCESS or not resp.body:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        return ConsumeMessageDirectlyResult.from_json(resp.body)
 
     async def examine_producer_connection_info(self, group: str, topic: str) -> ProducerConnection:
         """GET_PRODUCER_CONNECTION_LIST (204) from the brokers of topic's route, merged."""

@@ -24,6 +24,7 @@ from rmq.broker.processors.acl_admin import AclAdminProcessor
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor
+from rmq.broker.processors.consumer_call import ConsumerCallProcessor
 from rmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from rmq.broker.processors.end_transaction import EndTransactionProcessor
 from rmq.broker.processors.lock import LockProcessor
@@ -269,6 +270,9 @@ class Broker:
             (RequestCode.GET_ALL_PRODUCER_INFO, ops.get_all_producer_info),
         ):
             s.register_processor(code, fn)
+        calls = ConsumerCallProcessor(bc.brokerName, self.store, self.consumers)
+        s.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, calls.get_consumer_running_info)
+        s.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, calls.consume_message_directly)
         # codes 50-53 (54 stays unregistered: REQUEST_CODE_NOT_SUPPORTED, as 4.9.8)
         for code, fn in AclAdminProcessor(acl_home(bc.rocketmqHome), bc, lambda: self.acl_guard).handlers():
             s.register_processor(code, fn)

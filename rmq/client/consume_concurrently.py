@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -135,12 +136,14 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         for m in msgs:
             m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
         status: Any = None
+        begin = time.monotonic()
         try:
             status = await self._call_listener(msgs, ctx)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("consumeMessage exception, group=%s %s", self.consumer.group, mq)
+        self._count_consume(mq.topic, begin)
         if not isinstance(status, ConsumeResult):
             if status is not None:
                 log.warning("listener returned %r, not a ConsumeResult; treated as RECONSUME_LATER", status)
@@ -171,6 +174,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             ack_index = min(ack_index, len(msgs) - 1)
         else:
             ack_index = -1
+        self._count_consume(mq.topic, None, ok=ack_index + 1, failed=len(msgs) - ack_index - 1)
         done = msgs
         if self.consumer.message_model is MessageModel.BROADCASTING:
             for m in msgs[ack_index + 1 :]:

@@ -199,12 +199,14 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                                 "consumeMessage, the message queue not be able to consume, because it's dropped. %s", mq
                             )
                             break
+                        begin = time.monotonic()
                         try:
                             status = await self._call_listener(msgs, ctx)
                         except asyncio.CancelledError:
                             raise
                         except Exception:
                             log.exception("consumeMessage exception, group=%s %s", c.group, mq)
+                        self._count_consume(mq.topic, begin)
                     if not isinstance(status, ConsumeOrderlyResult):
                         if status is not None:
                             log.warning(
@@ -242,6 +244,8 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
         R = ConsumeOrderlyResult
         go_on = True
         commit_offset = -1
+        ok = status in (R.SUCCESS, R.COMMIT)  # ROLLBACK and SUSPEND count as failed, as Java
+        self._count_consume(mq.topic, None, ok=len(msgs) if ok else 0, failed=0 if ok else len(msgs))
         if ctx.auto_commit:
             if status in (R.COMMIT, R.ROLLBACK):
                 log.warning(

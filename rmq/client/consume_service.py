@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -74,6 +75,17 @@ class ConsumeServiceBase:
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[Any]:
         return self.tasks.spawn(coro, f"{self.consumer.group} {name}")
+
+    def _count_consume(self, topic: str, begin: float | None, ok: int = 0, failed: int = 0) -> None:
+        """ConsumerStatsManager: the listener's time since ``begin`` (monotonic) and / or a
+        batch's outcome, under the queue's topic (GET_CONSUMER_RUNNING_INFO's rates)."""
+        inst = self.consumer.instance
+        if inst is None:
+            return
+        if begin is not None:
+            inst.consumer_stats.inc_consume_rt(self.consumer.group, topic, (time.monotonic() - begin) * 1000)
+        if ok or failed:
+            inst.consumer_stats.inc_consume_result(self.consumer.group, topic, ok, failed)
 
     async def _call_listener(self, msgs: list[MessageExt], ctx: object) -> Any:
         if self.is_async:

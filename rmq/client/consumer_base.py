@@ -125,6 +125,7 @@ class ConsumerBase(StartedContext):
         self._subscriptions: dict[str, str] = {}  # topic -> expression, as subscribed
         self._state = CREATE_JUST
         self._tasks = BoundedTaskSet(logging.getLogger("rmq.client.consumer"))
+        self.consumer_start_timestamp = now_ms()  # Java sets it when the consumer is made
 
     def _new_rebalance(self) -> RebalanceImpl:
         raise NotImplementedError

@@ -17,7 +17,9 @@ Requests brokers send to the client (``ClientRemotingProcessor``):
 * CHECK_TRANSACTION_STATE (39): handed to the producer of the half message's group
   (PGROUP), which asks its ``TransactionListener`` and answers END_TRANSACTION;
 * RESET_CONSUMER_CLIENT_OFFSET (220): handed to the group's consumer, which drops what
-  it holds of those queues and continues from the new offsets.
+  it holds of those queues and continues from the new offsets;
+* GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309), relayed by a broker
+  from an admin: answered by ``rmq.client.consumer_calls``.
 
 ``default_producer()`` is the instance's own producer (group CLIENT_INNER_PRODUCER,
 Java ``mQClientFactory.getDefaultMQProducer()``): consumers send failed messages
@@ -41,6 +43,8 @@ from typing import Any, Protocol, TypeVar
 from rmq.client._util import BoundedTaskSet
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
+from rmq.client.consumer_calls import ConsumerCallHandler
+from rmq.client.consumer_stats import ConsumerStatsManager
 from rmq.client.errors import MQClientError
 from rmq.client.message import Message, SendResult
 from rmq.client.routes import (
@@ -182,6 +186,10 @@ class MQClientInstance:
         self.api = MQClientAPI(self.remoting, config.namesrv_addr_list())
         self.producer_table: dict[str, ProducerInner] = {}
         self.consumer_table: dict[str, ConsumerInner] = {}
+        self.consumer_stats = ConsumerStatsManager()  # pull / consume rates (running info)
+        calls = ConsumerCallHandler(self.consumer_table, lambda: self.api.name_server_address_list)
+        self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, calls.get_consumer_running_info)
+        self.remoting.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, calls.consume_message_directly)
         self.topic_route_table: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
         self.broker_version_table: dict[str, dict[str, int]] = {}

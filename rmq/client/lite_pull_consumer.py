@@ -47,10 +47,12 @@ from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffse
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest
 from rmq.client.routes import topic_route_to_subscribe_info
+from rmq.client.running_info import consumer_running_info
 from rmq.common.clock import now_ms
 from rmq.protocol.bodies import MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.message import MessageExt
+from rmq.protocol.running_info import ConsumerRunningInfo
 
 __all__ = ["LitePullConsumer"]
 
@@ -334,6 +336,10 @@ class LitePullConsumer(ConsumerBase):
     # ------------------------------------------------------------------ MQConsumerInner
     def _rebalance_enabled(self) -> bool:
         return self._state == RUNNING and self._subscription_type == _SUBSCRIBE
+
+    async def consumer_running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (rmq.client.running_info): no queues, as Java's."""
+        return await consumer_running_info(self)
 
     async def persist_consumer_offset(self) -> None:
         if self._state == RUNNING:

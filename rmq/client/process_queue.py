@@ -205,6 +205,19 @@ class ProcessQueue:
     def consuming_count(self) -> int:
         return len(self._consuming)
 
+    def cached_range(self) -> tuple[int, int, int] | None:
+        """(smallest, largest offset, count) of the messages waiting to be consumed, or
+        None (what GET_CONSUMER_RUNNING_INFO reports as cachedMsg*)."""
+        if not self._msgs:
+            return None
+        return min(self._msgs), max(self._msgs), len(self._msgs)
+
+    def consuming_range(self) -> tuple[int, int, int] | None:
+        """The same for an orderly consumer's taken, uncommitted messages (transactionMsg*)."""
+        if not self._consuming:
+            return None
+        return min(self._consuming), max(self._consuming), len(self._consuming)
+
     def clear(self) -> None:
         """Forget everything in flight (seek, re-balance, offset reset)."""
         self._msgs.clear()

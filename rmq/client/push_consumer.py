@@ -88,11 +88,13 @@ from rmq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffse
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.producer import new_inner_producer
 from rmq.client.rebalance import AVG, AllocateStrategy, PullRequest
+from rmq.client.running_info import consume_message_directly, consumer_running_info
 from rmq.common.clock import now_ms
 from rmq.common.mixall import is_retry_topic, retry_topic
 from rmq.protocol.bodies import MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt
+from rmq.protocol.running_info import ConsumeMessageDirectlyResult, ConsumerRunningInfo
 
 __all__ = [
     "PushConsumer",
@@ -319,6 +321,16 @@ class PushConsumer(ConsumerBase):
     async def persist_consumer_offset(self, oneway: bool = True) -> None:
         await self._persist(list(self.rebalance.process_queue_table), oneway)
 
+    async def consumer_running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (rmq.client.running_info)."""
+        return await consumer_running_info(self)
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: ``msg`` to the listener once, outside the pull flow."""
+        if self.consume_service is None:
+            raise MQClientError(f"The PushConsumer {self.group} is not started")
+        return await consume_message_directly(self.consume_service, msg, broker_name)
+
     # ------------------------------------------------------------------ sending back
     async def send_back_through_producer(self, msg: MessageExt, reconsume_times: int, max_reconsume_times: int) -> None:
         """DefaultMQPushConsumerImpl.sendMessageBack's fallback (and the orderly service's
@@ -440,6 +452,7 @@ class PushConsumer(ConsumerBase):
         if self.post_subscription_when_pull and not sd.class_filter_mode:
             sub_expression = sd.sub_string
         sys_flag = PullSysFlag.build(commit_enable, True, sub_expression is not None)
+        begin = time.monotonic()
         try:
             result = await self.pull_api.pull_kernel_impl(
                 mq,
@@ -473,6 +486,9 @@ class PushConsumer(ConsumerBase):
         if status is PullStatus.FOUND:
             req.next_offset = result.next_begin_offset
             if result.msg_found_list:
+                assert self.instance is not None
+                rt_ms = (time.monotonic() - begin) * 1000
+                self.instance.consumer_stats.inc_pull(self.group, mq.topic, rt_ms, len(result.msg_found_list))
                 dispatch = pq.put_messages(result.msg_found_list)
                 service = self.consume_service
                 assert service is not None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from json.encoder import encode_basestring as _c_json_str  # C accelerated, ensure_ascii=False
 from types import MappingProxyType
 from typing import Any, Final
@@ -38,6 +38,7 @@ __all__ = [
     "loads",
     "dumps_object_keyed_map",
     "loads_object_keyed_map",
+    "split_object_keyed_map",
     "type_name",
 ]
 
@@ -357,23 +358,47 @@ def loads_object_keyed_map(data: Text, field: str) -> list[tuple[dict[str, Any],
     read with ``loads``. Anything malformed -> ``FastjsonError``.
     """
     text = _text(data)
+    for key, _, start, end in _top_level(text):
+        if key == field:
+            return _object_keyed_entries(text, start, end)
+    return []
+
+
+def split_object_keyed_map(data: Text, field: str) -> tuple[dict[str, Any], list[tuple[dict[str, Any], Any]]]:
+    """A body with one object-keyed map beside ordinary properties (ConsumerRunningInfo's
+    ``mqTable``): (the other top-level properties, read with ``loads``; the entries of
+    the map at ``field`` as ``loads_object_keyed_map`` reads them)."""
+    text = _text(data)
+    others: list[str] = []
+    entries: list[tuple[dict[str, Any], Any]] = []
+    for key, key_text, start, end in _top_level(text):
+        if key == field:
+            entries = _object_keyed_entries(text, start, end)
+        else:
+            others.append(key_text + ":" + text[start:end])
+    props = loads("{" + ",".join(others) + "}")
+    return props, entries
+
+
+def _top_level(text: str) -> Iterator[tuple[Any, str, int, int]]:
+    """(key, its text, value start, value end) of each top-level property of the object in
+    ``text``; values are only delimited, not parsed."""
     i = _expect(text, 0, "{")
     while True:
         i = _skip_ws(text, i)
         if i < len(text) and text[i] == "}":
-            return []
+            return
         k_end = _value_end(text, i)
-        key = loads(text[i:k_end])
+        key_text = text[i:k_end]
         i = _skip_ws(text, _expect(text, k_end, ":"))
         v_end = _value_end(text, i)
-        if key == field:
-            return _object_keyed_entries(text, i, v_end)
+        yield loads(key_text), key_text, i, v_end
         i = _skip_ws(text, v_end)
         if i < len(text) and text[i] == ",":
             i += 1
             continue
         _expect(text, i, "}")
-        return []
+        return
 
 
 def _object_keyed_entries(text: str, start: int, end: int) -> list[tuple[dict[str, Any], Any]]:

@@ -31,11 +31,16 @@ def mqadmin_available() -> str | None:
     return None
 
 
-def mqadmin(user_home: Path, *args: str, timeout: float = 60.0, rocketmq_home: Path | None = None) -> MqadminRun:
-    """``bin/rocketmq mqadmin ARGS``; logs and client state under user_home."""
+def mqadmin(
+    user_home: Path, *args: str, timeout: float = 60.0, rocketmq_home: Path | None = None, cwd: Path | None = None
+) -> MqadminRun:
+    """``bin/rocketmq mqadmin ARGS``; logs and client state under user_home; ``cwd`` for the
+    subcommands that write files relative to it (consumerStatus)."""
     env = dict(os.environ, ROCKETMQ_USER_HOME=str(user_home), JAVA_HEAP="256m")
     env.pop("NAMESRV_ADDR", None)
     if rocketmq_home is not None:
         env["ROCKETMQ_HOME"] = str(rocketmq_home)
-    p = subprocess.run([str(ROCKETMQ), "mqadmin", *args], capture_output=True, text=True, timeout=timeout, env=env)
+    p = subprocess.run(
+        [str(ROCKETMQ), "mqadmin", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
+    )
     return MqadminRun(p.returncode, p.stdout, p.stderr)

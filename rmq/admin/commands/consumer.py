@@ -21,13 +21,35 @@ from rmq.admin.base import (
     register,
 )
 from rmq.admin.output import Col, Table, mq_version_desc
+from rmq.client.errors import MQBrokerError
 from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
-from rmq.protocol.bodies import subscription_group_string
+from rmq.protocol.bodies import MessageQueue, subscription_group_string
+from rmq.protocol.errors import ProtocolError
+from rmq.remoting.errors import RemotingError
 
 
 def _date(ms: int) -> str:
     """UtilAll.formatDate(.., YYYY_MM_DD_HH_MM_SS); empty for a queue never consumed."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms > 0 else ""
+
+
+async def _queue_holders(admin: MQAdmin, group: str) -> dict[MessageQueue, str]:
+    """ConsumerProgressSubCommand.getMessageQueueAllocationResult: the IP of the client
+    holding each queue, from each online client's running info (307). An offline group or
+    a client that does not answer leaves its queues out (shown NA), as mqadmin does."""
+    holders: dict[MessageQueue, str] = {}
+    try:
+        clients = (await admin.examine_consumer_connection_info(group)).connections
+    except (AdminError, MQBrokerError, RemotingError):
+        return holders
+    for c in clients:
+        try:
+            info = await admin.get_consumer_running_info(group, c.client_id)
+        except (AdminError, MQBrokerError, RemotingError, ProtocolError):
+            continue
+        for mq in info.mq_table:
+            holders[mq] = c.client_id.split("@")[0]
+    return holders
 
 
 @register
@@ -36,8 +58,9 @@ class ConsumerProgress(Command):
     help = "Query consumers's progress, speed"
     description = (
         "Per queue: the broker offset (next message to be written), the group's "
-        "committed offset, their difference and the store time of the last "
-        "message consumed. Without -g: one line per consumer group."
+        "committed offset, the IP of the online client holding the queue (NA: none), "
+        "their difference and the store time of the last message consumed. "
+        "Without -g: one line per consumer group."
     )
     options = (GROUP.but(long="groupName", help="consumer group name"), TOPIC.but(help="only this topic of the group"))
 
@@ -50,6 +73,7 @@ class ConsumerProgress(Command):
     @staticmethod
     async def _group(admin: MQAdmin, group: str, topic: str | None, out: Output) -> None:
         stats = await admin.examine_consume_stats(group, topic)
+        holders = await _queue_holders(admin, group)
         table = Table(
             Col("#Topic", 32),
             Col("#Broker Name", 32),
@@ -62,14 +86,13 @@ class ConsumerProgress(Command):
         )
         rows = []
         for mq, ow in stats.offset_table:
-            # which client holds a queue is only known to the clients (ConsumerRunningInfo)
             table.add(
                 mq.topic,
                 mq.broker_name,
                 mq.queue_id,
                 ow.broker_offset,
                 ow.consumer_offset,
-                "NA",
+                holders.get(mq, "NA"),
                 ow.diff,
                 _date(ow.last_timestamp),
             )
@@ -80,6 +103,7 @@ class ConsumerProgress(Command):
                     "queueId": mq.queue_id,
                     "brokerOffset": ow.broker_offset,
                     "consumerOffset": ow.consumer_offset,
+                    "clientIp": holders.get(mq),
                     "diff": ow.diff,
                     "lastTimestamp": ow.last_timestamp,
                 }

@@ -8,7 +8,7 @@ import codecs
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import MSG_ID, MSG_KEY, TOPIC, AdminError, Command, Opt, Output, UsageError, register
+from rmq.admin.base import GROUP, MSG_ID, MSG_KEY, TOPIC, AdminError, Command, Opt, Output, UsageError, register
 from rmq.admin.output import Col, Table, human_time
 from rmq.client.message import PullStatus
 from rmq.common.mixall import MASTER_ID, TOOLS_CONSUMER_GROUP
@@ -101,12 +101,16 @@ class QueryMsgById(Command):
     description = (
         "Look a message up by its offset message id (broker address + CommitLog "
         "offset, what a send returns as offsetMsgId); with -t also by its client "
-        "message id (UNIQ_KEY). Several ids may be given, separated by commas."
+        "message id (UNIQ_KEY). Several ids may be given, separated by commas. "
+        "With -g and -d: the message is consumed once more, directly, by that online "
+        "client's listener (its broker relays it) and the result printed."
     )
     options = (
         MSG_ID.but(required=True, help="message id(s), comma separated"),
         TOPIC.but(help="the topic, to find a client message id (UNIQ_KEY) too"),
         _BODY_FORMAT,
+        GROUP.but(help="with -d: the consumer group of the client to consume the message"),
+        Opt("d", "clientId", "with -g: the consumer's client id", metavar="CLIENT_ID"),
     )
 
     def validate(self, args: argparse.Namespace) -> None:
@@ -117,8 +121,14 @@ class QueryMsgById(Command):
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         texts, docs = [], []
+        direct = args.consumerGroup and args.clientId
         for msg_id in args.ids:
             msg = await self._find(admin, msg_id, args.topic.strip() if args.topic else None)
+            if direct:  # mqadmin's pushMsg: ConsumeMessageDirectlyResult.toString
+                result = await admin.consume_message_directly(args.consumerGroup.strip(), args.clientId.strip(), msg)
+                texts.append(str(result))
+                docs.append({"msgId": msg_id, **result.to_obj()})
+                continue
             text, doc = await print_msg(admin, msg, args.charset)
             texts.append(text)
             docs.append(doc)

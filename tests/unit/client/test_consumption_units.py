@@ -132,6 +132,7 @@ class FakeStore:
 def orderly_service(max_reconsume_times: int = -1, sent_back_ok: bool = True):
     consumer = SimpleNamespace(
         group="G",
+        instance=None,
         consume_thread_max=1,
         offset_store=FakeStore(),
         max_reconsume_times=max_reconsume_times,
