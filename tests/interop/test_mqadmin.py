@@ -10,8 +10,9 @@ import re
 import pytest
 
 from rmq.client import Message, Producer
+from rmq.protocol.codes import RequestCode
 from tests.cluster.ha_util import CLUSTER, GROUP, HAGroup, ha_group, master_conf, slave_conf, wait_in_sync
-from tests.integration.broker_util import BrokerApi, unique
+from tests.integration.broker_util import BrokerApi, unique, wait_until
 from tests.interop.mqadmin_util import MqadminRun, mqadmin, mqadmin_available
 
 pytestmark = [
@@ -140,8 +141,14 @@ def test_query_cq(group, run):
 
 def test_producer_lists_online_producers(group, run):
     async def with_producer() -> MqadminRun:
-        async with Producer("MqadminProducerGroup", group.ns.addr) as p:
+        async with Producer("MqadminProducerGroup", group.ns.addr) as p, BrokerApi(group.master.addr) as api:
             await p.send(Message(TOPIC, b"from a producer"))  # a send makes it heartbeat the broker
+
+            async def known() -> bool:  # the heartbeat travels after the send, on its own
+                r = await api.call(RequestCode.GET_ALL_PRODUCER_INFO)
+                return b"MqadminProducerGroup" in (r.body or b"")
+
+            await wait_until(known, 10.0, "the broker to know the producer")
             return await asyncio.to_thread(run, "producer", "-b", group.master.addr)
 
     r = asyncio.run(with_producer())
