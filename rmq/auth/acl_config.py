@@ -32,6 +32,7 @@ from typing import Any, Final
 import yaml
 
 from rmq.auth.address import AddressPattern, AddressPatternError, compile_pattern
+from rmq.auth.signing import SigningKey
 from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = [
@@ -137,6 +138,11 @@ class Account:
     # (groupPerms first, so a topicPerms entry of the same name wins).
     resource_perms: Mapping[str, int]
     path: str
+    # the secret's HMAC states, made once per load (signing.SigningKey)
+    signing_key: SigningKey = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "signing_key", SigningKey(self.secret_key))
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,7 @@ def validate_namesrv(
     account = acl.account(access_key)
     if account is None:
         return Denied("unknown_access_key", f"No acl config for {access_key}", _VALIDATE.format(668), access_key)
-    if not verify(ext, body, account.secret_key, version):
+    if not verify(ext, body, account.signing_key, version):
         return Denied(
             "signature", f"Check signature failed for accessKey={access_key}", _VALIDATE.format(684), access_key
         )

@@ -247,7 +247,7 @@ def validate(
         return Denied("unknown_access_key", f"No acl config for {access_key}", _VALIDATE.format(668), access_key)
     if account.white_remote_address.matches(host):  # 5
         return Allowed("account_white", access_key)
-    if not verify(ext, body, account.secret_key, version):  # 6
+    if not verify(ext, body, account.signing_key, version):  # 6
         return Denied(
             "signature", f"Check signature failed for accessKey={access_key}", _VALIDATE.format(684), access_key
         )

@@ -222,3 +222,17 @@ def test_sign_then_verify_round_trip(header: dict[str, str], body: bytes | None,
     ext = sign_request(header, body, "RocketMQ", secret)
     assert verify(ext, body, secret, 409)
     assert not verify(ext, (body or b"") + b"!", secret, 409)
+
+
+@pytest.mark.parametrize("secret", ["12345678", "k" * 64, "long-" * 40, "ünïcödé-secret"])
+def test_signing_key_is_hmac_sha1(secret):
+    import hashlib
+    import hmac
+
+    from rmq.auth.signing import SigningKey
+
+    key = SigningKey(secret)
+    for head, body in ((b"abc", b"body" * 300), (b"", None), (b"x" * 1000, b"")):
+        want = hmac.new(secret.encode(), head + (body or b""), hashlib.sha1).digest()
+        assert key.mac(head, body) == want
+    assert secret not in repr(key)
