@@ -409,15 +409,16 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
     from rmq.protocol.bodies import TopicConfig
     from rmq.protocol.codes import RemotingSysResponseCode, RequestCode
     from rmq.protocol.frame import RemotingCommand
+    from rmq.remoting.errors import RemotingError
+    from rmq.remoting.tls import TlsSettings, client_context
+
+    tls = client_context(TlsSettings())  # the variant is TLS enforcing: every client speaks TLS
 
     dep = acl_deployment(tmp_path)
     with contextlib.ExitStack() as stack:
         procs = {}
         for name in dep.rmq_services():
             cmd = dep.local[name].command
-            conf = Path(cmd[cmd.index("-c") + 1])
-            # This test's clients speak plaintext (TLS has its own tests): same config, TLS permissive.
-            conf.write_text(conf.read_text().replace("tls.server.mode=enforcing", "tls.server.mode=permissive"))
             p = dep.process(name, SMALL_STORE if cmd[1] == "broker" else ())
             stack.callback(p.stop)
             procs[name] = p.start()
@@ -426,7 +427,10 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
         topic = unique("ComposeAclT")
         # the brokers' registrations, signed with the cluster credential, pass the NameServers' ACL
         for ns in ("namesrv-1", "namesrv-2"):
-            async with RemotingClient() as rc:  # reads are open to everybody
+            async with RemotingClient() as plain:  # enforcing: a plaintext connection is closed
+                with pytest.raises((RemotingError, OSError)):
+                    await MQClientAPI(plain, [procs[ns].addr]).get_broker_cluster_info()
+            async with RemotingClient(ssl=tls) as rc:  # reads are open to everybody
                 api = MQClientAPI(rc, [procs[ns].addr])
 
                 async def four_brokers() -> bool:
@@ -445,14 +449,14 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
                 )
                 assert r.code == RemotingSysResponseCode.SYSTEM_ERROR and "No accessKey is configured" in r.remark
 
-        async with Producer(unique("compose_pg"), namesrv) as p:
+        async with Producer(unique("compose_pg"), namesrv, use_tls=True) as p:
             with pytest.raises(MQBrokerError, match="No accessKey is configured"):
                 await p.send(Message("TBW102", b"unsigned"))
-        async with RemotingClient(request_hook=AclClientRPCHook(*ACL_APP)) as rc:
+        async with RemotingClient(request_hook=AclClientRPCHook(*ACL_APP), ssl=tls) as rc:
             api = MQClientAPI(rc, [procs["namesrv-1"].addr])
             with pytest.raises(MQBrokerError, match="Need admin permission for request code=17"):
                 await api.create_topic(masters[0], TopicConfig(topic, 4, 4, 6))
-        async with RemotingClient(request_hook=AclClientRPCHook(*ACL_ADMIN)) as rc:
+        async with RemotingClient(request_hook=AclClientRPCHook(*ACL_ADMIN), ssl=tls) as rc:
             api = MQClientAPI(rc, [procs["namesrv-1"].addr])
             for addr in masters:
                 await api.create_topic(addr, TopicConfig(topic, 4, 4, 6))
@@ -464,7 +468,9 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
             await wait_until(routed, 20, what=f"route of {topic} on both broker groups")
 
         sent: dict[str, int] = {}
-        async with Producer(unique("compose_pg"), namesrv, access_key=ACL_APP[0], secret_key=ACL_APP[1]) as p:
+        async with Producer(
+            unique("compose_pg"), namesrv, access_key=ACL_APP[0], secret_key=ACL_APP[1], use_tls=True
+        ) as p:
             for i in range(16):
                 r = await p.send(Message(topic, b"acl-%02d" % i))
                 sent[r.message_queue.broker_name] = sent.get(r.message_queue.broker_name, 0) + 1
@@ -475,6 +481,7 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             access_key=ACL_APP[0],
             secret_key=ACL_APP[1],
+            use_tls=True,
         )
         c.subscribe(topic, "*")
         await c.start()
