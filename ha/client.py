@@ -46,8 +46,8 @@ from ha.protocol import (
 )
 from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
-from rmq.common.service import ServiceLoop, TaskSet
 from rmq.protocol.epoch import EpochEntry
+from rmq.runtime.service import ServiceLoop, TaskSet
 from rmq.store.errors import StoreError
 from rmq.store.message_store import MessageStore
 

@@ -47,10 +47,10 @@ from ha.group_transfer import GroupTransferService
 from ha.protocol import NONCE_SIZE, EpochProvider, SlaveHello, no_epoch, verify_hello
 from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
-from rmq.common.service import ServiceLoop
 from rmq.protocol.epoch import EpochEntry
 from rmq.remoting.listener import TlsListener
 from rmq.remoting.tls import TlsSettings
+from rmq.runtime.service import ServiceLoop
 from rmq.store.message_store import MessageStore
 from rmq.store.results import PutMessageResult, PutMessageStatus
 

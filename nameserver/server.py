@@ -29,7 +29,6 @@ from rmq.auth.credentials import Credential
 from rmq.auth.namesrv_rules import validate_namesrv
 from rmq.common.clock import monotonic_ms
 from rmq.common.fs import atomic_write
-from rmq.common.service import ServiceLoop
 from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.controller import (
@@ -54,6 +53,7 @@ from rmq.protocol.headers import (
 from rmq.remoting.acl_guard import AclGuard, AclReloadService, load_acl_set
 from rmq.remoting.connection import Connection
 from rmq.remoting.server import RemotingServer
+from rmq.runtime.service import ServiceLoop
 
 __all__ = ["NameServer", "TOPIC_NOT_EXIST_REMARK_SUFFIX", "FailoverRecorder"]
 

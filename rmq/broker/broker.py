@@ -43,12 +43,12 @@ from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
 from rmq.broker.transaction import TransactionalMessageService
 from rmq.common.clock import now_ms
-from rmq.common.service import PeriodicService
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.message import pack_host
 from rmq.remoting.acl_guard import AclGuard, AclReloadService, acl_home, load_acl_set
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import outbound_context
+from rmq.runtime.service import PeriodicService
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 

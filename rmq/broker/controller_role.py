@@ -51,7 +51,6 @@ from ha.epoch import EpochFile
 from ha.protocol import MasterAccept, SlaveHello
 from rmq.broker.config import BrokerConfig, ha_address
 from rmq.broker.roles import RoleServices
-from rmq.common.service import ServiceLoop, TaskSet
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.controller import (
     ROLE_SLAVE,
@@ -64,6 +63,7 @@ from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
+from rmq.runtime.service import ServiceLoop, TaskSet
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 

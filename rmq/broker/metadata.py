@@ -9,7 +9,7 @@ from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
-from rmq.common.service import TaskSet
+from rmq.runtime.service import TaskSet
 
 __all__ = ["MetadataPersistence"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from rmq.broker.config import BrokerConfig, ha_address
 from rmq.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rmq.broker.topics import TopicConfigManager
-from rmq.common.service import TaskSet
+from rmq.runtime.service import TaskSet
 from rmq.store.config import MessageStoreConfig
 
 __all__ = ["BrokerRegistration"]

@@ -24,8 +24,8 @@ from rmq.broker.config import BrokerConfig, ha_address
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.transaction import TransactionalMessageService
-from rmq.common.service import TaskSet
 from rmq.remoting.tls import outbound_context
+from rmq.runtime.service import TaskSet
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.message_store import MessageStore
 

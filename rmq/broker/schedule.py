@@ -16,8 +16,8 @@ from rmq.broker.reput import real_destination, reput_message
 from rmq.broker.seams import ServiceStore
 from rmq.common.clock import now_ms
 from rmq.common.mixall import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
-from rmq.common.service import ServiceLoop
 from rmq.protocol.message import MessageConst, MessageExt, MessageExtBrokerInner
+from rmq.runtime.service import ServiceLoop
 from rmq.store.cq_codec import CQ_UNIT
 from rmq.store.results import PutMessageStatus
 

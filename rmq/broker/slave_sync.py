@@ -23,13 +23,13 @@ from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager
 from rmq.broker.topics import TopicConfigManager
-from rmq.common.service import ServiceLoop
 from rmq.protocol.bodies import DataVersion, TopicConfigSerializeWrapper, loads_fastjson
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
+from rmq.runtime.service import ServiceLoop
 from rmq.store.config import BrokerRole, MessageStoreConfig
 
 log = logging.getLogger("rmq.broker.slave_sync")

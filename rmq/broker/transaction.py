@@ -23,7 +23,6 @@ from rmq.broker.reput import real_destination, reput_message, stored_properties_
 from rmq.broker.seams import ConsumerOffsets, ProducerRegistry, ServiceStore, TopicConfigs
 from rmq.common.clock import now_ms
 from rmq.common.mixall import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_SYS_GROUP
-from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import CheckTransactionStateRequestHeader
@@ -36,6 +35,7 @@ from rmq.protocol.message import (
     encode_record,
     properties_to_string,
 )
+from rmq.runtime.service import ServiceLoop
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.broker.transaction")

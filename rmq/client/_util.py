@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from rmq.common.service import TaskSet
+from rmq.runtime.service import TaskSet
 
 log = logging.getLogger("rmq.client")
 

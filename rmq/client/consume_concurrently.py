@@ -29,9 +29,9 @@ from rmq.client.consumer_base import MessageModel
 from rmq.client.process_queue import ProcessQueue
 from rmq.common.clock import now_ms
 from rmq.common.mixall import retry_topic
-from rmq.common.service import PeriodicService
 from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.message import MessageConst, MessageExt
+from rmq.runtime.service import PeriodicService
 
 __all__ = ["ConsumeResult", "ConsumeConcurrentlyContext", "MessageListener", "ConsumeMessageConcurrentlyService"]
 

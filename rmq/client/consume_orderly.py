@@ -44,9 +44,9 @@ from rmq.client._util import sleep_unless
 from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.process_queue import REBALANCE_LOCK_INTERVAL_MS, ProcessQueue
 from rmq.common.clock import now_ms
-from rmq.common.service import PeriodicService
 from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.message import MessageConst, MessageExt
+from rmq.runtime.service import PeriodicService
 
 __all__ = [
     "ConsumeOrderlyResult",

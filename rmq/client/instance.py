@@ -55,7 +55,6 @@ from rmq.client.routes import (
     topic_route_to_subscribe_info,
 )
 from rmq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
-from rmq.common.service import PeriodicService, ServiceLoop
 from rmq.protocol.bodies import (
     MASTER_ID,
     ConsumerData,
@@ -74,6 +73,7 @@ from rmq.protocol.message import MessageConst, decode_record
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.connection import Connection
 from rmq.remoting.errors import RemotingError
+from rmq.runtime.service import PeriodicService, ServiceLoop
 
 __all__ = [
     "MQClientInstance",

@@ -27,9 +27,9 @@ from rmq.auth.acl_config import AclConfigError, AclSet, acl_file_stamps, load_ac
 from rmq.auth.address import peer_host
 from rmq.auth.credentials import Credential, with_cluster_account
 from rmq.auth.permissions import Allowed, Decision, Denied, denial_response, validate
-from rmq.common.service import ServiceLoop
 from rmq.protocol.codes import RemotingSysResponseCode
 from rmq.protocol.frame import RemotingCommand
+from rmq.runtime.service import ServiceLoop
 
 __all__ = ["ROCKETMQ_HOME_ENV", "AclGuard", "AclReloadService", "AclRule", "acl_home", "load_acl_set"]
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from rmq.common.service import ServiceLoop
+from rmq.runtime.service import ServiceLoop
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import ConfigError, MessageStoreConfig, parse_delete_when
 from rmq.store.consume_queue import ConsumeQueue

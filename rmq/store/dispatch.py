@@ -14,8 +14,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from rmq.common.service import ServiceLoop
 from rmq.protocol.record import DispatchRequest, check_message_and_return_size
+from rmq.runtime.service import ServiceLoop
 from rmq.store.commitlog import CommitLog
 
 __all__ = ["DispatchRequest", "ReputMessageService"]

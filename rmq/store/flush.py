@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 from rmq.common.clock import now_ms
-from rmq.common.service import ServiceLoop
+from rmq.runtime.service import ServiceLoop
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.mapped_file import FlushPlan, MappedFileQueue
 from rmq.store.results import PutMessageStatus

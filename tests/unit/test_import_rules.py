@@ -4,6 +4,8 @@ module level, inside functions, under TYPE_CHECKING).
 * no import cycle between modules of rmq/, ha/, nameserver/;
 * only the two CLIs import the assembled Broker (rmq.broker.broker);
 * rmq.common imports nothing of ours;
+* rmq.common, rmq.protocol and rmq.auth (the sans-IO floors) never import asyncio; the
+  background-loop base that does lives one floor up, in rmq.runtime (it imports only rmq.common);
 * rmq.store imports nothing from rmq.remoting, rmq.broker, ha, rmq.client;
 * rmq.client never imports rmq.store or rmq.broker.
 """
@@ -143,6 +145,32 @@ def test_common_imports_nothing_of_ours() -> None:
         line
         for line in _importers(("rmq.common",), PACKAGES)
         if not line.split(" imports ")[1].startswith("rmq.common")
+    ]
+    assert not bad, bad
+
+
+def _stdlib_imports(module: str) -> Iterator[str]:
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module.split(".")[0]
+
+
+def test_the_sans_io_floors_never_import_asyncio() -> None:
+    floors = ("rmq.common", "rmq.protocol", "rmq.auth")
+    bad = [m for m in MODULES if m.startswith(floors) and "asyncio" in set(_stdlib_imports(m))]
+    assert not bad, bad
+    bad = _importers(floors, ("rmq.runtime",))
+    assert not bad, bad
+
+
+def test_runtime_imports_only_common() -> None:
+    bad = [
+        line
+        for line in _importers(("rmq.runtime",), PACKAGES)
+        if not line.split(" imports ")[1].startswith(("rmq.common", "rmq.runtime"))
     ]
     assert not bad, bad
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from rmq.common.service import ServiceLoop, TaskSet
+from rmq.runtime.service import ServiceLoop, TaskSet
 
 
 class Counting(ServiceLoop):
@@ -108,7 +108,7 @@ async def test_taskset_keeps_logs_and_closes(caplog: pytest.LogCaptureFixture) -
 
 
 async def test_periodic_service_first_run_after_initial_then_every_period() -> None:
-    from rmq.common.service import PeriodicService
+    from rmq.runtime.service import PeriodicService
 
     runs: list[float] = []
     loop = asyncio.get_running_loop()
