@@ -79,14 +79,13 @@ def _ok(
     return resp
 
 
-def _connection(info: Any) -> Connection:
+def _language(info: Any) -> str:
     lang = info.language
-    return Connection(
-        info.client_id,
-        info.conn.remote_address,
-        LanguageCode.name_of(lang) if isinstance(lang, int) else str(lang),
-        int(info.version),
-    )
+    return LanguageCode.name_of(lang) if isinstance(lang, int) else str(lang)
+
+
+def _connection(info: Any) -> Connection:
+    return Connection(info.client_id, info.conn.remote_address, _language(info), int(info.version))
 
 
 def _persist_config_file(path: str, changes: dict[str, str]) -> None:
@@ -224,9 +223,7 @@ class AdminOpsProcessor:
         table = ProducerTableInfo(
             {
                 group: [
-                    ProducerInfo(
-                        c.client_id, "/" + c.conn.remote_address, _connection(c).language, int(c.version), c.last_update
-                    )
+                    ProducerInfo(c.client_id, "/" + c.conn.remote_address, _language(c), int(c.version), c.last_update)
                     for c in chans.values()
                 ]
                 for group, chans in self.producers.table.items()
