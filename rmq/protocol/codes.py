@@ -181,6 +181,8 @@ class RequestCode(_CodeTable):
     CLEAN_BROKER_DATA = 1011
     CONTROLLER_GET_NEXT_BROKER_ID = 1012
     CONTROLLER_APPLY_BROKER_ID = 1013
+    # rmq's own: failsafe confirmation between a master and its in-sync slaves
+    RMQ_FAILSAFE_CHECK = 10901
     UPDATE_COLD_DATA_FLOW_CTR_CONFIG = 2001
     REMOVE_COLD_DATA_FLOW_CTR_CONFIG = 2002
     GET_COLD_DATA_FLOW_CTR_INFO = 2003

@@ -21,7 +21,19 @@ BROKER_HEARTBEAT (a broker, every second, to the controller NameServer):
   ``masterHaAddr``, ``masterBrokerId`` (always 0), ``masterEpoch``,
   ``epochStartOffset`` (where the group's current epoch began), ``brokerId`` (the id
   the asking broker must register with: 0 if it is the master). All absent while the
-  group has no master.
+  group has no master. Also ``masterLeaseMillis`` (to the master only: how long it may
+  acknowledge writes, counted from when it *sent* this heartbeat; always shorter than
+  ``controllerMasterTimeout``, after which a successor may be elected),
+  ``syncStateSet`` (the group's in-sync set as ``addr;addr``, master included: whom a
+  successor is elected from), ``enableElectUncleanMaster`` (the controller may elect
+  outside that set) and ``controllerLeaderAddr`` (the controller that decided).
+* CONTROLLER_NOT_LEADER (2007): no controller leads (standby without a leader, etcd
+  unreachable); ``controllerLeaderAddr`` names the leader when the answering
+  controller knows one.
+
+RMQ_FAILSAFE_CHECK (ours, 10901): master -> in-sync slave; SUCCESS means "I follow you
+in that epoch and no controller answered me within a lease either"; anything else is
+a refusal with the reason in the remark.
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ __all__ = [
     "ElectMasterRequestHeader",
     "ElectMasterResponseHeader",
     "GetSyncStateDataRequestHeader",
+    "FailsafeCheckRequestHeader",
     "MemberStatus",
     "EpochRecord",
     "GroupStatus",
@@ -85,6 +98,27 @@ class BrokerHeartbeatResponseHeader(Header):
     master_epoch: int | None = None
     epoch_start_offset: Long | None = None
     broker_id: Long | None = None
+    # ours, from here on
+    master_lease_millis: Long | None = None
+    sync_state_set: str | None = None
+    enable_elect_unclean_master: bool | None = None
+    controller_leader_addr: str | None = None
+
+    def sync_state_members(self) -> list[str]:
+        """The in-sync set as broker addresses (the master included)."""
+        return [a for a in (self.sync_state_set or "").split(";") if a]
+
+
+@_wire()
+@dataclass(slots=True)
+class FailsafeCheckRequestHeader(Header):
+    """RMQ_FAILSAFE_CHECK (ours): a master whose lease lapsed while no controller
+    leads asks each in-sync slave whether it still follows it in ``epoch`` and cannot
+    reach a leading controller either."""
+
+    broker_name: str
+    master_addr: str
+    epoch: int
 
 
 @jb.json_body(
