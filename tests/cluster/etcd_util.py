@@ -1,18 +1,21 @@
 """Real etcd clusters for tests: 1 or 3 members (or any number) on free ports of one host, in a
 temporary directory that goes away with them.
 
-    with etcd_cluster(members=3) as cluster:          # healthy when it yields
+    with etcd_cluster(tmp_path, members=3) as cluster:  # healthy when it yields
         async with cluster.client() as etcd: ...      # an EtcdClient for cluster.endpoints
         cluster.kill(0); cluster.restart(0)           # SIGKILL one member; start it again
         cluster.pause(1); cluster.resume(1)           # SIGSTOP / SIGCONT: a member that hangs
         cluster.move_leader(0)                        # etcd's own leader, e.g. before killing it
 
-``EtcdCluster(members=3, host="127.0.0.1", tls=False, client_cert_auth=False, auth=None)``:
-``host`` is the address every member listens on (a bridge address such as 10.213.0.1 for tests
-whose clients run in network namespaces); ``tls=True`` serves clients over https with a
-certificate of a test CA made here (``ca_file``; ``client_cert``/``client_key`` for
-``client_cert_auth=True``); ``auth=(user, password)`` creates that user with the root role and
-enables authentication once the cluster is up. Members are peers over plain http.
+``EtcdCluster(workdir, members=3, host="127.0.0.1", tls=False, client_cert_auth=False,
+auth=None)``: the cluster lives in a new directory under ``workdir`` (default: the system's temp
+directory), removed with it — etcd preallocates about 120 MB of WAL per member, too much to keep
+in pytest's kept tmp_paths. ``host`` is the address every member listens on (a bridge address
+such as ``rig.root_ip`` of tests/cluster/netns.py for clients in network namespaces);
+``tls=True`` serves clients over https with a certificate of a test CA made here (``ca_file``;
+``client_cert``/``client_key`` for ``client_cert_auth=True``); ``auth=(user, password)`` creates
+that user with the root role and enables authentication once the cluster is up. Members are
+peers over plain http.
 
 The methods are synchronous (process control and a short HTTP poll). A test whose event loop
 keeps leases alive meanwhile calls the waiting ones (``start_all``, ``restart``, ``wait_healthy``)
@@ -76,13 +79,13 @@ class EtcdCluster:
 
     def __init__(
         self,
+        workdir: Path | None = None,
         members: int = 1,
         *,
         host: str = "127.0.0.1",
         tls: bool = False,
         client_cert_auth: bool = False,
         auth: tuple[str, str] | None = None,
-        parent: Path | None = None,
     ) -> None:
         if members < 1:
             raise ValueError("an etcd cluster has at least one member")
@@ -91,7 +94,7 @@ class EtcdCluster:
         self.tls = tls or client_cert_auth
         self.client_cert_auth = client_cert_auth
         self.auth = auth
-        self.dir = Path(tempfile.mkdtemp(prefix="rmq-etcd-", dir=parent))
+        self.dir = Path(tempfile.mkdtemp(prefix="rmq-etcd-", dir=workdir))
         self.ca_file: Path | None = None
         self.client_cert: Path | None = None
         self.client_key: Path | None = None
@@ -187,6 +190,13 @@ class EtcdCluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> EtcdCluster:
+        """Starts the cluster unless ``start_all`` already did."""
+        if not self.procs:
+            try:
+                self.start_all()
+            except BaseException:
+                self.close()
+                raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -385,13 +395,10 @@ class _PortTaken(RuntimeError):
 
 
 @contextlib.contextmanager
-def etcd_cluster(members: int = 1, **kw: Any) -> Iterator[EtcdCluster]:
+def etcd_cluster(workdir: Path | None = None, members: int = 1, **kw: Any) -> Iterator[EtcdCluster]:
     """A started, healthy cluster (``EtcdCluster`` arguments); killed and removed afterwards."""
-    cluster = EtcdCluster(members, **kw)
-    try:
-        yield cluster.start_all()
-    finally:
-        cluster.close()
+    with EtcdCluster(workdir, members, **kw) as cluster:
+        yield cluster
 
 
 # ---------------------------------------------------------------------------------- partitions

@@ -29,14 +29,14 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def one() -> EtcdCluster:
-    with etcd_cluster(1) as c:
+def one(tmp_path) -> EtcdCluster:
+    with etcd_cluster(tmp_path, 1) as c:
         yield c
 
 
 @pytest.fixture
-def three() -> EtcdCluster:
-    with etcd_cluster(3) as c:
+def three(tmp_path) -> EtcdCluster:
+    with etcd_cluster(tmp_path, 3) as c:
         yield c
 
 
@@ -145,8 +145,8 @@ async def test_all_endpoints_dead_raises_unavailable_in_bounded_time(three):
         assert "Connection refused" in str(dead.value)
 
 
-async def test_tls_with_ca():
-    with etcd_cluster(1, tls=True) as c:
+async def test_tls_with_ca(tmp_path):
+    with etcd_cluster(tmp_path, 1, tls=True) as c:
         async with c.client() as etcd:  # host:port + CA file -> https
             await etcd.put("k", b"tls")
             assert (await etcd.get("k")).value == b"tls"
@@ -157,8 +157,8 @@ async def test_tls_with_ca():
                 await etcd.get("k")
 
 
-async def test_tls_client_certificate():
-    with etcd_cluster(1, client_cert_auth=True) as c:
+async def test_tls_client_certificate(tmp_path):
+    with etcd_cluster(tmp_path, 1, client_cert_auth=True) as c:
         async with c.client() as etcd:
             await etcd.put("k", b"mtls")
             assert (await etcd.get("k")).value == b"mtls"
@@ -169,10 +169,10 @@ async def test_tls_client_certificate():
             print(f"no client certificate: {e.value}")
 
 
-async def test_user_auth(caplog):
+async def test_user_auth(caplog, tmp_path):
     caplog.set_level(logging.DEBUG, logger="rmq.nameserver")
     password = "Pa55-w0rd-never-logged"
-    with etcd_cluster(1, auth=("root", password)) as c:
+    with etcd_cluster(tmp_path, 1, auth=("root", password)) as c:
         async with c.client() as etcd:
             await etcd.put("k", b"auth")
             assert (await etcd.get("k")).value == b"auth"

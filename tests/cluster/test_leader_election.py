@@ -33,8 +33,8 @@ KEY = "/rmq/controller/leader"
 
 
 @pytest.fixture
-def three() -> EtcdCluster:
-    with etcd_cluster(3) as c:
+def three(tmp_path) -> EtcdCluster:
+    with etcd_cluster(tmp_path, 3) as c:
         yield c
 
 
