@@ -34,6 +34,7 @@ import contextlib
 import datetime
 import ipaddress
 import json
+import os
 import shutil
 import signal
 import socket
@@ -87,6 +88,9 @@ class EtcdCluster:
         client_cert_auth: bool = False,
         auth: tuple[str, str] | None = None,
     ) -> None:
+        if workdir is not None and not isinstance(workdir, str | os.PathLike):
+            # the first version took members first: etcd_cluster(3) must not go unnoticed
+            raise TypeError(f"EtcdCluster(workdir, members, ...): workdir is a path, got {workdir!r}")
         if members < 1:
             raise ValueError("an etcd cluster has at least one member")
         self.size = members
