@@ -5,10 +5,20 @@ Enabled by ``enableControllerMode=true`` or a ``controllerAddr``; off by default
 static roles). Then ``brokerRole`` names the role the broker takes while it leads
 (SYNC_MASTER or ASYNC_MASTER) and the controller decides whether it leads:
 
-* Every ``brokerHeartbeatInterval`` (1 s) the broker sends BROKER_HEARTBEAT (904) to
-  the controller(s) with its role, epoch, CommitLog max offset and epoch start; a
-  master adds its confirmed in-sync slaves' acks and its HA address. The answer names
-  the group's master, its HA address, the epoch and this broker's id.
+* Every ``brokerHeartbeatInterval`` (1 s) the broker sends BROKER_HEARTBEAT (904) with
+  its role, epoch, CommitLog max offset and epoch start; a master adds its confirmed
+  in-sync slaves' acks and its HA address. The answer names the group's master, its HA
+  address, the epoch and this broker's id, the in-sync set and, to the master, its
+  lease. As RocketMQ 5, it goes to one controller: the one that answered SUCCESS last;
+  the next address only when that one fails in the round (no answer,
+  CONTROLLER_NOT_LEADER — its leader next when it names one we know —,
+  REQUEST_CODE_NOT_SUPPORTED), each try with a share of a round budget well under the
+  lease, so a dead controller costs little.
+* The master lease (rmq/broker/master_lease.py): counted from when the answered
+  heartbeat was sent; the send path refuses writes once it runs out, before the
+  controller may elect a successor. While no controller answers at all, the master's
+  failsafe asks its in-sync slaves (RMQ_FAILSAFE_CHECK, ``failsafe_round``); a slave
+  confirms only while it cannot reach a controller either (``failsafe_check``).
 * Until the first answer the broker is *pending*: its store refuses writes. It
   heartbeats as its master role with brokerId 0 when configured with brokerId 0 (the
   controller adopts such a broker as a new group's first master), else as a SLAVE.
@@ -41,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -49,13 +60,16 @@ from typing import Any
 from ha.client import HandshakeRefused
 from ha.epoch import EpochFile
 from ha.protocol import MasterAccept, SlaveHello
+from ha.service import HAService
 from rmq.broker.config import BrokerConfig, ha_address
+from rmq.broker.master_lease import MasterLease
 from rmq.broker.roles import RoleServices
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.controller import (
     ROLE_SLAVE,
     BrokerHeartbeatRequestHeader,
     BrokerHeartbeatResponseHeader,
+    FailsafeCheckRequestHeader,
     HeartbeatBody,
 )
 from rmq.protocol.epoch import EpochEntry, close_last, find_consistent_point
@@ -252,6 +266,7 @@ class ControllerRole:
         epochs: FailoverEpochs,
         client: RemotingClient,
         register: Callable[[], Any],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -275,6 +290,21 @@ class ControllerRole:
         self._reserved: socket.socket | None = None
         self._warned: dict[str, str] = {}
         epochs.on_shrink = self.kick
+        # the lease this broker writes under while it leads (the send path's WriteFence)
+        self._clock = clock
+        self.lease = MasterLease(broker_config.brokerName, clock, lambda: ";".join(broker_config.controller_addrs))
+        # heartbeats go to the controller that answered SUCCESS last, the others only
+        # when it fails in a round
+        self.controller: str | None = None
+        self.last_success_at = -math.inf  # (monotonic) when a controller last answered SUCCESS
+        # the last SUCCESS answer that named this broker master (in-sync set, unclean flag)
+        self._master_answer: BrokerHeartbeatResponseHeader | None = None
+        # slaves (broker ids) this master reported in sync: in the report the last SUCCESS
+        # answered, and in every report sent since (answered by no controller)
+        self._reported_at_success: frozenset[str] = frozenset()
+        self._reported_since: set[str] = set()
+        self._failsafe_said: tuple[object, ...] = ()
+        self._unleased_warned = False
 
     @property
     def truncations(self) -> int:
@@ -336,7 +366,10 @@ class ControllerRole:
 
     # ------------------------------------------------------------------ heartbeats
     async def heartbeat_round(self) -> None:
-        await self._beat()
+        ok = await self._beat()
+        if not ok and self.state == MASTER and self.lease.leading:
+            if self.lease.remaining(self._clock()) <= self._failsafe_horizon():
+                await self.failsafe_round()
         if self.state == SLAVE:
             await self.epochs.record_passed_epochs()
 
@@ -352,7 +385,8 @@ class ControllerRole:
             return self.master_role.value
         return ROLE_SLAVE
 
-    def _request(self) -> RemotingCommand:
+    def _request(self) -> tuple[RemotingCommand, frozenset[str]]:
+        """The heartbeat, and the slaves (ids) it reports in sync."""
         bc = self.broker_config
         epoch, start = self.epochs.file.epoch_and_start()
         h = BrokerHeartbeatRequestHeader(
@@ -367,54 +401,229 @@ class ControllerRole:
         )
         svc = self.roles.ha_service
         acks = svc.synced_acks() if self.state == MASTER and svc else {}
-        return RemotingCommand(
+        cmd = RemotingCommand(
             RequestCode.BROKER_HEARTBEAT, ext_fields=h.to_ext_fields(), body=HeartbeatBody(self.ha_addr, acks).to_json()
         )
+        return cmd, frozenset(acks)
 
-    async def _beat(self) -> None:
+    def round_budget(self) -> float:
+        """Seconds one heartbeat round may take, all controllers tried: the heartbeat
+        timeout, at most one interval and a third of the lease time."""
         bc = self.broker_config
-        timeout = bc.sendHeartbeatTimeoutMillis / 1000
+        ms: float = min(bc.sendHeartbeatTimeoutMillis, bc.brokerHeartbeatInterval)
+        if self.lease.lease_ms:
+            ms = min(ms, self.lease.lease_ms / 3)
+        return ms / 1000
+
+    def _failsafe_horizon(self) -> float:
+        """A lease ending within this many seconds would lapse before the next round."""
+        return self.broker_config.brokerHeartbeatInterval / 1000 + self.round_budget()
+
+    def _round_order(self) -> list[str]:
+        addrs = self.broker_config.controller_addrs
+        last = self.controller
+        if last in addrs:
+            i = addrs.index(last)
+            return addrs[i:] + addrs[:i]
+        return list(addrs)
+
+    async def _beat(self) -> bool:
+        """One heartbeat round (RocketMQ 5's "heartbeat whichever answers"): the
+        controller that answered last first; on no answer, CONTROLLER_NOT_LEADER (its
+        controllerLeaderAddr next when it names one we know) or REQUEST_CODE_NOT_SUPPORTED
+        (a NameServer without the controller), the next address, each try with a share
+        of the round's budget. True when a controller answered SUCCESS."""
         svc = self.roles.ha_service if self.state == MASTER else None
         generation = svc.shrink_generation if svc is not None else 0
-        cmd = self._request()
-
-        async def one(addr: str) -> BrokerHeartbeatResponseHeader | None:
+        cmd, reported = self._request()
+        clock = self._clock
+        addrs = self.broker_config.controller_addrs
+        budget = self.round_budget()
+        per_try = max(budget / len(addrs), min(budget, 0.1))
+        end = clock() + budget
+        queue = self._round_order()
+        tried: set[str] = set()
+        while queue:
+            addr = queue.pop(0)
+            left = end - clock()
+            if left <= 0:
+                break
+            if addr in tried:
+                continue
+            tried.add(addr)
+            sent_at = clock()
+            resp = await self._try(addr, cmd, min(per_try, left))
+            if resp is None:
+                continue
+            if resp.code == ResponseCode.CONTROLLER_NOT_LEADER:
+                leader = (resp.ext_fields or {}).get("controllerLeaderAddr")
+                self._warn_once(addr, f"controller {addr} does not lead (leader: {leader or 'none known'})")
+                if leader in addrs and leader not in tried:
+                    queue.insert(0, leader)
+                continue
             try:
-                resp = await self.client.invoke(addr, cmd, timeout)
-            except (RemotingError, OSError) as e:
-                self._warn_once(addr, f"controller {addr} unreachable: {e}")
-                return None
-            if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-                return None  # a NameServer without the controller
-            if resp.code != ResponseCode.SUCCESS:
-                self._warn_once(addr, f"controller {addr} answered code {resp.code}: {resp.remark}")
-                return None
-            if self._warned.pop(addr, None) is not None:
-                log.info("controller %s answers again", addr)
-            try:
-                return BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields or {})
+                a = BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields or {})
             except ProtocolError as e:
                 self._warn_once(addr, f"controller {addr}: bad heartbeat answer: {e}")
-                return None
+                continue
+            self.last_success_at = clock()
+            if self._warned.pop(addr, None) is not None or (self.controller not in (None, addr)):
+                log.info("controller %s answers; heartbeats go to it", addr)
+            self.controller = addr
+            self._reported_at_success, self._reported_since = reported, set()
+            if self._failsafe_said:
+                self._failsafe_said = ()
+                log.warning("failsafe over: controller %s answers again", addr)
+            self._on_success(a, addr, sent_at, svc, generation)
+            return True
+        self._reported_since |= reported
+        return False
 
-        answers = await asyncio.gather(*(one(a) for a in bc.controller_addrs))
-        for a in answers:
-            if a is not None and a.master_addr:
-                if (
-                    svc is not None
-                    and a.master_addr == self.broker_addr
-                    and self.state == MASTER
-                    and self.roles.ha_service is svc
-                ):
-                    # the controller saw the in-sync set this report named and keeps us
-                    svc.release_departed(generation)
-                self._on_answer(a)
-                return
+    async def _try(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand | None:
+        try:
+            resp = await self.client.invoke(addr, cmd, timeout)
+        except (RemotingError, OSError) as e:
+            self._warn_once(addr, f"controller {addr} unreachable: {e}")
+            return None
+        if resp.code in (ResponseCode.SUCCESS, ResponseCode.CONTROLLER_NOT_LEADER):
+            return resp
+        if resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # (a NameServer without the controller)
+            self._warn_once(addr, f"controller {addr} answered code {resp.code}: {resp.remark}")
+        return None
+
+    def _on_success(
+        self, a: BrokerHeartbeatResponseHeader, addr: str, sent_at: float, svc: HAService | None, generation: int
+    ) -> None:
+        """A controller's SUCCESS answer to the heartbeat sent at ``sent_at``: renew or
+        revoke the lease at once, then act on the answer (role changes run in a task)."""
+        if not a.master_addr:
+            return  # the group has no master yet
+        if a.master_addr == self.broker_addr:
+            self._master_answer = a
+            if a.master_lease_millis is not None:
+                self.lease.granted(sent_at, a.master_lease_millis, f"controller {addr}")
+                if self.state == MASTER and not self.lease.leading:
+                    self.lease.lead()
+            if svc is not None and self.state == MASTER and self.roles.ha_service is svc:
+                # the controller saw the in-sync set this report named and keeps us
+                svc.release_departed(generation)
+        elif self.state == MASTER:
+            self.lease.revoke(f"controller {addr} named {a.master_addr} master (epoch {a.master_epoch})")
+        self._on_answer(a)
 
     def _warn_once(self, key: str, msg: str) -> None:
         if self._warned.get(key) != msg:
             self._warned[key] = msg
             log.warning("%s", msg)
+
+    # ------------------------------------------------------------------ failsafe
+    def failsafe_silence(self) -> float:
+        """Seconds without a controller's SUCCESS after which this broker cannot reach a
+        leading controller: one interval and one round's budget (a whole round failed)."""
+        return self.broker_config.brokerHeartbeatInterval / 1000 + self.round_budget()
+
+    async def failsafe_round(self) -> None:
+        """Master, no controller answered this round and the lease ends before the next:
+        ask every other member of the last in-sync set (RMQ_FAILSAFE_CHECK, concurrently);
+        if all confirm, extend the lease from when the checks were sent. See
+        rmq/broker/master_lease.py for why this is safe and when it does not apply."""
+        a = self._master_answer
+        lease_ms = self.lease.lease_ms
+        if a is None or lease_ms is None:
+            return
+        group = self.broker_config.brokerName
+        epoch = self.epochs.file.last_epoch()
+        members = [m for m in a.sync_state_members() if m != self.broker_addr]
+        head = f"failsafe: group {group} epoch {epoch}, in-sync set {a.sync_state_set or self.broker_addr}:"
+        if a.enable_elect_unclean_master:
+            self._failsafe_decided(
+                ("unclean", epoch),
+                f"{head} the controller may elect a master outside the in-sync set "
+                "(enableElectUncleanMaster): no failsafe, the lease lapses",
+            )
+            return
+        # The controller records the set a report proposes before answering it: a
+        # report no answer came back for may have grown the set by slaves this master
+        # cannot name (its reports name slaves by id, the set by address). So: no
+        # failsafe when a slave reported since was not in the answered report, or when
+        # more slaves were reported than the answered set holds.
+        reported = self._reported_since | self._reported_at_success
+        if not self._reported_since <= self._reported_at_success or len(reported) > len(members):
+            ids = ", ".join(sorted(reported))
+            self._failsafe_decided(
+                ("grown", epoch, ids),
+                f"{head} this master reported slave(s) with id {ids} in sync, more than the set it "
+                "was told names, or after the last controller answer; the controller may count "
+                "them in the set and this master cannot ask them: no failsafe, the lease lapses",
+            )
+            return
+        sent_at = self._clock()
+        if not members:
+            self.lease.extend_failsafe(sent_at, lease_ms)
+            self._failsafe_decided(
+                ("alone", epoch),
+                f"{head} this master is the whole set, nobody can be elected in its place: "
+                "it keeps taking writes while no controller answers",
+            )
+            return
+        timeout = self.round_budget()
+        answers = await asyncio.gather(*(self._failsafe_ask(m, epoch, timeout) for m in members))
+        refused = [(m, why) for m, why in zip(members, answers, strict=True) if why is not None]
+        if not refused:
+            self.lease.extend_failsafe(sent_at, lease_ms, ";".join(members))
+            self._failsafe_decided(
+                ("held", epoch, tuple(members)),
+                f"{head} every other member ({', '.join(members)}) follows this master and cannot "
+                f"reach a controller either: this master keeps taking writes (lease extended "
+                f"{lease_ms} ms from each check)",
+            )
+            return
+        self._failsafe_decided(
+            ("refused", epoch, tuple(m for m, _ in refused)),
+            f"{head} {'; '.join(f'{m}: {why}' for m, why in refused)}: no failsafe, the lease lapses",
+        )
+
+    async def _failsafe_ask(self, member: str, epoch: int, timeout: float) -> str | None:
+        h = FailsafeCheckRequestHeader(self.broker_config.brokerName, self.broker_addr, epoch)
+        cmd = RemotingCommand(RequestCode.RMQ_FAILSAFE_CHECK, ext_fields=h.to_ext_fields())
+        try:
+            resp = await self.client.invoke(member, cmd, timeout)
+        except (RemotingError, OSError) as e:
+            return f"no answer ({e})"
+        if resp.code == ResponseCode.SUCCESS:
+            return None
+        return f"refused ({resp.remark or f'code {resp.code}'})"
+
+    def _failsafe_decided(self, key: tuple[object, ...], msg: str) -> None:
+        if key != self._failsafe_said:
+            self._failsafe_said = key
+            log.warning("%s", msg)
+
+    def failsafe_check(self, h: FailsafeCheckRequestHeader) -> str | None:
+        """Slave side of RMQ_FAILSAFE_CHECK: None (confirm) iff this broker is a slave
+        following ``h.master_addr`` in epoch ``h.epoch`` and no controller answered it
+        SUCCESS for ``failsafe_silence()``; else why not. A confirmation is a promise:
+        elected later, this broker takes no write within a lease time of it."""
+        bc = self.broker_config
+        if h.broker_name != bc.brokerName:
+            return f"this broker is in group {bc.brokerName}, not {h.broker_name}"
+        busy = self._transition is not None and not self._transition.done()
+        if self.state != SLAVE or busy:
+            return f"this broker is {'changing roles' if busy else self.state}, not a slave"
+        if self.master_addr != h.master_addr:
+            return f"this slave follows {self.master_addr}, not {h.master_addr}"
+        mine = self.epochs.file.last_epoch()
+        if mine != h.epoch:
+            return f"this slave is at epoch {mine}, not {h.epoch}"
+        now = self._clock()
+        silent, need = now - self.last_success_at, self.failsafe_silence()
+        if silent < need:
+            return (
+                f"controller {self.controller} answered this slave {round(silent * 1000)} ms ago "
+                f"(less than {round(need * 1000)} ms): the controllers are reachable"
+            )
+        self.lease.promise(now, h.master_addr)
+        return None
 
     # ------------------------------------------------------------------ decisions
     def _on_answer(self, a: BrokerHeartbeatResponseHeader) -> None:
@@ -519,6 +728,15 @@ class ControllerRole:
         self.master_addr = self.broker_addr
         self._follow_ha(self.ha_addr)
         self._release_reserved()
+        # fenced before the store takes writes: from the heartbeat that named it master
+        if self.lease.lease_ms is not None:
+            self.lease.lead()
+        elif not self._unleased_warned:
+            self._unleased_warned = True
+            log.warning(
+                "controller: the controller grants no master lease (masterLeaseMillis): "
+                "this master is not fenced when it loses the controllers"
+            )
         await self.roles.change_to_master(self.master_role, drop_slaves=was == MASTER)
         self.state = MASTER
         self.role_changes += 1
@@ -551,6 +769,8 @@ class ControllerRole:
         if was == MASTER:
             await self.roles.step_down()
             self._reserve_ha_port_again()
+        self.lease.drop()  # (after the store stopped taking writes)
+        self._master_answer = None
         await self.roles.stop_ha_client()
         async with self.epochs.lock:
             self.epochs.forget_pending()

@@ -1,0 +1,267 @@
+"""Issue 13, item 3: the master lease (fencing) and the failsafe, with real processes.
+
+A controller NameServer (controllerMasterTimeout 2 s) and brokers of group broker-a in
+controller mode heartbeating every 200 ms (ASYNC_MASTER: a send is answered once
+written). A writer sends straight to one broker every 20 ms (no client retry) and keeps
+every answer with its time.
+
+* An isolated master: its link to the controller goes through a relay the test freezes
+  (the controller is SIGSTOPped for the master alone; its slave still reaches the
+  controller, so it refuses the failsafe). The master keeps answering SEND_OK until
+  its lease lapses, then SERVICE_NOT_AVAILABLE with the lease's remark, strictly before
+  controllerMasterTimeout after the last heartbeat the controller got from it. Thawed
+  in time it takes writes again (no election); left frozen, the controller elects the
+  slave, after the old master's last SEND_OK.
+* The failsafe: the controller NameServer is killed (no controller at all). A master
+  whose in-sync slave confirms keeps SEND_OK; once that slave is frozen too (SIGSTOP)
+  its lease lapses. A master alone in its in-sync set keeps SEND_OK (nobody can be
+  elected in its place), unless the controller allows unclean elections.
+
+Each test prints its timeline (monotonic seconds from the cut).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.controller import GetSyncStateDataRequestHeader, decode_group_statuses
+from rmq.protocol.frame import RemotingCommand
+from rmq.remoting.client import RemotingClient
+from tests.cluster.failover_util import controller_conf, create_topic, wait_master, wait_slave
+from tests.cluster.ha_util import GROUP
+from tests.cluster.lease_util import FENCED, OK, FreezableRelay, Writer
+from tests.harness import BrokerProcess, NameServerProcess, broker_process, namesrv_process
+from tests.integration.broker_util import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+MASTER_TIMEOUT_MS = 2000
+T = MASTER_TIMEOUT_MS / 1000
+BEAT = {"brokerHeartbeatInterval": 200, "sendHeartbeatTimeoutMillis": 200}
+TOPIC = "LeaseTopic"
+
+
+class Cluster:
+    def __init__(self, wd: Path) -> None:
+        self.wd = wd
+        self.procs: list[BrokerProcess | NameServerProcess] = []
+        self.relays: list[FreezableRelay] = []
+
+    async def namesrv(self, *extra: str) -> NameServerProcess:
+        ns = namesrv_process(self.wd, "--controller", "--controller-master-timeout-ms", str(MASTER_TIMEOUT_MS), *extra)
+        self.procs.append(ns)
+        await asyncio.to_thread(ns.start)
+        return ns
+
+    async def broker(self, name: str, ns: str, broker_id: int, **extra: object) -> BrokerProcess:
+        p = broker_process(self.wd / name, ns, GROUP, controller_conf("ASYNC_MASTER", broker_id, **BEAT, **extra))
+        self.procs.append(p)
+        await asyncio.to_thread(p.start)  # (the loop keeps relaying meanwhile)
+        return p
+
+    async def relay(self, target: str) -> FreezableRelay:
+        r = await FreezableRelay(target).start()
+        self.relays.append(r)
+        return r
+
+
+@contextlib.asynccontextmanager
+async def cluster() -> AsyncIterator[Cluster]:
+    with tempfile.TemporaryDirectory(prefix="rmq-lease-", ignore_cleanup_errors=True) as d:
+        c = Cluster(Path(d))
+        try:
+            yield c
+        finally:
+            for p in reversed(c.procs):
+                p.signal(signal.SIGCONT)
+                p.stop()
+            for r in c.relays:
+                r.thaw()
+                await r.close()
+
+
+async def wait_in_sync(ns: str, slave: str) -> None:
+    """Until the controller counts the slave in the group's in-sync set, and a few
+    heartbeats more (the master's answers name it)."""
+
+    async def in_sync() -> bool:
+        async with RemotingClient() as c:
+            h = GetSyncStateDataRequestHeader(GROUP)
+            r = await c.invoke(
+                ns, RemotingCommand(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, ext_fields=h.to_ext_fields()), 3
+            )
+        assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+        return any(m.addr == slave and m.in_sync for g in decode_group_statuses(r.body) for m in g.members)
+
+    await wait_until(in_sync, 30, f"{slave} never got in sync", 0.1)
+    await asyncio.sleep(0.6)
+
+
+async def writer_on(master: BrokerProcess) -> Writer:
+    await create_topic(master.addr, TOPIC, 4)
+    w = Writer(master.addr, TOPIC).start()
+    await w.wait_for(OK, 0.0, 10)
+    return w
+
+
+def timeline(t0: float, **events: float) -> str:
+    return ", ".join(f"{k} {v - t0:+.3f}s" for k, v in sorted(events.items(), key=lambda kv: kv[1]))
+
+
+async def test_isolated_master_stops_acking_before_a_successor_may_be_elected() -> None:
+    async with cluster() as c:
+        ns = await c.namesrv()
+        relay = await c.relay(ns.addr)
+        a = await c.broker("a", ns.addr, 0, controllerAddr=relay.addr)
+        b = await c.broker("b", ns.addr, 1)
+        await wait_master(a.addr)
+        await wait_slave(b.addr)
+        await wait_in_sync(ns.addr, b.addr)
+        w = await writer_on(a)
+        try:
+            # --- 1: frozen, then thawed as soon as the master refuses
+            relay.freeze()
+            cut = time.monotonic()
+            refused = await w.wait_for(FENCED, cut, T + 3)
+            last_hb = relay.last_up  # (still frozen: the last heartbeat the controller got)
+            relay.thaw()
+            thawed = time.monotonic()
+            last_ok = w.last(OK, refused.sent)
+            assert last_ok is not None
+            back = await w.wait_for(OK, thawed, 3)
+            print(
+                "\nisolated master, thawed: "
+                + timeline(
+                    last_hb,
+                    last_heartbeat=last_hb,
+                    cut=cut,
+                    last_send_ok=last_ok.got,
+                    first_refusal=refused.got,
+                    controller_may_elect=last_hb + T,
+                    thawed=thawed,
+                    send_ok_again=back.got,
+                )
+            )
+            print(f"  remark: {refused.remark}")
+            assert "master lease of broker-a expired" in refused.remark
+            assert "not accepting writes so clients retry elsewhere" in refused.remark
+            # kept acking after the cut, until the lease lapsed ...
+            assert last_ok.sent > cut
+            # ... and stopped strictly before the controller may elect a successor
+            assert refused.got < last_hb + T, f"refused {refused.got - last_hb:.3f}s after the last heartbeat"
+            await wait_master(a.addr, 2)  # nobody was elected
+            await asyncio.sleep(0.5)
+            assert w.codes_between(back.sent, time.monotonic()) == {OK}
+
+            # --- 2: frozen for good: the controller elects the slave after the old
+            # master's last SEND_OK
+            relay.freeze()
+            cut = time.monotonic()
+            refused = await w.wait_for(FENCED, cut, T + 3)
+            last_hb = relay.last_up
+            last_ok = w.last(OK, refused.sent)
+            assert last_ok is not None
+            await wait_master(b.addr, 3 * T)
+            elected = time.monotonic()
+            print(
+                "isolated master, left frozen: "
+                + timeline(
+                    last_hb,
+                    last_heartbeat=last_hb,
+                    cut=cut,
+                    last_send_ok=last_ok.got,
+                    first_refusal=refused.got,
+                    controller_may_elect=last_hb + T,
+                    slave_seen_master=elected,
+                )
+            )
+            assert refused.got < last_hb + T
+            assert w.codes_between(refused.got, elected) == {FENCED}, "the old master acked after its lease"
+            relay.thaw()
+            await wait_slave(a.addr, 10)
+        finally:
+            await w.stop()
+
+
+async def test_failsafe_keeps_the_master_while_no_controller_answers_and_its_slave_confirms() -> None:
+    async with cluster() as c:
+        ns = await c.namesrv()
+        a = await c.broker("a", ns.addr, 0)
+        b = await c.broker("b", ns.addr, 1)
+        await wait_master(a.addr)
+        await wait_slave(b.addr)
+        await wait_in_sync(ns.addr, b.addr)
+        w = await writer_on(a)
+        try:
+            ns.kill()  # no controller at all
+            killed = time.monotonic()
+            await asyncio.sleep(2 * T)  # longer than any lease (< controllerMasterTimeout)
+            held = time.monotonic()
+            assert w.codes_between(killed, held) == {OK}, "the master stopped although its slave confirmed"
+            assert "every other member (" in a.log_text() and "keeps taking writes" in a.log_text()
+            assert f"confirmed to master {a.addr}" in b.log_text()
+
+            b.signal(signal.SIGSTOP)  # the slave cannot confirm any more
+            stopped = time.monotonic()
+            refused = await w.wait_for(FENCED, stopped, T + 3)
+            last_ok = w.last(OK, refused.sent)
+            assert last_ok is not None
+            print(
+                "\nfailsafe: "
+                + timeline(
+                    killed,
+                    controller_killed=killed,
+                    still_send_ok=held,
+                    slave_stopped=stopped,
+                    last_send_ok=last_ok.got,
+                    first_refusal=refused.got,
+                )
+            )
+            print(f"  remark: {refused.remark}")
+            for p in (a, b):
+                for line in p.log_text().splitlines():
+                    if "failsafe:" in line:
+                        print(f"  {p.name}: {line}")
+            assert "expired" in refused.remark and "failsafe" in refused.remark
+            assert f"{b.addr}: no answer" in a.log_text() and "the lease lapses" in a.log_text()
+        finally:
+            await w.stop()
+            b.signal(signal.SIGCONT)
+
+
+@pytest.mark.parametrize("unclean", [False, True], ids=["clean", "unclean"])
+async def test_failsafe_of_a_master_alone_in_its_in_sync_set(unclean: bool) -> None:
+    async with cluster() as c:
+        extra: list[str] = []
+        if unclean:
+            conf = c.wd / "namesrv.properties"
+            conf.write_text("enableElectUncleanMaster=true\n")
+            extra = ["-c", str(conf)]
+        ns = await c.namesrv(*extra)
+        a = await c.broker("a", ns.addr, 0)
+        await wait_master(a.addr)
+        w = await writer_on(a)
+        await asyncio.sleep(0.5)
+        try:
+            ns.kill()
+            killed = time.monotonic()
+            if unclean:
+                refused = await w.wait_for(FENCED, killed, T + 3)
+                print(f"\nalone, unclean elections allowed: refused {refused.got - killed:.3f}s after the kill")
+                assert "expired" in refused.remark
+                assert "enableElectUncleanMaster" in a.log_text()
+            else:
+                await asyncio.sleep(2 * T)
+                assert w.codes_between(killed, time.monotonic()) == {OK}
+                assert "this master is the whole set" in a.log_text()
+        finally:
+            await w.stop()

@@ -1,0 +1,165 @@
+"""ControllerRole's failsafe decisions on an injected clock: the slave's answer to
+RMQ_FAILSAFE_CHECK (each refusal names its condition; a confirmation is a promise),
+the master's choice of whom to ask (unclean elections, a grown in-sync set, a master
+alone in its set), an unanswered check, and the order heartbeats try the controllers.
+
+No servers: the broker's store and role services are not needed by these paths; an
+unanswered check goes to a closed port of this host."""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+from pathlib import Path
+
+import pytest
+
+from rmq.broker.config import BrokerConfig
+from rmq.broker.controller_role import MASTER, SLAVE, ControllerRole, FailoverEpochs
+from rmq.protocol.controller import BrokerHeartbeatResponseHeader, FailsafeCheckRequestHeader
+from rmq.remoting.client import RemotingClient
+from rmq.store.config import BrokerRole, MessageStoreConfig
+
+ME, OTHER, MASTER_ADDR = "127.0.0.1:10911", "127.0.0.1:10921", "127.0.0.1:10931"
+CONTROLLERS = "127.0.0.1:9876;127.0.0.1:9877;127.0.0.1:9878"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _role(tmp_path: Path, clock: Clock) -> ControllerRole:
+    bc = BrokerConfig(
+        brokerName="broker-a",
+        brokerIP1="127.0.0.1",
+        listenPort=10911,
+        controllerAddr=CONTROLLERS,
+        brokerHeartbeatInterval=200,
+        sendHeartbeatTimeoutMillis=200,
+    )
+    sc = MessageStoreConfig(storePathRootDir=str(tmp_path))
+    epochs = FailoverEpochs(None, str(tmp_path))  # type: ignore[arg-type]  # (the store is not read here)
+    await epochs.load()
+    await epochs.file.append(3, 0)
+    return ControllerRole(
+        bc,
+        sc,
+        BrokerRole.ASYNC_MASTER,
+        "127.0.0.1",
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        epochs,
+        RemotingClient(),
+        lambda: None,
+        clock,
+    )
+
+
+def _check(master: str = MASTER_ADDR, epoch: int = 3, group: str = "broker-a") -> FailsafeCheckRequestHeader:
+    return FailsafeCheckRequestHeader(group, master, epoch)
+
+
+async def test_slave_confirms_only_when_every_condition_holds(tmp_path: Path) -> None:
+    clock = Clock()
+    r = await _role(tmp_path, clock)
+    assert "PENDING, not a slave" in (r.failsafe_check(_check()) or "")
+    r.state, r.master_addr = SLAVE, MASTER_ADDR
+    r.last_success_at, r.controller = clock.now - 0.1, "127.0.0.1:9876"
+    assert "group broker-a, not broker-b" in (r.failsafe_check(_check(group="broker-b")) or "")
+    assert f"follows {MASTER_ADDR}, not {OTHER}" in (r.failsafe_check(_check(OTHER)) or "")
+    assert "epoch 3, not 4" in (r.failsafe_check(_check(epoch=4)) or "")
+    why = r.failsafe_check(_check())
+    assert why is not None
+    assert "controller 127.0.0.1:9876 answered this slave 100 ms ago (less than 400 ms)" in why
+    assert r.lease.promised_at == -math.inf
+    clock.now += 0.3  # 400 ms without an answer: one interval and a whole round
+    assert r.failsafe_check(_check()) is None
+    assert r.lease.promised_at == clock.now and r.lease.promised_to == MASTER_ADDR
+    r.state = MASTER
+    assert "MASTER, not a slave" in (r.failsafe_check(_check()) or "")
+
+
+def _as_master(r: ControllerRole, clock: Clock, sync_state_set: str, unclean: bool = False) -> None:
+    r.state, r.master_addr = MASTER, ME
+    r._master_answer = BrokerHeartbeatResponseHeader(
+        ME, "127.0.0.1:10912", 0, 3, 0, 0, 1000, sync_state_set, unclean, "127.0.0.1:9876"
+    )
+    r.lease.granted(clock.now, 1000, "controller 127.0.0.1:9876")
+    r.lease.lead()
+
+
+async def test_master_alone_in_its_set_extends_from_the_check(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    r = await _role(tmp_path, clock)
+    _as_master(r, clock, ME)
+    clock.now += 0.8
+    with caplog.at_level(logging.WARNING, "rmq.broker.role"):
+        await r.failsafe_round()
+        await r.failsafe_round()
+    assert r.lease.remaining(clock.now) == pytest.approx(1.0)
+    said = [m for m in caplog.messages if "failsafe" in m]
+    assert len(said) == 1 and "this master is the whole set, nobody can be elected" in said[0]
+
+
+async def test_no_failsafe_with_unclean_elections(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    r = await _role(tmp_path, clock)
+    _as_master(r, clock, ME, unclean=True)
+    clock.now += 0.8
+    with caplog.at_level(logging.WARNING, "rmq.broker.role"):
+        await r.failsafe_round()
+    assert r.lease.remaining(clock.now) == pytest.approx(0.2)
+    assert any("enableElectUncleanMaster" in m and "the lease lapses" in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize(
+    "answered, since",
+    [
+        ({"1"}, {"1", "2"}),  # an unanswered report named slave 2 too
+        ({"1"}, {"1"}),  # the set answered holds no slave: slave 1 may have joined since
+    ],
+)
+async def test_no_failsafe_when_the_set_may_have_grown_unseen(
+    tmp_path: Path, answered: set[str], since: set[str]
+) -> None:
+    clock = Clock()
+    r = await _role(tmp_path, clock)
+    _as_master(r, clock, ME)
+    r._reported_at_success, r._reported_since = frozenset(answered), since
+    clock.now += 0.8
+    await r.failsafe_round()
+    assert r.lease.remaining(clock.now) == pytest.approx(0.2)
+
+
+async def test_an_unanswered_check_lets_the_lease_lapse(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    clock = Clock()
+    r = await _role(tmp_path, clock)
+    _as_master(r, clock, f"{ME};{closed}")
+    clock.now += 0.8
+    try:
+        with caplog.at_level(logging.WARNING, "rmq.broker.role"):
+            await r.failsafe_round()
+    finally:
+        await r.client.close()
+    assert r.lease.remaining(clock.now) == pytest.approx(0.2)
+    assert any(f"{closed}: no answer" in m and "the lease lapses" in m for m in caplog.messages)
+
+
+async def test_heartbeats_start_with_the_controller_that_answered_last(tmp_path: Path) -> None:
+    r = await _role(tmp_path, Clock())
+    a, b, c = CONTROLLERS.split(";")
+    assert r._round_order() == [a, b, c]
+    r.controller = b
+    assert r._round_order() == [b, c, a]
+    # the round fits a third of the lease time
+    assert r.round_budget() == pytest.approx(0.2)
+    r.lease.granted(0, 300)
+    assert r.round_budget() == pytest.approx(0.1)
