@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 
 from nameserver.config import NamesrvSettings, load_namesrv_config
-from nameserver.controller import ControllerConfig
+from nameserver.controller.config import ControllerConfig
 from rmq.remoting.acl_guard import acl_home
 
 __all__ = ["main", "build_parser", "run", "settings_from_args", "controller_config"]

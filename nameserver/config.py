@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nameserver.controller import ControllerConfig
+from nameserver.controller.config import ControllerConfig
 from nameserver.kvconfig import default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS
 from rmq.auth.credentials import Credential, CredentialError, parse_credential

@@ -19,27 +19,19 @@ import logging
 import os
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
 from typing import Protocol
 
-from nameserver.controller import CONTROLLER_FILE_NAME, Controller, ControllerConfig, ControllerError
+from nameserver.controller import CONTROLLER_FILE_NAME, ControllerConfig
+from nameserver.controller.factory import build_controller_service
+from nameserver.controller.service import ControllerService
 from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
 from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager
 from rmq.auth.credentials import Credential
 from rmq.auth.namesrv_rules import validate_namesrv
 from rmq.common.clock import monotonic_ms
-from rmq.common.fs import atomic_write
+from rmq.common.net import local_ip
 from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
-from rmq.protocol.controller import (
-    BrokerHeartbeatRequestHeader,
-    BrokerHeartbeatResponseHeader,
-    ElectMasterRequestHeader,
-    ElectMasterResponseHeader,
-    GetSyncStateDataRequestHeader,
-    HeartbeatBody,
-    encode_group_statuses,
-)
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -141,16 +133,14 @@ class NameServer:
         self._kv_write_lock = asyncio.Lock()
         self._scan = _BrokerExpiryScan(self)
         self._started = False
-        self.controller: Controller | None = None
-        self._controller_path: Path | None = None
-        self._controller_scan: _ControllerScan | None = None
-        self._controller_lock = asyncio.Lock()
-        self._controller_persisted = 0
+        self.controller: ControllerService | None = None
         if controller is not None:
-            self.controller = Controller(controller)
-            self._controller_scan = _ControllerScan(self, controller.controllerScanInterval)
-            self.controller.on_failover = self._record_failover
-            self._controller_path = None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME
+            self.controller = build_controller_service(
+                controller,
+                None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME,
+                lambda: self.advertised_address,
+                self._record_failover,
+            )
         # aclEnable: the accounts of <acl_home>/conf/plain_acl.yml (+ conf/acl/**) and the
         # cluster credential; loaded in start() (a broken file stops the start)
         self.acl_home = acl_home
@@ -185,10 +175,15 @@ class NameServer:
             self._remoting.set_auth_hook(self.acl_guard)
             self.acl_reload = AclReloadService(self.acl_guard, self.acl_home)
         await asyncio.to_thread(self.kv.load)
-        if self.controller is not None:
-            await asyncio.to_thread(self._load_controller)
         await self._remoting.start()
         self._started = True
+        if self.controller is not None:
+            try:
+                await self.controller.start()
+            except BaseException:
+                await self._remoting.stop()
+                self._started = False
+                raise
         if self.acl_reload is not None and self.acl_guard is not None:
             self.acl_reload.start()
             acl_logger.info(
@@ -200,8 +195,6 @@ class NameServer:
             )
         self._scan = _BrokerExpiryScan(self)
         self._scan.start()
-        if self._controller_scan is not None:
-            self._controller_scan.start()
         logger.info(
             "NameServer started on %s (broker expiry %d ms, scan every %d ms, KV %s)",
             self.address,
@@ -217,11 +210,9 @@ class NameServer:
         if self.acl_reload is not None:
             await self.acl_reload.stop(cancel=True)
         await self._scan.stop()
-        if self._controller_scan is not None:
-            await self._controller_scan.stop()
+        if self.controller is not None:
+            await self.controller.stop()
         await self._remoting.stop()
-        async with self._controller_lock:
-            pass
         # A KV write in flight finishes before we return: the file is never half-updated
         # anyway (atomic rename), but the caller may want the last change on disk.
         async with self._kv_write_lock:
@@ -260,83 +251,32 @@ class NameServer:
             await asyncio.to_thread(self.kv.write_file, self.kv.snapshot())
 
     # ------------------------------------------------------------------ controller
-    def _load_controller(self) -> None:
-        """Read controller.msgpack (blocking). A damaged file stops the start: epochs
-        handed out again would let two masters write one epoch."""
-        assert self.controller is not None
-        path = self._controller_path
-        if path is None or not path.exists():
-            return
-        try:
-            self.controller.restore(path.read_bytes(), monotonic_ms())
-        except ValueError as e:
-            raise ValueError(f"{path}: {e}") from None
-        self._controller_persisted = self.controller.version
-
-    async def _persist_controller(self) -> None:
-        """Write the controller's state if it changed; returns once it is durable."""
-        ctl, path = self.controller, self._controller_path
-        assert ctl is not None
-        async with self._controller_lock:
-            version = ctl.version
-            if version == self._controller_persisted:
-                return
-            if path is not None:
-                await asyncio.to_thread(atomic_write, str(path), ctl.snapshot())
-            self._controller_persisted = version
+    @property
+    def advertised_address(self) -> str:
+        """Where other controllers reach this one (a wildcard bind is not an address)."""
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else local_ip()
+        return f"{host}:{self.port}"
 
     async def scan_controller(self) -> None:
-        """One controller pass: elect where a master went silent, persist the decision."""
+        """One controller pass (tests drive it by hand)."""
         assert self.controller is not None
-        self.controller.scan(monotonic_ms())
-        await self._persist_controller()
+        await self.controller.scan()
 
     async def _broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         assert self.controller is not None
-        h = BrokerHeartbeatRequestHeader.from_ext_fields(cmd.ext_fields)
-        h.check()
-        body = HeartbeatBody.from_json(cmd.body)
         # RocketMQ 5: a broker heartbeat also keeps its registration alive
-        self.routes.update_broker_info_update_timestamp(h.broker_addr)
-        a = self.controller.on_heartbeat(h, body, monotonic_ms())
-        await self._persist_controller()
-        if a.master_addr is None:
-            return cmd.create_response(ResponseCode.SUCCESS, ext_fields={})
-        return cmd.create_response(
-            ResponseCode.SUCCESS,
-            ext_fields=BrokerHeartbeatResponseHeader(
-                a.master_addr, a.master_ha_addr, 0, a.epoch, a.epoch_start_offset, a.broker_id
-            ).to_ext_fields(),
-        )
+        broker_addr = (cmd.ext_fields or {}).get("brokerAddr")
+        if broker_addr:
+            self.routes.update_broker_info_update_timestamp(broker_addr)
+        return await self.controller.heartbeat(cmd)
 
     async def _elect_master(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         assert self.controller is not None
-        h = ElectMasterRequestHeader.from_ext_fields(cmd.ext_fields)
-        try:
-            rec = self.controller.elect_master(h.broker_name, h.broker_addr or None, monotonic_ms())
-        except ControllerError as e:
-            logger.warning(
-                "electMaster %s %s from %s refused: %s", h.broker_name, h.broker_addr or "", conn.remote_address, e
-            )
-            return cmd.create_response(e.code, str(e))
-        await self._persist_controller()
-        logger.info(
-            "electMaster from %s: group %s epoch %d master %s",
-            conn.remote_address,
-            h.broker_name,
-            rec.epoch,
-            rec.master_addr,
-        )
-        return cmd.create_response(
-            ResponseCode.SUCCESS,
-            ext_fields=ElectMasterResponseHeader(0, rec.master_addr, rec.epoch, rec.start_offset).to_ext_fields(),
-        )
+        return await self.controller.elect_master(cmd, conn.remote_address)
 
-    def _get_sync_state_data(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def _get_sync_state_data(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         assert self.controller is not None
-        h = GetSyncStateDataRequestHeader.from_ext_fields(cmd.ext_fields)
-        groups = self.controller.status(monotonic_ms(), h.broker_name or None)
-        return cmd.create_response(ResponseCode.SUCCESS, body=encode_group_statuses(groups))
+        return await self.controller.sync_state_data(cmd)
 
     # ------------------------------------------------------------------ dispatch
     def _record_failover(self, cluster: str, broker_name: str) -> None:
@@ -639,18 +579,3 @@ class _BrokerExpiryScan(ServiceLoop):
 
     async def run_once(self) -> None:
         self._server.scan_not_active_broker()
-
-
-class _ControllerScan(ServiceLoop):
-    """The failover controller's tick (controllerScanInterval)."""
-
-    def __init__(self, server: NameServer, interval_ms: int) -> None:
-        super().__init__("namesrv-controller", logger)
-        self._server = server
-        self._interval = interval_ms / 1000
-
-    def interval(self) -> float:
-        return self._interval
-
-    async def run_once(self) -> None:
-        await self._server.scan_controller()

@@ -294,3 +294,65 @@ def test_failovers_are_reported_but_the_first_master_is_not():
     _slaves_beat(c, TIMEOUT + 1, slaves)
     c.scan(TIMEOUT + 1)
     assert events == [("C", "broker-a")]
+
+
+def test_in_sync_set_is_recorded_and_a_new_leader_elects_from_it():
+    c = ctl()
+    top = 300 * MiB
+    slaves = {S1: (1, top - 100), S2: (2, top), S3: (3, 10)}
+    _cluster(c, 0, {S1: top - 100, S2: top, S3: 10}, slaves, master_max=top)
+    # S3 lags beyond haSlaveFallbehindMax: not in the set
+    assert [r.sync_state for r in c.take_dirty()] == [[M, S1, S2]]
+    # another controller takes over from the records alone: it never heard the master
+    n = ctl()
+    n.adopt(c.records(), 100_000)
+    _slaves_beat(n, 100_000, slaves)
+    assert n.scan(100_000 + TIMEOUT) == []  # the master gets the full timeout
+    _slaves_beat(n, 100_000 + TIMEOUT + 1, slaves)
+    [rec] = n.scan(100_000 + TIMEOUT + 1)
+    assert (rec.master_addr, rec.epoch) == (S2, 2)  # highest own offset among S1, S2
+    assert n.groups["broker-a"].sync_state == [S2]  # the new master alone until reports
+
+
+def test_in_sync_set_shrinks_and_grows_with_the_masters_reports():
+    c = ctl()
+    _cluster(c, 0, {S1: 1000, S2: 1000}, {S1: (1, 1000), S2: (2, 1000)})
+    c.take_dirty()
+    c.on_heartbeat(master_hb(max_offset=1000, acks={S1: 1000}), 1)  # S2 left
+    [r] = c.take_dirty()
+    assert r.sync_state == [M, S1]
+    c.on_heartbeat(master_hb(max_offset=1000, acks={S1: 1000}), 2)
+    assert c.take_dirty() == []  # no change, nothing to write
+    c.on_heartbeat(master_hb(max_offset=1000, acks={S1: 1000, S2: 1000}), 3)
+    [r] = c.take_dirty()
+    assert r.sync_state == [M, S1, S2]
+
+
+def test_master_gets_a_lease_and_slaves_the_set():
+    c = ctl()
+    _cluster(c, 0, {S1: 1000}, {S1: (1, 1000)})
+    a = c.on_heartbeat(master_hb(acks={S1: 1000}), 1)
+    assert a.lease_ms == TIMEOUT * 4 // 5 and a.sync_state == (M, S1) and not a.unclean
+    a = c.on_heartbeat(slave_hb(S1, 1, 1000), 1)
+    assert a.lease_ms is None and a.sync_state == (M, S1)
+
+
+def test_successor_named_by_hand_waits_for_the_old_masters_lease():
+    c = ctl()
+    _cluster(c, 0, {S1: 1000}, {S1: (1, 1000)})
+    c.on_heartbeat(master_hb(acks={S1: 1000}), 5)  # lease until 5 + 8000
+    c.elect_master("broker-a", S1, 6)
+    a = c.on_heartbeat(slave_hb(S1, 1, 1000), 7)
+    assert a.master_addr is None  # not yet: M may still write
+    a = c.on_heartbeat(master_hb(acks={S1: 1000}), 8)
+    assert (a.master_addr, a.lease_ms) == (S1, None)  # M hears it must step down
+    a = c.on_heartbeat(slave_hb(S1, 1, 1000), 5 + 8000)
+    assert (a.master_addr, a.broker_id, a.lease_ms) == (S1, 0, 8000)
+
+
+def test_lease_is_shorter_than_the_master_timeout():
+    assert ControllerConfig(controllerMasterTimeout=3000).master_lease_ms == 2400
+    assert ControllerConfig(controllerMasterTimeout=500).master_lease_ms == 300
+    assert ControllerConfig(controllerMasterTimeout=3000, controllerMasterLease=1000).master_lease_ms == 1000
+    with pytest.raises(ValueError, match="controllerMasterLease"):
+        ControllerConfig(controllerMasterTimeout=3000, controllerMasterLease=3000).validate()

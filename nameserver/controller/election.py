@@ -2,13 +2,12 @@
 
 Design note
 -----------
-*Where it runs.* Inside one NameServer, the one started with ``--controller`` (or
-``enableControllerInNamesrv=true``), as RocketMQ 5 can run its controller in the
-NameServer. Several controllers would each elect on their own clock and could pick
-different masters for one epoch; making them agree needs a consensus log (RocketMQ
-uses DLedger/Raft), which rmq does not have. So: **one controller per cluster**.
-Brokers send their heartbeats to every NameServer; the ones without a controller
-answer REQUEST_CODE_NOT_SUPPORTED and only refresh the broker's liveness.
+*Where it runs.* Inside a NameServer started with ``enableControllerInNamesrv=true``,
+as RocketMQ 5 can run its controller in the NameServer. This module is the rules
+only, no I/O: ``service.py`` feeds it heartbeats and scan ticks, persists what it
+decided (a local file, or etcd where several controllers run and one leads; every
+write there is a compare-and-swap on the group's revision, fenced by the leader's
+key) and answers only once the decision is durable.
 
 *Why pull, through the heartbeats.* Every broker sends BROKER_HEARTBEAT (904) once a
 second with its role, epoch, CommitLog max offset and, from a master, each slave's
@@ -21,17 +20,26 @@ its first heartbeat. The elected slave sees itself named master; the others see 
 to follow; a returning old master sees that it is no longer the master.
 
 *Election.* A group's master is silent when its last heartbeat is older than
-``controllerMasterTimeout`` (10 s). Candidates are the slaves whose own heartbeats
-are fresh and which the master's last report showed in sync: acked offset within
-``haSlaveFallbehindMax`` of the master's max offset and not behind the epoch's start.
-The best candidate has the highest of (acked offset, own max offset), ties to the
-lowest broker id. No candidate, no election (``enableElectUncleanMaster=true`` allows
-any live slave, losing what it lacks). The epoch goes up by one and starts at the
-elected slave's max offset; the decision is written to ``controller.msgpack`` next to
-the KV config (atomic replace, fsync) before any broker hears of it, so a restarted
-NameServer never hands out an epoch twice. The promoted broker reports the offset its
-epoch really starts at (``epochStartOffset``) in its heartbeats; the controller
-records that.
+``controllerMasterTimeout`` (10 s). Candidates are the live slaves of the group's
+in-sync set (RocketMQ 5's SyncStateSet), which is persisted with the group: the
+master's reports propose it (a slave is in sync when its acked offset is within
+``haSlaveFallbehindMax`` of the master's max offset and not behind the epoch's
+start) and the controller records every change before answering, so a controller
+that takes over knows it without having heard the dead master. The best candidate
+has the highest of (last acked offset, own max offset), ties to the lowest broker
+id. No candidate, no election (``enableElectUncleanMaster=true`` allows any live
+slave, losing what it lacks). The epoch goes up by one and starts at the elected
+slave's max offset; the new master's in-sync set is itself until its slaves catch
+up. The promoted broker reports the offset its epoch really starts at
+(``epochStartOffset``) in its heartbeats; the controller records that.
+
+*The master lease.* The answer to the master's heartbeat carries
+``masterLeaseMillis`` (``controllerMasterLease``, shorter than the timeout): the
+broker counts it from when it sent that heartbeat and stops acknowledging writes when
+it runs out, so an isolated master has stopped before anyone may replace it. A master
+named by hand while the old one is alive is told it leads only once every lease the
+old one holds has run out (``lease_until``); a controller that just took over
+assumes the recorded master was granted a lease the moment before.
 
 *The epoch file.* Each broker keeps its own history in
 ``<storePathRootDir>/epochFileCheckpoint`` (``ha.epoch.EpochFile``): epoch N began at
@@ -62,6 +70,8 @@ from dataclasses import dataclass, field
 
 import msgpack
 
+from nameserver.controller.config import ControllerConfig
+from nameserver.controller.state import HISTORY_KEPT, GroupRecord
 from rmq.common.clock import now_ms
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.controller import (
@@ -74,29 +84,12 @@ from rmq.protocol.controller import (
     MemberStatus,
 )
 
-__all__ = ["ControllerConfig", "Controller", "ControllerError", "Assignment", "CONTROLLER_FILE_NAME"]
+__all__ = ["Controller", "ControllerError", "Assignment", "CONTROLLER_FILE_NAME"]
 
 log = logging.getLogger("rmq.nameserver.controller")
 
 CONTROLLER_FILE_NAME = "controller.msgpack"
 _FILE_VERSION = 1
-_HISTORY_KEPT = 64
-
-
-@dataclass
-class ControllerConfig:
-    """RocketMQ-style keys (namesrv.properties); times in ms."""
-
-    enableControllerInNamesrv: bool = False
-    controllerMasterTimeout: int = 10_000
-    haSlaveFallbehindMax: int = 1024 * 1024 * 256
-    enableElectUncleanMaster: bool = False
-    controllerScanInterval: int = 1000
-
-    def validate(self) -> None:
-        for key in ("controllerMasterTimeout", "controllerScanInterval", "haSlaveFallbehindMax"):
-            if getattr(self, key) <= 0:
-                raise ValueError(f"{key} must be positive, got {getattr(self, key)}")
 
 
 class ControllerError(Exception):
@@ -116,6 +109,9 @@ class Assignment:
     epoch: int
     epoch_start_offset: int
     broker_id: int
+    lease_ms: int | None = None  # to the master only
+    sync_state: tuple[str, ...] = ()
+    unclean: bool = False
 
 
 @dataclass(slots=True)
@@ -141,10 +137,33 @@ class _Group:
     master_ha_addr: str | None = None
     ids: dict[str, int] = field(default_factory=dict)  # addr -> assigned broker id
     history: list[EpochRecord] = field(default_factory=list)
+    sync_state: list[str] = field(default_factory=list)  # master first
     # not persisted
     members: dict[str, _Member] = field(default_factory=dict)
     since_ms: int = 0  # monotonic time the controller started watching it
+    # the broker last granted a master lease, and until when (monotonic) it may run:
+    # another broker named master is told so only after that
+    lease_holder: str = ""
+    lease_until: int = 0
     warned: str = ""  # last "cannot elect" reason logged
+
+    def record(self) -> GroupRecord:
+        return GroupRecord(
+            self.cluster,
+            self.name,
+            self.epoch,
+            self.epoch_start_offset,
+            self.master_addr,
+            self.master_ha_addr,
+            dict(self.ids),
+            list(self.history[-HISTORY_KEPT:]),
+            list(self.sync_state),
+        )
+
+    def load(self, r: GroupRecord) -> None:
+        self.cluster, self.epoch, self.epoch_start_offset = r.cluster, r.epoch, r.epoch_start_offset
+        self.master_addr, self.master_ha_addr = r.master_addr, r.master_ha_addr
+        self.ids, self.history, self.sync_state = dict(r.ids), list(r.history), list(r.sync_state)
 
 
 class Controller:
@@ -158,60 +177,80 @@ class Controller:
         self._wall = wall_clock
         self.groups: dict[str, _Group] = {}
         self.version = 0  # bumped by every change worth persisting
+        self.dirty: set[str] = set()  # groups changed since take_dirty()
         # (cluster, brokerName) on every new master after the first: the NameServer
         # counts failovers with it (rocketmq_namesrv failover metric)
         self.on_failover: Callable[[str, str], None] | None = None
 
     # ------------------------------------------------------------------ persistence
-    def snapshot(self) -> bytes:
-        groups = {}
-        for g in self.groups.values():
-            groups[g.name] = {
-                "cluster": g.cluster,
-                "epoch": g.epoch,
-                "epochStartOffset": g.epoch_start_offset,
-                "masterAddr": g.master_addr,
-                "masterHaAddr": g.master_ha_addr,
-                "brokerIds": dict(g.ids),
-                "history": [
-                    [h.epoch, h.start_offset, h.master_addr, h.reason, h.time_ms] for h in g.history[-_HISTORY_KEPT:]
-                ],
-            }
-        return msgpack.packb({"version": _FILE_VERSION, "groups": groups}, use_bin_type=True)
+    def _changed(self, g: _Group) -> None:
+        self.version += 1
+        self.dirty.add(g.name)
 
-    def restore(self, raw: bytes, now_ms: int) -> None:
-        """Adopt a snapshot (start-up). ValueError if it is not one: a controller must
-        not start from a file it cannot read and hand out epochs again."""
-        try:
-            obj = msgpack.unpackb(raw, raw=False)
-            if not isinstance(obj, dict) or obj.get("version") != _FILE_VERSION:
-                raise ValueError("not a version-1 controller snapshot")
-            groups = {}
-            for name, d in obj["groups"].items():
-                g = _Group(
-                    str(d["cluster"]),
-                    str(name),
-                    int(d["epoch"]),
-                    int(d["epochStartOffset"]),
-                    d["masterAddr"],
-                    d["masterHaAddr"],
-                    {str(a): int(i) for a, i in d["brokerIds"].items()},
-                    [EpochRecord(int(e), int(s), str(m), str(r), int(t)) for e, s, m, r, t in d["history"]],
-                )
-                g.since_ms = now_ms
-                groups[g.name] = g
-        except Exception as e:  # msgpack and the field reads raise several types
-            raise ValueError(f"controller file is damaged: {type(e).__name__}: {e}") from None
-        self.groups = groups
-        for g in groups.values():
+    def take_dirty(self) -> list[GroupRecord]:
+        """The records changed since the last call (to persist before answering)."""
+        out = [self.groups[n].record() for n in sorted(self.dirty) if n in self.groups]
+        self.dirty.clear()
+        return out
+
+    def records(self) -> list[GroupRecord]:
+        return [g.record() for g in self.groups.values()]
+
+    def adopt(self, records: Iterable[GroupRecord], now_ms: int) -> None:
+        """Take these records as the truth (start, takeover, or a write that failed):
+        members heard so far stay, timers restart, and the old master may hold a
+        lease granted just before."""
+        for r in records:
+            g = self.groups.get(r.name)
+            if g is None:
+                g = self.groups[r.name] = _Group(r.cluster, r.name)
+            g.load(r)
+            g.since_ms = now_ms
+            # a lease may have been granted the moment before (another controller)
+            g.lease_holder, g.lease_until = g.master_addr or "", now_ms + self.config.master_lease_ms
+            self.dirty.discard(r.name)
             log.info(
-                "controller: group %s (cluster %s): epoch %d from offset %d, master %s",
+                "controller: group %s (cluster %s): epoch %d from offset %d, master %s, in sync %s",
                 g.name,
                 g.cluster,
                 g.epoch,
                 g.epoch_start_offset,
                 g.master_addr,
+                ",".join(g.sync_state) or "-",
             )
+
+    def forget(self, name: str) -> None:
+        """Drop a group whose record could not be written (it is re-read before use)."""
+        self.groups.pop(name, None)
+        self.dirty.discard(name)
+
+    def snapshot(self) -> bytes:
+        return self.snapshot_of(g.record() for g in self.groups.values())
+
+    @staticmethod
+    def snapshot_of(records: Iterable[GroupRecord]) -> bytes:
+        groups = {r.name: r.to_obj() for r in records}
+        return msgpack.packb({"version": _FILE_VERSION, "groups": groups}, use_bin_type=True)
+
+    @staticmethod
+    def parse_snapshot(raw: bytes) -> list[GroupRecord]:
+        """ValueError if it is not a snapshot: a controller must not start from a file
+        it cannot read and hand out epochs again."""
+        try:
+            obj = msgpack.unpackb(raw, raw=False)
+        except Exception as e:  # msgpack raises several types
+            raise ValueError(f"controller file is damaged: {type(e).__name__}: {e}") from None
+        if not isinstance(obj, dict) or obj.get("version") != _FILE_VERSION or not isinstance(obj.get("groups"), dict):
+            raise ValueError("controller file is damaged: not a version-1 controller snapshot")
+        try:
+            return [GroupRecord.from_obj(str(n), d) for n, d in obj["groups"].items()]
+        except ValueError as e:
+            raise ValueError(f"controller file is damaged: {e}") from None
+
+    def restore(self, raw: bytes, now_ms: int) -> None:
+        """Adopt a snapshot (start-up)."""
+        self.groups = {}
+        self.adopt(self.parse_snapshot(raw), now_ms)
 
     # ------------------------------------------------------------------ heartbeats
     def on_heartbeat(self, hb: BrokerHeartbeatRequestHeader, body: HeartbeatBody, now_ms: int) -> Assignment:
@@ -265,7 +304,9 @@ class Controller:
                 g.master_addr,
                 g.epoch,
             )
-        return self._assignment(g, addr, hb.broker_id)
+        if addr == g.master_addr:
+            self._propose_sync_state(g)
+        return self._assignment(g, addr, hb.broker_id, now_ms)
 
     def _resolve_acks(self, g: _Group, acks: dict[str, int]) -> dict[str, int]:
         """Slave names to addresses: "ip:port" as is, a decimal id via the members."""
@@ -296,7 +337,7 @@ class Controller:
     def _master_report(self, g: _Group, hb: BrokerHeartbeatRequestHeader, ha_addr: str | None) -> None:
         if ha_addr and ha_addr != g.master_ha_addr:
             g.master_ha_addr = ha_addr
-            self.version += 1
+            self._changed(g)
         if hb.epoch > g.epoch:
             # the controller's file is older than the broker's history (lost, restored
             # from a backup): never hand out an epoch the broker already has
@@ -321,13 +362,50 @@ class Controller:
             if g.history and g.history[-1].epoch == g.epoch:
                 h = g.history[-1]
                 g.history[-1] = EpochRecord(h.epoch, hb.epoch_start_offset, h.master_addr, h.reason, h.time_ms)
-            self.version += 1
+            self._changed(g)
 
-    def _assignment(self, g: _Group, addr: str, reported_id: int) -> Assignment:
-        if g.master_addr is None:
-            return Assignment(None, None, g.epoch, g.epoch_start_offset, reported_id)
+    def _propose_sync_state(self, g: _Group) -> None:
+        """The master's report decides the in-sync set (recorded before the answer)."""
+        master = g.members.get(g.master_addr or "")
+        if master is None:
+            return
+        fallbehind = self.config.haSlaveFallbehindMax
+        wanted = [g.master_addr or ""] + sorted(
+            a
+            for a, ack in master.acks.items()
+            if a != g.master_addr and master.acks_master_max - ack < fallbehind and ack >= g.epoch_start_offset
+        )
+        if wanted == g.sync_state:
+            return
+        before = set(g.sync_state)
+        joined = [a for a in wanted if a not in before]
+        left = sorted(before - set(wanted))
+        g.sync_state = wanted
+        self._changed(g)
+        log.info(
+            "controller: group %s epoch %d: in-sync set %s (joined %s, left %s)",
+            g.name,
+            g.epoch,
+            ",".join(wanted),
+            ",".join(joined) or "-",
+            ",".join(left) or "-",
+        )
+
+    def _assignment(self, g: _Group, addr: str, reported_id: int, now_ms: int) -> Assignment:
+        unclean = self.config.enableElectUncleanMaster
+        if g.master_addr is None or (addr == g.master_addr != g.lease_holder and now_ms < g.lease_until):
+            # no master yet, or a successor named while its predecessor may still
+            # hold a lease: it learns it leads once that lease has run out
+            return Assignment(
+                None, None, g.epoch, g.epoch_start_offset, reported_id, None, tuple(g.sync_state), unclean
+            )
+        bid = self._id_for(g, addr, reported_id)
+        lease = None
+        if addr == g.master_addr:
+            lease = self.config.master_lease_ms
+            g.lease_holder, g.lease_until = addr, now_ms + lease
         return Assignment(
-            g.master_addr, g.master_ha_addr, g.epoch, g.epoch_start_offset, self._id_for(g, addr, reported_id)
+            g.master_addr, g.master_ha_addr, g.epoch, g.epoch_start_offset, bid, lease, tuple(g.sync_state), unclean
         )
 
     def _id_for(self, g: _Group, addr: str, reported_id: int) -> int:
@@ -336,7 +414,7 @@ class Controller:
         if addr == g.master_addr:
             if g.ids.get(addr) != 0:
                 g.ids[addr] = 0
-                self.version += 1
+                self._changed(g)
             return 0
         taken = {i for a, i in g.ids.items() if a != addr}
         mine = g.ids.get(addr)
@@ -346,7 +424,7 @@ class Controller:
         while bid in taken:
             bid += 1
         g.ids[addr] = bid
-        self.version += 1
+        self._changed(g)
         return bid
 
     def registration_id(self, broker_name: str, addr: str, broker_id: int) -> int:
@@ -392,15 +470,10 @@ class Controller:
         return now_ms - m.last_heartbeat_ms <= self.config.controllerMasterTimeout
 
     def _in_sync(self, g: _Group, m: _Member) -> tuple[bool, int | None]:
-        """(in sync, acked offset) by the master's last report."""
+        """(in the recorded in-sync set, acked offset by the master's last report)."""
         master = g.members.get(g.master_addr or "")
-        if master is None:
-            return False, None
-        ack = master.acks.get(m.addr)
-        if ack is None:
-            return False, None
-        ok = master.acks_master_max - ack < self.config.haSlaveFallbehindMax and ack >= g.epoch_start_offset
-        return ok, ack
+        ack = master.acks.get(m.addr) if master is not None else None
+        return m.addr in g.sync_state and m.addr != g.master_addr, ack
 
     def _best_candidate(self, g: _Group, now_ms: int, unclean: bool) -> _Member | None:
         best: tuple[int, int, str] | None = None
@@ -435,9 +508,10 @@ class Controller:
         g.epoch, g.epoch_start_offset = epoch, start
         g.ids[master] = 0
         g.history.append(rec)
-        del g.history[:-_HISTORY_KEPT]
+        del g.history[:-HISTORY_KEPT]
+        g.sync_state = [master]
         g.warned = ""
-        self.version += 1
+        self._changed(g)
         log.warning("controller: group %s: epoch %d from offset %d, master %s (%s)", g.name, epoch, start, master, why)
         if failover and self.on_failover is not None:
             self.on_failover(g.cluster, g.name)

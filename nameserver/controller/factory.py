@@ -1,0 +1,25 @@
+"""Which controller a NameServer runs: embedded (a local file, always the leader) or
+one of several on etcd (leader by lease, state by compare-and-swap)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from nameserver.controller.config import ControllerConfig
+from nameserver.controller.file_store import FileStateStore
+from nameserver.controller.service import ControllerService, StaticLeadership
+
+__all__ = ["build_controller_service"]
+
+
+def build_controller_service(
+    config: ControllerConfig,
+    file_path: Path | None,
+    self_addr: Callable[[], str],
+    on_failover: Callable[[str, str], None] | None = None,
+) -> ControllerService:
+    config.validate()
+    return ControllerService(
+        config, FileStateStore(file_path), StaticLeadership(self_addr), self_addr, on_failover=on_failover
+    )
