@@ -1,5 +1,5 @@
 """Controller mode: the broker's side of automatic failover (RocketMQ 5's
-ReplicasManager, on our controller in a NameServer: nameserver/controller.py).
+ReplicasManager, on our controller in a NameServer: nameserver/controller/).
 
 Enabled by ``enableControllerMode=true`` or a ``controllerAddr``; off by default (classic
 static roles). Then ``brokerRole`` names the role the broker takes while it leads

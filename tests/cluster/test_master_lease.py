@@ -25,9 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -38,7 +40,7 @@ from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from tests.cluster.failover_util import controller_conf, create_topic, wait_master, wait_slave
 from tests.cluster.ha_util import GROUP
-from tests.cluster.lease_util import FENCED, OK, FreezableRelay, Writer
+from tests.cluster.lease_util import FENCED, OK, Answer, FreezableRelay, Writer
 from tests.harness import BrokerProcess, NameServerProcess, broker_process, namesrv_process
 from tests.integration.broker_util import wait_until
 
@@ -113,78 +115,92 @@ async def writer_on(master: BrokerProcess) -> Writer:
     return w
 
 
+def closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
 def timeline(t0: float, **events: float) -> str:
     return ", ".join(f"{k} {v - t0:+.3f}s" for k, v in sorted(events.items(), key=lambda kv: kv[1]))
+
+
+@dataclass
+class Lapse:
+    cut: float
+    last_heartbeat: float  # the last bytes the controller got from the master
+    refused: Answer  # the first SERVICE_NOT_AVAILABLE
+    last_ok: Answer  # the last SEND_OK before it
+
+    def show(self, what: str, **more: float) -> None:
+        t = self.last_heartbeat
+        print(
+            f"\n{what}: "
+            + timeline(
+                t,
+                last_heartbeat=t,
+                cut=self.cut,
+                last_send_ok=self.last_ok.got,
+                first_refusal=self.refused.got,
+                controller_may_elect=t + T,
+                **more,
+            )
+        )
+
+
+async def freeze_until_fenced(relay: FreezableRelay, w: Writer) -> Lapse:
+    """Freeze the master's link to the controller; the master must keep acking after
+    the cut, then refuse strictly before the controller may elect a successor
+    (controllerMasterTimeout after the last heartbeat it got)."""
+    relay.freeze()
+    cut = time.monotonic()
+    refused = await w.wait_for(FENCED, cut, T + 3)
+    last_hb = relay.last_up  # (still frozen)
+    last_ok = w.last(OK, refused.sent)
+    assert last_ok is not None and last_ok.sent > cut, "stopped acking at the cut, not when the lease ran out"
+    assert refused.got < last_hb + T, f"refused {refused.got - last_hb:.3f}s after the last heartbeat"
+    return Lapse(cut, last_hb, refused, last_ok)
 
 
 async def test_isolated_master_stops_acking_before_a_successor_may_be_elected() -> None:
     async with cluster() as c:
         ns = await c.namesrv()
         relay = await c.relay(ns.addr)
-        a = await c.broker("a", ns.addr, 0, controllerAddr=relay.addr)
-        b = await c.broker("b", ns.addr, 1)
+        # each broker also has a dead controller address: the master's second is a
+        # closed port, the slave's first answers nothing (a frozen relay)
+        dead = await c.relay(ns.addr)
+        dead.freeze()
+        a = await c.broker("a", ns.addr, 0, controllerAddr=f"{relay.addr};{closed_port()}")
+        b = await c.broker("b", ns.addr, 1, controllerAddr=f"{dead.addr};{ns.addr}")
         await wait_master(a.addr)
         await wait_slave(b.addr)
         await wait_in_sync(ns.addr, b.addr)
         w = await writer_on(a)
         try:
             # --- 1: frozen, then thawed as soon as the master refuses
-            relay.freeze()
-            cut = time.monotonic()
-            refused = await w.wait_for(FENCED, cut, T + 3)
-            last_hb = relay.last_up  # (still frozen: the last heartbeat the controller got)
+            lapse = await freeze_until_fenced(relay, w)
             relay.thaw()
             thawed = time.monotonic()
-            last_ok = w.last(OK, refused.sent)
-            assert last_ok is not None
             back = await w.wait_for(OK, thawed, 3)
-            print(
-                "\nisolated master, thawed: "
-                + timeline(
-                    last_hb,
-                    last_heartbeat=last_hb,
-                    cut=cut,
-                    last_send_ok=last_ok.got,
-                    first_refusal=refused.got,
-                    controller_may_elect=last_hb + T,
-                    thawed=thawed,
-                    send_ok_again=back.got,
-                )
-            )
-            print(f"  remark: {refused.remark}")
-            assert "master lease of broker-a expired" in refused.remark
-            assert "not accepting writes so clients retry elsewhere" in refused.remark
-            # kept acking after the cut, until the lease lapsed ...
-            assert last_ok.sent > cut
-            # ... and stopped strictly before the controller may elect a successor
-            assert refused.got < last_hb + T, f"refused {refused.got - last_hb:.3f}s after the last heartbeat"
+            lapse.show("isolated master, thawed", thawed=thawed, send_ok_again=back.got)
+            remark = lapse.refused.remark
+            print(f"  remark: {remark}")
+            assert "master lease of broker-a expired" in remark
+            assert "not accepting writes so clients retry elsewhere" in remark
+            # the slave heartbeats to the controller that answers, not to its first address,
+            # and refused the failsafe because it reaches it
+            assert f"controller {ns.addr} answered this slave" in a.log_text()
             await wait_master(a.addr, 2)  # nobody was elected
             await asyncio.sleep(0.5)
             assert w.codes_between(back.sent, time.monotonic()) == {OK}
 
             # --- 2: frozen for good: the controller elects the slave after the old
             # master's last SEND_OK
-            relay.freeze()
-            cut = time.monotonic()
-            refused = await w.wait_for(FENCED, cut, T + 3)
-            last_hb = relay.last_up
-            last_ok = w.last(OK, refused.sent)
-            assert last_ok is not None
+            lapse = await freeze_until_fenced(relay, w)
             await wait_master(b.addr, 3 * T)
             elected = time.monotonic()
-            print(
-                "isolated master, left frozen: "
-                + timeline(
-                    last_hb,
-                    last_heartbeat=last_hb,
-                    cut=cut,
-                    last_send_ok=last_ok.got,
-                    first_refusal=refused.got,
-                    controller_may_elect=last_hb + T,
-                    slave_seen_master=elected,
-                )
-            )
-            assert refused.got < last_hb + T
+            lapse.show("isolated master, left frozen", slave_seen_master=elected)
+            refused = lapse.refused
             assert w.codes_between(refused.got, elected) == {FENCED}, "the old master acked after its lease"
             relay.thaw()
             await wait_slave(a.addr, 10)
@@ -227,10 +243,10 @@ async def test_failsafe_keeps_the_master_while_no_controller_answers_and_its_sla
                 )
             )
             print(f"  remark: {refused.remark}")
-            for p in (a, b):
+            for who, p in (("master", a), ("slave", b)):
                 for line in p.log_text().splitlines():
                     if "failsafe:" in line:
-                        print(f"  {p.name}: {line}")
+                        print(f"  {who}: {line.split(' rmq.broker.role ', 1)[-1]}")
             assert "expired" in refused.remark and "failsafe" in refused.remark
             assert f"{b.addr}: no answer" in a.log_text() and "the lease lapses" in a.log_text()
         finally:
