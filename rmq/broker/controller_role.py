@@ -519,7 +519,14 @@ class ControllerRole:
     # ------------------------------------------------------------------ failsafe
     def failsafe_silence(self) -> float:
         """Seconds without a controller's SUCCESS after which this broker cannot reach a
-        leading controller: one interval and one round's budget (a whole round failed)."""
+        leading controller: one interval and one round's budget (a whole round failed).
+
+        Not a whole lease time: the slave's last answer and the master's are up to a
+        round apart, in either order, so a slave that had to be silent for a lease
+        would confirm only after the master's lease ran out about every other time,
+        and the failsafe would start with an outage. Safety does not rest on this
+        threshold but on every member having to confirm and on the promise a
+        confirmation makes (``MasterLease.promise``)."""
         return self.broker_config.brokerHeartbeatInterval / 1000 + self.round_budget()
 
     async def failsafe_round(self) -> None:

@@ -13,19 +13,23 @@ clients retry on another broker.
 *Failsafe* (Patroni's DCS failsafe mode; rmq/broker/controller_role.py asks, this class
 keeps the result). While no controller leads at all (etcd unreachable as a whole: the
 heartbeats fail or answer CONTROLLER_NOT_LEADER) nobody can be elected, and stopping
-the master would only make the whole group unwritable. A master whose lease is about to
-lapse then asks every other member of the last in-sync set it was told
-(RMQ_FAILSAFE_CHECK): "do you follow me in this epoch, and can you not reach a
-controller either?". Only if *every* one says yes does it extend its lease by the
-lease time, counted from when it *sent* the checks (``extend_failsafe``); a refusal or
-a silence lets the lease lapse. Each confirming slave *promises* not to take writes
-within one lease time of its confirmation, should a controller elect it later
-(``promise``): whatever the controllers do once they return, the old master's extended
-lease ends before the new master's first write. When the controller allows unclean
-elections (``enableElectUncleanMaster``) a successor may come from outside the in-sync
-set, whom the master cannot ask: no failsafe then. When the in-sync set is this master
-alone, the failsafe holds vacuously: a clean election can only pick a member of the set,
-so nobody can replace this master.
+the master would only make the whole group unwritable. The rule a master then follows:
+when its lease is about to lapse and no controller answered its last heartbeat round,
+it asks every other member of the last in-sync set it was told (RMQ_FAILSAFE_CHECK):
+"do you follow me in this epoch, and can you not reach a controller either?" (none
+answered it for a heartbeat interval and a round). Only if *every* one says yes does it
+extend its lease by the lease time, counted from when it *sent* the checks
+(``extend_failsafe``); a refusal or a silence lets the lease lapse. Each confirming
+slave *promises* not to take writes within one lease time of its confirmation, should a
+controller elect it later (``promise``): whatever the controllers do once they return,
+the old master's extended lease ends before the new master's first write.
+
+No failsafe when the controller allows unclean elections (``enableElectUncleanMaster``:
+a successor may come from outside the in-sync set, whom the master cannot ask), nor when
+the set may have grown without the master hearing it (it reported a slave in sync that
+the set it was told cannot account for). When the in-sync set is this master alone, the
+failsafe holds vacuously: a clean election can only pick a member of the set, so nobody
+can replace this master.
 
 Static roles (no controller) are never fenced: their processors get ``UNFENCED``.
 """
