@@ -11,6 +11,8 @@
 #                              (tests/interop/test_java_acl.py, test_java_tls.py compile Java client programs)
 #   prometheus                 Debian prometheus, only if no `prometheus` is on PATH
 #                              (tests/integration/test_compose_deployment.py runs it)
+#   etcd                       Debian etcd-server, only if no `etcd` is on PATH
+#                              (tests/cluster/etcd_util.py runs etcd clusters for the controllers' tests)
 #
 # Idempotent and quiet: work already done is skipped (stamp files + cheap checks),
 # so a second run takes about a second; it prints nothing unless something fails,
@@ -213,6 +215,14 @@ ensure_prometheus() {
     run "check prometheus" prometheus --version
 }
 
+# ----------------------------------------------------------------------------- etcd
+ensure_etcd() {
+    command -v etcd >/dev/null 2>&1 && return 0
+    apt_install etcd-server
+    command -v etcd >/dev/null 2>&1 || die "installed etcd-server but still no etcd on PATH"
+    run "check etcd" etcd --version
+}
+
 # ----------------------------------------------------------------------------- main
 ensure_venv "$CPP2_VENV" "$CPP2_SPEC"
 check_native "$CPP2_VENV"
@@ -225,4 +235,5 @@ verify_venv "$CPP1_VENV" rocketmq
 ensure_node
 ensure_java
 ensure_prometheus
+ensure_etcd
 say "all test dependencies present"
