@@ -1,6 +1,7 @@
-"""Helpers for the master-lease tests: a TCP relay that can be frozen (one broker's
-link to the controller, as if the controller were SIGSTOPped for that broker alone),
-and a sender that keeps writing to one broker and records every answer with its time.
+"""Helpers for the master-lease tests: a TCP proxy that can hold every byte (one
+broker's link to the controller, as if the controller were SIGSTOPped for that broker
+alone) and says when bytes last went through, and a sender that keeps writing to one
+broker and records every answer with its time.
 """
 
 from __future__ import annotations
@@ -12,76 +13,40 @@ from dataclasses import dataclass, field
 
 from rmq.protocol.codes import ResponseCode
 from rmq.remoting.errors import RemotingError
+from tests.cluster.etcd_util import TcpProxy
 from tests.integration.broker_util import BrokerApi
 
 
-class FreezableRelay:
-    """127.0.0.1:<port> -> target. ``freeze()``: bytes stop moving both ways and new
-    connections are held (the TCP connections stay open, nothing is answered: what a
-    broker sees of a SIGSTOPped peer); ``thaw()``: everything held goes on in order.
-    ``last_up``: monotonic time bytes last went from a client to the target."""
+class TimedProxy(TcpProxy):
+    """etcd_util's TcpProxy (``blackhole()``: every byte held both ways, connections left
+    open, as a SIGSTOPped peer looks to its clients) that also keeps ``last_up``: the
+    monotonic time bytes last went on to the target."""
 
     def __init__(self, target: str) -> None:
-        host, _, port = target.rpartition(":")
-        self.target = (host, int(port))
-        self.port = 0
+        super().__init__(target)
         self.last_up = 0.0
-        self._open = asyncio.Event()
-        self._open.set()
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._writers: list[asyncio.StreamWriter] = []
+        self._target_port = int(target.rsplit(":", 1)[1])
 
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if writer.get_extra_info("peername")[1] == self._target_port:
+            writer = _Stamped(writer, self)  # type: ignore[assignment]
+        await super()._pump(reader, writer)
 
-    async def start(self) -> FreezableRelay:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
 
-    def freeze(self) -> None:
-        self._open.clear()
+class _Stamped:
+    def __init__(self, inner: asyncio.StreamWriter, proxy: TimedProxy) -> None:
+        self._inner = inner
+        self._proxy = proxy
 
-    def thaw(self) -> None:
-        self._open.set()
+    def write(self, data: bytes) -> None:
+        self._proxy.last_up = time.monotonic()
+        self._inner.write(data)
 
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._tasks):
-            t.cancel()
-        for w in self._writers:
-            w.close()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def drain(self) -> None:
+        await self._inner.drain()
 
-    async def _accept(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        self._writers.append(w)
-        await self._open.wait()
-        try:
-            ur, uw = await asyncio.open_connection(*self.target)
-        except OSError:
-            w.close()
-            return
-        self._writers.append(uw)
-        for src, dst, up in ((r, uw, True), (ur, w, False)):
-            t = asyncio.get_running_loop().create_task(self._pump(src, dst, up))
-            self._tasks.add(t)
-            t.add_done_callback(self._tasks.discard)
-
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, up: bool) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-            while True:
-                data = await src.read(65536)
-                await self._open.wait()  # frozen: held here (and the kernel buffers fill)
-                if not data:
-                    break
-                dst.write(data)
-                await dst.drain()
-                if up:
-                    self.last_up = time.monotonic()
-        dst.close()
+    def close(self) -> None:
+        self._inner.close()
 
 
 @dataclass

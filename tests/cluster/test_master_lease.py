@@ -5,12 +5,12 @@ controller mode heartbeating every 200 ms (ASYNC_MASTER: a send is answered once
 written). A writer sends straight to one broker every 20 ms (no client retry) and keeps
 every answer with its time.
 
-* An isolated master: its link to the controller goes through a relay the test freezes
+* An isolated master: its link to the controller goes through a proxy the test blackholes
   (the controller is SIGSTOPped for the master alone; its slave still reaches the
   controller, so it refuses the failsafe). The master keeps answering SEND_OK until
   its lease lapses, then SERVICE_NOT_AVAILABLE with the lease's remark, strictly before
-  controllerMasterTimeout after the last heartbeat the controller got from it. Thawed
-  in time it takes writes again (no election); left frozen, the controller elects the
+  controllerMasterTimeout after the last heartbeat the controller got from it. Healed
+  in time it takes writes again (no election); left cut off, the controller elects the
   slave, after the old master's last SEND_OK.
 * The failsafe: the controller NameServer is killed (no controller at all). A master
   whose in-sync slave confirms keeps SEND_OK; once that slave is frozen too (SIGSTOP)
@@ -40,7 +40,7 @@ from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from tests.cluster.failover_util import controller_conf, create_topic, wait_master, wait_slave
 from tests.cluster.ha_util import GROUP
-from tests.cluster.lease_util import FENCED, OK, Answer, FreezableRelay, Writer
+from tests.cluster.lease_util import FENCED, OK, Answer, TimedProxy, Writer
 from tests.harness import BrokerProcess, NameServerProcess, broker_process, namesrv_process
 from tests.integration.broker_util import wait_until
 
@@ -56,7 +56,7 @@ class Cluster:
     def __init__(self, wd: Path) -> None:
         self.wd = wd
         self.procs: list[BrokerProcess | NameServerProcess] = []
-        self.relays: list[FreezableRelay] = []
+        self.proxies: list[TimedProxy] = []
 
     async def namesrv(self, *extra: str) -> NameServerProcess:
         ns = namesrv_process(self.wd, "--controller", "--controller-master-timeout-ms", str(MASTER_TIMEOUT_MS), *extra)
@@ -67,13 +67,13 @@ class Cluster:
     async def broker(self, name: str, ns: str, broker_id: int, **extra: object) -> BrokerProcess:
         p = broker_process(self.wd / name, ns, GROUP, controller_conf("ASYNC_MASTER", broker_id, **BEAT, **extra))
         self.procs.append(p)
-        await asyncio.to_thread(p.start)  # (the loop keeps relaying meanwhile)
+        await asyncio.to_thread(p.start)  # (the loop keeps proxying meanwhile)
         return p
 
-    async def relay(self, target: str) -> FreezableRelay:
-        r = await FreezableRelay(target).start()
-        self.relays.append(r)
-        return r
+    async def proxy(self, target: str) -> TimedProxy:
+        p = await TimedProxy(target).start()
+        self.proxies.append(p)
+        return p
 
 
 @contextlib.asynccontextmanager
@@ -86,9 +86,9 @@ async def cluster() -> AsyncIterator[Cluster]:
             for p in reversed(c.procs):
                 p.signal(signal.SIGCONT)
                 p.stop()
-            for r in c.relays:
-                r.thaw()
-                await r.close()
+            for x in c.proxies:
+                x.heal()
+                await x.aclose()
 
 
 async def wait_in_sync(ns: str, slave: str) -> None:
@@ -148,14 +148,14 @@ class Lapse:
         )
 
 
-async def freeze_until_fenced(relay: FreezableRelay, w: Writer) -> Lapse:
-    """Freeze the master's link to the controller; the master must keep acking after
+async def blackhole_until_fenced(proxy: TimedProxy, w: Writer) -> Lapse:
+    """Blackhole the master's link to the controller; the master must keep acking after
     the cut, then refuse strictly before the controller may elect a successor
     (controllerMasterTimeout after the last heartbeat it got)."""
-    relay.freeze()
+    proxy.blackhole()
     cut = time.monotonic()
     refused = await w.wait_for(FENCED, cut, T + 3)
-    last_hb = relay.last_up  # (still frozen)
+    last_hb = proxy.last_up  # (still blackholed)
     last_ok = w.last(OK, refused.sent)
     assert last_ok is not None and last_ok.sent > cut, "stopped acking at the cut, not when the lease ran out"
     assert refused.got < last_hb + T, f"refused {refused.got - last_hb:.3f}s after the last heartbeat"
@@ -165,24 +165,24 @@ async def freeze_until_fenced(relay: FreezableRelay, w: Writer) -> Lapse:
 async def test_isolated_master_stops_acking_before_a_successor_may_be_elected() -> None:
     async with cluster() as c:
         ns = await c.namesrv()
-        relay = await c.relay(ns.addr)
+        proxy = await c.proxy(ns.addr)
         # each broker also has a dead controller address: the master's second is a
-        # closed port, the slave's first answers nothing (a frozen relay)
-        dead = await c.relay(ns.addr)
-        dead.freeze()
-        a = await c.broker("a", ns.addr, 0, controllerAddr=f"{relay.addr};{closed_port()}")
+        # closed port, the slave's first answers nothing (a blackholed proxy)
+        dead = await c.proxy(ns.addr)
+        dead.blackhole()
+        a = await c.broker("a", ns.addr, 0, controllerAddr=f"{proxy.addr};{closed_port()}")
         b = await c.broker("b", ns.addr, 1, controllerAddr=f"{dead.addr};{ns.addr}")
         await wait_master(a.addr)
         await wait_slave(b.addr)
         await wait_in_sync(ns.addr, b.addr)
         w = await writer_on(a)
         try:
-            # --- 1: frozen, then thawed as soon as the master refuses
-            lapse = await freeze_until_fenced(relay, w)
-            relay.thaw()
-            thawed = time.monotonic()
-            back = await w.wait_for(OK, thawed, 3)
-            lapse.show("isolated master, thawed", thawed=thawed, send_ok_again=back.got)
+            # --- 1: blackholed, then healed as soon as the master refuses
+            lapse = await blackhole_until_fenced(proxy, w)
+            proxy.heal()
+            healed = time.monotonic()
+            back = await w.wait_for(OK, healed, 3)
+            lapse.show("isolated master, healed", healed=healed, send_ok_again=back.got)
             remark = lapse.refused.remark
             print(f"  remark: {remark}")
             assert "master lease of broker-a expired" in remark
@@ -194,15 +194,15 @@ async def test_isolated_master_stops_acking_before_a_successor_may_be_elected() 
             await asyncio.sleep(0.5)
             assert w.codes_between(back.sent, time.monotonic()) == {OK}
 
-            # --- 2: frozen for good: the controller elects the slave after the old
+            # --- 2: cut off for good: the controller elects the slave after the old
             # master's last SEND_OK
-            lapse = await freeze_until_fenced(relay, w)
+            lapse = await blackhole_until_fenced(proxy, w)
             await wait_master(b.addr, 3 * T)
             elected = time.monotonic()
-            lapse.show("isolated master, left frozen", slave_seen_master=elected)
+            lapse.show("isolated master, left cut off", slave_seen_master=elected)
             refused = lapse.refused
             assert w.codes_between(refused.got, elected) == {FENCED}, "the old master acked after its lease"
-            relay.thaw()
+            proxy.heal()
             await wait_slave(a.addr, 10)
         finally:
             await w.stop()
