@@ -32,6 +32,24 @@ smaller set and still names this broker master (``release_departed``, called by 
 broker after such a heartbeat answer): it may have left because it was promoted. A
 member that stops acking holds dispatch back until its connection is closed
 (housekeeping).
+
+In-sync replica rules (RocketMQ 5's keys, MessageStoreConfig; a SYNC_MASTER's puts
+that wait, i.e. WAIT != false). ``inSyncReplicas`` unset: a put waits for one slave's
+ack, SLAVE_NOT_AVAILABLE at once when no slave is connected within
+haSlaveFallbehindMax (``is_slave_ok``, RocketMQ 4's rule, the path it always was).
+Otherwise the copies a put needs, this master counted (``need_ack_nums``), are
+``inSyncReplicas``, or with ``enableAutoInSyncReplicas`` max(min(inSyncReplicas, in-sync
+set size), minInSyncReplicas): 1 = answered without waiting for a slave; n = acks from
+n-1 different slaves (brokerIds), SLAVE_NOT_AVAILABLE at once when fewer are connected
+within haSlaveFallbehindMax. ``allAckInSyncStateSet`` (controller mode): every member of
+the in-sync set acks. ``minInSyncReplicas`` > 1: a put is refused before it is stored
+(IN_SYNC_REPLICAS_NOT_ENOUGH, through the store's ``replica_gate``) while the in-sync set
+is smaller. The in-sync set's size (``in_sync_set_size``, this master counted): with
+confirm_reads the members above plus the departed slaves the controller has not yet
+released (RocketMQ 5 takes the larger of the old and new set while a shrink is being
+confirmed: a put racing a shrink waits for the departed one and times out, or completes
+once the controller confirmed the smaller set, rather than being acked by too few);
+without, the slaves (distinct brokerIds) connected within haSlaveFallbehindMax.
 """
 
 from __future__ import annotations
@@ -99,14 +117,23 @@ class HAService:
         self._members: dict[HAConnection, int] = {}
         self._confirmed: set[HAConnection] = set()
         self._dispatched_at_report: dict[HAConnection, int] = {}
-        # slaves that left the set: (last ack, shrink generation) until released
-        self._departed: list[tuple[int, int]] = []
+        # slaves that left the set: (last ack, shrink generation, brokerId) until released
+        self._departed: list[tuple[int, int, int]] = []
+        # brokerIds of _members and _departed: the in-sync set, this master not counted
+        self._in_sync_ids: frozenset[int] = frozenset()
         self._generation = 0
         self.transfer_batch = max(cfg.haTransferBatchSize, 1)
         # enough to keep a fast link busy while the loop does other work, small enough
         # that a slow slave does not pin much memory
         self.write_buffer_high = max(4 * self.transfer_batch, 4 << 20)
         self.group_transfer = GroupTransferService(cfg.slaveTimeout)
+        # in-sync replica rules (module docstring)
+        self.in_sync_replicas_config = cfg.effective_in_sync_replicas
+        self.min_in_sync_replicas = cfg.minInSyncReplicas
+        self.auto_in_sync_replicas = cfg.enableAutoInSyncReplicas
+        self.all_ack = cfg.allAckInSyncStateSet and confirm_reads
+        # the rule a SYNC_MASTER always had: one slave's ack (the fast path)
+        self._one_slave = not self.auto_in_sync_replicas and not self.all_ack and self.in_sync_replicas_config == 2
         self.connections: set[HAConnection] = set()  # every accepted socket
         self.slaves: set[HAConnection] = set()  # handshaken
         self.stats_rejected = 0
@@ -137,6 +164,10 @@ class HAService:
             await self._server.start()
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.add_commit_listener(self._on_commit)
+        if self.min_in_sync_replicas > 1:
+            self.store.replica_gate = self.refuse_put
+        if self.config.allAckInSyncStateSet and not self.confirm_reads:
+            log.warning("allAckInSyncStateSet=true is ignored outside controller mode (there is no in-sync set)")
         self._timer.start()
         log.info(
             "HA service of %s listening on %s:%d (haTransferBatchSize %d, slaveTimeout %d ms)",
@@ -154,6 +185,8 @@ class HAService:
             return
         self._server = None
         self.store.remove_commit_listener(self._on_commit)
+        if self.store.replica_gate == self.refuse_put:
+            self.store.replica_gate = None
         server.close()
         await self._timer.stop()
         for c in list(self.connections):
@@ -164,6 +197,7 @@ class HAService:
             self._confirmed.clear()
             self._dispatched_at_report.clear()
             self._departed.clear()
+            self._set_changed()
             # the dispatch limit stays: a master stepping down shows nothing more until
             # its new master's history says what of its tail stays (the broker clears
             # it then; the store clears it at shutdown)
@@ -196,7 +230,7 @@ class HAService:
         if self._members.pop(conn, None) is not None:
             self._confirmed.discard(conn)
             self._generation += 1
-            self._departed.append((conn.ack, self._generation))
+            self._departed.append((conn.ack, self._generation, conn.hello.broker_id if conn.hello else -1))
             if self.on_shrink is not None:
                 self.on_shrink()
             log.warning(
@@ -206,6 +240,7 @@ class HAService:
                 conn.ack,
             )
             self._update_limit()
+            self._set_changed()
 
     def challenge(self) -> bytes | None:
         """A fresh nonce for a new connection, None when no proof is asked for."""
@@ -264,7 +299,8 @@ class HAService:
         return tuple(p()) if p is not None else None
 
     def on_ack(self, conn: HAConnection, offset: int) -> None:
-        self.group_transfer.on_ack(offset)
+        h = conn.hello
+        self.group_transfer.on_ack(offset, h.broker_id if h is not None else None)
         if self.confirm_reads:
             self._confirm_ack(conn, offset)
 
@@ -285,6 +321,7 @@ class HAService:
                 offset,
                 dispatched,
             )
+            self._set_changed()
         if conn not in self._confirmed and offset >= joined:
             self._confirmed.add(conn)
             log.info(
@@ -298,8 +335,14 @@ class HAService:
     def _update_limit(self) -> None:
         if not self.confirm_reads:
             return
-        acks = [c.ack for c in self._members] + [a for a, _ in self._departed]
+        acks = [c.ack for c in self._members] + [a for a, _, _ in self._departed]
         self.store.set_dispatch_limit(min(acks) if acks else None)
+
+    def _set_changed(self) -> None:
+        """A slave joined or left the in-sync set, or a departure was released."""
+        ids = frozenset(c.hello.broker_id for c in self._members if c.hello is not None)
+        self._in_sync_ids = ids | frozenset(b for _, _, b in self._departed)
+        self.group_transfer.set_required(self._in_sync_ids)
 
     @property
     def shrink_generation(self) -> int:
@@ -309,10 +352,11 @@ class HAService:
     def release_departed(self, generation: int) -> None:
         """The controller heard a report made after departures up to generation and
         still names this broker master: those slaves stop holding dispatch back."""
-        if any(g <= generation for _, g in self._departed):
-            self._departed = [(a, g) for a, g in self._departed if g > generation]
+        if any(g <= generation for _, g, _ in self._departed):
+            self._departed = [d for d in self._departed if d[1] > generation]
             log.info("HA: the controller keeps this master with the smaller in-sync set; dispatch limit released")
             self._update_limit()
+            self._set_changed()
 
     def synced_acks(self) -> dict[str, int]:
         """Broker id (decimal) -> acked offset of the slaves a successor may be chosen
@@ -345,17 +389,68 @@ class HAService:
         return bool(self.slaves) and (master_put_where - self.group_transfer.acked) < self.config.haSlaveFallbehindMax
 
     def replica_waiter(self, result: PutMessageResult, wait: bool) -> asyncio.Future[PutMessageStatus] | None:
-        """The store's hook (SYNC_MASTER): a future answered when a slave has the put."""
+        """The store's hook (SYNC_MASTER): a future answered when the slaves the rules
+        ask for have the put (None: no wait)."""
         if not wait:
             return None
         end = result.end_offset
-        if not self.is_slave_ok(end):
-            fut = self._not_available
-            if fut is None:
-                fut = self._not_available = asyncio.get_running_loop().create_future()
-                fut.set_result(PutMessageStatus.SLAVE_NOT_AVAILABLE)
-            return fut
-        return self.group_transfer.submit(end)
+        if self._one_slave:
+            if not self.is_slave_ok(end):
+                return self._slave_not_available()
+            return self.group_transfer.submit(end)
+        if self.all_ack:
+            return self.group_transfer.submit_all(end)
+        slaves = self.need_ack_nums(end) - 1
+        if slaves <= 0:
+            return None
+        if self._slaves_within_reach(end) < slaves:
+            return self._slave_not_available()
+        return self.group_transfer.submit_n(end, slaves)
+
+    def _slave_not_available(self) -> asyncio.Future[PutMessageStatus]:
+        fut = self._not_available
+        if fut is None:
+            fut = self._not_available = asyncio.get_running_loop().create_future()
+            fut.set_result(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+        return fut
+
+    def refuse_put(self) -> PutMessageResult | None:
+        """The store's gate before the append (installed when minInSyncReplicas > 1):
+        IN_SYNC_REPLICAS_NOT_ENOUGH while the in-sync set is smaller."""
+        have = self.in_sync_set_size(self.store.max_phy_offset)
+        if have >= self.min_in_sync_replicas:
+            return None
+        return PutMessageResult(
+            PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH,
+            remark=f"{have} replica(s) in sync, this master counted; minInSyncReplicas is {self.min_in_sync_replicas}",
+        )
+
+    def need_ack_nums(self, master_put_where: int) -> int:
+        """Copies a put ending at master_put_where needs, this master counted (RocketMQ 5's
+        needAckNums; with allAckInSyncStateSet the in-sync set's size)."""
+        if self.all_ack:
+            return 1 + len(self._in_sync_ids)
+        n = self.in_sync_replicas_config
+        if self.auto_in_sync_replicas:
+            n = max(min(n, self.in_sync_set_size(master_put_where)), self.min_in_sync_replicas)
+        return n
+
+    def in_sync_set_size(self, master_put_where: int) -> int:
+        """The in-sync set's size, this master counted (module docstring)."""
+        if self.confirm_reads:
+            return 1 + len(self._in_sync_ids)
+        return 1 + self._slaves_within_reach(master_put_where)
+
+    def _slaves_within_reach(self, master_put_where: int) -> int:
+        """Slaves (distinct brokerIds) that reported an ack within haSlaveFallbehindMax."""
+        gap = self.config.haSlaveFallbehindMax
+        return len(
+            {
+                c.hello.broker_id
+                for c in self.slaves
+                if c.hello is not None and c.ack >= 0 and master_put_where - c.ack < gap
+            }
+        )
 
     # ------------------------------------------------------------------ status
     def slave_ack_offsets(self) -> dict[str, int]:
@@ -390,6 +485,10 @@ class HAService:
             "master": True,
             "masterCommitLogMaxOffset": top,
             "inSyncSlaveNums": self.in_sync_replicas() - 1,
+            # ours: the in-sync set's size (this master counted) and the copies a put
+            # needs now (1: no wait for a slave), as the in-sync replica rules count them
+            "inSyncReplicasNums": self.in_sync_set_size(top),
+            "needAckNums": self.need_ack_nums(top),
             "haConnectionInfo": conns,
             "haClientRuntimeInfo": {},
         }

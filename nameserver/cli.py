@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from nameserver.config import NamesrvSettings, load_namesrv_config
 from nameserver.controller.config import ControllerConfig
 from rmq.remoting.acl_guard import acl_home
+from rmq.remoting.tls import client_context
 
 __all__ = ["main", "build_parser", "run", "settings_from_args", "controller_config"]
 
@@ -103,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_const",
         const=True,
         default=None,
-        help="run the failover controller here (enableControllerInNamesrv=true); "
-        "run it on one NameServer of a cluster only",
+        help="run a failover controller here (enableControllerInNamesrv=true): on one NameServer of a "
+        "cluster, or on several with controllerEtcdEndpoints in the -c file (one leads through etcd)",
     )
     p.add_argument(
         "--controller-master-timeout-ms",
@@ -154,6 +155,8 @@ async def run(settings: NamesrvSettings) -> int:
     )
     # tls.* keys (default: permissive, a self-signed certificate made at start)
     server.remoting.tls = settings.netty.tls
+    if server.controller is not None and settings.netty.tls.outbound_tls:
+        server.controller.forward_ssl = client_context(settings.netty.tls)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
@@ -179,11 +182,13 @@ async def run(settings: NamesrvSettings) -> int:
             metrics.start(host, cfg.metricsPromExporterPort)
         if controller is not None:
             logger.info(
-                "failover controller on (controllerMasterTimeout %d ms, "
-                "haSlaveFallbehindMax %d, enableElectUncleanMaster %s)",
+                "failover controller on (controllerMasterTimeout %d ms, master lease %d ms, "
+                "haSlaveFallbehindMax %d, enableElectUncleanMaster %s, state in %s)",
                 controller.controllerMasterTimeout,
+                controller.master_lease_ms,
                 controller.haSlaveFallbehindMax,
                 controller.enableElectUncleanMaster,
+                server.controller.store.describe() if server.controller is not None else "-",
             )
         await stop.wait()
         logger.info("NameServer shutting down")

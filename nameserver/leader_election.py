@@ -79,6 +79,7 @@ class LeaderElection:
         ttl_s: float = 3.0,
         on_elected: Callback | None = None,
         on_lost: Callback | None = None,
+        poll_s: float | None = None,
     ) -> None:
         if ttl_s <= 0:
             raise ValueError(f"ttl_s must be positive, got {ttl_s}")
@@ -89,7 +90,8 @@ class LeaderElection:
         self._on_elected = on_elected
         self._on_lost = on_lost
         # one step a poll: stand by, and lead (for as long as that lasts) when the campaign is won
-        self._loop = PeriodicService(f"election {self._name}", ttl_s / 3, self._step, log, initial=0)
+        # a standby's poll bounds how late it notices the key is gone
+        self._loop = PeriodicService(f"election {self._name}", poll_s or ttl_s / 3, self._step, log, initial=0)
         self._lease: Lease | None = None  # the lease we lead with
         self._leading = False
         self._leader_revision: int | None = None

@@ -15,6 +15,7 @@ remoting dispatcher answers (SYSTEM_ERROR naming the field, one warning per peer
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import zlib
@@ -278,6 +279,16 @@ class NameServer:
         assert self.controller is not None
         return await self.controller.sync_state_data(cmd)
 
+    async def _get_controller_metadata(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """RocketMQ 5's GET_CONTROLLER_METADATA_INFO header fields, and this controller's
+        whole view as a JSON body (rmq admin controllerStatus)."""
+        assert self.controller is not None
+        view = await self.controller.status()
+        ext = {"isLeader": "true" if view["isLeader"] else "false"}
+        if view.get("leader"):
+            ext["controllerLeaderAddress"] = view["leader"]
+        return cmd.create_response(ResponseCode.SUCCESS, ext_fields=ext, body=json.dumps(view).encode())
+
     # ------------------------------------------------------------------ dispatch
     def _record_failover(self, cluster: str, broker_name: str) -> None:
         if self.metrics is not None:
@@ -289,6 +300,7 @@ class NameServer:
             handlers[RequestCode.BROKER_HEARTBEAT] = self._broker_heartbeat
             handlers[RequestCode.CONTROLLER_ELECT_MASTER] = self._elect_master
             handlers[RequestCode.CONTROLLER_GET_SYNC_STATE_DATA] = self._get_sync_state_data
+            handlers[RequestCode.CONTROLLER_GET_METADATA_INFO] = self._get_controller_metadata
         return handlers
 
     def _route_handlers(self) -> dict[int, _Handler]:

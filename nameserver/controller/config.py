@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["ControllerConfig"]
 
@@ -36,7 +36,7 @@ class ControllerConfig:
     controllerEtcdCertFile: str = ""
     controllerEtcdKeyFile: str = ""
     controllerEtcdUser: str = ""
-    controllerEtcdPassword: str = ""
+    controllerEtcdPassword: str = field(default="", repr=False, metadata={"secret": True})
 
     def validate(self) -> None:
         for key in (

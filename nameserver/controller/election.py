@@ -196,18 +196,20 @@ class Controller:
     def records(self) -> list[GroupRecord]:
         return [g.record() for g in self.groups.values()]
 
-    def adopt(self, records: Iterable[GroupRecord], now_ms: int) -> None:
-        """Take these records as the truth (start, takeover, or a write that failed):
-        members heard so far stay, timers restart, and the old master may hold a
-        lease granted just before."""
+    def adopt(self, records: Iterable[GroupRecord], now_ms: int, outstanding_lease_ms: int | None = None) -> None:
+        """Take these records as the truth (start, takeover, or a write that failed).
+        Members heard so far stay (a standby observed them). ``outstanding_lease_ms``:
+        how long a master may still hold a lease granted before (the embedded
+        controller restarted: a whole lease; a takeover on etcd: none, the previous
+        leader's leases ended with its leadership)."""
+        held = self.config.master_lease_ms if outstanding_lease_ms is None else outstanding_lease_ms
         for r in records:
             g = self.groups.get(r.name)
             if g is None:
                 g = self.groups[r.name] = _Group(r.cluster, r.name)
             g.load(r)
             g.since_ms = now_ms
-            # a lease may have been granted the moment before (another controller)
-            g.lease_holder, g.lease_until = g.master_addr or "", now_ms + self.config.master_lease_ms
+            g.lease_holder, g.lease_until = g.master_addr or "", now_ms + held
             self.dirty.discard(r.name)
             log.info(
                 "controller: group %s (cluster %s): epoch %d from offset %d, master %s, in sync %s",
@@ -253,11 +255,33 @@ class Controller:
         self.adopt(self.parse_snapshot(raw), now_ms)
 
     # ------------------------------------------------------------------ heartbeats
-    def on_heartbeat(self, hb: BrokerHeartbeatRequestHeader, body: HeartbeatBody, now_ms: int) -> Assignment:
+    def observe(self, hb: BrokerHeartbeatRequestHeader, body: HeartbeatBody, now_ms: int) -> _Member:
+        """Record what a heartbeat says about its broker, deciding nothing. A standby
+        controller does only this: when it takes over it already knows who has been
+        silent, and elects at once instead of waiting a whole timeout."""
         g = self.groups.get(hb.broker_name)
         if g is None:
             g = self.groups[hb.broker_name] = _Group(hb.cluster_name, hb.broker_name, since_ms=now_ms)
-        elif g.cluster != hb.cluster_name and g.warned != f"cluster:{hb.broker_addr}":
+        m = g.members.get(hb.broker_addr)
+        if m is None:
+            m = g.members[hb.broker_addr] = _Member(
+                hb.broker_addr, hb.broker_id, hb.role, hb.epoch, hb.max_offset, body.ha_server_addr, now_ms
+            )
+        m.broker_id, m.role, m.epoch, m.max_offset = hb.broker_id, hb.role, hb.epoch, hb.max_offset
+        m.ha_addr = body.ha_server_addr or m.ha_addr
+        m.last_heartbeat_ms = now_ms
+        if hb.role in MASTER_ROLES:
+            m.acks = self._resolve_acks(g, body.slave_ack_offsets)
+            m.acks_master_max = hb.max_offset
+        return m
+
+    def on_heartbeat(
+        self, hb: BrokerHeartbeatRequestHeader, body: HeartbeatBody, now_ms: int, lease_cap_ms: int | None = None
+    ) -> Assignment:
+        """``lease_cap_ms``: how much longer this controller is sure to lead; no master
+        lease outlives it, so a controller taking over finds none outstanding."""
+        g = self.groups.get(hb.broker_name)
+        if g is not None and g.cluster != hb.cluster_name and g.warned != f"cluster:{hb.broker_addr}":
             g.warned = f"cluster:{hb.broker_addr}"
             log.warning(
                 "controller: broker %s of group %s says cluster %s, the group is in %s",
@@ -266,26 +290,18 @@ class Controller:
                 hb.cluster_name,
                 g.cluster,
             )
-        m = g.members.get(hb.broker_addr)
-        if m is None:
-            m = g.members[hb.broker_addr] = _Member(
-                hb.broker_addr, hb.broker_id, hb.role, hb.epoch, hb.max_offset, body.ha_server_addr, now_ms
-            )
+        if g is None or hb.broker_addr not in g.members:
             log.info(
                 "controller: group %s: broker %s (id %d, %s, epoch %d, max offset %d) heard for the first time",
-                g.name,
+                hb.broker_name,
                 hb.broker_addr,
                 hb.broker_id,
                 hb.role,
                 hb.epoch,
                 hb.max_offset,
             )
-        m.broker_id, m.role, m.epoch, m.max_offset = hb.broker_id, hb.role, hb.epoch, hb.max_offset
-        m.ha_addr = body.ha_server_addr or m.ha_addr
-        m.last_heartbeat_ms = now_ms
-        if hb.role in MASTER_ROLES:
-            m.acks = self._resolve_acks(g, body.slave_ack_offsets)
-            m.acks_master_max = hb.max_offset
+        m = self.observe(hb, body, now_ms)
+        g = self.groups[hb.broker_name]
 
         addr, ha_addr = hb.broker_addr, m.ha_addr
         if g.master_addr is None:
@@ -306,7 +322,7 @@ class Controller:
             )
         if addr == g.master_addr:
             self._propose_sync_state(g)
-        return self._assignment(g, addr, hb.broker_id, now_ms)
+        return self._assignment(g, addr, hb.broker_id, now_ms, lease_cap_ms)
 
     def _resolve_acks(self, g: _Group, acks: dict[str, int]) -> dict[str, int]:
         """Slave names to addresses: "ip:port" as is, a decimal id via the members."""
@@ -391,7 +407,9 @@ class Controller:
             ",".join(left) or "-",
         )
 
-    def _assignment(self, g: _Group, addr: str, reported_id: int, now_ms: int) -> Assignment:
+    def _assignment(
+        self, g: _Group, addr: str, reported_id: int, now_ms: int, lease_cap_ms: int | None = None
+    ) -> Assignment:
         unclean = self.config.enableElectUncleanMaster
         if g.master_addr is None or (addr == g.master_addr != g.lease_holder and now_ms < g.lease_until):
             # no master yet, or a successor named while its predecessor may still
@@ -402,8 +420,13 @@ class Controller:
         bid = self._id_for(g, addr, reported_id)
         lease = None
         if addr == g.master_addr:
-            lease = self.config.master_lease_ms
-            g.lease_holder, g.lease_until = addr, now_ms + lease
+            lease = (
+                self.config.master_lease_ms if lease_cap_ms is None else min(self.config.master_lease_ms, lease_cap_ms)
+            )
+            if lease > 0:
+                g.lease_holder, g.lease_until = addr, max(g.lease_until, now_ms + lease)
+            else:
+                lease = None
         return Assignment(
             g.master_addr, g.master_ha_addr, g.epoch, g.epoch_start_offset, bid, lease, tuple(g.sync_state), unclean
         )

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nameserver.controller.config import ControllerConfig
+from nameserver.controller.etcd_store import EtcdLeadership, EtcdStateStore, etcd_client_for
 from nameserver.controller.file_store import FileStateStore
 from nameserver.controller.service import ControllerService, StaticLeadership
 
@@ -20,6 +21,12 @@ def build_controller_service(
     on_failover: Callable[[str, str], None] | None = None,
 ) -> ControllerService:
     config.validate()
-    return ControllerService(
-        config, FileStateStore(file_path), StaticLeadership(self_addr), self_addr, on_failover=on_failover
-    )
+    if not config.etcd_endpoints:
+        return ControllerService(
+            config, FileStateStore(file_path), StaticLeadership(self_addr), self_addr, on_failover=on_failover
+        )
+    client = etcd_client_for(config)
+    leadership = EtcdLeadership(client, config.controllerEtcdKeyPrefix, self_addr, config.controllerElectionTtl)
+    legacy = file_path if file_path is not None and file_path.exists() else None
+    store = EtcdStateStore(client, config.controllerEtcdKeyPrefix, leadership.fence, legacy)
+    return ControllerService(config, store, leadership, self_addr, on_failover=on_failover)

@@ -39,6 +39,9 @@ class FileStateStore:
         self._records = {r.name: r for r in records}
         return records
 
+    async def peek(self) -> list[GroupRecord]:
+        return list(self._records.values())
+
     async def save(self, records: list[GroupRecord]) -> None:
         """Durable when it returns; OSError if the file could not be written."""
         async with self._write_lock:

@@ -13,22 +13,29 @@ compare-and-swap that lost because another controller wrote: the store condition
 every write on the group's revision and on this controller's leader key) is answered
 with an error and the groups are re-read before the next decision.
 
-*A standby* forwards BROKER_HEARTBEAT, CONTROLLER_ELECT_MASTER and
-CONTROLLER_GET_SYNC_STATE_DATA to the leader it reads from etcd and relays the
-answer; without one it answers CONTROLLER_NOT_LEADER. A forwarded request keeps its
-ext fields and body (a signed broker request stays verifiable at the leader); the
-frame's remark says it was forwarded, so a request is never forwarded twice.
+*A standby* records every broker heartbeat it gets (brokers send theirs to every
+controller, as RocketMQ 5's do) without deciding anything, and answers
+CONTROLLER_NOT_LEADER naming the leader it reads from etcd. When it takes over it
+therefore knows which master has been silent and for how long, and elects at once
+rather than after a whole ``controllerMasterTimeout`` of its own. That is safe because
+no master lease outlives the leadership that granted it (``lease_cap_ms``): when the
+new leader starts, every lease of the old one has run out. CONTROLLER_ELECT_MASTER
+and CONTROLLER_GET_SYNC_STATE_DATA are forwarded to the leader and its answer relayed;
+a forwarded request keeps its ext fields and body (a signed request stays verifiable
+at the leader), and the frame's remark says it was forwarded, so a request is never
+forwarded twice.
 
 *Routes.* While the controller knows another master, a broker that registers as id 0
 is recorded under the id the controller gave it (``registration_id``); a standby does
-this from the answers it relayed.
+this from the records it reads from the store every scan.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from nameserver.controller.config import ControllerConfig
@@ -63,7 +70,11 @@ _FORWARDED_CODES = frozenset(
 class StateStore(Protocol):
     def describe(self) -> str: ...
 
-    async def load(self) -> list[GroupRecord]: ...
+    async def load(self) -> list[GroupRecord]:
+        """Read every group to lead from (may migrate older state: leaders only)."""
+
+    async def peek(self) -> list[GroupRecord]:
+        """Read every group, for a standby's view; changes nothing."""
 
     async def save(self, records: list[GroupRecord]) -> None:
         """Durable when it returns; raises when it is not (nothing to answer from)."""
@@ -77,7 +88,15 @@ class Leadership(Protocol):
 
     def leader_addr(self) -> str | None: ...
 
-    async def start(self, on_elected: Callable[[], Awaitable[None]], on_lost: Callable[[], None]) -> None: ...
+    def lease_cap_ms(self) -> int | None:
+        """How much longer this controller is sure to lead (None: for good)."""
+
+    @property
+    def outstanding_lease_ms(self) -> int | None:
+        """How long a master lease granted before this controller led may still run
+        (None: a whole lease)."""
+
+    async def start(self, on_elected: Callable[[], Coroutine[Any, Any, None]], on_lost: Callable[[], None]) -> None: ...
 
     async def stop(self) -> None: ...
 
@@ -97,7 +116,15 @@ class StaticLeadership:
     def leader_addr(self) -> str | None:
         return self._addr()
 
-    async def start(self, on_elected: Callable[[], Awaitable[None]], on_lost: Callable[[], None]) -> None:
+    def lease_cap_ms(self) -> int | None:
+        return None
+
+    @property
+    def outstanding_lease_ms(self) -> int | None:
+        # the process that ran before this one may have granted one just before dying
+        return None
+
+    async def start(self, on_elected: Callable[[], Coroutine[Any, Any, None]], on_lost: Callable[[], None]) -> None:
         await on_elected()
 
     async def stop(self) -> None:
@@ -124,12 +151,15 @@ class ControllerService:
         self._self_addr = self_addr
         self._on_failover = on_failover
         self.controller: Controller | None = None  # while leading, once the state is loaded
+        # while standing by: the brokers' heartbeats, recorded without deciding
+        self._observer = self._new_controller()
+        self._peeked: dict[str, GroupRecord] = {}
         self._lock = asyncio.Lock()
         self._scan = _ControllerScan(self, config.controllerScanInterval)
         self._client = client
         self._own_client = False
-        # a standby's view of the answers it relayed: group -> (master, addr -> id)
-        self._relayed: dict[str, tuple[str, dict[str, int]]] = {}
+        # TLS for forwarding to the leader (set when the NameServers' links are TLS)
+        self.forward_ssl: ssl.SSLContext | None = None
         self.takeovers = 0
         self._starting = False
 
@@ -158,9 +188,16 @@ class ControllerService:
         async with self._lock:
             await self._load_locked()
 
+    def _new_controller(self) -> Controller:
+        ctl = Controller(self.config)
+        ctl.on_failover = self._on_failover
+        return ctl
+
     def _lost(self) -> None:
         if self.controller is not None:
             log.warning("controller %s: no longer leading; standing by", self._self_addr())
+            # what it heard stays useful if it leads again
+            self._observer = self.controller
         self.controller = None
 
     async def _load_locked(self) -> bool:
@@ -177,18 +214,20 @@ class ControllerService:
             log.error("controller %s: cannot read its state from %s: %s", self._self_addr(), self.store.describe(), e)
             self.controller = None
             return False
-        ctl = Controller(self.config)
-        ctl.on_failover = self._on_failover
-        ctl.adopt(records, monotonic_ms())
+        ctl, self._observer = self._observer, self._new_controller()
+        ctl.adopt(records, monotonic_ms(), self.leadership.outstanding_lease_ms)
         self.controller = ctl
         self.takeovers += 1
         log.warning(
-            "controller %s leads (%s): %d broker groups; elections wait %d ms for silent masters",
+            "controller %s leads (%s): %d broker groups, %d brokers heard while standing by",
             self._self_addr(),
             self.store.describe(),
             len(records),
-            self.config.controllerMasterTimeout,
+            sum(len(g.members) for g in ctl.groups.values()),
         )
+        # a master that went silent while no controller led is replaced now
+        ctl.scan(monotonic_ms())
+        await self._persist_locked(ctl)
         return True
 
     def _leading(self) -> Controller | None:
@@ -218,9 +257,16 @@ class ControllerService:
                     await self._load_locked()
                 else:
                     self.controller = None
+                    await self._peek()
                 return
             ctl.scan(monotonic_ms())
             await self._persist_locked(ctl)
+
+    async def _peek(self) -> None:
+        try:
+            self._peeked = {r.name: r for r in await self.store.peek()}
+        except Exception as e:
+            log.debug("controller %s: standby could not read the groups: %s", self._self_addr(), e)
 
     # ------------------------------------------------------------------ requests
     async def heartbeat(self, cmd: RemotingCommand) -> RemotingCommand:
@@ -230,15 +276,18 @@ class ControllerService:
         async with self._lock:
             ctl = self._leading()
             if ctl is not None:
-                a = ctl.on_heartbeat(h, body, monotonic_ms())
+                a = ctl.on_heartbeat(h, body, monotonic_ms(), self.leadership.lease_cap_ms())
                 failed = await self._persist_locked(ctl)
                 if failed is not None:
                     return cmd.create_response(ResponseCode.SYSTEM_ERROR, failed)
                 return self._answer(cmd, a)
-        resp = await self._forward(cmd)
-        if resp.code == ResponseCode.SUCCESS:
-            self._remember(h, resp)
-        return resp
+            self._observer.observe(h, body, monotonic_ms())
+        leader = self.leadership.leader_addr()
+        if leader == self._self_addr():
+            leader = None  # our own key, not yet expired: nobody leads for now
+        return self._not_leader(
+            cmd, f"controller {self._self_addr()} stands by; the leader is {leader or 'not known'}", leader
+        )
 
     def _answer(self, cmd: RemotingCommand, a: Assignment) -> RemotingCommand:
         leader = self._self_addr()
@@ -263,19 +312,6 @@ class ControllerService:
                 leader,
             )
         return cmd.create_response(ResponseCode.SUCCESS, ext_fields=hdr.to_ext_fields())
-
-    def _remember(self, h: BrokerHeartbeatRequestHeader, resp: RemotingCommand) -> None:
-        try:
-            a = BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields or {})
-        except Exception:
-            return
-        if not a.master_addr or a.broker_id is None:
-            return
-        master, ids = self._relayed.get(h.broker_name, ("", {}))
-        if master != a.master_addr:
-            ids = {}
-        ids[h.broker_addr] = a.broker_id
-        self._relayed[h.broker_name] = (a.master_addr, ids)
 
     async def elect_master(self, cmd: RemotingCommand, requester: str) -> RemotingCommand:
         h = ElectMasterRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -319,10 +355,12 @@ class ControllerService:
         ctl = self._leading()
         if ctl is not None:
             return ctl.registration_id(broker_name, addr, broker_id)
-        master, ids = self._relayed.get(broker_name, ("", {}))
-        if broker_id != 0 or not master or master == addr:
+        r = self._peeked.get(broker_name)
+        if broker_id != 0 or r is None or not r.master_addr or r.master_addr == addr:
             return broker_id
-        return ids.get(addr, broker_id)
+        taken = {i for a, i in r.ids.items() if a != addr}
+        mine = r.ids.get(addr)
+        return mine if mine is not None and mine > 0 else max(taken | {0}) + 1
 
     async def status(self) -> dict[str, Any]:
         """This controller's view (GET_CONTROLLER_METADATA_INFO's body)."""
@@ -332,7 +370,7 @@ class ControllerService:
             "isLeader": ctl is not None,
             "leader": self.leadership.leader_addr(),
             "store": self.store.describe(),
-            "groups": sorted(ctl.group_names()) if ctl is not None else sorted(self._relayed),
+            "groups": sorted(ctl.group_names()) if ctl is not None else sorted(self._peeked),
             "takeovers": self.takeovers,
             "leadership": await self.leadership.status(),
         }
@@ -351,7 +389,7 @@ class ControllerService:
             return self._not_leader(cmd, f"no controller leads now (asked {me}); {self.store.describe()}")
         client = self._client
         if client is None:
-            client = self._client = RemotingClient(name="controller-forward", connect_timeout=1.0)
+            client = self._client = RemotingClient(name="controller-forward", connect_timeout=1.0, ssl=self.forward_ssl)
             self._own_client = True
         fwd = RemotingCommand(
             cmd.code, ext_fields=dict(cmd.ext_fields or {}), body=cmd.body, remark=f"{FORWARDED_REMARK} by {me}"

@@ -130,6 +130,26 @@ class MessageStoreConfig:
     flushDiskType: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     syncFlushTimeout: int = 5000
     slaveTimeout: int = 3000
+    # In-sync replica rules (RocketMQ 5's names; a SYNC_MASTER's puts only, see ha/service.py).
+    # inSyncReplicas: copies a put must be on before it is answered, this master counted.
+    # 0 = not set: 2 (this master + one slave's ack), rmq's SYNC_MASTER as it has always
+    # been (RocketMQ 4's rule; RocketMQ 5's own default, 1, answers without any slave). Set
+    # explicitly it behaves as in RocketMQ 5: 1 = no wait for a slave, n = acks of n-1
+    # different slaves. Fewer slaves in sync than that: stored, SLAVE_NOT_AVAILABLE.
+    inSyncReplicas: int = 0
+    # minInSyncReplicas: with fewer replicas in sync than this (this master counted) a put
+    # is refused before it is stored (IN_SYNC_REPLICAS_NOT_ENOUGH, answered SYSTEM_ERROR
+    # "in-sync replicas not enough"). RocketMQ checks it in controller mode only; rmq on
+    # every SYNC_MASTER.
+    minInSyncReplicas: int = 1
+    # allAckInSyncStateSet: controller mode: a put waits for every member of the in-sync
+    # set (inSyncReplicas ignored); only this master in it: answered at once. Ignored by a
+    # static SYNC_MASTER (as in RocketMQ).
+    allAckInSyncStateSet: bool = False
+    # enableAutoInSyncReplicas: wait for max(min(inSyncReplicas, replicas in sync now),
+    # minInSyncReplicas) copies: a SYNC_MASTER whose slaves are gone answers SEND_OK
+    # with the message on this master only (if minInSyncReplicas allows it).
+    enableAutoInSyncReplicas: bool = False
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     flushDelayOffsetInterval: int = 10000
     cleanFileForciblyEnable: bool = True
@@ -208,3 +228,21 @@ class MessageStoreConfig:
             raise ConfigError("deleteFileBatchMax: must be >= 1")
         if self.cleanResourceInterval < 1:
             raise ConfigError("cleanResourceInterval: must be >= 1 ms")
+        if self.inSyncReplicas < 0:
+            raise ConfigError(
+                f"inSyncReplicas: {self.inSyncReplicas}; copies a SYNC_MASTER's put must be on, "
+                "this master counted: >= 1 (0 or unset: 2, this master and one slave)"
+            )
+        if self.minInSyncReplicas < 1:
+            raise ConfigError(f"minInSyncReplicas: {self.minInSyncReplicas}; must be >= 1 (this master counts)")
+        if self.minInSyncReplicas > self.effective_in_sync_replicas and not self.allAckInSyncStateSet:
+            raise ConfigError(
+                f"minInSyncReplicas: {self.minInSyncReplicas} is more than inSyncReplicas "
+                f"{self.effective_in_sync_replicas} (the copies a put waits for); raise "
+                "inSyncReplicas too, or set allAckInSyncStateSet=true"
+            )
+
+    @property
+    def effective_in_sync_replicas(self) -> int:
+        """inSyncReplicas as a SYNC_MASTER applies it: 0 (unset) is 2."""
+        return self.inSyncReplicas or 2

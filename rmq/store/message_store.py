@@ -41,6 +41,10 @@ ArrivingListener = Callable[[str, int, int], None]
 
 # A put may also have to wait for replication; HA installs this hook.
 ReplicaWaiter = Callable[[PutMessageResult, bool], "asyncio.Future[PutMessageStatus] | None"]
+# ... and a SYNC_MASTER may refuse a put before it is stored (minInSyncReplicas): HA's
+# answer, or None to go on. Asked only while a replica waiter is installed and the put
+# waits (WAIT != false).
+ReplicaGate = Callable[[], "PutMessageResult | None"]
 
 
 class MessageStore:
@@ -74,6 +78,7 @@ class MessageStore:
         self.index_service: IndexService | None = None
         self.arriving_listener = arriving_listener
         self.replica_waiter: ReplicaWaiter | None = None
+        self.replica_gate: ReplicaGate | None = None
         # Called after every commit (new readable CommitLog bytes): HA wakes its writers.
         self._commit_listeners: list[Callable[[], None]] = []
         self.reput = ReputMessageService(self.commitlog, self.delay_levels_ms, self.dispatch_batch)
@@ -449,6 +454,10 @@ class MessageStore:
             bad = self._check_topic(msg.topic)
             if bad is not None:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
+        if self.replica_gate is not None:
+            refused = self._replica_refusal(msg.wait_store_msg_ok)
+            if refused is not None:
+                return refused, None
         if not msg.store_host:
             msg.store_host = self.store_host
         result = self.commitlog.put_message(msg, now_ms())
@@ -473,6 +482,13 @@ class MessageStore:
             return None
         return PutMessageResult(status, remark=self.not_writeable_reason())
 
+    def _replica_refusal(self, wait: bool) -> PutMessageResult | None:
+        """HA's refusal before the append (too few replicas in sync), if it has one."""
+        gate = self.replica_gate
+        if gate is None or self.replica_waiter is None or not wait:
+            return None
+        return gate()
+
     def put_batch_nowait(self, batch: MessageExtBatch) -> tuple[PutMessageResult, Awaitable[PutMessageStatus] | None]:
         refused = self._refused()
         if refused is not None:
@@ -480,6 +496,10 @@ class MessageStore:
         bad = self._check_topic(batch.topic)
         if bad is not None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=bad), None
+        wait = batch.properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false"
+        refused = self._replica_refusal(wait)
+        if refused is not None:
+            return refused, None
         if not batch.store_host:
             batch.store_host = self.store_host
         result = self.commitlog.put_messages(batch, now_ms())
@@ -488,7 +508,6 @@ class MessageStore:
                 self.running_flags.set(RunningFlags.NOT_WRITEABLE)
                 self._no_space = True
             return result, None
-        wait = batch.properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false"
         return result, self._waiter(result, wait)
 
     def _waiter(self, result: PutMessageResult, wait: bool) -> Awaitable[PutMessageStatus] | None:

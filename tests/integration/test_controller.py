@@ -208,7 +208,11 @@ async def test_controller_elects_fences_and_persists(tmp_path: Path) -> None:
 
         status = await admin("controllerStatus", "-n", ns[0])
         assert status.returncode == 0, status.stderr
-        lines = status.stdout.splitlines()
+        out = status.stdout.splitlines()
+        # first the controllers (one, embedded, leading), then the groups
+        assert out[0].split()[:3] == ["#NameServer", "#Controller", "#Role"]
+        assert out[1].split()[:3] == [ns[0], ns[0], "LEADER"] and "file" in out[1]
+        lines = out[2:]
         assert lines[0].startswith(
             f"#Group broker-a (cluster TestCluster): epoch 3 from offset 5200, master {S2} (alive)"
         )

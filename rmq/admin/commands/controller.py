@@ -1,13 +1,17 @@
 """The failover controller's commands: electMaster and controllerStatus.
 
-The controller runs in one NameServer (``rmq namesrv --controller``); these commands
-ask each NameServer of ``-n`` in turn and use the first that has it (the others answer
-REQUEST_CODE_NOT_SUPPORTED).
+Controllers run in NameServers (``enableControllerInNamesrv=true``; several with etcd,
+one leading). These commands ask each NameServer of ``-n`` in turn and use the first
+that has a controller (others answer REQUEST_CODE_NOT_SUPPORTED; a standby forwards
+to the leader, or answers CONTROLLER_NOT_LEADER while none leads).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+from typing import Any
 
 from rmq.admin.admin import MQAdmin
 from rmq.admin.base import AdminError, Command, Opt, Output, register
@@ -38,13 +42,71 @@ async def call_controller(admin: MQAdmin, code: int, ext_fields: dict[str, str])
             continue
         if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             continue
+        if resp.code == ResponseCode.CONTROLLER_NOT_LEADER:
+            unreachable.append(f"{addr} ({resp.remark})")
+            continue
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, None)
         return addr, resp
     why = f"; unreachable: {', '.join(unreachable)}" if unreachable else ""
     raise AdminError(
-        f"no NameServer of {admin.namesrv_desc} runs the controller (start one with rmq namesrv --controller){why}"
+        f"no NameServer of {admin.namesrv_desc} answers as the leading controller "
+        f"(start one with rmq namesrv --controller){why}"
     )
+
+
+async def controller_views(admin: MQAdmin) -> list[dict[str, Any]]:
+    """Every NameServer's own view of the controllers (GET_CONTROLLER_METADATA_INFO)."""
+
+    async def one(addr: str) -> dict[str, Any]:
+        try:
+            resp = await admin.api.raw(addr, RequestCode.CONTROLLER_GET_METADATA_INFO, {}, None, admin.timeout_ms)
+        except RemotingError as e:
+            return {"nameserver": addr, "error": f"unreachable: {e}"}
+        if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            return {"nameserver": addr, "error": "runs no controller"}
+        if resp.code != ResponseCode.SUCCESS:
+            return {"nameserver": addr, "error": f"code {resp.code}: {resp.remark}"}
+        try:
+            view = json.loads(resp.body or b"{}")
+        except ValueError as e:
+            return {"nameserver": addr, "error": f"bad answer: {e}"}
+        return {"nameserver": addr, **view} if isinstance(view, dict) else {"nameserver": addr, "error": "bad answer"}
+
+    return list(await asyncio.gather(*(one(a) for a in admin.namesrv_addrs)))
+
+
+def render_views(views: list[dict[str, Any]]) -> str:
+    table = Table(
+        Col("#NameServer", 22), Col("#Controller", 22), Col("#Role", 8), Col("#Leader", 22), Col("#State", 40)
+    )
+    etcd: list[dict[str, Any]] = []
+    for v in views:
+        if "error" in v:
+            table.add(v["nameserver"], "-", "-", "-", v["error"])
+            continue
+        lead = v.get("leadership") or {}
+        etcd = etcd or list(lead.get("endpoints") or [])
+        table.add(
+            v["nameserver"],
+            v.get("controller", "-"),
+            "LEADER" if v.get("isLeader") else "STANDBY",
+            v.get("leader") or "none",
+            v.get("store", "-"),
+        )
+    out = [table.render()]
+    if etcd:
+        et = Table(Col("#Etcd", 28), Col("#Healthy", 8), Col("#Leader", 7), Col("#Version", 8), Col("#Error", 30))
+        for e in etcd:
+            et.add(
+                e.get("endpoint", "-"),
+                "true" if e.get("reachable") else "false",
+                "true" if e.get("isLeader") else "false",
+                e.get("version") or "-",
+                e.get("error") or "",
+            )
+        out.append(et.render())
+    return "\n".join(out)
 
 
 @register
@@ -126,25 +188,36 @@ def render_groups(groups: list[GroupStatus]) -> str:
 @register
 class ControllerStatus(Command):
     name = "controllerStatus"
-    help = "Show the controller's broker groups: master, epoch, in-sync replicas"
+    help = "Show the controllers (which leads, etcd's health) and the broker groups: master, epoch, in-sync set"
     description = (
-        "Per group: the controller's master (* in the Role column), epoch and its "
-        "start offset, and per broker its last heartbeat, max offset and the "
-        "offset the master last reported it acked. BrokerId is the id the "
-        "controller assigns."
+        "First every NameServer's controller: whether it leads, whom it sees "
+        "leading, where its state lives, and etcd's endpoints as the controllers "
+        "see them. Then per group: the master (* in the Role column), epoch and its "
+        "start offset, and per broker its last heartbeat, max offset, the "
+        "offset the master last reported it acked, and whether it is in the "
+        "recorded in-sync set. BrokerId is the id the controller assigns."
     )
     options = (BROKER_NAME.but(help="only this broker group"),)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         name = (args.brokerName or "").strip() or None
-        ns, resp = await call_controller(
-            admin, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, GetSyncStateDataRequestHeader(name).to_ext_fields()
-        )
+        views = await controller_views(admin)
+        try:
+            ns, resp = await call_controller(
+                admin, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, GetSyncStateDataRequestHeader(name).to_ext_fields()
+            )
+        except AdminError as e:
+            if all("error" in v for v in views):
+                raise
+            # no controller leads now: what each one sees is the answer
+            out.emit(text=f"{render_views(views)}\n{e}", data={"controllers": views, "groups": [], "error": str(e)})
+            return
         groups = decode_group_statuses(resp.body)
         if name is not None and not groups:
             raise AdminError(f"the controller at {ns} knows no broker group {name}")
-        doc = {"controller": ns, "groups": [_group_doc(g) for g in groups]}
-        out.emit(text=render_groups(groups) if groups else "no broker group has sent a heartbeat", data=doc)
+        doc = {"controller": ns, "controllers": views, "groups": [_group_doc(g) for g in groups]}
+        text = render_groups(groups) if groups else "no broker group has sent a heartbeat"
+        out.emit(text=f"{render_views(views)}\n{text}", data=doc)
 
 
 def _group_doc(g: GroupStatus) -> dict:
