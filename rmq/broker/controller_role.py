@@ -18,7 +18,7 @@ static roles). Then ``brokerRole`` names the role the broker takes while it lead
   heartbeat was sent; the send path refuses writes once it runs out, before the
   controller may elect a successor. While no controller answers at all, the master's
   failsafe asks its in-sync slaves (RMQ_FAILSAFE_CHECK, ``failsafe_round``); a slave
-  confirms only while it cannot reach a controller either (``failsafe_check``).
+  confirms only if it cannot reach a controller either, asked then (``failsafe_check``).
 * Until the first answer the broker is *pending*: its store refuses writes. It
   heartbeats as its master role with brokerId 0 when configured with brokerId 0 (the
   controller adopts such a broker as a new group's first master), else as a SLAVE.
@@ -88,6 +88,9 @@ log = logging.getLogger("rmq.broker.role")
 PENDING, MASTER, SLAVE = "PENDING", "MASTER", "SLAVE"
 # newest epoch entries a handshake carries (one per failover; the frame holds ~3000)
 HANDSHAKE_EPOCHS = 1024
+# a master heartbeats this long after its lease ended when that comes before the next
+# round (seconds)
+LEASE_END_SLACK = 0.01
 
 
 class FailoverError(HandshakeRefused):
@@ -233,14 +236,18 @@ class FailoverEpochs:
 
 
 class ControllerHeartbeatService(ServiceLoop):
-    """BROKER_HEARTBEAT every brokerHeartbeatInterval, or at once when kicked."""
+    """BROKER_HEARTBEAT every brokerHeartbeatInterval, or at once when kicked; a master
+    whose lease ends sooner heartbeats just after it ends (a controller that capped the
+    lease at the end of its leadership is asked at once whether anyone leads)."""
 
     def __init__(self, role: ControllerRole) -> None:
         super().__init__("controller-heartbeat", log)
         self.role = role
 
     def interval(self) -> float:
-        return self.role.broker_config.brokerHeartbeatInterval / 1000
+        every = self.role.broker_config.brokerHeartbeatInterval / 1000
+        left = self.role.lease_left()
+        return every if left is None or left <= 0 or left >= every else left + LEASE_END_SLACK
 
     async def run_once(self) -> None:
         try:
@@ -305,6 +312,10 @@ class ControllerRole:
         self._reported_since: set[str] = set()
         self._failsafe_said: tuple[object, ...] = ()
         self._unleased_warned = False
+        # one heartbeat round at a time (the loop's, and a slave's answer to a failsafe
+        # check); when the last one started and whether a controller answered SUCCESS
+        self._beat_lock = asyncio.Lock()
+        self.last_round: tuple[float, bool] = (-math.inf, False)
 
     @property
     def truncations(self) -> int:
@@ -324,6 +335,10 @@ class ControllerRole:
         keep heartbeating. The broker starts pending if no controller answers."""
         bc = self.broker_config
         await self.epochs.load()
+        if len(self.epochs.file):
+            # it may have confirmed a master's failsafe just before it stopped: elected
+            # soon, it keeps that promise (MasterLease.lead)
+            self.lease.promise(self._clock(), "(possibly) the previous master, before this broker started")
         self._reserve_ha_port()
         await self._beat()
         if self._transition is not None:
@@ -372,6 +387,12 @@ class ControllerRole:
                 await self.failsafe_round()
         if self.state == SLAVE:
             await self.epochs.record_passed_epochs()
+
+    def lease_left(self) -> float | None:
+        """Seconds of lease left while this broker leads under one, else None."""
+        if self.state != MASTER or not self.lease.leading:
+            return None
+        return self.lease.remaining(self._clock())
 
     def kick(self) -> None:
         """Heartbeat now (after a role change: the controller learns it at once)."""
@@ -428,11 +449,21 @@ class ControllerRole:
         return list(addrs)
 
     async def _beat(self) -> bool:
+        async with self._beat_lock:
+            return await self._beat_locked()
+
+    async def _beat_locked(self) -> bool:
         """One heartbeat round (RocketMQ 5's "heartbeat whichever answers"): the
         controller that answered last first; on no answer, CONTROLLER_NOT_LEADER (its
         controllerLeaderAddr next when it names one we know) or REQUEST_CODE_NOT_SUPPORTED
         (a NameServer without the controller), the next address, each try with a share
         of the round's budget. True when a controller answered SUCCESS."""
+        started = self._clock()
+        ok = await self._round()
+        self.last_round = (started, ok)
+        return ok
+
+    async def _round(self) -> bool:
         svc = self.roles.ha_service if self.state == MASTER else None
         generation = svc.shrink_generation if svc is not None else 0
         cmd, reported = self._request()
@@ -503,7 +534,7 @@ class ControllerRole:
             if a.master_lease_millis is not None:
                 self.lease.granted(sent_at, a.master_lease_millis, f"controller {addr}")
                 if self.state == MASTER and not self.lease.leading:
-                    self.lease.lead()
+                    self.lease.lead(new_epoch=False)
             if svc is not None and self.state == MASTER and self.roles.ha_service is svc:
                 # the controller saw the in-sync set this report named and keeps us
                 svc.release_departed(generation)
@@ -517,26 +548,16 @@ class ControllerRole:
             log.warning("%s", msg)
 
     # ------------------------------------------------------------------ failsafe
-    def failsafe_silence(self) -> float:
-        """Seconds without a controller's SUCCESS after which this broker cannot reach a
-        leading controller: one interval and one round's budget (a whole round failed).
-
-        Not a whole lease time: the slave's last answer and the master's are up to a
-        round apart, in either order, so a slave that had to be silent for a lease
-        would confirm only after the master's lease ran out about every other time,
-        and the failsafe would start with an outage. Safety does not rest on this
-        threshold but on every member having to confirm and on the promise a
-        confirmation makes (``MasterLease.promise``)."""
-        return self.broker_config.brokerHeartbeatInterval / 1000 + self.round_budget()
-
     async def failsafe_round(self) -> None:
         """Master, no controller answered this round and the lease ends before the next:
         ask every other member of the last in-sync set (RMQ_FAILSAFE_CHECK, concurrently);
         if all confirm, extend the lease from when the checks were sent. See
         rmq/broker/master_lease.py for why this is safe and when it does not apply."""
         a = self._master_answer
-        lease_ms = self.lease.lease_ms
-        if a is None or lease_ms is None:
+        # the lease time itself, not the last grant: a controller losing its leadership
+        # grants less, up to its end
+        lease_ms = self.lease.longest_ms
+        if a is None or not lease_ms:
             return
         group = self.broker_config.brokerName
         epoch = self.epochs.file.last_epoch()
@@ -573,7 +594,7 @@ class ControllerRole:
                 "it keeps taking writes while no controller answers",
             )
             return
-        timeout = self.round_budget()
+        timeout = 2 * self.round_budget()  # (a slave heartbeats before it answers)
         answers = await asyncio.gather(*(self._failsafe_ask(m, epoch, timeout) for m in members))
         refused = [(m, why) for m, why in zip(members, answers, strict=True) if why is not None]
         if not refused:
@@ -606,30 +627,48 @@ class ControllerRole:
             self._failsafe_said = key
             log.warning("%s", msg)
 
-    def failsafe_check(self, h: FailsafeCheckRequestHeader) -> str | None:
+    async def failsafe_check(self, h: FailsafeCheckRequestHeader) -> str | None:
         """Slave side of RMQ_FAILSAFE_CHECK: None (confirm) iff this broker is a slave
-        following ``h.master_addr`` in epoch ``h.epoch`` and no controller answered it
-        SUCCESS for ``failsafe_silence()``; else why not. A confirmation is a promise:
-        elected later, this broker takes no write within a lease time of it."""
+        following ``h.master_addr`` in epoch ``h.epoch`` and a heartbeat round begun
+        after the check arrived got no SUCCESS from any controller (it runs one if
+        none has begun since); else why not. A confirmation is a promise: elected
+        later, this broker takes no write within a lease time of it.
+
+        Why ask the controllers now rather than count the time since the last answer:
+        a controller that loses its leadership caps the leases it grants at that
+        moment, so the master's lease ends as the last SUCCESS answers come; a slave
+        that had to be silent for a while first would let the master lapse at the
+        start of every outage. Safety rests not on this but on every member having to
+        confirm and on the promise (``MasterLease.promise``)."""
+        why = self._failsafe_refusal(h)
+        if why is not None:
+            return why
+        asked = self._clock()
+        async with self._beat_lock:
+            started, reached = self.last_round
+            if started < asked:
+                reached = await self._beat_locked()
+        why = self._failsafe_refusal(h)  # (the round may have changed the role)
+        if why is not None:
+            return why
+        if reached:
+            return f"controller {self.controller} answers this slave: the controllers are reachable"
+        self.lease.promise(self._clock(), f"master {h.master_addr}")
+        return None
+
+    def _failsafe_refusal(self, h: FailsafeCheckRequestHeader) -> str | None:
         bc = self.broker_config
         if h.broker_name != bc.brokerName:
             return f"this broker is in group {bc.brokerName}, not {h.broker_name}"
-        busy = self._transition is not None and not self._transition.done()
-        if self.state != SLAVE or busy:
-            return f"this broker is {'changing roles' if busy else self.state}, not a slave"
-        if self.master_addr != h.master_addr:
-            return f"this slave follows {self.master_addr}, not {h.master_addr}"
+        if self.state != SLAVE:
+            return f"this broker is {self.state}, not a slave"
+        # (the last answer too: a role change it asks for may be under way)
+        named = self._answer.master_addr if self._answer is not None else None
+        if self.master_addr != h.master_addr or named != h.master_addr:
+            return f"this slave follows {named or self.master_addr}, not {h.master_addr}"
         mine = self.epochs.file.last_epoch()
         if mine != h.epoch:
             return f"this slave is at epoch {mine}, not {h.epoch}"
-        now = self._clock()
-        silent, need = now - self.last_success_at, self.failsafe_silence()
-        if silent < need:
-            return (
-                f"controller {self.controller} answered this slave {round(silent * 1000)} ms ago "
-                f"(less than {round(need * 1000)} ms): the controllers are reachable"
-            )
-        self.lease.promise(now, h.master_addr)
         return None
 
     # ------------------------------------------------------------------ decisions
@@ -716,6 +755,7 @@ class ControllerRole:
             self.epochs.forget_pending()
             start = st.max_phy_offset
             last = ef.last_entry()
+            new_epoch = last is None or epoch > last.epoch
             if last is None and was == PENDING and announced_start is not None:
                 # adopted as a new group's first master: the epoch covers what it wrote
                 # before (the controller says from 0), which its slaves copied too
@@ -737,7 +777,16 @@ class ControllerRole:
         self._release_reserved()
         # fenced before the store takes writes: from the heartbeat that named it master
         if self.lease.lease_ms is not None:
-            self.lease.lead()
+            self.lease.lead(new_epoch)
+            wait = self.lease.not_before - self._clock()
+            if wait > 0:
+                log.warning(
+                    "controller: %s takes writes in %d ms only: it confirmed the failsafe check "
+                    "of %s, whose lease may run that long",
+                    self.broker_addr,
+                    round(wait * 1000),
+                    self.lease.promised_to,
+                )
         elif not self._unleased_warned:
             self._unleased_warned = True
             log.warning(

@@ -16,13 +16,15 @@ heartbeats fail or answer CONTROLLER_NOT_LEADER) nobody can be elected, and stop
 the master would only make the whole group unwritable. The rule a master then follows:
 when its lease is about to lapse and no controller answered its last heartbeat round,
 it asks every other member of the last in-sync set it was told (RMQ_FAILSAFE_CHECK):
-"do you follow me in this epoch, and can you not reach a controller either?" (none
-answered it for a heartbeat interval and a round). Only if *every* one says yes does it
-extend its lease by the lease time, counted from when it *sent* the checks
-(``extend_failsafe``); a refusal or a silence lets the lease lapse. Each confirming
-slave *promises* not to take writes within one lease time of its confirmation, should a
-controller elect it later (``promise``): whatever the controllers do once they return,
-the old master's extended lease ends before the new master's first write.
+"do you follow me in this epoch, and can you not reach a controller either?" (the
+slave heartbeats to find out). Only if *every* one says yes does it extend its lease by
+the lease time, counted from when it *sent* the checks (``extend_failsafe``); a refusal
+or a silence lets the lease lapse. Each confirming slave *promises* not to take writes
+within one lease time of its confirmation, should a controller elect it later
+(``promise``): whatever the controllers do once they return, the old master's extended
+lease ends before the new master's first write. A controller that loses its leadership
+grants leases only up to its end; the master heartbeats as such a lease ends, so the
+failsafe takes over after a heartbeat and a check (a few ms of refused writes).
 
 No failsafe when the controller allows unclean elections (``enableElectUncleanMaster``:
 a successor may come from outside the in-sync set, whom the master cannot ask), nor when
@@ -115,9 +117,9 @@ class MasterLease:
     def _why(self, now: float) -> str:
         if now < self.not_before:
             return (
-                f"this broker confirmed the failsafe of the previous master {self.promised_to} of "
-                f"{self.group} and takes writes only in {_ms(self.not_before - now)} ms, when that "
-                "master's lease has surely run out; not accepting writes so clients retry elsewhere"
+                f"this broker confirmed the failsafe check of {self.promised_to} of {self.group} and "
+                f"takes writes only in {_ms(self.not_before - now)} ms, when that master's lease has "
+                "surely run out; not accepting writes so clients retry elsewhere"
             )
         if self.revoked:
             return (
@@ -152,13 +154,14 @@ class MasterLease:
             self.deadline = deadline
             self.source = by
 
-    def lead(self) -> None:
-        """This broker takes writes from now on, under the lease; if it confirmed a
-        failsafe check as a slave, not within the longest lease time granted here of
-        that confirmation (the old master may hold its lease that long)."""
+    def lead(self, new_epoch: bool = True) -> None:
+        """This broker takes writes from now on, under the lease. Leading an epoch it
+        did not lead before, and having confirmed a failsafe check as a slave: not
+        within the longest lease time granted here of that confirmation (the old
+        master may hold its lease that long)."""
         self.leading = True
         self.revoked = ""
-        self.not_before = self.promised_at + self.longest_ms / 1000
+        self.not_before = self.promised_at + self.longest_ms / 1000 if new_epoch else -math.inf
 
     def revoke(self, why: str) -> None:
         """No more writes under this lease (another master was named)."""
@@ -174,6 +177,8 @@ class MasterLease:
         self.revoked = ""
 
     def promise(self, at: float, to: str) -> None:
-        """As a slave: confirmed master ``to``'s failsafe check at ``at`` (see ``lead``)."""
+        """As a slave: confirmed master ``to``'s failsafe check at ``at`` (see ``lead``).
+        Also at start, for a broker with an epoch history: it may have confirmed one
+        just before it stopped, and kept no record of it."""
         self.promised_at = at
         self.promised_to = to

@@ -99,6 +99,23 @@ class Writer:
     def codes_between(self, t0: float, t1: float) -> set[int]:
         return {a.code for a in self.answers if t0 <= a.sent and a.got <= t1}
 
+    def outages(self, t0: float, t1: float) -> list[tuple[Answer, Answer]]:
+        """Runs of answers other than SUCCESS between t0 and t1: (first, last) of each."""
+        runs: list[tuple[Answer, Answer]] = []
+        first: Answer | None = None
+        last: Answer | None = None
+        for a in self.answers:
+            if not (t0 <= a.sent and a.got <= t1):
+                continue
+            if a.code != OK:
+                first, last = first or a, a
+            elif first is not None and last is not None:
+                runs.append((first, last))
+                first = last = None
+        if first is not None and last is not None:
+            runs.append((first, last))
+        return runs
+
     async def wait_for(self, code: int, after: float, timeout: float) -> Answer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

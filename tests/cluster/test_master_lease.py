@@ -16,6 +16,12 @@ every answer with its time.
   whose in-sync slave confirms keeps SEND_OK; once that slave is frozen too (SIGSTOP)
   its lease lapses. A master alone in its in-sync set keeps SEND_OK (nobody can be
   elected in its place), unless the controller allows unclean elections.
+* Controllers on etcd: the brokers name the standby first; it answers
+  CONTROLLER_NOT_LEADER naming the leader, whom they heartbeat next. With every etcd
+  member down no controller leads: the master keeps SEND_OK by the failsafe (but for a
+  moment: the leader capped its last lease at the end of its leadership, and only
+  then can the slave tell that nobody leads), and is leased by a controller again
+  once etcd is back.
 
 Each test prints its timeline (monotonic seconds from the cut).
 """
@@ -34,10 +40,13 @@ from pathlib import Path
 
 import pytest
 
+from nameserver.controller.config import ControllerConfig
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.controller import GetSyncStateDataRequestHeader, decode_group_statuses
 from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
+from tests.cluster.controller_util import MASTER_TIMEOUT_MS as ETCD_MASTER_TIMEOUT_MS
+from tests.cluster.controller_util import controller_cluster, leading, wait_one_leader
 from tests.cluster.failover_util import controller_conf, create_topic, wait_master, wait_slave
 from tests.cluster.ha_util import GROUP
 from tests.cluster.lease_util import FENCED, OK, Answer, TimedProxy, Writer
@@ -50,6 +59,9 @@ MASTER_TIMEOUT_MS = 2000
 T = MASTER_TIMEOUT_MS / 1000
 BEAT = {"brokerHeartbeatInterval": 200, "sendHeartbeatTimeoutMillis": 200}
 TOPIC = "LeaseTopic"
+# longest refusal while the failsafe takes over from a lease its controller capped at the
+# end of its leadership (a heartbeat, a check and the slave's own heartbeat, ~10-30 ms)
+MAX_HANDOVER = 0.5
 
 
 class Cluster:
@@ -189,7 +201,7 @@ async def test_isolated_master_stops_acking_before_a_successor_may_be_elected() 
             assert "not accepting writes so clients retry elsewhere" in remark
             # the slave heartbeats to the controller that answers, not to its first address,
             # and refused the failsafe because it reaches it
-            assert f"controller {ns.addr} answered this slave" in a.log_text()
+            assert f"controller {ns.addr} answers this slave" in a.log_text()
             await wait_master(a.addr, 2)  # nobody was elected
             await asyncio.sleep(0.5)
             assert w.codes_between(back.sent, time.monotonic()) == {OK}
@@ -252,6 +264,59 @@ async def test_failsafe_keeps_the_master_while_no_controller_answers_and_its_sla
         finally:
             await w.stop()
             b.signal(signal.SIGCONT)
+
+
+async def test_failsafe_while_etcd_is_down_and_heartbeats_follow_the_leader() -> None:
+    with controller_cluster("ASYNC_MASTER", etcd_members=1, brokers=0) as cc:
+        leader = await wait_one_leader(cc.ns_addrs)
+        standby = next(a for a in cc.ns_addrs if a != leader)
+        lease = ControllerConfig(controllerMasterTimeout=ETCD_MASTER_TIMEOUT_MS).master_lease_ms / 1000
+        async with cluster() as c:
+            a = await c.broker("a", leader, 0, controllerAddr=f"{standby};{leader}")
+            b = await c.broker("b", leader, 1, controllerAddr=f"{standby};{leader}")
+            await wait_master(a.addr)
+            await wait_slave(b.addr)
+            assert f"controller {standby} does not lead (leader: {leader})" in a.log_text()
+            await wait_in_sync(leader, b.addr)
+            w = await writer_on(a)
+            try:
+                cc.etcd.stop_all()
+                stopped = time.monotonic()
+                await wait_until(lambda: no_leader(cc.ns_addrs), 10, "a controller still leads without etcd", 0.1)
+                nobody = time.monotonic()
+                await asyncio.sleep(1.5 * lease)  # (the failsafe extended the lease at least twice)
+                held = time.monotonic()
+                # the one moment writes are refused: the last leader capped its last lease at
+                # the end of its leadership; the master asks its slave as that lease ends
+                gaps = w.outages(stopped, held)
+                assert len(gaps) <= 1, f"the master stopped and resumed {len(gaps)} times"
+                for first, last in gaps:
+                    assert last.got - first.sent < MAX_HANDOVER, "the failsafe took over too late"
+                    assert "expired" in first.remark, first.remark
+                assert "keeps taking writes" in a.log_text()
+                cc.etcd.start_all()
+                restarted = time.monotonic()
+                await wait_until(lambda: "failsafe over" in a.log_text(), 20, "no controller answered again", 0.1)
+                back = time.monotonic()
+                await asyncio.sleep(lease)  # leased by the controller again, past a whole lease
+                marks = {
+                    "etcd_stopped": stopped,
+                    "no_controller_leads": nobody,
+                    "still_send_ok": held,
+                    "etcd_started": restarted,
+                    "controller_answers_master": back,
+                }
+                for first, last in gaps:
+                    marks |= {"refused_from": first.sent, "refused_until": last.got}
+                print("\netcd down: " + timeline(stopped, **marks))
+                assert w.outages(held, time.monotonic()) == []
+                await wait_master(a.addr, 1)
+            finally:
+                await w.stop()
+
+
+async def no_leader(addrs: list[str]) -> bool:
+    return not await leading(addrs)
 
 
 @pytest.mark.parametrize("unclean", [False, True], ids=["clean", "unclean"])

@@ -2,13 +2,15 @@
 controller answers asks each in-sync slave whether it may go on (rmq/broker/master_lease.py).
 
 SUCCESS: this broker is a slave following that master in that epoch and cannot reach a
-controller either; anything else is refused with the reason in the remark. Registered
+controller either (a heartbeat round begun after the check got no SUCCESS); anything
+else is refused with the reason in the remark. Registered
 in controller mode only (a static broker answers REQUEST_CODE_NOT_SUPPORTED).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,7 +27,7 @@ log = logging.getLogger("rmq.broker.role")
 class FailsafeWitness(Protocol):
     """The slave's side of the check (ControllerRole.failsafe_check)."""
 
-    def failsafe_check(self, h: FailsafeCheckRequestHeader) -> str | None:
+    async def failsafe_check(self, h: FailsafeCheckRequestHeader) -> str | None:
         """None: confirm; else why this broker refuses."""
         ...
 
@@ -38,8 +40,11 @@ class FailsafeCheckProcessor:
         self._said: tuple[str, int, bool] | None = None
 
     @with_header(FailsafeCheckRequestHeader)
-    def process(self, conn: Any, request: RemotingCommand, h: FailsafeCheckRequestHeader) -> RemotingCommand:
-        why = self.witness.failsafe_check(h)
+    def process(self, conn: Any, request: RemotingCommand, h: FailsafeCheckRequestHeader) -> Awaitable[RemotingCommand]:
+        return self._answer(request, h)
+
+    async def _answer(self, request: RemotingCommand, h: FailsafeCheckRequestHeader) -> RemotingCommand:
+        why = await self.witness.failsafe_check(h)
         said = (h.master_addr, h.epoch, why is None)
         if said != self._said:  # once per change, not per check
             self._said = said

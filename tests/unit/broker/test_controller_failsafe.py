@@ -1,10 +1,11 @@
 """ControllerRole's failsafe decisions on an injected clock: the slave's answer to
-RMQ_FAILSAFE_CHECK (each refusal names its condition; a confirmation is a promise),
+RMQ_FAILSAFE_CHECK (each refusal names its condition; it heartbeats before it confirms;
+a confirmation is a promise),
 the master's choice of whom to ask (unclean elections, a grown in-sync set, a master
 alone in its set), an unanswered check, and the order heartbeats try the controllers.
 
-No servers: the broker's store and role services are not needed by these paths; an
-unanswered check goes to a closed port of this host."""
+No servers: of the broker's store and role services only what a heartbeat reads is
+given; the controllers and an unanswered check are closed ports of this host."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import logging
 import math
 import socket
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,7 +24,15 @@ from rmq.remoting.client import RemotingClient
 from rmq.store.config import BrokerRole, MessageStoreConfig
 
 ME, OTHER, MASTER_ADDR = "127.0.0.1:10911", "127.0.0.1:10921", "127.0.0.1:10931"
-CONTROLLERS = "127.0.0.1:9876;127.0.0.1:9877;127.0.0.1:9878"
+
+
+def closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+CONTROLLERS = ";".join(closed_port() for _ in range(3))  # nobody listens there
 
 
 class Clock:
@@ -51,8 +61,8 @@ async def _role(tmp_path: Path, clock: Clock) -> ControllerRole:
         sc,
         BrokerRole.ASYNC_MASTER,
         "127.0.0.1",
-        None,  # type: ignore[arg-type]
-        None,  # type: ignore[arg-type]
+        SimpleNamespace(max_phy_offset=0),  # type: ignore[arg-type]  # (what a heartbeat reads)
+        SimpleNamespace(ha_service=None),  # type: ignore[arg-type]
         epochs,
         RemotingClient(),
         lambda: None,
@@ -67,21 +77,29 @@ def _check(master: str = MASTER_ADDR, epoch: int = 3, group: str = "broker-a") -
 async def test_slave_confirms_only_when_every_condition_holds(tmp_path: Path) -> None:
     clock = Clock()
     r = await _role(tmp_path, clock)
-    assert "PENDING, not a slave" in (r.failsafe_check(_check()) or "")
-    r.state, r.master_addr = SLAVE, MASTER_ADDR
-    r.last_success_at, r.controller = clock.now - 0.1, "127.0.0.1:9876"
-    assert "group broker-a, not broker-b" in (r.failsafe_check(_check(group="broker-b")) or "")
-    assert f"follows {MASTER_ADDR}, not {OTHER}" in (r.failsafe_check(_check(OTHER)) or "")
-    assert "epoch 3, not 4" in (r.failsafe_check(_check(epoch=4)) or "")
-    why = r.failsafe_check(_check())
-    assert why is not None
-    assert "controller 127.0.0.1:9876 answered this slave 100 ms ago (less than 400 ms)" in why
-    assert r.lease.promised_at == -math.inf
-    clock.now += 0.3  # 400 ms without an answer: one interval and a whole round
-    assert r.failsafe_check(_check()) is None
-    assert r.lease.promised_at == clock.now and r.lease.promised_to == MASTER_ADDR
-    r.state = MASTER
-    assert "MASTER, not a slave" in (r.failsafe_check(_check()) or "")
+    try:
+        assert "PENDING, not a slave" in (await r.failsafe_check(_check()) or "")
+        r.state, r.master_addr, r.controller = SLAVE, MASTER_ADDR, "127.0.0.1:9876"
+        r._answer = BrokerHeartbeatResponseHeader(OTHER, broker_id=1)  # a change of master under way
+        assert f"follows {OTHER}, not {MASTER_ADDR}" in (await r.failsafe_check(_check()) or "")
+        r._answer = BrokerHeartbeatResponseHeader(MASTER_ADDR, broker_id=1)
+        assert "group broker-a, not broker-b" in (await r.failsafe_check(_check(group="broker-b")) or "")
+        assert f"follows {MASTER_ADDR}, not {OTHER}" in (await r.failsafe_check(_check(OTHER)) or "")
+        assert "epoch 3, not 4" in (await r.failsafe_check(_check(epoch=4)) or "")
+        # a round begun after the check arrived reached a controller
+        r.last_round = (clock.now + 0.001, True)
+        why = await r.failsafe_check(_check())
+        assert why == "controller 127.0.0.1:9876 answers this slave: the controllers are reachable"
+        assert r.lease.promised_at == -math.inf
+        # no round since the check arrived: it heartbeats now (no controller listens)
+        clock.now += 1
+        assert await r.failsafe_check(_check()) is None
+        assert r.last_round == (clock.now, False)
+        assert r.lease.promised_at == clock.now and r.lease.promised_to == f"master {MASTER_ADDR}"
+        r.state = MASTER
+        assert "MASTER, not a slave" in (await r.failsafe_check(_check()) or "")
+    finally:
+        await r.client.close()
 
 
 def _as_master(r: ControllerRole, clock: Clock, sync_state_set: str, unclean: bool = False) -> None:
@@ -137,9 +155,7 @@ async def test_no_failsafe_when_the_set_may_have_grown_unseen(
 
 
 async def test_an_unanswered_check_lets_the_lease_lapse(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    closed = closed_port()
     clock = Clock()
     r = await _role(tmp_path, clock)
     _as_master(r, clock, f"{ME};{closed}")

@@ -127,14 +127,20 @@ def test_a_slave_that_confirmed_a_failsafe_takes_no_write_within_a_lease_of_it()
     lease, clock = _lease()
     lease.granted(clock.now - 10, 1500)  # a lease time it learned earlier
     lease.drop()
-    lease.promise(clock.now, "10.0.0.1:10911")
+    lease.promise(clock.now, "master 10.0.0.1:10911")
     clock.now += 0.5
     lease.granted(clock.now, 1500)  # elected: the answer naming it master
     lease.lead()
     why = lease.refusal()
     assert why is not None
-    assert "previous master 10.0.0.1:10911" in why and "in 1000 ms" in why
+    assert "failsafe check of master 10.0.0.1:10911 of broker-a" in why and "in 1000 ms" in why
     clock.now += 1.0
+    assert lease.refusal() is None
+    # re-adopted in an epoch it led already: no promise to keep (it was that master)
+    lease.drop()
+    lease.promise(clock.now, "10.0.0.1:10911")
+    lease.granted(clock.now, 1500)
+    lease.lead(new_epoch=False)
     assert lease.refusal() is None
 
 
