@@ -9,11 +9,10 @@ static roles). Then ``brokerRole`` names the role the broker takes while it lead
   its role, epoch, CommitLog max offset and epoch start; a master adds its confirmed
   in-sync slaves' acks and its HA address. The answer names the group's master, its HA
   address, the epoch and this broker's id, the in-sync set and, to the master, its
-  lease. As RocketMQ 5, it goes to one controller: the one that answered SUCCESS last;
-  the next address only when that one fails in the round (no answer,
-  CONTROLLER_NOT_LEADER — its leader next when it names one we know —,
-  REQUEST_CODE_NOT_SUPPORTED), each try with a share of a round budget well under the
-  lease, so a dead controller costs little.
+  lease. As RocketMQ 5's, it goes to every controller (a standby records it, so after a
+  takeover it knows who went silent, and answers CONTROLLER_NOT_LEADER); the broker acts
+  on the leader's SUCCESS as soon as it comes, so a controller that does not answer
+  costs nothing but its own request, and a round is bounded well under the lease.
 * The master lease (rmq/broker/master_lease.py): counted from when the answered
   heartbeat was sent; the send path refuses writes once it runs out, before the
   controller may elect a successor. While no controller answers at all, the master's
@@ -300,9 +299,7 @@ class ControllerRole:
         # the lease this broker writes under while it leads (the send path's WriteFence)
         self._clock = clock
         self.lease = MasterLease(broker_config.brokerName, clock, lambda: ";".join(broker_config.controller_addrs))
-        # heartbeats go to the controller that answered SUCCESS last, the others only
-        # when it fails in a round
-        self.controller: str | None = None
+        self.controller: str | None = None  # the controller that answered SUCCESS last
         self.last_success_at = -math.inf  # (monotonic) when a controller last answered SUCCESS
         # the last SUCCESS answer that named this broker master (in-sync set, unclean flag)
         self._master_answer: BrokerHeartbeatResponseHeader | None = None
@@ -312,6 +309,7 @@ class ControllerRole:
         self._reported_since: set[str] = set()
         self._failsafe_said: tuple[object, ...] = ()
         self._unleased_warned = False
+        self._lapsed = False  # (logged)
         # one heartbeat round at a time (the loop's, and a slave's answer to a failsafe
         # check); when the last one started and whether a controller answered SUCCESS
         self._beat_lock = asyncio.Lock()
@@ -385,8 +383,23 @@ class ControllerRole:
         if not ok and self.state == MASTER and self.lease.leading:
             if self.lease.remaining(self._clock()) <= self._failsafe_horizon():
                 await self.failsafe_round()
+        self._log_lapse()
         if self.state == SLAVE:
             await self.epochs.record_passed_epochs()
+
+    def _log_lapse(self) -> None:
+        """Once when the lease lapses, once when writes are taken again."""
+        left = self.lease_left()
+        lapsed = left is not None and left <= 0
+        if lapsed == self._lapsed:
+            return
+        self._lapsed = lapsed
+        if lapsed:
+            log.warning("controller: %s; sends are answered SERVICE_NOT_AVAILABLE", self.lease.refusal())
+        elif left is not None:  # (not when it stepped down)
+            log.warning(
+                "controller: master lease of %s held again (%s): taking writes", self.lease.group, self.lease.source
+            )
 
     def lease_left(self) -> float | None:
         """Seconds of lease left while this broker leads under one, else None."""
@@ -428,8 +441,8 @@ class ControllerRole:
         return cmd, frozenset(acks)
 
     def round_budget(self) -> float:
-        """Seconds one heartbeat round may take, all controllers tried: the heartbeat
-        timeout, at most one interval and a third of the lease time."""
+        """Seconds one heartbeat round may take: the heartbeat timeout, at most one
+        interval and a third of the lease time."""
         bc = self.broker_config
         ms: float = min(bc.sendHeartbeatTimeoutMillis, bc.brokerHeartbeatInterval)
         if self.lease.lease_ms:
@@ -440,24 +453,16 @@ class ControllerRole:
         """A lease ending within this many seconds would lapse before the next round."""
         return self.broker_config.brokerHeartbeatInterval / 1000 + self.round_budget()
 
-    def _round_order(self) -> list[str]:
-        addrs = self.broker_config.controller_addrs
-        last = self.controller
-        if last in addrs:
-            i = addrs.index(last)
-            return addrs[i:] + addrs[:i]
-        return list(addrs)
-
     async def _beat(self) -> bool:
         async with self._beat_lock:
             return await self._beat_locked()
 
     async def _beat_locked(self) -> bool:
-        """One heartbeat round (RocketMQ 5's "heartbeat whichever answers"): the
-        controller that answered last first; on no answer, CONTROLLER_NOT_LEADER (its
-        controllerLeaderAddr next when it names one we know) or REQUEST_CODE_NOT_SUPPORTED
-        (a NameServer without the controller), the next address, each try with a share
-        of the round's budget. True when a controller answered SUCCESS."""
+        """One heartbeat round: to every controller at once (a standby records it and
+        answers CONTROLLER_NOT_LEADER; a NameServer without the controller answers
+        REQUEST_CODE_NOT_SUPPORTED), acted on as soon as the leader answers SUCCESS,
+        without waiting for the others (a controller that does not answer costs
+        nothing but its own request). True when a controller answered SUCCESS."""
         started = self._clock()
         ok = await self._round()
         self.last_round = (started, ok)
@@ -468,45 +473,43 @@ class ControllerRole:
         generation = svc.shrink_generation if svc is not None else 0
         cmd, reported = self._request()
         clock = self._clock
-        addrs = self.broker_config.controller_addrs
-        budget = self.round_budget()
-        per_try = max(budget / len(addrs), min(budget, 0.1))
-        end = clock() + budget
-        queue = self._round_order()
-        tried: set[str] = set()
-        while queue:
-            addr = queue.pop(0)
-            left = end - clock()
-            if left <= 0:
-                break
-            if addr in tried:
-                continue
-            tried.add(addr)
-            sent_at = clock()
-            resp = await self._try(addr, cmd, min(per_try, left))
-            if resp is None:
-                continue
-            if resp.code == ResponseCode.CONTROLLER_NOT_LEADER:
-                leader = (resp.ext_fields or {}).get("controllerLeaderAddr")
-                self._warn_once(addr, f"controller {addr} does not lead (leader: {leader or 'none known'})")
-                if leader in addrs and leader not in tried:
-                    queue.insert(0, leader)
-                continue
-            try:
-                a = BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields or {})
-            except ProtocolError as e:
-                self._warn_once(addr, f"controller {addr}: bad heartbeat answer: {e}")
-                continue
-            self.last_success_at = clock()
-            if self._warned.pop(addr, None) is not None or (self.controller not in (None, addr)):
-                log.info("controller %s answers; heartbeats go to it", addr)
-            self.controller = addr
-            self._reported_at_success, self._reported_since = reported, set()
-            if self._failsafe_said:
-                self._failsafe_said = ()
-                log.warning("failsafe over: controller %s answers again", addr)
-            self._on_success(a, addr, sent_at, svc, generation)
-            return True
+        sent_at = clock()
+        timeout = self.round_budget()
+        pending = {
+            self._tasks.spawn(self._try(addr, cmd, timeout), name=f"controller-heartbeat {addr}"): addr
+            for addr in self.broker_config.controller_addrs
+        }
+        not_leading: list[str] = []
+        while pending:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                addr = pending.pop(t)
+                resp = t.result()
+                if resp is None:
+                    continue
+                if resp.code == ResponseCode.CONTROLLER_NOT_LEADER:  # (a standby: it recorded the heartbeat)
+                    not_leading.append(f"{addr} (leader: {(resp.ext_fields or {}).get('controllerLeaderAddr') or '-'})")
+                    continue
+                try:
+                    a = BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields or {})
+                except ProtocolError as e:
+                    self._warn_once(addr, f"controller {addr}: bad heartbeat answer: {e}")
+                    continue
+                # the leader answered: act now; the other answers come in on their own
+                self.last_success_at = clock()
+                if self.controller != addr or self._warned.pop("leader", None) is not None:
+                    log.info("controller %s leads and answers", addr)
+                self.controller = addr
+                self._reported_at_success, self._reported_since = reported, set()
+                if self._failsafe_said:
+                    self._failsafe_said = ()
+                    log.warning("failsafe over: controller %s answers again", addr)
+                self._on_success(a, addr, sent_at, svc, generation)
+                return True
+        if not_leading:
+            self._warn_once(
+                "leader", f"no controller leads: {', '.join(sorted(not_leading))} answered CONTROLLER_NOT_LEADER"
+            )
         self._reported_since |= reported
         return False
 
@@ -514,12 +517,14 @@ class ControllerRole:
         try:
             resp = await self.client.invoke(addr, cmd, timeout)
         except (RemotingError, OSError) as e:
-            self._warn_once(addr, f"controller {addr} unreachable: {e}")
+            self._warn_once(addr, f"controller {addr} unreachable: {e}", type(e).__name__)
             return None
         if resp.code in (ResponseCode.SUCCESS, ResponseCode.CONTROLLER_NOT_LEADER):
+            if self._warned.pop(addr, None) is not None:
+                log.info("controller %s answers again", addr)
             return resp
         if resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # (a NameServer without the controller)
-            self._warn_once(addr, f"controller {addr} answered code {resp.code}: {resp.remark}")
+            self._warn_once(addr, f"controller {addr} answered code {resp.code}: {resp.remark}", str(resp.code))
         return None
 
     def _on_success(
@@ -542,9 +547,11 @@ class ControllerRole:
             self.lease.revoke(f"controller {addr} named {a.master_addr} master (epoch {a.master_epoch})")
         self._on_answer(a)
 
-    def _warn_once(self, key: str, msg: str) -> None:
-        if self._warned.get(key) != msg:
-            self._warned[key] = msg
+    def _warn_once(self, key: str, msg: str, kind: str | None = None) -> None:
+        """Warn when what ``key`` reports changes (``kind``, else the message)."""
+        what = msg if kind is None else kind
+        if self._warned.get(key) != what:
+            self._warned[key] = what
             log.warning("%s", msg)
 
     # ------------------------------------------------------------------ failsafe

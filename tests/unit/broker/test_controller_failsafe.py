@@ -1,8 +1,7 @@
 """ControllerRole's failsafe decisions on an injected clock: the slave's answer to
 RMQ_FAILSAFE_CHECK (each refusal names its condition; it heartbeats before it confirms;
-a confirmation is a promise),
-the master's choice of whom to ask (unclean elections, a grown in-sync set, a master
-alone in its set), an unanswered check, and the order heartbeats try the controllers.
+a confirmation is a promise), the master's choice of whom to ask (unclean elections, a
+grown in-sync set, a master alone in its set), and an unanswered check.
 
 No servers: of the broker's store and role services only what a heartbeat reads is
 given; the controllers and an unanswered check are closed ports of this host."""
@@ -169,13 +168,8 @@ async def test_an_unanswered_check_lets_the_lease_lapse(tmp_path: Path, caplog: 
     assert any(f"{closed}: no answer" in m and "the lease lapses" in m for m in caplog.messages)
 
 
-async def test_heartbeats_start_with_the_controller_that_answered_last(tmp_path: Path) -> None:
+async def test_a_round_fits_a_third_of_the_lease(tmp_path: Path) -> None:
     r = await _role(tmp_path, Clock())
-    a, b, c = CONTROLLERS.split(";")
-    assert r._round_order() == [a, b, c]
-    r.controller = b
-    assert r._round_order() == [b, c, a]
-    # the round fits a third of the lease time
     assert r.round_budget() == pytest.approx(0.2)
     r.lease.granted(0, 300)
     assert r.round_budget() == pytest.approx(0.1)
