@@ -24,7 +24,7 @@ from tests.cluster.controller_util import (
 )
 from tests.cluster.etcd_util import EtcdCluster
 from tests.cluster.failover_util import controller_conf, restart, role_of, wait_master, wait_slave
-from tests.cluster.ha_util import GROUP
+from tests.cluster.ha_util import GROUP, ha_status
 from tests.harness import broker_process, namesrv_process
 from tests.integration.broker_util import BrokerApi, wait_until
 
@@ -111,6 +111,30 @@ async def test_leading_controller_etcd_member_and_master_killed_at_once() -> Non
         print(
             f"failover with the leading controller killed: {took:.2f} s (controllerMasterTimeout {MASTER_TIMEOUT_MS} ms)"
         )
+
+        # item 4: the old master returns, catches up and re-enters the recorded in-sync set
+        # within two heartbeats of having caught up, so it can be elected again
+        restart(b0)
+        await wait_slave(b0.addr)
+        caught_up = 0.0
+
+        async def has_caught_up() -> bool:
+            nonlocal caught_up
+            st = await ha_status(b1.addr)
+            conns, top = st["haConnectionInfo"], st["masterCommitLogMaxOffset"]
+            if not conns or min(c["slaveAckOffset"] for c in conns) < top:
+                return False
+            caught_up = clock.mark(f"{b0.addr} caught up with {b1.addr} (ack {top})")
+            return True
+
+        await wait_until(has_caught_up, 30, f"{b0.addr} never caught up", 0.05)
+
+        async def recorded() -> bool:
+            return (await records(cc.etcd))[GROUP].sync_state == [b1.addr, b0.addr]
+
+        await wait_until(recorded, 10, f"{b0.addr} never re-entered the recorded in-sync set", 0.05)
+        back = clock.mark(f"{b0.addr} in the recorded in-sync set")
+        assert back - caught_up <= 2.3, f"re-entered {back - caught_up:.2f} s after catching up (two heartbeats)"
 
 
 async def test_all_etcd_down_no_election_no_flapping_then_resume() -> None:
