@@ -141,6 +141,7 @@ class NameServer:
                 None if self.kv.path is None else self.kv.path.parent / CONTROLLER_FILE_NAME,
                 lambda: self.advertised_address,
                 self._record_failover,
+                cluster_credential,
             )
         # aclEnable: the accounts of <acl_home>/conf/plain_acl.yml (+ conf/acl/**) and the
         # cluster credential; loaded in start() (a broken file stops the start)

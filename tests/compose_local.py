@@ -2,15 +2,22 @@
 
 ``ComposeDeployment`` reads the compose file and, for every service whose command is
 ``rmq ...``, runs that same command as a local process (``tests.harness``) with the
-service's environment and mounted files. Nothing is copied by hand from the compose
-file; what a container would have differently is translated:
+service's environment and mounted files; a service whose command is an etcd binary (the
+official image's ``/usr/local/bin/etcd ...``) runs the local ``etcd`` (Debian etcd-server,
+tests/cluster/etcd_util.py) with the same flags. ``start(stack)`` runs them all: the etcd
+members first, until they agree on a leader, then the rmq services in ``depends_on`` order.
+Nothing is copied by hand from the compose file; what a container would have differently
+is translated:
 
 * every container port a service declares (``ports:`` container side, ``expose:``)
-  gets a free port on 127.0.0.1; a command argument equal to such a port, and a
-  ``*Port`` key of a mounted config file with that value, take the local port;
-* ``service:port`` anywhere (NAMESRV_ADDR, config values, Prometheus targets) becomes
-  ``127.0.0.1:<local port>``; a service name as the value of an address key
-  (``brokerIP2=broker-a``) becomes 127.0.0.1;
+  gets a free port on 127.0.0.1 (below the kernel's ephemeral range: see
+  ``local_ports``); a command argument equal to such a port, and a ``*Port`` key of a
+  mounted config file with that value, take the local port;
+* ``service:port`` anywhere (NAMESRV_ADDR, config values, Prometheus targets, etcd's
+  peer and client URLs) becomes ``127.0.0.1:<local port>``; a service name as the value of
+  an address key (``brokerIP2=broker-a``) becomes 127.0.0.1; a listen address on every
+  interface with one of the service's own ports (``http://0.0.0.0:2379``) becomes
+  ``127.0.0.1:<local port>``;
 * a named volume becomes a directory under the work dir; container paths below a
   mount point (storePathRootDir, --kv-path) point there; a bind-mounted config file is
   copied with its values translated, and the command gets the copy;
@@ -26,20 +33,30 @@ file; what a container would have differently is translated:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
 import re
+import shutil
+import socket
+import time
+import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
+from rmq.child_process import ChildProcess
+from tests.cluster.etcd_util import etcd_binary
 from tests.harness import BrokerProcess, NameServerProcess, RmqProcess
 from tests.metrics_util import free_ports
 
 _INTERP = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 # keys whose value is a host (brokerIP2=broker-a); brokerName=broker-a is not one
 _ADDRESS_KEY = re.compile(r"(IP\d*|Host|Addr)$")
+_WILDCARD_HOSTS = ("0.0.0.0", "[::]")
 _PORT_SPEC = re.compile(r"^(?:(?:[\d.]+|\[[0-9a-f:]+\]):)?(?:(?P<host>[\d-]+):)?(?P<ctr>\d+)(?:/\w+)?$")
 
 
@@ -125,11 +142,59 @@ def _container_ports(svc: dict[str, Any]) -> list[int]:
     return ports
 
 
+def local_ports(n: int) -> list[int]:
+    """n distinct ports nobody listens on now, below the kernel's ephemeral port range.
+
+    The ports are chosen when the file is read and bound only as each process starts, seconds
+    later; a port of the ephemeral range may meanwhile become the local end of some outgoing
+    connection (etcd's members and clients, the brokers' make many), and the process that
+    wanted it runs without it. The kernel never hands out ports below that range. Falls back
+    to ``free_ports`` where the range leaves no room below it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low - 10000 < 50 * n:
+        return free_ports(n)
+    chosen: list[int] = []
+    with contextlib.ExitStack() as held:  # held while choosing: distinct ports
+        for port in random.sample(range(10000, low), k=min(low - 10000, 50 * n)):
+            s = held.enter_context(socket.socket())
+            try:
+                s.bind(("0.0.0.0", port))  # what the rmq servers bind (every address)
+            except OSError:
+                continue
+            chosen.append(port)
+            if len(chosen) == n:
+                return chosen
+    return free_ports(n)
+
+
 @dataclass
 class Mount:
     target: str  # path in the container
     source: Path  # path here
     named: bool  # a named volume (a directory we create) or a bind mount
+
+
+class EtcdProcess(ChildProcess):
+    """One etcd member of the compose file, run by the local ``etcd``. Ready is judged over
+    HTTP (``healthy``): a member of 3 serves only once a quorum runs, so starting one does
+    not wait."""
+
+    def __init__(self, name: str, argv: list[str], workdir: Path, env: dict[str, str], volumes: list[Path]) -> None:
+        super().__init__(name, argv, workdir, ready="", env=env)
+        url = argv[argv.index("--advertise-client-urls") + 1].split(",")[0]
+        self.addr = url.split("://", 1)[-1].rstrip("/")
+        self.volumes = volumes  # its named volumes here: the member's data
+
+    def healthy(self) -> bool:
+        """etcd's /health: this member answers and its cluster has a leader."""
+        try:
+            with urllib.request.urlopen(f"http://{self.addr}/health", timeout=1) as r:
+                return bool(json.loads(r.read()).get("health") == "true")
+        except (OSError, ValueError):
+            return False
 
 
 @dataclass
@@ -156,7 +221,7 @@ class ComposeDeployment:
         names = list(self.services)
         declared = [(n, p) for n in names for p in _container_ports(self.services[n])]
         self.port_map: dict[str, dict[int, int]] = {n: {} for n in names}
-        for (n, p), local in zip(declared, free_ports(len(declared)), strict=False):
+        for (n, p), local in zip(declared, local_ports(len(declared)), strict=True):
             self.port_map[n][p] = local
         self.local: dict[str, LocalService] = {}
         for n in names:
@@ -165,7 +230,14 @@ class ComposeDeployment:
     # ------------------------------------------------------------------ reading
     def rmq_services(self) -> list[str]:
         """Services running ``rmq ...``, in depends_on order."""
-        rmq = [n for n, s in self.services.items() if (s.get("command") or [None])[0] == "rmq"]
+        return self._in_order([n for n, s in self.services.items() if (s.get("command") or [None])[0] == "rmq"])
+
+    def etcd_services(self) -> list[str]:
+        """Services running etcd (the image's binary), in depends_on order."""
+        return self._in_order([n for n, s in self.services.items() if _is_etcd(s.get("command") or [""])])
+
+    def _in_order(self, wanted: list[str]) -> list[str]:
+        """``wanted`` sorted so that each comes after the services it depends on."""
         done: list[str] = []
 
         def visit(n: str, path: tuple[str, ...] = ()) -> None:
@@ -175,10 +247,10 @@ class ComposeDeployment:
                 raise ValueError(f"compose: depends_on cycle {path + (n,)}")
             for d in self._depends_on(n):
                 visit(d, path + (n,))
-            if n in rmq:
+            if n in wanted:
                 done.append(n)
 
-        for n in rmq:
+        for n in wanted:
             visit(n)
         return done
 
@@ -249,10 +321,10 @@ class ComposeDeployment:
 
         def ref(m: re.Match[str]) -> str:
             svc, port = m.group(1), int(m.group(2))
-            local = self.port_map.get(svc, {}).get(port)
+            local = self.port_map[name].get(port) if svc in _WILDCARD_HOSTS else self.port_map.get(svc, {}).get(port)
             return f"127.0.0.1:{local}" if local is not None else m.group(0)
 
-        return re.sub(r"(?<![\w.-])([A-Za-z0-9][\w.-]*):(\d+)\b", ref, value)
+        return re.sub(r"(?<![\w.-])([A-Za-z0-9][\w.-]*|\[::\]):(\d+)\b", ref, value)
 
     def _translate_arg(self, name: str, arg: str, files: dict[str, Path]) -> str:
         if arg in files:
@@ -294,6 +366,44 @@ class ComposeDeployment:
         return ls
 
     # ------------------------------------------------------------------ running
+    def start(
+        self, stack: contextlib.ExitStack, broker_args: Sequence[str] = (), etcd_timeout: float = 30.0
+    ) -> dict[str, ChildProcess]:
+        """Start every etcd and rmq service (``broker_args`` appended to each broker's
+        command); ``stack`` stops them, and removes the etcd members' data (about 120 MB
+        of preallocated WAL each), however the test ends."""
+        procs: dict[str, ChildProcess] = {}
+        members = [self.etcd_process(n) for n in self.etcd_services()]
+        for m in members:
+            stack.callback(self._drop_etcd, m)
+            procs[m.name] = m.start()
+        deadline = time.monotonic() + etcd_timeout
+        while not all(m.healthy() for m in members):
+            dead = [m for m in members if not m.alive()]
+            if dead or time.monotonic() > deadline:
+                why = f"{dead[0].name} exited" if dead else f"not healthy within {etcd_timeout}s"
+                raise RuntimeError(f"etcd: {why}:\n" + "\n".join(f"--- {m.name}:\n{m.tail(15)}" for m in members))
+            time.sleep(0.1)
+        for n in self.rmq_services():
+            p = self.process(n, broker_args if self.local[n].command[1] == "broker" else ())
+            stack.callback(p.stop)
+            procs[n] = p.start()
+        return procs
+
+    @staticmethod
+    def _drop_etcd(m: EtcdProcess) -> None:
+        m.stop()
+        for v in m.volumes:
+            shutil.rmtree(v, ignore_errors=True)
+
+    def etcd_process(self, name: str) -> EtcdProcess:
+        """An etcd service as a local ``etcd`` process (not started)."""
+        ls = self.local[name]
+        if not _is_etcd(ls.command):
+            raise ValueError(f"{name}: not an etcd service: {ls.command}")
+        volumes = [m.source for m in ls.mounts if m.named]
+        return EtcdProcess(name, [etcd_binary(), *ls.command[1:]], self.workdir / name, ls.env, volumes)
+
     def process(self, name: str, extra_args: list[str] | tuple[str, ...] = ()) -> RmqProcess:
         """The service as a harness process (not started); extra_args are appended to
         its command (a test's own additions, e.g. small store files)."""
@@ -337,3 +447,7 @@ class ComposeDeployment:
             for sc in job.get("static_configs", []):
                 sc["targets"] = [self.translate(name, t) for t in sc["targets"]]
         return json.dumps(cfg, indent=2)
+
+
+def _is_etcd(command: Sequence[Any]) -> bool:
+    return bool(command) and Path(str(command[0])).name == "etcd"

@@ -625,5 +625,9 @@ class Controller:
             )
         return out
 
+    def live_members(self, broker_name: str, now_ms: int) -> list[str]:
+        g = self.groups.get(broker_name)
+        return [] if g is None else [a for a, m in g.members.items() if self._alive(m, now_ms)]
+
     def group_names(self) -> Iterable[str]:
         return list(self.groups)

@@ -10,6 +10,7 @@ from nameserver.controller.config import ControllerConfig
 from nameserver.controller.etcd_store import EtcdLeadership, EtcdStateStore, etcd_client_for
 from nameserver.controller.file_store import FileStateStore
 from nameserver.controller.service import ControllerService, StaticLeadership
+from rmq.auth.credentials import Credential
 
 __all__ = ["build_controller_service"]
 
@@ -19,14 +20,20 @@ def build_controller_service(
     file_path: Path | None,
     self_addr: Callable[[], str],
     on_failover: Callable[[str, str], None] | None = None,
+    credential: Credential | None = None,
 ) -> ControllerService:
     config.validate()
     if not config.etcd_endpoints:
         return ControllerService(
-            config, FileStateStore(file_path), StaticLeadership(self_addr), self_addr, on_failover=on_failover
+            config,
+            FileStateStore(file_path),
+            StaticLeadership(self_addr),
+            self_addr,
+            on_failover=on_failover,
+            credential=credential,
         )
     client = etcd_client_for(config)
     leadership = EtcdLeadership(client, config.controllerEtcdKeyPrefix, self_addr, config.controllerElectionTtl)
     legacy = file_path if file_path is not None and file_path.exists() else None
     store = EtcdStateStore(client, config.controllerEtcdKeyPrefix, leadership.fence, legacy)
-    return ControllerService(config, store, leadership, self_addr, on_failover=on_failover)
+    return ControllerService(config, store, leadership, self_addr, on_failover=on_failover, credential=credential)

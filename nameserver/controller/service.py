@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from nameserver.controller.config import ControllerConfig
 from nameserver.controller.election import Assignment, Controller, ControllerError
 from nameserver.controller.state import GroupRecord
+from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.controller import (
@@ -55,7 +56,7 @@ from rmq.protocol.controller import (
 from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
-from rmq.runtime.service import ServiceLoop
+from rmq.runtime.service import ServiceLoop, TaskSet
 
 __all__ = ["StateStore", "Leadership", "StaticLeadership", "ControllerService", "FORWARDED_REMARK"]
 
@@ -144,6 +145,7 @@ class ControllerService:
         *,
         on_failover: Callable[[str, str], None] | None = None,
         client: RemotingClient | None = None,
+        credential: Credential | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -160,6 +162,9 @@ class ControllerService:
         self._own_client = False
         # TLS for forwarding to the leader (set when the NameServers' links are TLS)
         self.forward_ssl: ssl.SSLContext | None = None
+        # signs what this controller itself sends (role-change notices to brokers with ACL)
+        self._credential = credential
+        self._notices = TaskSet(log)
         self.takeovers = 0
         self._starting = False
 
@@ -177,6 +182,7 @@ class ControllerService:
 
     async def stop(self) -> None:
         await self._scan.stop()
+        await self._notices.close()
         await self.leadership.stop()
         async with self._lock:
             self.controller = None
@@ -226,8 +232,10 @@ class ControllerService:
             sum(len(g.members) for g in ctl.groups.values()),
         )
         # a master that went silent while no controller led is replaced now
+        before = {n: g.epoch for n, g in ctl.groups.items()}
         ctl.scan(monotonic_ms())
-        await self._persist_locked(ctl)
+        if await self._persist_locked(ctl) is None:
+            self._notify(ctl, before)
         return True
 
     def _leading(self) -> Controller | None:
@@ -259,8 +267,10 @@ class ControllerService:
                     self.controller = None
                     await self._peek()
                 return
+            before = {n: g.epoch for n, g in ctl.groups.items()}
             ctl.scan(monotonic_ms())
-            await self._persist_locked(ctl)
+            if await self._persist_locked(ctl) is None:
+                self._notify(ctl, before)
 
     async def _peek(self) -> None:
         try:
@@ -318,6 +328,7 @@ class ControllerService:
         async with self._lock:
             ctl = self._leading()
             if ctl is not None:
+                before = {n: g.epoch for n, g in ctl.groups.items()}
                 try:
                     rec = ctl.elect_master(h.broker_name, h.broker_addr or None, monotonic_ms())
                 except ControllerError as e:
@@ -328,6 +339,7 @@ class ControllerService:
                 failed = await self._persist_locked(ctl)
                 if failed is not None:
                     return cmd.create_response(ResponseCode.SYSTEM_ERROR, failed)
+                self._notify(ctl, before)
                 log.info(
                     "electMaster from %s: group %s epoch %d master %s",
                     requester,
@@ -375,6 +387,45 @@ class ControllerService:
             "leadership": await self.leadership.status(),
         }
 
+    # ------------------------------------------------------------------ notices
+    def _remoting(self) -> RemotingClient:
+        client = self._client
+        if client is None:
+            client = self._client = RemotingClient(
+                name="controller-client", connect_timeout=1.0, ssl=self.forward_ssl, request_hook=self._sign
+            )
+            self._own_client = True
+        return client
+
+    def _sign(self, addr: str, cmd: RemotingCommand) -> None:
+        # a forwarded request keeps its sender's signature
+        if self._credential is not None and "AccessKey" not in (cmd.ext_fields or {}):
+            self._credential.sign(addr, cmd)
+
+    def _notify(self, ctl: Controller, before: dict[str, int]) -> None:
+        """NOTIFY_BROKER_ROLE_CHANGED (RocketMQ 5's 1008, oneway) to the live members of
+        every group whose epoch moved: they heartbeat at once instead of at their next
+        interval, and learn the decision from that answer (the notice itself decides
+        nothing)."""
+        for name, g in ctl.groups.items():
+            if g.epoch == before.get(name, g.epoch) or g.master_addr is None:
+                continue
+            ext = {
+                "brokerName": name,
+                "masterAddress": g.master_addr,
+                "masterEpoch": str(g.epoch),
+                "masterBrokerId": "0",
+            }
+            for addr in ctl.live_members(name, monotonic_ms()):
+                cmd = RemotingCommand(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, ext_fields=dict(ext))
+                self._notices.spawn(self._send_notice(addr, cmd), name=f"notify {addr}")
+
+    async def _send_notice(self, addr: str, cmd: RemotingCommand) -> None:
+        try:
+            await asyncio.wait_for(self._remoting().invoke_oneway(addr, cmd), 1.0)
+        except (RemotingError, OSError, TimeoutError) as e:
+            log.debug("controller: role-change notice to %s not sent: %s", addr, e)
+
     # ------------------------------------------------------------------ forwarding
     def _not_leader(self, cmd: RemotingCommand, why: str, leader: str | None = None) -> RemotingCommand:
         ext = {"controllerLeaderAddr": leader} if leader else {}
@@ -387,10 +438,7 @@ class ControllerService:
             return self._not_leader(cmd, f"controller {me} does not lead (leader: {leader or 'none'})", leader)
         if not leader or leader == me:
             return self._not_leader(cmd, f"no controller leads now (asked {me}); {self.store.describe()}")
-        client = self._client
-        if client is None:
-            client = self._client = RemotingClient(name="controller-forward", connect_timeout=1.0, ssl=self.forward_ssl)
-            self._own_client = True
+        client = self._remoting()
         fwd = RemotingCommand(
             cmd.code, ext_fields=dict(cmd.ext_fields or {}), body=cmd.body, remark=f"{FORWARDED_REMARK} by {me}"
         )

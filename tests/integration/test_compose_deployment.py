@@ -2,14 +2,17 @@
 
 1. The file validates against the Compose specification schema vendored in
    check-jsonschema (``--builtin-schema vendor.compose-spec``: no download), and says
-   what the issue asks for (2 NameServers, broker-a SYNC_MASTER + slave, broker-b
-   ASYNC_MASTER + slave, each with its own conf file and volume, brokerIP1 from the
-   environment, Prometheus scraping all of them, Grafana provisioned).
-2. Every rmq service runs as a local process from its compose command, environment and
-   mounted config (tests/compose_local.py), producers and consumers go through both
-   broker groups, a real ``prometheus`` (Debian package) scrapes them with the compose
-   scrape config, and every query of the Grafana dashboard returns data through
-   Prometheus's HTTP API. Grafana itself is not run.
+   what the issues ask for (a 3-member etcd cluster; 2 NameServers, both running a
+   controller on it; broker-a SYNC_MASTER + slave, broker-b ASYNC_MASTER + slave in
+   controller mode, each with its own conf file and volume, brokerIP1 from the
+   environment; Prometheus scraping all of them, Grafana provisioned).
+2. Every etcd and rmq service runs as a local process from its compose command,
+   environment and mounted config (tests/compose_local.py; the local ``etcd`` for the
+   image's), one controller leads and each group has a master and its slave
+   (``rmq admin controllerStatus``), producers and consumers go through both broker
+   groups, a real ``prometheus`` (Debian package) scrapes them with the compose scrape
+   config, every query of the Grafana dashboard returns data through Prometheus's HTTP
+   API, and killing broker-a's master makes its slave master. Grafana itself is not run.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import pytest
 
 from rmq.client import ConsumeFromWhere, Message, MQClientAPI, Producer
 from rmq.remoting.client import RemotingClient
+from tests.cluster.failover_util import store_host, wait_master, wait_slave
 from tests.compose_local import ComposeDeployment, load_yaml, merge_compose
 from tests.integration.test_client import create_topic, poll_at_least, start_push_from_first, unique, wait_until
 from tests.metrics_util import eventually
@@ -56,6 +60,13 @@ SMALL_STORE = [
     "-D",
     "maxIndexNum=40000",
 ]
+# The broker groups: member -> (group, brokerId, role while it is master).
+GROUPS = {
+    "broker-a": ("broker-a", "0", "SYNC_MASTER"),
+    "broker-a-s": ("broker-a", "1", "SYNC_MASTER"),
+    "broker-b": ("broker-b", "0", "ASYNC_MASTER"),
+    "broker-b-s": ("broker-b", "1", "ASYNC_MASTER"),
+}
 # Series that exist only once replication runs (broker.ha_service / broker.epoch).
 HA_ONLY = ("rocketmq_ha_slave_lag_bytes", "rocketmq_ha_in_sync_replicas", "rocketmq_ha_epoch")
 # What Grafana would put in for its own variables.
@@ -69,6 +80,15 @@ def check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+def namesrv_settings(command: list[str]) -> Any:
+    """What ``rmq namesrv ...`` (a service's local command) runs with: its -c file with the
+    options over it, read by the NameServer's own parser."""
+    from nameserver.cli import build_parser, settings_from_args
+
+    assert command[:2] == ["rmq", "namesrv"], command
+    return settings_from_args(build_parser().parse_args(command[2:]))
 
 
 def conf_props(path: Path) -> dict[str, str]:
@@ -100,6 +120,44 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
     rmq = dep.rmq_services()
     roles = {n: dep.local[n].command[1] for n in rmq}
     assert sorted(n for n, r in roles.items() if r == "namesrv") == ["namesrv-1", "namesrv-2"]
+
+    # etcd: a static 3-member cluster of an official 3.4/3.5 image, each member its own volume
+    etcd = dep.etcd_services()
+    assert etcd == ["etcd-1", "etcd-2", "etcd-3"]
+    peers, initial, clients = {}, set(), []
+    for n in etcd:
+        svc, cmd = dep.services[n], [str(c) for c in dep.services[n]["command"]]
+        image = svc["image"]
+        assert re.fullmatch(r"(gcr\.io/etcd-development|quay\.io/coreos)/etcd:v3\.[45]\.\d+", image), image
+        flags = dict(zip(cmd[1::2], cmd[2::2], strict=True))  # --flag value ...
+        assert flags["--name"] == n and flags["--initial-cluster-state"] == "new"
+        assert flags["--listen-client-urls"] == "http://0.0.0.0:2379"
+        assert flags["--advertise-client-urls"] == f"http://{n}:2379"
+        peers[n] = flags["--initial-advertise-peer-urls"]
+        initial.add(flags["--initial-cluster"])
+        clients.append(f"{n}:2379")
+        assert f"{n}:{flags['--data-dir']}" in svc["volumes"] and n in dep.doc["volumes"]
+    assert peers == {n: f"http://{n}:2380" for n in etcd}
+    assert initial == {",".join(f"{n}={peers[n]}" for n in etcd)}  # every member names all three
+
+    # both NameServers run a controller on that etcd (the same mounted file, read-only)
+    ns_conf = REPO / "conf" / "compose" / "namesrv.properties"
+    for n in ("namesrv-1", "namesrv-2"):
+        svc = dep.services[n]
+        assert "./conf/compose/namesrv.properties:/etc/rmq/namesrv.properties:ro" in svc["volumes"]
+        assert svc["command"][:6] == ["rmq", "namesrv", "-p", "9876", "-c", "/etc/rmq/namesrv.properties"]
+        assert sorted(svc["depends_on"]) == etcd
+    props = conf_props(ns_conf)
+    assert props["enableControllerInNamesrv"] == "true"
+    assert props["controllerEtcdEndpoints"].split(";") == clients
+    # ... as the NameServers read it with their command line (-p, --kv-path over the file)
+    etcd_here = [f"127.0.0.1:{dep.port_map[n][2379]}" for n in etcd]
+    for n in ("namesrv-1", "namesrv-2"):
+        settings = namesrv_settings(dep.local[n].command)
+        ctl = settings.controller_config
+        assert ctl is not None and ctl.etcd_endpoints == etcd_here and ctl.controllerEtcdKeyPrefix == "/rmq"
+        assert settings.netty.listenPort == dep.port_map[n][9876]
+
     brokers = {}
     for n in (n for n, r in roles.items() if r == "broker"):
         cmd = dep.local[n].command
@@ -108,15 +166,20 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
         brokers[n] = (props["brokerName"], props["brokerId"], props["brokerRole"])
         assert props["metricsPromExporterPort"] != "0"
         assert dep.local[n].env["NAMESRV_ADDR"].count(";") == 1
+        # controller mode, heartbeating both controllers
+        mounted = conf_props(dep.mounted_file(n, "/etc/rmq/broker.conf"))
+        assert mounted["enableControllerMode"] == "true"
+        assert (
+            mounted["controllerAddr"]
+            == "namesrv-1:9876;namesrv-2:9876"
+            == dep.services[n]["environment"]["NAMESRV_ADDR"]
+        )
+        # the HA address it advertises while master: its name on the compose network
+        assert mounted["brokerIP2"] == n
         # the advertised port is the one published on the host
         published = dep.services[n]["ports"][0].split(":")
-        assert published[0] == published[1] == conf_props(dep.mounted_file(n, "/etc/rmq/broker.conf"))["listenPort"]
-    assert sorted(brokers.values()) == [
-        ("broker-a", "0", "SYNC_MASTER"),
-        ("broker-a", "1", "SLAVE"),
-        ("broker-b", "0", "ASYNC_MASTER"),
-        ("broker-b", "1", "SLAVE"),
-    ]
+        assert published[0] == published[1] == mounted["listenPort"]
+    assert brokers == GROUPS
     confs = {dep.mounted_file(n, "/etc/rmq/broker.conf") for n in brokers}
     stores = {m.source for n in brokers for m in dep.local[n].mounts if m.named}
     assert len(confs) == len(stores) == 4  # own conf file and volume each
@@ -234,19 +297,70 @@ def dashboard_targets(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def controller_status_run(namesrv: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``rmq admin controllerStatus -n NAMESRV --json`` (as README.md says to run it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rmq.cli", "admin", "controllerStatus", "-n", namesrv, "--json", *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def controller_status(namesrv: str, *options: str) -> dict[str, Any]:
+    r = controller_status_run(namesrv, *options)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc: dict[str, Any] = json.loads(r.stdout)
+    return doc
+
+
+async def wait_controllers(namesrv: str, groups: dict[str, tuple[str, set[str]]], *options: str) -> dict[str, Any]:
+    """Until one controller leads (both NameServers agree which) and each broker group
+    ``name: (master, alive members)`` has that master (brokerId 0, the others > 0) and those
+    members alive; returns controllerStatus."""
+    doc: dict[str, Any] = {}
+
+    async def settled() -> bool:
+        nonlocal doc
+        doc = await asyncio.to_thread(controller_status, namesrv, *options)
+        views = doc["controllers"]
+        leaders = [v["controller"] for v in views if v.get("isLeader")]
+        if len(views) != 2 or len(leaders) != 1 or {v.get("leader") for v in views} != set(leaders):
+            return False
+        have = {
+            g["brokerName"]: (g["masterAddr"], {m["brokerAddr"] for m in g["members"] if m["alive"]})
+            for g in doc["groups"]
+        }
+        ids_ok = all(
+            (m["brokerId"] == 0) == (m["brokerAddr"] == g["masterAddr"])
+            for g in doc["groups"]
+            for m in g["members"]
+            if m["alive"]
+        )
+        return have == groups and ids_ok
+
+    await wait_until(settled, 30, what=f"one leading controller, and groups {groups}: {doc}")
+    return doc
+
+
 async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tmp_path):
     dep = ComposeDeployment(COMPOSE, tmp_path)
     dashboard = json.loads(DASHBOARD.read_text())
     with contextlib.ExitStack() as stack:
-        procs = {}
-        for name in dep.rmq_services():
-            role = dep.local[name].command[1]
-            p = dep.process(name, SMALL_STORE if role == "broker" else ())
-            stack.callback(p.stop)
-            procs[name] = p.start()
+        procs = dep.start(stack, SMALL_STORE)
         prom = stack.enter_context(run_prometheus(dep, tmp_path))
         namesrv = ";".join(procs[n].addr for n in ("namesrv-1", "namesrv-2"))
         masters = {"broker-a": procs["broker-a"].addr, "broker-b": procs["broker-b"].addr}
+        addrs = {n: procs[n].addr for n in GROUPS}
+
+        # the controllers: one leads (an etcd lease), the other stands by; each group's
+        # brokerId 0 is master and its brokerId 1 a slave, as each broker says itself too
+        groups = {g: (addrs[g], {addrs[g], addrs[g + "-s"]}) for g in masters}
+        status = await wait_controllers(namesrv, groups)
+        leader = next(v for v in status["controllers"] if v["isLeader"])
+        assert "etcd" in leader["store"] and all(v["store"] == leader["store"] for v in status["controllers"])
+        for n in GROUPS:
+            await (wait_slave if n.endswith("-s") else wait_master)(addrs[n], timeout=20)
 
         # both groups registered, master and slave, on both NameServers
         for ns in ("namesrv-1", "namesrv-2"):
@@ -327,6 +441,51 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
         finally:
             await consumer.shutdown()
 
+        # failover inside the deployment: broker-a's master dies, the controller makes
+        # broker-a-s master (after controllerMasterTimeout), and producers reach it
+        epoch = next(g["epoch"] for g in status["groups"] if g["brokerName"] == "broker-a")
+        t0 = time.monotonic()
+        procs["broker-a"].kill()
+        await wait_master(addrs["broker-a-s"], timeout=40)
+        took = time.monotonic() - t0
+        status = await wait_controllers(
+            namesrv, {"broker-a": (addrs["broker-a-s"], {addrs["broker-a-s"]})}, "-b", "broker-a"
+        )
+        group = status["groups"][0]
+        assert group["masterAddr"] == addrs["broker-a-s"] and group["epoch"] > epoch, group
+        print(f"failover: broker-a-s master {took:.1f}s after broker-a was killed")
+
+        # both NameServers route broker-a to its new master (a client may ask either)
+        async def routed_on(ns: str) -> bool:
+            async with RemotingClient() as rc:
+                info = await MQClientAPI(rc, [procs[ns].addr]).get_broker_cluster_info()
+            data = info.broker_addr_table.get("broker-a")
+            return data is not None and data.broker_addrs.get(0) == addrs["broker-a-s"]
+
+        for ns in ("namesrv-1", "namesrv-2"):
+            await wait_until(lambda ns=ns: routed_on(ns), 45, 0.2, what=f"broker-a-s routed as master on {ns}")
+        routed = time.monotonic() - t0 - took
+        if routed > 5:
+            # The NameServer of the standby controller checks a registration as master (id 0)
+            # against the records it last read from etcd (every controllerScanInterval); the new
+            # master registers at once and may come first: recorded as id 1 there until its next
+            # registration (registerNameServerPeriod, 30 s). Clients of that NameServer meanwhile
+            # see no master for broker-a.
+            warnings.warn(
+                f"broker-a-s routed as master on both NameServers only {routed:.1f}s after it became master",
+                stacklevel=1,
+            )
+        # a topic made now, on the masters of now, takes writes on both groups
+        topic = unique("ComposeFoT")
+        for ns in ("namesrv-1", "namesrv-2"):  # (create_topic waits for the route on the NameServer given)
+            await create_topic(procs[ns].addr, [addrs["broker-a-s"], masters["broker-b"]], topic, queues=4)
+        stored: dict[str, set[str]] = {}
+        async with Producer(unique("compose_pg"), namesrv) as p:
+            for i in range(16):
+                r = await p.send(Message(topic, b"after-failover-%02d" % i))
+                stored.setdefault(r.message_queue.broker_name, set()).add(store_host(r.offset_msg_id))
+        assert stored == {"broker-a": {addrs["broker-a-s"]}, "broker-b": {masters["broker-b"]}}, stored
+
 
 # --------------------------------------------------------------------------- the ACL-on variant
 ACL_OVERRIDE = REPO / "docker-compose.acl.yml"
@@ -382,6 +541,16 @@ def test_acl_variant_follows_the_compose_spec_and_keeps_secrets_out(tmp_path):
             "rmq-cluster": (ACL_ENV["RMQ_ACL_CLUSTER_SECRET_KEY"], True),
         }
         if cmd[1] != "broker":
+            # the NameServer of the plain deployment (command, controller keys) plus ACL and TLS
+            assert dep.services[name]["command"] == base.services[name]["command"]
+            acl_conf = conf_props(dep.mounted_file(name, "/etc/rmq/namesrv.properties"))
+            base_conf = conf_props(base.mounted_file(name, "/etc/rmq/namesrv.properties"))
+            assert {k: v for k, v in acl_conf.items() if k in base_conf} == base_conf
+            settings = namesrv_settings(cmd)
+            assert settings.namesrv.aclEnable and settings.controller_config is not None
+            assert settings.controller_config.etcd_endpoints == [
+                f"127.0.0.1:{dep.port_map[n][2379]}" for n in dep.etcd_services()
+            ]
             continue
         # the same broker as the plain deployment otherwise (identity, ports, store)
         acl_conf = conf_props(dep.mounted_file(name, "/etc/rmq/broker.conf"))
@@ -416,15 +585,17 @@ async def test_acl_variant_runs_signed_clients_only(tmp_path):
 
     dep = acl_deployment(tmp_path)
     with contextlib.ExitStack() as stack:
-        procs = {}
-        for name in dep.rmq_services():
-            cmd = dep.local[name].command
-            p = dep.process(name, SMALL_STORE if cmd[1] == "broker" else ())
-            stack.callback(p.stop)
-            procs[name] = p.start()
+        procs = dep.start(stack, SMALL_STORE)
         namesrv = ";".join(procs[n].addr for n in ("namesrv-1", "namesrv-2"))
         masters = [procs["broker-a"].addr, procs["broker-b"].addr]
         topic = unique("ComposeAclT")
+        # the controllers run under ACL and TLS too: the brokers' signed heartbeats reach them,
+        # and an operator sees them with the admin account (the answer is refused unsigned)
+        groups = {g: (procs[g].addr, {procs[g].addr, procs[g + "-s"].addr}) for g in ("broker-a", "broker-b")}
+        admin = ("--access-key", ACL_ADMIN[0], "--secret-key", ACL_ADMIN[1], "--tls")
+        await wait_controllers(namesrv, groups, *admin)
+        r = await asyncio.to_thread(controller_status_run, namesrv, "--tls")
+        assert r.returncode != 0 and "No accessKey is configured" in r.stdout + r.stderr, r.stdout + r.stderr
         # the brokers' registrations, signed with the cluster credential, pass the NameServers' ACL
         for ns in ("namesrv-1", "namesrv-2"):
             async with RemotingClient() as plain:  # enforcing: a plaintext connection is closed
