@@ -32,6 +32,7 @@ from rmq.broker.processors.failsafe import FailsafeCheckProcessor
 from rmq.broker.processors.lock import LockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
+from rmq.broker.processors.role_notice import RoleChangeNoticeProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.store_admin import StoreAdminProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
@@ -227,6 +228,7 @@ class Broker:
         )
         if cr is not None:
             s.register_processor(RequestCode.RMQ_FAILSAFE_CHECK, FailsafeCheckProcessor(cr).process)
+            s.register_processor(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, RoleChangeNoticeProcessor(cr.kick).process)
         lk = LockProcessor(self.locks)
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)

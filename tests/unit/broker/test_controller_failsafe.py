@@ -1,7 +1,8 @@
 """ControllerRole's failsafe decisions on an injected clock: the slave's answer to
 RMQ_FAILSAFE_CHECK (each refusal names its condition; it heartbeats before it confirms;
 a confirmation is a promise), the master's choice of whom to ask (unclean elections, a
-grown in-sync set, a master alone in its set), and an unanswered check.
+grown in-sync set, a master alone in its set), an unanswered check, and the controller's
+role-change notice.
 
 No servers: of the broker's store and role services only what a heartbeat reads is
 given; the controllers and an unanswered check are closed ports of this host."""
@@ -18,7 +19,10 @@ import pytest
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller_role import MASTER, SLAVE, ControllerRole, FailoverEpochs
+from rmq.broker.processors.role_notice import RoleChangeNoticeProcessor
+from rmq.protocol.codes import RequestCode
 from rmq.protocol.controller import BrokerHeartbeatResponseHeader, FailsafeCheckRequestHeader
+from rmq.protocol.frame import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from rmq.store.config import BrokerRole, MessageStoreConfig
 
@@ -173,3 +177,13 @@ async def test_a_round_fits_a_third_of_the_lease(tmp_path: Path) -> None:
     assert r.round_budget() == pytest.approx(0.2)
     r.lease.granted(0, 300)
     assert r.round_budget() == pytest.approx(0.1)
+
+
+async def test_a_role_change_notice_makes_the_broker_heartbeat_now(tmp_path: Path) -> None:
+    r = await _role(tmp_path, Clock())
+    notice = RemotingCommand(
+        RequestCode.NOTIFY_BROKER_ROLE_CHANGED, ext_fields={"brokerName": "broker-a", "masterEpoch": "4"}
+    )
+    assert not r._kicked
+    assert RoleChangeNoticeProcessor(r.kick).process(None, notice) is None  # (oneway: no answer)
+    assert r._kicked
