@@ -217,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("NameServer config%s: %s", f" {args.config}" if args.config else "", e)
         return 2
     root.setLevel(settings.namesrv.logLevel)
+    # httpx logs every etcd request at INFO: several a second from each controller
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))
     try:
         import uvloop
     except ImportError:

@@ -396,7 +396,7 @@ class NameServer:
         return cmd.create_response(ResponseCode.SUCCESS, body=table.to_json())
 
     # ------------------------------------------------------------------ brokers
-    def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         if header.body_crc32 != 0 and _crc32(cmd.body) != header.body_crc32:
             logger.warning(
@@ -426,7 +426,7 @@ class NameServer:
 
         broker_id = header.broker_id
         if self.controller is not None:
-            broker_id = self.controller.registration_id(header.broker_name, header.broker_addr, broker_id)
+            broker_id = await self.controller.registration_id(header.broker_name, header.broker_addr, broker_id)
             if broker_id != header.broker_id:
                 logger.warning(
                     "registerBroker: %s registers group %s as master (id 0) but the "

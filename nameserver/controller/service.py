@@ -363,12 +363,18 @@ class ControllerService:
         groups = ctl.status(monotonic_ms(), h.broker_name or None)
         return cmd.create_response(ResponseCode.SUCCESS, body=encode_group_statuses(groups))
 
-    def registration_id(self, broker_name: str, addr: str, broker_id: int) -> int:
+    async def registration_id(self, broker_name: str, addr: str, broker_id: int) -> int:
         ctl = self._leading()
         if ctl is not None:
             return ctl.registration_id(broker_name, addr, broker_id)
+        if broker_id != 0:
+            return broker_id
         r = self._peeked.get(broker_name)
-        if broker_id != 0 or r is None or not r.master_addr or r.master_addr == addr:
+        if r is not None and r.master_addr not in (None, addr):
+            # a view up to a scan old: a master promoted since then registers first
+            await self._peek()
+            r = self._peeked.get(broker_name)
+        if r is None or not r.master_addr or r.master_addr == addr:
             return broker_id
         taken = {i for a, i in r.ids.items() if a != addr}
         mine = r.ids.get(addr)

@@ -16,6 +16,7 @@ from rmq.broker.client_manager import ConsumerIdsChangeNotifier, ConsumerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller_role import ControllerRole, FailoverEpochs
 from rmq.broker.locks import RebalanceLockManager
+from rmq.broker.master_lease import UNFENCED, WriteFence
 from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
@@ -27,9 +28,11 @@ from rmq.broker.processors.client_manage import ClientManageProcessor
 from rmq.broker.processors.consumer_call import ConsumerCallProcessor
 from rmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from rmq.broker.processors.end_transaction import EndTransactionProcessor
+from rmq.broker.processors.failsafe import FailsafeCheckProcessor
 from rmq.broker.processors.lock import LockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
+from rmq.broker.processors.role_notice import RoleChangeNoticeProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.store_admin import StoreAdminProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
@@ -198,8 +201,11 @@ class Broker:
     def _register_processors(self) -> None:
         s = self.server
         bc, sc = self.broker_config, self.store_config
+        # controller mode: a master writes under its lease; static roles are not fenced
+        cr = self.controller_role
+        fence: WriteFence = cr.lease if cr is not None else UNFENCED
         send = SendMessageProcessor(
-            bc, self.store, self.topics, self.subscriptions, self.stats, self.transactions.prepare
+            bc, self.store, self.topics, self.subscriptions, self.stats, self.transactions.prepare, fence
         )
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, send.process)
@@ -218,8 +224,11 @@ class Broker:
         s.register_processor(RequestCode.UNREGISTER_CLIENT, cl.unregister_client)
         s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, cl.check_client_config)
         s.register_processor(
-            RequestCode.END_TRANSACTION, EndTransactionProcessor(sc, self.store, self.transactions).process
+            RequestCode.END_TRANSACTION, EndTransactionProcessor(sc, self.store, self.transactions, fence).process
         )
+        if cr is not None:
+            s.register_processor(RequestCode.RMQ_FAILSAFE_CHECK, FailsafeCheckProcessor(cr).process)
+            s.register_processor(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, RoleChangeNoticeProcessor(cr.kick).process)
         lk = LockProcessor(self.locks)
         s.register_processor(RequestCode.LOCK_BATCH_MQ, lk.lock_batch_mq)
         s.register_processor(RequestCode.UNLOCK_BATCH_MQ, lk.unlock_batch_mq)

@@ -1,14 +1,23 @@
 """Controller mode: the broker's side of automatic failover (RocketMQ 5's
-ReplicasManager, on our controller in a NameServer: nameserver/controller.py).
+ReplicasManager, on our controller in a NameServer: nameserver/controller/).
 
 Enabled by ``enableControllerMode=true`` or a ``controllerAddr``; off by default (classic
 static roles). Then ``brokerRole`` names the role the broker takes while it leads
 (SYNC_MASTER or ASYNC_MASTER) and the controller decides whether it leads:
 
-* Every ``brokerHeartbeatInterval`` (1 s) the broker sends BROKER_HEARTBEAT (904) to
-  the controller(s) with its role, epoch, CommitLog max offset and epoch start; a
-  master adds its confirmed in-sync slaves' acks and its HA address. The answer names
-  the group's master, its HA address, the epoch and this broker's id.
+* Every ``brokerHeartbeatInterval`` (1 s) the broker sends BROKER_HEARTBEAT (904) with
+  its role, epoch, CommitLog max offset and epoch start; a master adds its confirmed
+  in-sync slaves' acks and its HA address. The answer names the group's master, its HA
+  address, the epoch and this broker's id, the in-sync set and, to the master, its
+  lease. As RocketMQ 5's, it goes to every controller (a standby records it, so after a
+  takeover it knows who went silent, and answers CONTROLLER_NOT_LEADER); the broker acts
+  on the leader's SUCCESS as soon as it comes, so a controller that does not answer
+  costs nothing but its own request, and a round is bounded well under the lease.
+* The master lease (rmq/broker/master_lease.py): counted from when the answered
+  heartbeat was sent; the send path refuses writes once it runs out, before the
+  controller may elect a successor. While no controller answers at all, the master's
+  failsafe asks its in-sync slaves (RMQ_FAILSAFE_CHECK, ``failsafe_round``); a slave
+  confirms only if it cannot reach a controller either, asked then (``failsafe_check``).
 * Until the first answer the broker is *pending*: its store refuses writes. It
   heartbeats as its master role with brokerId 0 when configured with brokerId 0 (the
   controller adopts such a broker as a new group's first master), else as a SLAVE.
@@ -41,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -49,13 +59,16 @@ from typing import Any
 from ha.client import HandshakeRefused
 from ha.epoch import EpochFile
 from ha.protocol import MasterAccept, SlaveHello
+from ha.service import HAService
 from rmq.broker.config import BrokerConfig, ha_address
+from rmq.broker.master_lease import MasterLease
 from rmq.broker.roles import RoleServices
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.controller import (
     ROLE_SLAVE,
     BrokerHeartbeatRequestHeader,
     BrokerHeartbeatResponseHeader,
+    FailsafeCheckRequestHeader,
     HeartbeatBody,
 )
 from rmq.protocol.epoch import EpochEntry, close_last, find_consistent_point
@@ -74,6 +87,9 @@ log = logging.getLogger("rmq.broker.role")
 PENDING, MASTER, SLAVE = "PENDING", "MASTER", "SLAVE"
 # newest epoch entries a handshake carries (one per failover; the frame holds ~3000)
 HANDSHAKE_EPOCHS = 1024
+# a master heartbeats this long after its lease ended when that comes before the next
+# round (seconds)
+LEASE_END_SLACK = 0.01
 
 
 class FailoverError(HandshakeRefused):
@@ -219,14 +235,18 @@ class FailoverEpochs:
 
 
 class ControllerHeartbeatService(ServiceLoop):
-    """BROKER_HEARTBEAT every brokerHeartbeatInterval, or at once when kicked."""
+    """BROKER_HEARTBEAT every brokerHeartbeatInterval, or at once when kicked; a master
+    whose lease ends sooner heartbeats just after it ends (a controller that capped the
+    lease at the end of its leadership is asked at once whether anyone leads)."""
 
     def __init__(self, role: ControllerRole) -> None:
         super().__init__("controller-heartbeat", log)
         self.role = role
 
     def interval(self) -> float:
-        return self.role.broker_config.brokerHeartbeatInterval / 1000
+        every = self.role.broker_config.brokerHeartbeatInterval / 1000
+        left = self.role.lease_left()
+        return every if left is None or left <= 0 or left >= every else left + LEASE_END_SLACK
 
     async def run_once(self) -> None:
         try:
@@ -252,6 +272,7 @@ class ControllerRole:
         epochs: FailoverEpochs,
         client: RemotingClient,
         register: Callable[[], Any],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker_config = broker_config
         self.store_config = store_config
@@ -275,6 +296,24 @@ class ControllerRole:
         self._reserved: socket.socket | None = None
         self._warned: dict[str, str] = {}
         epochs.on_shrink = self.kick
+        # the lease this broker writes under while it leads (the send path's WriteFence)
+        self._clock = clock
+        self.lease = MasterLease(broker_config.brokerName, clock, lambda: ";".join(broker_config.controller_addrs))
+        self.controller: str | None = None  # the controller that answered SUCCESS last
+        self.last_success_at = -math.inf  # (monotonic) when a controller last answered SUCCESS
+        # the last SUCCESS answer that named this broker master (in-sync set, unclean flag)
+        self._master_answer: BrokerHeartbeatResponseHeader | None = None
+        # slaves (broker ids) this master reported in sync: in the report the last SUCCESS
+        # answered, and in every report sent since (answered by no controller)
+        self._reported_at_success: frozenset[str] = frozenset()
+        self._reported_since: set[str] = set()
+        self._failsafe_said: tuple[object, ...] = ()
+        self._unleased_warned = False
+        self._lapsed = False  # (logged)
+        # one heartbeat round at a time (the loop's, and a slave's answer to a failsafe
+        # check); when the last one started and whether a controller answered SUCCESS
+        self._beat_lock = asyncio.Lock()
+        self.last_round: tuple[float, bool] = (-math.inf, False)
 
     @property
     def truncations(self) -> int:
@@ -294,6 +333,10 @@ class ControllerRole:
         keep heartbeating. The broker starts pending if no controller answers."""
         bc = self.broker_config
         await self.epochs.load()
+        if len(self.epochs.file):
+            # it may have confirmed a master's failsafe just before it stopped: elected
+            # soon, it keeps that promise (MasterLease.lead)
+            self.lease.promise(self._clock(), "(possibly) the previous master, before this broker started")
         self._reserve_ha_port()
         await self._beat()
         if self._transition is not None:
@@ -336,9 +379,33 @@ class ControllerRole:
 
     # ------------------------------------------------------------------ heartbeats
     async def heartbeat_round(self) -> None:
-        await self._beat()
+        ok = await self._beat()
+        if not ok and self.state == MASTER and self.lease.leading:
+            if self.lease.remaining(self._clock()) <= self._failsafe_horizon():
+                await self.failsafe_round()
+        self._log_lapse()
         if self.state == SLAVE:
             await self.epochs.record_passed_epochs()
+
+    def _log_lapse(self) -> None:
+        """Once when the lease lapses, once when writes are taken again."""
+        left = self.lease_left()
+        lapsed = left is not None and left <= 0
+        if lapsed == self._lapsed:
+            return
+        self._lapsed = lapsed
+        if lapsed:
+            log.warning("controller: %s; sends are answered SERVICE_NOT_AVAILABLE", self.lease.refusal())
+        elif left is not None:  # (not when it stepped down)
+            log.warning(
+                "controller: master lease of %s held again (%s): taking writes", self.lease.group, self.lease.source
+            )
+
+    def lease_left(self) -> float | None:
+        """Seconds of lease left while this broker leads under one, else None."""
+        if self.state != MASTER or not self.lease.leading:
+            return None
+        return self.lease.remaining(self._clock())
 
     def kick(self) -> None:
         """Heartbeat now (after a role change: the controller learns it at once)."""
@@ -352,7 +419,8 @@ class ControllerRole:
             return self.master_role.value
         return ROLE_SLAVE
 
-    def _request(self) -> RemotingCommand:
+    def _request(self) -> tuple[RemotingCommand, frozenset[str]]:
+        """The heartbeat, and the slaves (ids) it reports in sync."""
         bc = self.broker_config
         epoch, start = self.epochs.file.epoch_and_start()
         h = BrokerHeartbeatRequestHeader(
@@ -367,54 +435,248 @@ class ControllerRole:
         )
         svc = self.roles.ha_service
         acks = svc.synced_acks() if self.state == MASTER and svc else {}
-        return RemotingCommand(
+        cmd = RemotingCommand(
             RequestCode.BROKER_HEARTBEAT, ext_fields=h.to_ext_fields(), body=HeartbeatBody(self.ha_addr, acks).to_json()
         )
+        return cmd, frozenset(acks)
 
-    async def _beat(self) -> None:
+    def round_budget(self) -> float:
+        """Seconds one heartbeat round may take: the heartbeat timeout, at most one
+        interval and a third of the lease time."""
         bc = self.broker_config
-        timeout = bc.sendHeartbeatTimeoutMillis / 1000
+        ms: float = min(bc.sendHeartbeatTimeoutMillis, bc.brokerHeartbeatInterval)
+        if self.lease.lease_ms:
+            ms = min(ms, self.lease.lease_ms / 3)
+        return ms / 1000
+
+    def _failsafe_horizon(self) -> float:
+        """A lease ending within this many seconds would lapse before the next round."""
+        return self.broker_config.brokerHeartbeatInterval / 1000 + self.round_budget()
+
+    async def _beat(self) -> bool:
+        async with self._beat_lock:
+            return await self._beat_locked()
+
+    async def _beat_locked(self) -> bool:
+        """One heartbeat round: to every controller at once (a standby records it and
+        answers CONTROLLER_NOT_LEADER; a NameServer without the controller answers
+        REQUEST_CODE_NOT_SUPPORTED), acted on as soon as the leader answers SUCCESS,
+        without waiting for the others (a controller that does not answer costs
+        nothing but its own request). True when a controller answered SUCCESS."""
+        started = self._clock()
+        ok = await self._round()
+        self.last_round = (started, ok)
+        return ok
+
+    async def _round(self) -> bool:
         svc = self.roles.ha_service if self.state == MASTER else None
         generation = svc.shrink_generation if svc is not None else 0
-        cmd = self._request()
+        cmd, reported = self._request()
+        clock = self._clock
+        sent_at = clock()
+        timeout = self.round_budget()
+        pending = {
+            self._tasks.spawn(self._try(addr, cmd, timeout), name=f"controller-heartbeat {addr}"): addr
+            for addr in self.broker_config.controller_addrs
+        }
+        not_leading: list[str] = []
+        while pending:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                addr = pending.pop(t)
+                resp = t.result()
+                if resp is None:
+                    continue
+                if resp.code == ResponseCode.CONTROLLER_NOT_LEADER:  # (a standby: it recorded the heartbeat)
+                    not_leading.append(f"{addr} (leader: {(resp.ext_fields or {}).get('controllerLeaderAddr') or '-'})")
+                    continue
+                try:
+                    a = BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields or {})
+                except ProtocolError as e:
+                    self._warn_once(addr, f"controller {addr}: bad heartbeat answer: {e}")
+                    continue
+                # the leader answered: act now; the other answers come in on their own
+                self.last_success_at = clock()
+                if self.controller != addr or self._warned.pop("leader", None) is not None:
+                    log.info("controller %s leads and answers", addr)
+                self.controller = addr
+                self._reported_at_success, self._reported_since = reported, set()
+                if self._failsafe_said:
+                    self._failsafe_said = ()
+                    log.warning("failsafe over: controller %s answers again", addr)
+                self._on_success(a, addr, sent_at, svc, generation)
+                return True
+        if not_leading:
+            self._warn_once(
+                "leader", f"no controller leads: {', '.join(sorted(not_leading))} answered CONTROLLER_NOT_LEADER"
+            )
+        self._reported_since |= reported
+        return False
 
-        async def one(addr: str) -> BrokerHeartbeatResponseHeader | None:
-            try:
-                resp = await self.client.invoke(addr, cmd, timeout)
-            except (RemotingError, OSError) as e:
-                self._warn_once(addr, f"controller {addr} unreachable: {e}")
-                return None
-            if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-                return None  # a NameServer without the controller
-            if resp.code != ResponseCode.SUCCESS:
-                self._warn_once(addr, f"controller {addr} answered code {resp.code}: {resp.remark}")
-                return None
+    async def _try(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand | None:
+        try:
+            resp = await self.client.invoke(addr, cmd, timeout)
+        except (RemotingError, OSError) as e:
+            self._warn_once(addr, f"controller {addr} unreachable: {e}", type(e).__name__)
+            return None
+        if resp.code in (ResponseCode.SUCCESS, ResponseCode.CONTROLLER_NOT_LEADER):
             if self._warned.pop(addr, None) is not None:
                 log.info("controller %s answers again", addr)
-            try:
-                return BrokerHeartbeatResponseHeader.from_ext_fields(resp.ext_fields or {})
-            except ProtocolError as e:
-                self._warn_once(addr, f"controller {addr}: bad heartbeat answer: {e}")
-                return None
+            return resp
+        if resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:  # (a NameServer without the controller)
+            self._warn_once(addr, f"controller {addr} answered code {resp.code}: {resp.remark}", str(resp.code))
+        return None
 
-        answers = await asyncio.gather(*(one(a) for a in bc.controller_addrs))
-        for a in answers:
-            if a is not None and a.master_addr:
-                if (
-                    svc is not None
-                    and a.master_addr == self.broker_addr
-                    and self.state == MASTER
-                    and self.roles.ha_service is svc
-                ):
-                    # the controller saw the in-sync set this report named and keeps us
-                    svc.release_departed(generation)
-                self._on_answer(a)
-                return
+    def _on_success(
+        self, a: BrokerHeartbeatResponseHeader, addr: str, sent_at: float, svc: HAService | None, generation: int
+    ) -> None:
+        """A controller's SUCCESS answer to the heartbeat sent at ``sent_at``: renew or
+        revoke the lease at once, then act on the answer (role changes run in a task)."""
+        if not a.master_addr:
+            return  # the group has no master yet
+        if a.master_addr == self.broker_addr:
+            self._master_answer = a
+            if a.master_lease_millis is not None:
+                self.lease.granted(sent_at, a.master_lease_millis, f"controller {addr}")
+                if self.state == MASTER and not self.lease.leading:
+                    self.lease.lead(new_epoch=False)
+            if svc is not None and self.state == MASTER and self.roles.ha_service is svc:
+                # the controller saw the in-sync set this report named and keeps us
+                svc.release_departed(generation)
+        elif self.state == MASTER:
+            self.lease.revoke(f"controller {addr} named {a.master_addr} master (epoch {a.master_epoch})")
+        self._on_answer(a)
 
-    def _warn_once(self, key: str, msg: str) -> None:
-        if self._warned.get(key) != msg:
-            self._warned[key] = msg
+    def _warn_once(self, key: str, msg: str, kind: str | None = None) -> None:
+        """Warn when what ``key`` reports changes (``kind``, else the message)."""
+        what = msg if kind is None else kind
+        if self._warned.get(key) != what:
+            self._warned[key] = what
             log.warning("%s", msg)
+
+    # ------------------------------------------------------------------ failsafe
+    async def failsafe_round(self) -> None:
+        """Master, no controller answered this round and the lease ends before the next:
+        ask every other member of the last in-sync set (RMQ_FAILSAFE_CHECK, concurrently);
+        if all confirm, extend the lease from when the checks were sent. See
+        rmq/broker/master_lease.py for why this is safe and when it does not apply."""
+        a = self._master_answer
+        # the lease time itself, not the last grant: a controller losing its leadership
+        # grants less, up to its end
+        lease_ms = self.lease.longest_ms
+        if a is None or not lease_ms:
+            return
+        group = self.broker_config.brokerName
+        epoch = self.epochs.file.last_epoch()
+        members = [m for m in a.sync_state_members() if m != self.broker_addr]
+        head = f"failsafe: group {group} epoch {epoch}, in-sync set {a.sync_state_set or self.broker_addr}:"
+        if a.enable_elect_unclean_master:
+            self._failsafe_decided(
+                ("unclean", epoch),
+                f"{head} the controller may elect a master outside the in-sync set "
+                "(enableElectUncleanMaster): no failsafe, the lease lapses",
+            )
+            return
+        # The controller records the set a report proposes before answering it: a
+        # report no answer came back for may have grown the set by slaves this master
+        # cannot name (its reports name slaves by id, the set by address). So: no
+        # failsafe when a slave reported since was not in the answered report, or when
+        # more slaves were reported than the answered set holds.
+        reported = self._reported_since | self._reported_at_success
+        if not self._reported_since <= self._reported_at_success or len(reported) > len(members):
+            ids = ", ".join(sorted(reported))
+            self._failsafe_decided(
+                ("grown", epoch, ids),
+                f"{head} this master reported slave(s) with id {ids} in sync, more than the set it "
+                "was told names, or after the last controller answer; the controller may count "
+                "them in the set and this master cannot ask them: no failsafe, the lease lapses",
+            )
+            return
+        sent_at = self._clock()
+        if not members:
+            self.lease.extend_failsafe(sent_at, lease_ms)
+            self._failsafe_decided(
+                ("alone", epoch),
+                f"{head} this master is the whole set, nobody can be elected in its place: "
+                "it keeps taking writes while no controller answers",
+            )
+            return
+        timeout = 2 * self.round_budget()  # (a slave heartbeats before it answers)
+        answers = await asyncio.gather(*(self._failsafe_ask(m, epoch, timeout) for m in members))
+        refused = [(m, why) for m, why in zip(members, answers, strict=True) if why is not None]
+        if not refused:
+            self.lease.extend_failsafe(sent_at, lease_ms, ";".join(members))
+            self._failsafe_decided(
+                ("held", epoch, tuple(members)),
+                f"{head} every other member ({', '.join(members)}) follows this master and cannot "
+                f"reach a controller either: this master keeps taking writes (lease extended "
+                f"{lease_ms} ms from each check)",
+            )
+            return
+        self._failsafe_decided(
+            ("refused", epoch, tuple(m for m, _ in refused)),
+            f"{head} {'; '.join(f'{m}: {why}' for m, why in refused)}: no failsafe, the lease lapses",
+        )
+
+    async def _failsafe_ask(self, member: str, epoch: int, timeout: float) -> str | None:
+        h = FailsafeCheckRequestHeader(self.broker_config.brokerName, self.broker_addr, epoch)
+        cmd = RemotingCommand(RequestCode.RMQ_FAILSAFE_CHECK, ext_fields=h.to_ext_fields())
+        try:
+            resp = await self.client.invoke(member, cmd, timeout)
+        except (RemotingError, OSError) as e:
+            return f"no answer ({e})"
+        if resp.code == ResponseCode.SUCCESS:
+            return None
+        return f"refused ({resp.remark or f'code {resp.code}'})"
+
+    def _failsafe_decided(self, key: tuple[object, ...], msg: str) -> None:
+        if key != self._failsafe_said:
+            self._failsafe_said = key
+            log.warning("%s", msg)
+
+    async def failsafe_check(self, h: FailsafeCheckRequestHeader) -> str | None:
+        """Slave side of RMQ_FAILSAFE_CHECK: None (confirm) iff this broker is a slave
+        following ``h.master_addr`` in epoch ``h.epoch`` and a heartbeat round begun
+        after the check arrived got no SUCCESS from any controller (it runs one if
+        none has begun since); else why not. A confirmation is a promise: elected
+        later, this broker takes no write within a lease time of it.
+
+        Why ask the controllers now rather than count the time since the last answer:
+        a controller that loses its leadership caps the leases it grants at that
+        moment, so the master's lease ends as the last SUCCESS answers come; a slave
+        that had to be silent for a while first would let the master lapse at the
+        start of every outage. Safety rests not on this but on every member having to
+        confirm and on the promise (``MasterLease.promise``)."""
+        why = self._failsafe_refusal(h)
+        if why is not None:
+            return why
+        asked = self._clock()
+        async with self._beat_lock:
+            started, reached = self.last_round
+            if started < asked:
+                reached = await self._beat_locked()
+        why = self._failsafe_refusal(h)  # (the round may have changed the role)
+        if why is not None:
+            return why
+        if reached:
+            return f"controller {self.controller} answers this slave: the controllers are reachable"
+        self.lease.promise(self._clock(), f"master {h.master_addr}")
+        return None
+
+    def _failsafe_refusal(self, h: FailsafeCheckRequestHeader) -> str | None:
+        bc = self.broker_config
+        if h.broker_name != bc.brokerName:
+            return f"this broker is in group {bc.brokerName}, not {h.broker_name}"
+        if self.state != SLAVE:
+            return f"this broker is {self.state}, not a slave"
+        # (the last answer too: a role change it asks for may be under way)
+        named = self._answer.master_addr if self._answer is not None else None
+        if self.master_addr != h.master_addr or named != h.master_addr:
+            return f"this slave follows {named or self.master_addr}, not {h.master_addr}"
+        mine = self.epochs.file.last_epoch()
+        if mine != h.epoch:
+            return f"this slave is at epoch {mine}, not {h.epoch}"
+        return None
 
     # ------------------------------------------------------------------ decisions
     def _on_answer(self, a: BrokerHeartbeatResponseHeader) -> None:
@@ -500,6 +762,7 @@ class ControllerRole:
             self.epochs.forget_pending()
             start = st.max_phy_offset
             last = ef.last_entry()
+            new_epoch = last is None or epoch > last.epoch
             if last is None and was == PENDING and announced_start is not None:
                 # adopted as a new group's first master: the epoch covers what it wrote
                 # before (the controller says from 0), which its slaves copied too
@@ -519,6 +782,24 @@ class ControllerRole:
         self.master_addr = self.broker_addr
         self._follow_ha(self.ha_addr)
         self._release_reserved()
+        # fenced before the store takes writes: from the heartbeat that named it master
+        if self.lease.lease_ms is not None:
+            self.lease.lead(new_epoch)
+            wait = self.lease.not_before - self._clock()
+            if wait > 0:
+                log.warning(
+                    "controller: %s takes writes in %d ms only: it confirmed the failsafe check "
+                    "of %s, whose lease may run that long",
+                    self.broker_addr,
+                    round(wait * 1000),
+                    self.lease.promised_to,
+                )
+        elif not self._unleased_warned:
+            self._unleased_warned = True
+            log.warning(
+                "controller: the controller grants no master lease (masterLeaseMillis): "
+                "this master is not fenced when it loses the controllers"
+            )
         await self.roles.change_to_master(self.master_role, drop_slaves=was == MASTER)
         self.state = MASTER
         self.role_changes += 1
@@ -551,6 +832,8 @@ class ControllerRole:
         if was == MASTER:
             await self.roles.step_down()
             self._reserve_ha_port_again()
+        self.lease.drop()  # (after the store stopped taking writes)
+        self._master_answer = None
         await self.roles.stop_ha_client()
         async with self.epochs.lock:
             self.epochs.forget_pending()

@@ -7,6 +7,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.broker.master_lease import UNFENCED, WriteFence
 from rmq.broker.processors.decode import with_header
 from rmq.broker.reput import answer_put
 from rmq.broker.seams import HalfMessages, StoreWriter
@@ -25,6 +26,7 @@ class EndTransactionProcessor:
     store_config: MessageStoreConfig
     store: StoreWriter
     transactions: HalfMessages
+    fence: WriteFence = UNFENCED  # commit and rollback both store (the message, the op)
 
     @with_header(EndTransactionRequestHeader)
     def process(
@@ -47,6 +49,10 @@ class EndTransactionProcessor:
             return None
         if kind not in (SysFlag.TRANSACTION_COMMIT_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE):
             return request.create_response(ResponseCode.SYSTEM_ERROR, f"bad commitOrRollback value {kind}")
+        fenced = self.fence.refusal()
+        if fenced is not None:
+            log.info("END_TRANSACTION for %s refused: %s", h.msg_id, fenced)
+            return request.create_response(ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         tx = self.transactions
         half = tx.look_half(h.commit_log_offset)
         if half is None:

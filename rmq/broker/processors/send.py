@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
+from rmq.broker.master_lease import UNFENCED, WriteFence
 from rmq.broker.reput import answer_put, reput_message
 from rmq.broker.seams import MessageStoreView, PutStats, SubscriptionGroups, TopicConfigs
 from rmq.common.mixall import (
@@ -96,6 +97,9 @@ class SendMessageProcessor:
     subscriptions: SubscriptionGroups
     stats: PutStats
     transactional_prepare: TransactionalPrepare | None
+    # controller mode: the master lease (rmq/broker/master_lease.py); nothing is stored
+    # while it refuses
+    fence: WriteFence = UNFENCED
 
     def __post_init__(self) -> None:
         self._rand = random.Random()
@@ -216,6 +220,9 @@ class SendMessageProcessor:
     def process(
         self, conn, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand] | AnswerLater | None:
+        fenced = self.fence.refusal()
+        if fenced is not None:
+            return request.create_response(ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         try:
             if request.code == RequestCode.SEND_MESSAGE:
                 header = SendMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -323,6 +330,9 @@ class SendMessageProcessor:
 
     # --- CONSUMER_SEND_MSG_BACK (36): retry and dead letter (spec 7.2) ---
     def consumer_send_msg_back(self, conn, request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        fenced = self.fence.refusal()
+        if fenced is not None:
+            return request.create_response(ResponseCode.SERVICE_NOT_AVAILABLE, fenced)
         bc = self.broker_config
         store = self.store
         try:
