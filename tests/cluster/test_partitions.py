@@ -59,7 +59,7 @@ from tests.integration.broker_util import wait_until
 
 netrig = netrig_fixture()
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 MASTER_TIMEOUT_MS = 3000  # controllerMasterTimeout; the master lease is 4/5 of it
 QUEUES = 4
