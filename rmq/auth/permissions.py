@@ -77,6 +77,9 @@ ADMIN_CODES: Final = ADMIN_CODES_4_9_8 | frozenset(
         R.DELETE_ACL_CONFIG,  # 51
         R.GET_BROKER_CLUSTER_ACL_INFO,  # 52
         R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,  # 53
+        # a confirmed failsafe check is a promise that delays this slave's takeover:
+        # only the cluster credential (or an admin) may ask for one
+        R.RMQ_FAILSAFE_CHECK,  # 10901 (rmq's own)
     }
 )
 

@@ -619,7 +619,7 @@ class ControllerRole:
         )
 
     async def _failsafe_ask(self, member: str, epoch: int, timeout: float) -> str | None:
-        h = FailsafeCheckRequestHeader(self.broker_config.brokerName, self.broker_addr, epoch)
+        h = FailsafeCheckRequestHeader(self.broker_config.brokerName, self.broker_addr, epoch, self.lease.longest_ms)
         cmd = RemotingCommand(RequestCode.RMQ_FAILSAFE_CHECK, ext_fields=h.to_ext_fields())
         try:
             resp = await self.client.invoke(member, cmd, timeout)
@@ -660,6 +660,9 @@ class ControllerRole:
             return why
         if reached:
             return f"controller {self.controller} answers this slave: the controllers are reachable"
+        # promised for as long as the master will hold the extension (a slave never
+        # sees an uncapped grant of the master's)
+        self.lease.longest_ms = max(self.lease.longest_ms, h.lease_millis or 0)
         self.lease.promise(self._clock(), f"master {h.master_addr}")
         return None
 

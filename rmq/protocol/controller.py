@@ -119,6 +119,9 @@ class FailsafeCheckRequestHeader(Header):
     broker_name: str
     master_addr: str
     epoch: int
+    # the lease the master takes if every member confirms: how long a confirming
+    # slave, elected later, must wait before taking writes
+    lease_millis: Long | None = None
 
 
 @jb.json_body(

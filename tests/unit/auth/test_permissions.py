@@ -258,7 +258,7 @@ def test_8_admin_codes_need_admin(code: int) -> None:
 
 def test_admin_code_sets() -> None:
     assert ADMIN_CODES_4_9_8 == {17, 25, 200, 207, 215}
-    assert ADMIN_CODES == {17, 25, 200, 207, 215, 222, 306, 316, 329, 50, 51, 52, 53}
+    assert ADMIN_CODES == {17, 25, 200, 207, 215, 222, 306, 316, 329, 50, 51, 52, 53, R.RMQ_FAILSAFE_CHECK}
     assert R.GET_BROKER_CONFIG not in ADMIN_CODES
 
 
