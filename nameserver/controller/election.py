@@ -128,17 +128,9 @@ class _Member:
 
 
 @dataclass(slots=True)
-class _Group:
-    cluster: str
-    name: str
-    epoch: int = 0
-    epoch_start_offset: int = 0
-    master_addr: str | None = None
-    master_ha_addr: str | None = None
-    ids: dict[str, int] = field(default_factory=dict)  # addr -> assigned broker id
-    history: list[EpochRecord] = field(default_factory=list)
-    sync_state: list[str] = field(default_factory=list)  # master first
-    # not persisted
+class _Group(GroupRecord):
+    """A group's persisted record plus what the controller only keeps in memory."""
+
     members: dict[str, _Member] = field(default_factory=dict)
     since_ms: int = 0  # monotonic time the controller started watching it
     # the broker last granted a master lease, and until when (monotonic) it may run:

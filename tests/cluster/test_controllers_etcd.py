@@ -41,6 +41,14 @@ async def records(etcd: EtcdCluster) -> dict[str, GroupRecord]:
     return out
 
 
+async def wait_recorded_in_sync(etcd: EtcdCluster, members: list[str], timeout: float = 20) -> None:
+    async def there() -> bool:
+        r = (await records(etcd)).get(GROUP)
+        return r is not None and r.sync_state == members
+
+    await wait_until(there, timeout, f"the recorded in-sync set never became {members}", 0.05)
+
+
 async def send_ok(addr: str) -> bool:
     try:
         async with BrokerApi(addr) as api:
@@ -59,11 +67,7 @@ async def test_one_controller_leads_state_in_etcd_standby_forwards() -> None:
         await wait_slave(b1.addr)
         await wait_until(lambda: send_ok(b0.addr), 20, "no SEND_OK from the first master")
 
-        async def in_sync() -> bool:
-            r = (await records(cc.etcd)).get(GROUP)
-            return r is not None and r.sync_state == [b0.addr, b1.addr]
-
-        await wait_until(in_sync, 20, "the slave never entered the recorded in-sync set", 0.1)
+        await wait_recorded_in_sync(cc.etcd, [b0.addr, b1.addr])
         rec = (await records(cc.etcd))[GROUP]
         assert (rec.master_addr, rec.epoch, rec.ids[b1.addr]) == (b0.addr, 1, 1)
         # the standby answers with the leader's view (forwarded)
@@ -89,11 +93,7 @@ async def test_leading_controller_etcd_member_and_master_killed_at_once() -> Non
         await wait_slave(b1.addr)
         await wait_until(lambda: send_ok(b0.addr), 20, "no SEND_OK from the first master")
 
-        async def in_sync() -> bool:
-            r = (await records(cc.etcd)).get(GROUP)
-            return r is not None and b1.addr in r.sync_state
-
-        await wait_until(in_sync, 20, "the slave never entered the recorded in-sync set", 0.1)
+        await wait_recorded_in_sync(cc.etcd, [b0.addr, b1.addr])
         clock = Clock()
         ns = next(n for n in cc.namesrvs if n.addr == leader)
         ns.kill()
@@ -129,10 +129,7 @@ async def test_leading_controller_etcd_member_and_master_killed_at_once() -> Non
 
         await wait_until(has_caught_up, 30, f"{b0.addr} never caught up", 0.05)
 
-        async def recorded() -> bool:
-            return (await records(cc.etcd))[GROUP].sync_state == [b1.addr, b0.addr]
-
-        await wait_until(recorded, 10, f"{b0.addr} never re-entered the recorded in-sync set", 0.05)
+        await wait_recorded_in_sync(cc.etcd, [b1.addr, b0.addr], 10)
         back = clock.mark(f"{b0.addr} in the recorded in-sync set")
         assert back - caught_up <= 2.3, f"re-entered {back - caught_up:.2f} s after catching up (two heartbeats)"
 
@@ -146,11 +143,7 @@ async def test_all_etcd_down_no_election_no_flapping_then_resume() -> None:
         await wait_master(b0.addr)
         await wait_slave(b1.addr)
 
-        async def in_sync() -> bool:
-            r = (await records(cc.etcd)).get(GROUP)
-            return r is not None and b1.addr in r.sync_state
-
-        await wait_until(in_sync, 20, "the slave never entered the recorded in-sync set", 0.1)
+        await wait_recorded_in_sync(cc.etcd, [b0.addr, b1.addr])
         clock = Clock()
         cc.etcd.stop_all()
         clock.mark("all etcd members killed")
