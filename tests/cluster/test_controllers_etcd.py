@@ -26,6 +26,7 @@ from tests.cluster.etcd_util import EtcdCluster
 from tests.cluster.failover_util import controller_conf, restart, role_of, wait_master, wait_slave
 from tests.cluster.ha_util import GROUP, ha_status
 from tests.harness import broker_process, namesrv_process
+from tests.integration.admin_util import ok
 from tests.integration.broker_util import BrokerApi, wait_until
 
 TOPIC = "CtlTopic"
@@ -80,6 +81,17 @@ async def test_one_controller_leads_state_in_etcd_standby_forwards() -> None:
         assert v is not None and v["leader"] == leader and not v["isLeader"]
         eps = v["leadership"]["endpoints"]
         assert len(eps) == 3 and all(e["reachable"] for e in eps) and sum(e["is_leader"] for e in eps) == 1
+        # the operator's view: who leads, each controller's view, etcd's health, the group
+        run = await asyncio.to_thread(ok, "controllerStatus", "-n", ";".join(cc.ns_addrs))
+        rows = {ln.split()[0]: ln.split() for ln in run.out.splitlines() if ln.strip()}
+        assert rows[leader][1:4] == [leader, "LEADER", leader], run.out
+        assert rows[standby][1:4] == [standby, "STANDBY", leader], run.out
+        for ep in cc.etcd.endpoints:
+            assert any(ep in k for k in rows) and "true" in next(r for k, r in rows.items() if ep in k), run.out
+        assert f"master {b0.addr} (alive)" in run.out
+        doc = (await asyncio.to_thread(ok, "controllerStatus", "-n", ";".join(cc.ns_addrs), "--json")).json()
+        assert sorted(c["controller"] for c in doc["controllers"]) == sorted(cc.ns_addrs)
+        assert [c["isLeader"] for c in doc["controllers"]].count(True) == 1
 
 
 async def test_leading_controller_etcd_member_and_master_killed_at_once() -> None:
