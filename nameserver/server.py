@@ -32,9 +32,8 @@ from nameserver.runtime_config import ConfigRefused, apply_update, check_update,
 from rmq.auth.credentials import Credential
 from rmq.auth.namesrv_rules import validate_namesrv
 from rmq.common.clock import monotonic_ms
-from rmq.common.fs import atomic_write
 from rmq.common.net import local_ip
-from rmq.common.properties import PropertiesError, parse_properties_text, properties_text, rewrite_properties
+from rmq.common.properties import PropertiesError, parse_properties_text, properties_text, rewrite_properties_file
 from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -621,7 +620,7 @@ class NameServer:
             path = self.settings.namesrv.configStorePath
             if path:
                 try:
-                    await asyncio.to_thread(_rewrite_config_file, path, update.text)
+                    await asyncio.to_thread(rewrite_properties_file, path, update.text)
                 except OSError as e:
                     logger.error("updateNamesrvConfig: cannot write %s: %s", path, e)
                     return cmd.create_response(
@@ -629,15 +628,6 @@ class NameServer:
                     )
         logger.info("updateNamesrvConfig from %s: %s", conn.remote_address, update.text)
         return cmd.create_response(ResponseCode.SUCCESS, update.remark)
-
-
-def _rewrite_config_file(path: str, changes: Mapping[str, str]) -> None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = ""
-    atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))
 
 
 class _BrokerExpiryScan(ServiceLoop):

@@ -26,6 +26,7 @@ __all__ = [
     "format_value",
     "properties_text",
     "rewrite_properties",
+    "rewrite_properties_file",
 ]
 
 
@@ -127,3 +128,16 @@ def rewrite_properties(text: str, changes: Mapping[str, str]) -> str:
         out.append(line)
     out += [f"{k}={v}" for k, v in changes.items() if k not in done]
     return "\n".join(out) + "\n"
+
+
+def rewrite_properties_file(path: str, changes: Mapping[str, str]) -> None:
+    """Blocking: ``rewrite_properties`` on the file at ``path`` (created if missing),
+    replaced atomically (``rmq.common.fs.atomic_write``)."""
+    from rmq.common.fs import atomic_write
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from rmq.protocol.codes import ResponseCode
-from tests.cluster.ha_util import GROUP, HAGroup, master_conf, slave_conf, wait_in_sync
+from tests.cluster.ha_util import CLUSTER, GROUP, HAGroup, master_conf, slave_conf, wait_in_sync
 from tests.harness import BrokerProcess, broker_process, namesrv_process
 from tests.integration.broker_util import BrokerApi, props, uniq_key
 from tests.interop.mqadmin_util import MqadminRun, mqadmin, mqadmin_available
@@ -125,3 +125,185 @@ def test_update_namesrv_config_refuses_black_listed_key(g):
     assert "noSuchKey: not a NameServer config key" in r.text, r.text
     assert "/tmp/elsewhere" not in g.conf.read_text()
     assert _kv(g.run("getNamesrvConfig").out)["kvConfigPath"] != "/tmp/elsewhere"
+
+
+# =========================================================================== topics
+def test_update_topic_route_cluster_list_and_delete(g):
+    r = g.run("updateTopic", "-b", g.master, "-t", "MoreNewTopic", "-r", "8", "-w", "8")
+    assert f"create topic to {g.master} success." in r.out, r.out
+    route = g.run("topicRoute", "-t", "MoreNewTopic").out
+    assert '"readQueueNums":8' in route.replace(" ", "") and GROUP in route, route
+    assert CLUSTER in g.run("topicClusterList", "-t", "MoreNewTopic").out
+    rows = [ln.split() for ln in g.run("topicList", "-c").out.splitlines()]
+    assert [CLUSTER, "MoreNewTopic"] in [row[:2] for row in rows], rows
+    r = g.run("deleteTopic", "-c", CLUSTER, "-t", "MoreNewTopic")
+    assert "delete topic [MoreNewTopic] from cluster [TestCluster] success." in r.out, r.out
+    assert "MoreNewTopic" not in g.run("topicList").out
+
+
+def test_update_topic_perm_then_route_shows_it(g):
+    try:
+        r = g.run("updateTopicPerm", "-b", g.master, "-t", TOPIC, "-p", "4")
+        assert "update topic perm from 6 to 4 in" in r.out and "success" in r.out, r.out
+        assert '"perm":4' in g.run("topicRoute", "-t", TOPIC).out.replace(" ", "")
+    finally:
+        g.run("updateTopicPerm", "-b", g.master, "-t", TOPIC, "-p", "6")
+    assert '"perm":6' in g.run("topicRoute", "-t", TOPIC).out.replace(" ", "")
+
+
+def test_wipe_and_add_write_perm(g):
+    r = g.run("wipeWritePerm", "-b", GROUP)
+    assert re.search(rf"wipe write perm of broker\[{GROUP}\] in name server\[{re.escape(g.ns)}\] OK, [1-9]", r.out), (
+        r.out
+    )
+    assert '"perm":4' in g.run("topicRoute", "-t", TOPIC).out.replace(" ", "")
+    r = g.run("addWritePerm", "-b", GROUP)
+    assert re.search(rf"add write perm of broker\[{GROUP}\] in name server\[{re.escape(g.ns)}\] OK, [1-9]", r.out), (
+        r.out
+    )
+    assert '"perm":6' in g.run("topicRoute", "-t", TOPIC).out.replace(" ", "")
+
+
+def test_stats_all_and_allocate_mq(g):
+    out = g.run("statsAll", "-t", TOPIC).out
+    assert re.search(rf"^{TOPIC}\s", out, re.M), out
+    out = g.run("allocateMQ", "-t", TOPIC, "-i", "10.0.0.1@a,10.0.0.2@b").out
+    assert "10.0.0.1@a" in out and "10.0.0.2@b" in out and TOPIC in out, out
+
+
+# =========================================================================== groups, configs, KV
+def test_sub_group_update_get_consumer_config_delete(g):
+    r = g.run("updateSubGroup", "-b", g.master, "-g", "MoreSubGroup", "-r", "5")
+    assert f"create subscription group to {g.master} success." in r.out, r.out
+    out = g.run("getConsumerConfig", "-g", "MoreSubGroup").out
+    assert "MoreSubGroup" in out and re.search(r"retryMaxTimes\s+=  5$", out, re.M), out
+    r = g.run("deleteSubGroup", "-b", g.master, "-g", "MoreSubGroup")
+    assert f"delete subscription group [MoreSubGroup] from broker [{g.master}] success." in r.out, r.out
+    assert "MoreSubGroup" not in g.run("getConsumerConfig", "-g", "MoreSubGroup", ok=False).out
+
+
+def test_update_broker_config_then_get_on_master_and_slave(g):
+    r = g.run("updateBrokerConfig", "-b", g.master, "-k", "fileReservedTime", "-v", "49")
+    assert f"update broker config success, {g.master}" in r.out, r.out
+    kv = _kv(g.run("getBrokerConfig", "-b", g.master).out)
+    assert kv["fileReservedTime"] == "49" and kv["brokerRole"] == "ASYNC_MASTER"
+    kv = _kv(g.run("getBrokerConfig", "-b", g.slave).out)
+    assert kv["brokerRole"] == "SLAVE" and kv["brokerId"] == "1"
+
+
+def test_update_and_delete_kv_config(g):
+    r = g.run("updateKvConfig", "-s", "MoreNS", "-k", "mk", "-v", "mv")
+    assert "create or update kv config to namespace success." in r.out, r.out
+
+    async def get() -> int:
+        async with BrokerApi(g.ns) as api:
+            return (await api.call(101, {"namespace": "MoreNS", "key": "mk"})).code  # GET_KV_CONFIG
+
+    assert asyncio.run(get()) == ResponseCode.SUCCESS
+    r = g.run("deleteKvConfig", "-s", "MoreNS", "-k", "mk")
+    assert "delete kv config from namespace success." in r.out, r.out
+    assert asyncio.run(get()) == ResponseCode.QUERY_NOT_FOUND
+
+
+# =========================================================================== messages
+def test_query_msg_by_key_unique_key_and_offset(g):
+    out = g.run("queryMsgByKey", "-t", TOPIC, "-k", "k-3").out
+    assert g.uniq[3] in out or re.search(r"[0-9A-F]{32}\s+3\s", out), out
+    # (its message track asks for %RETRY%<group> of the offline group, which has none: the
+    # same MQClientException line RocketMQ prints there)
+    out = g.run("queryMsgByUniqueKey", "-t", TOPIC, "-i", g.uniq[3], ok=False).out
+    assert re.search(r"Keys:\s+\[k-3\]", out) and re.search(r"Queue ID:\s+3", out), out
+    out = g.run("queryMsgByOffset", "-t", TOPIC, "-b", GROUP, "-i", "1", "-o", "0", ok=False).out
+    assert re.search(r"Keys:\s+\[k-1\]", out) and re.search(r"Queue ID:\s+1", out), out
+
+
+def test_print_msg_and_print_msg_by_queue(g):
+    out = g.run("printMsg", "-t", TOPIC, "-d", "true").out
+    assert out.count("MSGID:") >= KEYED and "body-7" in out, out[:2000]
+    out = g.run("printMsgByQueue", "-t", TOPIC, "-a", GROUP, "-i", "2", "-p", "true").out
+    assert out.count("MSGID:") == KEYED // 4 and "KEYS=k-2," in out and "queueId=2," in out, out[:2000]
+
+
+def test_send_message_and_consume_message(g):
+    out = g.run("sendMessage", "-t", TOPIC, "-p", "hello-more", "-k", "more-key", "-b", GROUP, "-i", "3").out
+    assert re.search(rf"{GROUP}\s+3\s+SEND_OK\s+[0-9A-F]{{32}}", out), out
+    out = g.run("consumeMessage", "-t", TOPIC, "-b", GROUP, "-i", "3", "-o", str(KEYED // 4), "-c", "1").out
+    assert "hello-more" in out and "Consume ok" in out, out
+
+
+def test_send_msg_status_and_check_msg_send_rt(g):
+    out = g.run("sendMsgStatus", "-b", GROUP, "-s", "16", "-c", "3").out
+    assert len(re.findall(r"rt=\d+ms, SendResult=SendResult \[sendStatus=SEND_OK", out)) == 3, out
+    out = g.run("checkMsgSendRT", "-t", TOPIC, "-a", "3", "-s", "16").out
+    assert re.search(rf"{GROUP}\s+\d\s+true", out) and "Avg RT" in out, out
+
+
+def test_cluster_rt(g):
+    import os
+    import subprocess
+    import time
+
+    from tests.interop.mqadmin_util import ROCKETMQ
+
+    env = dict(os.environ, ROCKETMQ_USER_HOME=str(g.home), JAVA_HEAP="256m")
+    p = subprocess.Popen(
+        [str(ROCKETMQ), "mqadmin", "clusterRT", "-a", "3", "-s", "16", "-i", "1", "-n", g.ns],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    try:
+        assert p.stdout is not None
+        for ln in p.stdout:  # clusterRT prints every interval forever
+            lines.append(ln)
+            if re.match(rf"\s*{CLUSTER}\s+{GROUP}\s", ln) or time.monotonic() > deadline:
+                break
+    finally:
+        p.kill()
+        p.wait()
+    text = "".join(lines)
+    assert "Exception" not in text and re.search(rf"{CLUSTER}\s+{GROUP}\s+\d+\.\d+\s+3\s+0", text), text
+
+
+# =========================================================================== offsets
+def _committed(g, group: str) -> int:
+    """The group's committed offsets on the master, summed over TOPIC's queues."""
+
+    async def go() -> int:
+        async with BrokerApi(g.master) as api:
+            total = 0
+            for q in range(4):
+                r = await api.query_offset(group, TOPIC, q)
+                total += int(r.ext_fields["offset"]) if r.code == ResponseCode.SUCCESS else 0
+            return total
+
+    return asyncio.run(go())
+
+
+def _commit(g, group: str, offset: int) -> None:
+    async def go() -> None:
+        async with BrokerApi(g.master) as api:
+            for q in range(4):
+                assert (await api.update_offset(group, TOPIC, q, offset)).code == ResponseCode.SUCCESS
+
+    asyncio.run(go())
+
+
+def test_skip_accumulated_message(g):
+    group = "MoreSkipGroup"
+    _commit(g, group, 1)
+    assert _committed(g, group) == 4
+    out = g.run("skipAccumulatedMessage", "-g", group, "-t", TOPIC).out
+    assert len(re.findall(rf"^{GROUP}\s+\d\s+{KEYED // 4 + 1}\s*$", out, re.M)) == 4, out
+    assert _committed(g, group) >= KEYED  # every queue's end
+
+
+def test_reset_offset_by_time(g):
+    group = "MoreResetGroup"
+    _commit(g, group, 2)
+    out = g.run("resetOffsetByTime", "-g", group, "-t", TOPIC, "-s", "0").out
+    assert "rollback consumer offset by specified" in out or TOPIC in out, out
+    assert _committed(g, group) == 0, out  # back to the first message
