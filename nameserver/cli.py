@@ -144,11 +144,7 @@ async def run(settings: NamesrvSettings) -> int:
     server = NameServer(
         host,
         port,
-        broker_expire_ms=cfg.brokerExpiredTimeMillis,
-        scan_interval_ms=cfg.scanNotActiveBrokerInterval,
-        kv_path=cfg.kv_path,
-        accept_standard_json_only=cfg.acceptStandardJsonOnly,
-        order_message_enable=cfg.orderMessageEnable,
+        settings=settings,  # read live: updateNamesrvConfig changes it
         controller=controller,
         acl_home=acl_home(cfg.rocketmqHome) if cfg.aclEnable else None,
         cluster_credential=cfg.inner_credential,

@@ -48,10 +48,14 @@ class NamesrvConfig:
     # "" = rmq's default, ~/namesrv/kvConfig.msgpack (RocketMQ's file is kvConfig.json;
     # rmq keeps the same table as msgpack)
     kvConfigPath: str = ""
-    configStorePath: str = ""  # accepted; rmq does not rewrite its config file
+    # where updateNamesrvConfig writes (NamesrvStartup: the -c file); "" = nowhere
+    configStorePath: str = ""
     productEnvName: str = "center"
     clusterTest: bool = False
     orderMessageEnable: bool = False
+    # keys updateNamesrvConfig refuses, ";"-separated; configBlackList, configStorePath,
+    # kvConfigPath and rocketmqHome always (DefaultRequestProcessor.initConfigBlackList)
+    configBlackList: str = "configBlackList;configStorePath;kvConfigPath"
     scanNotActiveBrokerInterval: int = 10_000  # ms; the first scan after half of it
     # rmq's (RocketMQ's are constants or absent)
     brokerExpiredTimeMillis: int = BROKER_CHANNEL_EXPIRED_TIME_MS
@@ -97,6 +101,11 @@ class NamesrvSettings:
     netty: NettyServerConfig = field(default_factory=NettyServerConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     unknown_keys: list[str] = field(default_factory=list)
+    path: str | None = None  # the -c file
+
+    def objects(self) -> tuple[NamesrvConfig, NettyServerConfig, ControllerConfig]:
+        """The config objects a key may land in, in the order they are searched."""
+        return self.namesrv, self.netty, self.controller
 
     def validate(self) -> None:
         self.namesrv.validate()
@@ -117,7 +126,7 @@ def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = 
     """Read the file (if any), apply the command line's ``overrides`` (key -> typed value,
     already parsed), warn about unknown keys and validate. ``PropertiesError`` names the
     key (or the line)."""
-    s = NamesrvSettings()
+    s = NamesrvSettings(path=path)
     props: dict[str, str] = {}
     if path is not None:
         try:
@@ -126,6 +135,8 @@ def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = 
         except OSError as e:
             raise PropertiesError(f"cannot read {path}: {e.strerror}") from None
         props = parse_properties_text(text)
+        # NamesrvStartup: updateNamesrvConfig writes back to the file it started from
+        props["configStorePath"] = path
     props, tls_ignored = take_tls_keys(s.netty, props)
     unknown = set(apply_properties(s.namesrv, props))
     unknown &= set(apply_properties(s.netty, props))
@@ -134,7 +145,7 @@ def load_namesrv_config(path: str | None, overrides: dict[str, object] | None = 
     for key in s.unknown_keys:
         log.warning("NameServer config %s: unknown key %r ignored", path, key)
     for key, value in (overrides or {}).items():
-        target = next((o for o in (s.namesrv, s.netty, s.controller) if hasattr(o, key)), None)
+        target = next((o for o in s.objects() if hasattr(o, key)), None)
         if target is None:
             raise KeyError(f"no NameServer config key {key!r}")  # a programming error
         setattr(target, key, value)

@@ -22,15 +22,18 @@ import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
+from nameserver.config import NamesrvSettings
 from nameserver.controller import CONTROLLER_FILE_NAME, ControllerConfig
 from nameserver.controller.factory import build_controller_service
 from nameserver.controller.service import ControllerService
-from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager, default_kv_path
-from nameserver.routes import BROKER_CHANNEL_EXPIRED_TIME_MS, RouteInfoManager
+from nameserver.kvconfig import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from nameserver.routes import RouteInfoManager
+from nameserver.runtime_config import ConfigRefused, apply_update, check_update, config_properties
 from rmq.auth.credentials import Credential
 from rmq.auth.namesrv_rules import validate_namesrv
 from rmq.common.clock import monotonic_ms
 from rmq.common.net import local_ip
+from rmq.common.properties import PropertiesError, parse_properties_text, properties_text, rewrite_properties_file
 from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.protocol.codes import MQVersion, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
@@ -100,6 +103,11 @@ class NameServer:
     ``acl_home`` (aclEnable): the rocketmqHome whose conf/plain_acl.yml (+ conf/acl/**)
     holds the admin accounts that may change this NameServer; reads stay open
     (rmq/auth/namesrv_rules.py). ``cluster_credential``: accepted as such an account.
+
+    ``settings``: the NamesrvConfig / NettyServerConfig / controller keys it runs with
+    (``rmq namesrv -c``); the keyword options above, when given, are set on it. The
+    server reads the live values from it, so UPDATE_NAMESRV_CONFIG changes them at once
+    (``nameserver.runtime_config``) and writes them to its ``configStorePath``.
     """
 
     def __init__(
@@ -107,26 +115,34 @@ class NameServer:
         host: str = "127.0.0.1",
         port: int = 9876,
         *,
-        broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_TIME_MS,
-        scan_interval_ms: int = 10_000,
+        broker_expire_ms: int | None = None,
+        scan_interval_ms: int | None = None,
         kv_path: str | os.PathLike[str] | None = None,
-        accept_standard_json_only: bool = False,
-        order_message_enable: bool = False,
+        accept_standard_json_only: bool | None = None,
+        order_message_enable: bool | None = None,
         controller: ControllerConfig | None = None,
         acl_home: str | None = None,
         cluster_credential: Credential | None = None,
+        settings: NamesrvSettings | None = None,
     ) -> None:
-        if broker_expire_ms <= 0 or scan_interval_ms <= 0:
+        self.settings = settings = settings if settings is not None else NamesrvSettings()
+        cfg = settings.namesrv
+        given = {
+            "brokerExpiredTimeMillis": broker_expire_ms,
+            "scanNotActiveBrokerInterval": scan_interval_ms,
+            "kvConfigPath": None if kv_path is None else os.fspath(kv_path),
+            "acceptStandardJsonOnly": accept_standard_json_only,
+            "orderMessageEnable": order_message_enable,
+        }
+        for key, value in given.items():
+            if value is not None:
+                setattr(cfg, key, value)
+        if cfg.brokerExpiredTimeMillis <= 0 or cfg.scanNotActiveBrokerInterval <= 0:
             raise ValueError("broker_expire_ms and scan_interval_ms must be positive")
         self.host = host
-        self.broker_expire_ms = broker_expire_ms
-        self.scan_interval_ms = scan_interval_ms
-        # RocketMQ: first scan 5 s after start, then every 10 s; keep the ratio.
-        self.scan_initial_delay_ms = scan_interval_ms // 2
-        self.accept_standard_json_only = accept_standard_json_only
-        self.order_message_enable = order_message_enable
         self.routes = RouteInfoManager(monotonic_ms)
-        self.kv = KVConfigManager(kv_path if kv_path is not None else default_kv_path())
+        self.kv = KVConfigManager(cfg.kv_path)
+        self._config_write_lock = asyncio.Lock()
         self._remoting = RemotingServer(host, port, name="namesrv")
         # NameServerMetrics when /metrics is served (rmq namesrv --metrics-port);
         # the failover controller reports through metrics.record_failover.
@@ -166,6 +182,28 @@ class NameServer:
     @property
     def remoting(self) -> RemotingServer:
         return self._remoting
+
+    # live settings (UPDATE_NAMESRV_CONFIG changes them while the server runs)
+    @property
+    def broker_expire_ms(self) -> int:
+        return self.settings.namesrv.brokerExpiredTimeMillis
+
+    @property
+    def scan_interval_ms(self) -> int:
+        return self.settings.namesrv.scanNotActiveBrokerInterval
+
+    @property
+    def scan_initial_delay_ms(self) -> int:
+        # RocketMQ: first scan 5 s after start, then every 10 s; keep the ratio.
+        return self.scan_interval_ms // 2
+
+    @property
+    def accept_standard_json_only(self) -> bool:
+        return self.settings.namesrv.acceptStandardJsonOnly
+
+    @property
+    def order_message_enable(self) -> bool:
+        return self.settings.namesrv.orderMessageEnable
 
     async def start(self) -> None:
         if self._started:
@@ -325,6 +363,7 @@ class NameServer:
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self._get_has_unit_sub_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self._get_has_unit_sub_ununit_topic_list,
             RequestCode.GET_NAMESRV_CONFIG: self._get_namesrv_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self._update_namesrv_config,
         }
 
     @staticmethod
@@ -551,29 +590,44 @@ class NameServer:
             ResponseCode.SUCCESS, body=self.routes.get_has_unit_sub_ununit_topic_list().to_json()
         )
 
+    # ------------------------------------------------------------------ config
     def _get_namesrv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        # MixAll.properties2String: "key=value\n" per entry; NamesrvConfig's key names.
-        props = {
-            "listenPort": str(self.port),
-            "kvConfigPath": str(self.kv.path),
-            "orderMessageEnable": "true" if self.order_message_enable else "false",
-            "brokerExpiredTimeMillis": str(self.broker_expire_ms),
-            "scanNotActiveBrokerInterval": str(self.scan_interval_ms),
-            "acceptStandardJsonOnly": "true" if self.accept_standard_json_only else "false",
-            "enableControllerInNamesrv": "true" if self.controller is not None else "false",
-        }
-        if self.controller is not None:
-            c = self.controller.config
-            props.update(
-                {
-                    "controllerMasterTimeout": str(c.controllerMasterTimeout),
-                    "haSlaveFallbehindMax": str(c.haSlaveFallbehindMax),
-                    "enableElectUncleanMaster": "true" if c.enableElectUncleanMaster else "false",
-                    "controllerScanInterval": str(c.controllerScanInterval),
-                }
-            )
-        text = "".join(f"{k}={v}\n" for k, v in props.items())
-        return cmd.create_response(ResponseCode.SUCCESS, body=text.encode())
+        # Configuration.getAllConfigsFormatString: MixAll.properties2String, no secrets
+        props = config_properties(
+            self.settings, listen_port=self.port, kv_path=str(self.kv.path), controller=self.controller is not None
+        )
+        return cmd.create_response(ResponseCode.SUCCESS, body=properties_text(props).encode())
+
+    async def _update_namesrv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """DefaultRequestProcessor.updateConfig: the body is properties text. Refused as a
+        whole when a key is black-listed (NO_PERMISSION, as 4.9.8), secret, unknown or
+        badly valued; else the live keys change at once and every key is written to
+        configStorePath (the -c file). The remark names keys that wait for a restart."""
+        try:
+            props = parse_properties_text((cmd.body or b"").decode("utf-8"))
+        except (UnicodeDecodeError, PropertiesError) as e:
+            return cmd.create_response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {e}")
+        async with self._config_write_lock:
+            try:
+                update = check_update(self.settings, props)
+            except ConfigRefused as e:
+                logger.warning("updateNamesrvConfig from %s refused: %s", conn.remote_address, e)
+                code = ResponseCode.NO_PERMISSION if e.no_permission else ResponseCode.SYSTEM_ERROR
+                return cmd.create_response(code, str(e))
+            apply_update(self.settings, update)
+            if "logLevel" in update.at_once:
+                logging.getLogger().setLevel(self.settings.namesrv.logLevel)
+            path = self.settings.namesrv.configStorePath
+            if path:
+                try:
+                    await asyncio.to_thread(rewrite_properties_file, path, update.text)
+                except OSError as e:
+                    logger.error("updateNamesrvConfig: cannot write %s: %s", path, e)
+                    return cmd.create_response(
+                        ResponseCode.SYSTEM_ERROR, f"applied but not written to {path}: {e.strerror}"
+                    )
+        logger.info("updateNamesrvConfig from %s: %s", conn.remote_address, update.text)
+        return cmd.create_response(ResponseCode.SUCCESS, update.remark)
 
 
 class _BrokerExpiryScan(ServiceLoop):

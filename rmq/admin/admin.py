@@ -298,10 +298,12 @@ class MQAdmin(ClosingContext):
             await self._namesrv_call(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, dict(fields))
         return list(self.namesrv_addrs)
 
-    async def _namesrv_call(self, addr: str, code: int, fields: dict[str, str]) -> RemotingCommand:
+    async def _namesrv_call(
+        self, addr: str, code: int, fields: dict[str, str], body: bytes | None = None
+    ) -> RemotingCommand:
         """A request to one given NameServer (not just any of the list)."""
         try:
-            resp = await self.api.raw(addr, code, fields, None, self.timeout_ms)
+            resp = await self.api.raw(addr, code, fields, body, self.timeout_ms)
         except RemotingError as e:
             raise AdminError(f"NameServer {addr} unreachable: {e}") from None
         if resp.code != ResponseCode.SUCCESS:
@@ -322,6 +324,20 @@ class MQAdmin(ClosingContext):
             namesrv_addr, RequestCode.ADD_WRITE_PERM_OF_BROKER, BrokerPermRequestHeader(broker_name).to_ext_fields()
         )
         return _int_field(resp, "addTopicCount", namesrv_addr)
+
+    # ------------------------------------------------------------------ NameServer: config
+    async def get_namesrv_config(self, namesrv_addr: str) -> dict[str, str]:
+        """GET_NAMESRV_CONFIG (319): one NameServer's properties."""
+        return _properties_body(
+            await self._namesrv_call(namesrv_addr, RequestCode.GET_NAMESRV_CONFIG, {}), "NameServer"
+        )
+
+    async def update_namesrv_config(self, namesrv_addr: str, props: dict[str, str]) -> str:
+        """UPDATE_NAMESRV_CONFIG (318), body = properties text; returns the remark (what
+        waits for a restart)."""
+        body = "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")
+        resp = await self._namesrv_call(namesrv_addr, RequestCode.UPDATE_NAMESRV_CONFIG, {}, body)
+        return resp.remark or ""
 
     # ------------------------------------------------------------------ consumers / producers
     async def _group_brokers(self, group: str) -> list[str]:
@@ -452,14 +468,7 @@ class MQAdmin(ClosingContext):
     # ------------------------------------------------------------------ broker config
     async def get_broker_config(self, addr: str) -> dict[str, str]:
         """GET_BROKER_CONFIG (26): the broker's properties."""
-        resp = await self.call(addr, RequestCode.GET_BROKER_CONFIG)
-        try:
-            text = (resp.body or b"").decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ProtocolError(f"broker config body is not UTF-8: {e.reason}") from None
-        # MixAll.properties2String: key=value lines (no escapes in what brokers write)
-        pairs = (ln.partition("=") for ln in text.splitlines() if ln.strip() and ln[0] not in "#!")
-        return {k.strip(): v.strip() for k, sep, v in pairs if sep}
+        return _properties_body(await self.call(addr, RequestCode.GET_BROKER_CONFIG), "broker")
 
     async def update_broker_config(self, addr: str, props: dict[str, str]) -> str:
         """UPDATE_BROKER_CONFIG (25); returns the broker's remark (what waits for a restart)."""
@@ -543,6 +552,16 @@ class MQAdmin(ClosingContext):
             if (mq.topic, mq.broker_name, mq.queue_id) == (msg.topic, broker, msg.queue_id):
                 return ow.consumer_offset > msg.queue_offset
         return False
+
+
+def _properties_body(resp: RemotingCommand, who: str) -> dict[str, str]:
+    """MixAll.properties2String text (key=value lines, no escapes) as a dict."""
+    try:
+        text = (resp.body or b"").decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProtocolError(f"{who} config body is not UTF-8: {e.reason}") from None
+    pairs = (ln.partition("=") for ln in text.splitlines() if ln.strip() and ln[0] not in "#!")
+    return {k.strip(): v.strip() for k, sep, v in pairs if sep}
 
 
 def _select_broker_addr(bd: BrokerData) -> str | None:

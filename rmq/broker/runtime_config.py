@@ -17,13 +17,13 @@ file given with ``-c``. Here:
 from __future__ import annotations
 
 import dataclasses
-import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig, apply_broker_properties
+from rmq.common.properties import format_value as _fmt
+from rmq.common.properties import properties_text, rewrite_properties
 from rmq.store.config import ConfigError, MessageStoreConfig
 
 __all__ = [
@@ -79,18 +79,6 @@ RUNTIME_KEYS = frozenset(
     }
 )
 
-_KEY_LINE = re.compile(r"\s*([^=:#!\s][^=:]*?)\s*[=:]")
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, enum.Enum):
-        return str(v.value)
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)
-
 
 def all_config_properties(bc: BrokerConfig, sc: MessageStoreConfig) -> dict[str, str]:
     """Every key of both config objects with its value as broker.conf would spell it,
@@ -105,11 +93,6 @@ def all_config_properties(bc: BrokerConfig, sc: MessageStoreConfig) -> dict[str,
     # the broker's own links (registration, slave sync, HA) are TLS
     out["useTLS"] = _fmt(bc.tls.outbound_tls)
     return out
-
-
-def properties_text(props: Mapping[str, str]) -> str:
-    """MixAll.properties2String: one ``key=value`` line each (sorted here)."""
-    return "".join(f"{k}={props[k]}\n" for k in sorted(props))
 
 
 @dataclass
@@ -140,21 +123,3 @@ def check_update(bc: BrokerConfig, sc: MessageStoreConfig, props: Mapping[str, s
     at_once = [k for k in props if k in RUNTIME_KEYS]
     on_restart = [k for k in props if k not in RUNTIME_KEYS]
     return ConfigUpdate(values, at_once, on_restart, {k: _fmt(v) for k, v in values.items()})
-
-
-def rewrite_properties(text: str, changes: Mapping[str, str]) -> str:
-    """broker.conf text with changes applied: a key's (first) line rewritten in place,
-    later duplicates dropped, new keys appended; comments and other lines kept."""
-    out: list[str] = []
-    done: set[str] = set()
-    for line in text.splitlines():
-        m = _KEY_LINE.match(line)
-        key = m.group(1) if m else None
-        if key is not None and key in changes:
-            if key not in done:
-                out.append(f"{key}={changes[key]}")
-                done.add(key)
-            continue
-        out.append(line)
-    out += [f"{k}={v}" for k, v in changes.items() if k not in done]
-    return "\n".join(out) + "\n"

@@ -13,11 +13,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["PropertiesError", "parse_properties_text", "convert", "apply_properties"]
+__all__ = [
+    "PropertiesError",
+    "parse_properties_text",
+    "convert",
+    "apply_properties",
+    "format_value",
+    "properties_text",
+    "rewrite_properties",
+    "rewrite_properties_file",
+]
 
 
 class PropertiesError(ValueError):
@@ -81,3 +91,53 @@ def apply_properties(obj: Any, props: Mapping[str, str]) -> list[str]:
             continue
         setattr(obj, key, convert(key, raw, hints[key]))
     return unknown
+
+
+_KEY_LINE = re.compile(r"\s*([^=:#!\s][^=:]*?)\s*[=:]")
+
+
+def format_value(v: Any) -> str:
+    """A config value as a properties file spells it (enums by value, booleans lower-case)."""
+    if isinstance(v, enum.Enum):
+        return str(v.value)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def properties_text(props: Mapping[str, str]) -> str:
+    """MixAll.properties2String: one ``key=value`` line each (sorted here)."""
+    return "".join(f"{k}={props[k]}\n" for k in sorted(props))
+
+
+def rewrite_properties(text: str, changes: Mapping[str, str]) -> str:
+    """A properties file's text with changes applied: a key's (first) line rewritten in
+    place, later duplicates dropped, new keys appended; comments and other lines kept."""
+    out: list[str] = []
+    done: set[str] = set()
+    for line in text.splitlines():
+        m = _KEY_LINE.match(line)
+        key = m.group(1) if m else None
+        if key is not None and key in changes:
+            if key not in done:
+                out.append(f"{key}={changes[key]}")
+                done.add(key)
+            continue
+        out.append(line)
+    out += [f"{k}={v}" for k, v in changes.items() if k not in done]
+    return "\n".join(out) + "\n"
+
+
+def rewrite_properties_file(path: str, changes: Mapping[str, str]) -> None:
+    """Blocking: ``rewrite_properties`` on the file at ``path`` (created if missing),
+    replaced atomically (``rmq.common.fs.atomic_write``)."""
+    from rmq.common.fs import atomic_write
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))

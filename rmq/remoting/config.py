@@ -29,6 +29,9 @@ class NettyServerConfig:
     serverChannelMaxIdleTimeSeconds: int = 120
     serverSocketSndBufSize: int = 65535
     serverSocketRcvBufSize: int = 65535
+    writeBufferHighWaterMark: int = 0
+    writeBufferLowWaterMark: int = 0
+    serverSocketBacklog: int = 1024
     serverPooledByteBufAllocatorEnable: bool = True
     useEpollNativeSelector: bool = False
     # RocketMQ's tls.* keys (JVM system properties there, keys of the same file here), set

@@ -375,6 +375,35 @@ def test_wipe_and_add_write_perm(cluster):
     )
 
 
+def test_get_and_update_namesrv_config(cluster):
+    c = cluster
+    r = ok("getNamesrvConfig", "-n", c.namesrvs)
+    lines = r.out.splitlines()
+    assert f"============{c.ns1}============" in lines and f"============{c.ns2}============" in lines
+    assert any(re.fullmatch(r"listenPort\s+=  \d+", ln) for ln in lines)
+    doc = ok("getNamesrvConfig", "--json", "-n", c.namesrvs).json()
+    for ns in (c.ns1, c.ns2):
+        assert doc[ns]["listenPort"] == ns.rsplit(":", 1)[1] and doc[ns]["orderMessageEnable"] == "false"
+        assert {"rocketmqHome", "kvConfigPath", "configStorePath", "serverWorkerThreads"} <= set(doc[ns])
+    try:
+        r = ok("updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true", "-n", c.namesrvs)
+        assert r.out.splitlines() == [
+            f"update name server config success! {c.ns1}",
+            f"update name server config success! {c.ns2}",
+            "orderMessageEnable : true",
+        ]
+        doc = ok("getNamesrvConfig", "--json", "-n", c.namesrvs).json()
+        assert doc[c.ns1]["orderMessageEnable"] == doc[c.ns2]["orderMessageEnable"] == "true"
+    finally:
+        ok("updateNamesrvConfig", "--json", "-k", "orderMessageEnable", "-v", "false", "-n", c.namesrvs)
+    assert failed("updateNamesrvConfig", "-k", "kvConfigPath", "-v", "/tmp/x", "-n", c.ns1).endswith(
+        "answered NO_PERMISSION (16): Can not update config in black list: kvConfigPath"
+    )
+    assert "bogusKey: not a NameServer config key" in failed(
+        "updateNamesrvConfig", "-k", "bogusKey", "-v", "1", "-n", c.ns1
+    )
+
+
 # =========================================================================== subscription groups
 def _groups(c) -> dict[str, Any]:
     r = broker_call(c, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)

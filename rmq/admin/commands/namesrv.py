@@ -1,4 +1,11 @@
-"""wipeWritePerm, addWritePerm (mqadmin's namesrv/ commands).
+"""wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig (mqadmin's
+namesrv/ commands).
+
+getNamesrvConfig / updateNamesrvConfig ask each NameServer of ``-n`` (GET_NAMESRV_CONFIG
+319, UPDATE_NAMESRV_CONFIG 318, as mqadmin). A NameServer refuses keys of its black list
+(``configBlackList``, ``configStorePath``, ``kvConfigPath``, ``rocketmqHome``, ...),
+secrets and unknown keys, naming the key; a key it reads only at start is written to its
+``-c`` file and waits for a restart (the answer says so).
 
 RocketMQ 4.9.8 semantics: each NameServer of ``-n`` changes the queue data it holds for
 every topic of the broker name -- wipe clears PERM_WRITE (producers stop choosing the
@@ -14,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import AdminError, Command, Opt, Output, describe_error, register
+from rmq.admin.base import AdminError, Command, Opt, Output, UsageError, describe_error, register
 
 _BROKER_NAME = Opt("b", "brokerName", "broker name", required=True, metavar="NAME")
 
@@ -69,3 +76,66 @@ class AddWritePerm(_WritePerm):
     name = "addWritePerm"
     help = "Add write perm of broker in all name server you defined in the -n param"
     verb = "add"
+
+
+@register
+class GetNamesrvConfig(Command):
+    name = "getNamesrvConfig"
+    help = "Get configs of name server."
+    options = ()
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        lines: list[str] = []
+        doc: dict[str, dict[str, str]] = {}
+        for ns in admin.namesrv_addrs:
+            try:
+                props = await admin.get_namesrv_config(ns)
+            except Exception as e:  # the other NameServers are still listed; exit status 1
+                if len(admin.namesrv_addrs) == 1:
+                    raise
+                out.error(f"NameServer {ns}: {describe_error(e)}")
+                continue
+            lines.append(f"============{ns}============")
+            lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
+            doc[ns] = dict(sorted(props.items()))
+        out.emit(text="\n".join(lines), data=doc)
+
+
+@register
+class UpdateNamesrvConfig(Command):
+    name = "updateNamesrvConfig"
+    help = "Update configs of name server."
+    description = (
+        "Update a config key on every NameServer of -n. Live keys (orderMessageEnable, "
+        "scanNotActiveBrokerInterval, brokerExpiredTimeMillis, acceptStandardJsonOnly, logLevel, "
+        "productEnvName) take effect at once; others are written to the NameServer's -c file "
+        "and take effect at its next start. Black-listed, secret and unknown keys are refused."
+    )
+    options = (
+        Opt("k", "key", "config key", required=True, metavar="KEY"),
+        Opt("v", "value", "config value", required=True, metavar="VALUE"),
+    )
+
+    def validate(self, args: argparse.Namespace) -> None:
+        if not args.key.strip():
+            raise UsageError("-k/--key must not be empty")
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        key, value = args.key.strip(), args.value.strip()
+        done: list[dict[str, object]] = []
+        for ns in admin.namesrv_addrs:
+            try:
+                remark = await admin.update_namesrv_config(ns, {key: value})
+            except Exception as e:  # the other NameServers are still asked; exit status 1
+                if len(admin.namesrv_addrs) == 1:
+                    raise
+                out.error(f"NameServer {ns}: {describe_error(e)}")
+                done.append({"nameServer": ns, "ok": False, "error": describe_error(e)})
+                continue
+            done.append({"nameServer": ns, "ok": True, "remark": remark})
+            if not out.json:
+                out.emit(text=f"update name server config success! {ns}" + (f" ({remark})" if remark else ""))
+        if out.json:
+            out.emit(data={"key": key, "value": value, "nameServers": done})
+        elif any(d["ok"] for d in done):
+            out.emit(text=f"{key} : {value}")

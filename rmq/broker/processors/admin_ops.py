@@ -20,7 +20,7 @@ from rmq.broker.config import BrokerConfig
 from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
 from rmq.broker.processors.decode import with_header
 from rmq.broker.processors.send import validate_topic
-from rmq.broker.runtime_config import all_config_properties, check_update, properties_text, rewrite_properties
+from rmq.broker.runtime_config import all_config_properties, check_update, properties_text
 from rmq.broker.seams import (
     ConsumerOffsets,
     ConsumerRegistry,
@@ -34,9 +34,8 @@ from rmq.broker.seams import (
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.common.clock import now_ms
-from rmq.common.fs import atomic_write
 from rmq.common.mixall import VALID_NAME, VALID_PATTERN_STR, is_sys_topic
-from rmq.common.properties import PropertiesError, parse_properties_text
+from rmq.common.properties import PropertiesError, parse_properties_text, rewrite_properties_file
 from rmq.protocol.bodies import (
     SUBSCRIPTION_GROUP_KEYS,
     Connection,
@@ -90,12 +89,7 @@ def _connection(info: Any) -> Connection:
 
 def _persist_config_file(path: str, changes: dict[str, str]) -> None:
     """Blocking: rewrite broker.conf with changes (atomic replace)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = ""
-    atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))
+    rewrite_properties_file(path, changes)
 
 
 @dataclass(eq=False)

@@ -45,7 +45,7 @@ def test_rocketmq_keys_from_text(tmp_path: Path) -> None:
     assert (n.rocketmqHome, n.kv_path, n.configStorePath, n.productEnvName) == (
         "/opt/rocketmq",
         tmp_path / "kv.msgpack",
-        "/x/namesrv.properties",
+        path,  # NamesrvStartup: the -c file wins, updateNamesrvConfig writes back to it
         "dev",
     )
     assert (n.orderMessageEnable, n.clusterTest, n.acceptStandardJsonOnly) == (True, False, True)
