@@ -617,6 +617,9 @@ class ControllerRole:
             ("refused", epoch, tuple(m for m, _ in refused)),
             f"{head} {'; '.join(f'{m}: {why}' for m, why in refused)}: no failsafe, the lease lapses",
         )
+        # a slave that refused because a controller answers it: that controller is likely
+        # back for this master too; ask it now rather than at the lease's end
+        self.kick()
 
     async def _failsafe_ask(self, member: str, epoch: int, timeout: float) -> str | None:
         h = FailsafeCheckRequestHeader(self.broker_config.brokerName, self.broker_addr, epoch, self.lease.longest_ms)

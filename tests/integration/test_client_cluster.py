@@ -96,11 +96,16 @@ async def test_sends_go_to_the_other_broker_when_one_is_killed(workdir):
                 assert time.monotonic() - t0 < 10
                 results = await asyncio.gather(*[p.send_async(Message(topic, b"async")) for _ in range(10)])
                 assert {r.message_queue.broker_name for r in results} == {"broker-b"}
-            # with fault tolerance on, broker-a is out for the 4.9.8 isolation time (10 min)
+            # with fault tolerance on, broker-a is out for the 4.9.8 isolation time (10 min) --
+            # once the producer has tried it: its route may have dropped broker-a first (the
+            # NameServer forgets a broker whose connection closed), and then it never does
             lft = faulty.fault_strategy.latency_fault_tolerance
-            assert not lft.is_available("broker-a") and lft.is_available("broker-b")
+            routed = {m.broker_name for m in faulty.topic_publish_info_table[topic].message_queue_list}
+            assert lft.is_available("broker-b")
+            assert "broker-a" not in routed or not lft.is_available("broker-a")
             # a chosen queue of the dead broker: one attempt, the transport error surfaces
-            with pytest.raises(RemotingError):
+            # (or, once a route refresh has dropped broker-a, the client says it does not exist)
+            with pytest.raises((RemotingError, MQClientError), match="127.0.0.1|broker-a"):
                 await plain.send(Message(topic, b"x"), queue=MessageQueue(topic, "broker-a", 0))
         finally:
             await plain.shutdown()
