@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from nameserver.config import NamesrvSettings
-from rmq.common.properties import PropertiesError, apply_properties, format_value
+from rmq.common.properties import ConfigUpdate, PropertiesError, apply_properties, format_value, public_properties
 
 __all__ = [
     "ALWAYS_BLACK_LISTED",
     "RUNTIME_KEYS",
     "ConfigRefused",
-    "NamesrvConfigUpdate",
     "black_list",
     "config_properties",
     "check_update",
@@ -91,11 +89,7 @@ def config_properties(
     objects: list[Any] = [settings.namesrv, settings.netty]
     if running:
         objects.append(settings.controller)
-    out: dict[str, str] = {}
-    for obj in objects:
-        for f in dataclasses.fields(obj):
-            if not f.metadata.get("secret"):
-                out[f.name] = format_value(getattr(obj, f.name))
+    out = public_properties(objects)
     out["enableControllerInNamesrv"] = format_value(running)
     if listen_port is not None:
         out["listenPort"] = str(listen_port)
@@ -104,24 +98,7 @@ def config_properties(
     return out
 
 
-@dataclass
-class NamesrvConfigUpdate:
-    """A checked update: the converted values, split by when they take effect."""
-
-    values: dict[str, Any]
-    at_once: list[str]
-    on_restart: list[str]
-    text: dict[str, str]  # key -> value as written to the file
-
-    @property
-    def remark(self) -> str | None:
-        """What the answer says about keys that wait for a restart (None: all live)."""
-        if not self.on_restart:
-            return None
-        return f"written to the config file, in effect after a restart: {', '.join(self.on_restart)}"
-
-
-def check_update(settings: NamesrvSettings, props: Mapping[str, str]) -> NamesrvConfigUpdate:
+def check_update(settings: NamesrvSettings, props: Mapping[str, str]) -> ConfigUpdate:
     """Convert and validate ``props`` against copies of the live configs; nothing live
     changes here. ``ConfigRefused`` names the first key refused."""
     if not props:
@@ -149,18 +126,16 @@ def check_update(settings: NamesrvSettings, props: Mapping[str, str]) -> Namesrv
         copy.validate()
     except PropertiesError as e:
         raise ConfigRefused(str(e)) from None
-    values = {k: getattr(owners[k], k) for k in props}
-    at_once = [k for k in props if k in RUNTIME_KEYS]
-    on_restart = [k for k in props if k not in RUNTIME_KEYS]
-    if on_restart and not settings.namesrv.configStorePath:
+    update = ConfigUpdate.split({k: getattr(owners[k], k) for k in props}, RUNTIME_KEYS)
+    if update.on_restart and not settings.namesrv.configStorePath:
         raise ConfigRefused(
-            f"{on_restart[0]}: takes effect only at a restart, and this NameServer was started "
+            f"{update.on_restart[0]}: takes effect only at a restart, and this NameServer was started "
             "without a config file (-c) to write it to"
         )
-    return NamesrvConfigUpdate(values, at_once, on_restart, {k: format_value(v) for k, v in values.items()})
+    return update
 
 
-def apply_update(settings: NamesrvSettings, update: NamesrvConfigUpdate) -> None:
+def apply_update(settings: NamesrvSettings, update: ConfigUpdate) -> None:
     """Set the keys that take effect at once on the live config objects."""
     owners = {f.name: obj for obj in reversed(settings.objects()) for f in dataclasses.fields(obj)}
     for key in update.at_once:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nameserver.etcd import EtcdSettings
+
 __all__ = ["ControllerConfig"]
+
+_ETCD_KEYS = (
+    "controllerEtcdEndpoints",
+    "controllerEtcdCaFile",
+    "controllerEtcdCertFile",
+    "controllerEtcdKeyFile",
+    "controllerEtcdUser",
+    "controllerEtcdPassword",
+)
 
 
 @dataclass
@@ -54,16 +65,20 @@ class ControllerConfig:
                 f"controllerMasterLease must be shorter than controllerMasterTimeout "
                 f"({self.controllerMasterTimeout}), got {self.controllerMasterLease}"
             )
-        if self.controllerEtcdUser and not self.controllerEtcdPassword:
-            raise ValueError("controllerEtcdUser needs controllerEtcdPassword")
-        if bool(self.controllerEtcdCertFile) != bool(self.controllerEtcdKeyFile):
-            raise ValueError("controllerEtcdCertFile and controllerEtcdKeyFile go together")
+        self.etcd_settings()  # the controllerEtcd* keys, each error naming its key
         if not self.controllerEtcdKeyPrefix.startswith("/"):
             raise ValueError(f"controllerEtcdKeyPrefix must start with '/', got {self.controllerEtcdKeyPrefix!r}")
 
+    def etcd_settings(self) -> EtcdSettings | None:
+        """Where etcd is and how to log in; None: the embedded controller."""
+        if not self.controllerEtcdEndpoints.strip():
+            return None
+        return EtcdSettings.from_properties({k: str(getattr(self, k)) for k in _ETCD_KEYS})
+
     @property
     def etcd_endpoints(self) -> list[str]:
-        return [e.strip() for e in self.controllerEtcdEndpoints.replace(",", ";").split(";") if e.strip()]
+        s = self.etcd_settings()
+        return list(s.endpoints) if s is not None else []
 
     @property
     def master_lease_ms(self) -> int:

@@ -32,30 +32,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from nameserver.controller.config import ControllerConfig
 from nameserver.controller.file_store import FileStateStore
 from nameserver.controller.state import GroupRecord
 from nameserver.etcd import Compare, EtcdClient, Op
 from nameserver.leader_election import LeaderElection
 
-__all__ = ["EtcdStateStore", "EtcdLeadership", "StateConflict", "etcd_client_for"]
+__all__ = ["EtcdStateStore", "EtcdLeadership", "StateConflict"]
 
 log = logging.getLogger("rmq.nameserver.controller")
 
 
 class StateConflict(Exception):
     """A write whose compare failed: someone else wrote, or we no longer lead."""
-
-
-def etcd_client_for(config: ControllerConfig) -> EtcdClient:
-    return EtcdClient(
-        config.etcd_endpoints,
-        ca_file=config.controllerEtcdCaFile or None,
-        cert_file=config.controllerEtcdCertFile or None,
-        key_file=config.controllerEtcdKeyFile or None,
-        user=config.controllerEtcdUser or None,
-        password=config.controllerEtcdPassword or None,
-    )
 
 
 class EtcdLeadership:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nameserver.controller.config import ControllerConfig
-from nameserver.controller.etcd_store import EtcdLeadership, EtcdStateStore, etcd_client_for
+from nameserver.controller.etcd_store import EtcdLeadership, EtcdStateStore
 from nameserver.controller.file_store import FileStateStore
 from nameserver.controller.service import ControllerService, StaticLeadership
 from rmq.auth.credentials import Credential
@@ -23,7 +23,8 @@ def build_controller_service(
     credential: Credential | None = None,
 ) -> ControllerService:
     config.validate()
-    if not config.etcd_endpoints:
+    etcd = config.etcd_settings()
+    if etcd is None:
         return ControllerService(
             config,
             FileStateStore(file_path),
@@ -32,7 +33,7 @@ def build_controller_service(
             on_failover=on_failover,
             credential=credential,
         )
-    client = etcd_client_for(config)
+    client = etcd.client()
     leadership = EtcdLeadership(client, config.controllerEtcdKeyPrefix, self_addr, config.controllerElectionTtl)
     legacy = file_path if file_path is not None and file_path.exists() else None
     store = EtcdStateStore(client, config.controllerEtcdKeyPrefix, leadership.fence, legacy)

@@ -63,9 +63,7 @@ __all__ = ["StateStore", "Leadership", "StaticLeadership", "ControllerService", 
 log = logging.getLogger("rmq.nameserver.controller")
 
 FORWARDED_REMARK = "rmq-controller-forwarded"
-_FORWARDED_CODES = frozenset(
-    {RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_ELECT_MASTER, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA}
-)
+_FORWARDED_CODES = frozenset({RequestCode.CONTROLLER_ELECT_MASTER, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA})
 
 
 class StateStore(Protocol):

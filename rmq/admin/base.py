@@ -121,18 +121,23 @@ _T = TypeVar("_T")
 
 
 async def each_broker(
-    out: Output, addrs: Sequence[str], call: Callable[[str], Awaitable[_T]], *, alone_raises: bool = False
+    out: Output,
+    addrs: Sequence[str],
+    call: Callable[[str], Awaitable[_T]],
+    *,
+    alone_raises: bool = False,
+    what: str = "broker",
 ) -> AsyncIterator[tuple[str, _T]]:
-    """``call(addr)`` on each broker in turn, yielding the answers. A broker that fails is
-    reported (``out.error``: exit status 1) and the others still run; with ``alone_raises``
-    the failure of the only broker asked is raised instead."""
+    """``call(addr)`` on each server (``what``: a broker, a NameServer) in turn, yielding
+    the answers. One that fails is reported (``out.error``: exit status 1) and the others
+    still run; with ``alone_raises`` the failure of the only one asked is raised instead."""
     for addr in addrs:
         try:
             result = await call(addr)
         except Exception as e:
             if alone_raises and len(addrs) == 1:
                 raise
-            out.error(f"broker {addr}: {describe_error(e)}")
+            out.error(f"{what} {addr}: {describe_error(e)}")
             continue
         yield addr, result
 

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from rmq.broker.config import BrokerConfig, apply_broker_properties
+from rmq.common.properties import ConfigUpdate, properties_text, public_properties, rewrite_properties
 from rmq.common.properties import format_value as _fmt
-from rmq.common.properties import properties_text, rewrite_properties
 from rmq.store.config import ConfigError, MessageStoreConfig
 
 __all__ = [
@@ -84,25 +82,11 @@ def all_config_properties(bc: BrokerConfig, sc: MessageStoreConfig) -> dict[str,
     """Every key of both config objects with its value as broker.conf would spell it,
     except secrets (fields with ``metadata={"secret": True}``): GET_BROKER_CONFIG is not
     admin-only."""
-    out: dict[str, str] = {}
-    for obj in (bc, sc):
-        for f in dataclasses.fields(obj):
-            if not f.metadata.get("secret"):
-                out[f.name] = _fmt(getattr(obj, f.name))
+    out = public_properties((bc, sc))
     # NettyClientConfig.useTLS, which 4.9.8 lists too (mqadmin exportConfigs reads it): whether
     # the broker's own links (registration, slave sync, HA) are TLS
     out["useTLS"] = _fmt(bc.tls.outbound_tls)
     return out
-
-
-@dataclass
-class ConfigUpdate:
-    """A checked update: the converted values, split by when they take effect."""
-
-    values: dict[str, Any]
-    at_once: list[str]
-    on_restart: list[str]
-    text: dict[str, str]  # key -> value as written to the file
 
 
 def check_update(bc: BrokerConfig, sc: MessageStoreConfig, props: Mapping[str, str]) -> ConfigUpdate:
@@ -117,9 +101,5 @@ def check_update(bc: BrokerConfig, sc: MessageStoreConfig, props: Mapping[str, s
         raise ConfigError(f"{unknown[0]}: not a broker config key")
     nb.validate_with(ns)
     ns.validate()
-    values: dict[str, Any] = {}
-    for key in props:
-        values[key] = getattr(nb, key) if hasattr(nb, key) else getattr(ns, key)
-    at_once = [k for k in props if k in RUNTIME_KEYS]
-    on_restart = [k for k in props if k not in RUNTIME_KEYS]
-    return ConfigUpdate(values, at_once, on_restart, {k: _fmt(v) for k, v in values.items()})
+    values = {key: getattr(nb, key) if hasattr(nb, key) else getattr(ns, key) for key in props}
+    return ConfigUpdate.split(values, RUNTIME_KEYS)

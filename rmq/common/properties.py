@@ -15,7 +15,7 @@ import dataclasses
 import enum
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "properties_text",
     "rewrite_properties",
     "rewrite_properties_file",
+    "public_properties",
+    "ConfigUpdate",
 ]
 
 
@@ -141,3 +143,40 @@ def rewrite_properties_file(path: str, changes: Mapping[str, str]) -> None:
     except FileNotFoundError:
         text = ""
     atomic_write(path, rewrite_properties(text, changes).encode("utf-8"))
+
+
+def public_properties(objects: Iterable[Any]) -> dict[str, str]:
+    """Every field of these config dataclasses with its value as a properties file spells
+    it, except secrets (``metadata={"secret": True}``): what GET_*_CONFIG shows."""
+    out: dict[str, str] = {}
+    for obj in objects:
+        for f in dataclasses.fields(obj):
+            if not f.metadata.get("secret"):
+                out[f.name] = format_value(getattr(obj, f.name))
+    return out
+
+
+@dataclasses.dataclass
+class ConfigUpdate:
+    """A checked runtime config update (broker or NameServer): the converted values,
+    split by when they take effect, and their text as written to the file."""
+
+    values: dict[str, Any]
+    at_once: list[str]
+    on_restart: list[str]
+    text: dict[str, str]  # key -> value as written to the file
+
+    @property
+    def remark(self) -> str | None:
+        """What an answer says of the keys that wait for a restart (None: all live)."""
+        return "takes effect after a restart: " + ", ".join(self.on_restart) if self.on_restart else None
+
+    @classmethod
+    def split(cls, values: Mapping[str, Any], runtime_keys: Collection[str]) -> ConfigUpdate:
+        """``runtime_keys``: read by the running process where it uses them (at once)."""
+        return cls(
+            dict(values),
+            [k for k in values if k in runtime_keys],
+            [k for k in values if k not in runtime_keys],
+            {k: format_value(v) for k, v in values.items()},
+        )

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import AdminError, Command, Opt, Output, UsageError, describe_error, register
+from rmq.admin.base import AdminError, Command, Opt, Output, UsageError, describe_error, each_broker, register
 
 _BROKER_NAME = Opt("b", "brokerName", "broker name", required=True, metavar="NAME")
 
@@ -87,14 +87,8 @@ class GetNamesrvConfig(Command):
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         lines: list[str] = []
         doc: dict[str, dict[str, str]] = {}
-        for ns in admin.namesrv_addrs:
-            try:
-                props = await admin.get_namesrv_config(ns)
-            except Exception as e:  # the other NameServers are still listed; exit status 1
-                if len(admin.namesrv_addrs) == 1:
-                    raise
-                out.error(f"NameServer {ns}: {describe_error(e)}")
-                continue
+        calls = each_broker(out, admin.namesrv_addrs, admin.get_namesrv_config, alone_raises=True, what="NameServer")
+        async for ns, props in calls:
             lines.append(f"============{ns}============")
             lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
             doc[ns] = dict(sorted(props.items()))

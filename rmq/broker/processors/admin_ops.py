@@ -309,9 +309,7 @@ class AdminOpsProcessor:
                 setattr(target, key, upd.values[key])
             self._side_effects(upd.at_once)
             self.config_version = self.config_version.next_version(now_ms())
-            notes = []
-            if upd.on_restart:
-                notes.append("takes effect after a restart: " + ", ".join(upd.on_restart))
+            notes = [upd.remark] if upd.remark else []
             if not path:
                 notes.append("not persisted: the broker was started without a config file")
             elif upd.on_restart or upd.at_once:
