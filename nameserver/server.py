@@ -32,6 +32,7 @@ from nameserver.runtime_config import ConfigRefused, apply_update, check_update,
 from rmq.auth.credentials import Credential
 from rmq.auth.namesrv_rules import validate_namesrv
 from rmq.common.clock import monotonic_ms
+from rmq.common.context import ServingContext
 from rmq.common.net import local_ip
 from rmq.common.properties import PropertiesError, parse_properties_text, properties_text, rewrite_properties_file
 from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -89,7 +90,7 @@ def _crc32(body: bytes | None) -> int:
     return 0 if not body else zlib.crc32(body) & 0x7FFFFFFF
 
 
-class NameServer:
+class NameServer(ServingContext):
     """One NameServer. ``await start()``, ``.port``, ``await stop()``.
 
     ``accept_standard_json_only``: answer route data in standard JSON to every
@@ -258,13 +259,6 @@ class NameServer:
         async with self._kv_write_lock:
             pass
         logger.info("NameServer stopped (%s)", self.address)
-
-    async def __aenter__(self) -> NameServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------------ housekeeping
     def scan_not_active_broker(self) -> int:
