@@ -91,23 +91,30 @@ class RoleServices:
         r = self.replication
         return r.epoch_and_start() if r is not None else (0, -1)
 
+    def _ha_peer(self) -> dict[str, Any]:
+        """What both ends of the HA link are told about this broker (ha.peer.HAPeer): its
+        cluster and name, its epoch, the inner credential that signs the handshake."""
+        bc = self.broker_config
+        return {
+            "cluster": bc.brokerClusterName,
+            "broker_name": bc.brokerName,
+            "epoch_provider": self.epoch,
+            "credential": bc.inner_credential,
+        }
+
     async def start_ha_service(self) -> HAService:
         """Master: accept slaves on haListenPort (idempotent). A SYNC_MASTER's puts then
         wait for a slave's ack."""
         svc = self.ha_service
         if svc is None:
-            bc = self.broker_config
             opts = self.replication.ha_service_options() if self.replication is not None else {}
             svc = HAService(
                 self.store,
-                cluster=bc.brokerClusterName,
-                broker_name=bc.brokerName,
                 host=self.listen_host,
                 port=self.store_config.haListenPort,
-                epoch_provider=self.epoch,
-                credential=bc.inner_credential,
                 auth_failures=self.ha_auth_failures,
-                tls=bc.tls,
+                tls=self.broker_config.tls,
+                **self._ha_peer(),
                 **opts,
             )
             self.ha_service = svc
@@ -134,14 +141,7 @@ class RoleServices:
             bc = self.broker_config
             opts = self.replication.ha_client_options() if self.replication is not None else {}
             client = HAClient(
-                self.store,
-                cluster=bc.brokerClusterName,
-                broker_name=bc.brokerName,
-                broker_id=bc.brokerId,
-                epoch_provider=self.epoch,
-                credential=bc.inner_credential,
-                ssl=outbound_context(bc.tls),
-                **opts,
+                self.store, broker_id=bc.brokerId, ssl=outbound_context(bc.tls), **self._ha_peer(), **opts
             )
             self.ha_client = client
         addr = master_ha_addr or self.store_config.haMasterAddress or self.ha_server_addr
