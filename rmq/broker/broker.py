@@ -376,6 +376,7 @@ class Broker:
                 self.producers,
                 self.roles,
                 self._auth_failures,
+                pop_figures=self.pop.figures,
             )
             self.metrics.start()
         if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:

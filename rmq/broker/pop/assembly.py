@@ -59,6 +59,17 @@ class PopComponents:
         server.register_processor(RequestCode.ACK_MESSAGE, self.ack_processor.ack)
         server.register_processor(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, self.ack_processor.change_invisible_time)
 
+    def figures(self) -> dict[str, int]:
+        """For metrics: the revive backlog (0 off a master) and the counters."""
+        revive, svc = self.revive, self.service
+        return {
+            "backlog": revive.backlog() if revive.started else 0,
+            "retries": revive.retried,
+            "dlq": revive.dead_lettered,
+            "checkpoints": svc.checkpoints,
+            "acks": svc.acks,
+        }
+
     def load(self) -> None:
         self.order_info.load()
         self.revive_log.ensure_topic()
