@@ -104,6 +104,15 @@ class PullRequestHoldService:
                 for req in [r for r in lst if max_offset > r.pull_from_offset]:
                     self._fire(req)
 
+    def notify_pop_arriving(self, topic: str, queue_id: int) -> None:
+        """Wake the POP requests parked on this queue (or on every queue of the topic): a
+        FIFO queue was unblocked by an ack. Parked pulls are left alone."""
+        for qid in (queue_id, -1):
+            lst = self._held.get((topic, qid))
+            if lst:
+                for req in [r for r in lst if r.on_wake is not None]:
+                    self._fire(req)
+
     def cancel(self, req: HeldPullRequest) -> None:
         """Forget a parked request without running it (its twin under another key fired)."""
         if req.done:
@@ -122,8 +131,9 @@ class PullRequestHoldService:
                     req.timer.cancel()
                 self._remove(req)
 
-    def wake_all(self) -> None:
-        """Answer every parked pull now (shutdown)."""
+    def wake_all(self, pops_only: bool = False) -> None:
+        """Answer every parked pull (or only the POP requests) now (shutdown)."""
         for lst in list(self._held.values()):
             for req in list(lst):
-                self._fire(req)
+                if not pops_only or req.on_wake is not None:
+                    self._fire(req)

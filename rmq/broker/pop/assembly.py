@@ -50,6 +50,8 @@ class PopComponents:
         self.revive = PopReviveService(topic, store, topics, offsets, groups)
         self.pop_processor = PopMessageProcessor(bc, self.service, topics, subscriptions, hold)
         self.ack_processor = AckMessageProcessor(self.service)
+        # an ack that unblocks a FIFO queue wakes the pops parked on it
+        self.service.on_unblock = hold.notify_pop_arriving
         self._persist = PeriodicService(
             "pop-order-info", bc.flushConsumerOffsetInterval / 1000, self.order_info.persist_if_dirty, log
         )

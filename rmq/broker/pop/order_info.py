@@ -41,6 +41,12 @@ class OrderInfo:
         default = self.pop_time + self.invisible_time
         return any(not self.acked(i) and now < self.next_visible.get(o, default) for i, o in enumerate(self.offsets))
 
+    def visible_in(self, now: int) -> int:
+        """ms until the first un-acked offset is visible again (0: one is)."""
+        default = self.pop_time + self.invisible_time
+        times = [self.next_visible.get(o, default) for i, o in enumerate(self.offsets) if not self.acked(i)]
+        return max(min(times, default=now) - now, 0)
+
     def next_offset(self) -> int:
         """The first offset not acked; past the last when all are."""
         for i, o in enumerate(self.offsets):
@@ -95,6 +101,10 @@ class ConsumerOrderInfoManager:
         if attempt_id and attempt_id == info.attempt_id:
             return False  # the same attempt retried: served again
         return info.blocked(now)
+
+    def visible_in(self, topic: str, group: str, queue_id: int, now: int) -> int:
+        info = self.get(topic, group, queue_id)
+        return 0 if info is None else info.visible_in(now)
 
     def update(
         self,

@@ -95,6 +95,8 @@ class PopResult:
     buffers: list[bytes] = field(default_factory=list)
     queues: list[QueueInfo] = field(default_factory=list)
     rest_num: int = 0
+    # orderly: ms until the first blocked queue's popped messages become visible again
+    unblock_in_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -203,9 +205,13 @@ class PopService:
         self._locks.add(key)
         try:
             offset = self.pop_offset(group, topic, queue_id, req.init_mode)
+            now = now_ms()
             if req.order and self.order_info.check_block(
-                req.attempt_id, topic, group, queue_id, req.invisible_time, now_ms()
+                req.attempt_id, topic, group, queue_id, req.invisible_time, now
             ):
+                due = self.order_info.visible_in(topic, group, queue_id, now)
+                if result.unblock_in_ms is None or due < result.unblock_in_ms:
+                    result.unblock_in_ms = due
                 return
             want = req.max_msg_nums - len(result.buffers)
             if want <= 0:

@@ -50,6 +50,7 @@ __all__ = ["PopReviveService", "ReviveStore"]
 log = logging.getLogger("rmq.broker.pop.revive")
 
 READ_BATCH = 32
+READ_BATCHES_PER_ROUND = 64  # a long log is read over several rounds (the loop stays responsive)
 REVIVE_INTERVAL = 0.2  # s between rounds (RocketMQ: reviveInterval 1 s; the wheel adds its own delay)
 DEFAULT_RETRY_MAX_TIMES = 16
 
@@ -138,7 +139,7 @@ class PopReviveService(ServiceLoop):
 
     # ------------------------------------------------------------------ reading the log
     def _read(self, q: _ReviveQueue) -> None:
-        while True:
+        for _ in range(READ_BATCHES_PER_ROUND):
             got = self.store.get_messages(REVIVE_GROUP, self.topic, q.queue_id, q.read_offset, READ_BATCH, None)
             if not got.buffers:
                 if got.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):

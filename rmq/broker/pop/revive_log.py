@@ -27,7 +27,7 @@ from rmq.protocol.pop import (
     ack_unique_id,
     ck_unique_id,
 )
-from rmq.store.results import PutMessageStatus
+from rmq.store.results import PutMessageResult, PutMessageStatus
 
 __all__ = ["ReviveLog", "RecordPut", "TopicCreator"]
 
@@ -44,6 +44,8 @@ class RecordPut(Protocol):
 
     def put_nowait(self, msg: MessageExtBrokerInner) -> PutAnswer: ...
 
+    def commit_waiter(self, result: PutMessageResult) -> Awaitable[PutMessageStatus] | None: ...
+
 
 class TopicCreator(Protocol):
     def create_topic_in_send_message_back_method(
@@ -52,10 +54,15 @@ class TopicCreator(Protocol):
 
 
 async def put_durably(store: RecordPut, msg: MessageExtBrokerInner) -> PutMessageStatus:
-    """Put and wait for the flush / replica wait the message asks for; the final status."""
+    """Put and wait for the flush / replica wait the message asks for (ASYNC_FLUSH: for the
+    write to the page cache, which a killed process cannot lose); the final status."""
     result, waiter = store.put_nowait(msg)
-    if result.status is not PutMessageStatus.PUT_OK or waiter is None:
+    if result.status is not PutMessageStatus.PUT_OK:
         return result.status
+    if waiter is None:
+        waiter = store.commit_waiter(result)
+        if waiter is None:
+            return result.status
     status: PutMessageStatus = await waiter
     return status
 

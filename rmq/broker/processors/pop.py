@@ -57,6 +57,10 @@ class PopHold(Protocol):
 
     def cancel(self, req: HeldPullRequest) -> None: ...
 
+    def notify_pop_arriving(self, topic: str, queue_id: int) -> None: ...
+
+    def wake_all(self, pops_only: bool = False) -> None: ...
+
 
 class PopMessageProcessor:
     def __init__(
@@ -73,8 +77,16 @@ class PopMessageProcessor:
         self.subscriptions = subscriptions
         self.hold = hold
         self._tasks = TaskSet(log)
+        self._closing = False
 
-    async def close(self) -> None:
+    async def close(self, grace: float = 2.0) -> None:
+        """Answer the parked pops now (POLLING_TIMEOUT unless a message is there)."""
+        self._closing = True
+        self.hold.wake_all(pops_only=True)
+        try:
+            await asyncio.wait_for(self._tasks.wait(), grace)
+        except TimeoutError:
+            pass
         await self._tasks.close()
 
     def process(self, conn: Any, request: RemotingCommand) -> Any:
@@ -160,9 +172,12 @@ class PopMessageProcessor:
         if deadline is None:
             deadline = loop.time() + max(h.poll_time, 0) / 1000
         remaining_ms = int((deadline - loop.time()) * 1000)
-        if remaining_ms > 0:
+        if remaining_ms > 0 and not self._closing:
             if self.hold.held_count >= MAX_POP_POLLING:
                 return self._response(request, ResponseCode.POLLING_FULL, "NO_MESSAGE_IN_QUEUE", result)
+            if result.unblock_in_ms is not None:
+                # a blocked FIFO queue frees itself then: look again at that time
+                remaining_ms = max(min(remaining_ms, result.unblock_in_ms), 1)
             self._park(conn, request, h, deadline, remaining_ms)
             return None
         return self._response(request, ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", result)
