@@ -49,6 +49,16 @@ async def _pop_until(api: BrokerApi, group: str, topic: str, deadline_s: float =
     return []
 
 
+async def _pop_n(api: BrokerApi, group: str, topic: str, n: int, **kw: Any) -> list[MessageExt]:
+    """Pop until n messages came (each pop may return part of them)."""
+    got: list[MessageExt] = []
+    while len(got) < n:
+        more = await _pop_until(api, group, topic, deadline_s=10, **kw)
+        assert more, f"only {len(got)} of {n} popped"
+        got += more
+    return got
+
+
 async def _ack(api: BrokerApi, group: str, topic: str, m: MessageExt) -> None:
     r = await pop_api.ack(api.client, api.addr, group, topic, m.properties[PROPERTY_POP_CK])
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
@@ -67,11 +77,7 @@ async def test_pop_ack_nothing_redelivered(cluster: Any) -> None:
         await api.create_topic(topic, queues=4)
         sent = {await _send(api, topic, b"m%d" % i, queue_id=i % 4) for i in range(6)}
         # a new group (initMode MAX, as the 5.x proxy sends) starts at 0: the sends before it count
-        got: list[MessageExt] = []
-        while len(got) < 6:
-            more = await _pop_until(api, group, topic, max_nums=32, deadline_s=10)
-            assert more, f"only {len(got)} of 6 popped"
-            got += more
+        got = await _pop_n(api, group, topic, 6)
         assert {m.uniq_key for m in got} == sent
         for m in got:
             assert m.reconsume_times == 0
@@ -159,11 +165,7 @@ async def test_tag_filter(cluster: Any) -> None:
             uk = await _send(api, topic, b"t%d" % i, tags="keep" if i % 2 else "drop")
             if i % 2:
                 want.add(uk)
-        got: list[MessageExt] = []
-        while len(got) < 3:
-            more = await _pop_until(api, group, topic, exp="keep", invisible_ms=30_000, deadline_s=10)
-            assert more
-            got += more
+        got = await _pop_n(api, group, topic, 3, exp="keep", invisible_ms=30_000)
         assert {m.uniq_key for m in got} == want
         assert all(m.properties["TAGS"] == "keep" for m in got)
 
@@ -230,11 +232,7 @@ async def test_popped_unacked_survive_sigkill(tmp_path: Any) -> None:
         async with BrokerApi(br.addr) as api:
             await api.create_topic(topic, queues=2)
             sent = {await _send(api, topic, b"k%d" % i, queue_id=i % 2) for i in range(4)}
-            got: list[MessageExt] = []
-            while len(got) < 4:
-                more = await _pop_until(api, group, topic, invisible_ms=3000, deadline_s=10)
-                assert more
-                got += more
+            got = await _pop_n(api, group, topic, 4, invisible_ms=3000)
             assert {m.uniq_key for m in got} == sent
         br.kill()
         br = restart_broker(tmp_path, None, br)

@@ -313,9 +313,11 @@ class PopService:
         return out
 
     # ------------------------------------------------------------------ ack / change invisible time
-    def _check_offset(
-        self, topic: str, queue_id: int, offset: int, tc: TopicConfig | None, upper_inclusive: bool
-    ) -> Answer | None:
+    def _locate(
+        self, topic: str, queue_id: int, offset: int, extra_info: str, upper_inclusive: bool
+    ) -> Answer | ExtraInfo:
+        """The handle of the message named, or why it names none (RocketMQ 5's checks)."""
+        tc = self.topics.select(topic)
         if tc is None:
             return Answer(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if queue_id < 0 or queue_id >= tc.read_queue_nums:
@@ -329,19 +331,19 @@ class PopService:
             return Answer(
                 ResponseCode.NO_MESSAGE, f"offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{lo}~{hi}"
             )
-        return None
+        ei = _extra_info(extra_info)
+        if not ei.is_order and not 0 <= ei.revive_qid < REVIVE_QUEUE_NUM:
+            return Answer(ResponseCode.MESSAGE_ILLEGAL, f"extraInfo reviveQid {ei.revive_qid} is out of range")
+        return ei
 
     def ack(
         self, group: str, topic: str, queue_id: int, offset: int, extra_info: str, client: str
     ) -> Answer | Awaitable[Answer]:
-        bad = self._check_offset(topic, queue_id, offset, self.topics.select(topic), upper_inclusive=True)
-        if bad is not None:
-            return bad
-        ei = _extra_info(extra_info)
+        ei = self._locate(topic, queue_id, offset, extra_info, upper_inclusive=True)
+        if isinstance(ei, Answer):
+            return ei
         if ei.is_order:
             return self._ack_orderly(group, topic, queue_id, offset, ei, client)
-        if not 0 <= ei.revive_qid < REVIVE_QUEUE_NUM:
-            return Answer(ResponseCode.MESSAGE_ILLEGAL, f"extraInfo reviveQid {ei.revive_qid} is out of range")
         ack = AckMsg([offset], ei.ck_queue_offset, group, topic, queue_id, ei.pop_time, ei.broker_name)
         return self._put_ack(ack, ei.revive_qid)
 
@@ -371,10 +373,9 @@ class PopService:
     def change_invisible_time(
         self, group: str, topic: str, queue_id: int, offset: int, extra_info: str, invisible_time: int
     ) -> Answer | Awaitable[Answer]:
-        bad = self._check_offset(topic, queue_id, offset, self.topics.select(topic), upper_inclusive=False)
-        if bad is not None:
-            return bad
-        ei = _extra_info(extra_info)
+        ei = self._locate(topic, queue_id, offset, extra_info, upper_inclusive=False)
+        if isinstance(ei, Answer):
+            return ei
         if ei.is_order:
             committed = self.offsets.query_offset(group, topic, queue_id)
             if offset < committed:
@@ -382,8 +383,6 @@ class PopService:
             next_visible = now_ms() + invisible_time
             self.order_info.update_next_visible_time(topic, group, queue_id, offset, ei.pop_time, next_visible)
             return Answer(ResponseCode.SUCCESS, None, ei.pop_time, next_visible - ei.pop_time, ei.revive_qid)
-        if not 0 <= ei.revive_qid < REVIVE_QUEUE_NUM:
-            return Answer(ResponseCode.MESSAGE_ILLEGAL, f"extraInfo reviveQid {ei.revive_qid} is out of range")
         return self._change(group, topic, queue_id, offset, ei, invisible_time)
 
     async def _change(

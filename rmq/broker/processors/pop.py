@@ -97,60 +97,43 @@ class PopMessageProcessor:
         if resp is not None and not getattr(conn, "closed", False):
             conn.send_response(resp)
 
-    def _refuse(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
-        return request.create_response(code, remark)
-
-    async def _run(self, conn: Any, request: RemotingCommand, deadline: float | None) -> RemotingCommand | None:
-        h = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
+    def _refusal(self, h: PopMessageRequestHeader, tc: TopicConfig | None) -> tuple[int, str] | None:
+        """RocketMQ 5's checks of a pop, in its order: (code, remark) of the first failing."""
         bc = self.broker_config
         if not (bc.brokerPermission & 4):
-            return self._refuse(
-                request, ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pop message is forbidden"
-            )
+            return ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pop message is forbidden"
         if h.max_msg_nums <= 0 or h.max_msg_nums > MAX_BATCH:
-            return self._refuse(
-                request,
-                ResponseCode.INVALID_PARAMETER,
-                f"the custom field <maxMsgNums> is out of range: {h.max_msg_nums}",
-            )
+            return ResponseCode.INVALID_PARAMETER, f"the custom field <maxMsgNums> is out of range: {h.max_msg_nums}"
         if h.invisible_time <= 0:
-            return self._refuse(
-                request,
+            return (
                 ResponseCode.INVALID_PARAMETER,
                 f"the custom field <invisibleTime> must be positive: {h.invisible_time}",
             )
-        tc = self.topics.select(h.topic)
         if tc is None:
-            return self._refuse(
-                request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
-            )
+            return ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
         if not (tc.perm & 4):
-            return self._refuse(
-                request, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] peeking message is forbidden"
-            )
+            return ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] peeking message is forbidden"
         if h.queue_id >= tc.read_queue_nums:
-            return self._refuse(
-                request,
+            return (
                 ResponseCode.INVALID_PARAMETER,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
         group = self.subscriptions.find(h.consumer_group)
         if group is None:
-            return self._refuse(
-                request,
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
+            return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist"
         if not group.consumeEnable:
-            return self._refuse(
-                request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}"
-            )
+            return ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}"
         if h.exp_type not in (None, "", "TAG"):
-            return self._refuse(
-                request,
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"expression type {h.exp_type} is not supported (TAG only)",
-            )
+            return ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"expression type {h.exp_type} is not supported (TAG only)"
+        return None
+
+    async def _run(self, conn: Any, request: RemotingCommand, deadline: float | None) -> RemotingCommand | None:
+        h = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
+        tc = self.topics.select(h.topic)
+        refused = self._refusal(h, tc)
+        if refused is not None:
+            return request.create_response(*refused)
+        assert tc is not None
         req = PopRequest(
             h.consumer_group,
             h.topic,
