@@ -8,8 +8,8 @@ due (popTime + invisibleTime); acks read after it set its bits. A due ck's un-ac
 messages are put again as retry copies into ``%RETRY%<group>_<topic>`` queue 0 (body,
 flag, sysflag and properties kept, UNIQ_KEY too; reconsume times + 1; 1ST_POP_TIME on the
 first retry), or into ``%DLQ%<group>`` once a message was delivered retryMaxTimes + 1
-times. A copy counts once the store says it is durable; a failed put keeps the ck for the
-next round. Progress is committed only up to the oldest ck still pending, so after a
+times. A copy counts once the store says it is stored (as a ck does: revive_log.py); a
+refused put keeps the ck for a later round (5 s later). Progress is committed only up to the oldest ck still pending, so after a
 restart (or failover) the log is read again from there and nothing un-acked is lost; a ck
 revived but not yet behind the committed progress may be revived twice (a duplicate,
 never a loss).
@@ -50,6 +50,7 @@ __all__ = ["PopReviveService", "ReviveStore"]
 log = logging.getLogger("rmq.broker.pop.revive")
 
 READ_BATCH = 32
+RETRY_AFTER_FAILURE = 5.0  # s before the next round after the store refused a copy
 READ_BATCHES_PER_ROUND = 64  # a long log is read over several rounds (the loop stays responsive)
 REVIVE_INTERVAL = 0.2  # s between rounds (RocketMQ: reviveInterval 1 s; the wheel adds its own delay)
 DEFAULT_RETRY_MAX_TIMES = 16
@@ -103,13 +104,15 @@ class PopReviveService(ServiceLoop):
         self.offsets = offsets
         self.groups = groups
         self._interval = interval
+        self._next_wait = interval
         self._queues: list[_ReviveQueue] = []
         # counters (metrics); a copy's dispatch wakes the pops parked on its retry topic
         self.retried = 0  # retry copies put
         self.dead_lettered = 0  # moved to a DLQ
 
     def interval(self) -> float:
-        return self._interval
+        wait, self._next_wait = self._next_wait, self._interval
+        return wait
 
     def backlog(self) -> int:
         """Un-acked messages of the cks waiting for their invisible time."""
@@ -134,7 +137,8 @@ class PopReviveService(ServiceLoop):
             if self.stopped:
                 return
             self._read(q)
-            await self._revive_due(q)
+            if not await self._revive_due(q):
+                self._next_wait = RETRY_AFTER_FAILURE
             self._commit_progress(q)
 
     # ------------------------------------------------------------------ reading the log
@@ -176,7 +180,8 @@ class PopReviveService(ServiceLoop):
             log.error("revive queue %d offset %d: bad %s record skipped: %s", q.queue_id, msg.queue_offset, tag, e)
 
     # ------------------------------------------------------------------ reviving
-    async def _revive_due(self, q: _ReviveQueue) -> None:
+    async def _revive_due(self, q: _ReviveQueue) -> bool:
+        """Revive what is due; False when the store refused a copy (the ck waits)."""
         now = now_ms()
         for key, p in list(q.pending.items()):
             ck = p.ck
@@ -185,10 +190,10 @@ class PopReviveService(ServiceLoop):
                 continue
             if ck.revive_time > now:
                 continue
-            if await self._revive(p):
-                del q.pending[key]
-            else:
-                return  # the store refuses: try again next round
+            if not await self._revive(p):
+                return False
+            del q.pending[key]
+        return True
 
     async def _revive(self, p: _Pending) -> bool:
         ck = p.ck
@@ -213,7 +218,7 @@ class PopReviveService(ServiceLoop):
                 continue
             to_dlq = msg.reconsume_times >= max_times
             status = await self._put_copy(ck, msg, to_dlq)
-            if status is not PutMessageStatus.PUT_OK:
+            if not status.stored:
                 log.error("revive: putting %s-%d offset %d failed: %s", ck.topic, ck.queue_id, offset, status.value)
                 return False
             p.done.add(i)

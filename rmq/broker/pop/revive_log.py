@@ -1,9 +1,13 @@
 """The revive log: ck and ack records in ``rmq_sys_REVIVE_LOG_<cluster>`` (8 queues), put
 through the normal store path so flushing and HA replication cover them.
 
-``append`` answers True only once the store says the record is durable as the flush
-policy defines it (PUT_OK after the flush / replica wait): a pop commits its consumer
-offset past the messages only after that.
+``append`` answers True only once the store says the record is stored as the flush
+policy defines it (after the flush / replica wait; ASYNC_FLUSH: written to the page cache):
+a pop commits its consumer offset past the messages only after that. As RocketMQ 5's
+``addCkJustOffset``, a record that is in the CommitLog but missed its flush or replica
+deadline (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE: a SYNC_MASTER
+whose slave is gone, e.g. the survivor of a failover) counts as stored; anything the store
+refused does not.
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ class ReviveLog:
             return False
         self.ensure_topic()
         status = await put_durably(self.store, msg)
-        if status is not PutMessageStatus.PUT_OK:
+        if not status.stored:
             log.error(
                 "revive log record (%s, queue %d) not stored: %s",
                 msg.properties.get("TAGS"),
