@@ -32,7 +32,7 @@ __all__ = ["PopMessageProcessor", "PopHold", "Popper"]
 log = logging.getLogger("rmq.broker.pop")
 
 MAX_POP_POLLING = 100_000  # BrokerConfig.maxPopPollingSize
-MAX_BATCH = 32 * 1024
+MAX_BATCH = 32  # PopMessageProcessor's limit
 
 
 class Popper(Protocol):
@@ -102,8 +102,10 @@ class PopMessageProcessor:
         bc = self.broker_config
         if not (bc.brokerPermission & 4):
             return ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] pop message is forbidden"
-        if h.max_msg_nums <= 0 or h.max_msg_nums > MAX_BATCH:
-            return ResponseCode.INVALID_PARAMETER, f"the custom field <maxMsgNums> is out of range: {h.max_msg_nums}"
+        if h.max_msg_nums > MAX_BATCH:
+            return ResponseCode.INVALID_PARAMETER, f"the broker[{bc.brokerIP1}] pop message's num is greater than 32"
+        if h.max_msg_nums <= 0:
+            return ResponseCode.INVALID_PARAMETER, f"the custom field <maxMsgNums> must be positive: {h.max_msg_nums}"
         if h.invisible_time <= 0:
             return (
                 ResponseCode.INVALID_PARAMETER,
