@@ -213,7 +213,7 @@ class Broker:
         s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, send.consumer_send_msg_back)
         # POP (5.x): its revive loop is master only
         t, o, g = self.topics, self.offsets, self.subscriptions
-        self.pop = PopComponents(bc, sc.config_dir, self.store, t, o, g, g, self.pull_hold, fence)
+        self.pop = PopComponents(bc, sc.config_dir, self.store, t, o, g, g, self.pull_hold, fence, self.stats)
         self.pop.register(s)
         self.roles.master_services.append(self.pop.revive)
         s.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor.process)

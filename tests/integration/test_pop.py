@@ -18,13 +18,15 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import MessageExt, decode_records
 from rmq.protocol.pop import INIT_MODE_MIN, PROPERTY_POP_CK, AckMessageRequestHeader, ExtraInfo
 from tests.harness import broker_process
-from tests.integration.broker_util import BrokerApi, props, restart_broker, uniq_key, unique
+from tests.integration.broker_util import BrokerApi, props, restart_broker, uniq_key, unique, wait_until
 from tests.integration.rigs import ns_and_broker
+from tests.metrics_util import free_ports, scrape
 
 pytestmark = pytest.mark.timeout(90)
 
 BROKER = "broker-a"
-cluster = ns_and_broker("broker-pop")
+METRICS_PORT = free_ports(1)[0]
+cluster = ns_and_broker("broker-pop", {"metricsPromExporterPort": METRICS_PORT, "metricsPromExporterHost": "127.0.0.1"})
 
 
 async def _send(api: BrokerApi, topic: str, body: bytes, *, queue_id: int = 0, tags: str = "A") -> str:
@@ -106,6 +108,23 @@ async def test_unacked_message_is_redelivered_with_reconsume_count(cluster: Any)
         assert "1ST_POP_TIME" in m.properties
         await _ack(api, group, topic, m)
         assert await _pop_until(api, group, topic, deadline_s=4) == []
+
+
+async def test_pop_metrics(cluster: Any) -> None:
+    _, br = cluster
+    topic, group = unique("PopMetrics"), unique("GPopMetrics")
+    async with BrokerApi(br.addr) as api:
+        await api.create_topic(topic, queues=1)
+        await _send(api, topic, b"counted")
+        assert await _pop_until(api, group, topic, invisible_ms=1000)  # never acked
+
+        async def revived() -> bool:
+            s = await asyncio.to_thread(scrape, METRICS_PORT)
+            assert s.types.get("rocketmq_pop_revive_backlog") == "gauge"
+            assert s.types.get("rocketmq_pop_dlq_messages_total") == "counter"
+            return s.value("rocketmq_pop_retry_messages_total") >= 1 and s.value("rocketmq_pop_checkpoints_total") >= 1
+
+        await wait_until(revived, 20, "no POP retry counted", 0.2)
 
 
 async def test_change_invisible_time(cluster: Any) -> None:

@@ -15,7 +15,7 @@ from rmq.broker.pop.revive import GroupConfigs, PopReviveService, ReviveStore
 from rmq.broker.pop.revive_log import ReviveLog, TopicCreator
 from rmq.broker.processors.ack import AckMessageProcessor
 from rmq.broker.processors.pop import PopHold, PopMessageProcessor
-from rmq.broker.seams import ConsumerOffsets, SubscriptionGroups
+from rmq.broker.seams import ConsumerOffsets, GetStats, SubscriptionGroups
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.pop import revive_topic
 from rmq.remoting.server import RemotingServer
@@ -42,11 +42,12 @@ class PopComponents:
         groups: GroupConfigs,
         hold: PopHold,
         fence: WriteFence,
+        stats: GetStats,
     ) -> None:
         topic = revive_topic(bc.brokerClusterName)
         self.revive_log = ReviveLog(topic, store, topics, fence)
         self.order_info = ConsumerOrderInfoManager(config_dir)
-        self.service = PopService(bc.brokerName, store, topics, offsets, self.revive_log, self.order_info)
+        self.service = PopService(bc.brokerName, store, topics, offsets, self.revive_log, self.order_info, stats)
         self.revive = PopReviveService(topic, store, topics, offsets, groups)
         self.pop_processor = PopMessageProcessor(bc, self.service, topics, subscriptions, hold)
         self.ack_processor = AckMessageProcessor(self.service)

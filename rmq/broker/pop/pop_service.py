@@ -28,7 +28,7 @@ from typing import Protocol
 
 from rmq.broker.pop.order_info import ConsumerOrderInfoManager
 from rmq.broker.pop.revive_log import ReviveLog
-from rmq.broker.seams import ConsumerOffsets, StoreReader
+from rmq.broker.seams import ConsumerOffsets, GetStats, StoreReader
 from rmq.common.clock import now_ms
 from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX
 from rmq.protocol.bodies import TopicConfig
@@ -127,8 +127,10 @@ class PopService:
         offsets: ConsumerOffsets,
         revive_log: ReviveLog,
         order_info: ConsumerOrderInfoManager,
+        stats: GetStats | None = None,
         rand: random.Random | None = None,
     ) -> None:
+        self.stats = stats
         self.broker_name = broker_name
         self.store = store
         self.topics = topics
@@ -260,6 +262,8 @@ class PopService:
                     self.checkpoints += 1
                     self.offsets.commit_offset(req.client, group, topic, queue_id, got.next_begin_offset)
                 result.queues.append(QueueInfo(topic, queue_id, offset, tuple(got.queue_offsets), counts))
+                if self.stats is not None:  # messages out (TPS, metrics), as pulls count them
+                    self.stats.on_get(group, topic, got, queue_id)
                 if is_retry:
                     result.buffers.extend(self._as_original(req, got, offset, queue_id, result))
                 else:
