@@ -15,6 +15,7 @@ from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.pop import INIT_MODE_MAX, INIT_MODE_MIN, PopCheckPoint
 from rmq.store.message_filter import TagsMessageFilter
 from rmq.store.results import GetMessageResult, GetMessageStatus
+from tests.unit.broker.fakes import FakeOffsets
 
 TC = TopicConfig("T", 1, 1, 6)
 
@@ -41,17 +42,6 @@ class _Store:
         return self.in_disk
 
 
-class _Offsets:
-    def __init__(self) -> None:
-        self.table: dict[tuple[str, str, int], int] = {}
-
-    def commit_offset(self, client: str, group: str, topic: str, queue_id: int, offset: int) -> None:
-        self.table[(group, topic, queue_id)] = offset
-
-    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        return self.table.get((group, topic, queue_id), -1)
-
-
 class _ReviveLog:
     def __init__(self) -> None:
         self.stored: asyncio.Future[bool] | None = None
@@ -68,8 +58,8 @@ class _Topics:
         return TC if topic == "T" else None
 
 
-def _service(store: _Store, tmp_path: Path) -> tuple[PopService, _Offsets, _ReviveLog]:
-    offsets, log = _Offsets(), _ReviveLog()
+def _service(store: _Store, tmp_path: Path) -> tuple[PopService, FakeOffsets, _ReviveLog]:
+    offsets, log = FakeOffsets(), _ReviveLog()
     svc = PopService(
         "b",
         store,  # type: ignore[arg-type]

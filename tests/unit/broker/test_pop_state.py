@@ -12,6 +12,7 @@ from rmq.broker.pop.revive import PopReviveService, _ReviveQueue, original_topic
 from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageExt
 from rmq.protocol.pop import ACK_TAG, CK_TAG, REVIVE_GROUP, AckMsg, PopCheckPoint
+from tests.unit.broker.fakes import FakeOffsets
 
 
 def test_order_info_blocks_counts_and_commits(tmp_path: Path) -> None:
@@ -38,19 +39,8 @@ def _rec(tag: str, body: bytes, qoff: int) -> MessageExt:
     return MessageExt(0, 0, 0, 0, 0, qoff, 0, 0, 0, b"", 0, b"", 0, 0, body, "rev", {"TAGS": tag})
 
 
-class _Offsets:
-    def __init__(self) -> None:
-        self.table: dict[tuple[str, str, int], int] = {}
-
-    def commit_offset(self, client: str, group: str, topic: str, queue_id: int, offset: int) -> None:
-        self.table[(group, topic, queue_id)] = offset
-
-    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        return self.table.get((group, topic, queue_id), -1)
-
-
 def test_revive_merges_acks_and_commits_progress_to_the_oldest_pending_ck() -> None:
-    offsets = _Offsets()
+    offsets = FakeOffsets()
     svc = PopReviveService("rev", Any, Any, offsets, Any)  # type: ignore[arg-type]
     q = _ReviveQueue(0, 0)
     done = PopCheckPoint(10, 1000, 60_000, 1, "T", "g", "b", [0, 1])
