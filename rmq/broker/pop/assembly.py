@@ -74,8 +74,9 @@ class PopComponents:
         }
 
     def load(self) -> None:
+        # (the revive log topic is created by the first ck, so a broker nobody pops from
+        # keeps 4.x's topic table)
         self.order_info.load()
-        self.revive_log.ensure_topic()
 
     def start(self) -> None:
         self._persist.start()
@@ -83,4 +84,4 @@ class PopComponents:
     async def stop(self) -> None:
         await self._persist.stop(cancel=True)
         await self.pop_processor.close()
-        await self.order_info.persist()
+        await self.order_info.persist_if_dirty()
