@@ -2,7 +2,8 @@
 changeToSlave): which services run on a master and which on a slave.
 
 Master only: the HA service (slaves connect to it; a SYNC_MASTER's puts wait for an ack),
-delayed-message delivery (schedule), the transaction check. Slave only: the HA client and
+delayed-message delivery (schedule), the transaction check, and ``master_services``
+(the POP revive loop). Slave only: the HA client and
 the metadata copy from the master (slave sync; its loop runs on every broker that may be a
 slave and copies only while the store is a SLAVE). The store's role is switched through
 the store itself (``set_role`` / ``switch_to_slave``), which also lifts or sets the
@@ -15,7 +16,7 @@ decides the role and calls ``change_to_master`` / ``step_down`` / ``change_to_sl
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ha.client import HAClient
@@ -32,6 +33,14 @@ from rmq.store.message_store import MessageStore
 __all__ = ["ReplicationHooks", "RoleServices"]
 
 log = logging.getLogger("rmq.broker.roles")
+
+
+class MasterService(Protocol):
+    """A loop that runs only while this broker is a master (rmq.runtime.service.ServiceLoop)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self, cancel: bool = False) -> None: ...
 
 
 class ReplicationHooks(Protocol):
@@ -55,6 +64,7 @@ class RoleServices:
     transactions: TransactionalMessageService
     slave_sync: SlaveSynchronize
     replication: ReplicationHooks | None = None
+    master_services: list[MasterService] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Replication: the master's HAService or the slave's HAClient (None otherwise).
@@ -198,9 +208,13 @@ class RoleServices:
         if should_start:
             self.schedule.start()
             self.transactions.check_service.start()
+            for svc in self.master_services:
+                svc.start()
         else:
             await self.schedule.stop()
             await self.transactions.check_service.stop()
+            for svc in self.master_services:
+                await svc.stop()
 
     async def start_static(self) -> None:
         """Static roles (brokerRole from broker.conf), at start."""
@@ -248,3 +262,5 @@ class RoleServices:
         await self.stop_ha_service()
         await self.transactions.check_service.stop()
         await self.schedule.stop()
+        for svc in self.master_services:
+            await svc.stop()

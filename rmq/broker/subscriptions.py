@@ -39,6 +39,8 @@ class SubscriptionGroupConfig:
     brokerId: int = 0
     whichBrokerWhenConsumeSlowly: int = 1
     notifyConsumerIdsChangedEnable: bool = True
+    # RocketMQ 5: the group pops orderly (FIFO); reported to 5.x clients as subscription.fifo
+    consumeMessageOrderly: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
