@@ -266,3 +266,19 @@ async def test_popped_unacked_survive_sigkill(tmp_path: Any) -> None:
             assert {m.reconsume_times for m in back} <= {0, 1}
     finally:
         br.stop()
+
+
+async def test_group_marked_orderly_is_stored_and_read_back(cluster: Any) -> None:
+    """consumeMessageOrderly (RocketMQ 5's SubscriptionGroupConfig key) is accepted by
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and kept; a wrong type is refused naming it."""
+    _, br = cluster
+    group = unique("GPopOrderly")
+    async with BrokerApi(br.addr) as api:
+        await _group(api, group, consumeMessageOrderly=True, retryMaxTimes=3)
+        r = await api.call(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        cfg = json.loads(r.body)["subscriptionGroupTable"][group]
+        assert (cfg["consumeMessageOrderly"], cfg["retryMaxTimes"]) == (True, 3)
+        body = json.dumps({"groupName": group, "consumeMessageOrderly": "yes"}).encode()
+        bad = await api.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+        assert bad.code == ResponseCode.SYSTEM_ERROR and "consumeMessageOrderly" in (bad.remark or ""), bad.remark
