@@ -16,6 +16,7 @@ from rmq.admin.base import (
     each_broker,
     register,
 )
+from rmq.admin.commands.not_applicable import DLEDGER_KEYS, DLEDGER_REASON
 
 
 @register
@@ -65,6 +66,8 @@ class UpdateBrokerConfig(Command):
         broker_or_cluster(args)
         if not args.key.strip():
             raise UsageError("-k/--key must not be empty")
+        if args.key.strip() in DLEDGER_KEYS:
+            raise UsageError(f"{args.key.strip()}: {DLEDGER_REASON}")
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         key, value = args.key.strip(), args.value.strip()

@@ -1,5 +1,5 @@
-"""wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig (mqadmin's
-namesrv/ commands).
+"""wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig, updateKvConfig,
+deleteKvConfig (mqadmin's namesrv/ commands).
 
 getNamesrvConfig / updateNamesrvConfig ask each NameServer of ``-n`` (GET_NAMESRV_CONFIG
 319, UPDATE_NAMESRV_CONFIG 318, as mqadmin). A NameServer refuses keys of its black list
@@ -133,3 +133,39 @@ class UpdateNamesrvConfig(Command):
             out.emit(data={"key": key, "value": value, "nameServers": done})
         elif any(d["ok"] for d in done):
             out.emit(text=f"{key} : {value}")
+
+
+_NAMESPACE = Opt("s", "namespace", "set the namespace", required=True, metavar="NAMESPACE")
+_KEY = Opt("k", "key", "set the key name", required=True, metavar="KEY")
+
+
+@register
+class UpdateKvConfig(Command):
+    name = "updateKvConfig"
+    help = "Create or update KV config."
+    description = "Put a key of a namespace into the KV config of every NameServer of -n."
+    options = (_NAMESPACE, _KEY, Opt("v", "value", "set the key value", required=True, metavar="VALUE"))
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        ns, key, value = args.namespace.strip(), args.key.strip(), args.value.strip()
+        await admin.put_kv_config(ns, key, value)
+        out.emit(
+            text="create or update kv config to namespace success.",
+            data={"namespace": ns, "key": key, "value": value, "nameServers": admin.namesrv_addrs},
+        )
+
+
+@register
+class DeleteKvConfig(Command):
+    name = "deleteKvConfig"
+    help = "Delete KV config."
+    description = "Delete a key of a namespace from the KV config of every NameServer of -n."
+    options = (_NAMESPACE, _KEY)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        ns, key = args.namespace.strip(), args.key.strip()
+        await admin.delete_kv_config(ns, key)
+        out.emit(
+            text="delete kv config from namespace success.",
+            data={"namespace": ns, "key": key, "nameServers": admin.namesrv_addrs},
+        )
