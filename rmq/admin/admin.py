@@ -76,6 +76,7 @@ __all__ = [
     "NAMESPACE_ORDER_TOPIC_CONFIG",
     "ConsumeStatsList",
     "select_broker_addr",
+    "route_brokers",
     "consume_stats_list_from_json",
 ]
 
@@ -350,8 +351,7 @@ class MQAdmin(ClosingContext):
         """Every broker group's stats for ``topic`` (its master, else any member), sorted
         by MessageQueue. A topic the NameServer does not route raises ``AdminError``."""
         route = await self.examine_topic_route_info(topic)
-        addrs = [select_broker_addr(bd) for bd in route.broker_datas]
-        results = await asyncio.gather(*(self.get_topic_stats_info(a, topic) for a in addrs if a))
+        results = await asyncio.gather(*(self.get_topic_stats_info(a, topic) for a in route_brokers(route)))
         table = sorted((e for r in results for e in r), key=lambda e: e[0])
         if not table:
             raise AdminError(f"Not found the topic stats info: {topic}")
@@ -435,9 +435,7 @@ class MQAdmin(ClosingContext):
                 f"consumer group {group} not found: the NameServer has no route "
                 f"for its retry topic {retry} (no consumer of it ever connected)"
             )
-        addrs = [
-            a for a in (select_broker_addr(bd) for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)) if a
-        ]
+        addrs = route_brokers(route)
         if not addrs:
             raise AdminError(f"consumer group {group}: no broker serves {retry}")
         return addrs
@@ -526,10 +524,7 @@ class MQAdmin(ClosingContext):
         """GET_PRODUCER_CONNECTION_LIST (204) from the brokers of topic's route, merged."""
         route = await self.examine_topic_route_info(topic)
         seen: dict[str, Connection] = {}
-        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
-            addr = select_broker_addr(bd)
-            if not addr:
-                continue
+        for addr in route_brokers(route):
             try:
                 resp = await self.call(
                     addr,
@@ -599,10 +594,7 @@ class MQAdmin(ClosingContext):
         """QUERY_MESSAGE (12) on every broker of topic's route (MQAdminImpl.queryMessage)."""
         route = await self.examine_topic_route_info(topic)
         found: list[MessageExt] = []
-        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
-            addr = select_broker_addr(bd)
-            if not addr:
-                continue
+        for addr in route_brokers(route):
             try:
                 r = await self.api.query_message(
                     addr, topic, key, max_num, begin, end, unique_key=unique_key, timeout_ms=self.timeout_ms
@@ -664,6 +656,11 @@ def _properties_body(resp: RemotingCommand, who: str) -> dict[str, str]:
         raise ProtocolError(f"{who} config body is not UTF-8: {e.reason}") from None
     pairs = (ln.partition("=") for ln in text.splitlines() if ln.strip() and ln[0] not in "#!")
     return {k.strip(): v.strip() for k, sep, v in pairs if sep}
+
+
+def route_brokers(route: TopicRouteData) -> list[str]:
+    """One address per broker group of the route (``select_broker_addr``), by broker name."""
+    return [a for a in (select_broker_addr(bd) for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)) if a]
 
 
 def select_broker_addr(bd: BrokerData) -> str | None:

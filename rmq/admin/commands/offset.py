@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from rmq.admin.admin import MQAdmin
+from rmq.admin.admin import MQAdmin, route_brokers
 from rmq.admin.base import GROUP, TOPIC, AdminError, Command, Opt, Output, UsageError, java_bool, register
 from rmq.admin.output import Col, Table
 from rmq.client.errors import MQBrokerError
@@ -159,9 +159,9 @@ class CloneGroupOffset(Command):
         src, dest, topic = args.srcGroup.strip(), args.destGroup.strip(), args.topic.strip()
         route = await admin.examine_topic_route_info(topic)
         masters = {bd.broker_name: bd.broker_addrs.get(MASTER_ID) for bd in route.broker_datas}
-        # the topic's masters, not the group's retry route: an offline source that never
+        # the topic's brokers, not the group's retry route: an offline source that never
         # had a consumer online has offsets but no retry topic
-        stats = await admin.examine_consume_stats(src, topic, [a for a in masters.values() if a])
+        stats = await admin.examine_consume_stats(src, topic, route_brokers(route))
         cloned = []
         for mq, ow in stats.offset_table:
             addr = masters.get(mq.broker_name)

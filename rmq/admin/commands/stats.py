@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from rmq.admin.admin import MQAdmin
+from rmq.admin.admin import MQAdmin, route_brokers
 from rmq.admin.base import (
     BROKER_ADDR,
     GROUP,
@@ -204,7 +204,7 @@ class ConsumerStatus(Command):
                     {
                         "clientId": c,
                         "version": infos[c].properties.get("PROP_CLIENT_VERSION"),
-                        "queues": len(infos[c].mq_table),
+                        "queues": [mq.to_obj() for mq in sorted(infos[c].mq_table)],
                     }
                     for c in clients
                     if c in infos
@@ -251,7 +251,8 @@ class StatsAll(Command):
         rows = []
         for topic in topics:
             try:
-                groups = await admin.query_topic_consume_by_who(topic)
+                route = await admin.examine_topic_route_info(topic)
+                groups = await admin.query_topic_consume_by_who(topic, route)
             except Exception as e:
                 out.warn(f"topic {topic}: {describe_error(e)}")
                 continue
@@ -260,7 +261,8 @@ class StatsAll(Command):
                 rows.append({"topic": topic, "consumerGroup": None})
             for group in groups:
                 try:
-                    cs = await admin.examine_consume_stats(group, topic)
+                    # the topic's brokers: a group never online has no retry route
+                    cs = await admin.examine_consume_stats(group, topic, route_brokers(route))
                 except Exception:
                     continue  # mqadmin leaves such a group out too
                 diff = cs.compute_total_diff()
