@@ -150,8 +150,11 @@ def test_export(group, run, what, tmp_path):
         assert doc
 
 
-def test_query_cq(group, run):
-    r = run("queryCq", "-t", TOPIC, "-q", "1", "-i", "10", "-c", "3", "-g", OFFLINE_GROUP)
+@pytest.mark.parametrize("which", ["master", "slave"])
+def test_query_cq(group, run, which):
+    r = run(
+        "queryCq", "-t", TOPIC, "-q", "1", "-i", "10", "-c", "3", "-g", OFFLINE_GROUP, "-b", getattr(group, which).addr
+    )
     assert r.rc == 0, r.text
     assert "max: 50, min: 0" in r.out, r.out
     assert f"{OFFLINE_GROUP}@{TOPIC} is not online!" in r.out

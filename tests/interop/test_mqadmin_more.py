@@ -239,6 +239,10 @@ def test_query_msg_by_key_unique_key_and_offset(g):
     assert re.search(r"Keys:\s+\[k-3\]", out) and re.search(r"Queue ID:\s+3", out), out
     out = g.run("queryMsgByOffset", "-t", TOPIC, "-b", GROUP, "-i", "1", "-o", "0", ok=False).out
     assert re.search(r"Keys:\s+\[k-1\]", out) and re.search(r"Queue ID:\s+1", out), out
+    # the offset message id it shows finds the same message
+    offset_id = re.search(r"OffsetID:\s+([0-9A-F]{32})", out).group(1)
+    out = g.run("queryMsgById", "-i", offset_id, ok=False).out
+    assert re.search(r"Keys:\s+\[k-1\]", out) and re.search(rf"Store Host:\s+{re.escape(g.master)}", out), out
 
 
 def test_print_msg_and_print_msg_by_queue(g):
