@@ -15,9 +15,9 @@ from rmq.admin.base import (
     TOPIC,
     AdminError,
     Command,
+    OnBrokers,
     Opt,
     Output,
-    broker_or_cluster,
     java_bool,
     register,
 )
@@ -197,7 +197,7 @@ def _sub_group_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 @register
-class UpdateSubGroup(Command):
+class UpdateSubGroup(OnBrokers):
     name = "updateSubGroup"
     help = "Update or create subscription group"
     options = (
@@ -214,15 +214,9 @@ class UpdateSubGroup(Command):
         Opt("a", "notifyConsumerIdsChanged", "notify consumerId changed (true|false)", type=java_bool, metavar="BOOL"),
     )
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         cfg = _sub_group_config(args)
-        if args.brokerAddr:
-            addrs = [args.brokerAddr.strip()]
-        else:
-            addrs = await admin.fetch_master_addr_by_cluster_name(args.clusterName.strip())
+        addrs = await self.targets(admin, args)
         for addr in addrs:
             await admin.create_and_update_subscription_group_config(addr, cfg)
             if not out.json:
@@ -231,7 +225,7 @@ class UpdateSubGroup(Command):
 
 
 @register
-class DeleteSubGroup(Command):
+class DeleteSubGroup(OnBrokers):
     name = "deleteSubGroup"
     help = "Delete subscription group from broker."
     description = (
@@ -252,17 +246,10 @@ class DeleteSubGroup(Command):
         ),
     )
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         group = args.groupName.strip()
         cluster = args.clusterName.strip() if args.clusterName else None
-        if args.brokerAddr:
-            addrs = [args.brokerAddr.strip()]
-        else:
-            assert cluster is not None
-            addrs = await admin.fetch_master_addr_by_cluster_name(cluster)
+        addrs = await self.targets(admin, args)
         holders = [a for a in addrs if group in await admin.subscription_groups(a)]
         if not holders:
             where = f"broker {addrs[0]}" if args.brokerAddr else f"cluster {cluster}"

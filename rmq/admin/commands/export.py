@@ -10,17 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import (
-    BROKER_ADDR,
-    CLUSTER,
-    AdminError,
-    Command,
-    Opt,
-    Output,
-    UsageError,
-    broker_or_cluster,
-    register,
-)
+from rmq.admin.base import BROKER_ADDR, CLUSTER, AdminError, Command, OnBrokers, Opt, Output, UsageError, register
 from rmq.common.clock import now_ms
 from rmq.common.mixall import MASTER_ID, is_dlq_topic, is_retry_topic, is_sys_topic
 
@@ -85,7 +75,7 @@ async def _masters(admin: MQAdmin, cluster: str) -> dict[str, str]:
 
 
 @register
-class ExportMetadata(Command):
+class ExportMetadata(OnBrokers):
     name = "exportMetadata"
     help = "export metadata"
     description = (
@@ -104,15 +94,12 @@ class ExportMetadata(Command):
     )
 
     def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
+        super().validate(args)
         if args.topic and args.subscriptionGroup:
             raise UsageError("-t and -g exclude each other")
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        if args.brokerAddr:
-            addrs = [args.brokerAddr.strip()]
-        else:
-            addrs = list((await _masters(admin, args.clusterName.strip())).values())
+        addrs = await self.targets(admin, args)
         topics: dict[str, Any] = {}
         groups: dict[str, Any] = {}
         for addr in addrs:

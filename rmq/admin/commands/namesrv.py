@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import AdminError, Command, Opt, Output, UsageError, describe_error, each_broker, register
+from rmq.admin.base import AdminError, Command, Opt, Output, UsageError, describe_error, emit_properties, register
+from rmq.admin.output import property_line
 
 _BROKER_NAME = Opt("b", "brokerName", "broker name", required=True, metavar="NAME")
 
@@ -85,14 +86,9 @@ class GetNamesrvConfig(Command):
     options = ()
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        lines: list[str] = []
-        doc: dict[str, dict[str, str]] = {}
-        calls = each_broker(out, admin.namesrv_addrs, admin.get_namesrv_config, alone_raises=True, what="NameServer")
-        async for ns, props in calls:
-            lines.append(f"============{ns}============")
-            lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
-            doc[ns] = dict(sorted(props.items()))
-        out.emit(text="\n".join(lines), data=doc)
+        titles: dict[str, str | None] = {ns: f"============{ns}============" for ns in admin.namesrv_addrs}
+        line = property_line(50, "=  ")
+        await emit_properties(out, titles, admin.get_namesrv_config, line, alone_raises=True, what="NameServer")
 
 
 @register

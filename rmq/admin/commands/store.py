@@ -18,34 +18,26 @@ from rmq.admin.base import (
     TOPIC,
     AdminError,
     Command,
+    OnBrokers,
     Opt,
     Output,
-    broker_or_cluster,
     each_broker,
     register,
 )
 from rmq.protocol.codes import RequestCode
 
 
-async def targets(admin: MQAdmin, args: argparse.Namespace) -> list[str]:
-    """``-b``'s broker, or every broker (masters and slaves) of ``-c``'s cluster."""
-    if args.brokerAddr:
-        return [args.brokerAddr.strip()]
-    return await admin.fetch_master_and_slave_addr_by_cluster_name(args.clusterName.strip())
-
-
-class _StoreMaintenance(Command):
+class _StoreMaintenance(OnBrokers):
     """The three differ only in the request each broker is sent."""
+
+    with_slaves = True
 
     options = (BROKER_ADDR, CLUSTER.but(help="every broker (masters and slaves) of this cluster"))
     code: ClassVar[int]
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         done = []
-        addrs = await targets(admin, args)
+        addrs = await self.targets(admin, args)
         async for addr, _ in each_broker(out, addrs, lambda a: admin.call(a, self.code), alone_raises=True):
             done.append(addr)
             if not out.json:

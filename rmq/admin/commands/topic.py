@@ -14,10 +14,10 @@ from rmq.admin.base import (
     TOPIC,
     AdminError,
     Command,
+    OnBrokers,
     Opt,
     Output,
     UsageError,
-    broker_or_cluster,
     each_broker,
     java_bool,
     register,
@@ -131,7 +131,7 @@ class TopicStatus(Command):
 
 
 @register
-class UpdateTopic(Command):
+class UpdateTopic(OnBrokers):
     name = "updateTopic"
     help = "Update or create topic"
     options = (
@@ -154,7 +154,7 @@ class UpdateTopic(Command):
     )
 
     def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
+        super().validate(args)
         if args.readQueueNums < 0 or args.writeQueueNums < 0:
             raise UsageError("queue numbers must not be negative")
         if not 0 <= args.perm <= 15:
@@ -234,7 +234,7 @@ class DeleteTopic(Command):
 
 
 @register
-class UpdateTopicPerm(Command):
+class UpdateTopicPerm(OnBrokers):
     name = "updateTopicPerm"
     help = "Update topic perm"
     description = "Change a topic's permission on one broker or every master of a cluster, keeping its other fields."
@@ -246,16 +246,13 @@ class UpdateTopicPerm(Command):
     )
 
     def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
+        super().validate(args)
         if args.perm not in (PermName.PERM_WRITE, PermName.PERM_READ, PermName.PERM_READ | PermName.PERM_WRITE):
             raise UsageError(f"perm {args.perm} is not 2 (W), 4 (R) or 6 (RW)")
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         topic = args.topic.strip()
-        if args.brokerAddr:
-            addrs = [args.brokerAddr.strip()]
-        else:
-            addrs = await admin.fetch_master_addr_by_cluster_name(args.clusterName.strip())
+        addrs = await self.targets(admin, args)
         changed = []
 
         async def update(addr: str) -> int:
