@@ -85,6 +85,7 @@ DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil
 
 T = TypeVar("T")
+_NOT_ONLINE = ResponseCode.CONSUMER_NOT_ONLINE
 
 
 class ConsumerNotOnline(AdminError):
@@ -465,24 +466,14 @@ class MQAdmin(ClosingContext):
     async def examine_consumer_connection_info(self, group: str) -> ConsumerConnection:
         """GET_CONSUMER_CONNECTION_LIST (203) from the first broker of the group that
         knows it online."""
-        last: MQBrokerError | None = None
+        ext = GetConsumerConnectionListRequestHeader(group).to_ext_fields()
         for addr in await self._group_brokers(group):
-            try:
-                resp = await self.call(
-                    addr,
-                    RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                    GetConsumerConnectionListRequestHeader(group).to_ext_fields(),
-                )
-            except MQBrokerError as e:
-                if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
-                    raise
-                last = e
-                continue
-            return ConsumerConnection.from_json(resp.body or b"{}")
-        assert last is not None
+            resp = await self.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, ext, None, _NOT_ONLINE)
+            if resp.code != _NOT_ONLINE:
+                return ConsumerConnection.from_json(resp.body or b"{}")
         raise ConsumerNotOnline(
             f"consumer group {group} is not online: no consumer of it is connected "
-            f"(broker {last.broker_addr} answered CONSUMER_NOT_ONLINE)"
+            f"(broker {addr} answered CONSUMER_NOT_ONLINE)"
         )
 
     async def get_consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> ConsumerRunningInfo:
@@ -524,17 +515,13 @@ class MQAdmin(ClosingContext):
         """GET_PRODUCER_CONNECTION_LIST (204) from the brokers of topic's route, merged."""
         route = await self.examine_topic_route_info(topic)
         seen: dict[str, Connection] = {}
+        ext = GetProducerConnectionListRequestHeader(group).to_ext_fields()
         for addr in route_brokers(route):
-            try:
-                resp = await self.call(
-                    addr,
-                    RequestCode.GET_PRODUCER_CONNECTION_LIST,
-                    GetProducerConnectionListRequestHeader(group).to_ext_fields(),
-                )
-            except MQBrokerError as e:
-                if e.code == ResponseCode.SYSTEM_ERROR and "not exist" in (e.remark or ""):
+            resp = await self.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, ext, None, ResponseCode.SYSTEM_ERROR)
+            if resp.code == ResponseCode.SYSTEM_ERROR:
+                if "not exist" in (resp.remark or ""):  # the group is not on this broker
                     continue
-                raise
+                raise MQBrokerError(resp.code, resp.remark, addr)
             for c in ProducerConnection.from_json(resp.body or b"{}").connections:
                 seen.setdefault(c.client_id + "@" + c.client_addr, c)
         if not seen:
