@@ -20,7 +20,6 @@ DLEDGER_KEYS = frozenset(
         "dLegerSelfId",
         "preferredLeaderId",
         "enableBatchPush",
-        "enableScheduleMessageStats",
         "storePathDLedgerCommitLog",
     }
 )
