@@ -130,8 +130,9 @@ def test_store_maintenance_commands(group, run, command, which):
 
     # the topic with its config keeps its messages
     assert asyncio.run(held()) == 200
-    r = run("topicStatus", "-t", TOPIC)
-    assert sum(int(row[3]) for row in _rows(r.out) if row[0] == GROUP) == 200, r.out
+    if which == "master":  # mqadmin's view reads the master only
+        r = run("topicStatus", "-t", TOPIC)
+        assert sum(int(row[3]) for row in _rows(r.out) if row[0] == GROUP) == 200, r.out
 
 
 @pytest.mark.parametrize("what", ["Metadata", "Metrics", "Configs"])
