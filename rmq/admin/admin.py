@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from ssl import SSLContext
 from typing import Any, TypeVar
 
 from rmq.admin.errors import AdminError
 from rmq.client.acl import signing_hook
 from rmq.client.api import MQClientAPI
+from rmq.client.config import ClientConfig
 from rmq.client.errors import MQBrokerError
+from rmq.common import fastjson
 from rmq.common.context import ClosingContext
 from rmq.common.mixall import MASTER_ID, retry_topic
 from rmq.protocol.bodies import (
@@ -33,6 +35,8 @@ from rmq.protocol.bodies import (
     ConsumeStats,
     MessageQueue,
     ProducerConnection,
+    ProducerTableInfo,
+    QueryConsumeQueueResponseBody,
     TopicConfig,
     TopicRouteData,
     dumps_fastjson,
@@ -48,8 +52,10 @@ from rmq.protocol.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
+    QueryConsumeQueueRequestHeader,
 )
 from rmq.protocol.message import MessageExt, decode_message_id
 from rmq.protocol.running_info import (
@@ -68,6 +74,10 @@ __all__ = [
     "DEFAULT_NAMESRV",
     "DEFAULT_TIMEOUT_MS",
     "NAMESPACE_ORDER_TOPIC_CONFIG",
+    "ConsumeStatsList",
+    "select_broker_addr",
+    "route_brokers",
+    "consume_stats_list_from_json",
 ]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -75,6 +85,7 @@ DEFAULT_TIMEOUT_MS = 5000  # DefaultMQAdminExt.timeoutMillis
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil
 
 T = TypeVar("T")
+_NOT_ONLINE = ResponseCode.CONSUMER_NOT_ONLINE
 
 
 class ConsumerNotOnline(AdminError):
@@ -101,6 +112,55 @@ class TopicOffset:
             raise ProtocolError(f"bad TopicOffset: {e}") from None
 
 
+@dataclass(slots=True)
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS (317) as read: (group, its ConsumeStats per topic)."""
+
+    broker_addr: str = ""
+    groups: list[tuple[str, list[ConsumeStats]]] = field(default_factory=list)
+    total_diff: int = 0
+
+
+def consume_stats_list_from_json(data: bytes | None) -> ConsumeStatsList:
+    """``{"brokerAddr":..,"consumeStatsList":[{group:[<ConsumeStats>,..]},..],"totalDiff":n}``:
+    each ConsumeStats holds an object-keyed map no JSON parser reads, so the list is walked
+    by its delimiters and each ConsumeStats read on its own."""
+    text = (data or b"{}").decode("utf-8", "replace")
+    out = ConsumeStatsList()
+    try:
+        for key, _, start, end in fastjson._top_level(text):
+            if key == "brokerAddr":
+                out.broker_addr = str(fastjson.loads(text[start:end]))
+            elif key == "totalDiff":
+                out.total_diff = int(text[start:end])
+            elif key == "consumeStatsList" and text[start:end] != "null":
+                for g_start, g_end in _elements(text, start):
+                    for group, _, s_start, _s_end in fastjson._top_level(text[g_start:g_end]):
+                        per_topic = [
+                            ConsumeStats.from_json(text[g_start + a : g_start + b])
+                            for a, b in _elements(text[g_start:g_end], s_start)
+                        ]
+                        out.groups.append((str(group), per_topic))
+    except (fastjson.FastjsonError, ValueError) as e:
+        raise ProtocolError(f"malformed ConsumeStatsList: {e}") from None
+    return out
+
+
+def _elements(text: str, start: int) -> list[tuple[int, int]]:
+    """(start, end) of each element of the JSON array at ``text[start]``."""
+    i = fastjson._expect(text, start, "[")
+    spans: list[tuple[int, int]] = []
+    while True:
+        i = fastjson._skip_ws(text, i)
+        if i < len(text) and text[i] == "]":
+            return spans
+        if spans:
+            i = fastjson._skip_ws(text, fastjson._expect(text, i, ","))
+        end = fastjson._value_end(text, i)
+        spans.append((i, end))
+        i = end
+
+
 class MQAdmin(ClosingContext):
     """Admin requests over one remoting client; use ``async with``."""
 
@@ -125,6 +185,11 @@ class MQAdmin(ClosingContext):
         )
         self.api = MQClientAPI(self.remoting, self.namesrv_addrs)
         self._cluster_info: ClusterInfo | None = None
+        #: what a producer the admin starts (sendMessage, the RT probes) is configured with:
+        #: the same NameServers and credentials (main adds the TLS settings)
+        self.client_config = ClientConfig(
+            namesrv_addr=";".join(self.namesrv_addrs), access_key=access_key, secret_key=secret_key
+        )
 
     async def close(self) -> None:
         await self.remoting.close()
@@ -180,12 +245,12 @@ class MQAdmin(ClosingContext):
         """PUT_KV_CONFIG to every NameServer (MQClientAPIImpl.putKVConfigValue)."""
         fields = {"namespace": namespace, "key": key, "value": value}
         for addr in self.namesrv_addrs:
-            try:
-                resp = await self.api.raw(addr, RequestCode.PUT_KV_CONFIG, dict(fields), None, self.timeout_ms)
-            except RemotingError as e:
-                raise AdminError(f"NameServer {addr} unreachable: {e}") from None
-            if resp.code != ResponseCode.SUCCESS:
-                raise MQBrokerError(resp.code, resp.remark, addr)
+            await self._namesrv_call(addr, RequestCode.PUT_KV_CONFIG, dict(fields))
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG to every NameServer (MQClientAPIImpl.deleteKVConfigValue)."""
+        for addr in self.namesrv_addrs:
+            await self._namesrv_call(addr, RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
 
     async def create_or_update_order_conf(self, topic: str, order_conf: str, is_cluster: bool) -> str:
         """ORDER_TOPIC_CONFIG for ``topic``; a single broker's ``name:n`` entry is merged
@@ -248,6 +313,29 @@ class MQAdmin(ClosingContext):
         """GET_BROKER_RUNTIME_INFO (28)."""
         return await self.api.get_broker_runtime_info(addr, self.timeout_ms)
 
+    async def broker_consume_stats(self, addr: str, is_order: bool = False) -> ConsumeStatsList:
+        """GET_BROKER_CONSUME_STATS (317): every subscription group's stats per topic."""
+        ext = GetConsumeStatsInBrokerHeader(is_order).to_ext_fields()
+        return consume_stats_list_from_json((await self.call(addr, RequestCode.GET_BROKER_CONSUME_STATS, ext)).body)
+
+    async def all_producer_info(self, addr: str) -> ProducerTableInfo:
+        """GET_ALL_PRODUCER_INFO (328): the broker's online producers by group."""
+        return ProducerTableInfo.from_json((await self.call(addr, RequestCode.GET_ALL_PRODUCER_INFO)).body or b"{}")
+
+    async def query_consume_queue(
+        self, addr: str, topic: str, queue_id: int, index: int, count: int, group: str | None
+    ) -> tuple[QueryConsumeQueueResponseBody | None, str]:
+        """QUERY_CONSUME_QUEUE (321): (the units, None when the index is outside the queue;
+        the broker's remark)."""
+        ext = QueryConsumeQueueRequestHeader(topic, queue_id, index, count, group).to_ext_fields()
+        resp = await self.call(addr, RequestCode.QUERY_CONSUME_QUEUE, ext)
+        body = QueryConsumeQueueResponseBody.from_json(resp.body) if resp.body else None
+        return body, resp.remark or ""
+
+    async def all_topic_config(self, addr: str) -> dict[str, TopicConfig]:
+        """GET_ALL_TOPIC_CONFIG (21): the broker's topic table."""
+        return dict((await self.api.get_all_topic_config(addr, self.timeout_ms)).topic_config_table)
+
     async def create_and_update_topic_config(self, addr: str, tc: TopicConfig) -> None:
         """UPDATE_AND_CREATE_TOPIC (17) on one broker."""
         await self.api.create_topic(addr, tc, timeout_ms=self.timeout_ms)
@@ -264,8 +352,7 @@ class MQAdmin(ClosingContext):
         """Every broker group's stats for ``topic`` (its master, else any member), sorted
         by MessageQueue. A topic the NameServer does not route raises ``AdminError``."""
         route = await self.examine_topic_route_info(topic)
-        addrs = [_select_broker_addr(bd) for bd in route.broker_datas]
-        results = await asyncio.gather(*(self.get_topic_stats_info(a, topic) for a in addrs if a))
+        results = await asyncio.gather(*(self.get_topic_stats_info(a, topic) for a in route_brokers(route)))
         table = sorted((e for r in results for e in r), key=lambda e: e[0])
         if not table:
             raise AdminError(f"Not found the topic stats info: {topic}")
@@ -276,7 +363,7 @@ class MQAdmin(ClosingContext):
         if route is None:
             route = await self.examine_topic_route_info(topic)
         for bd in route.broker_datas:
-            addr = _select_broker_addr(bd)
+            addr = select_broker_addr(bd)
             if addr:
                 resp = await self.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
                 obj = loads_fastjson(resp.body or b"{}")
@@ -349,18 +436,19 @@ class MQAdmin(ClosingContext):
                 f"consumer group {group} not found: the NameServer has no route "
                 f"for its retry topic {retry} (no consumer of it ever connected)"
             )
-        addrs = [
-            a for a in (_select_broker_addr(bd) for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)) if a
-        ]
+        addrs = route_brokers(route)
         if not addrs:
             raise AdminError(f"consumer group {group}: no broker serves {retry}")
         return addrs
 
-    async def examine_consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        """GET_CONSUME_STATS (208) from every broker of the group, merged and sorted."""
+    async def examine_consume_stats(
+        self, group: str, topic: str | None = None, brokers: Sequence[str] | None = None
+    ) -> ConsumeStats:
+        """GET_CONSUME_STATS (208) from every broker of the group (or ``brokers``), merged
+        and sorted."""
         result = ConsumeStats()
         fields = GetConsumeStatsRequestHeader(group, topic).to_ext_fields()
-        for addr in await self._group_brokers(group):
+        for addr in brokers if brokers is not None else await self._group_brokers(group):
             resp = await self.call(addr, RequestCode.GET_CONSUME_STATS, dict(fields))
             cs = ConsumeStats.from_json(resp.body or b"{}")
             result.offset_table += cs.offset_table
@@ -378,24 +466,14 @@ class MQAdmin(ClosingContext):
     async def examine_consumer_connection_info(self, group: str) -> ConsumerConnection:
         """GET_CONSUMER_CONNECTION_LIST (203) from the first broker of the group that
         knows it online."""
-        last: MQBrokerError | None = None
+        ext = GetConsumerConnectionListRequestHeader(group).to_ext_fields()
         for addr in await self._group_brokers(group):
-            try:
-                resp = await self.call(
-                    addr,
-                    RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                    GetConsumerConnectionListRequestHeader(group).to_ext_fields(),
-                )
-            except MQBrokerError as e:
-                if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
-                    raise
-                last = e
-                continue
-            return ConsumerConnection.from_json(resp.body or b"{}")
-        assert last is not None
+            resp = await self.call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, ext, None, _NOT_ONLINE)
+            if resp.code != _NOT_ONLINE:
+                return ConsumerConnection.from_json(resp.body or b"{}")
         raise ConsumerNotOnline(
             f"consumer group {group} is not online: no consumer of it is connected "
-            f"(broker {last.broker_addr} answered CONSUMER_NOT_ONLINE)"
+            f"(broker {addr} answered CONSUMER_NOT_ONLINE)"
         )
 
     async def get_consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> ConsumerRunningInfo:
@@ -420,24 +498,30 @@ class MQAdmin(ClosingContext):
             raise MQBrokerError(resp.code, resp.remark, addr)
         return ConsumeMessageDirectlyResult.from_json(resp.body)
 
+    async def consume_offset(self, addr: str, group: str, mq: MessageQueue) -> int | None:
+        """QUERY_CONSUMER_OFFSET (14); None when the group has no offset for the queue."""
+        ext = {"consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id)}
+        resp = await self.call(addr, RequestCode.QUERY_CONSUMER_OFFSET, ext, None, ResponseCode.QUERY_NOT_FOUND)
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return _int_field(resp, "offset", addr)
+
+    async def update_consume_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET (15) of one queue."""
+        ext = {"consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "commitOffset": str(offset)}
+        await self.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+
     async def examine_producer_connection_info(self, group: str, topic: str) -> ProducerConnection:
         """GET_PRODUCER_CONNECTION_LIST (204) from the brokers of topic's route, merged."""
         route = await self.examine_topic_route_info(topic)
         seen: dict[str, Connection] = {}
-        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
-            addr = _select_broker_addr(bd)
-            if not addr:
-                continue
-            try:
-                resp = await self.call(
-                    addr,
-                    RequestCode.GET_PRODUCER_CONNECTION_LIST,
-                    GetProducerConnectionListRequestHeader(group).to_ext_fields(),
-                )
-            except MQBrokerError as e:
-                if e.code == ResponseCode.SYSTEM_ERROR and "not exist" in (e.remark or ""):
+        ext = GetProducerConnectionListRequestHeader(group).to_ext_fields()
+        for addr in route_brokers(route):
+            resp = await self.call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, ext, None, ResponseCode.SYSTEM_ERROR)
+            if resp.code == ResponseCode.SYSTEM_ERROR:
+                if "not exist" in (resp.remark or ""):  # the group is not on this broker
                     continue
-                raise
+                raise MQBrokerError(resp.code, resp.remark, addr)
             for c in ProducerConnection.from_json(resp.body or b"{}").connections:
                 seen.setdefault(c.client_id + "@" + c.client_addr, c)
         if not seen:
@@ -497,10 +581,7 @@ class MQAdmin(ClosingContext):
         """QUERY_MESSAGE (12) on every broker of topic's route (MQAdminImpl.queryMessage)."""
         route = await self.examine_topic_route_info(topic)
         found: list[MessageExt] = []
-        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
-            addr = _select_broker_addr(bd)
-            if not addr:
-                continue
+        for addr in route_brokers(route):
             try:
                 r = await self.api.query_message(
                     addr, topic, key, max_num, begin, end, unique_key=unique_key, timeout_ms=self.timeout_ms
@@ -564,7 +645,12 @@ def _properties_body(resp: RemotingCommand, who: str) -> dict[str, str]:
     return {k.strip(): v.strip() for k, sep, v in pairs if sep}
 
 
-def _select_broker_addr(bd: BrokerData) -> str | None:
+def route_brokers(route: TopicRouteData) -> list[str]:
+    """One address per broker group of the route (``select_broker_addr``), by broker name."""
+    return [a for a in (select_broker_addr(bd) for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)) if a]
+
+
+def select_broker_addr(bd: BrokerData) -> str | None:
     """BrokerData.selectBrokerAddr: the master, else the lowest-id member."""
     if MASTER_ID in bd.broker_addrs:
         return bd.broker_addrs[MASTER_ID]

@@ -51,6 +51,8 @@ __all__ = [
     "describe_error",
     "broker_or_cluster",
     "each_broker",
+    "emit_properties",
+    "OnBrokers",
 ]
 
 
@@ -142,6 +144,32 @@ async def each_broker(
         yield addr, result
 
 
+async def emit_properties(
+    out: Output,
+    titles: dict[str, str | None],
+    fetch: Callable[[str], Awaitable[dict[str, str]]],
+    line: Callable[[str, str, str], str],
+    *,
+    blank_after: bool = False,
+    alone_raises: bool = False,
+    what: str = "broker",
+) -> None:
+    """Each server's key/value properties (runtime info, config), asked with ``fetch``:
+    its title line (if any), one ``line(addr, key, value)`` per key in key order; the
+    document maps each address to its sorted properties."""
+    doc: dict[str, dict[str, str]] = {}
+    lines: list[str] = []
+    async for addr, props in each_broker(out, list(titles), fetch, alone_raises=alone_raises, what=what):
+        title = titles[addr]
+        if title:
+            lines.append(title)
+        lines += [line(addr, k, props[k]) for k in sorted(props)]
+        if blank_after:
+            lines.append("")
+        doc[addr] = dict(sorted(props.items()))
+    out.emit(text="\n".join(lines), data=doc)
+
+
 def java_bool(text: str) -> bool:
     """``true``/``false`` (any case), as mqadmin's ``-o true``; anything else is a usage error."""
     t = text.strip().lower()
@@ -181,6 +209,24 @@ class Command:
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         raise NotImplementedError
+
+
+class OnBrokers(Command):
+    """A command for -b's broker or for the brokers of -c's cluster (exactly one of the
+    two): its masters, or with ``with_slaves`` its masters and slaves."""
+
+    with_slaves: ClassVar[bool] = False
+
+    def validate(self, args: argparse.Namespace) -> None:
+        broker_or_cluster(args)
+
+    async def targets(self, admin: MQAdmin, args: argparse.Namespace) -> list[str]:
+        if args.brokerAddr:
+            return [args.brokerAddr.strip()]
+        cluster = args.clusterName.strip()
+        if self.with_slaves:
+            return await admin.fetch_master_and_slave_addr_by_cluster_name(cluster)
+        return await admin.fetch_master_addr_by_cluster_name(cluster)
 
 
 #: name -> command class, in registration order.

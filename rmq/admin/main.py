@@ -112,6 +112,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         use_tls, tls = tls_options(args)
         ssl = client_context(tls) if use_tls else None
         async with MQAdmin(namesrv_list(args.namesrvAddr), args.timeout, access_key, secret_key, ssl) as admin:
+            admin.client_config.use_tls, admin.client_config.tls = use_tls, tls
             await cmd.run(admin, args, out)
 
     try:

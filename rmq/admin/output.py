@@ -14,14 +14,31 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rmq.protocol.bodies import TopicConfig, dumps_fastjson
 from rmq.protocol.codes import PermName
 
-__all__ = ["Col", "Table", "fastjson_pretty", "without_nulls", "human_time", "topic_config_string", "mq_version_desc"]
+__all__ = [
+    "property_line",
+    "Col",
+    "Table",
+    "fastjson_pretty",
+    "without_nulls",
+    "human_time",
+    "topic_config_string",
+    "mq_version_desc",
+]
+
+
+def property_line(width: int, sep: str, with_addr: bool = False) -> Callable[[str, str, str], str]:
+    """mqadmin's ``%-<width>s<sep>%s`` line of one property of a server (``addr``), the
+    address first (``%-24s``) when several servers' properties interleave."""
+    if with_addr:
+        return lambda addr, k, v: f"{addr:<24} {k:<{width}}{sep}{v}"
+    return lambda addr, k, v: f"{k:<{width}}{sep}{v}"
 
 
 # =========================================================================== tables

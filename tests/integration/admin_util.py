@@ -3,15 +3,20 @@ admin test modules)."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,3 +114,30 @@ def mqadmin_route_text(cluster: str, broker_addrs: str, filter_servers: str = "{
         "\t]\n"
         "}"
     )
+
+
+def admin_here(*args: str) -> Run:
+    """``rmq admin ARGS`` run in this process (rmq.admin.main with its output captured):
+    the same code as the command line without a Python start per call, for modules that
+    run many commands."""
+    from rmq.admin.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    rc = main(list(args), out, err)
+    return Run(rc, out.getvalue(), err.getvalue())
+
+
+class Clients:
+    """rmq.client objects on an event loop of their own thread, alive for the module."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 60) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,28 +26,12 @@ from rmq.protocol.bodies import ConsumeStats, TopicConfig, loads_fastjson
 from rmq.protocol.codes import RequestCode
 from rmq.remoting.client import RemotingClient
 from tests.harness import start_broker, start_namesrv
-from tests.integration.admin_util import admin, closed_port, failed, header_cols, ok
+from tests.integration.admin_util import Clients, admin, closed_port, failed, header_cols, ok
 
 pytestmark = pytest.mark.timeout(180)
 
 TOPIC = "OpsTopic"
 PRODUCER, ONLINE, LAGGING = "ops-producer", "ops-online", "ops-lagging"
-
-
-class Clients:
-    """rmq.client objects on an event loop of their own thread, alive for the module."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, Any], timeout: float = 60) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 async def _wait(pred, what: str, timeout: float = 30) -> None:

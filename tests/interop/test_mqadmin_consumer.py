@@ -9,6 +9,7 @@ unconsumed, so its backlog is exactly len(NEW) while it stays online and holds e
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -237,3 +238,58 @@ def test_consumer_status_and_progress_of_a_java_consumer(cluster, online, tmp_pa
     finally:
         os.killpg(java.pid, signal.SIGKILL)
         java.wait(10)
+
+
+def test_consumer_connection_shows_the_online_client_and_its_subscription(cluster, online):
+    r = run(cluster, online, "consumerConnection", "-g", online.group)
+    rows = [ln.split() for ln in r.out.splitlines() if ln.startswith(online.client_id + " ")]
+    assert len(rows) == 1, r.out
+    assert re.match(r"127\.0\.0\.1:\d+$", rows[0][1]) and rows[0][2:] == ["PYTHON", "V4_9_8"], r.out
+    assert re.search(rf"^{online.topic}\s+\*$", r.out, re.M), r.out
+    assert re.search(rf"^{re.escape(retry_topic(online.group))}\s+\*$", r.out, re.M), r.out
+    for line in (
+        "ConsumeType: CONSUME_PASSIVELY",
+        "MessageModel: CLUSTERING",
+        "ConsumeFromWhere: CONSUME_FROM_FIRST_OFFSET",
+    ):
+        assert line in r.out, r.out
+
+
+def test_producer_connection_shows_the_online_producer(cluster, online):
+    group = unique("MqadminOnlineProducer")
+
+    async def with_producer() -> MqadminRun:
+        async with Producer(group, cluster.namesrv_addr) as p, BrokerApi(cluster.broker_addr) as api:
+            await p.send(Message(online.topic, b"from-a-live-producer"))
+
+            async def known() -> bool:  # the heartbeat follows the first send on its own
+                ext = {"producerGroup": group}
+                return (await api.call(RequestCode.GET_PRODUCER_CONNECTION_LIST, ext)).code == ResponseCode.SUCCESS
+
+            await wait_until(known, 10.0, "the broker to know the producer")
+            client_id = p.instance.client_id
+            r = await asyncio.to_thread(run, cluster, online, "producerConnection", "-g", group, "-t", online.topic)
+            return r, client_id
+
+    r, client_id = cluster._loop.run(with_producer(), 90)
+    rows = [ln.split() for ln in r.out.splitlines() if re.match(r"\d{4}\s", ln)]
+    assert [row[:2] for row in rows] == [["0001", client_id]], r.out
+    assert re.match(r"127\.0\.0\.1:\d+$", rows[0][2]) and rows[0][3:] == ["PYTHON", "V4_9_8"], r.out
+
+
+def test_clone_group_offset_from_the_online_group(cluster, online):
+    dest = unique("MqadminCloneDest")
+    r = run(cluster, online, "cloneGroupOffset", "-s", online.group, "-d", dest, "-t", online.topic)
+    assert (
+        f"clone group offset success. srcGroup[{online.group}], destGroup=[{dest}], topic[{online.topic}]" in r.out
+    ), r.out
+
+    async def offsets(group: str) -> dict[int, int]:
+        async with BrokerApi(cluster.broker_addr) as api:
+            return {
+                q: int((await api.query_offset(group, online.topic, q)).ext_fields["offset"]) for q in range(QUEUES)
+            }
+
+    # the online group's offsets, now the new group's too (read from the broker)
+    assert cluster._loop.run(offsets(dest), 30) == cluster._loop.run(offsets(online.group), 30)
+    assert sum(cluster._loop.run(offsets(dest), 30).values()) == len(OLD)

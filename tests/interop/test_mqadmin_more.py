@@ -127,6 +127,26 @@ def test_update_namesrv_config_refuses_black_listed_key(g):
     assert _kv(g.run("getNamesrvConfig").out)["kvConfigPath"] != "/tmp/elsewhere"
 
 
+def test_update_order_conf_put_get_delete(g):
+    topic = "MoreOrderTopic"
+
+    async def kv() -> tuple[int, str | None]:  # GET_KV_CONFIG (101) of the NameServer itself
+        async with BrokerApi(g.ns) as api:
+            r = await api.call(101, {"namespace": "ORDER_TOPIC_CONFIG", "key": topic})
+            return r.code, (r.ext_fields or {}).get("value")
+
+    r = g.run("updateOrderConf", "-t", topic, "-m", "put", "-v", f"{GROUP}:2;broker-z:3")
+    assert f"update orderConf success. topic=[{topic}], orderConf=[{GROUP}:2;broker-z:3]" in r.out, r.out
+    assert asyncio.run(kv()) == (ResponseCode.SUCCESS, f"{GROUP}:2;broker-z:3")
+    r = g.run("updateOrderConf", "-t", topic, "-m", "get")
+    assert f"get orderConf success. topic=[{topic}], orderConf=[{GROUP}:2;broker-z:3]" in r.out, r.out
+    r = g.run("updateOrderConf", "-t", topic, "-m", "delete")
+    assert f"delete orderConf success. topic=[{topic}]" in r.out, r.out
+    assert asyncio.run(kv())[0] == ResponseCode.QUERY_NOT_FOUND
+    r = g.run("updateOrderConf", "-t", topic, "-m", "get", ok=False)
+    assert "orderConf=[" not in r.out and "CODE: 22" in r.text, r.text  # QUERY_NOT_FOUND
+
+
 # =========================================================================== topics
 def test_update_topic_route_cluster_list_and_delete(g):
     r = g.run("updateTopic", "-b", g.master, "-t", "MoreNewTopic", "-r", "8", "-w", "8")
@@ -187,8 +207,12 @@ def test_update_broker_config_then_get_on_master_and_slave(g):
     assert f"update broker config success, {g.master}" in r.out, r.out
     kv = _kv(g.run("getBrokerConfig", "-b", g.master).out)
     assert kv["fileReservedTime"] == "49" and kv["brokerRole"] == "ASYNC_MASTER"
+    # a slave's own config: updated there, read back there, the master's left as it was
+    r = g.run("updateBrokerConfig", "-b", g.slave, "-k", "fileReservedTime", "-v", "51")
+    assert f"update broker config success, {g.slave}" in r.out, r.out
     kv = _kv(g.run("getBrokerConfig", "-b", g.slave).out)
-    assert kv["brokerRole"] == "SLAVE" and kv["brokerId"] == "1"
+    assert kv["brokerRole"] == "SLAVE" and kv["brokerId"] == "1" and kv["fileReservedTime"] == "51"
+    assert _kv(g.run("getBrokerConfig", "-b", g.master).out)["fileReservedTime"] == "49"
 
 
 def test_update_and_delete_kv_config(g):
@@ -215,6 +239,10 @@ def test_query_msg_by_key_unique_key_and_offset(g):
     assert re.search(r"Keys:\s+\[k-3\]", out) and re.search(r"Queue ID:\s+3", out), out
     out = g.run("queryMsgByOffset", "-t", TOPIC, "-b", GROUP, "-i", "1", "-o", "0", ok=False).out
     assert re.search(r"Keys:\s+\[k-1\]", out) and re.search(r"Queue ID:\s+1", out), out
+    # the offset message id it shows finds the same message
+    offset_id = re.search(r"OffsetID:\s+([0-9A-F]{32})", out).group(1)
+    out = g.run("queryMsgById", "-i", offset_id, ok=False).out
+    assert re.search(r"Keys:\s+\[k-1\]", out) and re.search(rf"Store Host:\s+{re.escape(g.master)}", out), out
 
 
 def test_print_msg_and_print_msg_by_queue(g):

@@ -18,18 +18,7 @@ import time
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import (
-    BROKER_ADDR,
-    CLUSTER,
-    AdminError,
-    Command,
-    Opt,
-    Output,
-    broker_or_cluster,
-    each_broker,
-    java_bool,
-    register,
-)
+from rmq.admin.base import BROKER_ADDR, CLUSTER, AdminError, OnBrokers, Opt, Output, each_broker, java_bool, register
 from rmq.admin.output import Col, Table
 from rmq.auth.acl_update import (
     DELETE_ACL_CONFIG_FAILED,
@@ -53,12 +42,6 @@ _FAILED_NAMES = {
 _WHERE = (BROKER_ADDR.but(help="update which broker"), CLUSTER.but(help="update which cluster (masters and slaves)"))
 
 
-async def _targets(admin: MQAdmin, args: argparse.Namespace) -> list[str]:
-    if args.brokerAddr:
-        return [args.brokerAddr.strip()]
-    return await admin.fetch_master_and_slave_addr_by_cluster_name(args.clusterName.strip())
-
-
 async def _call(admin: MQAdmin, addr: str, code: int, ext: dict[str, str]) -> dict[str, str]:
     try:
         resp = await admin.call(addr, code, ext)
@@ -71,13 +54,11 @@ async def _call(admin: MQAdmin, addr: str, code: int, ext: dict[str, str]) -> di
 
 
 async def _write_each(
-    admin: MQAdmin, args: argparse.Namespace, out: Output, code: int, ext: dict[str, str], done: str
+    admin: MQAdmin, addrs: list[str], out: Output, code: int, ext: dict[str, str], done: str
 ) -> list[str]:
     """The request on each target broker; ``done`` (with the address) printed per success."""
     written = []
-    async for addr, _ in each_broker(
-        out, await _targets(admin, args), lambda a: _call(admin, a, code, ext), alone_raises=True
-    ):
+    async for addr, _ in each_broker(out, addrs, lambda a: _call(admin, a, code, ext), alone_raises=True):
         if not out.json:
             out.emit(text=done % addr)
         written.append(addr)
@@ -96,7 +77,8 @@ def _opt_strip(text: str | None) -> str | None:
 
 
 @register
-class UpdateAclConfig(Command):
+class UpdateAclConfig(OnBrokers):
+    with_slaves = True
     name = "updateAclConfig"
     help = "Update acl config yaml file in broker"
     description = (
@@ -116,9 +98,6 @@ class UpdateAclConfig(Command):
         Opt("m", "admin", "set admin flag in acl config file (true/false)", type=java_bool, metavar="BOOL"),
     )
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         update = AccountUpdate(
             args.accessKey.strip(),
@@ -132,14 +111,20 @@ class UpdateAclConfig(Command):
         )
         done = "create or update plain access config to %s success."
         brokers = await _write_each(
-            admin, args, out, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, update.to_ext_fields(), done
+            admin,
+            await self.targets(admin, args),
+            out,
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+            update.to_ext_fields(),
+            done,
         )
         if out.json:
             out.emit(data={"accessKey": update.access_key, "brokers": brokers})
 
 
 @register
-class DeleteAclConfig(Command):
+class DeleteAclConfig(OnBrokers):
+    with_slaves = True
     name = "deleteAclConfig"
     help = "Delete Acl Config Account in broker"
     options = (
@@ -150,13 +135,12 @@ class DeleteAclConfig(Command):
         ),
     )
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         delete = AccountDelete(args.accessKey.strip())
         done = "delete plain access config account from %s success."
-        brokers = await _write_each(admin, args, out, RequestCode.DELETE_ACL_CONFIG, delete.to_ext_fields(), done)
+        brokers = await _write_each(
+            admin, await self.targets(admin, args), out, RequestCode.DELETE_ACL_CONFIG, delete.to_ext_fields(), done
+        )
         if out.json:
             out.emit(data={"accessKey": delete.access_key, "brokers": brokers})
         elif brokers:
@@ -164,7 +148,8 @@ class DeleteAclConfig(Command):
 
 
 @register
-class UpdateGlobalWhiteAddr(Command):
+class UpdateGlobalWhiteAddr(OnBrokers):
+    with_slaves = True
     name = "updateGlobalWhiteAddr"
     help = "Update global white address for acl Config File in broker"
     description = (
@@ -191,16 +176,13 @@ class UpdateGlobalWhiteAddr(Command):
         ),
     )
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         # mqadmin leaves aclFileFullPath out without -p, which 4.9.8 (and rmq) refuse as a
         # missing header field; empty selects the default file.
         update = GlobalWhiteUpdate(args.globalWhiteRemoteAddresses.strip(), (args.aclFileFullPath or "").strip())
         done = "update global white remote addresses to %s success."
         code = RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG
-        brokers = await _write_each(admin, args, out, code, update.to_ext_fields(), done)
+        brokers = await _write_each(admin, await self.targets(admin, args), out, code, update.to_ext_fields(), done)
         if out.json:
             out.emit(
                 data={
@@ -212,16 +194,14 @@ class UpdateGlobalWhiteAddr(Command):
 
 
 @register
-class ClusterAclConfigVersion(Command):
+class ClusterAclConfigVersion(OnBrokers):
+    with_slaves = True
     name = "clusterAclConfigVersion"
     help = "List all of acl config version information in cluster"
     options = (
         BROKER_ADDR.but(help="query acl config version for which broker"),
         CLUSTER.but(help="query acl config version for specified cluster (masters and slaves)"),
     )
-
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         # mqadmin: %-16s  %-22s  %-22s  %-20s  %-22s  %-22s
@@ -238,7 +218,7 @@ class ClusterAclConfigVersion(Command):
         async def fetch(addr: str) -> AclVersionInfo:
             return AclVersionInfo.from_ext_fields(await _call(admin, addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}))
 
-        async for addr, info in each_broker(out, await _targets(admin, args), fetch, alone_raises=True):
+        async for addr, info in each_broker(out, await self.targets(admin, args), fetch, alone_raises=True):
             for path, v in sorted(info.all_versions.items()):
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(v.timestamp // 1000))
                 table.add(info.cluster_name, info.broker_name, info.broker_addr, path, v.counter, stamp)

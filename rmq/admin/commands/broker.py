@@ -8,44 +8,34 @@ from rmq.admin.admin import MQAdmin
 from rmq.admin.base import (
     BROKER_ADDR,
     CLUSTER,
-    Command,
+    OnBrokers,
     Opt,
     Output,
     UsageError,
-    broker_or_cluster,
     each_broker,
+    emit_properties,
     register,
 )
+from rmq.admin.commands.not_applicable import DLEDGER_KEYS, DLEDGER_REASON
+from rmq.admin.output import property_line
 
 
 @register
-class BrokerStatus(Command):
+class BrokerStatus(OnBrokers):
     name = "brokerStatus"
     help = "Fetch broker runtime status data"
+    with_slaves = True
     options = (BROKER_ADDR.but(help="Broker address"), CLUSTER.but(help="which cluster (every master and slave)"))
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        if args.brokerAddr:
-            addr = args.brokerAddr.strip()
-            kv = await admin.fetch_broker_runtime_stats(addr)
-            text = "\n".join(f"{k:<32}: {kv[k]}" for k in sorted(kv))
-            out.emit(text=text, data={addr: dict(sorted(kv.items()))})
-            return
-        doc: dict[str, dict[str, str]] = {}
-        lines: list[str] = []
-        cluster = args.clusterName.strip()
-        addrs = await admin.fetch_master_and_slave_addr_by_cluster_name(cluster)
-        async for addr, kv in each_broker(out, addrs, admin.fetch_broker_runtime_stats):
-            lines += [f"{addr:<24} {k:<32}: {kv[k]}" for k in sorted(kv)]
-            doc[addr] = dict(sorted(kv.items()))
-        out.emit(text="\n".join(lines), data=doc)
+        # several brokers' keys interleave: each line names its broker
+        line = property_line(32, ": ", with_addr=not args.brokerAddr)
+        titles: dict[str, str | None] = dict.fromkeys(await self.targets(admin, args))
+        await emit_properties(out, titles, admin.fetch_broker_runtime_stats, line, alone_raises=bool(args.brokerAddr))
 
 
 @register
-class UpdateBrokerConfig(Command):
+class UpdateBrokerConfig(OnBrokers):
     name = "updateBrokerConfig"
     help = "Update broker's config"
     description = (
@@ -62,16 +52,15 @@ class UpdateBrokerConfig(Command):
     )
 
     def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
+        super().validate(args)
         if not args.key.strip():
             raise UsageError("-k/--key must not be empty")
+        if args.key.strip() in DLEDGER_KEYS:
+            raise UsageError(f"{args.key.strip()}: {DLEDGER_REASON}")
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         key, value = args.key.strip(), args.value.strip()
-        if args.brokerAddr:
-            addrs = [args.brokerAddr.strip()]
-        else:
-            addrs = await admin.fetch_master_addr_by_cluster_name(args.clusterName.strip())
+        addrs = await self.targets(admin, args)
         done = []
         props = {key: value}
         async for addr, remark in each_broker(
@@ -85,16 +74,13 @@ class UpdateBrokerConfig(Command):
 
 
 @register
-class GetBrokerConfig(Command):
+class GetBrokerConfig(OnBrokers):
     name = "getBrokerConfig"
     help = "Get broker config by cluster or special broker."
     options = (
         BROKER_ADDR.but(help="get which broker"),
         CLUSTER.but(help="get which cluster (masters and their slaves)"),
     )
-
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         if args.brokerAddr:
@@ -111,12 +97,6 @@ class GetBrokerConfig(Command):
                     targets.append(
                         (f"============My Master: {master or 'NO_MASTER'}=====Slave: {slave}============", slave)
                     )
-        doc: dict[str, dict[str, str]] = {}
-        lines: list[str] = []
-        titles = {addr: title for title, addr in targets}
-        async for addr, props in each_broker(out, list(titles), admin.get_broker_config, alone_raises=True):
-            lines.append(titles[addr])
-            lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
-            lines.append("")
-            doc[addr] = dict(sorted(props.items()))
-        out.emit(text="\n".join(lines), data=doc)
+        titles: dict[str, str | None] = {addr: title for title, addr in targets}
+        line = property_line(50, "=  ")
+        await emit_properties(out, titles, admin.get_broker_config, line, blank_after=True, alone_raises=True)

@@ -1,4 +1,5 @@
-"""consumerProgress, updateSubGroup, deleteSubGroup (mqadmin's consumer/ commands)."""
+"""consumerProgress, updateSubGroup, deleteSubGroup, getConsumerConfig (mqadmin's consumer/
+commands)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,21 @@ from rmq.admin.base import (
     TOPIC,
     AdminError,
     Command,
+    OnBrokers,
     Opt,
     Output,
-    broker_or_cluster,
     java_bool,
     register,
 )
 from rmq.admin.output import Col, Table, mq_version_desc
 from rmq.client.errors import MQBrokerError
-from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
-from rmq.protocol.bodies import MessageQueue, subscription_group_string
+from rmq.common.mixall import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX, dlq_topic, is_retry_topic, retry_topic
+from rmq.protocol.bodies import SUBSCRIPTION_GROUP_KEYS, MessageQueue, subscription_group_string
 from rmq.protocol.errors import ProtocolError
 from rmq.remoting.errors import RemotingError
 
 
-def _date(ms: int) -> str:
+def date_text(ms: int) -> str:
     """UtilAll.formatDate(.., YYYY_MM_DD_HH_MM_SS); empty for a queue never consumed."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms > 0 else ""
 
@@ -94,7 +95,7 @@ class ConsumerProgress(Command):
                 ow.consumer_offset,
                 holders.get(mq, "NA"),
                 ow.diff,
-                _date(ow.last_timestamp),
+                date_text(ow.last_timestamp),
             )
             rows.append(
                 {
@@ -196,7 +197,7 @@ def _sub_group_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 @register
-class UpdateSubGroup(Command):
+class UpdateSubGroup(OnBrokers):
     name = "updateSubGroup"
     help = "Update or create subscription group"
     options = (
@@ -213,15 +214,9 @@ class UpdateSubGroup(Command):
         Opt("a", "notifyConsumerIdsChanged", "notify consumerId changed (true|false)", type=java_bool, metavar="BOOL"),
     )
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         cfg = _sub_group_config(args)
-        if args.brokerAddr:
-            addrs = [args.brokerAddr.strip()]
-        else:
-            addrs = await admin.fetch_master_addr_by_cluster_name(args.clusterName.strip())
+        addrs = await self.targets(admin, args)
         for addr in addrs:
             await admin.create_and_update_subscription_group_config(addr, cfg)
             if not out.json:
@@ -230,7 +225,7 @@ class UpdateSubGroup(Command):
 
 
 @register
-class DeleteSubGroup(Command):
+class DeleteSubGroup(OnBrokers):
     name = "deleteSubGroup"
     help = "Delete subscription group from broker."
     description = (
@@ -251,17 +246,10 @@ class DeleteSubGroup(Command):
         ),
     )
 
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
-
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         group = args.groupName.strip()
         cluster = args.clusterName.strip() if args.clusterName else None
-        if args.brokerAddr:
-            addrs = [args.brokerAddr.strip()]
-        else:
-            assert cluster is not None
-            addrs = await admin.fetch_master_addr_by_cluster_name(cluster)
+        addrs = await self.targets(admin, args)
         holders = [a for a in addrs if group in await admin.subscription_groups(a)]
         if not holders:
             where = f"broker {addrs[0]}" if args.brokerAddr else f"cluster {cluster}"
@@ -293,3 +281,33 @@ class DeleteSubGroup(Command):
                     )
         if out.json:
             out.emit(data=doc)
+
+
+@register
+class GetConsumerConfig(Command):
+    name = "getConsumerConfig"
+    help = "Get consumer config by subscription group name."
+    description = "The subscription group's config on each master of every cluster that has it."
+    options = (GROUP.but(long="groupName", required=True, help="subscription group name"),)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        group = args.groupName.strip()
+        ci = await admin.examine_broker_cluster_info()
+        lines: list[str] = []
+        found = []
+        for cluster in sorted(ci.cluster_addr_table):
+            for bd in await admin.fetch_cluster_brokers(cluster):
+                addr = bd.broker_addrs.get(MASTER_ID)
+                cfg = (await admin.subscription_groups(addr)).get(group) if addr else None
+                if cfg is None:
+                    continue
+                lines.append(f"============================={cluster}:{bd.broker_name}=============================")
+                lines += [f"{k:<40}=  {_java_text(cfg.get(k))}" for k, _ in SUBSCRIPTION_GROUP_KEYS]
+                found.append({"cluster": cluster, "brokerName": bd.broker_name, "brokerAddr": addr, "config": cfg})
+        if not found:
+            raise AdminError(f"subscription group {group} not found on any master")
+        out.emit(text="\n".join(lines), data={"groupName": group, "brokers": found})
+
+
+def _java_text(v: object) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)

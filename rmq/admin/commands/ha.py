@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import BROKER_ADDR, CLUSTER, Command, Opt, Output, broker_or_cluster, each_broker, register
+from rmq.admin.base import BROKER_ADDR, CLUSTER, OnBrokers, Opt, Output, each_broker, register
 from rmq.admin.output import Col, Table, human_time
 from rmq.protocol.bodies import loads_fastjson
 from rmq.protocol.codes import RequestCode
@@ -88,9 +88,10 @@ def render(addr: str, info: dict[str, Any]) -> str:
 
 
 @register
-class HAStatus(Command):
+class HAStatus(OnBrokers):
     name = "haStatus"
     help = "Fetch ha runtime status data"
+    with_slaves = True
     description = (
         "Replication state of a broker: role, epoch, CommitLog end, and per slave "
         "(on a master) its acked offset and lag in bytes."
@@ -100,9 +101,6 @@ class HAStatus(Command):
         CLUSTER.but(help="which cluster (every master and slave)"),
         Opt("i", "interval", "repeat every SECONDS (until interrupted)", type=int, metavar="SECONDS"),
     )
-
-    def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
         while True:
@@ -117,7 +115,7 @@ class HAStatus(Command):
             info = await fetch_ha_status(admin, addr)
             out.emit(text=render(addr, info), data={addr: info})
             return
-        addrs = await admin.fetch_master_and_slave_addr_by_cluster_name(args.clusterName.strip())
+        addrs = await self.targets(admin, args)
         doc: dict[str, Any] = {}
         texts = []
         async for addr, info in each_broker(out, addrs, lambda addr: fetch_ha_status(admin, addr)):

@@ -1,5 +1,5 @@
-"""wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig (mqadmin's
-namesrv/ commands).
+"""wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig, updateKvConfig,
+deleteKvConfig (mqadmin's namesrv/ commands).
 
 getNamesrvConfig / updateNamesrvConfig ask each NameServer of ``-n`` (GET_NAMESRV_CONFIG
 319, UPDATE_NAMESRV_CONFIG 318, as mqadmin). A NameServer refuses keys of its black list
@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from rmq.admin.admin import MQAdmin
-from rmq.admin.base import AdminError, Command, Opt, Output, UsageError, describe_error, each_broker, register
+from rmq.admin.base import AdminError, Command, Opt, Output, UsageError, describe_error, emit_properties, register
+from rmq.admin.output import property_line
 
 _BROKER_NAME = Opt("b", "brokerName", "broker name", required=True, metavar="NAME")
 
@@ -85,14 +86,9 @@ class GetNamesrvConfig(Command):
     options = ()
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
-        lines: list[str] = []
-        doc: dict[str, dict[str, str]] = {}
-        calls = each_broker(out, admin.namesrv_addrs, admin.get_namesrv_config, alone_raises=True, what="NameServer")
-        async for ns, props in calls:
-            lines.append(f"============{ns}============")
-            lines += [f"{k:<50}=  {props[k]}" for k in sorted(props)]
-            doc[ns] = dict(sorted(props.items()))
-        out.emit(text="\n".join(lines), data=doc)
+        titles: dict[str, str | None] = {ns: f"============{ns}============" for ns in admin.namesrv_addrs}
+        line = property_line(50, "=  ")
+        await emit_properties(out, titles, admin.get_namesrv_config, line, alone_raises=True, what="NameServer")
 
 
 @register
@@ -133,3 +129,39 @@ class UpdateNamesrvConfig(Command):
             out.emit(data={"key": key, "value": value, "nameServers": done})
         elif any(d["ok"] for d in done):
             out.emit(text=f"{key} : {value}")
+
+
+_NAMESPACE = Opt("s", "namespace", "set the namespace", required=True, metavar="NAMESPACE")
+_KEY = Opt("k", "key", "set the key name", required=True, metavar="KEY")
+
+
+@register
+class UpdateKvConfig(Command):
+    name = "updateKvConfig"
+    help = "Create or update KV config."
+    description = "Put a key of a namespace into the KV config of every NameServer of -n."
+    options = (_NAMESPACE, _KEY, Opt("v", "value", "set the key value", required=True, metavar="VALUE"))
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        ns, key, value = args.namespace.strip(), args.key.strip(), args.value.strip()
+        await admin.put_kv_config(ns, key, value)
+        out.emit(
+            text="create or update kv config to namespace success.",
+            data={"namespace": ns, "key": key, "value": value, "nameServers": admin.namesrv_addrs},
+        )
+
+
+@register
+class DeleteKvConfig(Command):
+    name = "deleteKvConfig"
+    help = "Delete KV config."
+    description = "Delete a key of a namespace from the KV config of every NameServer of -n."
+    options = (_NAMESPACE, _KEY)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        ns, key = args.namespace.strip(), args.key.strip()
+        await admin.delete_kv_config(ns, key)
+        out.emit(
+            text="delete kv config from namespace success.",
+            data={"namespace": ns, "key": key, "nameServers": admin.namesrv_addrs},
+        )

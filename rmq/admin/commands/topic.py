@@ -1,4 +1,5 @@
-"""topicList, topicRoute, topicStatus, updateTopic, deleteTopic (mqadmin's topic/ commands)."""
+"""topicList, topicRoute, topicStatus, updateTopic, deleteTopic, updateTopicPerm,
+topicClusterList, allocateMQ, updateOrderConf (mqadmin's topic/ commands)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,24 @@ import argparse
 import asyncio
 from typing import Any
 
-from rmq.admin.admin import MQAdmin
+from rmq.admin.admin import NAMESPACE_ORDER_TOPIC_CONFIG, MQAdmin
 from rmq.admin.base import (
     BROKER_ADDR,
     CLUSTER,
     TOPIC,
     AdminError,
     Command,
+    OnBrokers,
     Opt,
     Output,
     UsageError,
-    broker_or_cluster,
+    each_broker,
     java_bool,
     register,
 )
 from rmq.admin.output import Col, Table, fastjson_pretty, human_time, topic_config_string, without_nulls
+from rmq.client.rebalance import allocate_averagely
+from rmq.client.routes import topic_route_to_subscribe_info
 from rmq.common.mixall import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmq.protocol.bodies import ClusterInfo, TopicConfig, TopicRouteData
 from rmq.protocol.codes import PermName
@@ -127,7 +131,7 @@ class TopicStatus(Command):
 
 
 @register
-class UpdateTopic(Command):
+class UpdateTopic(OnBrokers):
     name = "updateTopic"
     help = "Update or create topic"
     options = (
@@ -150,7 +154,7 @@ class UpdateTopic(Command):
     )
 
     def validate(self, args: argparse.Namespace) -> None:
-        broker_or_cluster(args)
+        super().validate(args)
         if args.readQueueNums < 0 or args.writeQueueNums < 0:
             raise UsageError("queue numbers must not be negative")
         if not 0 <= args.perm <= 15:
@@ -227,3 +231,122 @@ class DeleteTopic(Command):
             text=f"delete topic [{topic}] from NameServer success.",
             data={"topic": topic, "cluster": cluster, "brokers": addrs, "nameServers": namesrvs},
         )
+
+
+@register
+class UpdateTopicPerm(OnBrokers):
+    name = "updateTopicPerm"
+    help = "Update topic perm"
+    description = "Change a topic's permission on one broker or every master of a cluster, keeping its other fields."
+    options = (
+        BROKER_ADDR.but(help="update the topic on which broker"),
+        CLUSTER.but(help="update the topic on every master of which cluster"),
+        TOPIC.but(required=True),
+        Opt("p", "perm", "topic's permission (2|4|6), intro[2:W; 4:R; 6:RW]", required=True, type=int, metavar="PERM"),
+    )
+
+    def validate(self, args: argparse.Namespace) -> None:
+        super().validate(args)
+        if args.perm not in (PermName.PERM_WRITE, PermName.PERM_READ, PermName.PERM_READ | PermName.PERM_WRITE):
+            raise UsageError(f"perm {args.perm} is not 2 (W), 4 (R) or 6 (RW)")
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        topic = args.topic.strip()
+        addrs = await self.targets(admin, args)
+        changed = []
+
+        async def update(addr: str) -> int:
+            tc = (await admin.all_topic_config(addr)).get(topic)
+            if tc is None:
+                raise AdminError(f"topic {topic} is not on broker {addr}")
+            old = tc.perm
+            tc.perm = args.perm
+            await admin.create_and_update_topic_config(addr, tc)
+            return old
+
+        async for addr, old in each_broker(out, addrs, update, alone_raises=True):
+            changed.append({"brokerAddr": addr, "oldPerm": old, "perm": args.perm})
+            if not out.json:
+                out.emit(text=f"update topic perm from {old} to {args.perm} in {addr} success.")
+        if out.json:
+            out.emit(data={"topic": topic, "brokers": changed})
+
+
+@register
+class TopicClusterList(Command):
+    name = "topicClusterList"
+    help = "get cluster info for topic"
+    options = (TOPIC.but(required=True),)
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        topic = args.topic.strip()
+        route = await admin.examine_topic_route_info(topic)
+        ci = await admin.examine_broker_cluster_info()
+        names = {bd.broker_name for bd in route.broker_datas}
+        clusters = sorted(c for c, brokers in ci.cluster_addr_table.items() if names & set(brokers))
+        out.emit(text="\n".join(clusters), data={"topic": topic, "clusters": clusters})
+
+
+@register
+class AllocateMQ(Command):
+    name = "allocateMQ"
+    help = "Allocate MQ"
+    description = "How the default strategy (averagely) would share the topic's queues among the given client ids."
+    options = (
+        TOPIC.but(required=True),
+        Opt("i", "ipList", "client ids, comma separated", required=True, metavar="IDS"),
+    )
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        topic = args.topic.strip()
+        route = await admin.examine_topic_route_info(topic)
+        mqs = sorted(topic_route_to_subscribe_info(topic, route))
+        cids = sorted({c.strip() for c in args.ipList.split(",") if c.strip()})
+        if not cids:
+            raise UsageError("-i/--ipList: no client id given")
+        result = {cid: [mq.to_obj() for mq in allocate_averagely("", cid, mqs, cids)] for cid in cids}
+        text = "\n".join(
+            f"{cid}: " + ", ".join(f"{q['brokerName']}:{q['queueId']}" for q in queues)
+            for cid, queues in result.items()
+        )
+        out.emit(text=f"topic: {topic}\n{text}", data={"topic": topic, "result": result})
+
+
+@register
+class UpdateOrderConf(Command):
+    name = "updateOrderConf"
+    help = "Create or update or delete order conf"
+    description = (
+        "The NameServers' ORDER_TOPIC_CONFIG of a topic (brokerName:queueNums;...), "
+        "which routes carry as orderTopicConf when orderMessageEnable is on: put, get or delete."
+    )
+    options = (
+        TOPIC.but(required=True),
+        Opt("m", "method", "put | get | delete", required=True, metavar="METHOD"),
+        Opt("v", "orderConf", "with put: brokerName1:num;brokerName2:num", metavar="CONF"),
+    )
+
+    def validate(self, args: argparse.Namespace) -> None:
+        args.method = args.method.strip().lower()
+        if args.method not in ("put", "get", "delete"):
+            raise UsageError(f"-m: {args.method!r} is not put, get or delete")
+        if args.method == "put" and not (args.orderConf or "").strip():
+            raise UsageError("-m put needs -v/--orderConf")
+
+    async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
+        topic = args.topic.strip()
+        if args.method == "put":
+            conf = args.orderConf.strip()
+            await admin.put_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, topic, conf)
+            text = f"update orderConf success. topic=[{topic}], orderConf=[{conf}]"
+        elif args.method == "get":
+            value = await admin.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+            if value is None:
+                raise AdminError(f"no orderConf for topic {topic} on NameServer {admin.namesrv_desc}")
+            conf = value
+            text = f"get orderConf success. topic=[{topic}], orderConf=[{conf}]"
+        else:
+            await admin.delete_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+            conf = None
+            text = f"delete orderConf success. topic=[{topic}]"
+        out.emit(text=text, data={"topic": topic, "method": args.method, "orderConf": conf})
