@@ -4,6 +4,8 @@
 #
 #   .venv-interop-cpp2/        PyPI rocketmq-python-cvs==2.1.0.3 (RocketMQ C++ client 2.1.0)
 #   .venv-interop-cpp1/        PyPI rocketmq==0.4.4              (RocketMQ C++ client 1.x)
+#   .venv-interop-py5/         PyPI rocketmq-python-client==5.1.2 (the official 5.x gRPC SDK; rmq proxy
+#                              tests: tests/interop/test_python5_*.py, needs Python 3.8+)
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
 #   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
 #                              (the interop tests and PySpark 4 in tests/spark)
@@ -36,6 +38,8 @@ CPP2_VENV="$ROOT/.venv-interop-cpp2"
 CPP2_SPEC="rocketmq-python-cvs==2.1.0.3"
 CPP1_VENV="$ROOT/.venv-interop-cpp1"
 CPP1_SPEC="rocketmq==0.4.4"
+PY5_VENV="$ROOT/.venv-interop-py5"
+PY5_SPEC="rocketmq-python-client==5.1.2"
 STAMP_NAME=".rmq-interop-stamp"
 
 LOG="$(mktemp -t rmq-install-deps.XXXXXX)"
@@ -165,6 +169,20 @@ import os; os._exit(0)   # skip the C++ destructors
 "
 }
 
+# verify_py5 DIR: the 5.x SDK imports and builds its client objects (no server needed).
+verify_py5() {
+    local dir="$1"
+    run "load-test the 5.x SDK in $(basename "$dir")" \
+        env HOME="$CHECK_HOME" "$dir/bin/python" -c "
+from importlib import metadata
+v = metadata.version('rocketmq-python-client')
+assert v == '5.1.2', v
+from rocketmq import ClientConfiguration, Credentials, Message, Producer, SimpleConsumer
+ClientConfiguration('127.0.0.1:8081', Credentials())
+print('ok rocketmq-python-client', v)
+"
+}
+
 # ----------------------------------------------------------------------------- node
 ensure_node() {
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
@@ -231,6 +249,9 @@ verify_venv "$CPP2_VENV" rocketmq-python-cvs
 ensure_venv "$CPP1_VENV" "$CPP1_SPEC"
 check_native "$CPP1_VENV"
 verify_venv "$CPP1_VENV" rocketmq
+
+ensure_venv "$PY5_VENV" "$PY5_SPEC"
+verify_py5 "$PY5_VENV"
 
 ensure_node
 ensure_java
