@@ -359,18 +359,17 @@ class MessagingService:
                 if which == "settings":
                     try:
                         reply = self._settings_reply(cmd.settings)
+                        topics = {t.name for t in reply.publishing.topics if t.name}
+                        for t in topics:
+                            self.auth.authorize(ctx.account, t, PUB)
                     except ProxyError as e:
                         session.outbox.put_nowait(Cmd(status=status(e.code, e.message)))
                         continue
                     session.settings = reply
                     session.outbox.put_nowait(Cmd(status=status(pb.Code.OK), settings=reply))
-                    if reply.WhichOneof("pub_sub") == "publishing":
-                        topics = {t.name for t in reply.publishing.topics if t.name}
-                        for t in topics:
-                            self.auth.authorize(ctx.account, t, PUB)
+                    if topics:
                         session.topics |= topics
-                        if topics:
-                            await self.brokers.register_producer_groups(sorted(topics))
+                        await self.brokers.register_producer_groups(sorted(topics))
                     log.info(
                         "client %s settings: %s %s",
                         ctx.client_id,

@@ -64,7 +64,9 @@ def proxy(cluster: Cluster) -> Iterator[str]:
         p.stop()
 
 
-def run_driver(mode: str, endpoints: str, spec: dict[str, Any], timeout: float = 90) -> list[dict[str, Any]]:
+def run_driver(
+    mode: str, endpoints: str, spec: dict[str, Any], timeout: float = 90, allow_errors: bool = False
+) -> list[dict[str, Any]]:
     py = _require_py5()
     r = subprocess.run(
         [str(py), str(DRIVER), mode, endpoints, json.dumps(spec)],
@@ -76,7 +78,7 @@ def run_driver(mode: str, endpoints: str, spec: dict[str, Any], timeout: float =
     events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert events and events[-1]["event"] == "done", f"driver failed ({r.returncode}):\n{r.stdout}\n{r.stderr[-3000:]}"
     errors = [e for e in events if e["event"] == "error"]
-    assert not errors, f"{errors}\n{r.stderr[-3000:]}"
+    assert allow_errors or not errors, f"{errors}\n{r.stderr[-3000:]}"
     return events
 
 
