@@ -124,7 +124,11 @@ class MessagingService:
         if not client_id.strip():
             raise ProxyError(pb.Code.CLIENT_ID_REQUIRED, "x-mq-client-id header is required")
         peer = _peer_host(context.peer() or "")
-        account = self.auth.authenticate(md, peer)
+        try:
+            account = self.auth.authenticate(md, peer)
+        except ProxyError as e:
+            log.info("client %s from %s refused: %s", client_id, peer, e.message)
+            raise
         remaining = context.time_remaining()
         return RequestContext(client_id, peer, md, account, remaining)
 

@@ -97,8 +97,8 @@ def test_wrong_secret_anonymous_and_denied_topic_are_refused(acl_proxy: SimpleNa
     for ak, sk, what in ((USER[0], "wrong-secret", "signature"), ("", "", "anonymous")):
         spec = {"topic": topic, "messages": [{"body": "never"}], "ak": ak, "sk": sk}
         events = run_driver("send", acl_proxy.addr, spec, allow_errors=True)
-        errors = [e for e in events if e["event"] == "error"]
-        assert errors, events
+        assert [e for e in events if e["event"] == "error"], events
+        assert what in acl_proxy.proc.log_text(), f"no refusal for {what} in the proxy log"
     spec = {"topic": "DenyTopic", "messages": [{"body": "denied"}], "ak": USER[0], "sk": USER[1]}
     errors = [e for e in run_driver("send", acl_proxy.addr, spec, allow_errors=True) if e["event"] == "error"]
     assert errors and ("Forbidden" in errors[0]["error"] or "permission" in errors[0]["error"]), errors
