@@ -25,7 +25,9 @@ from rmq.proxy.brokers import BrokerAccess
 from rmq.proxy.config import ProxyConfig, load_proxy_config
 from rmq.proxy.metrics import ProxyMetrics
 from rmq.proxy.service import MessagingService
+from rmq.proxy.tls_front import TlsFront
 from rmq.remoting.acl_guard import acl_home, load_acl_set
+from rmq.remoting.tls import TlsMode, TlsSettings, load_tls_settings, tls_properties
 from rmq.runtime.service import PeriodicService
 
 __all__ = ["ProxyServer", "main"]
@@ -43,6 +45,12 @@ class ProxyServer:
         self.raw = raw or {}
         credential = parse_credential(self.raw.get("innerClientAuthenticationCredentials", ""))
         self.credential = credential
+        tls_keys, _ = tls_properties(self.raw)
+        self.tls: TlsSettings
+        self.tls, ignored = load_tls_settings(tls_keys)
+        for k in ignored:
+            log.warning("proxy config: TLS key %r ignored", k)
+        self.front: TlsFront | None = None
         self.brokers = BrokerAccess(cfg, request_hook=credential.sign if credential is not None else None)
         self.metrics = ProxyMetrics(cfg.proxyClusterName, self.brokers.client_id)
         self.port = cfg.grpcServerPort
@@ -76,26 +84,48 @@ class ProxyServer:
             ]
         )
         bind = self.cfg.bindAddress or "0.0.0.0"
-        port = server.add_insecure_port(f"{bind}:{self.cfg.grpcServerPort}")
-        if port == 0:
-            raise OSError(f"cannot listen on {bind}:{self.cfg.grpcServerPort}")
-        self.port = port
-        self.service = MessagingService(self.cfg, self.brokers, Authenticator(acl), self.metrics, self.advertise())
+        if self.tls.server_mode == TlsMode.DISABLED:
+            port = server.add_insecure_port(f"{bind}:{self.cfg.grpcServerPort}")
+            if port == 0:
+                raise OSError(f"cannot listen on {bind}:{self.cfg.grpcServerPort}")
+            self.port = port
+        else:
+            # TLS and plaintext on one port: our listener in front, gRPC on a loopback port behind it
+            backend = server.add_insecure_port("127.0.0.1:0")
+            if backend == 0:
+                raise OSError("cannot listen on a loopback port for the gRPC server")
+            self.front = TlsFront(bind, self.cfg.grpcServerPort, self.tls, backend)
+        self.service = MessagingService(
+            self.cfg,
+            self.brokers,
+            Authenticator(acl),
+            self.metrics,
+            self.advertise(),
+            peer_resolver=self.front.real_peer if self.front is not None else None,
+        )
         server.add_generic_rpc_handlers((self.service.handler(),))
         await server.start()
         self._server = server
+        if self.front is not None:
+            await self.front.start()
+            self.port = self.front.port
+            if self.service is not None:
+                self.service.advertise = self.advertise()
         self._heartbeat.start()
         if self.cfg.metricsPromExporterPort:
             self.metrics.http.start(bind, self.cfg.metricsPromExporterPort)
         log.info(
-            "rmq proxy %s serving apache.rocketmq.v2.MessagingService on %s (NameServers %s)",
+            "rmq proxy %s serving apache.rocketmq.v2.MessagingService on %s (TLS %s; NameServers %s)",
             self.brokers.client_id,
             self.address,
+            self.tls.server_mode.value,
             self.cfg.namesrvAddr,
         )
 
     async def stop(self, grace: float = 2.0) -> None:
         await self._heartbeat.stop()
+        if self.front is not None:
+            await self.front.close()
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None

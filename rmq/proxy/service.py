@@ -106,6 +106,8 @@ class MessagingService:
         auth: Authenticator,
         metrics: ProxyMetrics,
         advertise: tuple[str, int],
+        *,
+        peer_resolver: Callable[[str], str | None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.brokers = brokers
@@ -115,6 +117,8 @@ class MessagingService:
         self.limits = cfg.send_limits()
         self.advertise = advertise
         self.sessions: dict[str, set[Session]] = {}
+        #: the client's address behind a gRPC peer (the TLS front's pipe), None: the peer itself
+        self.peer_resolver = peer_resolver
         brokers.on_check = self._on_check_transaction_state
 
     # ================================================================== plumbing
@@ -123,7 +127,8 @@ class MessagingService:
         client_id = md.get("x-mq-client-id", "")
         if not client_id.strip():
             raise ProxyError(pb.Code.CLIENT_ID_REQUIRED, "x-mq-client-id header is required")
-        peer = _peer_host(context.peer() or "")
+        grpc_peer = context.peer() or ""
+        peer = (self.peer_resolver(grpc_peer) if self.peer_resolver is not None else None) or _peer_host(grpc_peer)
         try:
             account = self.auth.authenticate(md, peer)
         except ProxyError as e:

@@ -10,6 +10,7 @@ Consumption by the 5.x SDK (SimpleConsumer / PushConsumer) needs POP in the brok
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -65,7 +66,12 @@ def proxy(cluster: Cluster) -> Iterator[str]:
 
 
 def run_driver(
-    mode: str, endpoints: str, spec: dict[str, Any], timeout: float = 90, allow_errors: bool = False
+    mode: str,
+    endpoints: str,
+    spec: dict[str, Any],
+    timeout: float = 90,
+    allow_errors: bool = False,
+    env: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     py = _require_py5()
     r = subprocess.run(
@@ -74,6 +80,7 @@ def run_driver(
         text=True,
         timeout=timeout,
         cwd=str(REPO),
+        env={**os.environ, **(env or {})},
     )
     events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert events and events[-1]["event"] == "done", f"driver failed ({r.returncode}):\n{r.stdout}\n{r.stderr[-3000:]}"

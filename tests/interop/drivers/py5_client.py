@@ -4,7 +4,8 @@ Run with .venv-interop-py5/bin/python (never imported by the test process: the S
 modules register apache.rocketmq.v2 in protobuf's default pool and import OpenTelemetry).
 
     py5_client.py send ENDPOINTS SPEC_JSON   SPEC = {"topic", "messages": [{body, tag?, keys?, props?,
-                                             group?, delay_s?}], "ak"?, "sk"?}
+                                             group?, delay_s?}], "ak"?, "sk"?, "tls"?}
+                                             (tls: trusts $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)
     py5_client.py tx ENDPOINTS SPEC_JSON     SPEC = {"topic", "messages": [{body, end: commit|rollback|none}],
                                              "check": commit|rollback, "wait_checks": N, "timeout": s}
 
@@ -51,7 +52,7 @@ def main() -> int:
     topic = spec["topic"]
     cfg = ClientConfiguration(endpoints, Credentials(spec.get("ak", ""), spec.get("sk", "")), request_timeout=5)
     if mode == "send":
-        producer = Producer(cfg, (topic,))
+        producer = Producer(cfg, (topic,), tls_enable=bool(spec.get("tls")))
         producer.startup()
         try:
             for item in spec["messages"]:
