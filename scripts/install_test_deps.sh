@@ -7,6 +7,8 @@
 #   .venv-interop-py5/         PyPI rocketmq-python-client==5.1.2 (the official 5.x gRPC SDK; rmq proxy
 #                              tests: tests/interop/test_python5_*.py, needs Python 3.8+)
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
+#   tests/interop/drivers/node5/node_modules/   npm rocketmq-client-nodejs@1.0.8, the official 5.x
+#                              Node SDK (rmq proxy tests: tests/proxy/test_node5_client.py; node >= 16.19)
 #   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
 #                              (the interop tests and PySpark 4 in tests/spark)
 #   javac                      Debian default-jdk-headless, only if no `javac` is on PATH
@@ -34,6 +36,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 NODE_DIR="$ROOT/tests/interop/node"
+NODE5_DIR="$ROOT/tests/interop/drivers/node5"
 CPP2_VENV="$ROOT/.venv-interop-cpp2"
 CPP2_SPEC="rocketmq-python-cvs==2.1.0.3"
 CPP1_VENV="$ROOT/.venv-interop-cpp1"
@@ -208,6 +211,30 @@ for (const k of ['Producer', 'Consumer', 'Message']) if (typeof ons[k] !== 'func
 ")
 }
 
+# the 5.x Node SDK (gRPC) beside ali-ons: its own package-lock.json, node >= 16.19
+ensure_node5() {
+    local major minor want have=""
+    major=$(node -p 'process.versions.node.split(".")[0]')
+    minor=$(node -p 'process.versions.node.split(".")[1]')
+    if [[ "$major" -lt 16 || ( "$major" -eq 16 && "$minor" -lt 19 ) ]]; then
+        die "node $(node --version) is too old for rocketmq-client-nodejs (need >= 16.19)"
+    fi
+    [[ -f "$NODE5_DIR/package-lock.json" ]] || die "missing $NODE5_DIR/package-lock.json"
+    want="$(sha256sum "$NODE5_DIR/package-lock.json" | cut -d' ' -f1) node$major"
+    [[ -f "$NODE5_DIR/node_modules/$STAMP_NAME" ]] && have=$(cat "$NODE5_DIR/node_modules/$STAMP_NAME")
+    if [[ "$have" != "$want" || ! -d "$NODE5_DIR/node_modules/rocketmq-client-nodejs" ]]; then
+        (cd "$NODE5_DIR" && run "npm ci in tests/interop/drivers/node5" \
+            npm ci --no-audit --no-fund --loglevel=error)
+        echo "$want" >"$NODE5_DIR/node_modules/$STAMP_NAME"
+    fi
+    (cd "$NODE5_DIR" && run "load-test rocketmq-client-nodejs" node -e "
+const sdk = require('rocketmq-client-nodejs');
+const v = require('rocketmq-client-nodejs/package.json').version;
+if (v !== '1.0.8') { console.error('rocketmq-client-nodejs ' + v + ' installed, 1.0.8 expected'); process.exit(1); }
+for (const k of ['Producer', 'SimpleConsumer']) if (typeof sdk[k] !== 'function') process.exit(1);
+")
+}
+
 # ----------------------------------------------------------------------------- java
 # Major version of the java on PATH (0 if none): PySpark 4 (tests/spark) needs 17+.
 java_major() {
@@ -254,6 +281,7 @@ ensure_venv "$PY5_VENV" "$PY5_SPEC"
 verify_py5 "$PY5_VENV"
 
 ensure_node
+ensure_node5
 ensure_java
 ensure_prometheus
 ensure_etcd
