@@ -187,6 +187,19 @@ print('ok rocketmq-python-client', v)
 }
 
 # ----------------------------------------------------------------------------- node
+# npm_ci DIR PACKAGE: DIR/node_modules installed from DIR/package-lock.json (stamp-checked)
+npm_ci() {
+    local dir="$1" pkg="$2" major want have=""
+    major=$(node -p 'process.versions.node.split(".")[0]')
+    [[ -f "$dir/package-lock.json" ]] || die "missing $dir/package-lock.json"
+    want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1) node$major"
+    [[ -f "$dir/node_modules/$STAMP_NAME" ]] && have=$(cat "$dir/node_modules/$STAMP_NAME")
+    if [[ "$have" != "$want" || ! -d "$dir/node_modules/$pkg" ]]; then
+        (cd "$dir" && run "npm ci in ${dir#"$ROOT"/}" npm ci --no-audit --no-fund --loglevel=error)
+        echo "$want" >"$dir/node_modules/$STAMP_NAME"
+    fi
+}
+
 ensure_node() {
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         apt_install nodejs npm
@@ -194,15 +207,7 @@ ensure_node() {
     local major
     major=$(node -p 'process.versions.node.split(".")[0]')
     [[ "$major" -ge 10 ]] || die "node $(node --version) is too old for ali-ons (need >= 10)"
-    [[ -f "$NODE_DIR/package-lock.json" ]] || die "missing $NODE_DIR/package-lock.json"
-    local want have=""
-    want="$(sha256sum "$NODE_DIR/package-lock.json" | cut -d' ' -f1) node$major"
-    [[ -f "$NODE_DIR/node_modules/$STAMP_NAME" ]] && have=$(cat "$NODE_DIR/node_modules/$STAMP_NAME")
-    if [[ "$have" != "$want" || ! -d "$NODE_DIR/node_modules/ali-ons" ]]; then
-        (cd "$NODE_DIR" && run "npm ci in tests/interop/node" \
-            npm ci --no-audit --no-fund --loglevel=error)
-        echo "$want" >"$NODE_DIR/node_modules/$STAMP_NAME"
-    fi
+    npm_ci "$NODE_DIR" ali-ons
     (cd "$NODE_DIR" && run "load-test ali-ons" node -e "
 const ons = require('ali-ons');
 const v = require('ali-ons/package.json').version;
@@ -213,20 +218,10 @@ for (const k of ['Producer', 'Consumer', 'Message']) if (typeof ons[k] !== 'func
 
 # the 5.x Node SDK (gRPC) beside ali-ons: its own package-lock.json, node >= 16.19
 ensure_node5() {
-    local major minor want have=""
-    major=$(node -p 'process.versions.node.split(".")[0]')
-    minor=$(node -p 'process.versions.node.split(".")[1]')
-    if [[ "$major" -lt 16 || ( "$major" -eq 16 && "$minor" -lt 19 ) ]]; then
+    if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 16 || (a === 16 && b >= 19) ? 0 : 1)'; then
         die "node $(node --version) is too old for rocketmq-client-nodejs (need >= 16.19)"
     fi
-    [[ -f "$NODE5_DIR/package-lock.json" ]] || die "missing $NODE5_DIR/package-lock.json"
-    want="$(sha256sum "$NODE5_DIR/package-lock.json" | cut -d' ' -f1) node$major"
-    [[ -f "$NODE5_DIR/node_modules/$STAMP_NAME" ]] && have=$(cat "$NODE5_DIR/node_modules/$STAMP_NAME")
-    if [[ "$have" != "$want" || ! -d "$NODE5_DIR/node_modules/rocketmq-client-nodejs" ]]; then
-        (cd "$NODE5_DIR" && run "npm ci in tests/interop/drivers/node5" \
-            npm ci --no-audit --no-fund --loglevel=error)
-        echo "$want" >"$NODE5_DIR/node_modules/$STAMP_NAME"
-    fi
+    npm_ci "$NODE5_DIR" rocketmq-client-nodejs
     (cd "$NODE5_DIR" && run "load-test rocketmq-client-nodejs" node -e "
 const sdk = require('rocketmq-client-nodejs');
 const v = require('rocketmq-client-nodejs/package.json').version;

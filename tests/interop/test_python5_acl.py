@@ -18,9 +18,10 @@ from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import decode_records
 from rmq.remoting.client import RemotingClient
-from tests.harness import RmqProcess, start_cluster
+from tests.harness import start_cluster
 from tests.interop.conftest import unique_name
 from tests.interop.test_python5_proxy import run_driver
+from tests.proxy.harness import start_proxy
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,20 +48,11 @@ def acl_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamesp
     (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
     cred = f"{CLUSTER[0]}:{CLUSTER[1]}"
     conf = {"aclEnable": "true", "rocketmqHome": str(home), "innerClientAuthenticationCredentials": cred}
-    with start_cluster(wd, conf={**conf, "autoCreateTopicEnable": "true"}) as c:
-        defines = [x for k, v in conf.items() for x in ("-D", f"{k}={v}")]
-        p = RmqProcess(
-            "proxy",
-            ["proxy", "-n", c.namesrv, "-p", "0", "-D", "bindAddress=127.0.0.1", *defines],
-            wd / "proxy",
-            r"rmq proxy listening on ([\d.]+:\d+)",
-        )
-        p.start()
-        try:
-            assert p.match is not None
-            yield SimpleNamespace(addr=p.match.group(1), broker=c.broker, proc=p)
-        finally:
-            p.stop()
+    with (
+        start_cluster(wd, conf={**conf, "autoCreateTopicEnable": "true"}) as c,
+        start_proxy(c.namesrv, wd, *(f"{k}={v}" for k, v in conf.items())) as p,
+    ):
+        yield SimpleNamespace(addr=p.addr, broker=c.broker, proc=p)
 
 
 def signed_pull_all(broker: str, topic: str, queues: int = 4) -> list[str]:

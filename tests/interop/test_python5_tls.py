@@ -14,9 +14,9 @@ import pytest
 
 from rmq.proxy import pb
 from rmq.remoting.tls import self_signed_pem
-from tests.harness import RmqProcess
 from tests.interop.conftest import Cluster, _start_cluster, unique_name
 from tests.interop.test_python5_proxy import run_driver
+from tests.proxy.harness import ProxyProcess, proxy_process
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -28,32 +28,26 @@ def tls_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluste
     (wd / "cert.pem").write_bytes(cert)
     (wd / "key.pem").write_bytes(key)
     defines = [
-        "-D", "tls.test.mode.enable=false",
-        "-D", f"tls.server.certPath={wd / 'cert.pem'}",
-        "-D", f"tls.server.keyPath={wd / 'key.pem'}",
-        "-D", f"tls.config.file={wd / 'tls.properties'}",
-    ]  # fmt: skip
+        "tls.test.mode.enable=false",
+        f"tls.server.certPath={wd / 'cert.pem'}",
+        f"tls.server.keyPath={wd / 'key.pem'}",
+        f"tls.config.file={wd / 'tls.properties'}",
+    ]
     (wd / "tls.properties").write_text("")
     yield from ((c, wd, defines) for c in _start_cluster(wd, broker_conf={"autoCreateTopicEnable": "true"}))
 
 
-def _proxy(cluster: Cluster, wd: Path, defines: list[str], mode: str) -> RmqProcess:
-    p = RmqProcess(
-        f"proxy-{mode}",
-        ["proxy", "-n", cluster.namesrv_addr, "-p", "0", "-D", "bindAddress=127.0.0.1", "-D", f"tls.server.mode={mode}",
-         *defines],
-        wd / f"proxy-{mode}",
-        r"rmq proxy listening on [\d.]+:(\d+)",
-    )  # fmt: skip
-    return p.start()
+def _proxy(cluster: Cluster, wd: Path, defines: list[str], mode: str) -> ProxyProcess:
+    p = proxy_process(cluster.namesrv_addr, wd, f"tls.server.mode={mode}", *defines, name=f"proxy-{mode}")
+    p.start()
+    return p
 
 
 def test_tls_and_plaintext_on_one_port(tls_setup) -> None:
     cluster, wd, defines = tls_setup
     p = _proxy(cluster, wd, defines, "permissive")
     try:
-        assert p.match is not None
-        endpoints = f"localhost:{p.match.group(1)}"
+        endpoints = f"localhost:{p.addr.rsplit(':', 1)[1]}"
         topic = unique_name("py5-tls")
         env = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(wd / "cert.pem")}
         spec = {"topic": topic, "messages": [{"body": "over-tls"}], "tls": True}
@@ -69,8 +63,7 @@ async def test_enforcing_refuses_plaintext(tls_setup) -> None:
     cluster, wd, defines = tls_setup
     p = _proxy(cluster, wd, defines, "enforcing")
     try:
-        assert p.match is not None
-        port = p.match.group(1)
+        port = p.addr.rsplit(":", 1)[1]
         Req, Resp = pb.msg("QueryRouteRequest"), pb.msg("QueryRouteResponse")
         md = (("x-mq-client-id", "t@1@0@x"),)
         req = Req(topic=pb.msg("Resource")(name="T"))

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from rmq.protocol.message import MessageConst
-from tests.harness import RmqProcess
 from tests.interop.conftest import DRIVERS, Cluster, _start_cluster, unique_name
+from tests.proxy.harness import start_proxy
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,18 +29,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def proxy(cluster: Cluster) -> Iterator[str]:
-    p = RmqProcess(
-        "proxy",
-        ["proxy", "-n", cluster.namesrv_addr, "-p", "0", "-D", "bindAddress=127.0.0.1"],
-        cluster.workdir / "proxy",
-        r"rmq proxy listening on ([\d.]+:\d+)",
-    )
-    p.start()
-    try:
-        assert p.match is not None
-        yield p.match.group(1)
-    finally:
-        p.stop()
+    with start_proxy(cluster.namesrv_addr, cluster.workdir) as p:
+        yield p.addr
 
 
 def run_node(endpoints: str, spec: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,7 +15,8 @@ import grpc
 import pytest
 
 from rmq.proxy import pb
-from tests.harness import RmqProcess, start_cluster
+from tests.harness import start_cluster
+from tests.proxy.harness import start_proxy
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,29 +29,11 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         metrics_port = s.getsockname()[1]
-    with start_cluster(wd, conf={"autoCreateTopicEnable": "true"}) as c:
-        p = RmqProcess(
-            "proxy",
-            [
-                "proxy",
-                "-n",
-                c.namesrv,
-                "-p",
-                "0",
-                "-D",
-                "bindAddress=127.0.0.1",
-                "-D",
-                f"metricsPromExporterPort={metrics_port}",
-            ],
-            wd / "proxy",
-            r"rmq proxy listening on ([\d.]+:\d+)",
-        )
-        p.start()
-        try:
-            assert p.match is not None
-            yield p.match.group(1), metrics_port
-        finally:
-            p.stop()
+    with (
+        start_cluster(wd, conf={"autoCreateTopicEnable": "true"}) as c,
+        start_proxy(c.namesrv, wd, f"metricsPromExporterPort={metrics_port}") as p,
+    ):
+        yield p.addr, metrics_port
 
 
 async def call(addr: str, rpc: str, req: Any, metadata: tuple = MD) -> Any:
