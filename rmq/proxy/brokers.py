@@ -23,8 +23,8 @@ from rmq.client.message import SendResult
 from rmq.client.routes import RoundRobinIndex
 from rmq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rmq.common.net import local_ip
-from rmq.protocol.bodies import MASTER_ID, HeartbeatData, ProducerData, QueueData, TopicRouteData
-from rmq.protocol.codes import LanguageCode, PermName, RequestCode
+from rmq.protocol.bodies import MASTER_ID, HeartbeatData, ProducerData, QueueData, TopicRouteData, loads_fastjson
+from rmq.protocol.codes import LanguageCode, PermName, RequestCode, ResponseCode
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import (
@@ -43,6 +43,7 @@ __all__ = ["BrokerAccess", "Route", "CheckHandler"]
 log = logging.getLogger("rmq.proxy.brokers")
 
 ROUTE_TTL = 5.0
+GROUP_CONFIG_TTL = 30.0
 #: a producer group no 5.x producer has named for this long is no longer heartbeated
 PRODUCER_GROUP_TTL = 120.0
 
@@ -85,6 +86,7 @@ class BrokerAccess:
         self.api = MQClientAPI(self.remoting, cfg.namesrv_list())
         self._routes: dict[str, Route] = {}
         self._producer_groups: dict[str, float] = {}
+        self._group_configs: dict[str, tuple[float, dict[str, object] | None]] = {}
         self.on_check: CheckHandler | None = None
 
     async def close(self) -> None:
@@ -128,6 +130,41 @@ class BrokerAccess:
                 if addr in bd.broker_addrs.values():
                     return bd.broker_name
         return None
+
+    # ------------------------------------------------------------------ subscription groups
+    async def group_config(self, group: str, topic: str | None) -> dict[str, object] | None:
+        """The subscription group's config (SubscriptionGroupConfig JSON: ``retryMaxTimes``,
+        ``consumeMessageOrderly``, ...) from the master of a broker serving ``topic``:
+        GET_SUBSCRIPTIONGROUP_CONFIG (352, RocketMQ 5), else the 4.x GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+        (201). None when no broker knows the group (yet); cached a little while."""
+        now = time.monotonic()
+        cached = self._group_configs.get(group)
+        if cached is not None and now - cached[0] < GROUP_CONFIG_TTL:
+            return cached[1]
+        found: dict[str, object] | None = None
+        route = await self.route(topic) if topic else None
+        addrs = sorted({a for bd in route.data.broker_datas if (a := bd.broker_addrs.get(MASTER_ID))}) if route else []
+        timeout = self.cfg.sendMessageTimeoutMillis
+        for addr in addrs:
+            try:
+                resp = await self.api.raw(
+                    addr, RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": group}, None, timeout
+                )
+                if resp.code == ResponseCode.SUCCESS and resp.body:
+                    obj = loads_fastjson(resp.body)
+                    found = obj if isinstance(obj, dict) else None
+                elif resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                    resp = await self.api.raw(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None, None, timeout)
+                    if resp.code == ResponseCode.SUCCESS and resp.body:
+                        table = loads_fastjson(resp.body).get("subscriptionGroupTable") or {}
+                        cfg = table.get(group) if isinstance(table, dict) else None
+                        found = cfg if isinstance(cfg, dict) else None
+            except (MQClientError, MQBrokerError, ProtocolError, OSError, AttributeError) as e:
+                log.debug("subscription group %s: no config from %s: %s", group, addr, e)
+            if found is not None:
+                break
+        self._group_configs[group] = (now, found)
+        return found
 
     # ------------------------------------------------------------------ send
     async def send(self, plan: SendPlan, broker_name: str, queue_id: int, addr: str) -> SendResult:

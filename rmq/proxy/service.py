@@ -328,7 +328,7 @@ class MessagingService:
             s.outbox.put_nowait(None)
         return self._ok("NotifyClientTerminationResponse")
 
-    def _settings_reply(self, s: Any) -> Any:
+    def _settings_reply(self, s: Any, group_cfg: dict[str, object] | None = None) -> Any:
         out = pb.msg("Settings")()
         out.CopyFrom(s)
         kind = s.WhichOneof("pub_sub")
@@ -346,12 +346,18 @@ class MessagingService:
             sub = out.subscription
             if sub.HasField("group"):
                 validate_group(sub.group.name, field="settings.subscription.group.name")
-            sub.fifo = False
+            gc = group_cfg or {}
+            # the group's consumeMessageOrderly (rmq admin updateSubGroup -o true) and retryMaxTimes + 1
+            sub.fifo = gc.get("consumeMessageOrderly") in (True, "true")
             sub.receive_batch_size = 32
             sub.long_polling_timeout.FromMilliseconds(self.cfg.grpcClientConsumerMaxLongPollingTimeoutMillis)
             out.backoff_policy.Clear()
             bp = out.backoff_policy
-            bp.max_attempts = self.cfg.consumerMaxAttempts
+            retry_max = gc.get("retryMaxTimes")
+            bp.max_attempts = (
+                int(retry_max) + 1 if isinstance(retry_max, int | str) and str(retry_max).isdigit()
+                else self.cfg.consumerMaxAttempts
+            )  # fmt: skip
             for secs in CONSUMER_BACKOFF_S:
                 bp.customized_backoff.next.add().FromSeconds(secs)
         else:
@@ -360,6 +366,17 @@ class MessagingService:
         out.metric.on = False
         return out
 
+    async def _group_config_of(self, settings: Any) -> dict[str, object] | None:
+        if settings.WhichOneof("pub_sub") != "subscription" or not settings.subscription.group.name:
+            return None
+        sub = settings.subscription
+        topic = next((e.topic.name for e in sub.subscriptions if e.topic.name), None)
+        try:
+            return await self.brokers.group_config(sub.group.name, topic)
+        except (MQClientError, MQBrokerError, RemotingError, OSError) as e:
+            log.debug("group %s: config lookup failed: %s", sub.group.name, e)
+            return None
+
     async def _read_telemetry(self, requests: AsyncIterator[Any], session: Session, ctx: RequestContext) -> None:
         Cmd = pb.msg("TelemetryCommand")
         try:
@@ -367,7 +384,7 @@ class MessagingService:
                 which = cmd.WhichOneof("command")
                 if which == "settings":
                     try:
-                        reply = self._settings_reply(cmd.settings)
+                        reply = self._settings_reply(cmd.settings, await self._group_config_of(cmd.settings))
                         topics = {t.name for t in reply.publishing.topics if t.name}
                         for t in topics:
                             self.auth.authorize(ctx.account, t, PUB)

@@ -4,6 +4,8 @@ answer to bad input, the RPCs not served, and the metrics."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import socket
 import urllib.request
@@ -14,7 +16,10 @@ from typing import Any
 import grpc
 import pytest
 
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.frame import RemotingCommand
 from rmq.proxy import pb
+from rmq.remoting.client import RemotingClient
 from tests.harness import start_cluster
 from tests.proxy.harness import start_proxy
 
@@ -33,7 +38,25 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]
         start_cluster(wd, conf={"autoCreateTopicEnable": "true"}) as c,
         start_proxy(c.namesrv, wd, f"metricsPromExporterPort={metrics_port}") as p,
     ):
+        _create_group(c.broker, "G5", retry_max_times=5)
         yield p.addr, metrics_port
+
+
+def _create_group(broker: str, group: str, *, retry_max_times: int) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) on the broker."""
+
+    async def go() -> int:
+        client = RemotingClient()
+        try:
+            body = json.dumps({"groupName": group, "retryMaxTimes": retry_max_times}).encode()
+            resp = await client.invoke(
+                broker, RemotingCommand(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body), 5
+            )
+            return resp.code
+        finally:
+            await client.close()
+
+    assert asyncio.run(go()) == ResponseCode.SUCCESS
 
 
 async def call(addr: str, rpc: str, req: Any, metadata: tuple = MD) -> Any:
@@ -117,8 +140,16 @@ async def test_telemetry_settings_echo(proxy) -> None:
         sub = got.settings.subscription
         assert got.status.code == pb.Code.OK and sub.group.name == "G1" and not sub.fifo
         assert sub.long_polling_timeout.seconds == 20 and sub.receive_batch_size == 32
-        assert got.settings.backoff_policy.max_attempts == 17
+        assert got.settings.backoff_policy.max_attempts == 17  # a group no broker knows: the default
         assert len(got.settings.backoff_policy.customized_backoff.next) == 18
+        known = Cmd()
+        known.settings.client_type = pb.ClientType.PUSH_CONSUMER
+        known.settings.subscription.group.name = "G5"
+        known.settings.subscription.subscriptions.add().topic.name = "TelTopic"
+        await stream.write(known)
+        got = await stream.read()
+        assert got.status.code == pb.Code.OK
+        assert got.settings.backoff_policy.max_attempts == 6  # the group's retryMaxTimes (5) + 1
         neither = Cmd()
         neither.settings.client_type = pb.ClientType.PRODUCER
         await stream.write(neither)
