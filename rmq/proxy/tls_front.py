@@ -13,7 +13,9 @@ Flow control: each side stops reading while the other side's transport has too m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 import ssl
 from collections.abc import Callable
 from typing import cast
@@ -44,6 +46,10 @@ class _Pipe(asyncio.Protocol):
         # uvloop's transports are not asyncio.Transport subclasses, but have its methods
         self.transport = cast(asyncio.Transport, transport)
         self.transport.set_write_buffer_limits(high=_HIGH_WATER)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
         peer = self.peer
