@@ -3,7 +3,8 @@
 
 The SDK runs in a subprocess (tests/interop/drivers/py5_client.py, .venv-interop-py5): its
 generated modules would share protobuf's default pool with anything else a test process loads.
-What it sends is checked on the broker (raw PULL_MESSAGE) and consumed by rmq's own 4.x client.
+What it sends is checked on the broker (raw PULL_MESSAGE) and consumed by rmq's own 4.x client
+and by the official 4.9.8 Java client (tests/interop/drivers/java/Py5Consume.java).
 Consumption by the 5.x SDK (SimpleConsumer / PushConsumer) needs POP in the broker: not here yet.
 """
 
@@ -21,6 +22,7 @@ import pytest
 
 from rmq.protocol.message import MessageConst
 from tests.interop.conftest import DRIVERS, REPO, Cluster, _start_cluster, rmq_side, unique_name
+from tests.interop.java_build import compile_java, run_java
 from tests.proxy.harness import start_proxy
 
 PY5_VENV = REPO / ".venv-interop-py5"
@@ -107,6 +109,22 @@ def test_normal_send_reaches_4x_consumers_intact(cluster: Cluster, proxy: str) -
         g = by_body[item["body"]]
         assert g["msg_id"] == sent[item["body"]]["message_id"]
         assert g["tags"] == item["tag"]
+    # and through the official 4.9.8 Java client
+    classes = compile_java([DRIVERS / "java" / "Py5Consume.java"], cluster.workdir / "java-classes")
+    r = run_java(
+        "Py5Consume",
+        [cluster.namesrv_addr, topic, unique_name("g-java"), str(len(items))],
+        classes=classes,
+        user_home=cluster.workdir / "java-home",
+    )
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert r.returncode == 0 and lines and lines[-1].get("done"), f"{r.stdout}\n{r.stderr[-3000:]}"
+    java = {x["body"]: x for x in lines[:-1]}
+    for item in items:
+        x = java[item["body"]]
+        assert x["msgId"] == sent[item["body"]]["message_id"]
+        assert (x["tags"], set(x["keys"].split(" "))) == (item["tag"], set(item["keys"]))
+        assert x["props"]["color"] == item["props"]["color"]
 
 
 def test_unknown_topic_is_auto_created(cluster: Cluster, proxy: str) -> None:
