@@ -35,6 +35,7 @@ __all__ = ["ProxyServer", "main"]
 log = logging.getLogger("rmq.proxy")
 
 HEARTBEAT_PERIOD = 10.0
+RENEW_PERIOD = 1.0
 #: the largest message plus headroom (the Java proxy's default 130 MiB, grpc's own is 4 MiB)
 MAX_GRPC_MESSAGE = 130 * 1024 * 1024
 
@@ -56,6 +57,7 @@ class ProxyServer:
         self.port = cfg.grpcServerPort
         self._server: grpc.aio.Server | None = None
         self._heartbeat = PeriodicService("proxy-heartbeat", HEARTBEAT_PERIOD, self.brokers.heartbeat, log)
+        self._renew: PeriodicService | None = None
         self.service: MessagingService | None = None
 
     @property
@@ -112,6 +114,8 @@ class ProxyServer:
             if self.service is not None:
                 self.service.advertise = self.advertise()
         self._heartbeat.start()
+        self._renew = PeriodicService("proxy-renew", RENEW_PERIOD, self.service.renewer.renew_due, log)
+        self._renew.start()
         if self.cfg.metricsPromExporterPort:
             self.metrics.http.start(bind, self.cfg.metricsPromExporterPort)
         log.info(
@@ -124,6 +128,8 @@ class ProxyServer:
 
     async def stop(self, grace: float = 2.0) -> None:
         await self._heartbeat.stop()
+        if self._renew is not None:
+            await self._renew.stop()
         if self.front is not None:
             await self.front.close()
         if self._server is not None:

@@ -48,6 +48,7 @@ from rmq.proxy.convert import (
 )
 from rmq.proxy.metrics import ProxyMetrics
 from rmq.proxy.pop_client import PopClient, ReceiptHandle, broker_error
+from rmq.proxy.renew import Renewer
 from rmq.remoting.errors import RemotingError, RemotingTimeoutError
 
 __all__ = ["MessagingService", "RequestContext", "Session"]
@@ -112,6 +113,7 @@ class MessagingService:
         self.cfg = cfg
         self.brokers = brokers
         self.pop = PopClient(brokers.api)
+        self.renewer = Renewer(self.pop, self._broker_addr, cfg.sendMessageTimeoutMillis)
         self.auth = auth
         self.metrics = metrics
         self.limits = cfg.send_limits()
@@ -326,6 +328,7 @@ class MessagingService:
         log.info("client %s terminated (group %s)", ctx.client_id, req.group.name if req.HasField("group") else "-")
         for s in self.sessions.pop(ctx.client_id, set()):
             s.outbox.put_nowait(None)
+        await self.renewer.release_client(ctx.client_id)
         return self._ok("NotifyClientTerminationResponse")
 
     def _settings_reply(self, s: Any, group_cfg: dict[str, object] | None = None) -> Any:
@@ -444,6 +447,8 @@ class MessagingService:
                 group.discard(session)
                 if not group:
                     del self.sessions[ctx.client_id]
+            if ctx.client_id not in self.sessions:  # the client's last stream: it is gone
+                await self.renewer.release_client(ctx.client_id)
             self.metrics.stream_closed("Telemetry")
 
     # ================================================================== produce
@@ -606,11 +611,17 @@ class MessagingService:
             now_ms=now_ms(),
             timeout_ms=poll + cfg.sendMessageTimeoutMillis,
         ):
+            if req.auto_renew and frame.WhichOneof("content") == "message":
+                self.renewer.track(ctx.client_id, group, topic, frame.message.system_properties.receipt_handle)
             yield frame
 
     async def pull_message(self, req: Any, ctx: RequestContext) -> AsyncIterator[Any]:
         raise ProxyError(pb.Code.NOT_IMPLEMENTED, "PullMessage is not served by rmq proxy")
         yield  # pragma: no cover - makes this an async generator
+
+    def _current_handle(self, ctx: RequestContext, group: str, text: str) -> ReceiptHandle:
+        """The handle the client holds, or the renewed one this proxy has for it (auto_renew)."""
+        return self.renewer.take(ctx.client_id, group, text) or ReceiptHandle.decode(text)
 
     async def ack_message(self, req: Any, ctx: RequestContext) -> Any:
         group, topic = req.group.name, req.topic.name
@@ -622,7 +633,7 @@ class MessagingService:
         for e in req.entries:
             out = pb.msg("AckMessageResultEntry")(message_id=e.message_id, receipt_handle=e.receipt_handle)
             try:
-                handle = ReceiptHandle.decode(e.receipt_handle)
+                handle = self._current_handle(ctx, group, e.receipt_handle)
                 if handle.is_expired(now):
                     raise ProxyError(pb.Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
                 addr = await self._broker_addr(topic, handle.broker_name)
@@ -644,7 +655,7 @@ class MessagingService:
         validate_group(group, field="group.name")
         validate_topic(topic, field="topic.name")
         self.auth.authorize(ctx.account, group, SUB, group=True)
-        handle = ReceiptHandle.decode(req.receipt_handle)
+        handle = self._current_handle(ctx, group, req.receipt_handle)
         if handle.is_expired(now_ms()):
             raise ProxyError(pb.Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
         addr = await self._broker_addr(topic, handle.broker_name)
@@ -658,7 +669,7 @@ class MessagingService:
         validate_group(group, field="group.name")
         validate_topic(topic, field="topic.name")
         self.auth.authorize(ctx.account, group, SUB, group=True)
-        handle = ReceiptHandle.decode(req.receipt_handle)
+        handle = self._current_handle(ctx, group, req.receipt_handle)
         addr = await self._broker_addr(topic, handle.broker_name)
         await self.pop.forward_to_dlq(addr, None, handle, group, topic, self.cfg.sendMessageTimeoutMillis)
         return self._ok("ForwardMessageToDeadLetterQueueResponse")

@@ -17,6 +17,7 @@ from rmq.protocol.message import encode_record, pack_host, properties_to_string
 from rmq.proxy import pb
 from rmq.proxy.convert import ProxyError
 from rmq.proxy.pop_client import PopClient, ReceiptHandle
+from rmq.proxy.renew import RENEW_STEPS_MS, Renewer
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.server import RemotingServer
 
@@ -171,3 +172,42 @@ async def test_broker_without_pop_is_not_implemented() -> None:
     finally:
         await client.close()
         await server.stop()
+
+
+async def test_auto_renew_keeps_a_handle_invisible_and_ack_uses_the_current_one(broker_and_pop) -> None:
+    fake, pop = broker_and_pop
+    clock = [POP_TIME]
+
+    async def addr_of(topic: str, broker_name: str) -> str:
+        assert (topic, broker_name) == ("T", "broker-a")
+        return fake.server.address
+
+    renewer = Renewer(pop, addr_of, 3000, clock=lambda: clock[0])
+    held = f"7 {POP_TIME} 60000 2 0 broker-a 1 40 4096"
+    renewer.track("c1", "G", "T", held)
+    await renewer.renew_due()
+    assert [c for c, _ in fake.requests] == []  # 60 s left: nothing to do
+    clock[0] = POP_TIME + 51_000  # within 10 s of expiry
+    await renewer.renew_due()
+    code, ext = fake.requests[-1]
+    assert code == RequestCode.CHANGE_MESSAGE_INVISIBLETIME and ext["invisibleTime"] == str(RENEW_STEPS_MS[0])
+    assert ext["extraInfo"] == held.rsplit(" ", 1)[0]
+    current = renewer.take("c1", "G", held)
+    assert current is not None and current.pop_time == POP_TIME + 10 and current.invisible_time == RENEW_STEPS_MS[0]
+    assert renewer.take("c1", "G", held) is None and len(renewer) == 0
+
+
+async def test_a_client_that_goes_away_gets_its_messages_released(broker_and_pop) -> None:
+    fake, pop = broker_and_pop
+
+    async def addr_of(topic: str, broker_name: str) -> str:
+        return fake.server.address
+
+    renewer = Renewer(pop, addr_of, 3000, clock=lambda: POP_TIME + 1000)
+    renewer.track("c1", "G", "T", f"7 {POP_TIME} 60000 2 0 broker-a 1 40 4096")
+    renewer.track("c2", "G", "T", f"7 {POP_TIME} 60000 2 0 broker-a 1 41 8192")
+    await renewer.release_client("c1")
+    assert [(c, e["offset"], e["invisibleTime"]) for c, e in fake.requests] == [
+        (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, "40", "1000")
+    ]
+    assert len(renewer) == 1
