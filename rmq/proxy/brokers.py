@@ -87,6 +87,7 @@ class BrokerAccess:
         self._routes: dict[str, Route] = {}
         self._producer_groups: dict[str, float] = {}
         self._group_configs: dict[str, tuple[float, dict[str, object] | None]] = {}
+        self._topic_types: dict[str, tuple[float, str | None]] = {}
         self.on_check: CheckHandler | None = None
 
     async def close(self) -> None:
@@ -130,6 +131,37 @@ class BrokerAccess:
                 if addr in bd.broker_addrs.values():
                     return bd.broker_name
         return None
+
+    # ------------------------------------------------------------------ topic message type
+    async def topic_message_type(self, route: Route) -> str | None:
+        """The topic's ``message.type`` attribute (NORMAL, FIFO, DELAY, TRANSACTION, MIXED) from a
+        master: GET_TOPIC_CONFIG (351, RocketMQ 5), else the 4.x GET_ALL_TOPIC_CONFIG (21). None:
+        no attribute (or no broker says); cached a little while."""
+        now = time.monotonic()
+        cached = self._topic_types.get(route.topic)
+        if cached is not None and now - cached[0] < GROUP_CONFIG_TTL:
+            return cached[1]
+        found: str | None = None
+        timeout = self.cfg.sendMessageTimeoutMillis
+        for addr in sorted({a for bd in route.data.broker_datas if (a := bd.broker_addrs.get(MASTER_ID))}):
+            try:
+                resp = await self.api.raw(addr, RequestCode.GET_TOPIC_CONFIG, {"topic": route.topic}, None, timeout)
+                attrs: object = None
+                if resp.code == ResponseCode.SUCCESS and resp.body:
+                    obj = loads_fastjson(resp.body)
+                    attrs = (obj.get("topicConfig") or obj).get("attributes") if isinstance(obj, dict) else None
+                elif resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                    tc = (await self.api.get_all_topic_config(addr, timeout)).topic_config_table.get(route.topic)
+                    attrs = tc.attributes if tc is not None else None
+                if isinstance(attrs, dict):
+                    value = attrs.get("message.type") or attrs.get("+message.type")
+                    found = str(value).upper() if value else None
+            except (MQClientError, MQBrokerError, ProtocolError, OSError, AttributeError) as e:
+                log.debug("topic %s: no config from %s: %s", route.topic, addr, e)
+            if found is not None:
+                break
+        self._topic_types[route.topic] = (now, found)
+        return found
 
     # ------------------------------------------------------------------ subscription groups
     async def group_config(self, group: str, topic: str | None) -> dict[str, object] | None:

@@ -337,6 +337,15 @@ def _permission(readable: bool, writable: bool) -> int:
 ALL_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION)
 
 
+def accept_types(message_type_attribute: str | None) -> tuple[int, ...]:
+    """A topic's ``message.type`` attribute -> the v2 message types it accepts. Unset (every 4.x
+    topic) or MIXED: all four (the Java proxy says NORMAL for an unset one: a deliberate difference,
+    so FIFO, delayed and transactional 5.x producers work with plain 4.x topics)."""
+    if message_type_attribute in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"):
+        return (getattr(pb.MessageType, message_type_attribute),)
+    return ALL_TYPES
+
+
 def route_to_queues(
     topic: Any, route: TopicRouteData, endpoints: Any, accept_types: Iterable[int] = ALL_TYPES
 ) -> list[Any]:

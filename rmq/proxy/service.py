@@ -35,8 +35,10 @@ from rmq.proxy.auth import PUB, SUB, Authenticator
 from rmq.proxy.brokers import BrokerAccess
 from rmq.proxy.config import ProxyConfig
 from rmq.proxy.convert import (
+    ALL_TYPES,
     ProxyError,
     TransactionId,
+    accept_types,
     endpoints_of,
     message_group_queue,
     plan_send,
@@ -290,10 +292,9 @@ class MessagingService:
         topic = req.topic.name
         validate_topic(topic, field="topic.name")
         route = await self._route(topic)
-        queues = route_to_queues(
-            req.topic, route.data, self._endpoints(req.endpoints if req.HasField("endpoints") else None)
-        )
-        return self._ok("QueryRouteResponse", message_queues=queues)
+        types = accept_types(await self.brokers.topic_message_type(route)) if route.exists else ALL_TYPES
+        endpoints = self._endpoints(req.endpoints if req.HasField("endpoints") else None)
+        return self._ok("QueryRouteResponse", message_queues=route_to_queues(req.topic, route.data, endpoints, types))
 
     async def query_assignment(self, req: Any, ctx: RequestContext) -> Any:
         topic, group = req.topic.name, req.group.name
@@ -464,6 +465,16 @@ class MessagingService:
                 s.topics.add(topic)
             await self.brokers.register_producer_groups([topic])
         route = await self._route(topic)
+        if route.exists:
+            types = accept_types(await self.brokers.topic_message_type(route))
+            for plan in plans:
+                mtype = plan.message_type or pb.MessageType.NORMAL
+                if mtype not in types:
+                    raise ProxyError(
+                        pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                        f"topic {topic} accepts {'/'.join(pb.MessageType.name(t) for t in types)} messages, "
+                        f"not {pb.MessageType.name(mtype)}",
+                    )
         queues = route.writable_queues()
         if not queues:
             raise ProxyError(pb.Code.FORBIDDEN, f"topic {topic} has no writable queue")
