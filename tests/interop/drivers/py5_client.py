@@ -9,7 +9,14 @@ modules register apache.rocketmq.v2 in protobuf's default pool and import OpenTe
     py5_client.py tx ENDPOINTS SPEC_JSON     SPEC = {"topic", "messages": [{body, end: commit|rollback|none}],
                                              "check": commit|rollback, "wait_checks": N, "timeout": s}
 
-One JSON object per line on stdout: {"event": "sent"|"ended"|"checked"|"error"|"done", ...}.
+    py5_client.py simple ENDPOINTS SPEC_JSON SPEC = {"topic", "group", "expect": N, "timeout": s, "tag"?,
+                                             "invisible_s": s, "skip_ack_first"?: bool, "change_first_s"?: s}
+                                             SimpleConsumer: receive (and ack) until N acked or timeout;
+                                             skip_ack_first leaves the first delivery of each body unacked
+                                             (redelivered after invisible_s); change_first_s makes the
+                                             first delivery visible again after that many seconds
+
+One JSON object per line on stdout: {"event": "sent"|"ended"|"checked"|"received"|"acked"|"error"|"done", ...}.
 """
 
 from __future__ import annotations
@@ -97,6 +104,38 @@ def main() -> int:
         finally:
             producer.shutdown()
         out(event="done")
+        return 0
+    if mode == "simple":
+        from rocketmq import FilterExpression, SimpleConsumer
+
+        consumer = SimpleConsumer(cfg, spec["group"], {topic: FilterExpression(spec.get("tag", "*"))}, await_duration=5)
+        consumer.startup()
+        acked: set[str] = set()
+        seen: dict[str, int] = {}
+        deadline = time.time() + spec.get("timeout", 60)
+        try:
+            while len(acked) < spec["expect"] and time.time() < deadline:
+                try:
+                    msgs = consumer.receive(16, spec.get("invisible_s", 15))
+                except Exception as e:
+                    out(event="error", error=f"{type(e).__name__}: {e}")
+                    break
+                for m in msgs:
+                    body = m.body.decode()
+                    seen[body] = seen.get(body, 0) + 1
+                    out(event="received", body=body, message_id=m.message_id, attempt=m.delivery_attempt,
+                        tag=m.tag, keys=sorted(m.keys), props=dict(m.properties))  # fmt: skip
+                    if seen[body] == 1 and spec.get("change_first_s") is not None:
+                        consumer.change_invisible_duration(m, spec["change_first_s"])
+                        continue
+                    if seen[body] == 1 and spec.get("skip_ack_first"):
+                        continue
+                    consumer.ack(m)
+                    acked.add(body)
+                    out(event="acked", body=body)
+        finally:
+            consumer.shutdown()
+        out(event="done", acked=len(acked))
         return 0
     out(event="error", error=f"unknown mode {mode}")
     return 2
