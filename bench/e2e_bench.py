@@ -2212,6 +2212,12 @@ def add_run_args(ap: argparse.ArgumentParser) -> None:
         help="Java-style report line period, s (the tool's -ri, default 10)",
     )
     ap.add_argument(
+        "--profile-broker",
+        action="store_true",
+        help="the broker (ha_bench.py: the master) under cProfile during each measured window "
+        "(slowed); prints the top functions",
+    )
+    ap.add_argument(
         "--profile-clock",
         choices=["cpu", "wall"],
         default="wall",
@@ -2265,11 +2271,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--decode-seconds", type=float, default=1.0)
     ap.add_argument("--disk-seconds", type=float, default=2.0, help="seconds per disk-limit point (SYNC_FLUSH)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 s points, 1 s warm-up, 50k backlog, 5 s e2e")
-    ap.add_argument(
-        "--profile-broker",
-        action="store_true",
-        help="broker under cProfile during each measured window; prints top functions",
-    )
     ap.add_argument("--profile-top", type=int, default=25)
     ap.add_argument(
         "--broker-stats",

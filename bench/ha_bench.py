@@ -74,6 +74,7 @@ from e2e_bench import (  # noqa: E402
 
 from rmq.protocol.codes import RequestCode, ResponseCode  # noqa: E402
 from rmq.protocol.frame import RemotingCommand  # noqa: E402
+from tests.harness import wait_for  # noqa: E402
 
 MB = 1e6
 GOAL_SYNC_RATIO = 0.8
@@ -186,15 +187,6 @@ def status(addr: str) -> dict[str, Any]:
             await rc.close()
 
     return uvrun(go())
-
-
-def wait_for(pred: Any, timeout: float, what: str, period: float = 0.02) -> float:
-    t0 = time.time()
-    while not pred():
-        if time.time() - t0 > timeout:
-            raise RuntimeError(f"timed out after {timeout:.0f} s: {what}")
-        time.sleep(period)
-    return time.time() - t0
 
 
 def in_sync(c: Cluster) -> bool:
@@ -377,11 +369,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--catchup-mb", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=2, help="produce runs per mode, the modes alternating (default 2)")
     ap.add_argument("--quick", action="store_true", help="3 s points, 1 s warm-up, 100 MB catch-up")
-    ap.add_argument(
-        "--profile-broker",
-        action="store_true",
-        help="the master under cProfile during each produce window (slowed); prints the top functions",
-    )
     a = ap.parse_args(argv)
     if a.quick:
         a.warmup, a.duration, a.report_interval, a.catchup_mb, a.rounds = 1.0, 3.0, 1.0, 100, 1

@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine
 from ssl import SSLContext
 from typing import Any, cast
 
+from ha.peer import EpochsProvider, HAPeer
 from ha.protocol import (
     FLAG_FULL_SYNC,
     EpochProvider,
@@ -42,11 +43,9 @@ from ha.protocol import (
     Transfer,
     encode_hello,
     encode_offset_report,
-    no_epoch,
 )
 from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
-from rmq.protocol.epoch import EpochEntry
 from rmq.runtime.service import ServiceLoop, TaskSet
 from rmq.store.errors import StoreError
 from rmq.store.message_store import MessageStore
@@ -111,7 +110,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
         c = self.client
         epoch, start = c.epoch_provider()
         cfg = self.store.config
-        epochs = tuple(c.epochs_provider()) if c.epochs_provider is not None else None
+        epochs = c.epoch_list()
         hello = SlaveHello(
             c.cluster,
             c.broker_name,
@@ -386,7 +385,7 @@ class ReplicaProtocol(asyncio.BufferedProtocol):
             self.transport.abort()
 
 
-class HAClient:
+class HAClient(HAPeer):
     def __init__(
         self,
         store: MessageStore,
@@ -397,22 +396,16 @@ class HAClient:
         master_address: str = "",
         epoch_provider: EpochProvider | None = None,
         accept_hook: AcceptHook | None = None,
-        epochs_provider: Callable[[], Sequence[EpochEntry]] | None = None,
+        epochs_provider: EpochsProvider | None = None,
         buffer_size: int = 4 * 1024 * 1024,
         credential: Credential | None = None,
         ssl: SSLContext | None = None,
     ) -> None:
-        self.store = store
-        self.credential = credential
+        # epochs_provider: (controller mode) this slave's epoch history, sent in the HELLO
+        super().__init__(store, cluster, broker_name, epoch_provider, epochs_provider, credential)
         self.ssl = ssl  # TLS to the master's HA port (rmq.remoting.tls.outbound_context)
-        self.config = store.config
-        self.cluster = cluster
-        self.broker_name = broker_name
         self.broker_id = broker_id
-        self.epoch_provider = epoch_provider or no_epoch
         self.accept_hook = accept_hook
-        # (controller mode) this slave's epoch history, sent in the HELLO
-        self.epochs_provider = epochs_provider
         self.buffer_size = buffer_size
         self._master = master_address
         self._service = _ConnectService(self)

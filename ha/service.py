@@ -62,10 +62,10 @@ from typing import Any
 
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
-from ha.protocol import NONCE_SIZE, EpochProvider, SlaveHello, no_epoch, verify_hello
+from ha.peer import EpochsProvider, HAPeer
+from ha.protocol import NONCE_SIZE, EpochProvider, SlaveHello, verify_hello
 from rmq.auth.credentials import Credential
 from rmq.common.clock import monotonic_ms
-from rmq.protocol.epoch import EpochEntry
 from rmq.remoting.listener import TlsListener
 from rmq.remoting.tls import TlsSettings
 from rmq.runtime.service import ServiceLoop
@@ -75,10 +75,9 @@ from rmq.store.results import PutMessageResult, PutMessageStatus
 log = logging.getLogger("rmq.ha")
 
 HelloCheck = Callable[[SlaveHello], "str | None"]
-EpochsProvider = Callable[[], "list[EpochEntry]"]
 
 
-class HAService:
+class HAService(HAPeer):
     def __init__(
         self,
         store: MessageStore,
@@ -96,20 +95,15 @@ class HAService:
         auth_failures: dict[str, int] | None = None,
         tls: TlsSettings | None = None,
     ) -> None:
-        cfg = store.config
-        self.credential = credential
-        self.auth_failures: dict[str, int] = {} if auth_failures is None else auth_failures
-        # tls.server.mode on this port too (None: plaintext only)
-        self.tls = tls
-        self.store = store
-        self.config = cfg
-        self.cluster = cluster
-        self.broker_name = broker_name
+        super().__init__(store, cluster, broker_name, epoch_provider, epochs_provider, credential)
+        cfg = self.config
         self.host = host
         self.port = port
-        self.epoch_provider = epoch_provider or no_epoch
+        # tls.server.mode on this port too (None: plaintext only)
+        self.tls = tls
+        # the handshake: checked by hello_check, failures counted per peer
         self.hello_check = hello_check
-        self.epochs_provider = epochs_provider
+        self.auth_failures: dict[str, int] = {} if auth_failures is None else auth_failures
         self.confirm_reads = confirm_reads
         # called when a slave leaves the in-sync set (the broker tells the controller)
         self.on_shrink = on_shrink
@@ -292,11 +286,6 @@ class HAService:
 
     def on_handshake(self, conn: HAConnection) -> None:
         self.slaves.add(conn)
-
-    def epoch_list(self) -> tuple[EpochEntry, ...] | None:
-        """The history an ACCEPT carries (None without an epochs_provider)."""
-        p = self.epochs_provider
-        return tuple(p()) if p is not None else None
 
     def on_ack(self, conn: HAConnection, offset: int) -> None:
         h = conn.hello

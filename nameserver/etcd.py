@@ -48,7 +48,7 @@ import json
 import logging
 import os
 import ssl
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Literal, TypeVar
@@ -188,6 +188,13 @@ _Result = Literal["EQUAL", "NOT_EQUAL", "LESS", "GREATER"]
 _OPERAND_FIELD = {"VERSION": "version", "CREATE": "create_revision", "MOD": "mod_revision", "LEASE": "lease"}
 
 
+def _int_field(target: _Target) -> Callable[[Key], _Operand[int]]:
+    def operand(key: Key) -> _Operand[int]:
+        return _Operand(_key(key), target)
+
+    return operand
+
+
 @dataclass(frozen=True, slots=True)
 class Compare:
     """One condition of a transaction. Built as ``Compare.mod_revision(key) == 7``,
@@ -199,21 +206,11 @@ class Compare:
     result: _Result
     operand: int | bytes
 
-    @staticmethod
-    def version(key: Key) -> _Operand[int]:
-        return _Operand(_key(key), "VERSION")
-
-    @staticmethod
-    def create_revision(key: Key) -> _Operand[int]:
-        return _Operand(_key(key), "CREATE")
-
-    @staticmethod
-    def mod_revision(key: Key) -> _Operand[int]:
-        return _Operand(_key(key), "MOD")
-
-    @staticmethod
-    def lease(key: Key) -> _Operand[int]:
-        return _Operand(_key(key), "LEASE")
+    # the key's int fields etcd compares: Compare.version(key), .create_revision(key), ...
+    version = staticmethod(_int_field("VERSION"))
+    create_revision = staticmethod(_int_field("CREATE"))
+    mod_revision = staticmethod(_int_field("MOD"))
+    lease = staticmethod(_int_field("LEASE"))
 
     @staticmethod
     def value(key: Key) -> _Operand[bytes]:

@@ -20,7 +20,7 @@ import logging
 import os
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from nameserver.config import NamesrvSettings
 from nameserver.controller import CONTROLLER_FILE_NAME, ControllerConfig
@@ -32,6 +32,7 @@ from nameserver.runtime_config import ConfigRefused, apply_update, check_update,
 from rmq.auth.credentials import Credential
 from rmq.auth.namesrv_rules import validate_namesrv
 from rmq.common.clock import monotonic_ms
+from rmq.common.context import ServingContext
 from rmq.common.net import local_ip
 from rmq.common.properties import PropertiesError, parse_properties_text, properties_text, rewrite_properties_file
 from rmq.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -52,6 +53,9 @@ from rmq.remoting.server import RemotingServer
 from rmq.runtime.service import ServiceLoop
 
 __all__ = ["NameServer", "TOPIC_NOT_EXIST_REMARK_SUFFIX", "FailoverRecorder"]
+
+
+T = TypeVar("T")
 
 
 class FailoverRecorder(Protocol):
@@ -89,7 +93,23 @@ def _crc32(body: bytes | None) -> int:
     return 0 if not body else zlib.crc32(body) & 0x7FFFFFFF
 
 
-class NameServer:
+class _LiveSetting(Generic[T]):
+    """A NameServer attribute that reads its NamesrvConfig key at every use (the server's
+    ``settings.namesrv``), so a runtime config update takes effect at once."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __get__(self, server: NameServer, owner: type[NameServer]) -> T:
+        value: T = getattr(server.settings.namesrv, self.key)
+        return value
+
+    def __set__(self, server: NameServer, value: object) -> None:
+        # read-only, as the properties it replaces were: the config is the one place
+        raise AttributeError(f"set {self.key} in the NameServer's settings.namesrv")
+
+
+class NameServer(ServingContext):
     """One NameServer. ``await start()``, ``.port``, ``await stop()``.
 
     ``accept_standard_json_only``: answer route data in standard JSON to every
@@ -184,26 +204,15 @@ class NameServer:
         return self._remoting
 
     # live settings (UPDATE_NAMESRV_CONFIG changes them while the server runs)
-    @property
-    def broker_expire_ms(self) -> int:
-        return self.settings.namesrv.brokerExpiredTimeMillis
-
-    @property
-    def scan_interval_ms(self) -> int:
-        return self.settings.namesrv.scanNotActiveBrokerInterval
+    broker_expire_ms = _LiveSetting[int]("brokerExpiredTimeMillis")
+    scan_interval_ms = _LiveSetting[int]("scanNotActiveBrokerInterval")
+    accept_standard_json_only = _LiveSetting[bool]("acceptStandardJsonOnly")
+    order_message_enable = _LiveSetting[bool]("orderMessageEnable")
 
     @property
     def scan_initial_delay_ms(self) -> int:
         # RocketMQ: first scan 5 s after start, then every 10 s; keep the ratio.
         return self.scan_interval_ms // 2
-
-    @property
-    def accept_standard_json_only(self) -> bool:
-        return self.settings.namesrv.acceptStandardJsonOnly
-
-    @property
-    def order_message_enable(self) -> bool:
-        return self.settings.namesrv.orderMessageEnable
 
     async def start(self) -> None:
         if self._started:
@@ -258,13 +267,6 @@ class NameServer:
         async with self._kv_write_lock:
             pass
         logger.info("NameServer stopped (%s)", self.address)
-
-    async def __aenter__(self) -> NameServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------------ housekeeping
     def scan_not_active_broker(self) -> int:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -131,3 +132,14 @@ def start_cluster(
     ``.ns``, ``.br`` (the processes)."""
     with start_namesrv(workdir) as ns, start_broker(workdir, ns.addr, name=name, conf=conf) as br:
         yield SimpleNamespace(namesrv=ns.addr, broker=br.addr, ns=ns, br=br)
+
+
+def wait_for(pred: Callable[[], object], timeout: float, what: str = "condition", interval: float = 0.02) -> float:
+    """Poll ``pred`` (blocking: off any event loop) until it holds; the seconds it took.
+    AssertionError naming ``what`` after ``timeout`` seconds."""
+    t = time.monotonic()
+    while not pred():
+        if time.monotonic() - t > timeout:
+            raise AssertionError(f"{what} not reached in {timeout}s")
+        time.sleep(interval)
+    return time.monotonic() - t

@@ -21,6 +21,7 @@ from rmq.broker.metadata import MetadataPersistence
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.offsets import ConsumerOffsetManager
 from rmq.broker.outer_api import BrokerOuterAPI, outer_client
+from rmq.broker.pop.assembly import PopComponents
 from rmq.broker.processors.acl_admin import AclAdminProcessor
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_ops import AdminOpsProcessor
@@ -210,6 +211,11 @@ class Broker:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, send.process)
         s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, send.consumer_send_msg_back)
+        # POP (5.x): its revive loop is master only
+        t, o, g = self.topics, self.offsets, self.subscriptions
+        self.pop = PopComponents(bc, sc.config_dir, self.store, t, o, g, g, self.pull_hold, fence, self.stats)
+        self.pop.register(s)
+        self.roles.master_services.append(self.pop.revive)
         s.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor.process)
         s.register_processor(RequestCode.LITE_PULL_MESSAGE, self.pull_processor.process)
         q = QueryMessageProcessor(sc, self.store)
@@ -330,6 +336,7 @@ class Broker:
         self.topics.load()
         self.offsets.load()
         self.subscriptions.load()
+        self.pop.load()
         await self.server.start()
         if bc.listenPort == 0:
             bc.listenPort = self.server.port
@@ -352,6 +359,7 @@ class Broker:
         await self.registration.register_broker_all()
         for svc in self._loops:
             svc.start()
+        self.pop.start()
         if self.acl_reload is not None:
             self.acl_reload.start()
         if bc.metricsPromExporterPort:
@@ -368,6 +376,7 @@ class Broker:
                 self.producers,
                 self.roles,
                 self._auth_failures,
+                pop_figures=self.pop.figures,
             )
             self.metrics.start()
         if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:
@@ -399,6 +408,7 @@ class Broker:
         if self.controller_role is not None:
             await self.controller_role.shutdown()
         self.pull_hold.wake_all()
+        await self.pop.stop()
         if self.metrics is not None:
             await self.metrics.stop()
         await self.registration.unregister_broker_all()

@@ -13,6 +13,7 @@ from rmq.auth.acl_config import AclConfigError
 from rmq.broker.broker import Broker
 from rmq.broker.config import load_broker_config
 from rmq.broker.runtime_config import all_config_properties
+from rmq.common.properties import KeyValueError, key_value_words
 from rmq.store.config import ConfigError
 from rmq.store.errors import StoreError
 
@@ -72,13 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
-    overrides = {}
-    for d in args.defines:
-        k, sep, v = d.partition("=")
-        if not sep:
-            print(f"rmq broker: -D {d!r}: expected KEY=VALUE", file=sys.stderr)
-            return 2
-        overrides[k.strip()] = v.strip()
+    try:
+        overrides = key_value_words(args.defines, strip=True)
+    except KeyValueError as e:
+        print(f"rmq broker: -D {e.word!r}: expected KEY=VALUE", file=sys.stderr)
+        return 2
     try:
         loaded = load_broker_config(args.config, args.namesrv, overrides)
     except ConfigError as e:

@@ -93,6 +93,7 @@ class BrokerSnapshot:
     epoch: int | None
     protocol_errors: int
     auth_failures: dict[str, int]
+    pop: dict[str, int]
 
 
 class ReplicationView(Protocol):
@@ -151,6 +152,25 @@ _FAMILIES: Final[tuple[tuple[str, str, str, tuple[str, ...]], ...]] = (
     ("histogram", "rocketmq_group_commit_batch_size", "Puts answered per group-commit round.", ()),
     ("counter", "rocketmq_protocol_errors_total", "Connections closed for malformed frames.", ()),
     ("counter", "rocketmq_auth_failures_total", "Requests refused by the ACL.", ("reason",)),
+    ("gauge", "rocketmq_pop_revive_backlog", "Popped messages neither acked nor revived yet (master).", ()),
+    (
+        "counter",
+        "rocketmq_pop_retry_messages_total",
+        "POP messages put back as retry copies after their invisible time.",
+        (),
+    ),
+    ("counter", "rocketmq_pop_dlq_messages_total", "POP messages moved to the group's DLQ after max attempts.", ()),
+    ("counter", "rocketmq_pop_checkpoints_total", "POP check points written to the revive log.", ()),
+    ("counter", "rocketmq_pop_acks_total", "POP acks written to the revive log.", ()),
+)
+
+# POP figures (rmq/broker/pop/assembly.py PopComponents.figures) -> family
+_POP_FAMILIES: Final = (
+    ("backlog", "rocketmq_pop_revive_backlog"),
+    ("retries", "rocketmq_pop_retry_messages_total"),
+    ("dlq", "rocketmq_pop_dlq_messages_total"),
+    ("checkpoints", "rocketmq_pop_checkpoints_total"),
+    ("acks", "rocketmq_pop_acks_total"),
 )
 
 
@@ -172,6 +192,8 @@ class BrokerMetrics:
     replication: ReplicationView
     # aclEnable: refusals per reason (rmq.remoting.acl_guard.AclGuard); None: ACL off
     auth_failures: Callable[[], dict[str, int]] | None = None
+    # POP: revive backlog and counters (rmq/broker/pop/assembly.py); None: none
+    pop_figures: Callable[[], dict[str, int]] | None = None
 
     def __post_init__(self) -> None:
         bc = self.broker_config
@@ -273,6 +295,7 @@ class BrokerMetrics:
             epoch=int(epoch),
             protocol_errors=self.server.stats.protocol_errors,
             auth_failures=self.auth_failures() if self.auth_failures is not None else {},
+            pop=self.pop_figures() if self.pop_figures is not None else {},
         )
 
     def _lag(
@@ -358,4 +381,7 @@ class BrokerMetrics:
         f.sample("rocketmq_protocol_errors_total", s.protocol_errors)
         for reason, n in s.auth_failures.items():
             f.sample("rocketmq_auth_failures_total", n, [reason])
+        for figure, name in _POP_FAMILIES:
+            if figure in s.pop:
+                f.sample(name, s.pop[figure])
         return f

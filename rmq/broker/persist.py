@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import msgpack
 
 from rmq.common.fs import atomic_write
 
 log = logging.getLogger("rmq.broker.persist")
+
+V = TypeVar("V")
 
 
 class MetadataFile:
@@ -61,3 +64,41 @@ class MetadataFile:
             self._lock = asyncio.Lock()
         async with self._lock:
             await asyncio.get_running_loop().run_in_executor(None, atomic_write, self.path, payload)
+
+
+class MetadataTable(Generic[V]):
+    """What the topic and the subscription group managers share (RocketMQ's ConfigManager
+    over a named table with a data version): the table and its file, ``dirty`` until the
+    next ``persist``, the version moved and ``on_change`` called after every change (the
+    broker writes the file, or re-registers, at once)."""
+
+    def __init__(self, file: MetadataFile, log: logging.Logger) -> None:
+        self.file = file
+        self.table: dict[str, V] = {}
+        self.dirty = False
+        self.on_change: Callable[[], None] | None = None
+        self._log = log
+
+    def snapshot(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _next_version(self) -> None:
+        raise NotImplementedError
+
+    async def persist(self) -> None:
+        self.dirty = False
+        await self.file.persist(self.snapshot())
+
+    def _changed(self) -> None:
+        self._next_version()
+        self.dirty = True
+        if self.on_change is not None:
+            self.on_change()
+
+    def _delete(self, key: str, what: str) -> bool:
+        """Remove ``key`` (logged as "<what> <key> deleted"); False when there was none."""
+        if self.table.pop(key, None) is None:
+            return False
+        self._log.info("%s %s deleted", what, key)
+        self._changed()
+        return True

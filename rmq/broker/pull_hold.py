@@ -4,6 +4,9 @@ A pull that finds nothing is parked per queue. Dispatch of that queue re-runs it
 (answering with the new messages); otherwise its own timer re-runs it at the deadline
 (answering PULL_NOT_FOUND). RocketMQ sweeps held requests every 5 s; a timer per
 request answers exactly on time and costs one TimerHandle.
+
+POP (rmq/broker/processors/pop.py) parks here too, with its own ``on_wake``: under queue id
+-1 (any queue of the topic: new messages in any of them wake it) and from offset -1.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class HeldPullRequest:
     deadline: float  # loop.time()
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
     done: bool = False
+    # re-runs this request instead of the service's execute_when_wakeup (POP)
+    on_wake: Callable[[HeldPullRequest], None] | None = field(default=None, repr=False)
 
 
 class PullRequestHoldService:
@@ -38,10 +43,18 @@ class PullRequestHoldService:
         self.held_count = 0
 
     def suspend(
-        self, conn: Any, request: Any, topic: str, queue_id: int, pull_from_offset: int, timeout_ms: int
+        self,
+        conn: Any,
+        request: Any,
+        topic: str,
+        queue_id: int,
+        pull_from_offset: int,
+        timeout_ms: int,
+        on_wake: Callable[[HeldPullRequest], None] | None = None,
     ) -> HeldPullRequest:
         loop = asyncio.get_running_loop()
         req = HeldPullRequest(conn, request, topic, queue_id, pull_from_offset, loop.time() + timeout_ms / 1000)
+        req.on_wake = on_wake
         req.timer = loop.call_at(req.deadline, self._on_timeout, req)
         self._held.setdefault((topic, queue_id), []).append(req)
         self.held_count += 1
@@ -67,7 +80,7 @@ class PullRequestHoldService:
         self._remove(req)
         if getattr(req.conn, "closed", False):
             return
-        execute = self.execute_when_wakeup
+        execute = req.on_wake or self.execute_when_wakeup
         if execute is None:
             return
         try:
@@ -85,11 +98,29 @@ class PullRequestHoldService:
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Dispatch reached max_offset in this queue: wake every pull waiting below it."""
-        lst = self._held.get((topic, queue_id))
-        if not lst:
+        for qid in (queue_id, -1):
+            lst = self._held.get((topic, qid))
+            if lst:
+                for req in [r for r in lst if max_offset > r.pull_from_offset]:
+                    self._fire(req)
+
+    def notify_pop_arriving(self, topic: str, queue_id: int) -> None:
+        """Wake the POP requests parked on this queue (or on every queue of the topic): a
+        FIFO queue was unblocked by an ack. Parked pulls are left alone."""
+        for qid in (queue_id, -1):
+            lst = self._held.get((topic, qid))
+            if lst:
+                for req in [r for r in lst if r.on_wake is not None]:
+                    self._fire(req)
+
+    def cancel(self, req: HeldPullRequest) -> None:
+        """Forget a parked request without running it (its twin under another key fired)."""
+        if req.done:
             return
-        for req in [r for r in lst if max_offset > r.pull_from_offset]:
-            self._fire(req)
+        req.done = True
+        if req.timer is not None:
+            req.timer.cancel()
+        self._remove(req)
 
     def drop_connection(self, conn: Any) -> None:
         """A client went away: forget its parked pulls."""
@@ -100,8 +131,9 @@ class PullRequestHoldService:
                     req.timer.cancel()
                 self._remove(req)
 
-    def wake_all(self) -> None:
-        """Answer every parked pull now (shutdown)."""
+    def wake_all(self, pops_only: bool = False) -> None:
+        """Answer every parked pull (or only the POP requests) now (shutdown)."""
         for lst in list(self._held.values()):
             for req in list(lst):
-                self._fire(req)
+                if not pops_only or req.on_wake is not None:
+                    self._fire(req)

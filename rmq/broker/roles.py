@@ -2,7 +2,8 @@
 changeToSlave): which services run on a master and which on a slave.
 
 Master only: the HA service (slaves connect to it; a SYNC_MASTER's puts wait for an ack),
-delayed-message delivery (schedule), the transaction check. Slave only: the HA client and
+delayed-message delivery (schedule), the transaction check, and ``master_services``
+(the POP revive loop). Slave only: the HA client and
 the metadata copy from the master (slave sync; its loop runs on every broker that may be a
 slave and copies only while the store is a SLAVE). The store's role is switched through
 the store itself (``set_role`` / ``switch_to_slave``), which also lifts or sets the
@@ -15,7 +16,7 @@ decides the role and calls ``change_to_master`` / ``step_down`` / ``change_to_sl
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ha.client import HAClient
@@ -32,6 +33,14 @@ from rmq.store.message_store import MessageStore
 __all__ = ["ReplicationHooks", "RoleServices"]
 
 log = logging.getLogger("rmq.broker.roles")
+
+
+class MasterService(Protocol):
+    """A loop that runs only while this broker is a master (rmq.runtime.service.ServiceLoop)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self, cancel: bool = False) -> None: ...
 
 
 class ReplicationHooks(Protocol):
@@ -55,6 +64,7 @@ class RoleServices:
     transactions: TransactionalMessageService
     slave_sync: SlaveSynchronize
     replication: ReplicationHooks | None = None
+    master_services: list[MasterService] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # Replication: the master's HAService or the slave's HAClient (None otherwise).
@@ -91,23 +101,30 @@ class RoleServices:
         r = self.replication
         return r.epoch_and_start() if r is not None else (0, -1)
 
+    def _ha_peer(self) -> dict[str, Any]:
+        """What both ends of the HA link are told about this broker (ha.peer.HAPeer): its
+        cluster and name, its epoch, the inner credential that signs the handshake."""
+        bc = self.broker_config
+        return {
+            "cluster": bc.brokerClusterName,
+            "broker_name": bc.brokerName,
+            "epoch_provider": self.epoch,
+            "credential": bc.inner_credential,
+        }
+
     async def start_ha_service(self) -> HAService:
         """Master: accept slaves on haListenPort (idempotent). A SYNC_MASTER's puts then
         wait for a slave's ack."""
         svc = self.ha_service
         if svc is None:
-            bc = self.broker_config
             opts = self.replication.ha_service_options() if self.replication is not None else {}
             svc = HAService(
                 self.store,
-                cluster=bc.brokerClusterName,
-                broker_name=bc.brokerName,
                 host=self.listen_host,
                 port=self.store_config.haListenPort,
-                epoch_provider=self.epoch,
-                credential=bc.inner_credential,
                 auth_failures=self.ha_auth_failures,
-                tls=bc.tls,
+                tls=self.broker_config.tls,
+                **self._ha_peer(),
                 **opts,
             )
             self.ha_service = svc
@@ -134,14 +151,7 @@ class RoleServices:
             bc = self.broker_config
             opts = self.replication.ha_client_options() if self.replication is not None else {}
             client = HAClient(
-                self.store,
-                cluster=bc.brokerClusterName,
-                broker_name=bc.brokerName,
-                broker_id=bc.brokerId,
-                epoch_provider=self.epoch,
-                credential=bc.inner_credential,
-                ssl=outbound_context(bc.tls),
-                **opts,
+                self.store, broker_id=bc.brokerId, ssl=outbound_context(bc.tls), **self._ha_peer(), **opts
             )
             self.ha_client = client
         addr = master_ha_addr or self.store_config.haMasterAddress or self.ha_server_addr
@@ -198,9 +208,13 @@ class RoleServices:
         if should_start:
             self.schedule.start()
             self.transactions.check_service.start()
+            for svc in self.master_services:
+                svc.start()
         else:
             await self.schedule.stop()
             await self.transactions.check_service.stop()
+            for svc in self.master_services:
+                await svc.stop()
 
     async def start_static(self) -> None:
         """Static roles (brokerRole from broker.conf), at start."""
@@ -248,3 +262,5 @@ class RoleServices:
         await self.stop_ha_service()
         await self.transactions.check_service.stop()
         await self.schedule.stop()
+        for svc in self.master_services:
+            await svc.stop()

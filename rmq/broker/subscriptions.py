@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rmq.broker.persist import MetadataFile
+from rmq.broker.persist import MetadataFile, MetadataTable
 from rmq.common.clock import now_ms
 from rmq.common.mixall import CLIENT_INNER_PRODUCER_GROUP, TOOLS_CONSUMER_GROUP
 
@@ -40,6 +39,8 @@ class SubscriptionGroupConfig:
     brokerId: int = 0
     whichBrokerWhenConsumeSlowly: int = 1
     notifyConsumerIdsChangedEnable: bool = True
+    # RocketMQ 5: the group pops orderly (FIFO); reported to 5.x clients as subscription.fifo
+    consumeMessageOrderly: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -50,18 +51,13 @@ class SubscriptionGroupConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(MetadataTable[SubscriptionGroupConfig]):
     def __init__(self, config_dir: str, auto_create: bool = True) -> None:
-        self.file = MetadataFile(config_dir, "subscriptionGroup", "subscriptionGroup.json")
+        super().__init__(MetadataFile(config_dir, "subscriptionGroup", "subscriptionGroup.json"), log)
         self.auto_create = auto_create
-        self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = {"counter": 0, "timestamp": 0}
         for g in SYSTEM_GROUPS:
             self.table[g] = SubscriptionGroupConfig(g)
-        self.dirty = False
-        # Called on every change so the broker writes the file at once (as RocketMQ does).
-        # called after a change (the broker writes the groups at once)
-        self.on_change: Callable[[], None] | None = None
 
     def load(self) -> None:
         data, adopted = self.file.load()
@@ -75,22 +71,15 @@ class SubscriptionGroupManager:
             self.data_version.update({k: dv[k] for k in ("counter", "timestamp") if k in dv})
         self.dirty = adopted
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "subscriptionGroupTable": {k: v.to_dict() for k, v in self.table.items()},
             "dataVersion": dict(self.data_version),
         }
 
-    async def persist(self) -> None:
-        self.dirty = False
-        await self.file.persist(self.snapshot())
-
-    def _changed(self) -> None:
+    def _next_version(self) -> None:
         self.data_version["counter"] += 1
         self.data_version["timestamp"] = now_ms()
-        self.dirty = True
-        if self.on_change is not None:
-            self.on_change()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config; auto-created when autoCreateSubscriptionGroup is on."""
@@ -110,11 +99,7 @@ class SubscriptionGroupManager:
         return list(self.table)
 
     def delete(self, group: str) -> bool:
-        if self.table.pop(group, None) is None:
-            return False
-        log.info("subscription group %s deleted", group)
-        self._changed()
-        return True
+        return self._delete(group, "subscription group")
 
     def replace_all(
         self, table: dict[str, SubscriptionGroupConfig], data_version: dict[str, int] | None = None

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from typing import Any
 
-from rmq.broker.persist import MetadataFile
+from rmq.broker.persist import MetadataFile, MetadataTable
 from rmq.common.clock import now_ms as _now_ms
 from rmq.common.mixall import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -20,7 +20,7 @@ from rmq.protocol.codes import PermName
 log = logging.getLogger("rmq.broker.topics")
 
 
-class TopicConfigManager:
+class TopicConfigManager(MetadataTable[TopicConfig]):
     def __init__(
         self,
         config_dir: str,
@@ -33,13 +33,10 @@ class TopicConfigManager:
         schedule_levels: int = 18,
         trace_topic: str | None = None,
     ) -> None:
-        self.file = MetadataFile(config_dir, "topics", "topics.json")
-        self.table: dict[str, TopicConfig] = {}
+        # on_change: the broker re-registers with the NameServers
+        super().__init__(MetadataFile(config_dir, "topics", "topics.json"), log)
         self.data_version = DataVersion(timestamp=_now_ms(), counter=0)
         self.auto_create_topic = auto_create_topic
-        # Called (topic config changed) so the broker re-registers with the NameServers.
-        self.on_change: Callable[[], None] | None = None
-        self.dirty = False
         rw = PermName.PERM_READ | PermName.PERM_WRITE
         self._put_system(TopicConfig(SELF_TEST_TOPIC, 1, 1, rw))
         if auto_create_topic:
@@ -82,21 +79,14 @@ class TopicConfigManager:
             self.data_version = DataVersion.from_obj(dv)
         self.dirty = adopted
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "topicConfigTable": {k: v.to_obj() for k, v in self.table.items()},
             "dataVersion": self.data_version.to_obj(),
         }
 
-    async def persist(self) -> None:
-        self.dirty = False
-        await self.file.persist(self.snapshot())
-
-    def _changed(self) -> None:
+    def _next_version(self) -> None:
         self.data_version = self.data_version.next_version(_now_ms())
-        self.dirty = True
-        if self.on_change is not None:
-            self.on_change()
 
     # --- queries ---
     def select(self, topic: str) -> TopicConfig | None:
@@ -169,11 +159,7 @@ class TopicConfigManager:
         self.data_version = self.data_version.next_version(_now_ms())
 
     def delete_topic_config(self, topic: str) -> bool:
-        if self.table.pop(topic, None) is None:
-            return False
-        log.info("topic %s deleted", topic)
-        self._changed()
-        return True
+        return self._delete(topic, "topic")
 
     def update_order_topic_config(self, order_topics: dict[str, str]) -> None:
         """The NameServer's ORDER_TOPIC_CONFIG namespace decides which topics are ordered."""

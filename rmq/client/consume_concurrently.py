@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -135,15 +134,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         start = str(now_ms())
         for m in msgs:
             m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
-        status: Any = None
-        begin = time.monotonic()
-        try:
-            status = await self._call_listener(msgs, ctx)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("consumeMessage exception, group=%s %s", self.consumer.group, mq)
-        self._count_consume(mq.topic, begin)
+        status = await self._listen(msgs, ctx, mq)
         if not isinstance(status, ConsumeResult):
             if status is not None:
                 log.warning("listener returned %r, not a ConsumeResult; treated as RECONSUME_LATER", status)

@@ -199,14 +199,7 @@ class ConsumeMessageOrderlyService(ConsumeServiceBase):
                                 "consumeMessage, the message queue not be able to consume, because it's dropped. %s", mq
                             )
                             break
-                        begin = time.monotonic()
-                        try:
-                            status = await self._call_listener(msgs, ctx)
-                        except asyncio.CancelledError:
-                            raise
-                        except Exception:
-                            log.exception("consumeMessage exception, group=%s %s", c.group, mq)
-                        self._count_consume(mq.topic, begin)
+                        status = await self._listen(msgs, ctx, mq)
                     if not isinstance(status, ConsumeOrderlyResult):
                         if status is not None:
                             log.warning(

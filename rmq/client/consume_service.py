@@ -19,6 +19,7 @@ from rmq.client.consumer_base import MessageModel
 from rmq.client.instance import MQClientInstance
 from rmq.client.offset_store import OffsetStore
 from rmq.client.rebalance import RebalanceImpl
+from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.message import MessageExt
 
 __all__ = ["ConsumeServiceBase", "PushConsumerView"]
@@ -86,6 +87,21 @@ class ConsumeServiceBase:
             inst.consumer_stats.inc_consume_rt(self.consumer.group, topic, (time.monotonic() - begin) * 1000)
         if ok or failed:
             inst.consumer_stats.inc_consume_result(self.consumer.group, topic, ok, failed)
+
+    async def _listen(self, msgs: list[MessageExt], ctx: object, mq: MessageQueue) -> Any:
+        """The listener's answer for one batch of ``mq``, or None when it raised (logged, as
+        ConsumeRequest.run does: the caller treats it as a failed batch); its time is counted
+        under the queue's topic either way."""
+        status: Any = None
+        begin = time.monotonic()
+        try:
+            status = await self._call_listener(msgs, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("consumeMessage exception, group=%s %s", self.consumer.group, mq)
+        self._count_consume(mq.topic, begin)
+        return status
 
     async def _call_listener(self, msgs: list[MessageExt], ctx: object) -> Any:
         if self.is_async:

@@ -73,6 +73,12 @@ class OffsetStore:
         raise NotImplementedError
 
     async def persist_all(self, mqs: set[MessageQueue]) -> None:
+        """Persist the offsets of ``mqs`` (nothing at all for none: both of Java's stores
+        return at once on an empty set)."""
+        if mqs:
+            await self._persist_all(mqs)
+
+    async def _persist_all(self, mqs: set[MessageQueue]) -> None:
         raise NotImplementedError
 
     async def persist(self, mq: MessageQueue) -> None:
@@ -108,9 +114,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
         self.update_offset(mq, off, False)
         return off
 
-    async def persist_all(self, mqs: set[MessageQueue]) -> None:
-        if not mqs:
-            return
+    async def _persist_all(self, mqs: set[MessageQueue]) -> None:
         unused = []
         for mq, off in list(self.offset_table.items()):
             if mq in mqs:
@@ -248,9 +252,7 @@ class LocalFileOffsetStore(OffsetStore):
         self.update_offset(mq, off, False)
         return off
 
-    async def persist_all(self, mqs: set[MessageQueue]) -> None:
-        if not mqs:
-            return
+    async def _persist_all(self, mqs: set[MessageQueue]) -> None:
         entries = [(mq.to_obj(), off) for mq, off in sorted(self.offset_table.items()) if mq in mqs]
         data = dumps_object_keyed_map("offsetTable", entries)
         if self._write_lock is None:

@@ -34,6 +34,7 @@ from rmq.client.message import Message, SendResult
 from rmq.client.producer import Producer
 from rmq.client.push_consumer import PushConsumer
 from rmq.client.tls import add_tls_options, tls_options
+from rmq.common.properties import KeyValueError, key_value_words
 from rmq.protocol.codes import SerializeType
 from rmq.protocol.message import MessageExt
 
@@ -150,13 +151,11 @@ def _body(args: argparse.Namespace, i: int) -> bytes:
 
 
 async def _produce(args: argparse.Namespace) -> int:
-    props = {}
-    for kv in args.property:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            print(f"bad property {kv!r}, expected K=V", file=sys.stderr)
-            return 2
-        props[k] = v
+    try:
+        props = key_value_words(args.property)
+    except KeyValueError as e:
+        print(f"bad property {e.word!r}, expected K=V", file=sys.stderr)
+        return 2
     msgs = [
         Message(
             args.topic,

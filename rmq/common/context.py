@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Self
 
-__all__ = ["ClosingContext", "StartedContext"]
+__all__ = ["ClosingContext", "ServingContext", "StartedContext"]
 
 
 class StartedContext:
@@ -23,6 +23,17 @@ class StartedContext:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
+
+
+class ServingContext(StartedContext):
+    """``async with server:`` is ``await server.start()`` ... ``await server.stop()``: servers
+    (NameServer, RemotingServer) say stop where clients say shutdown; both words work."""
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def shutdown(self) -> None:
+        await self.stop()
 
 
 class ClosingContext:

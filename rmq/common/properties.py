@@ -20,6 +20,8 @@ from typing import Any
 
 __all__ = [
     "PropertiesError",
+    "KeyValueError",
+    "key_value_words",
     "parse_properties_text",
     "convert",
     "apply_properties",
@@ -34,6 +36,30 @@ __all__ = [
 
 class PropertiesError(ValueError):
     """A configuration line or value that cannot be accepted; the message names the key."""
+
+
+class KeyValueError(PropertiesError):
+    """A command-line word that is not ``KEY=VALUE``; ``word`` is that word (each command
+    words its own complaint)."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__(f"{word!r}: expected KEY=VALUE")
+        self.word = word
+
+
+def key_value_words(words: Iterable[str], *, strip: bool = False) -> dict[str, str]:
+    """``KEY=VALUE`` words of a command line (``rmq broker -D``, ``rmq produce --property``)
+    as a dict, split at the first ``=``; ``strip`` trims both sides. A word without ``=``
+    raises ``KeyValueError``."""
+    out: dict[str, str] = {}
+    for word in words:
+        k, sep, v = word.partition("=")
+        if not sep:
+            raise KeyValueError(word)
+        if strip:
+            k, v = k.strip(), v.strip()
+        out[k] = v
+    return out
 
 
 def parse_properties_text(text: str) -> dict[str, str]:

@@ -97,6 +97,7 @@ __all__ = [
     "Connection",
     "ConsumerConnection",
     "ProducerConnection",
+    "SUBSCRIPTION_GROUP_ACCEPTED_KEYS",
     "SUBSCRIPTION_GROUP_KEYS",
     "subscription_group_string",
     "java_double",
@@ -1110,6 +1111,13 @@ SUBSCRIPTION_GROUP_KEYS: tuple[tuple[str, type], ...] = (
     ("brokerId", int),
     ("whichBrokerWhenConsumeSlowly", int),
     ("notifyConsumerIdsChangedEnable", bool),
+)
+
+#: What UPDATE_AND_CREATE_SUBSCRIPTIONGROUP accepts: 4.9.8's keys plus RocketMQ 5's
+#: ``consumeMessageOrderly`` (orderly POP), which 4.9.8's toString does not print.
+SUBSCRIPTION_GROUP_ACCEPTED_KEYS: tuple[tuple[str, type], ...] = (
+    *SUBSCRIPTION_GROUP_KEYS,
+    ("consumeMessageOrderly", bool),
 )
 
 

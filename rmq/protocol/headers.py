@@ -34,6 +34,7 @@ from typing import ClassVar, Final, NamedTuple, TypeAlias, TypeVar
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.errors import ProtocolError
 
+# the header classes are added at the end of the module: every Header declared here
 __all__ = [
     "STR",
     "INT",
@@ -41,47 +42,7 @@ __all__ = [
     "BOOL",
     "HeaderField",
     "Header",
-    "SendMessageRequestHeader",
-    "SendMessageRequestHeaderV2",
-    "SendMessageResponseHeader",
-    "PullMessageRequestHeader",
-    "PullMessageResponseHeader",
-    "QueryConsumerOffsetRequestHeader",
-    "QueryConsumerOffsetResponseHeader",
-    "UpdateConsumerOffsetRequestHeader",
-    "GetMaxOffsetRequestHeader",
-    "GetMaxOffsetResponseHeader",
-    "GetMinOffsetRequestHeader",
-    "GetMinOffsetResponseHeader",
-    "SearchOffsetRequestHeader",
-    "SearchOffsetResponseHeader",
-    "GetEarliestMsgStoretimeRequestHeader",
-    "GetEarliestMsgStoretimeResponseHeader",
-    "ConsumerSendMsgBackRequestHeader",
-    "QueryMessageRequestHeader",
-    "QueryMessageResponseHeader",
-    "ViewMessageRequestHeader",
-    "EndTransactionRequestHeader",
-    "CheckTransactionStateRequestHeader",
-    "CreateTopicRequestHeader",
-    "RegisterBrokerRequestHeader",
-    "RegisterBrokerResponseHeader",
-    "UnRegisterBrokerRequestHeader",
-    "GetRouteInfoRequestHeader",
-    "GetConsumerListByGroupRequestHeader",
-    "NotifyConsumerIdsChangedRequestHeader",
-    "UnregisterClientRequestHeader",
-    "ResetOffsetRequestHeader",
     "REQUEST_HEADERS",
-    "DeleteTopicRequestHeader",
-    "DeleteTopicFromNamesrvRequestHeader",
-    "GetConsumeStatsRequestHeader",
-    "GetConsumeStatsInBrokerHeader",
-    "QueryConsumeQueueRequestHeader",
-    "GetConsumerConnectionListRequestHeader",
-    "GetProducerConnectionListRequestHeader",
-    "DeleteSubscriptionGroupRequestHeader",
-    "BrokerPermRequestHeader",
     "HeaderFieldError",
     "parse_int",
     "parse_long",
@@ -922,3 +883,10 @@ REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType(
         RequestCode.ADD_WRITE_PERM_OF_BROKER: BrokerPermRequestHeader,
     }
 )
+
+# Every header class declared above is exported: the declarations are the list.
+__all__ += [
+    name
+    for name, value in list(globals().items())
+    if isinstance(value, type) and issubclass(value, Header) and value is not Header and value.__module__ == __name__
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from rmq.common.context import ServingContext
 from rmq.protocol.frame import MAX_FRAME_LENGTH
 from rmq.remoting.connection import Connection, ConnectionCallback
 from rmq.remoting.dispatch import AuthHook, Processor, RpcObserver
@@ -17,7 +18,7 @@ __all__ = ["RemotingServer"]
 logger = logging.getLogger("rmq.remoting")
 
 
-class RemotingServer(Endpoint):
+class RemotingServer(Endpoint, ServingContext):
     """A TCP server speaking RocketMQ remoting frames.
 
     ``register_processor(code, fn)`` before or after ``start()``; see ``rmq.remoting.dispatch``
@@ -122,13 +123,6 @@ class RemotingServer(Endpoint):
         self._dispatcher.cancel_tasks()
         await server.wait_closed()
         logger.info("%s stopped", self.name)
-
-    async def __aenter__(self) -> RemotingServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------------ state
     @property

@@ -18,13 +18,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.netns import Host, NetRig, NetRigError, NetRigUnavailable, netrig_fixture, skip_unavailable
+from tests.harness import wait_for
 
 netrig = netrig_fixture()
 
@@ -132,16 +133,6 @@ def reach(pairs: dict[str, tuple[Host, tuple[str, int]]]) -> dict[str, str]:
     with ThreadPoolExecutor(len(pairs)) as pool:
         futs = {k: pool.submit(probe, src, dst) for k, (src, dst) in pairs.items()}
         return {k: f.result()[0] for k, f in futs.items()}
-
-
-def wait_for(pred: Callable[[], object], timeout: float, interval: float = 0.02) -> float:
-    """Poll ``pred`` until it holds; the seconds it took (AssertionError after ``timeout``)."""
-    t = time.monotonic()
-    while not pred():
-        if time.monotonic() - t > timeout:
-            raise AssertionError(f"condition not reached in {timeout}s")
-        time.sleep(interval)
-    return time.monotonic() - t
 
 
 def all_got(clients: Iterable[Client], msg: str, timeout: float = 5.0) -> float:

@@ -402,32 +402,38 @@ class RawConn:
 
 
 async def produce_and_consume(
-    namesrv: str, topic: str, n: int, access_key: str | None = None, secret_key: str | None = None
+    namesrv: str,
+    topic: str,
+    n: int,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    *,
+    prefix: str = "m",
+    use_tls: bool = False,
+    poll_ms: int = 200,
+    timeout: float = 30,
 ) -> list[bytes]:
-    """Send ``m0``..``m<n-1>`` through rmq.client and pull them back from the first offset
-    (signing with the credentials when given); the bodies, sorted."""
+    """Send ``<prefix>0``..``<prefix><n-1>`` through rmq.client and pull them back from the
+    first offset with a LitePullConsumer (PULL_MESSAGE, which every broker knows), signing
+    with the credentials when given, over TLS with ``use_tls``; the bodies, sorted. Messages
+    of the topic without the prefix (another call's) are passed over."""
     from rmq.client import ConsumeFromWhere, LitePullConsumer, Message, Producer
 
-    async with Producer(unique("pg"), namesrv, access_key=access_key, secret_key=secret_key) as p:
+    client = {"access_key": access_key, "secret_key": secret_key, "use_tls": use_tls}
+    async with Producer(unique("pg"), namesrv, **client) as p:
         for i in range(n):
-            await p.send(Message(topic, f"m{i}".encode()))
-    c = LitePullConsumer(
-        unique("cg"),
-        namesrv,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        access_key=access_key,
-        secret_key=secret_key,
-    )
+            await p.send(Message(topic, f"{prefix}{i}".encode()))
+    c = LitePullConsumer(unique("cg"), namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **client)
     c.subscribe(topic, "*")
     await c.start()
     try:
         got: list[bytes] = []
 
         async def enough() -> bool:
-            got.extend(m.body for m in await c.poll(200))
+            got.extend(m.body for m in await c.poll(poll_ms) if m.body.startswith(prefix.encode()))
             return len(got) >= n
 
-        await wait_until(enough, 30, f"{n} messages consumed")
+        await wait_until(enough, timeout, f"{n} {prefix}* messages consumed")
     finally:
         await c.shutdown()
     return sorted(got)

@@ -157,6 +157,18 @@ BAD_INPUT = {
 }
 
 
+async def bad_input_is_cut_off(addr: str, case: str) -> RawConn:
+    """BAD_INPUT[case] written on a fresh connection to ``addr``, which the server closes
+    (asserted); the closed connection (its local port names it in the server's log)."""
+    bad = await RawConn.open(addr)
+    try:
+        await bad.write(BAD_INPUT[case])
+        assert await bad.closed_by_peer(5.0), f"{case}: the broker kept the connection open"
+    finally:
+        await bad.close()
+    return bad
+
+
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 async def test_bad_input_closes_only_that_connection(broker, case):
     topic = unique("BadIn")
@@ -171,12 +183,7 @@ async def test_bad_input_closes_only_that_connection(broker, case):
         await asyncio.sleep(0.2)
         assert not parked.done()
 
-        bad = await RawConn.open(broker.addr)
-        try:
-            await bad.write(BAD_INPUT[case])
-            assert await bad.closed_by_peer(5.0), f"{case}: the broker kept the connection open"
-        finally:
-            await bad.close()
+        bad = await bad_input_is_cut_off(broker.addr, case)
 
         await wait_until(
             lambda: f"bad input from 127.0.0.1:{bad.local_port}" in broker.log_text(),

@@ -5,7 +5,9 @@ queryMsgById -d send them (issue 14)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -80,6 +82,21 @@ async def start_consumer(cluster: Any, group: str, topic: str, listener: Any, ex
     return c
 
 
+@contextlib.asynccontextmanager
+async def consumer_on_new_topic(
+    cluster: Any, name: str, queues: int, listener: Any, expression: str = "*"
+) -> AsyncIterator[tuple[str, str, PushConsumer]]:
+    """A new topic ``<name>...`` of ``queues`` queues and a started push consumer of group
+    ``<name>Group...`` on it: (topic, group, consumer), shut down on the way out."""
+    topic, group = unique(name), unique(name + "Group")
+    await create_topic(cluster.namesrv, cluster.broker, topic, queues)
+    c = await start_consumer(cluster, group, topic, listener, expression)
+    try:
+        yield topic, group, c
+    finally:
+        await c.shutdown()
+
+
 async def test_running_info_reports_subscription_and_held_queues(cluster):
     topic, group = unique("RunInfo"), unique("RunInfoGroup")
     await create_topic(cluster.namesrv, cluster.broker, topic, 4)
@@ -126,18 +143,13 @@ async def test_running_info_reports_subscription_and_held_queues(cluster):
 
 
 async def test_consume_message_directly_through_the_listener(cluster):
-    topic, group = unique("Direct"), unique("DirectGroup")
-    await create_topic(cluster.namesrv, cluster.broker, topic, 2)
     got = Collector()
-    c = await start_consumer(cluster, group, topic, got, "A")
-    try:
+    async with consumer_on_new_topic(cluster, "Direct", 2, got, "A") as (topic, _, c):
         result = await send_and_consume_directly(cluster, c, topic, b"direct-body")
         assert result.consume_result is CMResult.CR_SUCCESS
         assert (result.order, result.auto_commit) == (False, True)
         assert got.bodies() == [b"direct-body"]
         assert got.msgs[0].tags == "B" and got.msgs[0].topic == topic
-    finally:
-        await c.shutdown()
 
 
 @pytest.mark.parametrize(
@@ -176,18 +188,13 @@ async def test_consume_message_directly_orderly(cluster, listener_result, expect
 
 
 async def test_concurrent_listener_later_is_reported_not_retried(cluster):
-    topic, group = unique("DirectLater"), unique("DirectLaterGroup")
-    await create_topic(cluster.namesrv, cluster.broker, topic, 1)
     got = Collector(ConsumeResult.RECONSUME_LATER)
-    c = await start_consumer(cluster, group, topic, got, "A")
-    try:
+    async with consumer_on_new_topic(cluster, "DirectLater", 1, got, "A") as (topic, group, c):
         result = await send_and_consume_directly(cluster, c, topic, b"later")
         assert result.consume_result is CMResult.CR_LATER
         # a direct consumption is outside the pull flow: nothing goes to the retry topic
         async with BrokerApi(cluster.broker) as api:
             assert await api.max_offset(retry_topic(group), 0) == 0
-    finally:
-        await c.shutdown()
 
 
 async def test_consumer_gone_is_not_online(cluster):
@@ -253,10 +260,7 @@ async def test_consumer_that_does_not_answer_times_out(cluster):
 async def test_client_answers_unknown_group_as_java(cluster):
     """The client side of both codes for a group this client does not have (the broker
     only relays to a group's own clients, so the handler is asked directly)."""
-    topic, group = unique("Unknown"), unique("UnknownGroup")
-    await create_topic(cluster.namesrv, cluster.broker, topic, 1)
-    c = await start_consumer(cluster, group, topic, Collector())
-    try:
+    async with consumer_on_new_topic(cluster, "Unknown", 1, Collector()) as (topic, _, c):
         async with Producer(unique("P"), cluster.namesrv) as p:
             sent = await p.send(Message(topic, b"x"))
         async with BrokerApi(cluster.broker) as api:
@@ -278,8 +282,6 @@ async def test_client_answers_unknown_group_as_java(cluster):
             ResponseCode.SYSTEM_ERROR,
             f"The Consumer Group <{other}> not exist in this consumer",
         )
-    finally:
-        await c.shutdown()
 
 
 async def test_rmq_admin_consumer_progress_shows_the_client_holding_each_queue(cluster):
@@ -312,11 +314,9 @@ async def test_rmq_admin_consumer_progress_shows_the_client_holding_each_queue(c
 
 
 async def test_rmq_admin_query_msg_by_id_consumes_directly(cluster):
-    topic, group = unique("AdminDirect"), unique("AdminDirectGroup")
-    await create_topic(cluster.namesrv, cluster.broker, topic, 1)
     got = Collector()
-    c = await start_consumer(cluster, group, topic, got, "A")  # the tag-B message is not pulled
-    try:
+    # subscribed to tag A: the tag-B message is not pulled
+    async with consumer_on_new_topic(cluster, "AdminDirect", 1, got, "A") as (topic, group, c):
         async with Producer(unique("P"), cluster.namesrv) as p:
             sent = await p.send(Message(topic, b"admin-direct", tags="B"))
         args = ("queryMsgById", "-i", sent.offset_msg_id, "-g", group, "-d", c.instance.client_id)
@@ -331,8 +331,6 @@ async def test_rmq_admin_query_msg_by_id_consumes_directly(cluster):
         doc = (await asyncio.to_thread(admin, *args, "--json", "-n", cluster.namesrv)).json()
         assert (doc["msgId"], doc["consumeResult"]) == (sent.offset_msg_id, "CR_SUCCESS")
         assert got.bodies() == [b"admin-direct"] * 2
-    finally:
-        await c.shutdown()
 
 
 async def test_lite_pull_consumer_reports_subscriptions_only_and_cannot_consume_directly(cluster):

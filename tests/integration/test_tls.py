@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from rmq.client import ConsumeFromWhere, LitePullConsumer, Message, Producer
+from rmq.client import Message, Producer
 from rmq.client.errors import MQClientError
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand, decode_frame, encode
@@ -33,7 +33,7 @@ from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 from rmq.remoting.tls import TlsSettings, client_context
 from tests.harness import BrokerProcess, broker_process, start_broker, start_namesrv
-from tests.integration.broker_util import BrokerApi, unique, wait_until
+from tests.integration.broker_util import BrokerApi, produce_and_consume, unique, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -114,28 +114,11 @@ async def raw_request(addr: str, code: int, ssl_settings: TlsSettings | None) ->
         writer.close()
 
 
-async def produce_and_consume(namesrv: str, topic: str, tls: bool, n: int = 3) -> None:
+async def tls_or_plain_round_trip(namesrv: str, topic: str, tls: bool, n: int = 3) -> None:
     """rmq.client: n messages sent and all of them read back, plaintext or TLS."""
     tag = "tls" if tls else "plain"
-    async with Producer(unique("pg"), namesrv, use_tls=tls) as p:
-        for i in range(n):
-            await p.send(Message(topic, f"{tag}-{i}".encode()))
-    c = LitePullConsumer(
-        unique("cg"), namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, use_tls=tls
-    )
-    c.subscribe(topic, "*")
-    await c.start()
-    try:
-        got: list = []
-
-        async def enough() -> bool:
-            got.extend(m for m in await c.poll(200) if m.body.startswith(tag.encode()))
-            return len(got) >= n
-
-        await wait_until(enough, 30, f"{n} {tag} messages consumed")
-    finally:
-        await c.shutdown()
-    assert sorted(m.body for m in got) == [f"{tag}-{i}".encode() for i in range(n)]
+    got = await produce_and_consume(namesrv, topic, n, prefix=f"{tag}-", use_tls=tls)
+    assert got == [f"{tag}-{i}".encode() for i in range(n)]
 
 
 async def create_topic(broker: str, namesrv: str, topic: str, client: RemotingClient) -> None:
@@ -181,8 +164,8 @@ async def test_permissive_rmq_client_produces_and_consumes_both_ways(default_clu
     topic = unique("TlsT")
     async with tls_client() as rc:
         await create_topic(default_cluster.broker, default_cluster.namesrv, topic, rc)
-    await produce_and_consume(default_cluster.namesrv, topic, tls=False)
-    await produce_and_consume(default_cluster.namesrv, topic, tls=True)
+    await tls_or_plain_round_trip(default_cluster.namesrv, topic, tls=False)
+    await tls_or_plain_round_trip(default_cluster.namesrv, topic, tls=True)
 
 
 def test_rmq_produce_and_admin_take_tls(default_cluster):
@@ -233,7 +216,7 @@ async def test_enforcing_refuses_plaintext_and_the_broker_registers_over_tls(wor
             async with Producer(unique("pg"), ns.addr) as p:
                 await p.send(Message(topic, b"plaintext"))
         # the route comes from the NameServer, which the broker could reach over TLS only
-        await produce_and_consume(ns.addr, topic, tls=True)
+        await tls_or_plain_round_trip(ns.addr, topic, tls=True)
         async with BrokerApi(br.addr, client=tls_client()) as api:
             assert sum([await api.max_offset(topic, q) for q in range(4)]) == 3
         assert "insecure connection while this server is running in SSL enforcing mode" in br.log_text()

@@ -21,14 +21,13 @@ from pathlib import Path
 import pytest
 
 from rmq.child_process import ChildProcess
-from rmq.client import ConsumeFromWhere, LitePullConsumer, Message, Producer
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQClientError
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.errors import RemotingError
 from rmq.remoting.tls import TlsSettings, client_context
 from tests.harness import start_broker, start_namesrv
-from tests.integration.broker_util import BrokerApi, unique, wait_until
+from tests.integration.broker_util import BrokerApi, produce_and_consume, unique, wait_until
 from tests.interop.java_build import JAVA_SRC, ROCKETMQ_BIN, compile_java, java_env
 
 pytestmark = pytest.mark.timeout(300)
@@ -172,26 +171,10 @@ async def test_rmq_client_with_tls_against_java_4_9_8_enforcing():
             ns.start(60)
             br.start(90)
             topic = unique("RmqToJava")
-            async with Producer(unique("pg"), namesrv, use_tls=True) as p:
-                for i in range(N):
-                    await p.send(Message(topic, f"r-{i}".encode()))
-            # a LitePullConsumer: it pulls with PULL_MESSAGE (11) as Java's, which 4.9.8 knows
-            c = LitePullConsumer(
-                unique("cg"), namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, use_tls=True
-            )
-            c.subscribe(topic, "*")
-            await c.start()
-            got: list = []
-            try:
-
-                async def all_read() -> bool:
-                    got.extend(await c.poll(500))
-                    return len(got) >= N
-
-                await wait_until(all_read, 60, f"{N} messages read back from the Java broker")
-            finally:
-                await c.shutdown()
-            assert sorted(m.body for m in got) == [f"r-{i}".encode() for i in range(N)]
+            # read back with a LitePullConsumer: it pulls with PULL_MESSAGE (11) as Java's,
+            # which 4.9.8 knows
+            got = await produce_and_consume(namesrv, topic, N, prefix="r-", use_tls=True, poll_ms=500, timeout=60)
+            assert got == [f"r-{i}".encode() for i in range(N)]
             # and without TLS the Java servers refuse rmq.client
             async with RemotingClient(connect_timeout=5) as plain:
                 with pytest.raises((RemotingError, MQClientError)):

@@ -37,7 +37,7 @@ from rmq.common.clock import now_ms
 from rmq.common.mixall import VALID_NAME, VALID_PATTERN_STR, is_sys_topic
 from rmq.common.properties import PropertiesError, parse_properties_text, rewrite_properties_file
 from rmq.protocol.bodies import (
-    SUBSCRIPTION_GROUP_KEYS,
+    SUBSCRIPTION_GROUP_ACCEPTED_KEYS,
     Connection,
     ConsumerConnection,
     ConsumeStatsList,
@@ -235,7 +235,7 @@ class AdminOpsProcessor:
         if not isinstance(obj, dict):
             return _error(request, "bad SubscriptionGroupConfig body: not an object")
         values: dict[str, Any] = {}
-        for key, typ in SUBSCRIPTION_GROUP_KEYS:
+        for key, typ in SUBSCRIPTION_GROUP_ACCEPTED_KEYS:
             v = obj.get(key)
             if v is None:
                 continue

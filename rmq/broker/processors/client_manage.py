@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.client_manager import ClientChannelInfo
-from rmq.broker.processors.decode import with_header
+from rmq.broker.processors.decode import with_body, with_header
 from rmq.broker.seams import ConsumerRegistry, ProducerRegistry, SubscriptionGroups, TopicConfigs
 from rmq.common.mixall import retry_topic
 from rmq.protocol.bodies import HeartbeatData
 from rmq.protocol.codes import PermName, ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import UnregisterClientRequestHeader
 
@@ -26,11 +25,8 @@ class ClientManageProcessor:
     consumers: ConsumerRegistry
     producers: ProducerRegistry
 
-    def heartbeat(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            hb = HeartbeatData.from_json(request.body or b"{}")
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {e}")
+    @with_body(HeartbeatData, "heartbeat", b"{}")
+    def heartbeat(self, conn: Any, request: RemotingCommand, hb: HeartbeatData) -> RemotingCommand:
         conn.attrs["client_id"] = hb.client_id
         info = ClientChannelInfo(conn, hb.client_id, request.language, request.version)
         for data in hb.consumer_data_set:

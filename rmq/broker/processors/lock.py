@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.broker.processors.decode import with_body
 from rmq.broker.seams import QueueLocks
 from rmq.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
 from rmq.protocol.codes import ResponseCode
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 
 
@@ -16,18 +16,12 @@ from rmq.protocol.frame import RemotingCommand
 class LockProcessor:
     locks: QueueLocks
 
-    def lock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            body = LockBatchRequestBody.from_json(request.body or b"")
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, f"bad lock request body: {e}")
+    @with_body(LockBatchRequestBody, "lock request")
+    def lock_batch_mq(self, conn: Any, request: RemotingCommand, body: LockBatchRequestBody) -> RemotingCommand:
         ok = self.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.create_response(ResponseCode.SUCCESS, body=LockBatchResponseBody(ok).to_json())
 
-    def unlock_batch_mq(self, conn: Any, request: RemotingCommand) -> RemotingCommand:
-        try:
-            body = UnlockBatchRequestBody.from_json(request.body or b"")
-        except ProtocolError as e:
-            return request.create_response(ResponseCode.SYSTEM_ERROR, f"bad unlock request body: {e}")
+    @with_body(UnlockBatchRequestBody, "unlock request")
+    def unlock_batch_mq(self, conn: Any, request: RemotingCommand, body: UnlockBatchRequestBody) -> RemotingCommand:
         self.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.create_response(ResponseCode.SUCCESS)

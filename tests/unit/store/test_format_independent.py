@@ -130,6 +130,12 @@ def first_nonzero(buf) -> int:
     return int(nz[0]) if len(nz) else -1
 
 
+def nonzero_at(buf, start: int, end: int | None = None) -> int | None:
+    """Where in ``buf`` the first non-zero byte of ``buf[start:end]`` is; None if all are zero."""
+    i = first_nonzero(buf[start:end])
+    return None if i < 0 else start + i
+
+
 # =================================================================================================
 # Reader data model
 # =================================================================================================
@@ -249,6 +255,14 @@ def parse_record(buf, pos: int, file_size: int, name: str, file_start: int) -> R
                 f"{name} pos {pos}: {what} at record offset {off}+{n} runs past TOTALSIZE {total} (spec 3.2)"
             )
 
+    def utf8(off: int, n: int, field_is: str) -> str:
+        """The n bytes at ``off`` as text; ``field_is``: "TOPIC is" (for the error, spec 3.2)."""
+        need(off, n, field_is.split()[0])
+        try:
+            return bytes(rec[off : off + n]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadRecord(f"{name} pos {pos}: {field_is} not UTF-8: {e}") from None
+
     (crc, qid, flag) = struct.unpack_from(">iii", rec, 8)
     (qoff, phys) = struct.unpack_from(">qq", rec, 20)
     (sysflag,) = I32.unpack_from(rec, 36)
@@ -282,22 +296,14 @@ def parse_record(buf, pos: int, file_size: int, name: str, file_start: int) -> R
     o += 1
     if topic_len <= 0:
         raise BadRecord(f"{name} pos {pos}: TOPIC LENGTH {topic_len} not in 1..127 (spec 3.2)")
-    need(o, topic_len, "TOPIC")
-    try:
-        topic = bytes(rec[o : o + topic_len]).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadRecord(f"{name} pos {pos}: TOPIC is not UTF-8: {e}") from None
+    topic = utf8(o, topic_len, "TOPIC is")
     o += topic_len
     need(o, 2, "PROPERTIES LENGTH")
     (props_len,) = I16.unpack_from(rec, o)
     o += 2
     if props_len < 0:
         raise BadRecord(f"{name} pos {pos}: PROPERTIES LENGTH {props_len} < 0 (spec 3.2)")
-    need(o, props_len, "PROPERTIES")
-    try:
-        props_raw = bytes(rec[o : o + props_len]).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadRecord(f"{name} pos {pos}: PROPERTIES are not UTF-8: {e}") from None
+    props_raw = utf8(o, props_len, "PROPERTIES are")
     o += props_len
     calc = spec_record_length(sysflag, body_len, len(topic.encode("utf-8")), props_len)
     if o != total or calc != total:
@@ -398,8 +404,8 @@ def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None
                         f"commitlog/{name} pos {pos}: the LAST file ends in a BLANK but no next file "
                         f"exists (spec 3.7: the message is re-appended at offset 0 of a new file)"
                     )
-                if not all_zero(buf[pos + 8 :]):
-                    off = pos + 8 + first_nonzero(buf[pos + 8 :])
+                off = nonzero_at(buf, pos + 8)
+                if off is not None:
                     rep.add(
                         f"commitlog/{name}: non-zero byte at {off} inside the BLANK region after pos "
                         f"{pos} (spec 3.7: rest of blank region left as-is, zeros in a fresh file)"
@@ -415,8 +421,8 @@ def read_commitlog(root: Path, layout: Layout, rep: Report, now_ms: int) -> None
                         f"commitlog/{name} pos {pos}: data ends without a BLANK record in a file that "
                         f"is not the last (spec 3.7: every roll is marked by BLANK)"
                     )
-                if not all_zero(buf[pos:]):
-                    off = pos + first_nonzero(buf[pos:])
+                off = nonzero_at(buf, pos)
+                if off is not None:
                     rep.add(
                         f"commitlog/{name}: non-zero byte at pos {off} after the last record ending at "
                         f"{pos} (expected zeros after the last record)"
@@ -607,8 +613,8 @@ def read_consume_queues(root: Path, layout: Layout, rep: Report) -> None:
                         units.append((phy, sz, tag, where_f, pos, (start + pos) // 20))
                         continue
                     ended_at = f"{where_f} pos {pos}"
-                    if not all_zero(data[pos:]):
-                        off = pos + first_nonzero(data[pos:])
+                    off = nonzero_at(data, pos)
+                    if off is not None:
                         rep.add(
                             f"{where_f}: non-zero bytes at {off} after the last valid unit "
                             f"(invalid unit at pos {pos}: phy {phy}, size {sz}, tag {tag}; spec 4.1.1/4.1.2)"
@@ -727,8 +733,8 @@ def read_index(
             entries = [IDX_ENTRY.unpack_from(ebuf, 20 * i) for i in range(count)]
             tail_start = e0 + 20 * count
             tail_end = min(flen, tail_start + (1 << 20))
-            if not all_zero(mm[tail_start:tail_end]):
-                off = tail_start + first_nonzero(mm[tail_start:tail_end])
+            off = nonzero_at(mm, tail_start, tail_end)
+            if off is not None:
                 rep.add(f"{where}: non-zero byte at {off} beyond entry {count - 1} (indexCount {count})")
             if not all_zero(ebuf[:20]):
                 rep.add(f"{where}: entry 0 is not empty (spec 4.3: entry number 0 is never used)")
@@ -1082,6 +1088,11 @@ def _hosts(rng: random.Random) -> tuple[bytes, bytes]:
     return born, store
 
 
+def _host_flags(born: bytes, store: bytes) -> int:
+    """Spec 3.3: the sysflag bits of IPv6 born / store hosts (20-byte host fields)."""
+    return (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
+
+
 def _props(rng: random.Random, mid: str) -> dict[str, str]:
     p = {"mid": mid}
     if rng.random() < 0.85:
@@ -1230,25 +1241,18 @@ async def write_store(
             topic = rng.choice(TOPICS)
             qid = rng.randrange(QUEUES[topic])
             born_ts = time.time_ns() // 1_000_000 - rng.randint(0, 5000)
+            # what the message (or batch) of this step is put with, whatever its kind
+            where = {"topic": topic, "queue_id": qid, "born_timestamp": born_ts, "born_host": born, "store_host": store}
             if seq in BIG_SEQS:
                 # near-limit records: exactly size - 8 (leaves exactly the 8-byte BLANK) or size - 9
                 props = {"mid": mid, "UNIQ_KEY": _uniq(rng), "KEYS": f"big{mid} größe{mid}", "TAGS": "Большой"}
                 pstr = spec_properties_string(props)
-                sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
+                sf = _host_flags(born, store)
                 slack = BIG_SEQS[seq]
                 blen = size - slack - spec_record_length(sf, 0, len(topic), len(pstr.encode("utf-8")))
                 body = rng.randbytes(blen)
                 w = Written(topic, qid, body, 0, sf, born_ts, born, store, 0, 0, props)
-                msg = MessageExtBrokerInner(
-                    topic=topic,
-                    body=body,
-                    queue_id=qid,
-                    properties=dict(props),
-                    properties_string=pstr,
-                    born_timestamp=born_ts,
-                    born_host=born,
-                    store_host=store,
-                )
+                msg = MessageExtBrokerInner(body=body, properties=dict(props), properties_string=pstr, **where)
                 pending.append(st.put(msg))
                 msgs[mid] = w
                 volume += size
@@ -1265,21 +1269,10 @@ async def write_store(
                     body = _body(rng)
                     flag = rng.randint(INT_MIN, INT_MAX)
                     items.append(BatchItem(flag, body, raw))
-                    sf = (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
+                    sf = _host_flags(born, store)
                     msgs[imid] = Written(topic, qid, body, flag, sf, born_ts, born, store, 0, 0, props, batch=True)
                     volume += spec_record_length(sf, len(body), len(topic), len(items[-1].properties.encode()))
-                pending.append(
-                    st.put_batch(
-                        MessageExtBatch(
-                            topic=topic,
-                            queue_id=qid,
-                            items=items,
-                            born_timestamp=born_ts,
-                            born_host=born,
-                            store_host=store,
-                        )
-                    )
-                )
+                pending.append(st.put_batch(MessageExtBatch(items=items, **where)))
                 continue
             props = _props(rng, mid)
             body = _body(rng)
@@ -1301,19 +1294,15 @@ async def write_store(
             reconsume = rng.randint(0, 16)
             prep_off = rng.randint(0, 2**40) if tran in (TRAN_COMMIT, TRAN_ROLLBACK) else 0
             msg = MessageExtBrokerInner(
-                topic=topic,
                 body=body,
-                queue_id=qid,
                 flag=flag,
                 properties=dict(props),
                 sys_flag=sysflag,
-                born_timestamp=born_ts,
-                born_host=born,
-                store_host=store,
                 reconsume_times=reconsume,
                 prepared_transaction_offset=prep_off,
+                **where,
             )
-            sf = sysflag | (SF_BORNHOST_V6 if len(born) == 20 else 0) | (SF_STOREHOST_V6 if len(store) == 20 else 0)
+            sf = sysflag | _host_flags(born, store)
             exp_topic, exp_qid, exp_props = topic, qid, dict(props)
             if int(props.get("DELAY", "0")) > 0 and tran in (TRAN_NOT, TRAN_COMMIT):
                 level = min(int(props["DELAY"]), n_levels)  # spec 7.1: clamped to the max level
