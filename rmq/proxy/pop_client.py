@@ -1,9 +1,9 @@
 """POP consumption through the broker's RocketMQ 5 remoting codes, for ReceiveMessage,
 AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue.
 
-The 5.x request headers are declared here (``rmq.protocol.headers`` has only 4.x ones), field
-for field as ``org.apache.rocketmq.remoting.protocol.header.{PopMessageRequestHeader,
-AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader}`` name them on the wire.
+The 5.x request headers are ``rmq.protocol.pop``'s (RocketMQ 5's field for field); the
+``POP_CK`` of each popped message is built as ``MQClientAPIImpl.processPopResponse`` builds it
+(``rmq.client.pop_api.popped_messages``: the broker writes it only on retried messages).
 
 Receipt handle (``ReceiptHandle``): the broker's ``POP_CK`` extra info of the message
 (``ckQueueOffset popTime invisibleTime reviveQid topicType brokerName queueId queueOffset``)
@@ -23,11 +23,22 @@ from typing import Any
 
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError
+from rmq.client.pop_api import popped_messages
 from rmq.common.mixall import dlq_topic
 from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import ConsumerSendMsgBackRequestHeader
-from rmq.protocol.message import MessageExt, decode_records
+from rmq.protocol.message import MessageExt, SysFlag
+from rmq.protocol.pop import (
+    INIT_MODE_MAX,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    ExtraInfo,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
 from rmq.proxy import pb
 from rmq.proxy.convert import ProxyError, status, to_v2_message
 
@@ -39,17 +50,11 @@ __all__ = [
     "PopResult",
     "PopClient",
     "INIT_MODE_MAX",
-    "POP_ORDER_REVIVE_QUEUE",
 ]
 
 log = logging.getLogger("rmq.proxy.pop")
 
 POP_CK = "POP_CK"
-INIT_MODE_MIN = 0
-INIT_MODE_MAX = 1
-POP_ORDER_REVIVE_QUEUE = 999
-#: ExtraInfoUtil topic types: normal topic, retry v1 (%RETRY%group_topic), retry v2 (%RETRY%group+topic)
-NORMAL_TOPIC, RETRY_TOPIC, RETRY_TOPIC_V2 = "0", "1", "2"
 
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
@@ -57,118 +62,41 @@ AUTO_RENEW_INVISIBLE_MS = 60_000
 MAX_BATCH = 32
 
 
-def _ext(**fields: object) -> dict[str, str]:
-    out = {}
-    for k, v in fields.items():
-        if v is None:
-            continue
-        out[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-    return out
-
-
-@dataclass(slots=True)
-class PopMessageRequestHeader:
-    """POP_MESSAGE (200050)."""
-
-    consumer_group: str
-    topic: str
-    queue_id: int
-    max_msg_nums: int
-    invisible_time: int
-    poll_time: int
-    born_time: int
-    init_mode: int = INIT_MODE_MAX
-    exp_type: str | None = None
-    exp: str | None = None
-    order: bool = False
-    attempt_id: str | None = None
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return _ext(
-            consumerGroup=self.consumer_group,
-            topic=self.topic,
-            queueId=self.queue_id,
-            maxMsgNums=self.max_msg_nums,
-            invisibleTime=self.invisible_time,
-            pollTime=self.poll_time,
-            bornTime=self.born_time,
-            initMode=self.init_mode,
-            expType=self.exp_type,
-            exp=self.exp,
-            order=self.order,
-            attemptId=self.attempt_id,
-        )
-
-
-@dataclass(slots=True)
-class AckMessageRequestHeader:
-    """ACK_MESSAGE (200051)."""
-
-    consumer_group: str
-    topic: str
-    queue_id: int
-    extra_info: str
-    offset: int
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return _ext(
-            consumerGroup=self.consumer_group,
-            topic=self.topic,
-            queueId=self.queue_id,
-            extraInfo=self.extra_info,
-            offset=self.offset,
-        )
-
-
-@dataclass(slots=True)
-class ChangeInvisibleTimeRequestHeader(AckMessageRequestHeader):
-    """CHANGE_MESSAGE_INVISIBLETIME (200053): the ack header's fields plus ``invisibleTime``."""
-
-    invisible_time: int
-
-    def to_ext_fields(self) -> dict[str, str]:
-        return {**AckMessageRequestHeader.to_ext_fields(self), "invisibleTime": str(self.invisible_time)}
-
-
-def _long(ext: dict[str, str], key: str) -> int:
-    try:
-        return int(ext[key])
-    except (KeyError, ValueError):
-        raise ProxyError(pb.Code.INTERNAL_SERVER_ERROR, f"broker response lacks a numeric {key}") from None
+def _bad_response(addr: str, e: ProtocolError) -> ProxyError:
+    return ProxyError(pb.Code.INTERNAL_SERVER_ERROR, f"broker {addr} answered a malformed POP response: {e}")
 
 
 # ------------------------------------------------------------------ receipt handle
 @dataclass(frozen=True, slots=True)
-class ReceiptHandle:
-    ck_queue_offset: int
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    topic_type: str
-    broker_name: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
+class ReceiptHandle(ExtraInfo):
+    """The broker's extra info (with the message's queue offset) plus its commitLogOffset."""
+
+    commit_log_offset: int = -1
 
     @classmethod
     def decode(cls, text: str) -> ReceiptHandle:
-        parts = text.split(" ")
         try:
-            if len(parts) < 9:
-                raise ValueError("too few fields")
-            return cls(
-                int(parts[0]),
-                int(parts[1]),
-                int(parts[2]),
-                int(parts[3]),
-                parts[4],
-                parts[5],
-                int(parts[6]),
-                int(parts[7]),
-                int(parts[8]),
-            )
-        except ValueError as e:
-            raise ProxyError(pb.Code.INVALID_RECEIPT_HANDLE, f"receipt_handle {text!r} is not valid: {e}") from None
+            head, sep, clo = text.rpartition(" ")
+            if not sep or not clo.lstrip("-").isdigit():
+                raise ProtocolError("no commitLogOffset at the end")
+            info = ExtraInfo.parse(head)
+            if info.queue_offset is None:
+                raise ProtocolError("no queueOffset")
+        except ProtocolError as e:
+            raise ProxyError(
+                pb.Code.INVALID_RECEIPT_HANDLE, f"receipt_handle {text[:120]!r} is not valid: {e}"
+            ) from None
+        return cls(
+            info.ck_queue_offset,
+            info.pop_time,
+            info.invisible_time,
+            info.revive_qid,
+            info.topic_type,
+            info.broker_name,
+            info.queue_id,
+            info.queue_offset,
+            int(clo),
+        )
 
     @classmethod
     def from_pop_ck(cls, pop_ck: str, commit_log_offset: int) -> ReceiptHandle:
@@ -176,39 +104,31 @@ class ReceiptHandle:
 
     def extra_info(self) -> str:
         """The POP_CK text the broker gave (without the commitLogOffset)."""
-        return (
-            f"{self.ck_queue_offset} {self.pop_time} {self.invisible_time} {self.revive_qid} {self.topic_type} "
-            f"{self.broker_name} {self.queue_id} {self.queue_offset}"
-        )
+        return ExtraInfo.encode(self)
 
     def encode(self) -> str:
         return f"{self.extra_info()} {self.commit_log_offset}"
 
     def is_expired(self, now_ms: int) -> bool:
-        return self.pop_time + self.invisible_time <= now_ms
+        return self.revive_time <= now_ms
 
-    def is_order(self) -> bool:
-        return self.revive_qid == POP_ORDER_REVIVE_QUEUE
-
-    def real_topic(self, topic: str, group: str) -> str:
-        """KeyBuilder: the topic the message was popped from (a retry topic for revived ones)."""
-        if self.topic_type == RETRY_TOPIC:
-            return f"%RETRY%{group}_{topic}"
-        if self.topic_type == RETRY_TOPIC_V2:
-            return f"%RETRY%{group}+{topic}"
-        return topic
+    @property
+    def offset(self) -> int:
+        """The message's queue offset (always present in a receipt handle)."""
+        return self.queue_offset if self.queue_offset is not None else self.ck_queue_offset
 
     def renewed(self, pop_time: int, invisible_time: int, revive_qid: int) -> ReceiptHandle:
-        """The handle after CHANGE_MESSAGE_INVISIBLETIME: the response's times, the same offsets."""
+        """The handle after CHANGE_MESSAGE_INVISIBLETIME: the response's times, the same offsets
+        (the new check point holds this one message: its start offset is the message's)."""
         return ReceiptHandle(
-            self.queue_offset,
+            self.offset,
             pop_time,
             invisible_time,
             revive_qid,
             self.topic_type,
             self.broker_name,
             self.queue_id,
-            self.queue_offset,
+            self.offset,
             self.commit_log_offset,
         )
 
@@ -255,16 +175,21 @@ class PopClient:
         self.api = api
 
     # ------------------------------------------------------------------ remoting
-    async def pop(self, addr: str, header: PopMessageRequestHeader, timeout_ms: int) -> PopResult:
+    async def pop(self, addr: str, broker_name: str, header: PopMessageRequestHeader, timeout_ms: int) -> PopResult:
         cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext_fields=header.to_ext_fields())
         resp = await self.api.remoting.invoke(addr, cmd, timeout_ms / 1000)
         if resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT, ResponseCode.NO_MESSAGE):
             return PopResult(False, 0, 0, 0, [])
         if resp.code != ResponseCode.SUCCESS:
             raise _not_served(MQBrokerError(resp.code, resp.remark, addr), "POP_MESSAGE")
-        ext = resp.ext_fields or {}
-        msgs = decode_records(resp.body or b"", decompress=False)
-        return PopResult(True, _long(ext, "popTime"), _long(ext, "invisibleTime"), int(_long(ext, "reviveQid")), msgs)
+        try:
+            h = PopMessageResponseHeader.from_ext_fields(resp.ext_fields)
+            msgs = popped_messages(broker_name, resp, header.order)
+        except ProtocolError as e:
+            raise _bad_response(addr, e) from None
+        for m in msgs:
+            m.sys_flag &= ~SysFlag.COMPRESSED  # decoded with the body inflated: delivered as IDENTITY
+        return PopResult(True, h.pop_time, h.invisible_time, h.revive_qid, msgs)
 
     async def ack(self, addr: str, header: AckMessageRequestHeader, timeout_ms: int) -> None:
         cmd = RemotingCommand(RequestCode.ACK_MESSAGE, ext_fields=header.to_ext_fields())
@@ -280,13 +205,17 @@ class PopClient:
         resp = await self.api.remoting.invoke(addr, cmd, timeout_ms / 1000)
         if resp.code != ResponseCode.SUCCESS:
             raise _not_served(MQBrokerError(resp.code, resp.remark, addr), "CHANGE_MESSAGE_INVISIBLETIME")
-        ext = resp.ext_fields or {}
-        return _long(ext, "popTime"), _long(ext, "invisibleTime"), int(_long(ext, "reviveQid"))
+        try:
+            h = ChangeInvisibleTimeResponseHeader.from_ext_fields(resp.ext_fields)
+        except ProtocolError as e:
+            raise _bad_response(addr, e) from None
+        return h.pop_time, h.invisible_time, h.revive_qid
 
     # ------------------------------------------------------------------ RPC bodies
     async def receive(
         self,
         addr: str,
+        broker_name: str,
         request: Any,
         *,
         group: str,
@@ -332,7 +261,7 @@ class PopClient:
             fifo,
             request.attempt_id if request.HasField("attempt_id") else None,
         )
-        result = await self.pop(addr, header, timeout_ms)
+        result = await self.pop(addr, broker_name, header, timeout_ms)
         deliver: list[Any] = []
         for m in result.messages:
             pop_ck = m.properties.get(POP_CK)
@@ -356,7 +285,7 @@ class PopClient:
 
     async def ack_handle(self, group: str, topic: str, handle: ReceiptHandle, addr: str, timeout_ms: int) -> None:
         header = AckMessageRequestHeader(
-            group, handle.real_topic(topic, group), handle.queue_id, handle.extra_info(), handle.queue_offset
+            group, handle.real_topic(topic, group), handle.queue_id, handle.extra_info(), handle.offset
         )
         await self.ack(addr, header, timeout_ms)
 
@@ -369,12 +298,7 @@ class PopClient:
                 f"invisible_duration {invisible_ms} ms is outside [0, {MAX_INVISIBLE_MS}]",
             )
         header = ChangeInvisibleTimeRequestHeader(
-            group,
-            handle.real_topic(topic, group),
-            handle.queue_id,
-            handle.extra_info(),
-            handle.queue_offset,
-            invisible_ms,
+            group, handle.real_topic(topic, group), handle.queue_id, handle.extra_info(), handle.offset, invisible_ms
         )
         pop_time, invisible, revive_qid = await self.change_invisible_time(addr, header, timeout_ms)
         return handle.renewed(pop_time, invisible, revive_qid)

@@ -19,7 +19,7 @@ import grpc
 from rmq.auth.acl_config import AclConfigError
 from rmq.auth.credentials import CredentialError, parse_credential, with_cluster_account
 from rmq.common.net import local_ip
-from rmq.common.properties import PropertiesError
+from rmq.common.properties import KeyValueError, PropertiesError, key_value_words
 from rmq.proxy.auth import Authenticator
 from rmq.proxy.brokers import BrokerAccess
 from rmq.proxy.config import ProxyConfig, load_proxy_config
@@ -175,13 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
-    overrides: dict[str, str] = {}
-    for d in args.defines:
-        k, sep, v = d.partition("=")
-        if not sep:
-            print(f"rmq proxy: -D {d!r}: expected KEY=VALUE", file=sys.stderr)
-            return 2
-        overrides[k.strip()] = v.strip()
+    try:
+        overrides = key_value_words(args.defines, strip=True)
+    except KeyValueError as e:
+        print(f"rmq proxy: -D {e}", file=sys.stderr)
+        return 2
     if args.namesrv:
         overrides["namesrvAddr"] = args.namesrv
     if args.port is not None:

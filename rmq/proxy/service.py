@@ -613,6 +613,7 @@ class MessagingService:
         fifo, max_attempts = self._consumer_settings(ctx.client_id)
         async for frame in self.pop.receive(
             addr,
+            bname,
             req,
             group=group,
             topic=topic,
@@ -630,15 +631,20 @@ class MessagingService:
         raise ProxyError(pb.Code.NOT_IMPLEMENTED, "PullMessage is not served by rmq proxy")
         yield  # pragma: no cover - makes this an async generator
 
+    def _consumer_names(self, req: Any, ctx: RequestContext) -> tuple[str, str]:
+        """(group, topic) of an Ack / ChangeInvisibleDuration / ForwardToDLQ request, checked."""
+        group, topic = req.group.name, req.topic.name
+        validate_group(group, field="group.name")
+        validate_topic(topic, field="topic.name")
+        self.auth.authorize(ctx.account, group, SUB, group=True)
+        return group, topic
+
     def _current_handle(self, ctx: RequestContext, group: str, text: str) -> ReceiptHandle:
         """The handle the client holds, or the renewed one this proxy has for it (auto_renew)."""
         return self.renewer.take(ctx.client_id, group, text) or ReceiptHandle.decode(text)
 
     async def ack_message(self, req: Any, ctx: RequestContext) -> Any:
-        group, topic = req.group.name, req.topic.name
-        validate_group(group, field="group.name")
-        validate_topic(topic, field="topic.name")
-        self.auth.authorize(ctx.account, group, SUB, group=True)
+        group, topic = self._consumer_names(req, ctx)
         entries = []
         now = now_ms()
         for e in req.entries:
@@ -662,10 +668,7 @@ class MessagingService:
         return resp
 
     async def change_invisible_duration(self, req: Any, ctx: RequestContext) -> Any:
-        group, topic = req.group.name, req.topic.name
-        validate_group(group, field="group.name")
-        validate_topic(topic, field="topic.name")
-        self.auth.authorize(ctx.account, group, SUB, group=True)
+        group, topic = self._consumer_names(req, ctx)
         handle = self._current_handle(ctx, group, req.receipt_handle)
         if handle.is_expired(now_ms()):
             raise ProxyError(pb.Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
@@ -676,10 +679,7 @@ class MessagingService:
         return self._ok("ChangeInvisibleDurationResponse", receipt_handle=new.encode())
 
     async def forward_message_to_dead_letter_queue(self, req: Any, ctx: RequestContext) -> Any:
-        group, topic = req.group.name, req.topic.name
-        validate_group(group, field="group.name")
-        validate_topic(topic, field="topic.name")
-        self.auth.authorize(ctx.account, group, SUB, group=True)
+        group, topic = self._consumer_names(req, ctx)
         handle = self._current_handle(ctx, group, req.receipt_handle)
         addr = await self._broker_addr(topic, handle.broker_name)
         await self.pop.forward_to_dlq(addr, None, handle, group, topic, self.cfg.sendMessageTimeoutMillis)

@@ -5,7 +5,7 @@ The SDK runs in a subprocess (tests/interop/drivers/py5_client.py, .venv-interop
 generated modules would share protobuf's default pool with anything else a test process loads.
 What it sends is checked on the broker (raw PULL_MESSAGE) and consumed by rmq's own 4.x client
 and by the official 4.9.8 Java client (tests/interop/drivers/java/Py5Consume.java).
-Consumption by the 5.x SDK (SimpleConsumer / PushConsumer) needs POP in the broker: not here yet.
+The SDK's SimpleConsumer consumes through the broker's POP.
 """
 
 from __future__ import annotations
@@ -186,16 +186,7 @@ def test_transaction_check_back_reaches_the_5x_checker(cluster: Cluster, proxy: 
     assert m.uniq_key == sent["message_id"]
 
 
-# ------------------------------------------------------------------ consuming (needs POP in the broker)
-def _require_pop(events: list[dict[str, Any]]) -> None:
-    """Until rmq's broker serves POP_MESSAGE, the proxy answers ReceiveMessage NOT_IMPLEMENTED and
-    the SDK raises: these tests then xfail (visibly, with the reason) instead of testing nothing."""
-    errors = [e for e in events if e["event"] == "error"]
-    if errors and "does not serve POP" in errors[0]["error"]:
-        pytest.xfail(f"the broker does not serve POP yet: {errors[0]['error']}")
-    assert not errors, errors
-
-
+# ------------------------------------------------------------------ consuming (POP in the broker)
 def test_simple_consumer_receives_acks_and_sees_4x_properties(cluster: Cluster, proxy: str) -> None:
     topic = unique_name("py5-simple")
     cluster.create_topic(topic)
@@ -204,8 +195,7 @@ def test_simple_consumer_receives_acks_and_sees_4x_properties(cluster: Cluster, 
         e["body"]: e for e in run_driver("send", proxy, {"topic": topic, "messages": items}) if e["event"] == "sent"
     }
     spec = {"topic": topic, "group": unique_name("g-simple"), "expect": 3, "timeout": 60, "tag": "TagS"}
-    events = run_driver("simple", proxy, spec, timeout=120, allow_errors=True)
-    _require_pop(events)
+    events = run_driver("simple", proxy, spec, timeout=120)
     got = {e["body"]: e for e in events if e["event"] == "received"}
     assert {e["body"] for e in events if e["event"] == "acked"} == set(sent)
     for item in items:
@@ -222,7 +212,6 @@ def test_unacked_message_is_redelivered_after_the_invisible_time(cluster: Cluste
         "topic": topic, "group": unique_name("g-redeliver"), "expect": 1, "timeout": 90,
         "invisible_s": 10, "skip_ack_first": True,
     }  # fmt: skip
-    events = run_driver("simple", proxy, spec, timeout=150, allow_errors=True)
-    _require_pop(events)
+    events = run_driver("simple", proxy, spec, timeout=150)
     attempts = [e["attempt"] for e in events if e["event"] == "received"]
     assert attempts[:2] == [1, 2], events

@@ -174,24 +174,41 @@ async def test_rpcs_not_served_say_so(proxy, rpc: str, code: str) -> None:
     assert resp.status.code == getattr(pb.Code, code), resp.status
 
 
-async def test_receive_without_broker_pop_is_not_implemented(proxy) -> None:
-    """Until the broker serves POP_MESSAGE, ReceiveMessage answers NOT_IMPLEMENTED naming the broker."""
+async def test_receive_frames_and_ack(proxy) -> None:
+    """status OK, the message, the delivery timestamp; the handle acks; then MESSAGE_NOT_FOUND."""
     addr, _ = proxy
+    m = pb.msg("Message")(topic=_res("PopTopic"), body=b"pop-me")
+    m.system_properties.message_id = "01POP"
+    assert (await call(addr, "SendMessage", _req("SendMessage", messages=[m]))).status.code == pb.Code.OK
     Req, Resp = pb.msg("ReceiveMessageRequest"), pb.msg("ReceiveMessageResponse")
     route = await call(addr, "QueryRoute", _req("QueryRoute", topic=_res("PopTopic")))
     req = Req(group=_res("PopGroup"), batch_size=4)
     req.message_queue.CopyFrom(route.message_queues[0])
     req.invisible_duration.FromSeconds(30)
     req.long_polling_timeout.FromSeconds(5)
-    async with grpc.aio.insecure_channel(addr) as ch:
-        call_ = ch.unary_stream(f"/{pb.SERVICE}/ReceiveMessage", Req.SerializeToString, Resp.FromString)
-        frames = [f async for f in call_(req, metadata=MD, timeout=15)]
-    assert frames[0].WhichOneof("content") == "status"
-    if frames[0].status.code == pb.Code.NOT_IMPLEMENTED:
-        assert "POP" in frames[0].status.message
-    else:  # the broker serves POP: an empty topic gives MESSAGE_NOT_FOUND, then the delivery timestamp
-        assert frames[0].status.code == pb.Code.MESSAGE_NOT_FOUND, frames[0].status
-        assert frames[-1].WhichOneof("content") == "delivery_timestamp"
+
+    async def receive() -> list[Any]:
+        async with grpc.aio.insecure_channel(addr) as ch:
+            call_ = ch.unary_stream(f"/{pb.SERVICE}/ReceiveMessage", Req.SerializeToString, Resp.FromString)
+            return [f async for f in call_(req, metadata=MD, timeout=15)]
+
+    frames = await receive()
+    assert [f.WhichOneof("content") for f in frames] == ["status", "message", "delivery_timestamp"], frames
+    assert frames[0].status.code == pb.Code.OK
+    got = frames[1].message
+    assert (got.body, got.system_properties.message_id, got.system_properties.delivery_attempt) == (
+        b"pop-me",
+        "01POP",
+        1,
+    )
+    ack = _req("AckMessage", group=_res("PopGroup"), topic=_res("PopTopic"))
+    ack.entries.add(message_id="01POP", receipt_handle=got.system_properties.receipt_handle)
+    resp = await call(addr, "AckMessage", ack)
+    assert resp.status.code == pb.Code.OK and resp.entries[0].status.code == pb.Code.OK
+    frames = await receive()
+    assert (
+        frames[0].status.code == pb.Code.MESSAGE_NOT_FOUND and frames[-1].WhichOneof("content") == "delivery_timestamp"
+    )
 
 
 async def test_ack_with_a_foreign_handle_is_invalid(proxy) -> None:

@@ -93,7 +93,7 @@ def _receive_request(**kw: Any) -> Any:
 
 async def _frames(pop: PopClient, addr: str, req: Any, max_attempts: int = 17) -> list[Any]:
     gen = pop.receive(
-        addr, req, group="G", topic="T", fifo=False, max_attempts=max_attempts, poll_ms=5000,
+        addr, "broker-a", req, group="G", topic="T", fifo=False, max_attempts=max_attempts, poll_ms=5000,
         now_ms=POP_TIME, timeout_ms=8000,
     )  # fmt: skip
     return [f async for f in gen]
