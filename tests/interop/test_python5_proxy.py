@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import MessageConst
 from tests.interop.conftest import DRIVERS, REPO, Cluster, _start_cluster, rmq_side, unique_name
 from tests.interop.java_build import compile_java, run_java
@@ -215,3 +216,46 @@ def test_unacked_message_is_redelivered_after_the_invisible_time(cluster: Cluste
     events = run_driver("simple", proxy, spec, timeout=150)
     attempts = [e["attempt"] for e in events if e["event"] == "received"]
     assert attempts[:2] == [1, 2], events
+
+
+def test_change_invisible_duration_brings_a_message_back_early(cluster: Cluster, proxy: str) -> None:
+    topic = unique_name("py5-change")
+    cluster.create_topic(topic)
+    run_driver("send", proxy, {"topic": topic, "messages": [{"body": "soon"}]})
+    spec = {
+        "topic": topic, "group": unique_name("g-change"), "expect": 1, "timeout": 60,
+        "invisible_s": 300, "change_first_s": 1,
+    }  # fmt: skip
+    t0 = time.time()
+    events = run_driver("simple", proxy, spec, timeout=90)
+    attempts = [e["attempt"] for e in events if e["event"] == "received"]
+    assert attempts[:2] == [1, 2] and time.time() - t0 < 60, events  # not the 300 s first asked
+
+
+def test_push_consumer_consumes_and_retries_a_failure(cluster: Cluster, proxy: str) -> None:
+    topic = unique_name("py5-push")
+    cluster.create_topic(topic)
+    bodies = [f"push-{i}" for i in range(4)]
+    run_driver("send", proxy, {"topic": topic, "messages": [{"body": b} for b in bodies]})
+    spec = {"topic": topic, "group": unique_name("g-push"), "expect": 4, "timeout": 90, "fail_first": True}
+    events = run_driver("push", proxy, spec, timeout=150)
+    assert events[-1]["consumed"] == 4, events
+    attempts: dict[str, list[int]] = {}
+    for e in events:
+        if e["event"] == "received":
+            attempts.setdefault(e["body"], []).append(e["attempt"])
+    assert all(a[:2] == [1, 2] for a in attempts.values()), attempts
+
+
+def test_dead_letter_queue_after_max_attempts(cluster: Cluster, proxy: str) -> None:
+    topic, group = unique_name("py5-dlq"), unique_name("g-dlq")
+    cluster.create_topic(topic)
+    body = json.dumps({"groupName": group, "retryMaxTimes": 1}).encode()
+    resp = cluster.invoke(cluster.broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    run_driver("send", proxy, {"topic": topic, "messages": [{"body": "poison"}]})
+    spec = {"topic": topic, "group": group, "expect": 1, "timeout": 45, "invisible_s": 10, "never_ack": True}
+    events = run_driver("simple", proxy, spec, timeout=90)
+    assert [e["attempt"] for e in events if e["event"] == "received"] == [1, 2], events  # retryMaxTimes + 1
+    dlq = cluster.wait_truth(f"%DLQ%{group}", 1, queues=1, timeout=30)
+    assert set(dlq) == {"poison"}

@@ -10,11 +10,16 @@ modules register apache.rocketmq.v2 in protobuf's default pool and import OpenTe
                                              "check": commit|rollback, "wait_checks": N, "timeout": s}
 
     py5_client.py simple ENDPOINTS SPEC_JSON SPEC = {"topic", "group", "expect": N, "timeout": s, "tag"?,
-                                             "invisible_s": s, "skip_ack_first"?: bool, "change_first_s"?: s}
+                                             "invisible_s": s, "skip_ack_first"?: bool, "change_first_s"?: s,
+                                             "never_ack"?: bool}
                                              SimpleConsumer: receive (and ack) until N acked or timeout;
                                              skip_ack_first leaves the first delivery of each body unacked
                                              (redelivered after invisible_s); change_first_s makes the
                                              first delivery visible again after that many seconds
+
+    py5_client.py push ENDPOINTS SPEC_JSON   SPEC = {"topic", "group", "expect": N, "timeout": s, "fail_first"?}
+                                             PushConsumer until N distinct bodies consumed; fail_first: the
+                                             first delivery of each body returns FAILURE (retried by backoff)
 
 One JSON object per line on stdout: {"event": "sent"|"ended"|"checked"|"received"|"acked"|"error"|"done", ...}.
 """
@@ -128,7 +133,7 @@ def main() -> int:
                     if seen[body] == 1 and spec.get("change_first_s") is not None:
                         consumer.change_invisible_duration(m, spec["change_first_s"])
                         continue
-                    if seen[body] == 1 and spec.get("skip_ack_first"):
+                    if spec.get("never_ack") or (seen[body] == 1 and spec.get("skip_ack_first")):
                         continue
                     consumer.ack(m)
                     acked.add(body)
@@ -136,6 +141,38 @@ def main() -> int:
         finally:
             consumer.shutdown()
         out(event="done", acked=len(acked))
+        return 0
+    if mode == "push":
+        from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+        done = threading.Event()
+        lock = threading.Lock()
+        seen: dict[str, int] = {}
+        ok: set[str] = set()
+
+        class Listener(MessageListener):
+            def consume(self, message):  # type: ignore[no-untyped-def]
+                body = message.body.decode()
+                with lock:
+                    seen[body] = seen.get(body, 0) + 1
+                    first = seen[body] == 1
+                out(event="received", body=body, message_id=message.message_id, attempt=message.delivery_attempt)
+                if first and spec.get("fail_first"):
+                    return ConsumeResult.FAILURE
+                with lock:
+                    ok.add(body)
+                    if len(ok) >= spec["expect"]:
+                        done.set()
+                return ConsumeResult.SUCCESS
+
+        consumer = PushConsumer(cfg, spec["group"], Listener(), {topic: FilterExpression("*")})
+        consumer.startup()
+        try:
+            done.wait(spec.get("timeout", 60))
+            time.sleep(1)  # the acks of the last messages
+        finally:
+            consumer.shutdown()
+        out(event="done", consumed=len(ok))
         return 0
     out(event="error", error=f"unknown mode {mode}")
     return 2
