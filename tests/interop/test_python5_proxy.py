@@ -205,31 +205,25 @@ def test_simple_consumer_receives_acks_and_sees_4x_properties(cluster: Cluster, 
         assert (g["tag"], g["keys"], g["props"]) == ("TagS", item["keys"], item["props"])
 
 
-def test_unacked_message_is_redelivered_after_the_invisible_time(cluster: Cluster, proxy: str) -> None:
-    topic = unique_name("py5-redeliver")
+def _attempts_of_one_message(cluster: Cluster, proxy: str, what: str, **consumer: Any) -> list[int]:
+    """Send one message to a new topic, run the SimpleConsumer driver with ``consumer`` options;
+    the delivery attempts it saw."""
+    topic = unique_name(f"py5-{what}")
     cluster.create_topic(topic)
-    run_driver("send", proxy, {"topic": topic, "messages": [{"body": "again"}]})
-    spec = {
-        "topic": topic, "group": unique_name("g-redeliver"), "expect": 1, "timeout": 90,
-        "invisible_s": 10, "skip_ack_first": True,
-    }  # fmt: skip
+    run_driver("send", proxy, {"topic": topic, "messages": [{"body": what}]})
+    spec = {"topic": topic, "group": unique_name(f"g-{what}"), "expect": 1, "timeout": 90, **consumer}
     events = run_driver("simple", proxy, spec, timeout=150)
-    attempts = [e["attempt"] for e in events if e["event"] == "received"]
-    assert attempts[:2] == [1, 2], events
+    return [e["attempt"] for e in events if e["event"] == "received"]
+
+
+def test_unacked_message_is_redelivered_after_the_invisible_time(cluster: Cluster, proxy: str) -> None:
+    assert _attempts_of_one_message(cluster, proxy, "again", invisible_s=10, skip_ack_first=True)[:2] == [1, 2]
 
 
 def test_change_invisible_duration_brings_a_message_back_early(cluster: Cluster, proxy: str) -> None:
-    topic = unique_name("py5-change")
-    cluster.create_topic(topic)
-    run_driver("send", proxy, {"topic": topic, "messages": [{"body": "soon"}]})
-    spec = {
-        "topic": topic, "group": unique_name("g-change"), "expect": 1, "timeout": 60,
-        "invisible_s": 300, "change_first_s": 1,
-    }  # fmt: skip
     t0 = time.time()
-    events = run_driver("simple", proxy, spec, timeout=90)
-    attempts = [e["attempt"] for e in events if e["event"] == "received"]
-    assert attempts[:2] == [1, 2] and time.time() - t0 < 60, events  # not the 300 s first asked
+    attempts = _attempts_of_one_message(cluster, proxy, "soon", invisible_s=300, change_first_s=1)
+    assert attempts[:2] == [1, 2] and time.time() - t0 < 60  # not the 300 s first asked
 
 
 def test_push_consumer_consumes_and_retries_a_failure(cluster: Cluster, proxy: str) -> None:
@@ -259,3 +253,17 @@ def test_dead_letter_queue_after_max_attempts(cluster: Cluster, proxy: str) -> N
     assert [e["attempt"] for e in events if e["event"] == "received"] == [1, 2], events  # retryMaxTimes + 1
     dlq = cluster.wait_truth(f"%DLQ%{group}", 1, queues=1, timeout=30)
     assert set(dlq) == {"poison"}
+
+
+def test_fifo_group_receives_a_message_group_in_order(cluster: Cluster, proxy: str) -> None:
+    """A group marked orderly (consumeMessageOrderly, reported to the SDK as subscription.fifo)."""
+    topic, group = unique_name("py5-fifo-c"), unique_name("g-fifo")
+    cluster.create_topic(topic)
+    body = json.dumps({"groupName": group, "consumeMessageOrderly": True}).encode()
+    resp = cluster.invoke(cluster.broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    items = [{"body": f"step-{i}", "group": "order-1"} for i in range(5)]
+    run_driver("send", proxy, {"topic": topic, "messages": items})
+    spec = {"topic": topic, "group": group, "expect": 5, "timeout": 60}
+    events = run_driver("simple", proxy, spec, timeout=120)
+    assert [e["body"] for e in events if e["event"] == "acked"] == [i["body"] for i in items]
