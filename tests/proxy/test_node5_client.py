@@ -1,7 +1,7 @@
 """The official 5.x Node.js SDK (npm rocketmq-client-nodejs 1.0.8) through `rmq proxy` against real
 `rmq namesrv` + `rmq broker` + `rmq proxy` processes: what it sends reaches the broker (and so the
-4.x consumers) with body, tag, keys, properties, message group and message id intact. Its
-consumers need POP in the broker: not here yet."""
+4.x consumers) with body, tag, keys, properties, message group and message id intact; its
+SimpleConsumer receives and acks them through the broker's POP."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def proxy(cluster: Cluster) -> Iterator[str]:
         yield p.addr
 
 
-def run_node(endpoints: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+def run_node(endpoints: str, spec: dict[str, Any], script: str = "producer.js") -> list[dict[str, Any]]:
     if shutil.which("node") is None or not (NODE5 / "node_modules" / "rocketmq-client-nodejs").is_dir():
         pytest.fail(
             "interop environment for the 5.x Node SDK is missing (tests/interop/drivers/node5/node_modules).\n"
@@ -41,7 +41,7 @@ def run_node(endpoints: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
             pytrace=False,
         )
     r = subprocess.run(
-        ["node", "producer.js", endpoints, json.dumps(spec)], capture_output=True, text=True, timeout=90, cwd=NODE5
+        ["node", script, endpoints, json.dumps(spec)], capture_output=True, text=True, timeout=90, cwd=NODE5
     )
     events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert events and events[-1]["event"] == "done", (
@@ -70,3 +70,16 @@ def test_node_producer_sends_through_the_proxy(cluster: Cluster, proxy: str) -> 
         assert m.uniq_key == sent[item["body"]]["message_id"]
         assert m.queue_offset == sent[item["body"]]["offset"]
     assert truth["node-fifo"].properties[MessageConst.SHARDING_KEY] == "og-1"
+
+
+def test_node_simple_consumer_receives_and_acks(cluster: Cluster, proxy: str) -> None:
+    topic = unique_name("node5-c")
+    cluster.create_topic(topic)
+    items = [{"body": f"nc-{i}", "tag": "TagC"} for i in range(3)]
+    sent = {e["body"]: e for e in run_node(proxy, {"topic": topic, "messages": items}) if e["event"] == "sent"}
+    spec = {"topic": topic, "group": unique_name("g-node5"), "expect": 3, "timeout": 60}
+    events = run_node(proxy, spec, "consumer.js")
+    got = {e["body"]: e for e in events if e["event"] == "received"}
+    assert {e["body"] for e in events if e["event"] == "acked"} == set(sent)
+    for body, e in got.items():
+        assert (e["message_id"], e["attempt"], e["tag"]) == (sent[body]["message_id"], 1, "TagC")
