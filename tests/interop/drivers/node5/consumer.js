@@ -4,14 +4,9 @@
 // {"event": "received"|"acked"|"error"|"done", ...}.
 'use strict';
 const { SimpleConsumer } = require('rocketmq-client-nodejs');
+const { out, run } = require('./common');
 
-function out(obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n');
-}
-
-async function main() {
-  const [endpoints, specText] = process.argv.slice(2);
-  const spec = JSON.parse(specText);
+run(async (endpoints, spec) => {
   const consumer = new SimpleConsumer({
     endpoints,
     consumerGroup: spec.group,
@@ -37,9 +32,4 @@ async function main() {
     await consumer.shutdown();
   }
   out({ event: 'done', acked: acked.size });
-}
-
-main().then(() => process.exit(0), e => {
-  out({ event: 'error', error: String(e && e.stack || e) });
-  process.exit(1);
 });

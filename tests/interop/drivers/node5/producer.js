@@ -4,14 +4,9 @@
 // One JSON object per line on stdout: {"event": "sent"|"error"|"done", ...}.
 'use strict';
 const { Producer } = require('rocketmq-client-nodejs');
+const { out, run } = require('./common');
 
-function out(obj) {
-  process.stdout.write(JSON.stringify(obj) + '\n');
-}
-
-async function main() {
-  const [endpoints, specText] = process.argv.slice(2);
-  const spec = JSON.parse(specText);
+run(async (endpoints, spec) => {
   const options = { endpoints, requestTimeout: 5000 };
   if (spec.ak) options.sessionCredentials = { accessKey: spec.ak, accessSecret: spec.sk };
   const producer = new Producer(options);
@@ -34,9 +29,4 @@ async function main() {
     await producer.shutdown();
   }
   out({ event: 'done' });
-}
-
-main().then(() => process.exit(0), e => {
-  out({ event: 'error', error: String(e && e.stack || e) });
-  process.exit(1);
 });
