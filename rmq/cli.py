@@ -25,6 +25,11 @@ def _store_check(args: argparse.Namespace) -> int:
 _PASSTHROUGH: dict[str, tuple[str, str, str]] = {
     "namesrv": ("nameserver.cli", "main", "run a NameServer (rmq namesrv [-p 9876])"),
     "broker": ("rmq.broker.cli", "main", "run a broker (rmq broker -c broker.conf [-n addr])"),
+    "proxy": (
+        "rmq.proxy.server",
+        "main",
+        "run the RocketMQ 5.x gRPC endpoint for 5.x clients (rmq proxy -n addr [-p 8081] [-c FILE])",
+    ),
     "produce": ("rmq.client.tools", "produce_main", "send messages (rmq produce -t TOPIC [-n N] [--body ...])"),
     "consume": ("rmq.client.tools", "consume_main", "consume a topic (rmq consume -t TOPIC -g GROUP)"),
     "admin": ("rmq.admin", "main", "mqadmin-style administration (rmq admin help)"),

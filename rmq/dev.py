@@ -1,12 +1,13 @@
 """`rmq dev` / `make run`: a local cluster under one data directory with a live status line.
 
 Starts a NameServer (9876), a master broker (10911, HA port 10912) and its slave
-(10921), broker group broker-a, as child processes, with their logs and stores under
+(10921), broker group broker-a, and a proxy for RocketMQ 5.x clients (gRPC 8081), as child
+processes, with their logs and stores under
 the data directory (``<data>/broker-a``, ``<data>/broker-a-s``), and prints one status
 line a second (TPS in/out, messages stored, dispatch lag) from the master's
 GET_BROKER_RUNTIME_INFO plus the replication lag (master CommitLog end minus the
-slave's ack) from GET_BROKER_HA_STATUS. Ctrl-C (or SIGTERM) stops the slave, the
-master, then the NameServer, each cleanly.
+slave's ack) from GET_BROKER_HA_STATUS. Ctrl-C (or SIGTERM) stops the proxy, the slave,
+the master, then the NameServer, each cleanly.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rmq.remoting.errors import RemotingError
 NAMESRV_PORT = 9876
 BROKER_PORT = 10911
 SLAVE_PORT = 10921
+PROXY_PORT = 8081
 
 BROKER_CONF = """\
 # rmq dev {what} (RocketMQ key names). Edit and restart `make run` to change it.
@@ -172,12 +174,25 @@ def run_dev(data: str) -> int:
         broker.stop()
         ns.stop()
         return 1
+    proxy = _child(
+        "proxy",
+        ["proxy", "-n", f"127.0.0.1:{NAMESRV_PORT}", "-p", str(PROXY_PORT), "-D", "bindAddress=127.0.0.1"],
+        root,
+        "rmq proxy listening",
+        "proxy",
+    )
+    if not _start(proxy, 30, f" (port {PROXY_PORT} in use?)"):
+        slave.stop()
+        broker.stop()
+        ns.stop()
+        return 1
     print(
         f"rmq dev: NameServer 127.0.0.1:{NAMESRV_PORT}, broker-a master 127.0.0.1:{BROKER_PORT} "
         f"+ slave 127.0.0.1:{SLAVE_PORT} (DevCluster); data and logs under {root}; "
         f"Ctrl-C stops them",
         flush=True,
     )
+    print(f"rmq dev: proxy for RocketMQ 5.x clients (gRPC) at 127.0.0.1:{PROXY_PORT}", flush=True)
     print(
         f"  try: rmq produce -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -n 1000   /   "
         f"rmq consume -a 127.0.0.1:{NAMESRV_PORT} -t DevTopic -g DevGroup",
@@ -191,7 +206,7 @@ def run_dev(data: str) -> int:
             loop.add_signal_handler(sig, stop.set)
         status = asyncio.create_task(_status(f"127.0.0.1:{BROKER_PORT}", stop))
         while not stop.is_set():
-            if not all(c.alive() for c in (broker, slave, ns)):
+            if not all(c.alive() for c in (proxy, broker, slave, ns)):
                 print("\nrmq dev: a child process exited unexpectedly", file=sys.stderr)
                 stop.set()
                 break
@@ -205,7 +220,9 @@ def run_dev(data: str) -> int:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
-    print("\nrmq dev: stopping the slave ...", flush=True)
+    print("\nrmq dev: stopping the proxy ...", flush=True)
+    rc_p = proxy.stop()
+    print("rmq dev: stopping the slave ...", flush=True)
     rc_s = slave.stop()
     print("rmq dev: stopping the master ...", flush=True)
     rc_b = broker.stop()
@@ -213,7 +230,7 @@ def run_dev(data: str) -> int:
     rc_n = ns.stop()
     clean = all(not (root / d / "store" / "abort").exists() for d in ("broker-a", "broker-a-s"))
     print(
-        f"rmq dev: stopped (slave exit {rc_s}, master exit {rc_b}, NameServer exit {rc_n}, "
+        f"rmq dev: stopped (proxy exit {rc_p}, slave exit {rc_s}, master exit {rc_b}, NameServer exit {rc_n}, "
         f"stores {'closed cleanly' if clean else 'NOT closed cleanly: abort file left'})"
     )
-    return 0 if rc_s == 0 and rc_b == 0 and rc_n == 0 and clean else 1
+    return 0 if rc_p == 0 and rc_s == 0 and rc_b == 0 and rc_n == 0 and clean else 1

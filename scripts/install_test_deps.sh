@@ -4,7 +4,11 @@
 #
 #   .venv-interop-cpp2/        PyPI rocketmq-python-cvs==2.1.0.3 (RocketMQ C++ client 2.1.0)
 #   .venv-interop-cpp1/        PyPI rocketmq==0.4.4              (RocketMQ C++ client 1.x)
+#   .venv-interop-py5/         PyPI rocketmq-python-client==5.1.2 (the official 5.x gRPC SDK; rmq proxy
+#                              tests: tests/interop/test_python5_*.py, needs Python 3.8+)
 #   tests/interop/node/node_modules/   npm ali-ons@3.12.0 (from the committed package-lock.json)
+#   tests/interop/drivers/node5/node_modules/   npm rocketmq-client-nodejs@1.0.8, the official 5.x
+#                              Node SDK (rmq proxy tests: tests/proxy/test_node5_client.py; node >= 16.19)
 #   java                       Debian default-jre-headless, only if no Java 17+ is on PATH
 #                              (the interop tests and PySpark 4 in tests/spark)
 #   javac                      Debian default-jdk-headless, only if no `javac` is on PATH
@@ -32,10 +36,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 NODE_DIR="$ROOT/tests/interop/node"
+NODE5_DIR="$ROOT/tests/interop/drivers/node5"
 CPP2_VENV="$ROOT/.venv-interop-cpp2"
 CPP2_SPEC="rocketmq-python-cvs==2.1.0.3"
 CPP1_VENV="$ROOT/.venv-interop-cpp1"
 CPP1_SPEC="rocketmq==0.4.4"
+PY5_VENV="$ROOT/.venv-interop-py5"
+PY5_SPEC="rocketmq-python-client==5.1.2"
 STAMP_NAME=".rmq-interop-stamp"
 
 LOG="$(mktemp -t rmq-install-deps.XXXXXX)"
@@ -165,7 +172,34 @@ import os; os._exit(0)   # skip the C++ destructors
 "
 }
 
+# verify_py5 DIR: the 5.x SDK imports and builds its client objects (no server needed).
+verify_py5() {
+    local dir="$1"
+    run "load-test the 5.x SDK in $(basename "$dir")" \
+        env HOME="$CHECK_HOME" "$dir/bin/python" -c "
+from importlib import metadata
+v = metadata.version('rocketmq-python-client')
+assert v == '5.1.2', v
+from rocketmq import ClientConfiguration, Credentials, Message, Producer, SimpleConsumer
+ClientConfiguration('127.0.0.1:8081', Credentials())
+print('ok rocketmq-python-client', v)
+"
+}
+
 # ----------------------------------------------------------------------------- node
+# npm_ci DIR PACKAGE: DIR/node_modules installed from DIR/package-lock.json (stamp-checked)
+npm_ci() {
+    local dir="$1" pkg="$2" major want have=""
+    major=$(node -p 'process.versions.node.split(".")[0]')
+    [[ -f "$dir/package-lock.json" ]] || die "missing $dir/package-lock.json"
+    want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1) node$major"
+    [[ -f "$dir/node_modules/$STAMP_NAME" ]] && have=$(cat "$dir/node_modules/$STAMP_NAME")
+    if [[ "$have" != "$want" || ! -d "$dir/node_modules/$pkg" ]]; then
+        (cd "$dir" && run "npm ci in ${dir#"$ROOT"/}" npm ci --no-audit --no-fund --loglevel=error)
+        echo "$want" >"$dir/node_modules/$STAMP_NAME"
+    fi
+}
+
 ensure_node() {
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         apt_install nodejs npm
@@ -173,20 +207,26 @@ ensure_node() {
     local major
     major=$(node -p 'process.versions.node.split(".")[0]')
     [[ "$major" -ge 10 ]] || die "node $(node --version) is too old for ali-ons (need >= 10)"
-    [[ -f "$NODE_DIR/package-lock.json" ]] || die "missing $NODE_DIR/package-lock.json"
-    local want have=""
-    want="$(sha256sum "$NODE_DIR/package-lock.json" | cut -d' ' -f1) node$major"
-    [[ -f "$NODE_DIR/node_modules/$STAMP_NAME" ]] && have=$(cat "$NODE_DIR/node_modules/$STAMP_NAME")
-    if [[ "$have" != "$want" || ! -d "$NODE_DIR/node_modules/ali-ons" ]]; then
-        (cd "$NODE_DIR" && run "npm ci in tests/interop/node" \
-            npm ci --no-audit --no-fund --loglevel=error)
-        echo "$want" >"$NODE_DIR/node_modules/$STAMP_NAME"
-    fi
+    npm_ci "$NODE_DIR" ali-ons
     (cd "$NODE_DIR" && run "load-test ali-ons" node -e "
 const ons = require('ali-ons');
 const v = require('ali-ons/package.json').version;
 if (v !== '3.12.0') { console.error('ali-ons ' + v + ' installed, 3.12.0 expected'); process.exit(1); }
 for (const k of ['Producer', 'Consumer', 'Message']) if (typeof ons[k] !== 'function') process.exit(1);
+")
+}
+
+# the 5.x Node SDK (gRPC) beside ali-ons: its own package-lock.json, node >= 16.19
+ensure_node5() {
+    if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 16 || (a === 16 && b >= 19) ? 0 : 1)'; then
+        die "node $(node --version) is too old for rocketmq-client-nodejs (need >= 16.19)"
+    fi
+    npm_ci "$NODE5_DIR" rocketmq-client-nodejs
+    (cd "$NODE5_DIR" && run "load-test rocketmq-client-nodejs" node -e "
+const sdk = require('rocketmq-client-nodejs');
+const v = require('rocketmq-client-nodejs/package.json').version;
+if (v !== '1.0.8') { console.error('rocketmq-client-nodejs ' + v + ' installed, 1.0.8 expected'); process.exit(1); }
+for (const k of ['Producer', 'SimpleConsumer']) if (typeof sdk[k] !== 'function') process.exit(1);
 ")
 }
 
@@ -232,7 +272,11 @@ ensure_venv "$CPP1_VENV" "$CPP1_SPEC"
 check_native "$CPP1_VENV"
 verify_venv "$CPP1_VENV" rocketmq
 
+ensure_venv "$PY5_VENV" "$PY5_SPEC"
+verify_py5 "$PY5_VENV"
+
 ensure_node
+ensure_node5
 ensure_java
 ensure_prometheus
 ensure_etcd
