@@ -44,6 +44,7 @@ from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize, SlaveSyncService
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupManager
+from rmq.broker.timer import TIMER_TOPIC, TimerHook, TimerMessageService, timer_topic_config
 from rmq.broker.topics import TopicConfigManager
 from rmq.broker.transaction import TransactionalMessageService
 from rmq.common.clock import now_ms
@@ -124,6 +125,10 @@ class Broker:
         self.roles = RoleServices(
             bc, sc, self.store, listen_host, self.schedule, self.transactions, self.slave_sync, self.epochs
         )
+        # timer messages (rmq/broker/timer.py): the put hook below, delivery on the master
+        self.timer = TimerMessageService(self.store, self.offsets, bc.timerPrecisionMs)
+        self.topics.table.setdefault(TIMER_TOPIC, timer_topic_config())
+        self.roles.master_services.append(self.timer)
         self.registration = BrokerRegistration(bc, sc, self.outer_api, self.topics, self.roles.on_register_result)
         self.metadata = MetadataPersistence(self.topics, self.offsets, self.subscriptions)
         # Controller mode (automatic failover): the controller decides the role.
@@ -208,6 +213,7 @@ class Broker:
         send = SendMessageProcessor(
             bc, self.store, self.topics, self.subscriptions, self.stats, self.transactions.prepare, fence
         )
+        send.timer_hook = TimerHook(bc.timerWheelEnable, bc.timerMaxDelaySec, bc.timerPrecisionMs)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, send.process)
         s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, send.consumer_send_msg_back)
@@ -377,6 +383,7 @@ class Broker:
                 self.roles,
                 self._auth_failures,
                 pop_figures=self.pop.figures,
+                timer_figures=self.timer.figures,
             )
             self.metrics.start()
         if self.controller_role is not None or sc.brokerRole == BrokerRole.SLAVE:

@@ -105,6 +105,12 @@ class BrokerConfig(NettyServerConfig):
     sendMessageThreadPoolNums: int = 1
     pullMessageThreadPoolNums: int = 16
     waitTimeMillsInSendQueue: int = 200
+    # Timer messages (RocketMQ 5's MessageStoreConfig keys and defaults; rmq/broker/timer.py):
+    # TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS further ahead than timerMaxDelaySec
+    # are refused; delivery times are rounded to timerPrecisionMs slots.
+    timerWheelEnable: bool = True
+    timerMaxDelaySec: int = 3600 * 24 * 3
+    timerPrecisionMs: int = 1000
 
     @property
     def broker_addr(self) -> str:
@@ -151,6 +157,10 @@ class BrokerConfig(NettyServerConfig):
             raise ConfigError(f"brokerId: a {store.brokerRole.value} must have brokerId 0")
         if self.defaultTopicQueueNums < 1:
             raise ConfigError("defaultTopicQueueNums: must be >= 1")
+        if self.timerMaxDelaySec < 1:
+            raise ConfigError("timerMaxDelaySec: must be >= 1")
+        if not 100 <= self.timerPrecisionMs <= 10_000:
+            raise ConfigError("timerPrecisionMs: must be between 100 and 10000")
         try:
             parse_credential(self.innerClientAuthenticationCredentials)
         except CredentialError as e:

@@ -93,7 +93,7 @@ class BrokerSnapshot:
     epoch: int | None
     protocol_errors: int
     auth_failures: dict[str, int]
-    pop: dict[str, int]
+    figures: dict[str, int]  # POP and timer figures by name (_FIGURE_FAMILIES)
 
 
 class ReplicationView(Protocol):
@@ -162,15 +162,27 @@ _FAMILIES: Final[tuple[tuple[str, str, str, tuple[str, ...]], ...]] = (
     ("counter", "rocketmq_pop_dlq_messages_total", "POP messages moved to the group's DLQ after max attempts.", ()),
     ("counter", "rocketmq_pop_checkpoints_total", "POP check points written to the revive log.", ()),
     ("counter", "rocketmq_pop_acks_total", "POP acks written to the revive log.", ()),
+    ("gauge", "rocketmq_timing_messages", "Timer messages stored and not yet delivered (master).", ()),
+    ("counter", "rocketmq_timer_dequeue_total", "Timer messages delivered to their topics.", ()),
+    (
+        "gauge",
+        "rocketmq_timer_dequeue_latency",
+        "Milliseconds the oldest due timer message is past its delivery time.",
+        (),
+    ),
 )
 
-# POP figures (rmq/broker/pop/assembly.py PopComponents.figures) -> family
-_POP_FAMILIES: Final = (
+# POP figures (rmq/broker/pop/assembly.py PopComponents.figures) and timer figures
+# (rmq/broker/timer.py TimerMessageService.figures) -> family
+_FIGURE_FAMILIES: Final = (
     ("backlog", "rocketmq_pop_revive_backlog"),
     ("retries", "rocketmq_pop_retry_messages_total"),
     ("dlq", "rocketmq_pop_dlq_messages_total"),
     ("checkpoints", "rocketmq_pop_checkpoints_total"),
     ("acks", "rocketmq_pop_acks_total"),
+    ("timer_pending", "rocketmq_timing_messages"),
+    ("timer_delivered", "rocketmq_timer_dequeue_total"),
+    ("timer_latency_ms", "rocketmq_timer_dequeue_latency"),
 )
 
 
@@ -194,6 +206,8 @@ class BrokerMetrics:
     auth_failures: Callable[[], dict[str, int]] | None = None
     # POP: revive backlog and counters (rmq/broker/pop/assembly.py); None: none
     pop_figures: Callable[[], dict[str, int]] | None = None
+    # timer messages: pending, delivered, dequeue latency (rmq/broker/timer.py); None: none
+    timer_figures: Callable[[], dict[str, int]] | None = None
 
     def __post_init__(self) -> None:
         bc = self.broker_config
@@ -295,7 +309,7 @@ class BrokerMetrics:
             epoch=int(epoch),
             protocol_errors=self.server.stats.protocol_errors,
             auth_failures=self.auth_failures() if self.auth_failures is not None else {},
-            pop=self.pop_figures() if self.pop_figures is not None else {},
+            figures={k: v for fn in (self.pop_figures, self.timer_figures) if fn is not None for k, v in fn().items()},
         )
 
     def _lag(
@@ -381,7 +395,7 @@ class BrokerMetrics:
         f.sample("rocketmq_protocol_errors_total", s.protocol_errors)
         for reason, n in s.auth_failures.items():
             f.sample("rocketmq_auth_failures_total", n, [reason])
-        for figure, name in _POP_FAMILIES:
-            if figure in s.pop:
-                f.sample(name, s.pop[figure])
+        for figure, name in _FIGURE_FAMILIES:
+            if figure in s.figures:
+                f.sample(name, s.figures[figure])
         return f

@@ -3,7 +3,7 @@ changeToSlave): which services run on a master and which on a slave.
 
 Master only: the HA service (slaves connect to it; a SYNC_MASTER's puts wait for an ack),
 delayed-message delivery (schedule), the transaction check, and ``master_services``
-(the POP revive loop). Slave only: the HA client and
+(the POP revive loop, timer-message delivery). Slave only: the HA client and
 the metadata copy from the master (slave sync; its loop runs on every broker that may be a
 slave and copies only while the store is a SLAVE). The store's role is switched through
 the store itself (``set_role`` / ``switch_to_slave``), which also lifts or sets the

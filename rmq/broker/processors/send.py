@@ -13,6 +13,7 @@ from rmq.broker.config import BrokerConfig
 from rmq.broker.master_lease import UNFENCED, WriteFence
 from rmq.broker.reput import answer_put, reput_message
 from rmq.broker.seams import MessageStoreView, PutStats, SubscriptionGroups, TopicConfigs
+from rmq.broker.timer import TimerIllegal
 from rmq.common.mixall import (
     DLQ_NUMS_PER_GROUP,
     NOT_ALLOWED_SEND_TOPICS,
@@ -100,6 +101,9 @@ class SendMessageProcessor:
     # controller mode: the master lease (rmq/broker/master_lease.py); nothing is stored
     # while it refuses
     fence: WriteFence = UNFENCED
+    # RocketMQ 5 timer messages (rmq/broker/timer.py): rewrites a send with TIMER_* keys,
+    # raises TimerIllegal to refuse it; None: TIMER_* keys are stored as they are
+    timer_hook: Callable[[MessageExtBrokerInner], None] | None = None
 
     def __post_init__(self) -> None:
         self._rand = random.Random()
@@ -265,6 +269,11 @@ class SendMessageProcessor:
         # As 4.9.x: CLUSTER is added and WAIT is not stored (it stays in the dict,
         # where the store reads it); the properties string is written once here.
         props[MessageConst.CLUSTER] = bc.brokerClusterName
+        if "TIMER_" in props_str and self.timer_hook is not None:
+            try:
+                self.timer_hook(msg)
+            except TimerIllegal as e:
+                return self._error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
         wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         msg.properties_string = properties_to_string(props)
         if wait is not None:

@@ -1,0 +1,220 @@
+"""The pure parts of timer messages (rmq/broker/timer.py): the put hook's parsing, validation
+and rewrite, the slot rounding, the copy for the real topic, and the wheel state's progress
+(what a checkpoint may claim, restarts, the memory window)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmq.broker.timer import (
+    TIMER_TOPIC,
+    TimerCheckpoint,
+    TimerHook,
+    TimerIllegal,
+    TimerWheelState,
+    due_of,
+    parse_deliver_ms,
+    slot_of,
+    timer_copy,
+)
+from rmq.protocol.message import MessageExt, MessageExtBrokerInner, SysFlag
+
+NOW = 1_700_000_000_123
+
+
+def _hook(**kw) -> TimerHook:
+    return TimerHook(clock=lambda: NOW, **kw)
+
+
+def _msg(**props: str) -> MessageExtBrokerInner:
+    return MessageExtBrokerInner(topic="T", body=b"b", queue_id=3, properties=dict(props))
+
+
+# --------------------------------------------------------------------------- parsing
+def test_parse_deliver_ms_keys_and_precedence():
+    assert parse_deliver_ms({}, NOW) is None
+    assert parse_deliver_ms({"TIMER_DELIVER_MS": str(NOW + 5)}, NOW) == NOW + 5
+    assert parse_deliver_ms({"TIMER_DELAY_MS": "250"}, NOW) == NOW + 250
+    assert parse_deliver_ms({"TIMER_DELAY_SEC": "3"}, NOW) == NOW + 3000
+    # RocketMQ 5 reads DELAY_SEC, then DELAY_MS, then DELIVER_MS
+    both = {"TIMER_DELIVER_MS": "1", "TIMER_DELAY_MS": "7", "TIMER_DELAY_SEC": "2"}
+    assert parse_deliver_ms(both, NOW) == NOW + 2000
+
+
+def test_parse_deliver_ms_names_the_bad_field():
+    with pytest.raises(TimerIllegal, match="TIMER_DELAY_SEC='soon'"):
+        parse_deliver_ms({"TIMER_DELAY_SEC": "soon"}, NOW)
+
+
+@pytest.mark.parametrize(("deliver", "slot"), [(10_000, 9_000), (10_001, 10_000), (10_999, 10_000), (11_000, 10_000)])
+def test_slot_of_floors_and_moves_exact_multiples_one_slot_earlier(deliver, slot):
+    assert slot_of(deliver, 1000) == slot
+    # the slot's end, when it is delivered, is never early and less than a slot late
+    assert deliver <= slot + 1000 < deliver + 1000
+
+
+def test_due_of_is_the_asked_time_within_its_slot():
+    out = slot_of(NOW + 2000, 1000)
+    assert due_of({"TIMER_OUT_MS": str(out), "TIMER_DELIVER_MS": str(NOW + 2000)}, NOW, 1000) == NOW + 2000
+    # relative delays count from the store time (after the hook's clock read)
+    assert due_of({"TIMER_OUT_MS": str(out), "TIMER_DELAY_MS": "2000"}, NOW + 3, 1000) == NOW + 2003
+    # outside the slot (clock moved), unreadable or missing: the slot's end
+    assert due_of({"TIMER_OUT_MS": str(out), "TIMER_DELAY_SEC": "9"}, NOW, 1000) == out + 1000
+    assert due_of({"TIMER_OUT_MS": str(out), "TIMER_DELAY_SEC": "x"}, NOW, 1000) == out + 1000
+    assert due_of({"TIMER_OUT_MS": str(out)}, NOW, 1000) == out + 1000
+    assert due_of({"TIMER_DELIVER_MS": "5"}, NOW, 1000) is None
+    assert due_of({"TIMER_OUT_MS": "x"}, NOW, 1000) is None
+
+
+# --------------------------------------------------------------------------- the hook
+def test_hook_rewrites_into_the_timer_topic():
+    m = _msg(TIMER_DELIVER_MS=str(NOW + 2000), UNIQ_KEY="U")
+    m.properties_string = "stale"
+    _hook()(m)
+    assert (m.topic, m.queue_id) == (TIMER_TOPIC, 0)
+    p = m.properties
+    assert p["REAL_TOPIC"] == "T" and p["REAL_QID"] == "3"
+    assert p["TIMER_OUT_MS"] == str(slot_of(NOW + 2000, 1000))
+    assert p["TIMER_DELIVER_MS"] == str(NOW + 2000) and p["UNIQ_KEY"] == "U"
+    assert m.properties_string is None  # encoded again by the caller
+
+
+def test_hook_past_time_goes_straight_to_the_real_topic():
+    m = _msg(TIMER_DELIVER_MS=str(NOW - 1))
+    _hook()(m)
+    assert m.topic == "T" and "TIMER_OUT_MS" not in m.properties
+
+
+def test_hook_refuses_beyond_max_delay_naming_the_field():
+    m = _msg(TIMER_DELAY_SEC=str(3600 * 24 * 3 + 1))
+    with pytest.raises(TimerIllegal, match="max delay 259200000ms: TIMER_DELAY_SEC=259201"):
+        _hook()(m)
+    _hook()(_msg(TIMER_DELAY_SEC=str(3600 * 24 * 3)))  # exactly the max is fine
+    with pytest.raises(TimerIllegal, match="TIMER_DELAY_SEC"):
+        _hook(max_delay_sec=10)(_msg(TIMER_DELAY_SEC="11"))
+
+
+def test_hook_delay_level_wins_and_drops_timer_keys():
+    m = _msg(DELAY="2", TIMER_DELIVER_MS=str(NOW + 5000), TIMER_DELAY_SEC="5", TIMER_DELAY_MS="5")
+    _hook()(m)
+    assert m.topic == "T"
+    assert m.properties == {"DELAY": "2"}
+
+
+def test_hook_leaves_half_messages_and_disabled_wheel_refuses():
+    half = _msg(TIMER_DELAY_SEC="5")
+    half.sys_flag = SysFlag.TRANSACTION_PREPARED_TYPE
+    _hook()(half)
+    assert half.topic == "T"
+    with pytest.raises(TimerIllegal, match="timerWheelEnable is false"):
+        _hook(enabled=False)(_msg(TIMER_DELAY_SEC="5"))
+    untouched = _msg(TIMER_OUT_MS="1", TIMER_DELAY_SEC="5")  # already transformed
+    _hook()(untouched)
+    assert untouched.topic == "T"
+
+
+def test_timer_copy_restores_the_destination():
+    unset = ("store_size", "magic", "body_crc", "queue_offset", "commit_log_offset", "sys_flag")
+    more = ("born_timestamp", "reconsume_times", "prepared_transaction_offset")
+    stored = MessageExt(
+        **dict.fromkeys(unset + more, 0),
+        born_host=b"",
+        store_host=b"",
+        topic=TIMER_TOPIC,
+        queue_id=0,
+        body=b"payload",
+        flag=7,
+        properties={
+            "REAL_TOPIC": "T",
+            "REAL_QID": "3",
+            "TIMER_OUT_MS": "1000",
+            "KEYS": "k1 k2",
+            "UNIQ_KEY": "U",
+            "TIMER_DELIVER_MS": "2000",
+        },
+        store_timestamp=555,
+    )
+    c = timer_copy(stored, 2001)
+    assert (c.topic, c.queue_id, c.body, c.flag) == ("T", 3, b"payload", 7)
+    p = c.properties
+    assert "REAL_TOPIC" not in p and "REAL_QID" not in p
+    assert p["TIMER_DEQUEUE_MS"] == "2001" and p["TIMER_ENQUEUE_MS"] == "555"
+    assert p["KEYS"] == "k1 k2" and p["UNIQ_KEY"] == "U" and p["TIMER_OUT_MS"] == "1000"
+
+
+# --------------------------------------------------------------------------- progress
+def _scan(st: TimerWheelState, now: int, entries: list[tuple[int, int]]) -> None:
+    """One pass (new entries, or a re-read from far_low) over (cq offset, due) entries."""
+    st.begin_pass(now)
+    for off, due in entries:
+        if off >= st.cursor:
+            st.offer(off, off * 100, 100, due)
+    st.end_pass()
+
+
+def _deliver(st: TimerWheelState, now: int) -> list[int]:
+    out = []
+    while st.peek_due(now) is not None:
+        out.append(st.delivered()[1])
+    return out
+
+
+def test_checkpoint_low_is_the_lowest_undelivered_offset():
+    st = TimerWheelState(0, None, 0, window_ms=10_000)
+    _scan(st, 0, [(0, 5000), (1, 1000), (2, 3000)])
+    assert st.checkpoint(0) == TimerCheckpoint(0, 3, 0)
+    assert _deliver(st, 3000) == [1, 2]
+    cp = st.checkpoint(3000)
+    assert cp == TimerCheckpoint(0, 3, 3000)  # offset 0 (due 5000) still pending
+    assert _deliver(st, 5000) == [0]
+    assert st.checkpoint(5000) == TimerCheckpoint(3, 3, 5000)
+    # through is capped below the earliest pending due
+    _scan(st, 5000, [(3, 6000)])
+    assert st.checkpoint(7000).delivered_through == 5999
+
+
+def test_restart_skips_what_the_checkpoint_proves_delivered():
+    entries = [(0, 9000), (1, 1000), (2, 2000), (3, 8000)]
+    st = TimerWheelState(0, None, 0, window_ms=100_000)
+    _scan(st, 0, entries)
+    _deliver(st, 2500)
+    cp = st.checkpoint(2500)
+    assert cp == TimerCheckpoint(0, 4, 2500)
+    # a new entry arrives after the checkpoint, then the process dies
+    entries.append((4, 3000))
+    st2 = TimerWheelState(cp.low, cp, 2600, window_ms=100_000)
+    assert st2.checkpoint(2600) == cp  # until the old scan end is passed again
+    _scan(st2, 2600, entries)
+    assert sorted(e[1] for e in st2.heap) == [0, 3, 4]  # 1 and 2 not again
+    assert st2.restored is None
+    assert _deliver(st2, 10_000) == [4, 3, 0]
+
+
+def test_far_entries_stay_on_disk_until_the_horizon_nears():
+    window = 10_000
+    entries = [(0, 1000), (1, 50_000), (2, 2000), (3, 30_000)]
+    st = TimerWheelState(0, None, 0, window_ms=window)
+    _scan(st, 0, entries)
+    assert [e[1] for e in sorted(st.heap)] == [0, 2]
+    assert st.far_low == 1 and st.pending == 4
+    _deliver(st, 2000)
+    assert st.checkpoint(2000).low == 1
+    assert not st.needs_rescan(2000)
+    now = window // 2  # the horizon is half a window away: read the far ones again
+    assert st.needs_rescan(now)
+    _scan(st, now, entries)
+    assert st.heap == [] and st.far_low == 1  # still beyond now + window (15 s)
+    now = 25_000
+    _scan(st, now, entries)
+    assert [e[1] for e in st.heap] == [3] and st.far_low == 1 and st.far == 1
+    now = 45_000
+    _scan(st, now, entries)
+    assert sorted(e[1] for e in st.heap) == [1, 3] and st.far_low is None and st.far == 0
+    assert _deliver(st, 50_000) == [3, 1]
+    assert st.checkpoint(50_000) == TimerCheckpoint(4, 4, 50_000)
+
+
+def test_checkpoint_offsets_round_trip():
+    cp = TimerCheckpoint(3, 9, 123)
+    assert TimerCheckpoint.from_offsets(cp.as_offsets()) == cp
+    assert TimerCheckpoint.from_offsets({}) is None
