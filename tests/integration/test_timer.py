@@ -16,6 +16,7 @@ from rmq.protocol.message import MessageExt, decode_records
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, props, restart_broker, uniq_key, unique, wait_until
 from tests.integration.rigs import ns_and_broker
+from tests.metrics_util import eventually, free_ports, scrape
 
 cluster = ns_and_broker("timer", {"messageDelayLevel": "1s 2s 3s", "flushConsumerOffsetInterval": 500})
 
@@ -154,7 +155,8 @@ async def test_delay_level_wins_over_timer_keys(cluster):
 @pytest.mark.timeout(180)
 async def test_pending_timers_survive_sigkill(tmp_path, capsys):
     topic = unique("TimerKill")
-    conf = {"flushConsumerOffsetInterval": 300}
+    (port,) = free_ports(1)
+    conf = {"flushConsumerOffsetInterval": 300, "metricsPromExporterPort": port, "metricsPromExporterHost": "127.0.0.1"}
     with start_namesrv(tmp_path) as ns:
         with start_broker(tmp_path, ns.addr, conf=conf) as br:
             async with BrokerApi(br.addr) as api:
@@ -169,6 +171,10 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                     await api.send_ok(
                         topic, uk.encode(), properties=props(uniq=uk, wait="true", TIMER_DELIVER_MS=str(deliver_at))
                     )
+                await eventually(
+                    lambda: scrape(port).value("rocketmq_timing_messages") == 5, 5, what="5 timers pending"
+                )
+                assert scrape(port).value("rocketmq_timer_dequeue_total") == 1
             br.kill()
             br2 = restart_broker(tmp_path, ns.addr, br, conf)
             try:
@@ -180,5 +186,8 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                     # the one delivered (and checkpointed) before the kill is not delivered again
                     assert got.count(early) == 1, got
                     assert sorted(got) == sorted([early, *pending])
+                    m = scrape(port)
+                    assert m.value("rocketmq_timer_dequeue_total") == 5
+                    assert m.value("rocketmq_timing_messages") == 0
             finally:
                 br2.stop()

@@ -1,0 +1,82 @@
+"""Timer messages across a failover (controller mode, real processes): timers pending on a
+SYNC_MASTER that is SIGKILLed are delivered by the promoted slave, which resumes from the
+progress it copied from its master (a timer delivered and checkpointed before the kill is
+not delivered again)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rmq.broker.timer import TIMER_GROUP, TIMER_TOPIC
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.message import decode_records
+from tests.cluster.failover_util import create_topic, failover_group, wait_master, wait_slave
+from tests.cluster.ha_util import ha_status, wait_topic_on
+from tests.integration.broker_util import BrokerApi, props, uniq_key, unique, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+async def _keys(api: BrokerApi, topic: str) -> list[str]:
+    out: list[str] = []
+    offset = 0
+    while True:
+        r = await api.pull(topic, 0, offset)
+        if r.code != ResponseCode.SUCCESS:
+            return out
+        out += [m.properties.get("UNIQ_KEY", "") for m in decode_records(r.body)]
+        offset = int(r.ext_fields["nextBeginOffset"])
+
+
+async def test_promoted_slave_delivers_pending_timers():
+    topic = unique("TimerFailover")
+    with failover_group("SYNC_MASTER") as g:
+        await wait_master(g.a.addr)
+        await wait_slave(g.b.addr)
+        await create_topic(g.a.addr, topic, 1)
+        await wait_topic_on(g.b.addr, topic)
+
+        async def in_sync() -> bool:
+            return (await ha_status(g.a.addr))["inSyncSlaveNums"] == 1
+
+        await wait_until(in_sync, 30, "the slave never got in sync", 0.05)
+        async with BrokerApi(g.a.addr) as api:
+            early = uniq_key()
+            await api.send_ok(topic, b"early", properties=props(uniq=early, wait="true", TIMER_DELAY_SEC="1"))
+
+            async def early_delivered() -> bool:
+                return early in await _keys(api, topic)
+
+            await wait_until(early_delivered, 10, "the early timer on the master")
+        # its checkpoint (every 1 s) reaches the slave's offset table (slave sync, 1 s):
+        # the lowest undelivered timer offset is past it
+        async with BrokerApi(g.b.addr) as slave:
+
+            async def progress_copied() -> bool:
+                r = await slave.query_offset(TIMER_GROUP, TIMER_TOPIC, 0)
+                return r.code == ResponseCode.SUCCESS and int(r.ext_fields["offset"]) == 1
+
+            await wait_until(progress_copied, 15, "the timer progress on the slave")
+        async with BrokerApi(g.a.addr) as api:
+            pending = [uniq_key() for _ in range(3)]
+            deliver_at = int(time.time() * 1000) + 5000
+            for uk in pending:
+                await api.send_ok(
+                    topic, uk.encode(), properties=props(uniq=uk, wait="true", TIMER_DELIVER_MS=str(deliver_at))
+                )
+            assert await _keys(api, topic) == [early]
+        g.a.kill()
+        await wait_master(g.b.addr)
+        async with BrokerApi(g.b.addr) as api:
+
+            async def all_there() -> bool:
+                got = await _keys(api, topic)
+                return all(uk in got for uk in pending)
+
+            await wait_until(all_there, max(0.0, deliver_at / 1000 - time.time()) + 20, "timers on the new master")
+            assert time.time() * 1000 >= deliver_at - 50
+            got = await _keys(api, topic)
+            assert got.count(early) == 1, got
+            assert sorted(got) == sorted([early, *pending])
