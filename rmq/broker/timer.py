@@ -418,8 +418,8 @@ class TimerMessageService:
             msg = self.store.look_message_by_offset(phy)
             due = due_of(msg.properties, msg.store_timestamp, self.precision_ms) if msg is not None else None
             if due is None:
-                if msg is not None:
-                    log.error("timer record at %d (%s offset %d): no TIMER_OUT_MS", phy, TIMER_TOPIC, idx)
+                if msg is not None:  # sent to the timer topic itself, not by the hook
+                    log.warning("timer record at %d (%s offset %d): no TIMER_OUT_MS; skipped", phy, TIMER_TOPIC, idx)
                 st.skip(idx)
                 continue
             top = st.heap[0][0] if st.heap else None
@@ -451,6 +451,10 @@ class TimerMessageService:
                 st.delivered()
                 continue
             copy = timer_copy(msg, now)
+            if copy.topic == TIMER_TOPIC:  # sent to the timer topic itself, not by the hook
+                log.warning("timer record at %d has no REAL_TOPIC; dropped", phy)
+                st.delivered()
+                continue
             result, _ = self.store.put_nowait(copy)
             if result.status is not PutMessageStatus.PUT_OK:
                 log.error("timer: putting the due message at %d to %s failed: %s", phy, copy.topic, result.status.value)

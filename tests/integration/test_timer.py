@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from rmq.broker.timer import TIMER_TOPIC
 from rmq.protocol.codes import PullSysFlag, ResponseCode
 from rmq.protocol.message import MessageExt, decode_records
 from tests.harness import start_broker, start_namesrv
@@ -191,3 +192,19 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                     assert m.value("rocketmq_timing_messages") == 0
             finally:
                 br2.stop()
+
+
+@pytest.mark.timeout(120)
+async def test_records_sent_to_the_timer_topic_itself_do_not_stall_it(cluster):
+    async with _fresh_topic(cluster, "TimerDirect") as (api, topic):
+        # not through the hook: no TIMER_OUT_MS, and one with a past TIMER_OUT_MS but no REAL_TOPIC
+        await api.send_ok(TIMER_TOPIC, b"plain", properties=props(uniq=uniq_key(), wait="true"))
+        past = str(int(time.time() * 1000) - 5000)
+        await api.send_ok(TIMER_TOPIC, b"no-real", properties=props(uniq=uniq_key(), wait="true", TIMER_OUT_MS=past))
+        uk = uniq_key()
+        await api.send_ok(topic, b"after", properties=props(uniq=uk, wait="true", TIMER_DELAY_MS="500"))
+        await _wait_for(api, topic, uk, 0.5 + DEADLINE)
+        # nothing is put back into the timer topic in a loop
+        top = await api.max_offset(TIMER_TOPIC, 0)
+        await asyncio.sleep(1.5)
+        assert await api.max_offset(TIMER_TOPIC, 0) == top
