@@ -161,6 +161,13 @@ class BrokerConfig(NettyServerConfig):
             raise ConfigError("timerMaxDelaySec: must be >= 1")
         if not 100 <= self.timerPrecisionMs <= 10_000:
             raise ConfigError("timerPrecisionMs: must be between 100 and 10000")
+        if self.timerWheelEnable and store.fileReservedTime * 3600 < self.timerMaxDelaySec:
+            log.warning(
+                "timerMaxDelaySec=%d is longer than fileReservedTime=%gh: a timer message may be "
+                "deleted with its CommitLog file before it is due",
+                self.timerMaxDelaySec,
+                store.fileReservedTime,
+            )
         try:
             parse_credential(self.innerClientAuthenticationCredentials)
         except CredentialError as e:

@@ -4,20 +4,26 @@ and rewrite, the slot rounding, the copy for the real topic, and the wheel state
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from rmq.broker.timer import (
+    TIMER_GROUP,
     TIMER_TOPIC,
     TimerCheckpoint,
     TimerHook,
     TimerIllegal,
+    TimerMessageService,
     TimerWheelState,
     due_of,
     parse_deliver_ms,
     slot_of,
     timer_copy,
 )
+from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageExt, MessageExtBrokerInner, SysFlag
+from rmq.store.results import PutMessageResult, PutMessageStatus
 
 NOW = 1_700_000_000_123
 
@@ -218,3 +224,114 @@ def test_checkpoint_offsets_round_trip():
     cp = TimerCheckpoint(3, 9, 123)
     assert TimerCheckpoint.from_offsets(cp.as_offsets()) == cp
     assert TimerCheckpoint.from_offsets({}) is None
+
+
+# --------------------------------------------------------------------------- the service
+class _CQ:
+    def __init__(self) -> None:
+        self.units: list[tuple[int, int]] = []
+
+    def iter_units(self, start: int):
+        for i in range(max(start, 0), len(self.units)):
+            yield i, *self.units[i], 0
+
+    def get_min_offset_in_queue(self) -> int:
+        return 0
+
+
+class _Store:
+    """The few store calls the timer service makes; commits complete when the test says."""
+
+    def __init__(self) -> None:
+        self.cq = _CQ()
+        self.records: dict[int, MessageExt] = {}
+        self.puts: list[MessageExtBrokerInner] = []
+        self.commit: asyncio.Future[PutMessageStatus] | None = None
+        self.put_status = PutMessageStatus.PUT_OK
+
+    def add_timer(self, due: int) -> None:
+        phy = 1000 + 100 * len(self.cq.units)
+        props = {"REAL_TOPIC": "T", "REAL_QID": "1", "TIMER_OUT_MS": str(slot_of(due, 1000))}
+        props["TIMER_DELIVER_MS"] = str(due)
+        unset = ("store_size", "magic", "body_crc", "queue_offset", "sys_flag", "born_timestamp", "reconsume_times")
+        self.records[phy] = MessageExt(
+            **dict.fromkeys(unset, 0),
+            commit_log_offset=phy,
+            prepared_transaction_offset=0,
+            born_host=b"",
+            store_host=b"",
+            store_timestamp=1,
+            topic=TIMER_TOPIC,
+            queue_id=0,
+            body=str(due).encode(),
+            flag=0,
+            properties=props,
+        )
+        self.cq.units.append((phy, 100))
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> _CQ | None:
+        return self.cq if (topic, queue_id) == (TIMER_TOPIC, 0) else None
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return 0
+
+    def look_message_by_offset(self, phy: int) -> MessageExt | None:
+        return self.records.get(phy)
+
+    def put_nowait(self, msg: MessageExtBrokerInner):
+        if self.put_status is PutMessageStatus.PUT_OK:
+            self.puts.append(msg)
+        return PutMessageResult(self.put_status, wrote_offset=len(self.puts)), None
+
+    def commit_waiter(self, result: PutMessageResult):
+        return self.commit
+
+
+class _Offsets:
+    def __init__(self) -> None:
+        self.table: dict[int, int] = {}
+
+    def commit_offset(self, client: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        assert (group, topic) == (TIMER_GROUP, TIMER_TOPIC)
+        self.table[queue_id] = offset
+
+    def query_offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.table)
+
+
+async def test_progress_is_saved_only_after_the_copies_are_committed():
+    store, offsets = _Store(), _Offsets()
+    now = now_ms()
+    for due in (now - 10, now + 60_000, now - 5):
+        store.add_timer(due)
+    svc = TimerMessageService(store, offsets)
+    svc.state = TimerWheelState(0, None, now)  # as start() makes it, without the loops
+    svc.scan_step()
+    svc.deliver_step()
+    assert [m.body for m in store.puts] == [str(now - 10).encode(), str(now - 5).encode()]
+    assert (store.puts[0].topic, store.puts[0].queue_id) == ("T", 1)
+    store.commit = asyncio.get_running_loop().create_future()
+    saving = asyncio.ensure_future(svc.save_checkpoint())
+    await asyncio.sleep(0.01)
+    assert offsets.table == {}  # the copies are not committed yet
+    store.commit.set_result(PutMessageStatus.PUT_OK)
+    await saving
+    cp = TimerCheckpoint.from_offsets(offsets.table)
+    assert cp is not None and cp.low == 1 and cp.scanned == 3  # offset 1 (a minute ahead) pending
+    assert svc.figures() == {"timer_pending": 1, "timer_delivered": 2, "timer_latency_ms": 0}
+
+
+async def test_a_failed_put_keeps_the_entry_and_progress():
+    store, offsets = _Store(), _Offsets()
+    now = now_ms()
+    store.add_timer(now - 10)
+    svc = TimerMessageService(store, offsets)
+    svc.state = TimerWheelState(0, None, now)
+    svc.scan_step()
+    store.put_status = PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert svc.deliver_step() > 0 and store.puts == []
+    await svc.save_checkpoint()
+    assert TimerCheckpoint.from_offsets(offsets.table) == TimerCheckpoint(0, 1, min(now_ms(), now - 10 - 1))
+    store.put_status = PutMessageStatus.PUT_OK
+    svc.deliver_step()
+    assert len(store.puts) == 1 and svc.state.pending == 0
