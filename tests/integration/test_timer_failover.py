@@ -12,8 +12,8 @@ import pytest
 from rmq.broker.timer import TIMER_GROUP, TIMER_TOPIC
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import decode_records
-from tests.cluster.failover_util import create_topic, failover_group, wait_master, wait_slave
-from tests.cluster.ha_util import ha_status, wait_topic_on
+from tests.cluster.failover_util import failover_group, wait_master, wait_slave
+from tests.cluster.test_failover_consume import _ready
 from tests.integration.broker_util import BrokerApi, props, uniq_key, unique, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -35,13 +35,7 @@ async def test_promoted_slave_delivers_pending_timers():
     with failover_group("SYNC_MASTER") as g:
         await wait_master(g.a.addr)
         await wait_slave(g.b.addr)
-        await create_topic(g.a.addr, topic, 1)
-        await wait_topic_on(g.b.addr, topic)
-
-        async def in_sync() -> bool:
-            return (await ha_status(g.a.addr))["inSyncSlaveNums"] == 1
-
-        await wait_until(in_sync, 30, "the slave never got in sync", 0.05)
+        await _ready(g, topic)  # (its queues: the timers here go to queue 0)
         async with BrokerApi(g.a.addr) as api:
             early = uniq_key()
             await api.send_ok(topic, b"early", properties=props(uniq=early, wait="true", TIMER_DELAY_SEC="1"))
