@@ -220,7 +220,15 @@ class TimerCheckpoint:
         if low < 0:
             return None
         scanned = max(queues.get(1, low), low)
-        return cls(low, scanned, queues.get(2, 0) if 2 in queues else 0)
+        return cls(low, scanned, queues.get(2, 0))
+
+    def within(self, top: int) -> TimerCheckpoint:
+        """This checkpoint for a queue that ends at ``top``: a new master whose copy of the
+        log ends before its old master's scan end gets new entries at those offsets, which
+        nothing here has seen."""
+        if self.scanned <= top:
+            return self
+        return TimerCheckpoint(min(self.low, top), top, self.delivered_through)
 
 
 Entry = tuple[int, int, int, int]  # (due ms, cq offset, commitlog offset, size)
@@ -380,6 +388,8 @@ class TimerMessageService:
         if self.state is not None:
             return
         restored = TimerCheckpoint.from_offsets(self.offsets.query_offsets(TIMER_GROUP, TIMER_TOPIC))
+        if restored is not None:
+            restored = restored.within(self.store.get_max_offset_in_queue(TIMER_TOPIC, 0))
         first = max(restored.low if restored is not None else 0, self.store.get_min_offset_in_queue(TIMER_TOPIC, 0))
         self.state = TimerWheelState(first, restored, now_ms())
         self._last_put = None

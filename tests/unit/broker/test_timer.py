@@ -24,6 +24,7 @@ from rmq.broker.timer import (
 from rmq.common.clock import now_ms
 from rmq.protocol.message import MessageExt, MessageExtBrokerInner, SysFlag
 from rmq.store.results import PutMessageResult, PutMessageStatus
+from tests.integration.broker_util import wait_until
 
 NOW = 1_700_000_000_123
 
@@ -224,6 +225,10 @@ def test_checkpoint_offsets_round_trip():
     cp = TimerCheckpoint(3, 9, 123)
     assert TimerCheckpoint.from_offsets(cp.as_offsets()) == cp
     assert TimerCheckpoint.from_offsets({}) is None
+    # a log that ends before the old scan end: those offsets hold entries not seen
+    assert cp.within(9) is cp
+    assert cp.within(5) == TimerCheckpoint(3, 5, 123)
+    assert cp.within(1) == TimerCheckpoint(1, 1, 123)
 
 
 # --------------------------------------------------------------------------- the service
@@ -274,6 +279,9 @@ class _Store:
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return len(self.cq.units)
 
     def look_message_by_offset(self, phy: int) -> MessageExt | None:
         return self.records.get(phy)
@@ -335,3 +343,21 @@ async def test_a_failed_put_keeps_the_entry_and_progress():
     store.put_status = PutMessageStatus.PUT_OK
     svc.deliver_step()
     assert len(store.puts) == 1 and svc.state.pending == 0
+
+
+async def test_start_resumes_from_the_checkpoint_and_stop_saves_progress():
+    store, offsets = _Store(), _Offsets()
+    now = now_ms()
+    store.add_timer(now - 3000)  # delivered before the "restart"
+    store.add_timer(now - 2000)  # pending then
+    store.add_timer(now + 60_000)
+    offsets.table.update(TimerCheckpoint(0, 2, now - 2500).as_offsets())
+    svc = TimerMessageService(store, offsets)
+    svc.start()
+    await wait_until(lambda: len(store.puts) == 1, 5, "the pending timer delivered")
+    await asyncio.sleep(0.3)
+    await svc.stop()
+    assert [m.body for m in store.puts] == [str(now - 2000).encode()]
+    cp = TimerCheckpoint.from_offsets(offsets.table)
+    assert cp is not None and (cp.low, cp.scanned) == (2, 3)
+    assert not svc.started and svc.figures()["timer_pending"] == 0
