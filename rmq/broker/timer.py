@@ -49,6 +49,7 @@ from rmq.broker.reput import real_destination, reput_message
 from rmq.broker.seams import ServiceStore
 from rmq.common.clock import now_ms
 from rmq.protocol.bodies import TopicConfig
+from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt, MessageExtBrokerInner, SysFlag
 from rmq.runtime.service import ServiceLoop
 from rmq.store.results import PutMessageResult, PutMessageStatus
@@ -90,8 +91,13 @@ def timer_topic_config() -> TopicConfig:
 
 # ---------------------------------------------------------------------------- the put hook
 class TimerIllegal(ValueError):
-    """A timer message refused (RocketMQ 5's WHEEL_TIMER_MSG_ILLEGAL / _NOT_ENABLE); the
-    text is the response's remark."""
+    """A timer message refused: the text is the response's remark, ``response_code`` its
+    code (RocketMQ 5: MESSAGE_ILLEGAL for WHEEL_TIMER_MSG_ILLEGAL, SYSTEM_ERROR for
+    WHEEL_TIMER_NOT_ENABLE)."""
+
+    def __init__(self, remark: str, response_code: int = ResponseCode.MESSAGE_ILLEGAL) -> None:
+        super().__init__(remark)
+        self.response_code = response_code
 
 
 def parse_deliver_ms(props: dict[str, str], now: int) -> int | None:
@@ -167,7 +173,9 @@ class TimerHook:
         if not any(k in props for k in _TIMER_KEYS):
             return
         if not self.enabled:
-            raise TimerIllegal("accurate timer message is not enabled, timerWheelEnable is false")
+            raise TimerIllegal(
+                "accurate timer message is not enabled, timerWheelEnable is false", ResponseCode.SYSTEM_ERROR
+            )
         now = self.clock()
         deliver = parse_deliver_ms(props, now)
         if deliver is None or deliver <= now:

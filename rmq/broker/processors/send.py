@@ -273,7 +273,7 @@ class SendMessageProcessor:
             try:
                 self.timer_hook(msg)
             except TimerIllegal as e:
-                return self._error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+                return self._error(request, e.response_code, str(e))
         wait = props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         msg.properties_string = properties_to_string(props)
         if wait is not None:

@@ -5,9 +5,12 @@ and rewrite, the slot rounding, the copy for the real topic, and the wheel state
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
+from rmq.broker.config import BrokerConfig
+from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.timer import (
     TIMER_GROUP,
     TIMER_TOPIC,
@@ -22,9 +25,14 @@ from rmq.broker.timer import (
     timer_copy,
 )
 from rmq.common.clock import now_ms
-from rmq.protocol.message import MessageExt, MessageExtBrokerInner, SysFlag
+from rmq.protocol.bodies import TopicConfig
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.frame import RemotingCommand
+from rmq.protocol.headers import SendMessageRequestHeader
+from rmq.protocol.message import MessageExt, MessageExtBrokerInner, SysFlag, string_to_properties
 from rmq.store.results import PutMessageResult, PutMessageStatus
 from tests.integration.broker_util import wait_until
+from tests.unit.broker.fakes import FakeConn, FakeStats, FakeStore, FakeSubscriptions, FakeTopics
 
 NOW = 1_700_000_000_123
 
@@ -361,3 +369,47 @@ async def test_start_resumes_from_the_checkpoint_and_stop_saves_progress():
     cp = TimerCheckpoint.from_offsets(offsets.table)
     assert cp is not None and (cp.low, cp.scanned) == (2, 3)
     assert not svc.started and svc.figures()["timer_pending"] == 0
+
+
+# --------------------------------------------------------------------------- the send path
+def _never_called(msg: MessageExtBrokerInner) -> None:
+    raise AssertionError("the timer hook was called for a message without TIMER_ keys")
+
+
+def _timer_send(props: str, hook: Callable[[MessageExtBrokerInner], None]) -> tuple[RemotingCommand, FakeStore]:
+    store = FakeStore()
+    p = SendMessageProcessor(
+        BrokerConfig(brokerName="broker-a", brokerIP1="10.0.0.1"),
+        store,
+        FakeTopics(TopicConfig("T", 4, 4)),
+        FakeSubscriptions(),
+        FakeStats(),
+        None,
+        timer_hook=hook,
+    )
+    h = SendMessageRequestHeader("pg", "T", "TBW102", 4, 2, 0, NOW, 0, properties=props)
+    resp = p.process(FakeConn(), RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=h.to_ext_fields(), body=b"b"))
+    assert isinstance(resp, RemotingCommand)
+    return resp, store
+
+
+def test_send_processor_stores_a_timer_message_in_the_timer_topic():
+    resp, store = _timer_send("UNIQ_KEY\x01U\x02TIMER_DELAY_SEC\x015\x02", _hook())
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    (m,) = store.puts
+    assert isinstance(m, MessageExtBrokerInner)
+    assert (m.topic, m.queue_id) == (TIMER_TOPIC, 0)
+    stored = string_to_properties(m.properties_string)
+    assert stored["REAL_TOPIC"] == "T" and stored["REAL_QID"] == "2" and stored["UNIQ_KEY"] == "U"
+    assert stored["TIMER_OUT_MS"] == str(slot_of(NOW + 5000, 1000))
+    # without TIMER_ in the properties the hook is not called
+    resp, store = _timer_send("UNIQ_KEY\x01U\x02", _never_called)
+    assert resp.code == ResponseCode.SUCCESS and store.puts[0].topic == "T"
+
+
+def test_send_processor_answers_the_refusals():
+    resp, store = _timer_send("TIMER_DELAY_SEC\x01999999\x02", _hook())
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "TIMER_DELAY_SEC" in (resp.remark or "")
+    resp, store = _timer_send("TIMER_DELAY_SEC\x015\x02", _hook(enabled=False))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "timerWheelEnable" in (resp.remark or "")
+    assert store.puts == []
