@@ -15,9 +15,9 @@ REAL_TOPIC / REAL_QID. Flushing and HA replication cover it like any record.
 the timer topic's ConsumeQueue, reads each record's TIMER_* keys and keeps
 ``(due, cqOffset, commitLogOffset, size)`` in a min-heap (``due``: the asked time, or, if
 that cannot be read back, the end of its TIMER_OUT_MS slot; never before the asked time,
-less than one slot after it). A deliverer puts every due record back to its real topic / queue (REAL_*
-removed, TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS added, as TimerMessageStore.convertMessage),
-whose normal dispatch wakes long-polling consumers.
+less than one slot after it). A deliverer puts every due record back to its real topic /
+queue (REAL_* removed, TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS added, as
+TimerMessageStore.convertMessage), whose normal dispatch wakes long-polling consumers.
 
 **Memory bound** (``TimerWheelState``): only entries due within ``WINDOW_MS`` (10 min) of the
 last scan are in the heap; a further one is left on disk and only the lowest such CQ
@@ -32,9 +32,12 @@ W, every entry below S due at or before W is delivered). A checkpoint is taken e
 second and written to the offset table only after the CommitLog has committed every copy
 delivered before it; the broker persists the table every flushConsumerOffsetInterval and
 slaves copy it with the other offsets (slave sync), so a promoted slave resumes from its
-master's last checkpoint. A restart scans again from L and skips what the checkpoint
-proves delivered: it re-delivers at most what was delivered after the last persisted
-checkpoint (at-least-once).
+master's last checkpoint (cut to the end of its own timer queue, whose later offsets
+hold entries its old master never wrote). A restart scans again from L and skips what the
+checkpoint proves delivered: it re-delivers at most what was delivered after the last
+persisted checkpoint (at-least-once). A copy is committed, not replicated, when its
+progress is saved: an ASYNC failover may lose a copy delivered less than a slave-sync
+interval before the failure whose bytes had not reached the slave.
 """
 
 from __future__ import annotations
