@@ -29,9 +29,12 @@ class ProxyConfig:
     maxUserPropertySize: int = 16 * 1024
     userPropertyMaxNum: int = 128
     maxMessageGroupSize: int = 64
-    maxDelayTimeMills: int = 24 * 3600 * 1000
-    #: rmq has delay levels, not yet a timer wheel: a delivery time rounds up to a level
-    useDelayLevel: bool = True
+    #: the broker's timerMaxDelaySec default (3 days), so the proxy refuses nothing the broker
+    #: takes (RocketMQ 5's proxy says 1 day)
+    maxDelayTimeMills: int = 3 * 24 * 3600 * 1000
+    #: RocketMQ 5's default: a delivery time goes to the broker's timer messages as
+    #: TIMER_DELIVER_MS; true rounds it up to a delay level instead (imprecise, never early)
+    useDelayLevel: bool = False
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     defaultTopicQueueNums: int = 4
     grpcClientProducerMaxAttempts: int = 3

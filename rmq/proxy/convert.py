@@ -164,9 +164,9 @@ class SendLimits:
     max_user_properties: int = 128
     max_properties_size: int = 16 * 1024
     max_message_group_size: int = 64
-    max_delay_ms: int = 86_400_000
+    max_delay_ms: int = 3 * 86_400_000
     delay_levels_ms: tuple[int, ...] = tuple(parse_delay_levels(DEFAULT_DELAY_LEVELS))
-    use_delay_level: bool = True
+    use_delay_level: bool = False
 
 
 @dataclass(slots=True)

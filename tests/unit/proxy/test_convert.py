@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -65,7 +66,13 @@ def test_fifo_delay_and_transaction() -> None:
         _msg(delivery_timestamp=NOW + 7_000, message_type=pb.MessageType.DELAY), now_ms=NOW, limits=LIMITS
     )
     assert delay.properties["TIMER_DELIVER_MS"] == str(NOW + 7_000)
-    assert delay.properties["DELAY"] == "3"  # 10s: the first level not earlier than 7s
+    assert "DELAY" not in delay.properties  # a timer message by default (RocketMQ 5's useDelayLevel=false)
+    leveled = plan_send(
+        _msg(delivery_timestamp=NOW + 7_000, message_type=pb.MessageType.DELAY),
+        now_ms=NOW,
+        limits=dataclasses.replace(LIMITS, use_delay_level=True),
+    )
+    assert leveled.properties["DELAY"] == "3"  # 10s: the first level not earlier than 7s
     tx = plan_send(_msg(message_type=pb.MessageType.TRANSACTION), now_ms=NOW, limits=LIMITS)
     assert tx.properties["TRAN_MSG"] == "true" and tx.sys_flag & SysFlag.TRANSACTION_PREPARED_TYPE
     gz = plan_send(_msg(body_encoding=pb.Encoding.GZIP), now_ms=NOW, limits=LIMITS)
@@ -83,7 +90,7 @@ def test_fifo_delay_and_transaction() -> None:
         (lambda m: setattr(m.topic, "name", "TBW102"), "ILLEGAL_TOPIC", "system topic"),
         (lambda m: setattr(m.topic, "name", "a b"), "ILLEGAL_TOPIC", "message.topic"),
         (
-            lambda m: m.system_properties.delivery_timestamp.FromMilliseconds(NOW + 2 * 86_400_000),
+            lambda m: m.system_properties.delivery_timestamp.FromMilliseconds(NOW + 3 * 86_400_000 + 1),
             "ILLEGAL_DELIVERY_TIME",
             "delivery_timestamp",
         ),
