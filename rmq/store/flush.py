@@ -354,6 +354,9 @@ class FlushConsumeQueueService(ServiceLoop):
             if plan is not None:
                 plans.append((cq.mfq, plan))
         index_files = self.index.take_full_unflushed() if self.index is not None else []
+        # A thorough round also syncs the index file being written, so that
+        # indexMsgTimestamp follows the index as it grows, not only as files fill up.
+        live = self.index.take_live_for_sync() if thorough and self.index is not None else None
         if not plans and not index_files and not thorough:
             return
         if thorough:
@@ -369,6 +372,8 @@ class FlushConsumeQueueService(ServiceLoop):
                 plan.run()
             for f in index_files:
                 f.sync()
+            if live is not None:
+                live[0].sync()
             if thorough:
                 self.checkpoint.sync()
 
@@ -381,12 +386,16 @@ class FlushConsumeQueueService(ServiceLoop):
                 mfq.abandon_flush(plan)
             if self.index is not None:
                 self.index.on_flush_failed(index_files)
+                if live is not None:
+                    self.index.on_live_synced(live[0], live[1], False)
             return
         for mfq, plan in plans:
             mfq.apply_flush(plan)
         self.stats.fsyncs += sum(len(p.files) for _, p in plans) + len(index_files)
         if self.index is not None and index_files:
             self.index.on_flushed(index_files)
+        if self.index is not None and live is not None:
+            self.index.on_live_synced(live[0], live[1], True)
 
     def interval(self) -> float:
         return self.config.flushIntervalConsumeQueue / 1000

@@ -227,6 +227,44 @@ class IndexFile:
             self.mapped_file.release()
         return out
 
+    def repair_cut_put(self) -> int:
+        """Undo what a put cut short by a kill left behind: put_hashes writes the
+        slots, then the entries, then the header, so slots may name entries at or past
+        index_count (not written, or not counted). Each such slot gets back the newest
+        counted entry of its slot (0 if none), the value it had before that put.
+        Returns the number of slots repaired."""
+        n = self.index_count
+        mm = self._mm
+        table = np.frombuffer(mm, dtype=">i4", count=self.hash_slot_num, offset=INDEX_HEADER_SIZE)
+        try:
+            bad = np.flatnonzero((table >= n) | (table < 0))
+            if bad.size == 0:
+                return 0
+            fixed = np.zeros(bad.size, dtype=np.int64)
+            if n > 1:
+                kept = np.frombuffer(mm, dtype=ENTRY_DTYPE, count=n - 1, offset=self._entries_base + INDEX_SIZE)
+                try:
+                    slot_of = kept["key_hash"].astype(np.int64) % self.hash_slot_num
+                finally:
+                    del kept
+                hit = np.flatnonzero(np.isin(slot_of, bad))
+                if hit.size:
+                    # newest entry per slot: the first of each slot in reversed order
+                    rev = hit[::-1]
+                    slots, first = np.unique(slot_of[rev], return_index=True)
+                    fixed[np.searchsorted(bad, slots)] = rev[first] + 1
+            table[bad] = fixed
+        finally:
+            del table
+        log.warning(
+            "index file %s: a put cut short by the kill left %d slots naming entries past the %d counted; "
+            "set back to the newest counted entry",
+            self.file_name,
+            bad.size,
+            n - 1,
+        )
+        return int(bad.size)
+
     # --- truncation ---
     def first_entry_at_or_beyond(self, phy_offset: int) -> int:
         """Number of the first entry whose phy offset is >= phy_offset (index_count if
@@ -348,7 +386,12 @@ class IndexService:
     def index_files(self) -> tuple[IndexFile, ...]:
         return tuple(self._files)
 
-    def load(self, last_exit_ok: bool) -> None:
+    def load(self, last_exit_ok: bool, page_cache_intact: bool = False) -> None:
+        """Open the index files. After an abnormal exit, files newer than the
+        checkpoint's indexMsgTimestamp are deleted (RocketMQ: they may be torn) --
+        unless page_cache_intact (the broker was killed, the machine stayed up): then
+        every file is as the broker wrote it, and only a put cut short in the last one
+        is undone (IndexFile.repair_cut_put)."""
         if not os.path.isdir(self.store_path):
             return
         names = sorted(os.listdir(self.store_path))
@@ -366,7 +409,11 @@ class IndexService:
             f = IndexFile.load(path, self.hash_slot_num, self.index_num)
             # Past the first too-new file everything goes: a kept later file would make
             # re-dispatch skip the deleted range (its endPhyOffset is beyond it).
-            if not last_exit_ok and (deleting or f.end_timestamp > self.checkpoint.index_msg_timestamp):
+            if (
+                not last_exit_ok
+                and not page_cache_intact
+                and (deleting or f.end_timestamp > self.checkpoint.index_msg_timestamp)
+            ):
                 deleting = True
                 log.warning(
                     "abnormal exit: deleting index file %s (endTimestamp %d, "
@@ -394,6 +441,9 @@ class IndexService:
                 f.end_timestamp,
             )
             self._files.append(f)
+        if not last_exit_ok and self._files:
+            # (after a power loss too: pages written after the last sync may be there)
+            self._files[-1].repair_cut_put()
 
     def shutdown(self) -> None:
         for f in self._files:
@@ -596,6 +646,26 @@ class IndexService:
                 f.end_phy_offset,
             )
         self.checkpoint.index_msg_timestamp = ts
+
+    def take_live_for_sync(self) -> tuple[IndexFile, int] | None:
+        """The file being written, held for a worker's fdatasync, with the end
+        timestamp it has now (loop thread): everything up to it is durable once the
+        sync returns, which on_live_synced records as indexMsgTimestamp. None when
+        there is nothing new to sync."""
+        f = self._files[-1] if self._files else None
+        if f is None or f.entry_count == 0 or f.end_timestamp <= self.checkpoint.index_msg_timestamp:
+            return None
+        if any(g is f for g in self._in_flight) or not f.mapped_file.hold():
+            return None
+        self._in_flight.append(f)
+        return f, f.end_timestamp
+
+    def on_live_synced(self, f: IndexFile, end_timestamp: int, ok: bool) -> None:
+        """After the worker's sync of take_live_for_sync's file (ok: it succeeded)."""
+        self._drop_in_flight(f)
+        f.mapped_file.release()
+        if ok and not f.destroyed and end_timestamp > self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = end_timestamp
 
     def on_flush_failed(self, files: Sequence[IndexFile]) -> None:
         """The worker's sync failed: release the files and queue them again."""
