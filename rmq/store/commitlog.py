@@ -167,6 +167,8 @@ class CommitLog:
         self._structs: dict[tuple[int, int, int, int, int], struct.Struct] = {}
         # records the last recovery scan checked (tests, the recovery log line)
         self.recovery_records = 0
+        # where recover_abnormally started its scan
+        self.recovery_start = 0
 
     # --- load / offsets ---
     def load(self) -> None:
@@ -833,10 +835,15 @@ class CommitLog:
         return self._scan_and_truncate(index, check_crc, None)
 
     def recover_abnormally(
-        self, check_crc: bool, min_timestamp: int, dispatch: Callable[[list[DispatchRequest]], object]
+        self,
+        check_crc: bool,
+        min_timestamp: int,
+        dispatch: Callable[[list[DispatchRequest]], object],
+        not_after: int | None = None,
     ) -> int:
-        """Start at the newest file that is provably older than the checkpoint and
-        re-dispatch every valid record from there (dispatch is idempotent)."""
+        """Start at the newest file that is provably older than the checkpoint (and
+        holds not_after or an earlier offset, if given) and re-dispatch every valid
+        record from there (dispatch is idempotent). recovery_start says where that was."""
         files = self.mfq.mapped_files
         if not files:
             self.mfq.flushed_where = self.mfq.committed_where = 0
@@ -846,6 +853,9 @@ class CommitLog:
             if self._file_matched_recover(files[i], min_timestamp):
                 index = i
                 break
+        if not_after is not None:
+            index = min(index, max((not_after - files[0].file_from_offset) // self.file_size, 0))
+        self.recovery_start = files[index].file_from_offset
         log.info(
             "abnormal recovery re-dispatches from CommitLog file %s (checkpoint min time %d)",
             files[index].file_name,

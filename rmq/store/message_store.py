@@ -127,13 +127,18 @@ class MessageStore:
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
             if cfg.messageIndexEnable:
                 self.index_service = IndexService(cfg, self.checkpoint)
-                self.index_service.load(self.last_exit_ok, self.page_cache_intact)
+                self.index_service.load(self.last_exit_ok, self.page_cache_intact, self._record_end)
                 self.reader.index_service = self.index_service
             self.recovery.recover()
         except BaseException:
             self._release_lock()
             raise
         self._loaded = True
+
+    def _record_end(self, offset: int) -> int:
+        """Where the CommitLog record at offset ends (-1 if none is there): at load."""
+        size = self.commitlog.get_record_size_at(offset)
+        return offset + size if size > 0 else -1
 
     def _acquire_lock(self) -> None:
         path = self.config.lock_path

@@ -151,7 +151,13 @@ class StoreRecovery:
                 min_ts = self._st.checkpoint.min_timestamp_index()
             else:
                 min_ts = self._st.checkpoint.min_timestamp()
-            process = cl.recover_abnormally(cfg.checkCRCOnRecover, min_ts, self._dispatch_recovery)
+            # Re-dispatch from where the index needs it too: it is then complete, and
+            # nothing has to be rebuilt (or deleted) afterwards.
+            idx = self._st.index_service
+            rebuild_from = idx.rebuild_from_phy_offset if idx is not None else None
+            process = cl.recover_abnormally(cfg.checkCRCOnRecover, min_ts, self._dispatch_recovery, rebuild_from)
+            if idx is not None and rebuild_from is not None and cl.recovery_start <= rebuild_from:
+                idx.rebuild_from_phy_offset = None
         t_cl = time.perf_counter()
         if max_phy_cq > process:
             log.warning("consume queues reach %d, beyond the CommitLog end %d; truncating them", max_phy_cq, process)

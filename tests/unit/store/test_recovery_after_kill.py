@@ -6,9 +6,11 @@ by the thorough ConsumeQueue flush."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
+import re
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -196,5 +198,53 @@ async def test_thorough_cq_flush_checkpoints_the_index_being_written(tmp_path):
             assert ck.index_msg_timestamp == live.end_timestamp
         finally:
             ck.close()
+    finally:
+        await st.shutdown()
+
+
+async def test_after_a_power_loss_the_index_keeps_what_its_checkpoint_proves_synced(tmp_path, caplog):
+    """Another boot: the index file being written is not deleted (RocketMQ would, and
+    rebuild it from its first record) but cut back to the entries indexMsgTimestamp
+    covers; re-dispatch indexes the rest, each record once."""
+    root = tmp_path / "store"
+    cfg = small_config(root, maxIndexNum=100000, maxHashSlotNum=1000)
+    st = MessageStore(cfg)
+    st.load()
+    await st.start()
+    for i in range(30):
+        await st.put(msg(body=b"m%d" % i, queue_id=i % 2, KEYS=f"k{i}", UNIQ_KEY=f"U{i:08d}"))
+    await asyncio.sleep(2.1)  # entries keep whole seconds: these are a second older than the checkpoint
+    for i in range(30, 40):
+        await st.put(msg(body=b"m%d" % i, queue_id=i % 2, KEYS=f"k{i}", UNIQ_KEY=f"U{i:08d}"))
+    assert await st.reput.wait_caught_up(timeout=10)
+    assert st.flush_cq_service is not None and st.checkpoint is not None
+    await st.flush_cq_service.flush_once(0)  # syncs the index file being written
+    await st.flush_cq_service.flush_once(0)  # and writes its indexMsgTimestamp
+    synced = st.checkpoint.index_msg_timestamp
+    assert synced > 0
+    for i in range(40, 55):
+        await st.put(msg(body=b"m%d" % i, queue_id=i % 2, KEYS=f"k{i}", UNIQ_KEY=f"U{i:08d}"))
+    assert await st.reput.wait_caught_up(timeout=10)
+    st.close_after_crash_test()
+    (root / "abort").write_bytes(b"00000000-0000-0000-0000-000000000000\n")  # a reboot since
+    caplog.set_level(logging.INFO, logger="rmq.store")
+    st = MessageStore(cfg)
+    st.load()
+    try:
+        assert not st.page_cache_intact
+        msgs = [r.getMessage() for r in caplog.records]
+        assert not any("deleting index file" in m for m in msgs), msgs
+        kept = [m for m in msgs if "keeps the" in m]
+        assert kept, msgs
+        n_kept = int(re.search(r"keeps the (\d+) entries", kept[0]).group(1))
+        assert 60 <= n_kept <= 80  # the first 30 records' two keys each at least; never the last 15
+        await st.start()
+        assert st.index_service is not None
+        assert sum(f.entry_count for f in st.index_service.index_files) == 2 * 55  # each key once
+        for i in (0, 29, 30, 39, 40, 54):
+            r = st.reader.query_message("TopicA", f"k{i}", 32, 0, 2**62)
+            assert len(r.buffers) == 1, (i, r)
+            r = st.reader.query_message("TopicA", f"U{i:08d}", 32, 0, 2**62)
+            assert len(r.buffers) == 1, (i, r)
     finally:
         await st.shutdown()
