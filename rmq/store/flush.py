@@ -168,6 +168,10 @@ class _CommitLogFlusher(ServiceLoop):
         self.flush_observer: FlushObserver | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.THREAD_NAME)
         self._thorough = _ThoroughClock(0)
+        self._init_own()
+
+    def _init_own(self) -> None:
+        """The subclass's own state (called at the end of __init__)."""
 
 
 class GroupCommitService(_CommitLogFlusher):
@@ -189,15 +193,7 @@ class GroupCommitService(_CommitLogFlusher):
     SERVICE_NAME = "GroupCommitService"
     THREAD_NAME = "rmq-groupcommit"
 
-    def __init__(
-        self,
-        mfq: MappedFileQueue,
-        checkpoint: StoreCheckpoint,
-        config: MessageStoreConfig,
-        commit: Callable[[], None] = _no_commit,
-        gate: FlushGate | None = None,
-    ) -> None:
-        super().__init__(mfq, checkpoint, config, commit, gate)
+    def _init_own(self) -> None:
         self.batch_observer: BatchObserver | None = None
         self._open: asyncio.Future[PutMessageStatus] | None = None
         self._open_target = 0

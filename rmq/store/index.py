@@ -512,8 +512,14 @@ class IndexService:
             )
             self._files.append(f)
         if not last_exit_ok and self._files:
+            last = self._files[-1]
             # (after a power loss too: pages written after the last sync may be there)
-            self._files[-1].repair_cut_put()
+            last.repair_cut_put()
+            if record_end_of is not None and last.entry_count > 0 and not last.is_write_full():
+                # Every key of the record at endPhyOffset is in (one put wrote them and
+                # then the header): re-dispatch from before it must not index it again.
+                # (A full file may have had the rest of them go to the next one.)
+                self._indexed_to = max(self._indexed_to, record_end_of(last.end_phy_offset))
 
     def shutdown(self) -> None:
         for f in self._files:
@@ -725,7 +731,7 @@ class IndexService:
         sync returns, which on_live_synced records as indexMsgTimestamp. None when
         there is nothing new to sync."""
         f = self._files[-1] if self._files else None
-        if f is None or f.entry_count == 0 or f.end_timestamp <= self.checkpoint.index_msg_timestamp:
+        if f is None or f.entry_count == 0 or f.end_timestamp - 1 <= self.checkpoint.index_msg_timestamp:
             return None
         if any(g is f for g in self._in_flight) or not f.mapped_file.hold():
             return None
@@ -736,8 +742,10 @@ class IndexService:
         """After the worker's sync of take_live_for_sync's file (ok: it succeeded)."""
         self._drop_in_flight(f)
         f.mapped_file.release()
-        if ok and not f.destroyed and end_timestamp > self.checkpoint.index_msg_timestamp:
-            self.checkpoint.index_msg_timestamp = end_timestamp
+        # One less: a put after take_live_for_sync may carry the same millisecond, and
+        # the file's header must then read as newer than the checkpoint.
+        if ok and not f.destroyed and end_timestamp - 1 > self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = end_timestamp - 1
 
     def on_flush_failed(self, files: Sequence[IndexFile]) -> None:
         """The worker's sync failed: release the files and queue them again."""

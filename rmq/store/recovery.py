@@ -151,11 +151,16 @@ class StoreRecovery:
                 min_ts = self._st.checkpoint.min_timestamp_index()
             else:
                 min_ts = self._st.checkpoint.min_timestamp()
-            # Re-dispatch from where the index needs it too: it is then complete, and
-            # nothing has to be rebuilt (or deleted) afterwards.
+            # Re-dispatch from where the index needs it too (where load() cut it back,
+            # or where its last file stops: a recovery killed after that cut left no
+            # other trace): it is then complete, and nothing is rebuilt afterwards.
             idx = self._st.index_service
             rebuild_from = idx.rebuild_from_phy_offset if idx is not None else None
-            process = cl.recover_abnormally(cfg.checkCRCOnRecover, min_ts, self._dispatch_recovery, rebuild_from)
+            not_after = rebuild_from
+            if idx is not None and idx.index_files:
+                end = idx.index_files[-1].end_phy_offset
+                not_after = end if not_after is None else min(not_after, end)
+            process = cl.recover_abnormally(cfg.checkCRCOnRecover, min_ts, self._dispatch_recovery, not_after)
             if idx is not None and rebuild_from is not None and cl.recovery_start <= rebuild_from:
                 idx.rebuild_from_phy_offset = None
         t_cl = time.perf_counter()
