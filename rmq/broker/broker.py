@@ -343,16 +343,18 @@ class Broker:
         self.offsets.load()
         self.subscriptions.load()
         self.pop.load()
-        await self.server.start()
+        # The store first (recovery, then dispatch caught up), the port after: a
+        # client connects once the broker can serve, never to a recovering one.
+        self.store.load()
+        await self.store.start()
+        try:
+            await self.server.start()
+        except BaseException:
+            await self.store.shutdown()
+            raise
         if bc.listenPort == 0:
             bc.listenPort = self.server.port
         self.store.store_host = pack_host(bc.brokerIP1, self.server.port)
-        try:
-            self.store.load()
-            await self.store.start()
-        except BaseException:
-            await self.server.stop()
-            raise
         self._store_loaded = True
         self.schedule.load()
         if self.controller_role is not None:

@@ -73,6 +73,9 @@ from rmq.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.store.commitlog")
 
+# records a recovery scan hands to its dispatcher at once
+RECOVERY_BATCH = 1024
+
 _I = struct.Struct(">i")
 _H = struct.Struct(">h")
 _Q = struct.Struct(">q")
@@ -162,6 +165,10 @@ class CommitLog:
         self._tag_cache: dict[str, int] = {}
         self._topics: dict[str, bytes] = {}
         self._structs: dict[tuple[int, int, int, int, int], struct.Struct] = {}
+        # records the last recovery scan checked (tests, the recovery log line)
+        self.recovery_records = 0
+        # where recover_abnormally started its scan
+        self.recovery_start = 0
 
     # --- load / offsets ---
     def load(self) -> None:
@@ -828,10 +835,15 @@ class CommitLog:
         return self._scan_and_truncate(index, check_crc, None)
 
     def recover_abnormally(
-        self, check_crc: bool, min_timestamp: int, dispatch: Callable[[DispatchRequest], None]
+        self,
+        check_crc: bool,
+        min_timestamp: int,
+        dispatch: Callable[[list[DispatchRequest]], object],
+        not_after: int | None = None,
     ) -> int:
-        """Start at the newest file that is provably older than the checkpoint and
-        re-dispatch every valid record from there (dispatch is idempotent)."""
+        """Start at the newest file that is provably older than the checkpoint (and
+        holds not_after or an earlier offset, if given) and re-dispatch every valid
+        record from there (dispatch is idempotent). recovery_start says where that was."""
         files = self.mfq.mapped_files
         if not files:
             self.mfq.flushed_where = self.mfq.committed_where = 0
@@ -841,12 +853,52 @@ class CommitLog:
             if self._file_matched_recover(files[i], min_timestamp):
                 index = i
                 break
+        if not_after is not None:
+            index = min(index, max((not_after - files[0].file_from_offset) // self.file_size, 0))
+        self.recovery_start = files[index].file_from_offset
         log.info(
             "abnormal recovery re-dispatches from CommitLog file %s (checkpoint min time %d)",
             files[index].file_name,
             min_timestamp,
         )
         return self._scan_and_truncate(index, check_crc, dispatch)
+
+    def recover_from(
+        self, offset: int, anchor: int, check_crc: bool, dispatch: Callable[[list[DispatchRequest]], object]
+    ) -> int | None:
+        """Recovery when every byte before offset is known to be in the files as it
+        was written (a clean shutdown flushed it; after a kill, not a power loss, the
+        page cache kept it): only [offset, end) is checked and re-dispatched.
+
+        offset is where dispatch had got to: the end of the record at anchor, or the
+        start of the CommitLog (anchor -1). Returns the recovered end, or None when
+        the record at anchor is not a valid one ending at offset (another anchor, a
+        damaged or foreign file): the caller then recovers the RocketMQ way."""
+        files = self.mfq.mapped_files
+        if not files:
+            self.mfq.flushed_where = self.mfq.committed_where = 0
+            return 0
+        first = files[0].file_from_offset
+        if anchor == -1:
+            if offset != first:
+                return None
+        else:
+            mf = self.mfq.find_mapped_file_by_offset(anchor) if anchor >= first else None
+            if mf is None:
+                return None
+            size, req = check_message_and_return_size(
+                mf.mm, anchor - mf.file_from_offset, check_crc, self.delay_levels_ms
+            )
+            if req is None or req.commit_log_offset != anchor or anchor + size != offset:
+                return None
+        index = (offset - first) // self.file_size
+        if index >= len(files):
+            return None
+        mf = files[index]
+        log.info(
+            "recovery checks the CommitLog from offset %d (file %s), where dispatch had got to", offset, mf.file_name
+        )
+        return self._scan_and_truncate(index, check_crc, dispatch, offset - mf.file_from_offset)
 
     @staticmethod
     def _file_matched_recover(mf: MappedFile, min_timestamp: int) -> bool:
@@ -858,19 +910,30 @@ class CommitLog:
         return ts != 0 and ts <= min_timestamp
 
     def _scan_and_truncate(
-        self, index: int, check_crc: bool, dispatch: Callable[[DispatchRequest], None] | None
+        self, index: int, check_crc: bool, dispatch: Callable[[list[DispatchRequest]], object] | None, pos: int = 0
     ) -> int:
+        """Check records from pos of file index on; the first invalid one ends the
+        log (everything after it is truncated). dispatch gets the valid records in
+        batches of up to RECOVERY_BATCH, in order."""
         files = self.mfq.mapped_files
         mf = files[index]
-        pos = 0
         levels = self.delay_levels_ms
+        batch: list[DispatchRequest] = []
+        scanned = 0
+        tags: dict[str, int] = {}
         while True:
-            size, req = check_message_and_return_size(mf.mm, pos, check_crc, levels)
-            if size > 0 and req is not None:
-                if dispatch is not None:
-                    dispatch(req)
+            mm = mf.mm
+            while True:
+                size, req = check_message_and_return_size(mm, pos, check_crc, levels, tags)
+                if req is None:
+                    break
+                scanned += 1
                 pos += size
-                continue
+                if dispatch is not None:
+                    batch.append(req)
+                    if len(batch) >= RECOVERY_BATCH:
+                        dispatch(batch)
+                        batch = []
             if size == 0:  # BLANK: next file
                 index += 1
                 if index >= len(files):
@@ -880,7 +943,7 @@ class CommitLog:
                 mf = files[index]
                 pos = 0
                 continue
-            reason = diagnose_record(mf.mm, pos, check_crc)
+            reason = diagnose_record(mm, pos, check_crc)
             end = mf.file_from_offset + pos
             if reason.startswith("end of data"):
                 log.info("CommitLog recovered up to offset %d (file %s)", end, mf.file_name)
@@ -892,6 +955,9 @@ class CommitLog:
                     reason,
                 )
             break
+        if batch and dispatch is not None:
+            dispatch(batch)
+        self.recovery_records = scanned
         process_offset = mf.file_from_offset + pos
         self.mfq.flushed_where = process_offset
         self.mfq.committed_where = process_offset

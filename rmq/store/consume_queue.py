@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from rmq.store.cq_codec import BLANK_UNIT, CQ_STORE_UNIT_SIZE, CQ_UNIT
+import numpy as np
+
+from rmq.store.cq_codec import BLANK_UNIT, BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, CQ_UNIT_DTYPE
 from rmq.store.mapped_file import FlushPlan, MappedFile, MappedFileQueue, TruncatePlan, destroy_now
 
 if TYPE_CHECKING:
@@ -35,6 +38,39 @@ def _dirty_units_end(mf: MappedFile, pos: int) -> int:
     while pos + CQ_STORE_UNIT_SIZE <= end and mm[pos : pos + CQ_STORE_UNIT_SIZE] != _ZERO_UNIT:
         pos += CQ_STORE_UNIT_SIZE
     return max(pos, min(end, start + MAX_UNITS_PER_WRITE * CQ_STORE_UNIT_SIZE))
+
+
+# units a recovery looks at in one numpy step
+_RECOVER_CHUNK = 1 << 16
+
+
+def _valid_units(mm: mmap.mmap, size: int) -> tuple[int, int]:
+    """Recovery's look at one file: (bytes of valid units from its start -- a unit is
+    valid when its offset is >= 0 and its size > 0 --, end offset+size of the last valid
+    unit that is not a BLANK_UNIT's, -1 if none), in numpy chunks."""
+    pos = 0
+    ext = -1
+    step = _RECOVER_CHUNK * CQ_STORE_UNIT_SIZE
+    while pos < size:
+        n = min(step, size - pos) // CQ_STORE_UNIT_SIZE
+        if n == 0:
+            break
+        units = np.frombuffer(mm, dtype=CQ_UNIT_DTYPE, count=n, offset=pos)
+        try:
+            off = units["phy_offset"].astype(np.int64)
+            sz = units["size"].astype(np.int64)
+        finally:
+            del units
+        bad = (off < 0) | (sz <= 0)
+        k = int(np.argmax(bad)) if bool(bad.any()) else n
+        real = np.flatnonzero(sz[:k] != BLANK_UNIT_SIZE)
+        if real.size:
+            last = int(real[-1])
+            ext = int(off[last]) + int(sz[last])
+        pos += k * CQ_STORE_UNIT_SIZE
+        if k < n:
+            break
+    return pos, ext
 
 
 class UnitsWriteError(OSError):
@@ -77,17 +113,10 @@ class ConsumeQueue:
         file_offset = 0
         max_ext = -1
         while True:
-            mm = mf.mm
-            pos = 0
-            while pos < size:
-                off, sz, _tag = _UNIT.unpack_from(mm, pos)
-                if off >= 0 and sz > 0:
-                    pos += CQ_STORE_UNIT_SIZE
-                    file_offset = pos
-                    if sz != 0x7FFFFFFF:
-                        max_ext = off + sz
-                else:
-                    break
+            pos, ext = _valid_units(mf.mm, size)
+            file_offset = pos
+            if ext >= 0:
+                max_ext = ext
             if pos == size:
                 index += 1
                 if index >= len(files):

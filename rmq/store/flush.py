@@ -168,6 +168,10 @@ class _CommitLogFlusher(ServiceLoop):
         self.flush_observer: FlushObserver | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.THREAD_NAME)
         self._thorough = _ThoroughClock(0)
+        self._init_own()
+
+    def _init_own(self) -> None:
+        """The subclass's own state (called at the end of __init__)."""
 
 
 class GroupCommitService(_CommitLogFlusher):
@@ -189,15 +193,7 @@ class GroupCommitService(_CommitLogFlusher):
     SERVICE_NAME = "GroupCommitService"
     THREAD_NAME = "rmq-groupcommit"
 
-    def __init__(
-        self,
-        mfq: MappedFileQueue,
-        checkpoint: StoreCheckpoint,
-        config: MessageStoreConfig,
-        commit: Callable[[], None] = _no_commit,
-        gate: FlushGate | None = None,
-    ) -> None:
-        super().__init__(mfq, checkpoint, config, commit, gate)
+    def _init_own(self) -> None:
         self.batch_observer: BatchObserver | None = None
         self._open: asyncio.Future[PutMessageStatus] | None = None
         self._open_target = 0
@@ -354,6 +350,9 @@ class FlushConsumeQueueService(ServiceLoop):
             if plan is not None:
                 plans.append((cq.mfq, plan))
         index_files = self.index.take_full_unflushed() if self.index is not None else []
+        # A thorough round also syncs the index file being written, so that
+        # indexMsgTimestamp follows the index as it grows, not only as files fill up.
+        live = self.index.take_live_for_sync() if thorough and self.index is not None else None
         if not plans and not index_files and not thorough:
             return
         if thorough:
@@ -369,6 +368,8 @@ class FlushConsumeQueueService(ServiceLoop):
                 plan.run()
             for f in index_files:
                 f.sync()
+            if live is not None:
+                live[0].sync()
             if thorough:
                 self.checkpoint.sync()
 
@@ -381,12 +382,16 @@ class FlushConsumeQueueService(ServiceLoop):
                 mfq.abandon_flush(plan)
             if self.index is not None:
                 self.index.on_flush_failed(index_files)
+                if live is not None:
+                    self.index.on_live_synced(live[0], live[1], False)
             return
         for mfq, plan in plans:
             mfq.apply_flush(plan)
         self.stats.fsyncs += sum(len(p.files) for _, p in plans) + len(index_files)
         if self.index is not None and index_files:
             self.index.on_flushed(index_files)
+        if self.index is not None and live is not None:
+            self.index.on_live_synced(live[0], live[1], True)
 
     def interval(self) -> float:
         return self.config.flushIntervalConsumeQueue / 1000

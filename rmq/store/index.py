@@ -227,6 +227,99 @@ class IndexFile:
             self.mapped_file.release()
         return out
 
+    def repair_cut_put(self) -> int:
+        """Undo what a put cut short by a kill left behind: put_hashes writes the
+        slots, then the entries, then the header, so slots may name entries at or past
+        index_count (not written, or not counted). Each such slot gets back the newest
+        counted entry of its slot (0 if none), the value it had before that put.
+        Returns the number of slots repaired."""
+        n = self.index_count
+        mm = self._mm
+        table = np.frombuffer(mm, dtype=">i4", count=self.hash_slot_num, offset=INDEX_HEADER_SIZE)
+        try:
+            bad = np.flatnonzero((table >= n) | (table < 0))
+            if bad.size == 0:
+                return 0
+            fixed = np.zeros(bad.size, dtype=np.int64)
+            if n > 1:
+                kept = np.frombuffer(mm, dtype=ENTRY_DTYPE, count=n - 1, offset=self._entries_base + INDEX_SIZE)
+                try:
+                    slot_of = kept["key_hash"].astype(np.int64) % self.hash_slot_num
+                finally:
+                    del kept
+                hit = np.flatnonzero(np.isin(slot_of, bad))
+                if hit.size:
+                    # newest entry per slot: the first of each slot in reversed order
+                    rev = hit[::-1]
+                    slots, first = np.unique(slot_of[rev], return_index=True)
+                    fixed[np.searchsorted(bad, slots)] = rev[first] + 1
+            table[bad] = fixed
+        finally:
+            del table
+        log.warning(
+            "index file %s: %d slots named entries past the %d counted (a put cut short); "
+            "set back to the newest counted entry",
+            self.file_name,
+            bad.size,
+            n - 1,
+        )
+        return int(bad.size)
+
+    def keep_synced_entries(self, index_ts: int, record_end_of: Callable[[int], int]) -> int | None:
+        """After a crash that may have lost unsynced pages (not a mere kill): keep the
+        entries written before the sync that indexMsgTimestamp (index_ts) records
+        (IndexService.on_live_synced), forget the rest. An entry is kept when its time
+        (whole seconds after beginTimestamp, rounded down) is a second or more before
+        index_ts and the entries up to it name non-decreasing CommitLog offsets; the
+        cut never splits one record's keys. Slots naming forgotten entries go back to
+        the newest kept one of their slot (repair_cut_put); the forgotten entries are
+        zeroed. Returns the CommitLog offset where the kept entries' last record ends
+        (re-dispatch must start at or before it), or None when nothing can be kept (the
+        caller deletes the file)."""
+        n = self.index_count
+        if n <= 1 or self.begin_timestamp <= 0:
+            return None
+        mm = self._mm
+        ents = np.frombuffer(mm, dtype=ENTRY_DTYPE, count=n - 1, offset=self._entries_base + INDEX_SIZE)
+        try:
+            phy = ents["phy_offset"].astype(np.int64)
+            td = ents["time_diff"].astype(np.int64)
+            prev = ents["prev_index"].astype(np.int64)
+        finally:
+            del ents
+        ok = (td >= 0) & (self.begin_timestamp + td * 1000 + 1000 <= index_ts)
+        ok[1:] &= phy[1:] >= phy[:-1]
+        keep = int(np.argmin(ok)) if not bool(ok.all()) else n - 1  # entries 1..keep stay
+        while 0 < keep < n - 1 and phy[keep] == phy[keep - 1]:
+            keep -= 1
+        if keep == 0:
+            return None
+        last_phy = int(phy[keep - 1])
+        resume = record_end_of(last_phy)
+        if resume <= last_phy:
+            return None
+        old_n = n
+        self.index_count = keep + 1
+        self.hash_slot_count = int(np.count_nonzero(prev[:keep] == INVALID_INDEX))
+        self.end_phy_offset = last_phy
+        self.end_timestamp = self.begin_timestamp + int(td[keep - 1]) * 1000
+        self.repair_cut_put()
+        a = self._entries_base + (keep + 1) * INDEX_SIZE
+        b = self._entries_base + old_n * INDEX_SIZE
+        mm[a:b] = bytes(b - a)
+        self._write_header()
+        log.warning(
+            "abnormal exit: index file %s keeps the %d entries checkpoint indexMsgTimestamp %d proves synced "
+            "(phy up to %d), %d dropped; re-indexing from CommitLog offset %d",
+            self.file_name,
+            keep,
+            index_ts,
+            last_phy,
+            old_n - 1 - keep,
+            resume,
+        )
+        return resume
+
     # --- truncation ---
     def first_entry_at_or_beyond(self, phy_offset: int) -> int:
         """Number of the first entry whose phy offset is >= phy_offset (index_count if
@@ -342,13 +435,26 @@ class IndexService:
         # Smallest beginPhyOffset of files an abnormal load() deleted: re-dispatch must
         # start at or before it for the index to be complete again. None = nothing lost.
         self.rebuild_from_phy_offset: int | None = None
+        # Where the last kept record of an index file cut back at load ends: it is
+        # indexed, unlike the record at that file's endPhyOffset would be taken to be.
+        self._indexed_to = 0
 
     # --- load / shutdown ---
     @property
     def index_files(self) -> tuple[IndexFile, ...]:
         return tuple(self._files)
 
-    def load(self, last_exit_ok: bool) -> None:
+    def load(
+        self, last_exit_ok: bool, page_cache_intact: bool = False, record_end_of: Callable[[int], int] | None = None
+    ) -> None:
+        """Open the index files. After an abnormal exit, files newer than the
+        checkpoint's indexMsgTimestamp are deleted (RocketMQ: they may be torn) --
+        unless page_cache_intact (the broker was killed, the machine stayed up): then
+        every file is as the broker wrote it, and only a put cut short in the last one
+        is undone (IndexFile.repair_cut_put). Otherwise, given record_end_of (where the
+        CommitLog record at an offset ends, -1 if none is there), the first too-new
+        file keeps the entries the checkpoint proves synced (keep_synced_entries), so
+        re-dispatch rebuilds the index from there, not from the file's beginning."""
         if not os.path.isdir(self.store_path):
             return
         names = sorted(os.listdir(self.store_path))
@@ -366,7 +472,18 @@ class IndexService:
             f = IndexFile.load(path, self.hash_slot_num, self.index_num)
             # Past the first too-new file everything goes: a kept later file would make
             # re-dispatch skip the deleted range (its endPhyOffset is beyond it).
-            if not last_exit_ok and (deleting or f.end_timestamp > self.checkpoint.index_msg_timestamp):
+            if (
+                not last_exit_ok
+                and not page_cache_intact
+                and (deleting or f.end_timestamp > self.checkpoint.index_msg_timestamp)
+            ):
+                if not deleting and record_end_of is not None:
+                    deleting = True
+                    resume = f.keep_synced_entries(self.checkpoint.index_msg_timestamp, record_end_of)
+                    if resume is not None:
+                        self.rebuild_from_phy_offset = self._indexed_to = resume
+                        self._files.append(f)
+                        continue
                 deleting = True
                 log.warning(
                     "abnormal exit: deleting index file %s (endTimestamp %d, "
@@ -394,6 +511,15 @@ class IndexService:
                 f.end_timestamp,
             )
             self._files.append(f)
+        if not last_exit_ok and self._files:
+            last = self._files[-1]
+            # (after a power loss too: pages written after the last sync may be there)
+            last.repair_cut_put()
+            if record_end_of is not None and last.entry_count > 0 and not last.is_write_full():
+                # Every key of the record at endPhyOffset is in (one put wrote them and
+                # then the header): re-dispatch from before it must not index it again.
+                # (A full file may have had the rest of them go to the next one.)
+                self._indexed_to = max(self._indexed_to, record_end_of(last.end_phy_offset))
 
     def shutdown(self) -> None:
         for f in self._files:
@@ -454,7 +580,9 @@ class IndexService:
             self._full_unflushed.append(f)
 
     def _last_end_phy_offset(self) -> int:
-        return self._files[-1].end_phy_offset if self._files else 0
+        """Offsets below this are indexed already (re-dispatch after recovery skips them)."""
+        end = self._files[-1].end_phy_offset if self._files else 0
+        return end if end >= self._indexed_to else self._indexed_to
 
     def build_index(self, req: DispatchRequest) -> None:
         """Add the keys of one dispatched record (IndexService.buildIndex)."""
@@ -597,6 +725,28 @@ class IndexService:
             )
         self.checkpoint.index_msg_timestamp = ts
 
+    def take_live_for_sync(self) -> tuple[IndexFile, int] | None:
+        """The file being written, held for a worker's fdatasync, with the end
+        timestamp it has now (loop thread): everything up to it is durable once the
+        sync returns, which on_live_synced records as indexMsgTimestamp. None when
+        there is nothing new to sync."""
+        f = self._files[-1] if self._files else None
+        if f is None or f.entry_count == 0 or f.end_timestamp - 1 <= self.checkpoint.index_msg_timestamp:
+            return None
+        if any(g is f for g in self._in_flight) or not f.mapped_file.hold():
+            return None
+        self._in_flight.append(f)
+        return f, f.end_timestamp
+
+    def on_live_synced(self, f: IndexFile, end_timestamp: int, ok: bool) -> None:
+        """After the worker's sync of take_live_for_sync's file (ok: it succeeded)."""
+        self._drop_in_flight(f)
+        f.mapped_file.release()
+        # One less: a put after take_live_for_sync may carry the same millisecond, and
+        # the file's header must then read as newer than the checkpoint.
+        if ok and not f.destroyed and end_timestamp - 1 > self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = end_timestamp - 1
+
     def on_flush_failed(self, files: Sequence[IndexFile]) -> None:
         """The worker's sync failed: release the files and queue them again."""
         for f in files:
@@ -627,6 +777,7 @@ class IndexService:
         Returns the smallest beginPhyOffset of the deleted files that had entries (the
         caller re-dispatches from there), or None when no entry was lost.
         """
+        self._indexed_to = min(self._indexed_to, phy_offset)
         files = self._files
         cut = len(files)
         for i, f in enumerate(files):
@@ -678,6 +829,7 @@ class IndexService:
         indexMsgTimestamp falls back to the newest full file left (a cut file is no
         longer full, and a deleted one may have set it)."""
         plan = TruncatePlan.empty()
+        self._indexed_to = min(self._indexed_to, phy_offset)
         files = self._files
         while files:
             f = files[-1]

@@ -26,7 +26,7 @@ from rmq.store.flush import FlushConsumeQueueService, FlushGate, FlushRealTimeSe
 from rmq.store.index import IndexService
 from rmq.store.mapped_file import AllocateMappedFileService
 from rmq.store.read_path import MessageReader
-from rmq.store.recovery import StoreRecovery
+from rmq.store.recovery import StoreRecovery, page_cache_outlived, write_abort_marker
 from rmq.store.replica import ReplicaAppender
 from rmq.store.results import PutMessageResult, PutMessageStatus, RunningFlags
 
@@ -87,6 +87,8 @@ class MessageStore:
         self.flush_cq_service: FlushConsumeQueueService | None = None
         self.shutdown_flag = True
         self.last_exit_ok = True
+        # abnormal exit under this kernel boot: nothing written was lost (load())
+        self.page_cache_intact = False
         self._lock_fd: int | None = None
         self._valid_topics: set[str] = set()
         self._loaded = False
@@ -111,23 +113,32 @@ class MessageStore:
         self._acquire_lock()
         try:
             self.last_exit_ok = not os.path.exists(cfg.abort_path)
+            self.page_cache_intact = not self.last_exit_ok and page_cache_outlived(cfg.abort_path)
             log.info(
                 "loading store %s (last exit %s)",
                 cfg.storePathRootDir,
-                "clean" if self.last_exit_ok else "ABNORMAL: abort file present",
+                "clean"
+                if self.last_exit_ok
+                else "ABNORMAL: abort file present"
+                + (", same boot: the page cache outlived the broker" if self.page_cache_intact else ""),
             )
             self.commitlog.load()
             self._load_consume_queues()
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
             if cfg.messageIndexEnable:
                 self.index_service = IndexService(cfg, self.checkpoint)
-                self.index_service.load(self.last_exit_ok)
+                self.index_service.load(self.last_exit_ok, self.page_cache_intact, self._record_end)
                 self.reader.index_service = self.index_service
             self.recovery.recover()
         except BaseException:
             self._release_lock()
             raise
         self._loaded = True
+
+    def _record_end(self, offset: int) -> int:
+        """Where the CommitLog record at offset ends (-1 if none is there): at load."""
+        size = self.commitlog.get_record_size_at(offset)
+        return offset + size if size > 0 else -1
 
     def _acquire_lock(self) -> None:
         path = self.config.lock_path
@@ -182,8 +193,7 @@ class MessageStore:
                 reput_from = cq.max_physic_offset
         self.reput.reput_from_offset = reput_from
         log.info("dispatch starts at CommitLog offset %d (CommitLog end %d)", reput_from, self.commitlog.max_offset)
-        with open(cfg.abort_path, "wb"):
-            pass
+        write_abort_marker(cfg.abort_path)
         cl = self.commitlog
         cl.on_commit = self._on_commit
         cl.on_commit_error = self._on_commit_error
