@@ -23,12 +23,13 @@ senders; ASYNC_MASTER and SYNC_MASTER with one slave at ``--ha-threads`` senders
 
 * A producer point is RocketMQ's benchmark Producer (``-w THREADS -s 1024 -q N``) in one JVM
   kept warm across points (``bench/_rocketmq.py``); N = the previous TPS of that row and
-  broker (a prior for the first round) x ``--point-seconds``. TPS, average RT (over the
+  broker (in the first round the smaller of a prior and 1.5 x the lean sender's rate) x
+  ``--point-seconds``. TPS, average RT (over the
   tool's snapshot window, from 1 s after its start to its end) and max RT (the whole run)
   are the tool's own ``[Complete]`` line.
 * p99 (rmq's own client, first round only): ``bench/e2e_bench.py``'s lean sender (the Java
   tool's SEND_MESSAGE_V2 stream from Python, same sender count) for 1 s + ``--p99-seconds``
-  against each broker: send -> answer latency percentiles over its window.
+  against each broker, before the row's first producer point: send -> answer latency percentiles over its window.
 * drain: RocketMQ's benchmark Consumer (a fresh JVM, a new group whose offsets are set
   ``--drain-backlog`` messages before the end of the topic, topped up with SEND_BATCH_MESSAGE
   if the producer points left fewer). Drain TPS = messages the broker delivered
@@ -206,6 +207,15 @@ def wait_slave(c: Cluster, timeout: float = 90.0) -> float:
         time.sleep(0.2)
 
 
+def wait_dispatched(c: Cluster, timeout: float = 120.0) -> None:
+    """Until the master's ConsumeQueues cover its whole CommitLog (``dispatchBehindBytes`` 0)."""
+    deadline = time.monotonic() + timeout
+    while uvrun(_runtime_info(c.broker_addr, ("dispatchBehindBytes",)))[0] > 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"dispatch still behind after {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 def median(xs: list[float]) -> float:
     xs = [x for x in xs if x == x]
     return statistics.median(xs) if xs else float("nan")
@@ -294,6 +304,7 @@ class VsBench:
         if sum(offs) < a.drain_backlog + 64 * len(offs):
             topped, _ = fill_backlog(ns, topic, a.drain_backlog + 64 * len(offs) - sum(offs), a.size)
             offs = max_offsets(ns, topic)
+        wait_dispatched(c)  # a fresh top-up is consumable only once in the ConsumeQueues
         share = a.drain_backlog // len(offs)
         starts = [max(0, o - share) for o in offs]
         total = sum(o - s for o, s in zip(offs, starts, strict=True))
