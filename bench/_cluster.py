@@ -18,6 +18,13 @@ are measured. Only the event-loop thread is profiled (the flush threads are not)
 profiler's clock is wall time by default (cheap); ``profile_clock="cpu"`` uses that
 thread's CPU time (exact under preemption, but a syscall per profiler event).
 
+``impl="rocketmq"`` starts Apache RocketMQ 4.9.8 from ``../shared/rocketmq-4.9.8`` instead
+(``bin/rocketmq namesrv -c`` / ``bin/rocketmq broker -c``, see its README) with the same
+broker.conf keys; ``fixed_ports=True`` (implied for RocketMQ) picks free ports below 32768
+and writes them into the files (``listenPort``, ``namesrvAddr``, a slave's
+``haMasterAddress``), so both implementations get the same file with only ports and paths
+differing.
+
 ``CpuSampler`` reads ``/proc/<pid>/stat`` (utime + stime, all threads) and
 ``/proc/<pid>/task/<pid>/stat`` (the main = event-loop thread) every 50 ms in a thread, so
 CPU over any window can be interpolated afterwards.
@@ -29,7 +36,9 @@ import asyncio
 import bisect
 import collections
 import os
+import random
 import signal
+import socket
 import struct
 import sys
 import threading
@@ -41,6 +50,10 @@ from rmq.child_process import ChildProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 60.0
+# Apache RocketMQ 4.9.8, runnable (its README): the reference the vs-RocketMQ bench measures against
+ROCKETMQ_DIR = Path(os.environ.get("RMQ_BENCH_ROCKETMQ_DIR", str(ROOT.parent / "shared" / "rocketmq-4.9.8")))
+ROCKETMQ_BIN = ROCKETMQ_DIR / "bin" / "rocketmq"
+IMPLS = ("rmq", "rocketmq")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 _LEN = struct.Struct(">i")
 
@@ -263,6 +276,27 @@ class RawClient(asyncio.Protocol):
         del buf[:pos]
 
 
+# ------------------------------------------------------------------------------- ports
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_block(lo: int = 20000, hi: int = 32000) -> int:
+    """A port P below 32768 (the kernel hands 32768+ to client sockets) with P - 2, P and
+    P + 1 free now: a broker's listenPort (RocketMQ also binds P - 2 for its VIP channel,
+    both bind P + 1 for HA) or a NameServer's."""
+    for _ in range(1000):
+        p = random.randrange(lo + 2, hi)
+        if all(_port_free(x) for x in (p - 2, p, p + 1)):
+            return p
+    raise RuntimeError(f"no free port block in [{lo}, {hi})")
+
+
 # ------------------------------------------------------------------------------- processes
 BROKER_BOOTED = r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success"
 
@@ -270,13 +304,19 @@ BROKER_BOOTED = r"The broker\[[^,]+, ([\d.]+:\d+)\] boot success"
 class Proc(ChildProcess):
     """A benchmark child: this checkout first on its import path."""
 
-    def __init__(self, name: str, argv: list[str], workdir: Path, ready: str) -> None:
+    def __init__(
+        self, name: str, argv: list[str], workdir: Path, ready: str, env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(
             name,
             argv,
             workdir,
             ready,
-            env={"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")},
+            env={
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                **(env or {}),
+            },
         )
 
     def start(self, timeout: float = READY_TIMEOUT) -> Proc:
@@ -288,7 +328,9 @@ class Cluster:
     """One NameServer + one master broker (``flush`` = ASYNC_FLUSH / SYNC_FLUSH), and with
     ``slave=True`` its slave (brokerId 1, ``slave_conf`` on top; ``start_slave`` /
     ``stop_slave`` also work on their own). ``conf={"brokerRole": "SYNC_MASTER"}`` makes
-    the master a SYNC_MASTER."""
+    the master a SYNC_MASTER. ``impl="rocketmq"``: the same processes of RocketMQ 4.9.8
+    (JVM heap ``java_heap``, logs under each process's directory); ``fixed_ports``: see the
+    module docstring."""
 
     def __init__(
         self,
@@ -302,7 +344,17 @@ class Cluster:
         conf: dict[str, object] | None = None,
         slave: bool = False,
         slave_conf: dict[str, object] | None = None,
+        impl: str = "rmq",
+        fixed_ports: bool = False,
+        java_heap: str = "1g",
     ) -> None:
+        if impl not in IMPLS:
+            raise ValueError(f"impl: one of {IMPLS}, not {impl!r}")
+        self.impl = impl
+        self.fixed_ports = fixed_ports or impl == "rocketmq"
+        self.java_heap = java_heap
+        self._ns_port: int | None = None
+        self._listen_port: dict[str, int] = {}
         self.workdir = Path(workdir)
         self.flush = flush
         self.profile = profile
@@ -310,6 +362,8 @@ class Cluster:
         self.switch_interval = switch_interval
         # in-process launcher: window stats (and the profiler when asked)
         self.inproc = profile or stats or switch_interval is not None
+        if self.inproc and impl != "rmq":
+            raise ValueError("profile/stats/switch_interval: rmq brokers only")
         self.conf = conf or {}
         self.with_slave = slave
         self.slave_conf = slave_conf or {}
@@ -333,12 +387,17 @@ class Cluster:
     def _start(self) -> None:
         py = sys.executable
         nd = self.workdir / "namesrv"
-        self.namesrv = Proc(
-            "namesrv",
-            [py, "-m", "rmq.cli", "namesrv", "-p", "0", "--host", "127.0.0.1", "--kv-path", str(nd / "kv.msgpack")],
-            nd,
-            r"NameServer listening on [\d.]+:(\d+)",
-        )
+        if self.fixed_ports:
+            self._ns_port = free_port_block()
+        if self.impl == "rocketmq":
+            nd.mkdir(parents=True, exist_ok=True)
+            (nd / "namesrv.conf").write_text(f"listenPort={self._ns_port}\n")
+            argv = [str(ROCKETMQ_BIN), "namesrv", "-c", str(nd / "namesrv.conf")]
+            self.namesrv = Proc("namesrv", argv, nd, r"The Name Server boot success", self._java_env(nd))
+        else:
+            argv = [py, "-m", "rmq.cli", "namesrv", "-p", str(self._ns_port or 0), "--host", "127.0.0.1"]
+            argv += ["--kv-path", str(nd / "kv.msgpack")]
+            self.namesrv = Proc("namesrv", argv, nd, r"NameServer listening on [\d.]+:(\d+)")
         self.namesrv.start()
         bd = self.workdir / "broker"
         conf_path = self._broker_conf(bd, {"brokerId": 0, "brokerRole": "ASYNC_MASTER", **self.conf})
@@ -360,7 +419,7 @@ class Cluster:
                 argv += ["--switch-interval", str(self.switch_interval)]
         else:
             argv = self._broker_argv(conf_path)
-        self.broker = Proc("broker", argv, bd, BROKER_BOOTED)
+        self.broker = Proc("broker", argv, bd, BROKER_BOOTED, self._java_env(bd))
         self.broker.start()
         self.cpu = CpuSampler(self.broker.pid).start()
         if self.with_slave:
@@ -370,8 +429,12 @@ class Cluster:
         """The master's slave as ``rmq broker`` (same store settings, brokerId 1)."""
         self.stop_slave()
         sd = self.workdir / "slave"
-        conf_path = self._broker_conf(sd, {**self.conf, "brokerRole": "SLAVE", "brokerId": 1, **self.slave_conf})
-        self.slave = Proc("slave", self._broker_argv(conf_path), sd, BROKER_BOOTED)
+        props: dict[str, object] = {**self.conf, "brokerRole": "SLAVE", "brokerId": 1}
+        if self.fixed_ports:
+            # the master's HA port: listenPort + 1, RocketMQ's and rmq's default haListenPort
+            props["haMasterAddress"] = f"127.0.0.1:{self._listen_port['broker'] + 1}"
+        conf_path = self._broker_conf(sd, {**props, **self.slave_conf})
+        self.slave = Proc("slave", self._broker_argv(conf_path), sd, BROKER_BOOTED, self._java_env(sd))
         self.slave.start()
         self.slave_cpu = CpuSampler(self.slave.pid).start()
         return self.slave
@@ -380,10 +443,14 @@ class Cluster:
         """``bd``/broker.conf (``bd`` created): a broker of this cluster's group with its
         store under ``bd``, ``props`` on top."""
         bd.mkdir(parents=True, exist_ok=True)
+        port = 0
+        if self.fixed_ports:
+            port = self._listen_port[bd.name] = free_port_block()
         conf: dict[str, object] = {
             "brokerClusterName": "BenchCluster",
             "brokerName": "broker-a",
-            "listenPort": 0,
+            "listenPort": port,
+            "namesrvAddr": self.namesrv_addr,
             "brokerIP1": "127.0.0.1",
             "storePathRootDir": str(bd / "store"),
             "flushDiskType": self.flush,
@@ -394,28 +461,37 @@ class Cluster:
         return conf_path
 
     def _broker_argv(self, conf_path: Path) -> list[str]:
+        if self.impl == "rocketmq":
+            return [str(ROCKETMQ_BIN), "broker", "-c", str(conf_path)]
         return [sys.executable, "-m", "rmq.cli", "broker", "-c", str(conf_path), "-n", self.namesrv_addr]
 
-    def stop_slave(self) -> None:
+    def _java_env(self, d: Path) -> dict[str, str] | None:
+        """RocketMQ's JVMs: logs (and anything else under user.home) in ``d``, heap ``java_heap``."""
+        if self.impl != "rocketmq":
+            return None
+        return {"ROCKETMQ_USER_HOME": str(d), "JAVA_HEAP": self.java_heap}
+
+    def stop_slave(self, kill: bool = False) -> None:
         if self.slave_cpu is not None:
             self.slave_cpu.stop()
             self.slave_cpu = None
         if self.slave is not None:
-            self.slave.stop()
+            self.slave.kill() if kill else self.slave.stop()
 
     @property
     def slave_addr(self) -> str:
         assert self.slave is not None and self.slave.match is not None
         return self.slave.match.group(1)
 
-    def stop(self) -> None:
-        self.stop_slave()
+    def stop(self, kill: bool = False) -> None:
+        """SIGTERM each process (a clean shutdown), or with ``kill`` SIGKILL (faster: a bench
+        that throws its stores away need not wait for RocketMQ's ~10 s shutdown)."""
+        self.stop_slave(kill)
         if self.cpu is not None:
             self.cpu.stop()
-        if self.broker is not None:
-            self.broker.stop()
-        if self.namesrv is not None:
-            self.namesrv.stop()
+        for p in (self.broker, self.namesrv):
+            if p is not None:
+                p.kill() if kill else p.stop()
 
     def __enter__(self) -> Cluster:
         return self.start()
@@ -426,6 +502,8 @@ class Cluster:
     # --------------------------------------------------------------- addresses
     @property
     def namesrv_addr(self) -> str:
+        if self._ns_port is not None:
+            return f"127.0.0.1:{self._ns_port}"
         assert self.namesrv is not None and self.namesrv.match is not None
         return f"127.0.0.1:{self.namesrv.match.group(1)}"
 
