@@ -11,7 +11,7 @@ import argparse
 import os
 from collections.abc import Mapping
 
-from rmq.auth.signing import SigningError, sign_request
+from rmq.auth.signing import SigningError, SigningKey, SigningOrder, sign_request
 from rmq.protocol.frame import RemotingCommand
 
 __all__ = [
@@ -28,7 +28,7 @@ __all__ = [
 class AclClientRPCHook:
     """A ``RemotingClient`` request hook that signs with one AccessKey / SecretKey pair."""
 
-    __slots__ = ("access_key", "_secret_key", "security_token")
+    __slots__ = ("access_key", "_key", "_order", "security_token")
 
     def __init__(self, access_key: str, secret_key: str, security_token: str | None = None) -> None:
         if not access_key:
@@ -39,7 +39,10 @@ class AclClientRPCHook:
                 "[10015:signature-failed] unable to calculate a request signature. error=empty secret key"
             )
         self.access_key = access_key
-        self._secret_key = secret_key  # never in repr or logs
+        # Every request is signed: the HMAC key states are made once and each header
+        # class's key order is sorted once (rmq.auth.signing). Never in repr or logs.
+        self._key = SigningKey(secret_key)
+        self._order = SigningOrder()
         self.security_token = security_token
 
     def __repr__(self) -> str:
@@ -48,7 +51,9 @@ class AclClientRPCHook:
     def __call__(self, addr: str, cmd: RemotingCommand) -> None:
         # A new dict: callers may reuse an ext map (a retried request, a cached header);
         # sign_request also drops a stale Signature from a retry.
-        cmd.ext_fields = sign_request(cmd.ext_fields, cmd.body, self.access_key, self._secret_key, self.security_token)
+        cmd.ext_fields = sign_request(
+            cmd.ext_fields, cmd.body, self.access_key, self._key, self.security_token, order=self._order
+        )
 
 
 def signing_hook(access_key: str | None, secret_key: str | None) -> AclClientRPCHook | None:
