@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 
 from rmq.auth.signing import SigningError, SigningKey, SigningOrder, sign_request
+from rmq.client.cli_options import add_env_option, option_or_env
 from rmq.protocol.frame import RemotingCommand
 
 __all__ = [
@@ -74,23 +75,15 @@ SECRET_KEY_ENV = "RMQ_SECRET_KEY"
 
 def add_credential_options(parser: argparse.ArgumentParser) -> None:
     """``--access-key`` / ``--secret-key`` for ``rmq produce | consume | admin``."""
-    parser.add_argument(
-        "--access-key",
-        dest="access_key",
-        default=None,
-        help=f"sign requests with this AccessKey (env {ACCESS_KEY_ENV})",
-    )
-    parser.add_argument(
-        "--secret-key",
-        dest="secret_key",
-        default=None,
-        help=f"the AccessKey's SecretKey (env {SECRET_KEY_ENV}; prefer it: a flag shows in ps)",
+    add_env_option(parser, "--access-key", ACCESS_KEY_ENV, "sign requests with this AccessKey (env {env})")
+    add_env_option(
+        parser, "--secret-key", SECRET_KEY_ENV, "the AccessKey's SecretKey (env {env}; prefer it: a flag shows in ps)"
     )
 
 
 def credentials(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
     """The flags, else the environment variables; (None, None) when neither is set."""
     env = os.environ if env is None else env
-    access_key = getattr(args, "access_key", None) or env.get(ACCESS_KEY_ENV) or None
-    secret_key = getattr(args, "secret_key", None) or env.get(SECRET_KEY_ENV) or None
-    return access_key, secret_key
+    return option_or_env(args, "access_key", ACCESS_KEY_ENV, env), option_or_env(
+        args, "secret_key", SECRET_KEY_ENV, env
+    )
