@@ -84,6 +84,6 @@ def add_credential_options(parser: argparse.ArgumentParser) -> None:
 def credentials(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
     """The flags, else the environment variables; (None, None) when neither is set."""
     env = os.environ if env is None else env
-    return option_or_env(args, "access_key", ACCESS_KEY_ENV, env), option_or_env(
-        args, "secret_key", SECRET_KEY_ENV, env
-    )
+    access_key = option_or_env(args, "access_key", ACCESS_KEY_ENV, env)
+    secret_key = option_or_env(args, "secret_key", SECRET_KEY_ENV, env)
+    return access_key, secret_key
