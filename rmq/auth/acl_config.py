@@ -32,7 +32,9 @@ from typing import Any, Final
 import yaml
 
 from rmq.auth.address import AddressPattern, AddressPatternError, compile_pattern
-from rmq.auth.signing import SigningKey
+from rmq.auth.cache import BoundedCache
+from rmq.auth.decision import Decision
+from rmq.auth.signing import SigningKey, SigningOrder
 from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = [
@@ -81,6 +83,13 @@ K_DEFAULT_TOPIC: Final = "defaultTopicPerm"
 K_DEFAULT_GROUP: Final = "defaultGroupPerm"
 K_TOPIC_PERMS: Final = "topicPerms"
 K_GROUP_PERMS: Final = "groupPerms"
+
+# Memo bounds (rmq.auth.cache): peer hosts per white list, verdicts per account.
+HOST_MEMO: Final = 1024
+DECISION_MEMO: Final = 4096
+
+#: (request code, the needed resources and perms in insertion order) -> verdict
+DecisionKey = tuple[int, tuple[tuple[str, int], ...]]
 
 
 def parse_perm(text: str | None) -> int:
@@ -140,9 +149,27 @@ class Account:
     path: str
     # the secret's HMAC states, made once per load (signing.SigningKey)
     signing_key: SigningKey = field(init=False, repr=False, compare=False)
+    # Memos of what permissions.validate derives from this account's fields alone: they
+    # go with the account when a reload, a code 50-53 write or a new secret replaces it.
+    white_hosts: BoundedCache[str, bool] = field(init=False, repr=False, compare=False)
+    # steps 7-11 of spec 2.5 (the signature is checked on every request, before)
+    decisions: BoundedCache[DecisionKey, Decision] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "signing_key", SigningKey(self.secret_key))
+        object.__setattr__(self, "white_hosts", BoundedCache(HOST_MEMO))
+        object.__setattr__(self, "decisions", BoundedCache(DECISION_MEMO))
+
+    def is_white(self, host: str) -> bool:
+        """``whiteRemoteAddress`` covers ``host`` (a range pattern is a regex match and
+        int parsing: worth remembering per peer)."""
+        pattern = self.white_remote_address
+        if pattern.kind == "blank":  # most accounts
+            return False
+        hit = self.white_hosts.get(host)
+        if hit is None:
+            hit = self.white_hosts.put(host, pattern.matches(host))
+        return hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +196,12 @@ class AclSet:
     fingerprint: str = ""
     warnings: tuple[str, ...] = ()
     default_file: str | None = None
+    # Memos for the request checks, new with every set (rmq.auth.cache): the signing
+    # order of each ext key tuple, and which peer hosts the global white list covers.
+    signing_order: SigningOrder = field(default_factory=SigningOrder, init=False, repr=False, compare=False)
+    white_hosts: BoundedCache[str, bool] = field(
+        default_factory=lambda: BoundedCache(HOST_MEMO), init=False, repr=False, compare=False
+    )
 
     def account(self, access_key: str) -> Account | None:
         return self.accounts.get(access_key)
@@ -179,10 +212,12 @@ class AclSet:
         return None if acc is None else acc.path
 
     def is_globally_white(self, host: str) -> bool:
-        for pattern in self.global_white:
-            if pattern.matches(host):
-                return True
-        return False
+        if not self.global_white:
+            return False
+        hit = self.white_hosts.get(host)
+        if hit is None:
+            hit = self.white_hosts.put(host, any(pattern.matches(host) for pattern in self.global_white))
+        return hit
 
     def data_versions(self) -> dict[str, DataVersion | None]:
         """path -> dataVersion for code 52's ``allAclFileVersion``."""

@@ -52,6 +52,9 @@ OPEN_CODES: Final = frozenset(
 )
 
 
+_OPEN: Final = Allowed("no_resource")
+
+
 def is_open(code: int) -> bool:
     return code in OPEN_CODES
 
@@ -63,14 +66,14 @@ def validate_namesrv(
     cluster credential's; ``peer`` is unused (no white list here) but kept so that this
     has the broker rule's shape (``permissions.validate``). Never raises."""
     if code in OPEN_CODES:
-        return Allowed("no_resource")
+        return _OPEN
     access_key = None if ext is None else ext.get(ACCESS_KEY)
     if access_key is None:
         return Denied("no_access_key", "No accessKey is configured", _VALIDATE.format(664))
     account = acl.account(access_key)
     if account is None:
         return Denied("unknown_access_key", f"No acl config for {access_key}", _VALIDATE.format(668), access_key)
-    if not verify(ext, body, account.signing_key, version):
+    if not verify(ext, body, account.signing_key, version, acl.signing_order):
         return Denied(
             "signature", f"Check signature failed for accessKey={access_key}", _VALIDATE.format(684), access_key
         )

@@ -20,11 +20,11 @@ Where rmq is stricter than 4.9.8, on purpose (issue 12):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from rmq.auth.acl_config import ANY, DENY, PUB, SUB, Account, AclSet
 from rmq.auth.address import normalize_peer
+from rmq.auth.decision import Allowed, Decision, Denied
 from rmq.auth.signing import ACCESS_KEY, verify
 from rmq.common.mixall import RETRY_GROUP_TOPIC_PREFIX, TRACE_TOPIC
 from rmq.protocol.bodies import HeartbeatData
@@ -196,27 +196,12 @@ def _java_hashmap_order(resources: Mapping[str, int]) -> list[str]:
 
 
 # =========================================================================== validate
-Reason = Literal["parse", "no_access_key", "unknown_access_key", "signature", "admin", "permission"]
-AllowedBy = Literal["global_white", "account_white", "trace_topic", "no_resource", "admin", "permission"]
 
 
-@dataclass(frozen=True, slots=True)
-class Allowed:
-    by: AllowedBy
-    access_key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Denied:
-    """A refusal: 4.9.8's exception message and first stack frame, plus a metric label."""
-
-    reason: Reason
-    message: str | None
-    frame: str
-    access_key: str | None = None
-
-
-Decision = Allowed | Denied
+_GLOBAL_WHITE: Final = Allowed("global_white")
+# A verdict for resources longer than this is not remembered (a client's huge topic names
+# must not stay pinned in an account's memo).
+_MAX_MEMO_RESOURCE_CHARS: Final = 1024
 
 
 def validate(
@@ -232,6 +217,12 @@ def validate(
 
     ``peer`` is the remote host without port (``address.peer_host`` cuts a Java-style
     ``host:port``); ``version`` is the request header's version (for ``_UNIQUE_KEY_QUERY``).
+
+    Every request's signature is checked. What follows it (steps 7-11) depends only on
+    the account, the code and the resources, and is remembered on the account
+    (``Account.decisions``); the white lists are remembered per peer host. Those memos
+    die with the account / set they belong to, so a reload or a code 50-53 write is in
+    force from the next request.
     """
     try:
         needed = required_resources(code, ext, body, heartbeat)
@@ -240,22 +231,33 @@ def validate(
 
     host = normalize_peer(peer) if ":" in peer else peer
     if acl.is_globally_white(host):  # 1
-        return Allowed("global_white")
+        return _GLOBAL_WHITE
 
     access_key = None if ext is None else ext.get(ACCESS_KEY)
     if access_key is None:  # 2
         return Denied("no_access_key", "No accessKey is configured", _VALIDATE.format(664))
-    account = acl.account(access_key)
+    account = acl.accounts.get(access_key)
     if account is None:  # 3 (4: an account missing behind a known key cannot happen here)
         return Denied("unknown_access_key", f"No acl config for {access_key}", _VALIDATE.format(668), access_key)
-    if account.white_remote_address.matches(host):  # 5
+    if account.is_white(host):  # 5
         return Allowed("account_white", access_key)
-    if not verify(ext, body, account.signing_key, version):  # 6
+    if not verify(ext, body, account.signing_key, version, acl.signing_order):  # 6
         return Denied(
             "signature", f"Check signature failed for accessKey={access_key}", _VALIDATE.format(684), access_key
         )
+    key = (code, tuple(needed.items()))
+    decision = account.decisions.get(key)
+    if decision is None:
+        decision = _decide(account, code, needed)
+        if sum(map(len, needed)) <= _MAX_MEMO_RESOURCE_CHARS:
+            account.decisions.put(key, decision)
+    return decision
+
+
+def _decide(account: Account, code: int, needed: Mapping[str, int]) -> Decision:
+    """Steps 7-11 of spec 2.5, for a request whose signature is good."""
     if needed.get(TRACE_TOPIC) == PUB:  # 7: message trace is always allowed to write
-        return Allowed("trace_topic", access_key)
+        return Allowed("trace_topic", account.access_key)
     return _check_perm(account, code, needed)
 
 

@@ -11,7 +11,8 @@ import argparse
 import os
 from collections.abc import Mapping
 
-from rmq.auth.signing import SigningError, sign_request
+from rmq.auth.signing import SigningError, SigningKey, SigningOrder, sign_request
+from rmq.client.cli_options import add_env_option, option_or_env
 from rmq.protocol.frame import RemotingCommand
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
 class AclClientRPCHook:
     """A ``RemotingClient`` request hook that signs with one AccessKey / SecretKey pair."""
 
-    __slots__ = ("access_key", "_secret_key", "security_token")
+    __slots__ = ("access_key", "_key", "_order", "security_token")
 
     def __init__(self, access_key: str, secret_key: str, security_token: str | None = None) -> None:
         if not access_key:
@@ -39,7 +40,10 @@ class AclClientRPCHook:
                 "[10015:signature-failed] unable to calculate a request signature. error=empty secret key"
             )
         self.access_key = access_key
-        self._secret_key = secret_key  # never in repr or logs
+        # Every request is signed: the HMAC key states are made once and each header
+        # class's key order is sorted once (rmq.auth.signing). Never in repr or logs.
+        self._key = SigningKey(secret_key)
+        self._order = SigningOrder()
         self.security_token = security_token
 
     def __repr__(self) -> str:
@@ -48,7 +52,9 @@ class AclClientRPCHook:
     def __call__(self, addr: str, cmd: RemotingCommand) -> None:
         # A new dict: callers may reuse an ext map (a retried request, a cached header);
         # sign_request also drops a stale Signature from a retry.
-        cmd.ext_fields = sign_request(cmd.ext_fields, cmd.body, self.access_key, self._secret_key, self.security_token)
+        cmd.ext_fields = sign_request(
+            cmd.ext_fields, cmd.body, self.access_key, self._key, self.security_token, order=self._order
+        )
 
 
 def signing_hook(access_key: str | None, secret_key: str | None) -> AclClientRPCHook | None:
@@ -69,23 +75,15 @@ SECRET_KEY_ENV = "RMQ_SECRET_KEY"
 
 def add_credential_options(parser: argparse.ArgumentParser) -> None:
     """``--access-key`` / ``--secret-key`` for ``rmq produce | consume | admin``."""
-    parser.add_argument(
-        "--access-key",
-        dest="access_key",
-        default=None,
-        help=f"sign requests with this AccessKey (env {ACCESS_KEY_ENV})",
-    )
-    parser.add_argument(
-        "--secret-key",
-        dest="secret_key",
-        default=None,
-        help=f"the AccessKey's SecretKey (env {SECRET_KEY_ENV}; prefer it: a flag shows in ps)",
+    add_env_option(parser, "--access-key", ACCESS_KEY_ENV, "sign requests with this AccessKey (env {env})")
+    add_env_option(
+        parser, "--secret-key", SECRET_KEY_ENV, "the AccessKey's SecretKey (env {env}; prefer it: a flag shows in ps)"
     )
 
 
 def credentials(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
     """The flags, else the environment variables; (None, None) when neither is set."""
     env = os.environ if env is None else env
-    access_key = getattr(args, "access_key", None) or env.get(ACCESS_KEY_ENV) or None
-    secret_key = getattr(args, "secret_key", None) or env.get(SECRET_KEY_ENV) or None
+    access_key = option_or_env(args, "access_key", ACCESS_KEY_ENV, env)
+    secret_key = option_or_env(args, "secret_key", SECRET_KEY_ENV, env)
     return access_key, secret_key

@@ -14,6 +14,7 @@ import argparse
 import os
 from collections.abc import Mapping
 
+from rmq.client.cli_options import add_env_option, option_or_env
 from rmq.client.errors import MQClientError
 from rmq.common.properties import PropertiesError
 from rmq.remoting.tls import TlsSettings, client_context, load_tls_settings
@@ -25,17 +26,19 @@ TLS_CONFIG_ENV = "RMQ_TLS_CONFIG"
 
 
 def add_tls_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    add_env_option(
+        parser,
         "--tls",
+        TLS_ENV,
+        "connect with TLS, trusting any server certificate unless --tls-config says otherwise (env {env}=1)",
         action="store_true",
-        default=None,
-        help=f"connect with TLS, trusting any server certificate unless --tls-config says otherwise (env {TLS_ENV}=1)",
     )
-    parser.add_argument(
+    add_env_option(
+        parser,
         "--tls-config",
-        default=None,
+        TLS_CONFIG_ENV,
+        "RocketMQ tls.properties with the tls.client.* keys; implies --tls (env {env})",
         metavar="FILE",
-        help=f"RocketMQ tls.properties with the tls.client.* keys; implies --tls (env {TLS_CONFIG_ENV})",
     )
 
 
@@ -44,7 +47,7 @@ def tls_options(args: argparse.Namespace, env: Mapping[str, str] | None = None) 
     ``MQClientError`` when the file, or a certificate it names, cannot be read or has a bad
     value (checked here: the tools report it as one line)."""
     env = os.environ if env is None else env
-    path = getattr(args, "tls_config", None) or env.get(TLS_CONFIG_ENV) or None
+    path = option_or_env(args, "tls_config", TLS_CONFIG_ENV, env)
     flag = getattr(args, "tls", None) or env.get(TLS_ENV, "").strip().lower() in ("1", "true", "yes")
     if path is None:
         return bool(flag), TlsSettings()

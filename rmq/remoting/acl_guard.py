@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 
 from rmq.auth.acl_config import AclConfigError, AclSet, acl_file_stamps, load_acl
 from rmq.auth.address import peer_host
+from rmq.auth.cache import BoundedCache
 from rmq.auth.credentials import Credential, with_cluster_account
 from rmq.auth.permissions import Allowed, Decision, Denied, denial_response, validate
 from rmq.protocol.codes import RemotingSysResponseCode
@@ -44,6 +45,8 @@ LOG_BURST = 20
 LOG_WINDOW_S = 10.0
 # Longest AccessKey (and twice that for a message quoting it) a refusal log line carries
 LOG_TEXT_MAX = 128
+# Peer "host:port" strings whose host part is remembered (one per live connection)
+PEER_MEMO = 4096
 
 
 def acl_home(rocketmq_home: str, env: Mapping[str, str] | None = None) -> str:
@@ -89,6 +92,8 @@ class AclGuard:
         # A refused oneway request gets no answer, but the dispatcher needs a non-None
         # verdict to drop it; this one is never sent.
         self._drop = RemotingCommand(RemotingSysResponseCode.SYSTEM_ERROR)
+        # A connection's address is the same for all its requests: its host is cut once.
+        self._hosts: BoundedCache[str, str] = BoundedCache(PEER_MEMO)
 
     @property
     def acl(self) -> AclSet:
@@ -101,9 +106,10 @@ class AclGuard:
         self._effective = with_cluster_account(acl, self._cluster)
 
     def __call__(self, remote_address: str, request: RemotingCommand) -> RemotingCommand | None:
-        decision = self._rule(
-            self._effective, request.code, request.ext_fields, request.body, request.version, peer_host(remote_address)
-        )
+        host = self._hosts.get(remote_address)
+        if host is None:
+            host = self._hosts.put(remote_address, peer_host(remote_address))
+        decision = self._rule(self._effective, request.code, request.ext_fields, request.body, request.version, host)
         if isinstance(decision, Allowed):
             return None
         self.failures[decision.reason] = self.failures.get(decision.reason, 0) + 1
