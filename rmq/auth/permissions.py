@@ -13,6 +13,8 @@ Where rmq is stricter than 4.9.8, on purpose (issue 12):
   ext field ``group`` the V1 header does not have, and so checked nothing;
 * the admin-only set adds the destructive codes 4.9.8 left to any valid signature:
   offset reset, the cleanups and the ACL management itself;
+* the POP codes (200050, 200051, 200053) need SUB on the topic and the group, as
+  RocketMQ 5's authorization does (4.9.8 has no POP);
 * ``_UNIQUE_KEY_QUERY`` is signed content except for clients of version <= 4.9.3
   (the 5.x rule; 4.9.8 always removed it and so refused 4.9.4+ clients).
 """
@@ -120,6 +122,15 @@ def _send(out: dict[str, int], topic: str | None, group: str | None) -> None:
         _add(out, topic, PUB)
 
 
+def _pop(out: dict[str, int], topic: str | None, group: str | None) -> None:
+    # RocketMQ 5 (POP headers' @RocketMQResource): SUB on the topic and on the group. An
+    # ack of a retried message names the group's POP retry topic (%RETRY%<g>_<t>), which
+    # belongs to the group: SUB on the group covers it, as it covers %RETRY%<g>.
+    if topic is not None and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        _add(out, topic, SUB)
+    _add(out, _retry(group), SUB)
+
+
 def _add(out: dict[str, int], resource: str | None, perm: int) -> None:
     if resource is not None:  # PlainAccessResource.addResourceAndPerm ignores null
         out[resource] = perm
@@ -156,6 +167,8 @@ def required_resources(
             _add(out, _retry(get("consumerGroup")), SUB)
         elif code == R.QUERY_MESSAGE:
             _add(out, get("topic"), SUB)
+        elif code == R.POP_MESSAGE or code == R.ACK_MESSAGE or code == R.CHANGE_MESSAGE_INVISIBLETIME:
+            _pop(out, get("topic"), get("consumerGroup"))
         elif code == R.HEART_BEAT:
             data = heartbeat if heartbeat is not None else HeartbeatData.from_json(body or b"")
             for consumer in data.consumer_data_set:  # producer data is not checked

@@ -21,11 +21,12 @@ from types import SimpleNamespace
 import pytest
 
 from rmq.auth.permissions import ACL_EXCEPTION
-from rmq.client import Message, MQBrokerError, Producer
+from rmq.client import Message, MQBrokerError, Producer, pop_api
 from rmq.client.acl import AclClientRPCHook
 from rmq.client.api import MQClientAPI
 from rmq.protocol.bodies import TopicConfig
 from rmq.protocol.codes import RemotingSysResponseCode, RequestCode, ResponseCode
+from rmq.protocol.pop import INIT_MODE_MIN, PROPERTY_POP_CK
 from rmq.remoting.client import RemotingClient
 from tests.harness import broker_process, start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, produce_and_consume, unique, wait_until
@@ -171,6 +172,28 @@ async def test_denied_group_pull_and_offset_commit_refused(cluster):
         await asyncio.sleep(0.3)
         q = await admin.query_offset("DeniedGroup", topic, 0)
         assert q.code != ResponseCode.SUCCESS or int((q.ext_fields or {}).get("offset", "-1")) < 1
+
+
+async def test_pop_needs_sub_on_topic_and_group(cluster):
+    """POP (RocketMQ 5's codes) is checked like a pull: a DENY topic or group is refused
+    with 4.9.8's remark and pops nothing; SUB on both pops."""
+    topic = unique("AclPop")
+    await create_topic(cluster, topic)
+    async with BrokerApi(cluster.broker, client=client(ADMIN)) as admin:
+        await admin.send_ok(topic, b"p", queue_id=0)
+    async with client(USER) as rc:
+        r = await pop_api.pop(rc, cluster.broker, "broker-acl", "DeniedGroup", topic, invisible_ms=30_000)
+        assert r.code == RemotingSysResponseCode.SYSTEM_ERROR and not r.messages
+        assert r.remark == remark("No default permission for group:DeniedGroup", CHECK_PERM.format(611))
+        r = await pop_api.pop(rc, cluster.broker, "broker-acl", unique("cg"), "DenyTopic", invisible_ms=30_000)
+        assert r.code == RemotingSysResponseCode.SYSTEM_ERROR and "DenyTopic" in (r.remark or ""), r.remark
+        group = unique("cg")
+        r = await pop_api.pop(
+            rc, cluster.broker, "broker-acl", group, topic, invisible_ms=30_000, poll_ms=2000, init_mode=INIT_MODE_MIN
+        )
+        assert r.code == ResponseCode.SUCCESS and [m.body for m in r.messages] == [b"p"], (r.code, r.remark)
+        a = await pop_api.ack(rc, cluster.broker, group, topic, r.messages[0].properties[PROPERTY_POP_CK])
+        assert a.code == ResponseCode.SUCCESS, a.remark
 
 
 async def test_non_admin_admin_request_refused(cluster):

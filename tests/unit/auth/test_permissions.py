@@ -146,6 +146,11 @@ HEARTBEAT = json.dumps(
         (R.CONSUMER_SEND_MSG_BACK, {"group": "G1", "offset": "1"}, None, {"%RETRY%G1": SUB}),
         (R.PULL_MESSAGE, {"topic": "T1", "consumerGroup": "G1"}, None, {"T1": SUB, "%RETRY%G1": SUB}),
         (R.LITE_PULL_MESSAGE, {"topic": "T1", "consumerGroup": "G1"}, None, {"T1": SUB, "%RETRY%G1": SUB}),
+        (R.POP_MESSAGE, {"topic": "T1", "consumerGroup": "G1"}, None, {"T1": SUB, "%RETRY%G1": SUB}),
+        (R.ACK_MESSAGE, {"topic": "T1", "consumerGroup": "G1"}, None, {"T1": SUB, "%RETRY%G1": SUB}),
+        (R.CHANGE_MESSAGE_INVISIBLETIME, {"topic": "T1", "consumerGroup": "G1"}, None, {"T1": SUB, "%RETRY%G1": SUB}),
+        # an ack of a retried message names the group's POP retry topic: the group covers it
+        (R.ACK_MESSAGE, {"topic": "%RETRY%G1_T1", "consumerGroup": "G1"}, None, {"%RETRY%G1": SUB}),
         (R.QUERY_MESSAGE, {"topic": "T1", "key": "k"}, None, {"T1": SUB}),
         (R.HEART_BEAT, {}, HEARTBEAT, {"%RETRY%groupC": SUB, "topicC": SUB}),
         (R.UNREGISTER_CLIENT, {"clientID": "c", "consumerGroup": "G1"}, None, {"%RETRY%G1": SUB}),
