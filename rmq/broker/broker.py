@@ -213,7 +213,8 @@ class Broker:
         send = SendMessageProcessor(
             bc, self.store, self.topics, self.subscriptions, self.stats, self.transactions.prepare, fence
         )
-        send.timer_hook = TimerHook(bc.timerWheelEnable, bc.timerMaxDelaySec, bc.timerPrecisionMs)
+        timer_hook = TimerHook(bc.timerWheelEnable, bc.timerMaxDelaySec, bc.timerPrecisionMs)
+        send.timer_hook = timer_hook
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, send.process)
         s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, send.consumer_send_msg_back)
@@ -235,9 +236,8 @@ class Broker:
         s.register_processor(RequestCode.HEART_BEAT, cl.heartbeat)
         s.register_processor(RequestCode.UNREGISTER_CLIENT, cl.unregister_client)
         s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, cl.check_client_config)
-        s.register_processor(
-            RequestCode.END_TRANSACTION, EndTransactionProcessor(sc, self.store, self.transactions, fence).process
-        )
+        end_tx = EndTransactionProcessor(sc, self.store, self.transactions, fence, timer_hook)
+        s.register_processor(RequestCode.END_TRANSACTION, end_tx.process)
         if cr is not None:
             s.register_processor(RequestCode.RMQ_FAILSAFE_CHECK, FailsafeCheckProcessor(cr).process)
             s.register_processor(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, RoleChangeNoticeProcessor(cr.kick).process)

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from rmq.broker.timer import TIMER_TOPIC
-from rmq.protocol.codes import PullSysFlag, ResponseCode
-from rmq.protocol.message import MessageExt, decode_records
+from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from rmq.protocol.headers import EndTransactionRequestHeader
+from rmq.protocol.message import MessageExt, SysFlag, decode_message_id, decode_records
 from tests.harness import start_broker, start_namesrv
 from tests.integration.broker_util import BrokerApi, props, restart_broker, uniq_key, unique, wait_until
 from tests.integration.rigs import ns_and_broker
@@ -208,3 +209,31 @@ async def test_records_sent_to_the_timer_topic_itself_do_not_stall_it(cluster):
         top = await api.max_offset(TIMER_TOPIC, 0)
         await asyncio.sleep(1.5)
         assert await api.max_offset(TIMER_TOPIC, 0) == top
+
+
+async def test_committed_transaction_with_a_delivery_time_waits_for_it(cluster):
+    """RocketMQ 5's put hook sees the commit: a transactional message with TIMER_DELAY_SEC
+    is held after its commit until its time, then delivered once, as a COMMIT record."""
+    group = unique("TimerTxPG")
+    async with _fresh_topic(cluster, "TimerTx") as (api, topic):
+        uk = uniq_key()
+        r = await api.send(
+            topic,
+            b"tx-later",
+            group=group,
+            sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE,
+            properties=props(uniq=uk, wait="true", TRAN_MSG="true", PGROUP=group, TIMER_DELAY_SEC="2"),
+        )
+        assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+        _, _, phy = decode_message_id(r.ext_fields["msgId"])
+        t0 = time.time()
+        h = EndTransactionRequestHeader(
+            group, int(r.ext_fields["queueOffset"]), phy, SysFlag.TRANSACTION_COMMIT_TYPE, uk, None, False, uk
+        )
+        done = await api.call(RequestCode.END_TRANSACTION, h.to_ext_fields())
+        assert done.code == ResponseCode.SUCCESS, done.remark
+        assert await _visible(api, topic) == [], "held by the timer, not visible at the commit"
+        m, seen = await _wait_for(api, topic, uk, 2 + DEADLINE)
+        assert seen - t0 >= 2 - 0.05
+        assert m.body == b"tx-later" and SysFlag.transaction_value(m.sys_flag) == SysFlag.TRANSACTION_COMMIT_TYPE
+        assert [x.properties["UNIQ_KEY"] for x in await _visible(api, topic)] == [uk]

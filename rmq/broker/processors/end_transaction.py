@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.master_lease import UNFENCED, WriteFence
 from rmq.broker.processors.decode import with_header
-from rmq.broker.reput import answer_put
+from rmq.broker.reput import answer_put, stored_properties_string
 from rmq.broker.seams import HalfMessages, StoreWriter
+from rmq.broker.timer import TimerIllegal
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import EndTransactionRequestHeader
-from rmq.protocol.message import SysFlag
+from rmq.protocol.message import MessageExtBrokerInner, SysFlag
 from rmq.store.config import BrokerRole, MessageStoreConfig
 from rmq.store.results import PutMessageStatus
 
@@ -27,6 +28,9 @@ class EndTransactionProcessor:
     store: StoreWriter
     transactions: HalfMessages
     fence: WriteFence = UNFENCED  # commit and rollback both store (the message, the op)
+    # A committed message with a delivery time is a timer message (RocketMQ 5's put hook
+    # sees the commit, not the half message).
+    timer_hook: Callable[[MessageExtBrokerInner], None] | None = None
 
     @with_header(EndTransactionRequestHeader)
     def process(
@@ -68,6 +72,15 @@ class EndTransactionProcessor:
             )
             return request.create_response(ResponseCode.SUCCESS)
         final = tx.end_message_transaction(half, h.commit_log_offset)
+        if self.timer_hook is not None:
+            try:
+                self.timer_hook(final)
+            except TimerIllegal as e:
+                # as RocketMQ 5: the commit's put is refused; the half message stays for a check
+                log.warning("END_TRANSACTION for %s refused: %s", h.msg_id, e)
+                return request.create_response(e.response_code, str(e))
+            if final.properties_string is None:
+                final.properties_string = stored_properties_string(final.properties)
         result, waiter = self.store.put_nowait(final)
 
         def answer(status: PutMessageStatus) -> RemotingCommand:
