@@ -994,6 +994,30 @@ class ConsumeStatsList:
         head = '{"brokerAddr":' + fastjson.dumps(self.broker_addr).decode()
         return (head + ',"consumeStatsList":[' + groups + '],"totalDiff":' + str(self.total_diff) + "}").encode()
 
+    @classmethod
+    def from_json(cls, data: Text | None) -> ConsumeStatsList:
+        """Each ConsumeStats holds an object-keyed map no JSON parser reads, so the list
+        is walked by its delimiters and each ConsumeStats read on its own."""
+        text = bytes(data or b"{}").decode("utf-8", "replace") if not isinstance(data, str) else data
+        out = cls()
+        try:
+            for key, start, end in fastjson.object_members(text):
+                if key == "brokerAddr":
+                    out.broker_addr = str(fastjson.loads(text[start:end]))
+                elif key == "totalDiff":
+                    out.total_diff = LONG.read(fastjson.loads(text[start:end]), "field totalDiff")
+                elif key == "consumeStatsList" and text[start:end] != "null":
+                    for g_start, g_end in fastjson.array_elements(text, start):
+                        one = text[g_start:g_end]
+                        for group, s_start, _ in fastjson.object_members(one):
+                            per_topic = [
+                                ConsumeStats.from_json(one[a:b]) for a, b in fastjson.array_elements(one, s_start)
+                            ]
+                            out.groups.append((str(group), per_topic))
+        except FastjsonError as e:
+            raise ProtocolError(f"malformed ConsumeStatsList: {e}") from None
+        return out
+
 
 def read_double(v: Any, what: str) -> float:
     """A Java double: a JSON number, or a numeric string (fastjson parses those into

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from rmq.broker.processors.stats import BrokerStatsProcessor
 from rmq.broker.stats import (
     BROKER_GET_NUMS,
@@ -23,8 +25,9 @@ from rmq.broker.stats import (
     BrokerStatsManager,
     StatsSamplingService,
 )
-from rmq.protocol.bodies import BrokerStatsData
+from rmq.protocol.bodies import BrokerStatsData, ConsumeStats, ConsumeStatsList, MessageQueue, OffsetWrapper
 from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.errors import ProtocolError
 from rmq.protocol.frame import RemotingCommand
 from rmq.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 
@@ -163,3 +166,14 @@ def test_sampling_service_samples_at_start_then_at_a_fixed_rate():
         assert calls[4:] == [MINUTE, HOUR]
 
     asyncio.run(run())
+
+
+def test_consume_stats_list_reads_what_the_broker_writes():
+    cs = ConsumeStats([(MessageQueue("T", "b", q), OffsetWrapper(10, 4 + q, 7)) for q in range(2)], 1.5)
+    written = ConsumeStatsList("1.2.3.4:10911", [("G1", [cs, cs]), ("G2", [])], 11)
+    back = ConsumeStatsList.from_json(written.to_json())
+    assert (back.broker_addr, back.total_diff) == ("1.2.3.4:10911", 11)
+    assert [(g, len(s)) for g, s in back.groups] == [("G1", 2), ("G2", 0)]
+    assert back.groups[0][1][1].offset_table == cs.offset_table and back.groups[0][1][0].consume_tps == 1.5
+    with pytest.raises(ProtocolError, match="malformed ConsumeStatsList"):
+        ConsumeStatsList.from_json(b'{"consumeStatsList":[{"G":[}')
