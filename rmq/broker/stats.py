@@ -243,6 +243,41 @@ class BrokerStatsManager:
                     item = items[key] = StatsItem()
                 item.sample(window, now, times, value)
 
+    # ---- deletions (BrokerStatsManager.onTopicDeleted / onGroupDeleted): the counters go
+    # too, since an item exists while its counter does
+    def on_topic_deleted(self, topic: str) -> None:
+        st = self.stats
+        st.put_by_topic.pop(topic, None)
+        self._drop(lambda key: key[1] == topic, lambda key: key[0] == topic)
+        for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+            self._items[name].pop(topic, None)
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
+            self._drop_items(name, lambda k: k.startswith(f"{topic}@"))
+        self._drop_items(GROUP_GET_LATENCY, lambda k: f"@{topic}@" in k)
+
+    def on_group_deleted(self, group: str) -> None:
+        self._drop(lambda key: key[0] == group, lambda key: key[1] == group)
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY):
+            self._drop_items(name, lambda k: k.endswith(f"@{group}"))
+
+    def _drop(
+        self, get_key: Callable[[tuple[str, str]], bool], send_back_key: Callable[[tuple[str, str]], bool]
+    ) -> None:
+        """Counters keyed (group, topic[, queue]) matching ``get_key`` on their first two,
+        send-backs keyed (topic, group) matching ``send_back_key``."""
+        st = self.stats
+        for k in [k for k in st.get_by_group_topic if get_key(k)]:
+            del st.get_by_group_topic[k]
+        for q in [q for q in st.get_latency if get_key((q[0], q[1]))]:
+            del st.get_latency[q]
+        for b in [b for b in st.send_backs if send_back_key(b)]:
+            del st.send_backs[b]
+
+    def _drop_items(self, name: str, match: Callable[[str], bool]) -> None:
+        items = self._items[name]
+        for k in [k for k in items if match(k)]:
+            del items[k]
+
     # ---- reading
     def get_stats_item(self, name: str, key: str) -> StatsItem | None:
         """The item, or None when 4.9.8 has none (an unknown name, or a key never added to)."""

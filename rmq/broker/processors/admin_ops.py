@@ -128,6 +128,7 @@ class AdminOpsProcessor:
         log.info("deleteTopic %s called by %s", topic, conn.remote_address)
         existed = self.topics.delete_topic_config(topic)
         self.offsets.remove_topic(topic)
+        self.stats_items.on_topic_deleted(topic)
         store, metadata = self.store, self.metadata
 
         async def deleted() -> RemotingCommand:
@@ -283,6 +284,7 @@ class AdminOpsProcessor:
         if h.remove_offset or h.clean_offset:
             self.offsets.remove_group(h.group_name)
             log.info("offsets of group %s removed", h.group_name)
+        self.stats_items.on_group_deleted(h.group_name)
         return _ok(request)
 
     # ------------------------------------------------------------------ broker config

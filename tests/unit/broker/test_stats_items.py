@@ -177,3 +177,25 @@ def test_consume_stats_list_reads_what_the_broker_writes():
     assert back.groups[0][1][1].offset_table == cs.offset_table and back.groups[0][1][0].consume_tps == 1.5
     with pytest.raises(ProtocolError, match="malformed ConsumeStatsList"):
         ConsumeStatsList.from_json(b'{"consumeStatsList":[{"G":[}')
+
+
+def test_deleting_a_topic_or_a_group_drops_its_items_and_counters():
+    stats = BrokerStats()
+    m = BrokerStatsManager(stats, "C", Clock())
+    for topic in ("T", "U"):
+        _put(stats, topic, 1, 10)
+        for group in ("G", "H"):
+            _get(stats, group, topic, 0, 1, 10, 1)
+            stats.on_send_back(group, topic)
+    m.sample(MINUTE)
+    m.on_topic_deleted("T")
+    assert m.get_stats_item(TOPIC_PUT_NUMS, "T") is None and m.get_stats_item(TOPIC_PUT_NUMS, "U") is not None
+    for name, key in ((GROUP_GET_NUMS, "T@G"), (SNDBCK_PUT_NUMS, "T@H"), (GROUP_GET_LATENCY, "0@T@G")):
+        assert m.get_stats_item(name, key) is None, (name, key)
+    assert m.get_stats_item(GROUP_GET_NUMS, "U@G") is not None
+    m.on_group_deleted("G")
+    for name, key in ((GROUP_GET_NUMS, "U@G"), (GROUP_GET_SIZE, "U@G"), (SNDBCK_PUT_NUMS, "U@G")):
+        assert m.get_stats_item(name, key) is None, (name, key)
+    assert m.get_stats_item(GROUP_GET_LATENCY, "0@U@G") is None
+    assert m.get_stats_item(GROUP_GET_NUMS, "U@H") is not None and m.get_stats_item(GROUP_GET_LATENCY, "0@U@H")
+    assert set(stats.get_by_group_topic) == {("H", "U")} and set(stats.send_backs) == {("U", "H")}
