@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, TypeVar
 
@@ -24,15 +24,16 @@ from rmq.client.acl import signing_hook
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQBrokerError
-from rmq.common import fastjson
 from rmq.common.context import ClosingContext
 from rmq.common.mixall import MASTER_ID, retry_topic
 from rmq.protocol.bodies import (
     BrokerData,
+    BrokerStatsData,
     ClusterInfo,
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    ConsumeStatsList,
     MessageQueue,
     ProducerConnection,
     ProducerTableInfo,
@@ -56,6 +57,7 @@ from rmq.protocol.headers import (
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     QueryConsumeQueueRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from rmq.protocol.message import MessageExt, decode_message_id
 from rmq.protocol.running_info import (
@@ -74,10 +76,8 @@ __all__ = [
     "DEFAULT_NAMESRV",
     "DEFAULT_TIMEOUT_MS",
     "NAMESPACE_ORDER_TOPIC_CONFIG",
-    "ConsumeStatsList",
     "select_broker_addr",
     "route_brokers",
-    "consume_stats_list_from_json",
 ]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -110,55 +110,6 @@ class TopicOffset:
             )
         except (TypeError, ValueError) as e:
             raise ProtocolError(f"bad TopicOffset: {e}") from None
-
-
-@dataclass(slots=True)
-class ConsumeStatsList:
-    """GET_BROKER_CONSUME_STATS (317) as read: (group, its ConsumeStats per topic)."""
-
-    broker_addr: str = ""
-    groups: list[tuple[str, list[ConsumeStats]]] = field(default_factory=list)
-    total_diff: int = 0
-
-
-def consume_stats_list_from_json(data: bytes | None) -> ConsumeStatsList:
-    """``{"brokerAddr":..,"consumeStatsList":[{group:[<ConsumeStats>,..]},..],"totalDiff":n}``:
-    each ConsumeStats holds an object-keyed map no JSON parser reads, so the list is walked
-    by its delimiters and each ConsumeStats read on its own."""
-    text = (data or b"{}").decode("utf-8", "replace")
-    out = ConsumeStatsList()
-    try:
-        for key, _, start, end in fastjson._top_level(text):
-            if key == "brokerAddr":
-                out.broker_addr = str(fastjson.loads(text[start:end]))
-            elif key == "totalDiff":
-                out.total_diff = int(text[start:end])
-            elif key == "consumeStatsList" and text[start:end] != "null":
-                for g_start, g_end in _elements(text, start):
-                    for group, _, s_start, _s_end in fastjson._top_level(text[g_start:g_end]):
-                        per_topic = [
-                            ConsumeStats.from_json(text[g_start + a : g_start + b])
-                            for a, b in _elements(text[g_start:g_end], s_start)
-                        ]
-                        out.groups.append((str(group), per_topic))
-    except (fastjson.FastjsonError, ValueError) as e:
-        raise ProtocolError(f"malformed ConsumeStatsList: {e}") from None
-    return out
-
-
-def _elements(text: str, start: int) -> list[tuple[int, int]]:
-    """(start, end) of each element of the JSON array at ``text[start]``."""
-    i = fastjson._expect(text, start, "[")
-    spans: list[tuple[int, int]] = []
-    while True:
-        i = fastjson._skip_ws(text, i)
-        if i < len(text) and text[i] == "]":
-            return spans
-        if spans:
-            i = fastjson._skip_ws(text, fastjson._expect(text, i, ","))
-        end = fastjson._value_end(text, i)
-        spans.append((i, end))
-        i = end
 
 
 class MQAdmin(ClosingContext):
@@ -316,7 +267,13 @@ class MQAdmin(ClosingContext):
     async def broker_consume_stats(self, addr: str, is_order: bool = False) -> ConsumeStatsList:
         """GET_BROKER_CONSUME_STATS (317): every subscription group's stats per topic."""
         ext = GetConsumeStatsInBrokerHeader(is_order).to_ext_fields()
-        return consume_stats_list_from_json((await self.call(addr, RequestCode.GET_BROKER_CONSUME_STATS, ext)).body)
+        return ConsumeStatsList.from_json((await self.call(addr, RequestCode.GET_BROKER_CONSUME_STATS, ext)).body)
+
+    async def view_broker_stats_data(self, addr: str, stats_name: str, stats_key: str) -> BrokerStatsData:
+        """VIEW_BROKER_STATS_DATA (315): one stats item of the broker (TOPIC_PUT_NUMS of a
+        topic, GROUP_GET_NUMS of ``topic@group`` ...) over the last minute, hour and day."""
+        ext = ViewBrokerStatsDataRequestHeader(stats_name, stats_key).to_ext_fields()
+        return BrokerStatsData.from_json((await self.call(addr, RequestCode.VIEW_BROKER_STATS_DATA, ext)).body or b"{}")
 
     async def all_producer_info(self, addr: str) -> ProducerTableInfo:
         """GET_ALL_PRODUCER_INFO (328): the broker's online producers by group."""

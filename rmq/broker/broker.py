@@ -35,6 +35,7 @@ from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query import QueryMessageProcessor
 from rmq.broker.processors.role_notice import RoleChangeNoticeProcessor
 from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.processors.stats import BrokerStatsProcessor
 from rmq.broker.processors.store_admin import StoreAdminProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
 from rmq.broker.registration import BrokerRegistration
@@ -42,7 +43,7 @@ from rmq.broker.roles import RoleServices
 from rmq.broker.runtime_info import BrokerRuntimeInfo, stats_sampler
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize, SlaveSyncService
-from rmq.broker.stats import BrokerStats
+from rmq.broker.stats import BrokerStats, BrokerStatsManager
 from rmq.broker.subscriptions import SubscriptionGroupManager
 from rmq.broker.timer import TIMER_TOPIC, TimerHook, TimerMessageService, timer_topic_config
 from rmq.broker.topics import TopicConfigManager
@@ -82,6 +83,8 @@ class Broker:
         # ---- metadata and clients
         self.stats = BrokerStats()
         self.sampler = stats_sampler(self.stats)
+        # VIEW_BROKER_STATS_DATA's items over the same counters (sampled on its own loop)
+        self.stats_items = BrokerStatsManager(self.stats, bc.brokerClusterName)
         self.topics = TopicConfigManager(
             cfg_dir,
             bc.brokerClusterName,
@@ -177,7 +180,7 @@ class Broker:
             self.subscriptions,
             self.consumers,
             self.producers,
-            self.stats,
+            self.stats_items,
             self.metadata,
             self.registration,
             config_path,
@@ -189,7 +192,6 @@ class Broker:
 
         def tick() -> None:
             self.sampler.tick()
-            self.admin_ops.tick()
 
         def scan_channels() -> None:
             self.consumers.scan_not_active()
@@ -200,6 +202,7 @@ class Broker:
             PeriodicService("persist", bc.flushConsumerOffsetInterval / 1000, self.metadata.persist_metadata, log),
             PeriodicService("scan-channels", 10, scan_channels, log),
             PeriodicService("tps", 1, tick, log),
+            self.stats_items.service,
         ]
         self._stopping = False
 
@@ -289,6 +292,7 @@ class Broker:
             (RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, sa.get_system_topic_list),
             (RequestCode.QUERY_CONSUME_QUEUE, sa.query_consume_queue),
             (RequestCode.GET_ALL_PRODUCER_INFO, ops.get_all_producer_info),
+            (RequestCode.VIEW_BROKER_STATS_DATA, BrokerStatsProcessor(self.stats_items).view_broker_stats_data),
         ):
             s.register_processor(code, fn)
         calls = ConsumerCallProcessor(bc.brokerName, self.store, self.consumers)

@@ -39,6 +39,8 @@ __all__ = [
     "dumps_object_keyed_map",
     "loads_object_keyed_map",
     "split_object_keyed_map",
+    "object_members",
+    "array_elements",
     "type_name",
 ]
 
@@ -378,6 +380,29 @@ def split_object_keyed_map(data: Text, field: str) -> tuple[dict[str, Any], list
             others.append(key_text + ":" + text[start:end])
     props = loads("{" + ",".join(others) + "}")
     return props, entries
+
+
+def object_members(text: str) -> Iterator[tuple[Any, int, int]]:
+    """(key, value start, value end) of each property of the object in ``text``. The
+    values are only delimited, not parsed: one may hold what no JSON parser reads (an
+    object-keyed map deeper inside), for the caller to read with the functions above."""
+    for key, _, start, end in _top_level(text):
+        yield key, start, end
+
+
+def array_elements(text: str, start: int) -> list[tuple[int, int]]:
+    """(start, end) of each element of the array at ``text[start]``, only delimited."""
+    i = _expect(text, start, "[")
+    spans: list[tuple[int, int]] = []
+    while True:
+        i = _skip_ws(text, i)
+        if i < len(text) and text[i] == "]":
+            return spans
+        if spans:
+            i = _skip_ws(text, _expect(text, i, ","))
+        end = _value_end(text, i)
+        spans.append((i, end))
+        i = end
 
 
 def _top_level(text: str) -> Iterator[tuple[Any, str, int, int]]:

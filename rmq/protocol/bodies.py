@@ -43,6 +43,7 @@ from rmq.protocol.message import java_hash
 __all__ = [
     # the dialect, raising ProtocolError
     "loads_fastjson",
+    "read_double",
     "dumps_fastjson",
     "loads_object_keyed_map",
     "dumps_object_keyed_map",
@@ -90,6 +91,8 @@ __all__ = [
     "OffsetWrapper",
     "ConsumeStats",
     "ConsumeStatsList",
+    "BrokerStatsData",
+    "BrokerStatsItem",
     "ConsumeQueueData",
     "ProducerInfo",
     "ProducerTableInfo",
@@ -990,6 +993,97 @@ class ConsumeStatsList:
         )
         head = '{"brokerAddr":' + fastjson.dumps(self.broker_addr).decode()
         return (head + ',"consumeStatsList":[' + groups + '],"totalDiff":' + str(self.total_diff) + "}").encode()
+
+    @classmethod
+    def from_json(cls, data: Text | None) -> ConsumeStatsList:
+        """Each ConsumeStats holds an object-keyed map no JSON parser reads, so the list
+        is walked by its delimiters and each ConsumeStats read on its own."""
+        text = bytes(data or b"{}").decode("utf-8", "replace") if not isinstance(data, str) else data
+        out = cls()
+        try:
+            for key, start, end in fastjson.object_members(text):
+                if key == "brokerAddr":
+                    out.broker_addr = str(fastjson.loads(text[start:end]))
+                elif key == "totalDiff":
+                    out.total_diff = LONG.read(fastjson.loads(text[start:end]), "field totalDiff")
+                elif key == "consumeStatsList" and text[start:end] != "null":
+                    for g_start, g_end in fastjson.array_elements(text, start):
+                        one = text[g_start:g_end]
+                        for group, s_start, _ in fastjson.object_members(one):
+                            per_topic = [
+                                ConsumeStats.from_json(one[a:b]) for a, b in fastjson.array_elements(one, s_start)
+                            ]
+                            out.groups.append((str(group), per_topic))
+        except FastjsonError as e:
+            raise ProtocolError(f"malformed ConsumeStatsList: {e}") from None
+        return out
+
+
+def read_double(v: Any, what: str) -> float:
+    """A Java double: a JSON number, or a numeric string (fastjson parses those into
+    double fields too)."""
+    if not isinstance(v, bool):
+        if isinstance(v, (int, float)):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                pass
+    raise ProtocolError(f"{what} is {type_name(v)}, not a number")
+
+
+@dataclass(slots=True)
+class BrokerStatsItem:
+    """``BrokerStatsItem``: one window of a stats item (StatsSnapshot's sum, tps, avgpt)."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+    def to_text(self) -> str:
+        # fastjson's order (alphabetical); doubles as Java prints them
+        return f'{{"avgpt":{java_double(self.avgpt)},"sum":{self.sum},"tps":{java_double(self.tps)}}}'
+
+    @classmethod
+    def from_obj(cls, obj: Any, what: str) -> BrokerStatsItem:
+        if obj is None:
+            return cls()
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"{what} is {type_name(obj)}, not an object")
+        return cls(
+            LONG.read(obj.get("sum", 0), f"{what}.sum"),
+            read_double(obj.get("tps", 0), f"{what}.tps"),
+            read_double(obj.get("avgpt", 0), f"{what}.avgpt"),
+        )
+
+
+@dataclass(slots=True)
+class BrokerStatsData:
+    """VIEW_BROKER_STATS_DATA (315)'s answer: a stats item over the last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+
+    def to_json(self) -> bytes:
+        return (
+            f'{{"statsDay":{self.stats_day.to_text()},"statsHour":{self.stats_hour.to_text()},'
+            f'"statsMinute":{self.stats_minute.to_text()}}}'
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: Text) -> BrokerStatsData:
+        obj = loads_fastjson(data)
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"BrokerStatsData is {type_name(obj)}, not an object")
+        return cls(
+            *(BrokerStatsItem.from_obj(obj.get(name), name) for name in ("statsMinute", "statsHour", "statsDay"))
+        )
+
+    def compute_24hour_sum(self) -> int:
+        """StatsAllSubCommand.compute24HourSum: the day's sum, else the hour's, else the minute's."""
+        return self.stats_day.sum or self.stats_hour.sum or self.stats_minute.sum
 
 
 @json_body(

@@ -811,6 +811,16 @@ class GetConsumeStatsInBrokerHeader(Header):
 
 @_wire()
 @dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA (315): one stats item of the broker's BrokerStatsManager,
+    e.g. TOPIC_PUT_NUMS of a topic or GROUP_GET_NUMS of ``topic@group``."""
+
+    stats_name: str
+    stats_key: str
+
+
+@_wire()
+@dataclass(slots=True)
 class GetConsumerConnectionListRequestHeader(Header):
     """GET_CONSUMER_CONNECTION_LIST (203)."""
 

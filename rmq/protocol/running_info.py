@@ -36,6 +36,7 @@ from rmq.protocol.bodies import (
     java_double,
     json_body,
     map_of,
+    read_double,
 )
 from rmq.protocol.errors import ProtocolError
 
@@ -135,19 +136,6 @@ class ProcessQueueInfo(Body):
     last_consume_timestamp: int = 0
 
 
-def _read_double(v: Any, what: str) -> float:
-    if isinstance(v, bool):
-        raise ProtocolError(f"{what} is a boolean, not a number")
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):  # fastjson parses numeric strings into double fields
-        try:
-            return float(v)
-        except ValueError:
-            pass
-    raise ProtocolError(f"{what} is {type_name(v)}, not a number")
-
-
 # (attribute, JSON name) in fastjson's order; every one a Java double but the last, a long.
 _STATUS_FIELDS: Final = (
     ("consume_failed_msgs", "consumeFailedMsgs"),
@@ -189,7 +177,7 @@ class ConsumeStatus:
             if attr == "consume_failed_msgs":
                 setattr(out, attr, LONG.read(v, f"field {name}"))
             else:
-                setattr(out, attr, _read_double(v, f"field {name}"))
+                setattr(out, attr, read_double(v, f"field {name}"))
         return out
 
 

@@ -383,3 +383,35 @@ def test_send_msg_status_check_msg_send_rt_and_cluster_rt(rig):
     # what the sends did: TOPIC's queues grew by one each, the broker's own topic by 3 + 2 + 1
     maxes = [call(rig.master, RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": str(q)}) for q in range(4)]
     assert sum(int(r.ext_fields["offset"]) for r in maxes) >= 4 * PER_QUEUE + 4
+
+
+def test_stats_all_shows_live_tps_and_24_hour_counts(rig):
+    """Under load, statsAll's InTPS / OutTPS / 24-hour columns are the master's stats items
+    (VIEW_BROKER_STATS_DATA: TOPIC_PUT_NUMS, GROUP_GET_NUMS of topic@group); the lagging
+    group, which pulls nothing, shows none."""
+    sent = 20
+    before = len(rig.got)
+
+    async def send() -> None:
+        for i in range(sent):
+            await rig.producer.send(Message(TOPIC, b"live-%d" % i, keys=f"live-{i}"))
+
+    rig.clients.run(send(), 60)
+    wait_for(lambda: len(rig.got) >= before + sent, "the online group consumed the new messages")
+    rows: dict[str, Any] = {}
+
+    def live() -> bool:
+        rows.update((r["consumerGroup"], r) for r in js("statsAll", "-t", TOPIC, *rig.n)["stats"])
+        on = rows[ONLINE]
+        # the brokers sample every 10 s: the figures show once a sample follows the load
+        return on["inTps"] > 0 and on["outTps"] > 0 and on["inMsg24Hour"] >= sent and on["outMsg24Hour"] >= sent
+
+    wait_for(live, "statsAll shows the load", timeout=60)
+    lagging = rows[LAGGING]
+    assert lagging["inTps"] == rows[ONLINE]["inTps"] and lagging["inMsg24Hour"] == rows[ONLINE]["inMsg24Hour"]
+    assert (lagging["outTps"], lagging["outMsg24Hour"]) == (0, 0), rows
+    text = ok("statsAll", "-t", TOPIC, "-a", *rig.n).out
+    line = re.search(rf"^{TOPIC}\s+{ONLINE}\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)$", text, re.M)
+    assert line and float(line[2]) > 0 and int(line[4]) >= sent and int(line[5]) >= sent, text
+    # -a (active topics only) leaves the lagging group's row in: its topic had puts today
+    assert re.search(rf"^{TOPIC}\s+{LAGGING}\s", text, re.M), text

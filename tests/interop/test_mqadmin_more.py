@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import re
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from rmq.protocol.bodies import BrokerStatsData
 from rmq.protocol.codes import ResponseCode
 from tests.cluster.ha_util import CLUSTER, GROUP, HAGroup, master_conf, slave_conf, wait_in_sync
 from tests.harness import BrokerProcess, broker_process, namesrv_process
@@ -184,9 +187,78 @@ def test_wipe_and_add_write_perm(g):
     assert '"perm":6' in g.run("topicRoute", "-t", TOPIC).out.replace(" ", "")
 
 
+STATS_TOPIC, STATS_GROUP = "MoreStatsTopic", "MoreStatsGroup"  # statsAll under load
+
+
+class _Load:
+    """Sends to STATS_TOPIC and pulls it as STATS_GROUP on the master, in a thread of its
+    own, until stopped: live figures for the broker's stats items."""
+
+    def __init__(self, addr: str) -> None:
+        self.addr = addr
+        self.stop = threading.Event()
+        self.sent = self.got = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name="stats-load", daemon=True)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as e:  # read by the test
+            self.error = e
+
+    async def _run(self) -> None:
+        async with BrokerApi(self.addr) as api:
+            await api.send_ok(STATS_TOPIC, b"first", queue_id=0)
+            # committed offsets make the group one statsAll lists (queryTopicConsumeByWho)
+            assert (await api.update_offset(STATS_GROUP, STATS_TOPIC, 0, 0)).code == ResponseCode.SUCCESS
+            offset = 0
+            while not self.stop.is_set():
+                await api.send_ok(STATS_TOPIC, b"load-%d" % self.sent, queue_id=0)
+                self.sent += 1
+                r = await api.pull(STATS_TOPIC, 0, offset, group=STATS_GROUP)
+                if r.code == ResponseCode.SUCCESS:
+                    offset = int(r.ext_fields["nextBeginOffset"])
+                    self.got = offset
+                await asyncio.sleep(0.05)
+
+    async def _figures(self) -> tuple[float, float]:
+        """The master's minute TPS of the topic's puts and of the group's gets (315)."""
+        out = []
+        async with BrokerApi(self.addr) as api:
+            for name, key in (("TOPIC_PUT_NUMS", STATS_TOPIC), ("GROUP_GET_NUMS", f"{STATS_TOPIC}@{STATS_GROUP}")):
+                r = await api.call(315, {"statsName": name, "statsKey": key})
+                out.append(
+                    BrokerStatsData.from_json(r.body).stats_minute.tps if r.code == ResponseCode.SUCCESS else 0.0
+                )
+        return out[0], out[1]
+
+    def wait_for_figures(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while min(asyncio.run(self._figures())) <= 0:
+            assert self.error is None and self.thread.is_alive(), self.error
+            assert time.monotonic() < deadline, "the master's stats items never showed the load"
+            time.sleep(0.5)
+
+
 def test_stats_all_and_allocate_mq(g):
     out = g.run("statsAll", "-t", TOPIC).out
     assert re.search(rf"^{TOPIC}\s", out, re.M), out
+    load = _Load(g.master)
+    load.thread.start()
+    try:
+        # the broker samples every 10 s (StatsItemSet): wait for a sample after the load starts
+        load.wait_for_figures()
+        out = g.run("statsAll", "-t", STATS_TOPIC).out
+    finally:
+        load.stop.set()
+        load.thread.join(30)
+    assert load.error is None, load.error
+    # #Topic #Consumer Group #Accumulation #InTPS #OutTPS #InMsg24Hour #OutMsg24Hour
+    row = re.search(rf"^{STATS_TOPIC}\s+{STATS_GROUP}\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)\s*$", out, re.M)
+    assert row, out
+    assert float(row[2]) > 0 and float(row[3]) > 0, out  # InTPS, OutTPS
+    assert int(row[4]) > 0 and int(row[5]) > 0, out  # InMsg24Hour, OutMsg24Hour
     out = g.run("allocateMQ", "-t", TOPIC, "-i", "10.0.0.1@a,10.0.0.2@b").out
     assert "10.0.0.1@a" in out and "10.0.0.2@b" in out and TOPIC in out, out
 

@@ -22,7 +22,7 @@ from rmq.admin.base import (
 )
 from rmq.admin.commands.consumer import date_text
 from rmq.admin.output import Col, Table, mq_version_desc
-from rmq.common.mixall import is_dlq_topic, is_retry_topic
+from rmq.common.mixall import MASTER_ID, is_dlq_topic, is_retry_topic
 from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.running_info import ConsumerRunningInfo
 
@@ -222,17 +222,37 @@ class ConsumerStatus(Command):
             raise AdminError(f"the consumer <{group}> <{client}> did not answer: {describe_error(e)}") from None
 
 
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # BrokerStatsManager's names, as mqadmin asks for them
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+
+
+async def _stats_at_masters(admin: MQAdmin, masters: list[str], name: str, key: str) -> tuple[float, int]:
+    """(minute TPS, 24-hour count) of one stats item summed over the masters; a broker
+    that has no such item (nothing counted yet) or does not answer adds nothing, as in
+    StatsAllSubCommand."""
+    tps, total = 0.0, 0
+    for addr in masters:
+        try:
+            data = await admin.view_broker_stats_data(addr, name, key)
+        except Exception:
+            continue
+        tps += data.stats_minute.tps
+        total += data.compute_24hour_sum()
+    return tps, total
+
+
 @register
 class StatsAll(Command):
     name = "statsAll"
     help = "Topic and Consumer tps stats"
     description = (
-        "Per topic and each group consuming it: the backlog (accumulation) and the group's "
-        "consume TPS, from the brokers' consume stats."
+        "Per topic and each group consuming it: the backlog (accumulation), the put and the "
+        "group's get TPS over the last minute and their counts over the last 24 hours, from "
+        "the masters' stats items (VIEW_BROKER_STATS_DATA), as mqadmin statsAll."
     )
     options = (
-        Opt("a", "activeTopic", "only topics with a consumer group", arg=False),
-        TOPIC.but(help="only this topic"),
+        Opt("a", "activeTopic", "print active topic only (something put or got in the last 24 hours)", arg=False),
+        TOPIC.but(help="print select topic only"),
     )
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
@@ -242,12 +262,10 @@ class StatsAll(Command):
             topics = sorted(
                 t for t in await admin.fetch_all_topic_list() if not is_retry_topic(t) and not is_dlq_topic(t)
             )
-        table = Table(
-            Col("#Topic", 64),
-            Col("#Consumer Group", 64),
-            Col("#Accumulation", 12, right=True),
-            Col("#OutTPS", 10, right=True),
-        )
+        lines = [
+            f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
+            f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}"
+        ]
         rows = []
         for topic in topics:
             try:
@@ -256,18 +274,40 @@ class StatsAll(Command):
             except Exception as e:
                 out.warn(f"topic {topic}: {describe_error(e)}")
                 continue
-            if not groups and not args.activeTopic:
-                table.add(topic, "", "", "NO_CONSUMER")
-                rows.append({"topic": topic, "consumerGroup": None})
+            masters = [bd.broker_addrs[MASTER_ID] for bd in route.broker_datas if MASTER_ID in bd.broker_addrs]
+            in_tps, in_24h = await _stats_at_masters(admin, masters, TOPIC_PUT_NUMS, topic)
+            if not groups:
+                if not args.activeTopic or in_24h > 0:
+                    lines.append(
+                        f"{topic:<64}  {'':<64} {0:>12d} {in_tps:>11.2f} {'':>11} {in_24h:>14d} {'NO_CONSUMER':>14}"
+                    )
+                    rows.append(
+                        {"topic": topic, "consumerGroup": None, "inTps": round(in_tps, 2), "inMsg24Hour": in_24h}
+                    )
+                continue
             for group in groups:
+                out_tps, out_24h = await _stats_at_masters(admin, masters, GROUP_GET_NUMS, f"{topic}@{group}")
                 try:
                     # the topic's brokers: a group never online has no retry route
-                    cs = await admin.examine_consume_stats(group, topic, route_brokers(route))
+                    diff = max(
+                        0, (await admin.examine_consume_stats(group, topic, route_brokers(route))).compute_total_diff()
+                    )
                 except Exception:
-                    continue  # mqadmin leaves such a group out too
-                diff = cs.compute_total_diff()
-                table.add(topic, group, diff, f"{cs.consume_tps:.2f}")
-                rows.append(
-                    {"topic": topic, "consumerGroup": group, "accumulation": diff, "outTps": round(cs.consume_tps, 2)}
+                    diff = 0  # mqadmin shows such a group with no backlog
+                if args.activeTopic and in_24h <= 0 and out_24h <= 0:
+                    continue
+                lines.append(
+                    f"{topic:<64}  {group:<64} {diff:>12d} {in_tps:>11.2f} {out_tps:>11.2f} {in_24h:>14d} {out_24h:>14d}"
                 )
-        out.emit(text=table.render(), data={"stats": rows})
+                rows.append(
+                    {
+                        "topic": topic,
+                        "consumerGroup": group,
+                        "accumulation": diff,
+                        "inTps": round(in_tps, 2),
+                        "outTps": round(out_tps, 2),
+                        "inMsg24Hour": in_24h,
+                        "outMsg24Hour": out_24h,
+                    }
+                )
+        out.emit(text="\n".join(lines), data={"stats": rows})

@@ -13,11 +13,11 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
-from rmq.broker.consume_stats import GroupGetTps, build_consume_stats
+from rmq.broker.consume_stats import build_consume_stats
 from rmq.broker.processors.decode import with_header
 from rmq.broker.processors.send import validate_topic
 from rmq.broker.runtime_config import all_config_properties, check_update, properties_text
@@ -31,7 +31,7 @@ from rmq.broker.seams import (
     SubscriptionGroups,
     TopicConfigs,
 )
-from rmq.broker.stats import BrokerStats
+from rmq.broker.stats import BrokerStatsManager
 from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.common.clock import now_ms
 from rmq.common.mixall import VALID_NAME, VALID_PATTERN_STR, is_sys_topic
@@ -102,18 +102,14 @@ class AdminOpsProcessor:
     subscriptions: SubscriptionGroups
     consumers: ConsumerRegistry
     producers: ProducerRegistry
-    stats: InitVar[BrokerStats]
+    stats_items: BrokerStatsManager
     metadata: MetadataPersist
     registration: Registration
     # broker.conf given with -c: UPDATE_BROKER_CONFIG writes changes back to it
     config_path: str | None = None
 
-    def __post_init__(self, stats: BrokerStats) -> None:
-        self.group_tps = GroupGetTps(stats)
+    def __post_init__(self) -> None:
         self.config_version = DataVersion(timestamp=0, counter=0)
-
-    def tick(self) -> None:
-        self.group_tps.tick()
 
     # ------------------------------------------------------------------ topics
     @with_header(DeleteTopicRequestHeader)
@@ -132,6 +128,7 @@ class AdminOpsProcessor:
         log.info("deleteTopic %s called by %s", topic, conn.remote_address)
         existed = self.topics.delete_topic_config(topic)
         self.offsets.remove_topic(topic)
+        self.stats_items.on_topic_deleted(topic)
         store, metadata = self.store, self.metadata
 
         async def deleted() -> RemotingCommand:
@@ -160,7 +157,7 @@ class AdminOpsProcessor:
             self.broker_config.brokerName,
             h.consumer_group,
             h.topic or None,
-            self.group_tps,
+            self.stats_items.tps_group_get_nums,
         )
         return _ok(request, stats.to_json())
 
@@ -178,7 +175,14 @@ class AdminOpsProcessor:
                 if h.is_order and not self.topics.is_order_topic(topic):
                     continue
                 stats = build_consume_stats(
-                    self.store, self.topics, self.offsets, self.consumers, bc.brokerName, group, topic, self.group_tps
+                    self.store,
+                    self.topics,
+                    self.offsets,
+                    self.consumers,
+                    bc.brokerName,
+                    group,
+                    topic,
+                    self.stats_items.tps_group_get_nums,
                 )
                 if stats.offset_table:  # a topic whose config is gone, or not subscribed by the online group
                     per_topic.append(stats)
@@ -280,6 +284,7 @@ class AdminOpsProcessor:
         if h.remove_offset or h.clean_offset:
             self.offsets.remove_group(h.group_name)
             log.info("offsets of group %s removed", h.group_name)
+        self.stats_items.on_group_deleted(h.group_name)
         return _ok(request)
 
     # ------------------------------------------------------------------ broker config

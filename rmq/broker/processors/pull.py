@@ -154,7 +154,8 @@ class PullMessageProcessor:
         result = self.store.get_messages(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
         )
-        self.stats.on_get_done(monotonic_ms() - t0, bool(result.buffers))
+        read_ms = monotonic_ms() - t0
+        self.stats.on_get_done(read_ms, bool(result.buffers))
         store_config = self.store_config
         role = store_config.brokerRole
         code = _STATUS_CODE.get(result.status)
@@ -208,7 +209,7 @@ class PullMessageProcessor:
             ).to_ext_fields()
             if code == ResponseCode.SUCCESS:
                 response.body = result.body()
-                self.stats.on_get(h.consumer_group, h.topic, result, h.queue_id)
+                self.stats.on_get(h.consumer_group, h.topic, result, h.queue_id, read_ms)
 
         if allow_suspend and has_commit and role != BrokerRole.SLAVE:
             self.offsets.commit_offset(conn.remote_address, h.consumer_group, h.topic, h.queue_id, h.commit_offset)

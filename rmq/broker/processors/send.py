@@ -393,8 +393,11 @@ class SendMessageProcessor:
         )
         result, waiter = store.put_nowait(inner)
 
+        stats, back_topic = self.stats, props[MessageConst.RETRY_TOPIC]
+
         def answer(status: PutMessageStatus) -> RemotingCommand:
             if status.stored:
+                stats.on_send_back(h.group, back_topic)
                 return request.create_response(ResponseCode.SUCCESS)
             return self._error(request, ResponseCode.SYSTEM_ERROR, status.value)
 

@@ -214,11 +214,17 @@ class FakeStats:
         self.puts: list[tuple[PutMessageStatus, str]] = []
         self.gets: list[tuple[str, str, int, int]] = []
         self.misses = 0
+        self.send_backs: list[tuple[str, str]] = []
 
     def on_put(self, result: PutMessageResult, request: RemotingCommand, topic: str = "") -> None:
         self.puts.append((result.status, topic))
 
-    def on_get(self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1) -> None:
+    def on_send_back(self, group: str, topic: str) -> None:
+        self.send_backs.append((group, topic))
+
+    def on_get(
+        self, group: str, topic: str, result: GetMessageResult, queue_id: int = -1, latency_ms: int = -1
+    ) -> None:
         self.gets.append((group, topic, queue_id, len(result.buffers)))
 
     def on_get_done(self, elapsed_ms: int, found: bool) -> None:
