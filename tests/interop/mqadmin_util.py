@@ -37,6 +37,14 @@ def mqadmin(
     """``bin/rocketmq mqadmin ARGS``; logs and client state under user_home; ``cwd`` for the
     subcommands that write files relative to it (consumerStatus)."""
     env = dict(os.environ, ROCKETMQ_USER_HOME=str(user_home), JAVA_HEAP="256m")
+    # mqadmin starts a background route request (TBW102) on the NameServer connection its
+    # command shares; on a CPU-starved CI box that request can time out, and with the
+    # client's default closeSocketIfTimeout=true the client closes the shared connection,
+    # failing the command's own request with a causeless "send request failed" (seen with
+    # the NameServer answering other connections within ms). The command's own timeout
+    # still fails the command.
+    opts = "-Dcom.rocketmq.remoting.client.closeSocketIfTimeout=false"
+    env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {opts}".strip()
     env.pop("NAMESRV_ADDR", None)
     if rocketmq_home is not None:
         env["ROCKETMQ_HOME"] = str(rocketmq_home)
