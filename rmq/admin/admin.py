@@ -293,9 +293,9 @@ class MQAdmin(ClosingContext):
         """GET_ALL_TOPIC_CONFIG (21): the broker's topic table."""
         return dict((await self.api.get_all_topic_config(addr, self.timeout_ms)).topic_config_table)
 
-    async def create_and_update_topic_config(self, addr: str, tc: TopicConfig) -> None:
-        """UPDATE_AND_CREATE_TOPIC (17) on one broker."""
-        await self.api.create_topic(addr, tc, timeout_ms=self.timeout_ms)
+    async def create_and_update_topic_config(self, addr: str, tc: TopicConfig, attributes: str | None = None) -> None:
+        """UPDATE_AND_CREATE_TOPIC (17) on one broker (``attributes``: ``+k=v,-k``, RocketMQ 5)."""
+        await self.api.create_topic(addr, tc, timeout_ms=self.timeout_ms, attributes=attributes)
 
     async def get_topic_stats_info(self, addr: str, topic: str) -> list[tuple[MessageQueue, TopicOffset]]:
         """GET_TOPIC_STATS_INFO (202): ``TopicStatsTable`` of one broker."""

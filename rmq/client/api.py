@@ -436,8 +436,10 @@ class MQClientAPI:
         topic_config: TopicConfig,
         default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
         timeout_ms: int = 3000,
+        attributes: str | None = None,
     ) -> None:
-        """UPDATE_AND_CREATE_TOPIC (17) on one broker."""
+        """UPDATE_AND_CREATE_TOPIC (17) on one broker; ``attributes`` is RocketMQ 5's change
+        string (``+message.type=FIFO``, ``-message.type``)."""
         tc = topic_config
         header = CreateTopicRequestHeader(
             tc.topic_name,
@@ -448,6 +450,7 @@ class MQClientAPI:
             tc.topic_filter_type,
             tc.topic_sys_flag,
             tc.order,
+            attributes,
         )
         resp = await self.remoting.invoke(
             addr, _request(RequestCode.UPDATE_AND_CREATE_TOPIC, header), timeout_ms / 1000

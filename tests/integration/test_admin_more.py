@@ -266,6 +266,33 @@ def test_update_topic_perm_then_route_shows_it(rig):
     )
 
 
+def _attributes(addr: str, topic: str) -> Any:
+    r = call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+    tc = json.loads(r.body)["topicConfigTable"].get(topic)
+    return "no such topic" if tc is None else tc.get("attributes")
+
+
+def test_update_topic_sets_the_message_type_attribute(rig):
+    """RocketMQ 5's ``updateTopic -a``: message.type is stored (and copied to the slave),
+    kept by an update without -a, removed by -message.type; a bad key or value is refused
+    naming it and changes nothing."""
+    topic = "AttrTopic"
+    ok("updateTopic", "-b", rig.master, "-t", topic, "-r", "2", "-w", "2", "-a", "+message.type=FIFO", *rig.n)
+    assert _attributes(rig.master, topic) == {"message.type": "FIFO"}
+    wait_for(lambda: _attributes(rig.slave, topic) == {"message.type": "FIFO"}, "the slave copies the attribute")
+    ok("updateTopic", "-b", rig.master, "-t", topic, "-r", "4", "-w", "4", *rig.n)
+    assert _attributes(rig.master, topic) == {"message.type": "FIFO"}
+    assert "unsupported key queue.kind" in failed(
+        "updateTopic", "-b", rig.master, "-t", topic, "-a", "+queue.kind=x", *rig.n
+    )
+    assert "message.type=LIFO is not one of" in failed(
+        "updateTopic", "-b", rig.master, "-t", topic, "-a", "+message.type=LIFO", *rig.n
+    )
+    assert _attributes(rig.master, topic) == {"message.type": "FIFO"}
+    ok("updateTopic", "-b", rig.master, "-t", topic, "--attributes=-message.type", *rig.n)
+    assert _attributes(rig.master, topic) is None
+
+
 def test_topic_cluster_list_and_allocate_mq(rig):
     assert js("topicClusterList", "-t", TOPIC, *rig.n)["clusters"] == [CLUSTER]
     assert ok("topicClusterList", "-t", TOPIC, *rig.n).out == f"{CLUSTER}\n"

@@ -151,6 +151,8 @@ class UpdateTopic(OnBrokers):
         Opt("o", "order", "set topic's order(true|false)", type=java_bool, default=False, metavar="BOOL"),
         Opt("u", "unit", "is unit topic (true|false)", type=java_bool, default=False, metavar="BOOL"),
         Opt("s", "hasUnitSub", "has unit sub (true|false)", type=java_bool, default=False, metavar="BOOL"),
+        # RocketMQ 5's mqadmin option; the broker knows message.type (NORMAL|FIFO|DELAY|TRANSACTION|MIXED)
+        Opt("a", "attributes", "attribute(+a=b,+c=d,-e), e.g. +message.type=FIFO", metavar="ATTRS"),
     )
 
     def validate(self, args: argparse.Namespace) -> None:
@@ -176,7 +178,7 @@ class UpdateTopic(OnBrokers):
                 out.emit(text=line)
 
         async def create(addr: str) -> None:
-            await admin.create_and_update_topic_config(addr, tc)
+            await admin.create_and_update_topic_config(addr, tc, args.attributes)
             doc["brokers"].append(addr)
 
         if args.brokerAddr:

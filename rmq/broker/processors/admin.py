@@ -22,6 +22,7 @@ from rmq.broker.seams import (
     SubscriptionGroups,
     TopicConfigs,
 )
+from rmq.broker.topic_attributes import TopicAttributeError, alter_attributes, parse_attribute_changes
 from rmq.common.mixall import is_sys_topic
 from rmq.protocol.bodies import KVTable, TopicConfig, dumps_fastjson, dumps_object_keyed_map
 from rmq.protocol.codes import RequestCode, ResponseCode
@@ -108,6 +109,15 @@ class AdminBrokerProcessor:
             )
         if h.read_queue_nums < 0 or h.write_queue_nums < 0:
             return request.create_response(ResponseCode.SYSTEM_ERROR, "queue numbers must be >= 0")
+        current = self.topics.select(h.topic)
+        try:
+            attributes = alter_attributes(
+                current is None,
+                current.attributes if current is not None else None,
+                parse_attribute_changes(h.attributes),
+            )
+        except TopicAttributeError as e:
+            return request.create_response(ResponseCode.SYSTEM_ERROR, f"topic {h.topic}: {e}")
         tc = TopicConfig(
             h.topic,
             h.read_queue_nums,
@@ -116,6 +126,7 @@ class AdminBrokerProcessor:
             h.topic_filter_type or "SINGLE_TAG",
             h.topic_sys_flag or 0,
             bool(h.order),
+            attributes,
         )
         log.info("updateAndCreateTopic %s from %s: %s", h.topic, conn.remote_address, tc)
         self.topics.update_topic_config(tc)
