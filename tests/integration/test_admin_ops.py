@@ -408,6 +408,10 @@ def test_update_and_delete_sub_group(cluster):
     doc = ok("updateSubGroup", "--json", "-c", "TestCluster", "-g", "ops-sub", "-s", "false", "-n", c.ns1).json()
     assert doc["brokers"] == [c.broker] and doc["subscriptionGroupConfig"]["consumeEnable"] is False
     assert _groups(c)["ops-sub"]["consumeEnable"] is False
+    # RocketMQ 5's -o: the group pops orderly
+    doc = ok("updateSubGroup", "--json", "-b", c.broker, "-g", "ops-sub", "-o", "true", "-n", c.ns1).json()
+    assert doc["subscriptionGroupConfig"]["consumeMessageOrderly"] is True
+    assert _groups(c)["ops-sub"]["consumeMessageOrderly"] is True
     assert admin("updateSubGroup", "-b", c.broker, "-g", "x", "-s", "maybe").rc == 2
     assert failed("updateSubGroup", "-b", c.broker, "-g", "bad group!").startswith(
         f"broker {c.broker} answered SYSTEM_ERROR (1): SubscriptionGroupConfig.groupName"

@@ -189,6 +189,7 @@ def _sub_group_config(args: argparse.Namespace) -> dict[str, Any]:
         ("brokerId", "brokerId"),
         ("whichBrokerWhenConsumeSlowly", "whichBrokerWhenConsumeSlowly"),
         ("notifyConsumerIdsChangedEnable", "notifyConsumerIdsChanged"),
+        ("consumeMessageOrderly", "consumeMessageOrderly"),
     ):
         v = getattr(args, attr)
         if v is not None:
@@ -212,6 +213,8 @@ class UpdateSubGroup(OnBrokers):
         Opt("i", "brokerId", "consumer from which broker id", type=int, metavar="ID"),
         Opt("w", "whichBrokerWhenConsumeSlowly", "which broker id when consume slowly", type=int, metavar="ID"),
         Opt("a", "notifyConsumerIdsChanged", "notify consumerId changed (true|false)", type=java_bool, metavar="BOOL"),
+        # RocketMQ 5's mqadmin: the group pops orderly (FIFO for 5.x clients)
+        Opt("o", "consumeMessageOrderly", "consume message orderly (true|false)", type=java_bool, metavar="BOOL"),
     )
 
     async def run(self, admin: MQAdmin, args: argparse.Namespace, out: Output) -> None:
