@@ -7,7 +7,13 @@
 Messages go to the listener ``consume_message_batch_max_size`` (1) at a time, on a pool
 of ``consume_thread_max`` (20) threads (a coroutine listener runs on the loop, at most
 ``consume_thread_max`` at once). The committable offset is the smallest offset still
-being consumed. RECONSUME_LATER (or an exception, or None) hands the message back to
+being consumed.
+
+As Java's ConsumeRequests go to a thread pool's queue, a pulled batch becomes consume
+requests (slices of ``consume_message_batch_max_size`` messages) in one FIFO, taken by
+``consume_thread_max`` worker coroutines (a blocking listener: each worker hands its call
+to the thread pool). A task per request cost a Task, a done callback and a semaphore wait
+per message, and a backlog put hundreds of thousands of live tasks in the cyclic GC's way. RECONSUME_LATER (or an exception, or None) hands the message back to
 the broker (CONSUMER_SEND_MSG_BACK, else through the client's inner producer, else it
 is consumed again locally after ``local_retry_delay_ms``); in BROADCASTING mode a
 failed message is dropped. ``consume_timeout_ms``: a message whose listener call has
@@ -19,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.consumer_base import MessageModel
@@ -35,6 +41,12 @@ from rmq.runtime.service import PeriodicService
 __all__ = ["ConsumeResult", "ConsumeConcurrentlyContext", "MessageListener", "ConsumeMessageConcurrentlyService"]
 
 log = logging.getLogger("rmq.client.consumer")
+
+#: A worker whose requests never suspend (a coroutine listener that answers at once)
+#: yields to the loop after this many, so pulls, heartbeats and the other workers run.
+_YIELD_EVERY = 32
+
+_Request = tuple[list[MessageExt], ProcessQueue, MessageQueue]
 
 
 class ConsumeResult(enum.Enum):
@@ -65,7 +77,12 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
     def __init__(self, consumer: PushConsumerView, listener: MessageListener) -> None:
         super().__init__(consumer, listener)
-        self.tasks_by_pq: dict[ProcessQueue, set[asyncio.Task[Any]]] = {}
+        self._requests: deque[_Request] = deque()
+        self._idle_workers: deque[asyncio.Future[None]] = deque()
+        # requests of a process queue not finished yet (queued or running), for wait_idle
+        self._pending: dict[ProcessQueue, int] = {}
+        self._pending_total = 0
+        self._idle_waiters: dict[ProcessQueue | None, list[asyncio.Future[None]]] = {}  # None: all
         self._send_back_warned = False
         period = min(consumer.consume_timeout_ms, 60000)
         # ProcessQueue.cleanExpiredMsg, every consume_timeout (at most 1 min)
@@ -75,6 +92,8 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
     def start(self) -> None:
         self._start_executor()
+        for i in range(max(1, self.consumer.consume_thread_max)):
+            self._spawn(self._worker(), f"consume worker {i}")
         if self.consumer.consume_timeout_ms > 0:
             self._clean_expired.start()
 
@@ -82,39 +101,31 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         self.stopped = True
         self._stop.set()
         await self._clean_expired.stop(cancel=True)
-        tasks = list(self.tasks)
-        if tasks and await_terminate_ms > 0:
-            await asyncio.wait(tasks, timeout=await_terminate_ms / 1000)
+        if self._pending_total and await_terminate_ms > 0:
+            # as the thread pool's awaitTermination: the queued requests may still run
+            await self._wait_for(None, await_terminate_ms / 1000)
         await self._end_tasks()
 
-    def _spawn_for(self, coro: Coroutine[Any, Any, None], name: str, pq: ProcessQueue) -> asyncio.Task[Any]:
-        """A task that works on ``pq`` (``wait_idle`` waits for these)."""
-        t = self._spawn(coro, name)
-        group = self.tasks_by_pq.setdefault(pq, set())
-        group.add(t)
-
-        def done(task: asyncio.Task[Any], pq: ProcessQueue = pq) -> None:
-            g = self.tasks_by_pq.get(pq)
-            if g is not None:
-                g.discard(task)
-                if not g:
-                    del self.tasks_by_pq[pq]
-
-        t.add_done_callback(done)
-        return t
-
-    async def wait_idle(self, pq: ProcessQueue, timeout: float) -> bool:
-        """Wait (bounded) for the consume tasks of ``pq`` to end; True when they did."""
-        tasks = list(self.tasks_by_pq.get(pq, ()))
-        if not tasks:
-            return True
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
-        return not pending
-
+    # ------------------------------------------------------------------ requests
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         n = max(1, self.consumer.consume_message_batch_max_size)
-        for i in range(0, len(msgs), n):
-            self._spawn_for(self._consume(msgs[i : i + n], pq, mq), f"consume {mq}", pq)
+        requests = self._requests
+        count = 0
+        if len(msgs) <= n:
+            requests.append((msgs, pq, mq))
+            count = 1
+        else:
+            for i in range(0, len(msgs), n):
+                requests.append((msgs[i : i + n], pq, mq))
+                count += 1
+        self._pending[pq] = self._pending.get(pq, 0) + count
+        self._pending_total += count
+        idle = self._idle_workers
+        while count and idle:
+            w = idle.popleft()
+            if not w.done():
+                w.set_result(None)
+                count -= 1
 
     def submit_consume_request_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         async def later() -> None:
@@ -122,6 +133,69 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             self.submit_consume_request(msgs, pq, mq)
 
         self._spawn(later(), f"consume later {mq}")
+
+    async def _worker(self) -> None:
+        """ConsumeRequest.run on one of ``consume_thread_max`` workers, oldest first."""
+        requests = self._requests
+        loop = asyncio.get_running_loop()
+        run = 0
+        while True:
+            if not requests:
+                w: asyncio.Future[None] = loop.create_future()
+                self._idle_workers.append(w)
+                await w
+                run = 0
+                continue
+            msgs, pq, mq = requests.popleft()
+            try:
+                await self._consume(msgs, pq, mq)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("consume request of %s failed, group=%s", mq, self.consumer.group)
+            finally:
+                self._request_done(pq)
+            run += 1
+            if run >= _YIELD_EVERY:
+                run = 0
+                await asyncio.sleep(0)
+
+    def _request_done(self, pq: ProcessQueue) -> None:
+        left = self._pending[pq] - 1
+        self._pending_total -= 1
+        if left:
+            self._pending[pq] = left
+        else:
+            del self._pending[pq]
+            self._wake(pq)
+        if not self._pending_total:
+            self._wake(None)
+
+    def _wake(self, key: ProcessQueue | None) -> None:
+        for f in self._idle_waiters.pop(key, ()):
+            if not f.done():
+                f.set_result(None)
+
+    async def _wait_for(self, key: ProcessQueue | None, timeout: float) -> bool:
+        """Wait (bounded) until ``key``'s requests (None: all) are finished."""
+        if (self._pending_total if key is None else self._pending.get(key, 0)) == 0:
+            return True
+        f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters.setdefault(key, []).append(f)
+        try:
+            await asyncio.wait_for(f, timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def wait_idle(self, pq: ProcessQueue, timeout: float) -> bool:
+        """Wait (bounded) for the consume requests of ``pq`` to end; True when they did."""
+        return await self._wait_for(pq, timeout)
+
+    async def _call_listener(self, msgs: list[MessageExt], ctx: object) -> object:
+        if self.is_async:
+            return await self.listener(msgs, ctx)  # the workers bound the concurrency
+        return await super()._call_listener(msgs, ctx)
 
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:
