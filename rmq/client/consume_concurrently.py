@@ -13,7 +13,10 @@ As Java's ConsumeRequests go to a thread pool's queue, a pulled batch becomes co
 requests (slices of ``consume_message_batch_max_size`` messages) in one FIFO, taken by
 ``consume_thread_max`` worker coroutines (a blocking listener: each worker hands its call
 to the thread pool). A task per request cost a Task, a done callback and a semaphore wait
-per message, and a backlog put hundreds of thousands of live tasks in the cyclic GC's way. RECONSUME_LATER (or an exception, or None) hands the message back to
+per message, and a backlog put hundreds of thousands of live tasks in the cyclic GC's way.
+The FIFO holds each pulled batch once with a cursor and a worker cuts its slice when it
+takes it: a slice made at submit time would be two more GC-tracked objects per cached
+message (up to ``pull_threshold_for_queue`` per queue), and every full collection walks them. RECONSUME_LATER (or an exception, or None) hands the message back to
 the broker (CONSUMER_SEND_MSG_BACK, else through the client's inner producer, else it
 is consumed again locally after ``local_retry_delay_ms``); in BROADCASTING mode a
 failed message is dropped. ``consume_timeout_ms``: a message whose listener call has
@@ -46,7 +49,19 @@ log = logging.getLogger("rmq.client.consumer")
 #: yields to the loop after this many, so pulls, heartbeats and the other workers run.
 _YIELD_EVERY = 32
 
-_Request = tuple[list[MessageExt], ProcessQueue, MessageQueue]
+
+class _Batch:
+    """A pulled batch in the FIFO; ``pos``: its first message not taken yet, ``size``: the
+    messages per request (the batch size when it was submitted)."""
+
+    __slots__ = ("msgs", "pos", "size", "pq", "mq")
+
+    def __init__(self, msgs: list[MessageExt], size: int, pq: ProcessQueue, mq: MessageQueue) -> None:
+        self.msgs = msgs
+        self.pos = 0
+        self.size = size
+        self.pq = pq
+        self.mq = mq
 
 
 class ConsumeResult(enum.Enum):
@@ -77,7 +92,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
     def __init__(self, consumer: PushConsumerView, listener: MessageListener) -> None:
         super().__init__(consumer, listener)
-        self._requests: deque[_Request] = deque()
+        self._requests: deque[_Batch] = deque()
         self._idle_workers: deque[asyncio.Future[None]] = deque()
         # requests of a process queue not finished yet (queued or running), for wait_idle
         self._pending: dict[ProcessQueue, int] = {}
@@ -108,16 +123,11 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
     # ------------------------------------------------------------------ requests
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        if not msgs:
+            return
         n = max(1, self.consumer.consume_message_batch_max_size)
-        requests = self._requests
-        count = 0
-        if len(msgs) <= n:
-            requests.append((msgs, pq, mq))
-            count = 1
-        else:
-            for i in range(0, len(msgs), n):
-                requests.append((msgs[i : i + n], pq, mq))
-                count += 1
+        self._requests.append(_Batch(msgs, n, pq, mq))
+        count = -(-len(msgs) // n)  # the requests it makes
         self._pending[pq] = self._pending.get(pq, 0) + count
         self._pending_total += count
         idle = self._idle_workers
@@ -146,7 +156,15 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
                 await w
                 run = 0
                 continue
-            msgs, pq, mq = requests.popleft()
+            batch = requests[0]
+            pos = batch.pos
+            end = pos + batch.size
+            msgs = batch.msgs[pos:end]
+            if end >= len(batch.msgs):
+                requests.popleft()
+            else:
+                batch.pos = end
+            pq, mq = batch.pq, batch.mq
             try:
                 await self._consume(msgs, pq, mq)
             except asyncio.CancelledError:
