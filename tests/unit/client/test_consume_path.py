@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import random
+import zlib
 from types import SimpleNamespace
 
 from rmq.client.consume_concurrently import ConsumeConcurrentlyContext, ConsumeMessageConcurrentlyService, ConsumeResult
 from rmq.client.consumer_base import MessageModel
 from rmq.client.process_queue import ProcessQueue
 from rmq.protocol.bodies import MessageQueue
-from rmq.protocol.message import MessageConst, MessageExt
-from tests.unit.client.records import ext
+from rmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_records, decode_records_batch
+from tests.unit.client.records import ext, record
 
 MQ = MessageQueue("T", "b", 0)
 
@@ -201,3 +202,48 @@ async def test_a_listener_that_never_suspends_does_not_starve_the_loop():
     assert ticks >= 1000 // 32 - 1  # the worker yielded every few dozen requests
     assert consumer.offset_store.offsets[MQ] == 1000
     await svc.shutdown(0)
+
+
+# --------------------------------------------------------------------------- batch decode
+def _fields(m: MessageExt) -> tuple:  # type: ignore[type-arg]
+    return tuple(getattr(m, f) for f in MessageExt.__dataclass_fields__)
+
+
+def test_batch_decoder_gives_what_decode_records_gives():
+    rnd = random.Random(3)
+    odd_props = [
+        "",
+        "A\x01b\x02",
+        "A\x01b",
+        "A\x01b\x02\x02C\x01\x01d\x02",  # an empty segment; a value holding \x01
+        "\x01x\x02A\x01\x02B\x01y\x02",  # empty name, empty value: skipped
+        "A\x01x\x02A\x01\x02",  # an empty value does not override
+        "A\x01x\x02A\x01z\x02",  # the last one wins
+        "noseparator\x02A\x01b\x02",
+        "K\x01ü€\x02",
+    ]
+    records = [record(i, body=bytes([i % 256]) * rnd.randint(0, 50), props=None) for i in range(5)]
+    for i, props in enumerate(odd_props):
+        # a record with empty properties, its properties swapped for the raw string under test
+        raw = props.encode()
+        base = record(100 + i, props={})[:-2]  # everything up to the properties length
+        rec = bytearray(base + len(raw).to_bytes(2, "big") + raw)
+        rec[0:4] = len(rec).to_bytes(4, "big")
+        records.append(bytes(rec))
+    records.append(record(200, topic="%RETRY%G", props={MessageConst.RETRY_TOPIC: "T"}))
+    records.append(record(201, body=zlib.compress(b"z" * 100), sys_flag=SysFlag.COMPRESSED))
+    body = b"".join(records)
+    want = [_fields(m) for m in decode_records(body)]
+    assert len(want) == len(records)
+    assert [_fields(m) for m in decode_records_batch(body)] == want
+    assert [_fields(m) for m in decode_records_batch(memoryview(body))] == want
+    # a bad record ends the batch in both, wherever it is cut or spoilt
+    for _ in range(300):
+        spoilt = bytearray(body)
+        k = rnd.randrange(len(spoilt))
+        if rnd.random() < 0.5:
+            spoilt = spoilt[:k]
+        else:
+            spoilt[k] = rnd.randrange(256)
+        want = [_fields(m) for m in decode_records(bytes(spoilt))]
+        assert [_fields(m) for m in decode_records_batch(bytes(spoilt))] == want
