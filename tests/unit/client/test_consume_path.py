@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 from rmq.client.consume_concurrently import ConsumeConcurrentlyContext, ConsumeMessageConcurrentlyService, ConsumeResult
 from rmq.client.consumer_base import MessageModel
+from rmq.client.consumer_stats import ConsumerStatsManager
 from rmq.client.process_queue import ProcessQueue
 from rmq.protocol.bodies import MessageQueue
 from rmq.protocol.message import MessageConst, MessageExt, SysFlag, decode_records, decode_records_batch
@@ -247,3 +248,25 @@ def test_batch_decoder_gives_what_decode_records_gives():
             spoilt[k] = rnd.randrange(256)
         want = [_fields(m) for m in decode_records(bytes(spoilt))]
         assert [_fields(m) for m in decode_records_batch(bytes(spoilt))] == want
+
+
+async def test_consume_figures_reach_the_stats_when_the_workers_run_dry():
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        return ConsumeResult.RECONSUME_LATER if msgs[0].queue_offset == 3 else ConsumeResult.SUCCESS
+
+    stats = ConsumerStatsManager()
+    svc, consumer = service(listener, threads=2)
+    consumer.instance = SimpleNamespace(consumer_stats=stats)
+    svc.start()
+    pq = ProcessQueue()
+    msgs = [ext(i) for i in range(10)]
+    pq.put_messages(msgs)
+    svc.submit_consume_request(msgs, pq, MQ)
+    assert await svc.wait_idle(pq, 1.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    item = stats._items[("G", "T")]
+    assert item.consume_ok.totals(stats.clock())[0] == 9
+    assert item.consume_failed.totals(stats.clock())[0] == 1
+    assert item.consume_rt.totals(stats.clock())[1] == 10  # one RT sample per listener call
+    await svc.shutdown(0)
