@@ -98,6 +98,8 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         # requests of a process queue not finished yet (queued or running), for wait_idle
         self._pending: dict[ProcessQueue, int] = {}
         self._pending_total = 0
+        self._queued = 0  # requests not taken by a worker yet
+        self._workers = max(1, consumer.consume_thread_max)
         self._idle_waiters: dict[ProcessQueue | None, list[asyncio.Future[None]]] = {}  # None: all
         # per topic: listener seconds, listener calls, consumed, failed (see _count_consume)
         self._tally: dict[str, list[float]] = {}
@@ -111,7 +113,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
     def start(self) -> None:
         self._start_executor()
-        for i in range(max(1, self.consumer.consume_thread_max)):
+        for i in range(self._workers):
             self._spawn(self._worker(), f"consume worker {i}")
         if self.consumer.consume_timeout_ms > 0:
             self._clean_expired.start()
@@ -135,6 +137,7 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         count = -(-len(msgs) // n)  # the requests it makes
         self._pending[pq] = self._pending.get(pq, 0) + count
         self._pending_total += count
+        self._queued += count
         idle = self._idle_workers
         while count and idle:
             w = idle.popleft()
@@ -163,30 +166,49 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
                 run = 0
                 continue
             batch = requests[0]
-            pos = batch.pos
-            end = pos + batch.size
-            msgs = batch.msgs[pos:end]
-            if end >= len(batch.msgs):
+            pos, size, whole = batch.pos, batch.size, batch.msgs
+            # Under a backlog a worker takes several requests of one batch and settles their
+            # offsets together (one ProcessQueue removal and offset update instead of one
+            # per request); with fewer requests queued than workers, one at a time, so
+            # every worker gets one as with a thread pool.
+            k = max(1, min(self._queued // self._workers, _YIELD_EVERY))
+            end = pos + k * size
+            if end >= len(whole):
                 requests.popleft()
+                k = -(-(len(whole) - pos) // size)
             else:
                 batch.pos = end
+            self._queued -= k
             pq, mq = batch.pq, batch.mq
             try:
-                await self._consume(msgs, pq, mq)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("consume request of %s failed, group=%s", mq, self.consumer.group)
+                await self._consume_run(whole[pos:end] if pos or end < len(whole) else whole, size, pq, mq)
             finally:
-                self._request_done(pq)
-            run += 1
+                self._requests_done(pq, k)
+            run += k
             if run >= _YIELD_EVERY:
                 run = 0
                 await asyncio.sleep(0)
 
-    def _request_done(self, pq: ProcessQueue) -> None:
-        left = self._pending[pq] - 1
-        self._pending_total -= 1
+    async def _consume_run(self, msgs: list[MessageExt], size: int, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """The requests of ``msgs`` (``size`` messages each) one after the other; the fully
+        consumed ones leave the process queue together at the end."""
+        done: list[MessageExt] = []
+        for i in range(0, len(msgs), size):
+            chunk = msgs[i : i + size] if size < len(msgs) else msgs
+            try:
+                if await self._consume(chunk, pq, mq):
+                    done += chunk
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("consume request of %s failed, group=%s", mq, self.consumer.group)
+        if done:
+            self._count_consume(mq.topic, None, ok=len(done))
+            self._settle(done, pq, mq)
+
+    def _requests_done(self, pq: ProcessQueue, k: int) -> None:
+        left = self._pending[pq] - k
+        self._pending_total -= k
         if left:
             self._pending[pq] = left
         else:
@@ -252,12 +274,14 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             return await self.listener(msgs, ctx)  # the workers bound the concurrency
         return await super()._call_listener(msgs, ctx)
 
-    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> bool:
+        """ConsumeRequest.run for one request; True when every message was consumed (the
+        caller settles them), else the outcome is settled here."""
         if pq.dropped:
             log.info(
                 "the message queue not be able to consume, because it's dropped. group=%s %s", self.consumer.group, mq
             )
-            return
+            return False
         ctx = ConsumeConcurrentlyContext(mq)
         self.consumer.reset_retry_topic(msgs)
         start = str(now_ms())
@@ -276,13 +300,11 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             status = ConsumeResult.RECONSUME_LATER
         if pq.dropped:
             log.warning("processQueue is dropped without process consume result. %s", mq)
-            return
+            return False
         if status is ConsumeResult.SUCCESS and ctx.ack_index >= len(msgs) - 1:
-            # all consumed, the usual case: nothing goes back, so nothing to await
-            self._count_consume(mq.topic, None, ok=len(msgs))
-            self._settle(msgs, pq, mq)
-        else:
-            await self.process_consume_result(status, ctx, msgs, pq, mq)
+            return True  # all consumed, the usual case: nothing goes back
+        await self.process_consume_result(status, ctx, msgs, pq, mq)
+        return False
 
     async def process_consume_result(
         self,

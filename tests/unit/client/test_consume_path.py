@@ -270,3 +270,26 @@ async def test_consume_figures_reach_the_stats_when_the_workers_run_dry():
     assert item.consume_failed.totals(stats.clock())[0] == 1
     assert item.consume_rt.totals(stats.clock())[1] == 10  # one RT sample per listener call
     await svc.shutdown(0)
+
+
+async def test_runs_of_requests_under_a_backlog_settle_together_and_never_pass_a_slow_one():
+    gate = asyncio.Event()
+    calls: list[int] = []
+
+    async def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        off = msgs[0].queue_offset
+        calls.append(len(msgs))
+        if off == 50:
+            await gate.wait()
+        return ConsumeResult.RECONSUME_LATER if off % 7 == 3 else ConsumeResult.SUCCESS
+
+    svc, consumer, pq, msgs = started(listener, 400, threads=2)
+    for _ in range(200):
+        await asyncio.sleep(0)
+    assert consumer.offset_store.offsets[MQ] <= 50 and pq.message_at(50) is not None
+    gate.set()
+    assert await svc.wait_idle(pq, 2.0)
+    assert set(calls) == {1} and len(calls) == 400  # consume_message_batch_max_size still 1
+    assert sorted(svc.sent_back) == [i for i in range(400) if i % 7 == 3]  # type: ignore[attr-defined]
+    assert consumer.offset_store.offsets[MQ] == 400 and pq.msg_count == 0
+    await svc.shutdown(0)
