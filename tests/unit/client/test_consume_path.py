@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import zlib
 from types import SimpleNamespace
 
@@ -292,4 +293,23 @@ async def test_runs_of_requests_under_a_backlog_settle_together_and_never_pass_a
     assert set(calls) == {1} and len(calls) == 400  # consume_message_batch_max_size still 1
     assert sorted(svc.sent_back) == [i for i in range(400) if i % 7 == 3]  # type: ignore[attr-defined]
     assert consumer.offset_store.offsets[MQ] == 400 and pq.msg_count == 0
+    await svc.shutdown(0)
+
+
+async def test_a_blocking_listener_under_a_backlog_runs_requests_in_one_thread_job_each_run():
+    seen: list[tuple[int, int]] = []
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        off = msgs[0].queue_offset
+        assert len(msgs) == 1 and msgs[0].properties[MessageConst.CONSUME_START_TIMESTAMP]
+        seen.append((off, threading.get_ident()))
+        if off == 11:
+            raise RuntimeError("listener bug")  # counted as RECONSUME_LATER
+        return ConsumeResult.RECONSUME_LATER if off % 10 == 5 else ConsumeResult.SUCCESS
+
+    svc, consumer, pq, msgs = started(listener, 300, threads=2)
+    assert await svc.wait_idle(pq, 5.0)
+    assert sorted(o for o, _ in seen) == list(range(300))
+    assert sorted(svc.sent_back) == sorted([11] + [i for i in range(300) if i % 10 == 5])  # type: ignore[attr-defined]
+    assert consumer.offset_store.offsets[MQ] == 300 and pq.msg_count == 0
     await svc.shutdown(0)
