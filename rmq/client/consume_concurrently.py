@@ -7,7 +7,16 @@
 Messages go to the listener ``consume_message_batch_max_size`` (1) at a time, on a pool
 of ``consume_thread_max`` (20) threads (a coroutine listener runs on the loop, at most
 ``consume_thread_max`` at once). The committable offset is the smallest offset still
-being consumed. RECONSUME_LATER (or an exception, or None) hands the message back to
+being consumed.
+
+As Java's ConsumeRequests go to a thread pool's queue, a pulled batch becomes consume
+requests (slices of ``consume_message_batch_max_size`` messages) in one FIFO, taken by
+``consume_thread_max`` worker coroutines (a blocking listener: each worker hands its call
+to the thread pool). A task per request cost a Task, a done callback and a semaphore wait
+per message, and a backlog put hundreds of thousands of live tasks in the cyclic GC's way.
+The FIFO holds each pulled batch once with a cursor and a worker cuts its slice when it
+takes it: a slice made at submit time would be two more GC-tracked objects per cached
+message (up to ``pull_threshold_for_queue`` per queue), and every full collection walks them. RECONSUME_LATER (or an exception, or None) hands the message back to
 the broker (CONSUMER_SEND_MSG_BACK, else through the client's inner producer, else it
 is consumed again locally after ``local_retry_delay_ms``); in BROADCASTING mode a
 failed message is dropped. ``consume_timeout_ms``: a message whose listener call has
@@ -18,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.consumer_base import MessageModel
@@ -35,6 +46,24 @@ from rmq.runtime.service import PeriodicService
 __all__ = ["ConsumeResult", "ConsumeConcurrentlyContext", "MessageListener", "ConsumeMessageConcurrentlyService"]
 
 log = logging.getLogger("rmq.client.consumer")
+
+#: A worker whose requests never suspend (a coroutine listener that answers at once)
+#: yields to the loop after this many, so pulls, heartbeats and the other workers run.
+_YIELD_EVERY = 32
+
+
+class _Batch:
+    """A pulled batch in the FIFO; ``pos``: its first message not taken yet, ``size``: the
+    messages per request (the batch size when it was submitted)."""
+
+    __slots__ = ("msgs", "pos", "size", "pq", "mq")
+
+    def __init__(self, msgs: list[MessageExt], size: int, pq: ProcessQueue, mq: MessageQueue) -> None:
+        self.msgs = msgs
+        self.pos = 0
+        self.size = size
+        self.pq = pq
+        self.mq = mq
 
 
 class ConsumeResult(enum.Enum):
@@ -65,7 +94,17 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
     def __init__(self, consumer: PushConsumerView, listener: MessageListener) -> None:
         super().__init__(consumer, listener)
-        self.tasks_by_pq: dict[ProcessQueue, set[asyncio.Task[Any]]] = {}
+        self._requests: deque[_Batch] = deque()
+        self._idle_workers: deque[asyncio.Future[None]] = deque()
+        # requests of a process queue not finished yet (queued or running), for wait_idle
+        self._pending: dict[ProcessQueue, int] = {}
+        self._pending_total = 0
+        self._queued = 0  # requests not taken by a worker yet
+        self._workers = max(1, consumer.consume_thread_max)
+        self._idle_waiters: dict[ProcessQueue | None, list[asyncio.Future[None]]] = {}  # None: all
+        # per topic: listener seconds, listener calls, consumed, failed (see _count_consume)
+        self._tally: dict[str, list[float]] = {}
+        self._tally_since = time.monotonic()
         self._send_back_warned = False
         period = min(consumer.consume_timeout_ms, 60000)
         # ProcessQueue.cleanExpiredMsg, every consume_timeout (at most 1 min)
@@ -75,6 +114,8 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
     def start(self) -> None:
         self._start_executor()
+        for i in range(self._workers):
+            self._spawn(self._worker(), f"consume worker {i}")
         if self.consumer.consume_timeout_ms > 0:
             self._clean_expired.start()
 
@@ -82,39 +123,28 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         self.stopped = True
         self._stop.set()
         await self._clean_expired.stop(cancel=True)
-        tasks = list(self.tasks)
-        if tasks and await_terminate_ms > 0:
-            await asyncio.wait(tasks, timeout=await_terminate_ms / 1000)
+        if self._pending_total and await_terminate_ms > 0:
+            # as the thread pool's awaitTermination: the queued requests may still run
+            await self._wait_for(None, await_terminate_ms / 1000)
         await self._end_tasks()
+        self._flush_tally(time.monotonic())
 
-    def _spawn_for(self, coro: Coroutine[Any, Any, None], name: str, pq: ProcessQueue) -> asyncio.Task[Any]:
-        """A task that works on ``pq`` (``wait_idle`` waits for these)."""
-        t = self._spawn(coro, name)
-        group = self.tasks_by_pq.setdefault(pq, set())
-        group.add(t)
-
-        def done(task: asyncio.Task[Any], pq: ProcessQueue = pq) -> None:
-            g = self.tasks_by_pq.get(pq)
-            if g is not None:
-                g.discard(task)
-                if not g:
-                    del self.tasks_by_pq[pq]
-
-        t.add_done_callback(done)
-        return t
-
-    async def wait_idle(self, pq: ProcessQueue, timeout: float) -> bool:
-        """Wait (bounded) for the consume tasks of ``pq`` to end; True when they did."""
-        tasks = list(self.tasks_by_pq.get(pq, ()))
-        if not tasks:
-            return True
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
-        return not pending
-
+    # ------------------------------------------------------------------ requests
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        if not msgs:
+            return
         n = max(1, self.consumer.consume_message_batch_max_size)
-        for i in range(0, len(msgs), n):
-            self._spawn_for(self._consume(msgs[i : i + n], pq, mq), f"consume {mq}", pq)
+        self._requests.append(_Batch(msgs, n, pq, mq))
+        count = -(-len(msgs) // n)  # the requests it makes
+        self._pending[pq] = self._pending.get(pq, 0) + count
+        self._pending_total += count
+        self._queued += count
+        idle = self._idle_workers
+        while count and idle:
+            w = idle.popleft()
+            if not w.done():
+                w.set_result(None)
+                count -= 1
 
     def submit_consume_request_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         async def later() -> None:
@@ -123,18 +153,208 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
 
         self._spawn(later(), f"consume later {mq}")
 
-    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        if pq.dropped:
-            log.info(
-                "the message queue not be able to consume, because it's dropped. group=%s %s", self.consumer.group, mq
-            )
+    async def _worker(self) -> None:
+        """ConsumeRequest.run on one of ``consume_thread_max`` workers, oldest first."""
+        requests = self._requests
+        loop = asyncio.get_running_loop()
+        run = 0
+        while True:
+            if not requests:
+                self._flush_tally(time.monotonic())
+                w: asyncio.Future[None] = loop.create_future()
+                self._idle_workers.append(w)
+                await w
+                run = 0
+                continue
+            batch = requests[0]
+            pos, size, whole = batch.pos, batch.size, batch.msgs
+            # Under a backlog a worker takes several requests of one batch and settles their
+            # offsets together (one ProcessQueue removal and offset update instead of one
+            # per request); with fewer requests queued than workers, one at a time, so
+            # every worker gets one as with a thread pool.
+            k = max(1, min(self._queued // self._workers, _YIELD_EVERY))
+            end = pos + k * size
+            if end >= len(whole):
+                requests.popleft()
+                k = -(-(len(whole) - pos) // size)
+            else:
+                batch.pos = end
+            self._queued -= k
+            pq, mq = batch.pq, batch.mq
+            try:
+                await self._consume_run(whole[pos:end] if pos or end < len(whole) else whole, size, pq, mq)
+            finally:
+                self._requests_done(pq, k)
+            run += k
+            if run >= _YIELD_EVERY:
+                run = 0
+                await asyncio.sleep(0)
+
+    async def _consume_run(self, msgs: list[MessageExt], size: int, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """The requests of ``msgs`` (``size`` messages each) one after the other; the fully
+        consumed ones leave the process queue together at the end."""
+        if size >= len(msgs):
+            chunks = [msgs]
+        else:
+            chunks = [msgs[i : i + size] for i in range(0, len(msgs), size)]
+        done: list[MessageExt] = []
+        try:
+            if not self.is_async and len(chunks) > 1:
+                done = await self._consume_blocking_run(chunks, pq, mq)
+            else:
+                for chunk in chunks:
+                    if await self._consume(chunk, pq, mq):
+                        done += chunk
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("consume request of %s failed, group=%s", mq, self.consumer.group)
+        if done:
+            self._count_consume(mq.topic, None, ok=len(done))
+            self._settle(done, pq, mq)
+
+    async def _consume_blocking_run(
+        self, chunks: list[list[MessageExt]], pq: ProcessQueue, mq: MessageQueue
+    ) -> list[MessageExt]:
+        """A blocking listener's calls for a run of requests in one thread-pool job: the
+        hand-off to a thread and back cost more than a listener that answers at once, so
+        one per run instead of one per request. The fully consumed messages are returned."""
+        if self._dropped_before(pq, mq):
+            return []
+        ctxs = [ConsumeConcurrentlyContext(mq) for _ in chunks]
+        for chunk in chunks:
+            self.consumer.reset_retry_topic(chunk)
+        loop = asyncio.get_running_loop()
+        answers = await loop.run_in_executor(self.executor, self._listen_blocking, chunks, ctxs, pq)
+        done: list[MessageExt] = []
+        # requests the thread did not call (the queue was dropped) end as _consume would
+        for chunk, ctx, (status, seconds) in zip(chunks, ctxs, answers, strict=False):
+            self._count_consume(mq.topic, time.monotonic() - seconds)
+            if inspect.isawaitable(status):
+                status = await status
+            if await self._finish(status, ctx, chunk, pq, mq):
+                done += chunk
+        return done
+
+    def _listen_blocking(
+        self, chunks: list[list[MessageExt]], ctxs: list[ConsumeConcurrentlyContext], pq: ProcessQueue
+    ) -> list[tuple[object, float]]:
+        """On a pool thread: the listener for each request in turn, with its start stamp;
+        (answer or None when it raised, seconds) per request called."""
+        out: list[tuple[object, float]] = []
+        for chunk, ctx in zip(chunks, ctxs, strict=True):
+            if pq.dropped:
+                break
+            start = str(now_ms())
+            for m in chunk:
+                m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
+            status: object = None
+            begin = time.monotonic()
+            try:
+                status = self.listener(chunk, ctx)
+            except Exception:
+                log.exception("consumeMessage exception, group=%s %s", self.consumer.group, ctx.message_queue)
+            out.append((status, time.monotonic() - begin))
+        return out
+
+    def _requests_done(self, pq: ProcessQueue, k: int) -> None:
+        left = self._pending[pq] - k
+        self._pending_total -= k
+        if left:
+            self._pending[pq] = left
+        else:
+            del self._pending[pq]
+            self._wake(pq)
+        if not self._pending_total:
+            self._wake(None)
+
+    def _wake(self, key: ProcessQueue | None) -> None:
+        for f in self._idle_waiters.pop(key, ()):
+            if not f.done():
+                f.set_result(None)
+
+    async def _wait_for(self, key: ProcessQueue | None, timeout: float) -> bool:
+        """Wait (bounded) until ``key``'s requests (None: all) are finished."""
+        if (self._pending_total if key is None else self._pending.get(key, 0)) == 0:
+            return True
+        f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters.setdefault(key, []).append(f)
+        try:
+            await asyncio.wait_for(f, timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def wait_idle(self, pq: ProcessQueue, timeout: float) -> bool:
+        """Wait (bounded) for the consume requests of ``pq`` to end; True when they did."""
+        return await self._wait_for(pq, timeout)
+
+    def _count_consume(self, topic: str, begin: float | None, ok: int = 0, failed: int = 0) -> None:
+        """The base's figures, summed per topic and handed to the stats manager once a
+        second and whenever a worker runs out of requests: two stats calls per message
+        were a sixth of the consume path's time."""
+        t = self._tally.get(topic)
+        if t is None:
+            t = self._tally[topic] = [0.0, 0, 0, 0]
+        t[2] += ok
+        t[3] += failed
+        if begin is not None:
+            now = time.monotonic()
+            t[0] += now - begin
+            t[1] += 1
+            if now - self._tally_since >= 1.0:
+                self._flush_tally(now)
+
+    def _flush_tally(self, now: float) -> None:
+        self._tally_since = now
+        if not self._tally:
             return
+        tally, self._tally = self._tally, {}
+        inst = self.consumer.instance
+        if inst is None:
+            return
+        stats, group = inst.consumer_stats, self.consumer.group
+        for topic, (seconds, calls, ok, failed) in tally.items():
+            if calls:
+                stats.inc_consume_rt(group, topic, seconds * 1000, int(calls))
+            if ok or failed:
+                stats.inc_consume_result(group, topic, int(ok), int(failed))
+
+    async def _call_listener(self, msgs: list[MessageExt], ctx: object) -> object:
+        if self.is_async:
+            return await self.listener(msgs, ctx)  # the workers bound the concurrency
+        return await super()._call_listener(msgs, ctx)
+
+    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> bool:
+        """ConsumeRequest.run for one request; True when every message was consumed (the
+        caller settles them), else the outcome is settled here."""
+        if self._dropped_before(pq, mq):
+            return False
         ctx = ConsumeConcurrentlyContext(mq)
         self.consumer.reset_retry_topic(msgs)
         start = str(now_ms())
         for m in msgs:
             m.properties[MessageConst.CONSUME_START_TIMESTAMP] = start
         status = await self._listen(msgs, ctx, mq)
+        return await self._finish(status, ctx, msgs, pq, mq)
+
+    def _dropped_before(self, pq: ProcessQueue, mq: MessageQueue) -> bool:
+        if pq.dropped:
+            log.info(
+                "the message queue not be able to consume, because it's dropped. group=%s %s", self.consumer.group, mq
+            )
+        return pq.dropped
+
+    async def _finish(
+        self,
+        status: object,
+        ctx: ConsumeConcurrentlyContext,
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> bool:
+        """The listener's answer for one request: True when all of it was consumed (the
+        caller settles it), else the failed messages go back here."""
         if not isinstance(status, ConsumeResult):
             if status is not None:
                 log.warning("listener returned %r, not a ConsumeResult; treated as RECONSUME_LATER", status)
@@ -147,8 +367,11 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
             status = ConsumeResult.RECONSUME_LATER
         if pq.dropped:
             log.warning("processQueue is dropped without process consume result. %s", mq)
-            return
+            return False
+        if status is ConsumeResult.SUCCESS and ctx.ack_index >= len(msgs) - 1:
+            return True  # all consumed, the usual case: nothing goes back
         await self.process_consume_result(status, ctx, msgs, pq, mq)
+        return False
 
     async def process_consume_result(
         self,
@@ -180,6 +403,10 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
                 ids = {id(m) for m in failed}
                 done = [m for m in msgs if id(m) not in ids]
                 self.submit_consume_request_later(failed, pq, mq)
+        self._settle(done, pq, mq)
+
+    def _settle(self, done: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """``done`` leave the process queue; the offset moves to the smallest still in it."""
         offset = pq.remove_messages(done)
         if offset >= 0 and not pq.dropped:
             assert self.consumer.offset_store is not None

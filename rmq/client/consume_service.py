@@ -57,7 +57,8 @@ class ConsumeServiceBase:
         self.is_async = is_async_callable(listener)
         self.executor: ThreadPoolExecutor | None = None
         # an async listener runs on the loop: this bounds how many run at once, as the
-        # thread pool bounds a blocking one
+        # thread pool bounds a blocking one (the orderly service's tasks; the concurrent
+        # service's fixed set of workers is its own bound)
         self.semaphore = asyncio.Semaphore(consumer.consume_thread_max)
         self.tasks = BoundedTaskSet(log)
         self.stopped = False

@@ -87,9 +87,10 @@ class ConsumerStatsManager:
         item.pull_rt.add(rt_ms, 1, now)
         item.pull_msgs.add(msgs, 0, now)
 
-    def inc_consume_rt(self, group: str, topic: str, rt_ms: float) -> None:
+    def inc_consume_rt(self, group: str, topic: str, rt_ms: float, calls: int = 1) -> None:
+        """``calls`` listener calls that took ``rt_ms`` in all."""
         item, now = self._item(group, topic)
-        item.consume_rt.add(rt_ms, 1, now)
+        item.consume_rt.add(rt_ms, calls, now)
 
     def inc_consume_result(self, group: str, topic: str, ok: int, failed: int) -> None:
         """incConsumeOKTPS / incConsumeFailedTPS of one consumed batch."""

@@ -4,6 +4,13 @@ Messages are kept by queue offset. The offset a consumer may commit is the small
 offset still in flight (or, when none is, one past the largest offset seen), so a
 crash never skips a message that was pulled but not consumed.
 
+The offsets are kept in an ascending list read from a head index: a queue's pulls arrive
+in offset order, so adding a batch is an append and the smallest offset still in flight is
+found by moving the head past consumed ones (each offset is passed once; the list is
+compacted when the dead head is most of it). Both are O(1) amortised per message, where a
+heap cost O(log n) per message on both sides. An offset below the last one (orderly's
+put-back, a duplicate pull) is inserted in place, which is rare and O(n).
+
 Orderly consumption takes messages in offset order (``take_messages``) into a
 "consuming" set, and either ``commit``s them (the next offset to consume) or puts them
 back (``make_message_to_consume_again``) to be taken again first. ``consume_lock`` is
@@ -16,7 +23,7 @@ without a renewal (the broker keeps it for 60 s, renewals come every 20 s).
 from __future__ import annotations
 
 import asyncio
-import heapq
+from bisect import bisect_left
 from collections.abc import Iterable
 
 from rmq.common.clock import now_ms
@@ -36,7 +43,8 @@ REBALANCE_LOCK_INTERVAL_MS = 20000
 class ProcessQueue:
     __slots__ = (
         "_msgs",
-        "_heap",
+        "_order",
+        "_head",
         "msg_count",
         "msg_size",
         "queue_offset_max",
@@ -54,7 +62,9 @@ class ProcessQueue:
 
     def __init__(self) -> None:
         self._msgs: dict[int, MessageExt] = {}
-        self._heap: list[int] = []  # offsets; lazily cleaned of removed ones
+        # ascending offsets from ``_head`` on; ones no longer in ``_msgs`` are passed lazily
+        self._order: list[int] = []
+        self._head = 0
         self.msg_count = 0
         self.msg_size = 0
         self.queue_offset_max = 0
@@ -89,11 +99,32 @@ class ProcessQueue:
         return bool(self._msgs)
 
     def _first(self) -> int | None:
-        heap = self._heap
+        order = self._order
         msgs = self._msgs
-        while heap and heap[0] not in msgs:
-            heapq.heappop(heap)
-        return heap[0] if heap else None
+        head = self._head
+        n = len(order)
+        while head < n and order[head] not in msgs:
+            head += 1
+        if head >= n:
+            order.clear()
+            self._head = 0
+            return None
+        if head > 1024 and head * 2 > n:
+            # compact: the passed head is most of the list (amortised O(1) per offset)
+            del order[:head]
+            head = 0
+        self._head = head
+        return order[head]
+
+    def _insert(self, off: int) -> None:
+        """Add ``off`` (not in ``_msgs``) to the ordered offsets."""
+        order = self._order
+        if not order or off > order[-1]:
+            order.append(off)  # the common case: pulls come in offset order
+        else:
+            i = bisect_left(order, off, self._head)
+            if i == len(order) or order[i] != off:  # a passed copy may still be there
+                order.insert(i, off)
 
     @property
     def min_offset(self) -> int | None:
@@ -118,14 +149,19 @@ class ProcessQueue:
         """Add pulled messages; True when an orderly consume task must be started (there
         are messages and none is running: ``consuming`` was False and is now True)."""
         last: MessageExt | None = None
+        table = self._msgs
+        insert = self._insert
+        count = size = 0
         for m in msgs:
             off = m.queue_offset
-            if off not in self._msgs:
-                self._msgs[off] = m
-                heapq.heappush(self._heap, off)
-                self.msg_count += 1
-                self.msg_size += len(m.body)
+            if off not in table:
+                table[off] = m
+                insert(off)
+                count += 1
+                size += len(m.body)
             last = m
+        self.msg_count += count
+        self.msg_size += size
         if last is not None:
             self.queue_offset_max = max(self.queue_offset_max, last.queue_offset)
             max_offset = last.properties.get(MessageConst.MAX_OFFSET)
@@ -146,11 +182,15 @@ class ProcessQueue:
         if not self._msgs:
             return -1
         result = self.queue_offset_max + 1
+        pop = self._msgs.pop
+        count = size = 0
         for m in msgs:
-            removed = self._msgs.pop(m.queue_offset, None)
+            removed = pop(m.queue_offset, None)
             if removed is not None:
-                self.msg_count -= 1
-                self.msg_size -= len(removed.body)
+                count += 1
+                size += len(removed.body)
+        self.msg_count -= count
+        self.msg_size -= size
         first = self._first()
         if first is not None:
             result = first
@@ -169,7 +209,7 @@ class ProcessQueue:
             first = self._first()
             if first is None:
                 break
-            heapq.heappop(self._heap)
+            self._head += 1
             m = self._msgs.pop(first)
             self._consuming[first] = m
             out.append(m)
@@ -195,7 +235,7 @@ class ProcessQueue:
             self._consuming.pop(off, None)
             if off not in self._msgs:
                 self._msgs[off] = m
-                heapq.heappush(self._heap, off)
+                self._insert(off)
 
     def rollback(self) -> None:
         """Put every taken message back."""
@@ -208,9 +248,10 @@ class ProcessQueue:
     def cached_range(self) -> tuple[int, int, int] | None:
         """(smallest, largest offset, count) of the messages waiting to be consumed, or
         None (what GET_CONSUMER_RUNNING_INFO reports as cachedMsg*)."""
-        if not self._msgs:
+        first = self._first()
+        if first is None:
             return None
-        return min(self._msgs), max(self._msgs), len(self._msgs)
+        return first, max(self._msgs), len(self._msgs)
 
     def consuming_range(self) -> tuple[int, int, int] | None:
         """The same for an orderly consumer's taken, uncommitted messages (transactionMsg*)."""
@@ -222,7 +263,8 @@ class ProcessQueue:
         """Forget everything in flight (seek, re-balance, offset reset)."""
         self._msgs.clear()
         self._consuming.clear()
-        self._heap.clear()
+        self._order.clear()
+        self._head = 0
         self.msg_count = 0
         self.msg_size = 0
         self.queue_offset_max = 0

@@ -16,7 +16,7 @@ from rmq.client.message import PullResult, PullStatus
 from rmq.protocol.bodies import MASTER_ID, MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.headers import PullMessageRequestHeader
-from rmq.protocol.message import MessageConst, decode_records
+from rmq.protocol.message import MessageConst, decode_records_batch
 
 __all__ = ["PullAPIWrapper"]
 
@@ -76,7 +76,7 @@ class PullAPIWrapper:
     ) -> PullResult:
         self.update_pull_from_which_node(mq, result.suggest_which_broker_id)
         if result.status is PullStatus.FOUND and result.body:
-            msgs = decode_records(result.body, decompress=True)
+            msgs = decode_records_batch(result.body, decompress=True)
             if subscription is not None and subscription.tags_set and not subscription.class_filter_mode:
                 tags = set(subscription.tags_set)
                 msgs = [m for m in msgs if m.properties.get(MessageConst.TAGS) in tags]

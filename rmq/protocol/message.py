@@ -12,7 +12,7 @@ import time
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import mul
+from operator import methodcaller, mul
 from typing import NamedTuple
 
 from rmq.protocol.errors import ProtocolError
@@ -527,6 +527,79 @@ def decode_records(buf: bytes | memoryview | bytearray, *, decompress: bool = Tr
         except ProtocolError:
             break
         out.append(m)
+        pos += m.store_size
+    return out
+
+
+_HEAD_V1_IPV4 = _HEAD_STRUCTS[8, 8]
+_NOT_PLAIN = SysFlag.BORNHOST_V6 | SysFlag.STOREHOSTADDRESS_V6 | SysFlag.COMPRESSED
+_SPLIT_NAME = methodcaller("split", "\x01", 1)
+
+
+def _plain_properties(s: str) -> dict[str, str]:
+    """``string_to_properties`` with the split done in C for the usual string (every
+    segment a non-empty name, \x01, a non-empty value); any other shape goes to it."""
+    parts = s.split("\x02")
+    if parts[-1] == "":
+        parts.pop()
+    try:
+        out = dict(map(_SPLIT_NAME, parts))  # ValueError: a segment without \x01
+    except ValueError:
+        return string_to_properties(s)
+    if "" in out or "" in out.values():
+        return string_to_properties(s)  # empty names / values are skipped there
+    return out
+
+
+def decode_records_batch(buf: bytes | memoryview | bytearray, *, decompress: bool = True) -> list[MessageExt]:
+    """``decode_records``' result (the same messages, the same end at a bad record), in
+    one pass that costs less per message: the usual record (magic v1, IPv4 hosts, not
+    compressed) is read with one struct call and its properties split in C; any other
+    record, or one that fails a check, goes through ``decode_record``, which decides."""
+    data = bytes(buf)
+    n = len(data)
+    out: list[MessageExt] = []
+    append = out.append
+    unpack = _HEAD_V1_IPV4.unpack_from
+    head_size = _HEAD_V1_IPV4.size
+    topics: dict[bytes, str] = {}
+    pos = 0
+    while pos + 8 <= n:
+        if pos + head_size <= n:
+            head = unpack(data, pos)
+            total, sys_flag, body_len = head[0], head[7], head[14]
+            end = pos + total
+            body_start = pos + head_size
+            p = body_start + body_len
+            if (
+                head[1] == MESSAGE_MAGIC_CODE
+                and not sys_flag & _NOT_PLAIN
+                and 0 < total
+                and end <= n
+                and body_len >= 0
+                and p < end
+            ):
+                q = p + 1 + data[p]  # end of the topic (v1: a one-byte length, at most 127)
+                if data[p] <= 127 and q + 2 <= end and data[q] < 0x80 and q + 2 + (data[q] << 8 | data[q + 1]) == end:
+                    try:
+                        raw = data[p + 1 : q]
+                        topic = topics.get(raw)
+                        if topic is None:
+                            topic = topics[raw] = raw.decode("utf-8")
+                        props = _plain_properties(data[q + 2 : end].decode("utf-8"))
+                    except UnicodeDecodeError:
+                        pass  # decode_record says which and ends the batch
+                    else:
+                        # the 14 fixed fields (TOTALSIZE .. PREPARED TRANSACTION OFFSET) are
+                        # MessageExt's first 14, in order
+                        append(MessageExt(*head[:14], data[body_start:p], topic, props))  # type: ignore[call-arg]
+                        pos = end
+                        continue
+        try:
+            m = decode_record(data, pos, decompress=decompress)
+        except ProtocolError:
+            break
+        append(m)
         pos += m.store_size
     return out
 
