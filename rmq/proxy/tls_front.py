@@ -92,6 +92,7 @@ class _Pipe(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: _Pipe | None = None
         self.pending: list[bytes] = []
+        self.eof = False  # the EOF from our side was received
         self.closed = False
         self.on_lost: Callable[[], object] | None = None
 
@@ -112,11 +113,17 @@ class _Pipe(asyncio.Protocol):
             cast(asyncio.Transport, peer.transport).write(data)
 
     def eof_received(self) -> bool | None:
+        """Half-close: pass the EOF on and keep writing the other way. Once both ways have
+        ended (or the other side cannot half-close) both transports close: asyncio does not
+        close a transport by itself after EOF both ways, and the relay would keep two sockets."""
+        self.eof = True
         peer = self.peer
-        if peer is not None and peer.transport is not None and peer.transport.can_write_eof():
-            peer.transport.write_eof()
-            return True
-        return None
+        if peer is None or peer.transport is None or peer.eof or not peer.transport.can_write_eof():
+            if peer is not None and peer.transport is not None:
+                peer.transport.close()
+            return None  # our transport closes itself
+        peer.transport.write_eof()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
