@@ -17,7 +17,9 @@ is translated:
   peer and client URLs) becomes ``127.0.0.1:<local port>``; a service name as the value of
   an address key (``brokerIP2=broker-a``) becomes 127.0.0.1; a listen address on every
   interface with one of the service's own ports (``http://0.0.0.0:2379``) becomes
-  ``127.0.0.1:<local port>``;
+  ``127.0.0.1:<local port>``; a host address with a port the service publishes on the host
+  (``proxyAdvertiseAddress=${RMQ_BROKER_IP}:8081`` for ``ports: ["8081:8081"]``) keeps the
+  host and takes that port's local port;
 * a named volume becomes a directory under the work dir; container paths below a
   mount point (storePathRootDir, --kv-path) point there; a bind-mounted config file is
   copied with its values translated, and the command gets the copy;
@@ -52,12 +54,15 @@ from rmq.child_process import ChildProcess
 from tests.cluster.etcd_util import etcd_binary
 from tests.harness import BrokerProcess, NameServerProcess, RmqProcess
 from tests.metrics_util import free_ports
+from tests.proxy.harness import READY as PROXY_READY
+from tests.proxy.harness import ProxyProcess
 
 _INTERP = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 # keys whose value is a host (brokerIP2=broker-a); brokerName=broker-a is not one
 _ADDRESS_KEY = re.compile(r"(IP\d*|Host|Addr)$")
 _WILDCARD_HOSTS = ("0.0.0.0", "[::]")
-_PORT_SPEC = re.compile(r"^(?:(?:[\d.]+|\[[0-9a-f:]+\]):)?(?:(?P<host>[\d-]+):)?(?P<ctr>\d+)(?:/\w+)?$")
+# [ip:][host port:]container port[/proto]; an IPv4 address has dots (else "8081:8081" reads as ip:ctr)
+_PORT_SPEC = re.compile(r"^(?:(?:\d+\.[\d.]+|\[[0-9a-f:]+\]):)?(?:(?P<host>[\d-]+):)?(?P<ctr>\d+)(?:/\w+)?$")
 
 
 def load_yaml(path: Path) -> Any:
@@ -127,16 +132,22 @@ def merge_compose(base: dict[str, Any], override: dict[str, Any]) -> dict[str, A
     return out
 
 
-def _container_ports(svc: dict[str, Any]) -> list[int]:
-    ports: list[int] = []
+def _published(svc: dict[str, Any]) -> list[tuple[int | None, int]]:
+    """(host port or None, container port) of each ``ports:`` entry."""
+    out: list[tuple[int | None, int]] = []
     for p in svc.get("ports") or []:
         if isinstance(p, dict):
-            ports.append(int(p["target"]))
+            out.append((int(p["published"]) if p.get("published") else None, int(p["target"])))
             continue
         m = _PORT_SPEC.match(str(p))
         if m is None or "-" in (m.group("host") or ""):
             raise ValueError(f"compose: port spec {p!r} is not supported here")
-        ports.append(int(m.group("ctr")))
+        out.append((int(m.group("host")) if m.group("host") else None, int(m.group("ctr"))))
+    return out
+
+
+def _container_ports(svc: dict[str, Any]) -> list[int]:
+    ports = [ctr for _, ctr in _published(svc)]
     for e in svc.get("expose") or []:
         ports.append(int(str(e).split("/")[0]))
     return ports
@@ -223,6 +234,10 @@ class ComposeDeployment:
         self.port_map: dict[str, dict[int, int]] = {n: {} for n in names}
         for (n, p), local in zip(declared, local_ports(len(declared)), strict=True):
             self.port_map[n][p] = local
+        # host port -> container port, per service
+        self.host_ports: dict[str, dict[int, int]] = {
+            n: {h: c for h, c in _published(self.services[n]) if h is not None} for n in names
+        }
         self.local: dict[str, LocalService] = {}
         for n in names:
             self._local_service(n)
@@ -321,7 +336,13 @@ class ComposeDeployment:
 
         def ref(m: re.Match[str]) -> str:
             svc, port = m.group(1), int(m.group(2))
-            local = self.port_map[name].get(port) if svc in _WILDCARD_HOSTS else self.port_map.get(svc, {}).get(port)
+            if svc in _WILDCARD_HOSTS:
+                local = self.port_map[name].get(port)
+            elif svc in self.services:
+                local = self.port_map[svc].get(port)
+            else:  # an address of the host: this service's port published there, the host kept
+                ctr = self.host_ports[name].get(port)
+                return f"{svc}:{self.port_map[name][ctr]}" if ctr is not None else m.group(0)
             return f"127.0.0.1:{local}" if local is not None else m.group(0)
 
         return re.sub(r"(?<![\w.-])([A-Za-z0-9][\w.-]*|\[::\]):(\d+)\b", ref, value)
@@ -425,6 +446,8 @@ class ComposeDeployment:
                 store_dir=wd,
                 conf_path=conf,
             )
+        if role == "proxy":
+            return ProxyProcess(name, ["proxy", *args], wd, PROXY_READY, env=ls.env)
         raise ValueError(f"{name}: rmq {role} is not a server role")
 
     def mounted_file(self, name: str, target: str) -> Path:

@@ -92,11 +92,12 @@ class ProxyServer:
                 raise OSError(f"cannot listen on {bind}:{self.cfg.grpcServerPort}")
             self.port = port
         else:
-            # TLS and plaintext on one port: our listener in front, gRPC on a loopback port behind it
-            backend = server.add_insecure_port("127.0.0.1:0")
-            if backend == 0:
-                raise OSError("cannot listen on a loopback port for the gRPC server")
-            self.front = TlsFront(bind, self.cfg.grpcServerPort, self.tls, backend)
+            # TLS and plaintext on one port: our listener in front, gRPC on private Unix sockets behind it
+            self.front = TlsFront(bind, self.cfg.grpcServerPort, self.tls)
+            try:
+                await self.front.bind_backends(server)
+            except ValueError as e:
+                raise OSError(f"TLS: gRPC cannot use the tls.server.* files: {e}") from None
         self.service = MessagingService(
             self.cfg,
             self.brokers,
@@ -135,6 +136,8 @@ class ProxyServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        if self.front is not None:
+            await self.front.remove_backends()
         await self.brokers.close()
         if self.metrics.http.serving:
             await asyncio.to_thread(self.metrics.http.stop)

@@ -5,13 +5,13 @@
    what the issues ask for (a 3-member etcd cluster; 2 NameServers, both running a
    controller on it; broker-a SYNC_MASTER + slave, broker-b ASYNC_MASTER + slave in
    controller mode, each with its own conf file and volume, brokerIP1 from the
-   environment; Prometheus scraping all of them, Grafana provisioned).
+   environment; the 5.x proxy; Prometheus scraping all of them, Grafana provisioned).
 2. Every etcd and rmq service runs as a local process from its compose command,
    environment and mounted config (tests/compose_local.py; the local ``etcd`` for the
    image's), one controller leads and each group has a master and its slave
    (``rmq admin controllerStatus``), producers and consumers go through both broker
-   groups, a real ``prometheus`` (Debian package) scrapes them with the compose scrape
-   config, every query of the Grafana dashboard returns data through Prometheus's HTTP
+   groups, a 5.x gRPC client's sends through the proxy reach the same consumer, a real
+   ``prometheus`` (Debian package) scrapes them all with the compose scrape config, every query of the Grafana dashboard returns data through Prometheus's HTTP
    API, and killing broker-a's master makes its slave master. Grafana itself is not run.
 """
 
@@ -35,9 +35,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from rmq.client import ConsumeFromWhere, Message, MQClientAPI, Producer
+from rmq.proxy import pb
 from rmq.remoting.client import RemotingClient
 from tests.cluster.failover_util import store_host, wait_master, wait_slave
 from tests.compose_local import ComposeDeployment, load_yaml, merge_compose
@@ -120,6 +122,14 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
     rmq = dep.rmq_services()
     roles = {n: dep.local[n].command[1] for n in rmq}
     assert sorted(n for n, r in roles.items() if r == "namesrv") == ["namesrv-1", "namesrv-2"]
+    assert [n for n, r in roles.items() if r == "proxy"] == ["proxy"]
+    # the 5.x proxy: both NameServers, its advertised address the host's (RMQ_BROKER_IP) and port
+    proxy_cmd = dep.local["proxy"].command
+    proxy_port = dep.port_map["proxy"][8081]
+    assert proxy_cmd[proxy_cmd.index("-p") + 1] == str(proxy_port)
+    assert proxy_cmd[proxy_cmd.index("-n") + 1].count(";") == 1
+    assert f"proxyAdvertiseAddress=10.1.2.3:{proxy_port}" in proxy_cmd
+    assert dep.services["proxy"]["ports"] == ["8081:8081"]
 
     # etcd: a static 3-member cluster of an official 3.4/3.5 image, each member its own volume
     etcd = dep.etcd_services()
@@ -194,6 +204,8 @@ def test_compose_file_follows_the_compose_spec_and_the_issue(tmp_path):
         cmd = dep.local[n].command
         if roles[n] == "namesrv":
             metric_ports.add(int(cmd[cmd.index("--metrics-port") + 1]))
+        elif roles[n] == "proxy":
+            metric_ports.add(int(next(a.split("=", 1)[1] for a in cmd if a.startswith("metricsPromExporterPort="))))
         else:
             metric_ports.add(int(conf_props(Path(cmd[cmd.index("-c") + 1]))["metricsPromExporterPort"]))
     assert targets == {f"127.0.0.1:{p}" for p in metric_ports}
@@ -378,7 +390,7 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
 
         def all_targets_up() -> bool:
             active = prom_api(prom, "targets")["activeTargets"]
-            return len(active) == 6 and all(t["health"] == "up" for t in active)
+            return len(active) == 7 and all(t["health"] == "up" for t in active)
 
         await eventually(all_targets_up, timeout=30, what="every scrape target up")
 
@@ -420,6 +432,19 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
             }
             roles = query(prom, "rocketmq_broker_role")
             assert sorted(float(x["value"][1]) for x in roles) == [0.0, 1.0, 2.0, 2.0]
+
+            # a 5.x client through the proxy: its messages reach the same consumer, and
+            # Prometheus has the proxy's calls
+            bodies = [b"via-proxy-%02d" % i for i in range(5)]
+            await send_through_proxy(procs["proxy"].addr, topic, bodies)
+            await wait_until(lambda: len(got.msgs) >= sent + len(bodies), 30, what="the proxy's messages consumed")
+            assert sorted(m.body for m in got.msgs[sent:]) == bodies
+
+            def proxy_scraped() -> bool:
+                r = query(prom, 'sum(rocketmq_proxy_rpc_total{rpc="SendMessage", code="OK", node_type="proxy"})')
+                return bool(r) and float(r[0]["value"][1]) == len(bodies)
+
+            await eventually(proxy_scraped, timeout=30, what="the proxy's SendMessage calls in Prometheus")
 
             # every panel's query returns data (HA series once replication runs)
             ha_live = bool(query(prom, "rocketmq_ha_in_sync_replicas"))
@@ -480,6 +505,22 @@ async def test_the_compose_deployment_runs_and_every_dashboard_query_has_data(tm
         assert stored == {"broker-a": {addrs["broker-a-s"]}, "broker-b": {masters["broker-b"]}}, stored
 
 
+async def send_through_proxy(addr: str, topic: str, bodies: list[bytes]) -> None:
+    """SendMessage through ``rmq proxy`` as a 5.x client does (one message per call)."""
+    Req, Resp = pb.msg("SendMessageRequest"), pb.msg("SendMessageResponse")
+    md = (("x-mq-client-id", "compose-test@1@0@proxy"), ("x-mq-language", "PYTHON"))
+    async with grpc.aio.insecure_channel(addr) as ch:
+        send = ch.unary_unary(f"/{pb.SERVICE}/SendMessage", Req.SerializeToString, Resp.FromString)
+        for i, body in enumerate(bodies):
+            req = Req()
+            m = req.messages.add(body=body)
+            m.topic.name = topic
+            m.system_properties.message_id = f"0102030405060708090A0B0C0D0E0F{i:02X}"
+            m.system_properties.message_type = pb.MessageType.NORMAL
+            resp = await send(req, metadata=md, timeout=10)
+            assert resp.status.code == pb.Code.OK, resp.status
+
+
 # --------------------------------------------------------------------------- the ACL-on variant
 ACL_OVERRIDE = REPO / "docker-compose.acl.yml"
 ACL_TEMPLATE = REPO / "conf" / "acl" / "plain_acl.yml"
@@ -524,6 +565,8 @@ def test_acl_variant_follows_the_compose_spec_and_keeps_secrets_out(tmp_path):
     homes = set()
     for name in dep.rmq_services():
         cmd = dep.local[name].command
+        if cmd[1] == "proxy":
+            continue  # docker-compose.acl.yml does not configure the 5.x proxy (yet): it runs as in the base file
         props = conf_props(Path(cmd[cmd.index("-c") + 1]))
         assert props["aclEnable"] == "true" and props["tls.server.mode"] == "enforcing", name
         homes.add(props["rocketmqHome"])
