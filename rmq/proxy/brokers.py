@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from ssl import SSLContext
 
 from rmq.client.api import MQClientAPI
 from rmq.client.errors import MQBrokerError, MQClientError
@@ -76,11 +77,13 @@ class Route:
 
 
 class BrokerAccess:
-    def __init__(self, cfg: ProxyConfig, request_hook: RequestHook | None = None) -> None:
+    def __init__(
+        self, cfg: ProxyConfig, request_hook: RequestHook | None = None, ssl: SSLContext | None = None
+    ) -> None:
         self.cfg = cfg
         self.client_id = f"{local_ip()}@rmq-proxy-{os.getpid()}"
         self.remoting = RemotingClient(
-            language=LanguageCode.PYTHON, request_hook=request_hook, name=f"proxy-{self.client_id}"
+            language=LanguageCode.PYTHON, request_hook=request_hook, name=f"proxy-{self.client_id}", ssl=ssl
         )
         self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self.api = MQClientAPI(self.remoting, cfg.namesrv_list())

@@ -27,7 +27,7 @@ from rmq.proxy.metrics import ProxyMetrics
 from rmq.proxy.service import MessagingService
 from rmq.proxy.tls_front import TlsFront
 from rmq.remoting.acl_guard import acl_home, load_acl_set
-from rmq.remoting.tls import TlsMode, TlsSettings, load_tls_settings, tls_properties
+from rmq.remoting.tls import TlsMode, TlsSettings, client_context, load_tls_settings, tls_properties
 from rmq.runtime.service import PeriodicService
 
 __all__ = ["ProxyServer", "main"]
@@ -52,7 +52,10 @@ class ProxyServer:
         for k in ignored:
             log.warning("proxy config: TLS key %r ignored", k)
         self.front: TlsFront | None = None
-        self.brokers = BrokerAccess(cfg, request_hook=credential.sign if credential is not None else None)
+        # towards the brokers like a broker's own links: TLS with tls.enable=true, or by
+        # default when the proxy's own port enforces it
+        outbound = client_context(self.tls) if self.tls.outbound_tls else None
+        self.brokers = BrokerAccess(cfg, request_hook=credential.sign if credential is not None else None, ssl=outbound)
         self.metrics = ProxyMetrics(cfg.proxyClusterName, self.brokers.client_id)
         self.port = cfg.grpcServerPort
         self._server: grpc.aio.Server | None = None

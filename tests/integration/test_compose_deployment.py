@@ -565,8 +565,6 @@ def test_acl_variant_follows_the_compose_spec_and_keeps_secrets_out(tmp_path):
     homes = set()
     for name in dep.rmq_services():
         cmd = dep.local[name].command
-        if cmd[1] == "proxy":
-            continue  # docker-compose.acl.yml does not configure the 5.x proxy (yet): it runs as in the base file
         props = conf_props(Path(cmd[cmd.index("-c") + 1]))
         assert props["aclEnable"] == "true" and props["tls.server.mode"] == "enforcing", name
         homes.add(props["rocketmqHome"])
@@ -576,6 +574,16 @@ def test_acl_variant_follows_the_compose_spec_and_keeps_secrets_out(tmp_path):
             ACL_APP[0]: (ACL_APP[1], False),
             "rmq-cluster": (ACL_ENV["RMQ_ACL_CLUSTER_SECRET_KEY"], True),
         }
+        if cmd[1] == "proxy":
+            # the base file's proxy (NameServers, port, advertised address) plus ACL, TLS, the credential
+            acl_spec, base_spec = dep.services[name]["command"], base.services[name]["command"]
+            for opt in ("-n", "-p"):
+                assert acl_spec[acl_spec.index(opt) + 1] == base_spec[base_spec.index(opt) + 1], opt
+            assert (
+                'innerClientAuthenticationCredentials={"accessKey":"rmq-cluster","secretKey":"cluster-secret-from-env"}'
+                in cmd
+            )
+            continue
         if cmd[1] != "broker":
             # the NameServer of the plain deployment (command, controller keys) plus ACL and TLS
             assert dep.services[name]["command"] == base.services[name]["command"]
@@ -603,7 +611,7 @@ def test_acl_variant_follows_the_compose_spec_and_keeps_secrets_out(tmp_path):
         effective = conf_props_text(r.stdout)
         assert r.returncode == 0 and effective["aclEnable"].lower() == "true", r.stdout + r.stderr
         assert effective["rocketmqHome"] == props["rocketmqHome"]
-    assert len(homes) == 6 and plain[:2] == ["rmq", "broker"]  # each process its own mounted copy
+    assert len(homes) == 7 and plain[:2] == ["rmq", "broker"]  # each process its own mounted copy
     for text in (ACL_OVERRIDE.read_text(), template, *(p.read_text() for p in (REPO / "conf" / "acl").iterdir())):
         assert not any(secret in text for secret in ACL_ENV.values() if "secret" in secret)
 
