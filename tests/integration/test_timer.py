@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from rmq.broker.timer import TIMER_TOPIC
+from rmq.broker.timer import TIMER_CHECK_FILE, TIMER_GROUP, TIMER_TOPIC, decode_timer_check
+from rmq.protocol.bodies import loads_fastjson
 from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rmq.protocol.headers import EndTransactionRequestHeader
 from rmq.protocol.message import MessageExt, SysFlag, decode_message_id, decode_records
@@ -166,7 +167,7 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                 early = uniq_key()
                 await api.send_ok(topic, b"early", properties=props(uniq=early, wait="true", TIMER_DELAY_SEC="1"))
                 await _wait_for(api, topic, early, 1 + DEADLINE)
-                await asyncio.sleep(2.0)  # its checkpoint (1 s) and the offsets file (0.3 s)
+                await asyncio.sleep(2.0)  # its checkpoint in config/timercheck (1 s)
                 pending = [uniq_key() for _ in range(5)]
                 deliver_at = int(time.time() * 1000) + 4000
                 for uk in pending:
@@ -191,6 +192,14 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                     m = scrape(port)
                     assert m.value("rocketmq_timer_dequeue_total") == 5
                     assert m.value("rocketmq_timing_messages") == 0
+                    # the progress is in config/timercheck, not in consumer offsets
+                    r = await api.call(RequestCode.GET_ALL_CONSUMER_OFFSET)
+                    table = loads_fastjson(r.body or b"{}")["offsetTable"]
+                    assert not [k for k in table if k.endswith("@" + TIMER_GROUP)], table
+                    check = br2.store_dir / "config" / TIMER_CHECK_FILE
+                    await wait_until(
+                        lambda: decode_timer_check(check.read_bytes())[0].low == 6, 5, "all 6 timers checkpointed"
+                    )
             finally:
                 br2.stop()
 
