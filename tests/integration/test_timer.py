@@ -9,6 +9,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
+import msgpack
 import pytest
 
 from rmq.broker.timer import TIMER_CHECK_FILE, TIMER_GROUP, TIMER_TOPIC, decode_timer_check
@@ -202,6 +203,31 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                     )
             finally:
                 br2.stop()
+
+
+@pytest.mark.timeout(120)
+async def test_progress_in_the_old_consumer_offsets_moves_to_timercheck(tmp_path):
+    """A store whose timer progress is still in CID_RMQ_SYS_TIMER's offsets (rmq before
+    config/timercheck): the broker takes it once, writes the file, drops those offsets
+    (other groups' kept) and delivers timers as before."""
+    config = tmp_path / "broker-a" / "store" / "config"
+    config.mkdir(parents=True)
+    old = {f"{TIMER_TOPIC}@{TIMER_GROUP}": {0: 0, 1: 0, 2: 12345}, "T@g": {0: 7}}
+    (config / "consumerOffset.msgpack").write_bytes(msgpack.packb({"offsetTable": old}, use_bin_type=True))
+    with start_broker(tmp_path, None) as br:
+        assert "TimerCheckpoint(low=0, scanned=0, delivered_through=12345) moved" in br.log_text()
+        assert (config / TIMER_CHECK_FILE).stat().st_size == 4096
+        async with BrokerApi(br.addr) as api:
+            r = await api.call(RequestCode.GET_ALL_CONSUMER_OFFSET)
+            listed = loads_fastjson(r.body or b"{}")["offsetTable"]
+            assert listed["T@g"] == {"0": 7} and not [k for k in listed if k.endswith("@" + TIMER_GROUP)], listed
+            topic = unique("TimerMoved")
+            await api.create_topic(topic, queues=1)
+            uk = uniq_key()
+            await api.send_ok(topic, b"moved", properties=props(uniq=uk, wait="true", TIMER_DELAY_SEC="1"))
+            await _wait_for(api, topic, uk, 1 + DEADLINE)
+    table = msgpack.unpackb((config / "consumerOffset.msgpack").read_bytes(), strict_map_key=False)
+    assert table["offsetTable"]["T@g"] == {0: 7} and f"{TIMER_TOPIC}@{TIMER_GROUP}" not in table["offsetTable"]
 
 
 @pytest.mark.timeout(120)
