@@ -37,6 +37,7 @@ from rmq.broker.processors.role_notice import RoleChangeNoticeProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.stats import BrokerStatsProcessor
 from rmq.broker.processors.store_admin import StoreAdminProcessor
+from rmq.broker.processors.timer_check import TimerCheckProcessor
 from rmq.broker.pull_hold import PullRequestHoldService
 from rmq.broker.registration import BrokerRegistration
 from rmq.broker.roles import RoleServices
@@ -120,16 +121,17 @@ class Broker:
         self.schedule = ScheduleMessageService(self.store, sc.delay_levels_ms, cfg_dir, sc.flushDelayOffsetInterval)
         self.transactions = TransactionalMessageService(bc, self.store, self.topics, self.offsets, self.producers)
 
+        # timer messages (rmq/broker/timer.py): the put hook below, delivery on the master
+        self.timer = TimerMessageService(self.store, cfg_dir, bc.timerPrecisionMs)
+
         # ---- roles, replication, registration
         self.slave_sync = SlaveSynchronize(
-            self.namesrv_client, bc, self.topics, self.offsets, self.schedule, self.subscriptions
+            self.namesrv_client, bc, self.topics, self.offsets, self.schedule, self.subscriptions, self.timer
         )
         self.epochs = FailoverEpochs(self.store, sc.storePathRootDir) if bc.controller_mode else None
         self.roles = RoleServices(
             bc, sc, self.store, listen_host, self.schedule, self.transactions, self.slave_sync, self.epochs
         )
-        # timer messages (rmq/broker/timer.py): the put hook below, delivery on the master
-        self.timer = TimerMessageService(self.store, self.offsets, bc.timerPrecisionMs)
         self.topics.table.setdefault(TIMER_TOPIC, timer_topic_config())
         self.roles.master_services.append(self.timer)
         self.registration = BrokerRegistration(bc, sc, self.outer_api, self.topics, self.roles.on_register_result)
@@ -271,6 +273,7 @@ class Broker:
             (RequestCode.GET_ALL_TOPIC_CONFIG, a.get_all_topic_config),
             (RequestCode.GET_ALL_CONSUMER_OFFSET, a.get_all_consumer_offset),
             (RequestCode.GET_ALL_DELAY_OFFSET, a.get_all_delay_offset),
+            (RequestCode.GET_TIMER_CHECK_POINT, TimerCheckProcessor(self.timer).get_timer_check_point),
             (RequestCode.GET_BROKER_HA_STATUS, a.get_broker_ha_status),
             (RequestCode.GET_TOPIC_STATS_INFO, a.get_topic_stats_info),
             (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, a.query_topic_consume_by_who),
@@ -345,6 +348,7 @@ class Broker:
             )
         self.topics.load()
         self.offsets.load()
+        await self.timer.load(self.offsets)  # config/timercheck (once: from the old offsets)
         self.subscriptions.load()
         self.pop.load()
         # The store first (recovery, then dispatch caught up), the port after: a

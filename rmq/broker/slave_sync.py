@@ -7,6 +7,9 @@ ordinary remoting port, for
 * GET_ALL_CONSUMER_OFFSET (43): committed offsets, merged key by key (putAll);
 * GET_ALL_DELAY_OFFSET (45): the schedule service's per-level offsets;
 * GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): groups, taken whole when the version differs;
+* GET_TIMER_CHECK_POINT (60): the timer service's progress (RocketMQ 5's
+  syncTimerCheckPoint), stored in config/timercheck when its version differs, so that a
+  promoted slave resumes timer delivery from it (rmq/broker/timer.py);
 
 and writes what changed to its own config files, so that it serves pulls and offset
 queries as its master would, and has the metadata when it is promoted.
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.offsets import ConsumerOffsetManager
@@ -37,6 +40,12 @@ log = logging.getLogger("rmq.broker.slave_sync")
 TIMEOUT = 3.0
 
 
+class TimerCheckCopy(Protocol):
+    """The timer service's side (rmq/broker/timer.py TimerMessageService.adopt)."""
+
+    async def adopt(self, body: bytes) -> bool: ...
+
+
 @dataclass(eq=False)
 class SlaveSynchronize:
     """``master_addr`` is set by the role change (rmq/broker/roles.py) or, for a static
@@ -48,6 +57,7 @@ class SlaveSynchronize:
     offsets: ConsumerOffsetManager
     schedule: ScheduleMessageService
     subscriptions: SubscriptionGroupManager
+    timer: TimerCheckCopy | None = None
 
     def __post_init__(self) -> None:
         self.master_addr: str | None = None
@@ -72,6 +82,7 @@ class SlaveSynchronize:
             self.sync_consumer_offset,
             self.sync_delay_offset,
             self.sync_subscription_group_config,
+            self.sync_timer_check_point,
         ):
             try:
                 await step(addr)
@@ -131,6 +142,12 @@ class SlaveSynchronize:
         subscriptions.replace_all(table, {"counter": dv.counter, "timestamp": dv.timestamp})
         await subscriptions.persist()
         log.info("slave sync: %d subscription groups from master %s", len(table), addr)
+
+    async def sync_timer_check_point(self, addr: str) -> None:
+        if self.timer is None:
+            return
+        if await self.timer.adopt(await self._fetch(addr, RequestCode.GET_TIMER_CHECK_POINT)):
+            log.debug("slave sync: timer checkpoint from master %s", addr)
 
 
 class SlaveSyncService(ServiceLoop):

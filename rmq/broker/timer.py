@@ -25,39 +25,49 @@ offset is remembered. When ``now + WINDOW_MS / 2`` reaches the horizon the scann
 again over the queue from that offset with the horizon moved on: memory is O(timers due
 in the next 10 minutes), the price is a re-read of the far entries every 5 minutes.
 
-**Progress** (``TimerCheckpoint``), kept as the consumer offsets of the internal group
-``CID_RMQ_SYS_TIMER`` on ``rmq_sys_wheel_timer`` (queue 0: the lowest undelivered CQ offset
-L, so the group's lag is the timers not yet delivered; queue 1: the scan end S; queue 2:
-W, every entry below S due at or before W is delivered). A checkpoint is taken every
-second and written to the offset table only after the CommitLog has committed every copy
-delivered before it; the broker persists the table every flushConsumerOffsetInterval and
-slaves copy it with the other offsets (slave sync), so a promoted slave resumes from its
-master's last checkpoint (cut to the end of its own timer queue, whose later offsets
-hold entries its old master never wrote). A restart scans again from L and skips what the
-checkpoint proves delivered: it re-delivers at most what was delivered after the last
-persisted checkpoint (at-least-once). A copy is committed, not replicated, when its
-progress is saved: an ASYNC failover may lose a copy delivered less than a slave-sync
-interval before the failure whose bytes had not reached the slave.
+**Progress** (``TimerCheckpoint``: L, the lowest undelivered CQ offset; S, the scan end;
+W, every entry below S due at or before W is delivered) is kept in ``config/timercheck``,
+RocketMQ 5's TimerCheckpoint file (layout: ``encode_timer_check``), owned by this service.
+A checkpoint is taken every second and written (atomically, in a worker thread) only after
+the CommitLog has committed every copy delivered before it. The master answers
+GET_TIMER_CHECK_POINT (60) with the last one written; a slave's service, not running,
+stores its master's (slave sync, ``adopt``), so a promoted slave resumes from its master's
+last checkpoint (cut to the end of its own timer queue, whose later offsets hold entries
+its old master never wrote). A restart scans again from L and skips what the checkpoint
+proves delivered: it re-delivers at most what was delivered after the last written
+checkpoint (at-least-once). A copy is committed, not replicated, when its progress is
+saved: an ASYNC failover may lose a copy delivered less than a slave-sync interval before
+the failure whose bytes had not reached the slave.
+
+Before the file, the progress was kept as consumer offsets of queues 0 / 1 / 2 of the
+internal group ``CID_RMQ_SYS_TIMER`` on the timer topic (``TIMER_GROUP``); a broker that
+finds no file but those offsets takes them once (``load``), writes the file and removes
+the group's offsets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
-from collections.abc import Awaitable, Callable
+import os
+import struct
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from rmq.broker.reput import real_destination, reput_message
 from rmq.broker.seams import ServiceStore
 from rmq.common.clock import now_ms
-from rmq.protocol.bodies import TopicConfig
+from rmq.common.fs import atomic_write
+from rmq.protocol.bodies import DataVersion, TopicConfig
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.message import MessageConst, MessageExt, MessageExtBrokerInner, SysFlag
 from rmq.runtime.service import ServiceLoop
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 __all__ = [
+    "TIMER_CHECK_FILE",
     "TIMER_GROUP",
     "TIMER_TOPIC",
     "TimerCheckpoint",
@@ -65,7 +75,9 @@ __all__ = [
     "TimerIllegal",
     "TimerMessageService",
     "TimerWheelState",
+    "decode_timer_check",
     "due_of",
+    "encode_timer_check",
     "parse_deliver_ms",
     "slot_of",
     "timer_copy",
@@ -75,7 +87,8 @@ __all__ = [
 log = logging.getLogger("rmq.broker.timer")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC
-TIMER_GROUP = "CID_RMQ_SYS_TIMER"  # rmq: the consumer group its progress is kept under
+TIMER_GROUP = "CID_RMQ_SYS_TIMER"  # rmq before config/timercheck: the group progress was kept under
+TIMER_CHECK_FILE = "timercheck"  # under config/ (BrokerPathConfigHelper.getTimerCheckPath)
 WINDOW_MS = 10 * 60 * 1000  # entries due within this much of the last scan are in memory
 SCAN_BATCH = 2000  # CQ units read per scanner step before yielding the loop
 DELIVER_BATCH = 1000  # puts per deliverer step before yielding the loop
@@ -222,11 +235,10 @@ class TimerCheckpoint:
     scanned: int
     delivered_through: int
 
-    def as_offsets(self) -> dict[int, int]:
-        return {0: self.low, 1: self.scanned, 2: self.delivered_through}
-
     @classmethod
     def from_offsets(cls, queues: dict[int, int]) -> TimerCheckpoint | None:
+        """The checkpoint as rmq kept it before config/timercheck: the offsets of queues 0
+        (low), 1 (scanned) and 2 (delivered_through) of TIMER_GROUP on TIMER_TOPIC."""
         low = queues.get(0, -1)
         if low < 0:
             return None
@@ -240,6 +252,58 @@ class TimerCheckpoint:
         if self.scanned <= top:
             return self
         return TimerCheckpoint(min(self.low, top), top, self.delivered_through)
+
+
+# config/timercheck and GET_TIMER_CHECK_POINT's body: RocketMQ 5's TimerCheckpoint, seven
+# big-endian longs (TimerCheckpoint.encode / flush); the file is one mapped OS page, zeros
+# after them; a file of the first four longs only (before 5.x added the DataVersion) reads
+# with version (0, 0, 0).
+_TIMER_CHECK = struct.Struct(">7q")
+_TIMER_CHECK_V0 = 32
+TIMER_CHECK_FILE_SIZE = 4096  # DefaultMappedFile.OS_PAGE_SIZE
+NO_VERSION = DataVersion(0, 0, 0)
+
+
+def encode_timer_check(cp: TimerCheckpoint, version: DataVersion, size: int = _TIMER_CHECK.size) -> bytes:
+    """RocketMQ 5's TimerCheckpoint bytes for ``cp`` (``size``: padded with zeros, as the file).
+
+    ======  ======================  ===========================================================
+    offset  RocketMQ 5              rmq
+    ======  ======================  ===========================================================
+    0       lastReadTimeMs          ``delivered_through``: the time the delivery has read up to
+                                    (RocketMQ: commitReadTimeMs, every slot before it delivered)
+    8       lastTimerLogFlushPos    ``low``: where a restart reads pending timers again. We keep
+                                    no TimerLog: the pending timers are the timer topic's CQ
+                                    entries from ``low`` on, so this slot holds a CQ offset, not
+                                    a TimerLog position (the only field whose unit differs)
+    16      lastTimerQueueOffset    ``scanned``: the timer CQ offset scanning had reached
+                                    (RocketMQ: commitQueueOffset, what the enqueue had read)
+    24      masterTimerQueueOffset  ``scanned`` as well: RocketMQ's master writes its own
+                                    commitQueueOffset there; a slave's copy is its master's
+    32      dataVersion.stateVersion   0 (we have no state machine version)
+    40      dataVersion.timestamp      when the checkpoint last changed (ms)
+    48      dataVersion.counter        bumped at every change
+    ======  ======================  ===========================================================
+
+    So a RocketMQ 5 slave syncing from us reads the fields it copies (lastReadTimeMs,
+    masterTimerQueueOffset, dataVersion) with their own meaning."""
+    state = version.state_version or 0
+    raw = _TIMER_CHECK.pack(
+        cp.delivered_through, cp.low, cp.scanned, cp.scanned, state, version.timestamp, version.counter
+    )
+    return raw.ljust(size, b"\0")
+
+
+def decode_timer_check(raw: bytes) -> tuple[TimerCheckpoint, DataVersion]:
+    """``encode_timer_check``'s inverse (trailing bytes ignored); ValueError when short.
+    ``scanned`` is lastTimerQueueOffset (RocketMQ writes min(its own, the master's) there)."""
+    if len(raw) < _TIMER_CHECK_V0:
+        raise ValueError(f"timer checkpoint: {len(raw)} bytes, at least {_TIMER_CHECK_V0} expected")
+    if len(raw) < _TIMER_CHECK.size:
+        raw = bytes(raw[:_TIMER_CHECK_V0]).ljust(_TIMER_CHECK.size, b"\0")
+    read_ms, low, scanned, _master, state, ts, counter = _TIMER_CHECK.unpack_from(raw)
+    low = max(0, min(low, scanned))
+    return TimerCheckpoint(low, scanned, read_ms), DataVersion(ts, counter, state)
 
 
 Entry = tuple[int, int, int, int]  # (due ms, cq offset, commitlog offset, size)
@@ -366,21 +430,25 @@ class TimerWheelState:
 
 
 # ---------------------------------------------------------------------------- the service
-class TimerOffsets(Protocol):
-    """Where progress is kept (the consumer offset manager)."""
-
-    def commit_offset(self, client: str, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+class LegacyTimerOffsets(Protocol):
+    """Where progress was kept before config/timercheck (the consumer offset manager)."""
 
     def query_offsets(self, group: str, topic: str) -> dict[int, int]: ...
 
+    def remove_group(self, group: str, topics: Iterable[str] | None = None) -> None: ...
+
 
 class TimerMessageService:
-    """Delivers due timer messages; ``start`` / ``await stop()`` on the master only."""
+    """Delivers due timer messages; ``start`` / ``await stop()`` on the master only. Owns
+    config/timercheck on every role: ``await load()`` once at broker start."""
 
-    def __init__(self, store: ServiceStore, offsets: TimerOffsets, precision_ms: int = 1000) -> None:
+    def __init__(self, store: ServiceStore, config_dir: str, precision_ms: int = 1000) -> None:
         self.store = store
-        self.offsets = offsets
         self.precision_ms = precision_ms
+        self.check_path = os.path.join(config_dir, TIMER_CHECK_FILE)
+        self.saved: TimerCheckpoint | None = None  # what config/timercheck holds
+        self.version = NO_VERSION
+        self._write_lock = asyncio.Lock()
         self.state: TimerWheelState | None = None
         self.delivered = 0
         self._last_put: PutMessageResult | None = None
@@ -388,17 +456,55 @@ class TimerMessageService:
         self._deliverer = TimerDeliverService(self)
         self._loops: tuple[ServiceLoop, ...] = (TimerScanService(self), self._deliverer, TimerCheckpointService(self))
 
+    # --- config/timercheck
+    async def load(self, legacy: LegacyTimerOffsets) -> None:
+        """Read config/timercheck; without one, take the checkpoint once from the consumer
+        offsets rmq kept it in before and write the file. Those offsets are removed once
+        the file exists (again after a crash before the offset table was written)."""
+        raw = await asyncio.to_thread(_read_if_exists, self.check_path)
+        if raw is not None:
+            try:
+                self.saved, self.version = decode_timer_check(raw)
+            except ValueError as e:
+                raise ValueError(f"{self.check_path}: {e}") from None
+        else:
+            old = TimerCheckpoint.from_offsets(legacy.query_offsets(TIMER_GROUP, TIMER_TOPIC))
+            if old is not None:
+                await self._write(old, self.version.next_version(now_ms()))
+                log.info("timer checkpoint %s moved from the offsets of %s to %s", old, TIMER_GROUP, self.check_path)
+        legacy.remove_group(TIMER_GROUP, (TIMER_TOPIC,))
+
+    async def _write(self, cp: TimerCheckpoint, version: DataVersion) -> None:
+        payload = encode_timer_check(cp, version, TIMER_CHECK_FILE_SIZE)
+        async with self._write_lock:
+            await asyncio.to_thread(atomic_write, self.check_path, payload)
+            self.saved, self.version = cp, version
+
+    def check_body(self) -> bytes:
+        """GET_TIMER_CHECK_POINT's body: the last checkpoint written (zeros before any)."""
+        return encode_timer_check(self.saved or TimerCheckpoint(0, 0, 0), self.version)
+
+    async def adopt(self, body: bytes) -> bool:
+        """A slave stores its master's checkpoint (GET_TIMER_CHECK_POINT's body) whole when
+        its version differs (RocketMQ 5 copies lastReadTimeMs and masterTimerQueueOffset
+        only: its TimerLog holds the rest); never while delivering. True if written."""
+        cp, version = decode_timer_check(body)
+        if self.started or (cp, version) == (self.saved, self.version):
+            return False
+        await self._write(cp, version)
+        return True
+
     # --- lifecycle
     @property
     def started(self) -> bool:
         return self.state is not None
 
     def start(self) -> None:
-        """Begin from the checkpoint in the offset table (this broker's, or its old
+        """Begin from the checkpoint in config/timercheck (this broker's, or its old
         master's as slave sync copied it)."""
         if self.state is not None:
             return
-        restored = TimerCheckpoint.from_offsets(self.offsets.query_offsets(TIMER_GROUP, TIMER_TOPIC))
+        restored = self.saved
         if restored is not None:
             restored = restored.within(self.store.get_max_offset_in_queue(TIMER_TOPIC, 0))
         first = max(restored.low if restored is not None else 0, self.store.get_min_offset_in_queue(TIMER_TOPIC, 0))
@@ -491,8 +597,8 @@ class TimerMessageService:
 
     # --- progress
     async def save_checkpoint(self) -> None:
-        """Write the progress to the offset table once the copies delivered so far are
-        committed to the CommitLog."""
+        """Write the progress to config/timercheck once the copies delivered so far are
+        committed to the CommitLog (nothing when it has not changed)."""
         st = self.state
         if st is None:
             return
@@ -503,10 +609,12 @@ class TimerMessageService:
             if waiter is not None and await waiter is not PutMessageStatus.PUT_OK:
                 log.error("timer: the CommitLog did not commit delivered copies; progress not saved")
                 return
-        old = self.offsets.query_offsets(TIMER_GROUP, TIMER_TOPIC)
-        for qid, off in cp.as_offsets().items():
-            if old.get(qid) != off:
-                self.offsets.commit_offset("timer", TIMER_GROUP, TIMER_TOPIC, qid, off)
+        if cp == self.saved:
+            return
+        try:
+            await self._write(cp, self.version.next_version(now_ms()))
+        except OSError as e:
+            log.error("timer: writing %s failed (progress not saved; a restart re-delivers): %s", self.check_path, e)
 
     # --- metrics
     def figures(self) -> dict[str, int]:
@@ -553,3 +661,11 @@ class TimerCheckpointService(ServiceLoop):
 
     async def run_once(self) -> None:
         await self.timer.save_checkpoint()
+
+
+def _read_if_exists(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None

@@ -9,9 +9,11 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
+import msgpack
 import pytest
 
-from rmq.broker.timer import TIMER_TOPIC
+from rmq.broker.timer import TIMER_CHECK_FILE, TIMER_GROUP, TIMER_TOPIC, decode_timer_check
+from rmq.protocol.bodies import loads_fastjson
 from rmq.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rmq.protocol.headers import EndTransactionRequestHeader
 from rmq.protocol.message import MessageExt, SysFlag, decode_message_id, decode_records
@@ -166,7 +168,7 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                 early = uniq_key()
                 await api.send_ok(topic, b"early", properties=props(uniq=early, wait="true", TIMER_DELAY_SEC="1"))
                 await _wait_for(api, topic, early, 1 + DEADLINE)
-                await asyncio.sleep(2.0)  # its checkpoint (1 s) and the offsets file (0.3 s)
+                await asyncio.sleep(2.0)  # its checkpoint in config/timercheck (1 s)
                 pending = [uniq_key() for _ in range(5)]
                 deliver_at = int(time.time() * 1000) + 4000
                 for uk in pending:
@@ -191,8 +193,41 @@ async def test_pending_timers_survive_sigkill(tmp_path, capsys):
                     m = scrape(port)
                     assert m.value("rocketmq_timer_dequeue_total") == 5
                     assert m.value("rocketmq_timing_messages") == 0
+                    # the progress is in config/timercheck, not in consumer offsets
+                    r = await api.call(RequestCode.GET_ALL_CONSUMER_OFFSET)
+                    table = loads_fastjson(r.body or b"{}")["offsetTable"]
+                    assert not [k for k in table if k.endswith("@" + TIMER_GROUP)], table
+                    check = br2.store_dir / "config" / TIMER_CHECK_FILE
+                    await wait_until(
+                        lambda: decode_timer_check(check.read_bytes())[0].low == 6, 5, "all 6 timers checkpointed"
+                    )
             finally:
                 br2.stop()
+
+
+@pytest.mark.timeout(120)
+async def test_progress_in_the_old_consumer_offsets_moves_to_timercheck(tmp_path):
+    """A store whose timer progress is still in CID_RMQ_SYS_TIMER's offsets (rmq before
+    config/timercheck): the broker takes it once, writes the file, drops those offsets
+    (other groups' kept) and delivers timers as before."""
+    config = tmp_path / "broker-a" / "store" / "config"
+    config.mkdir(parents=True)
+    old = {f"{TIMER_TOPIC}@{TIMER_GROUP}": {0: 0, 1: 0, 2: 12345}, "T@g": {0: 7}}
+    (config / "consumerOffset.msgpack").write_bytes(msgpack.packb({"offsetTable": old}, use_bin_type=True))
+    with start_broker(tmp_path, None) as br:
+        assert "TimerCheckpoint(low=0, scanned=0, delivered_through=12345) moved" in br.log_text()
+        assert (config / TIMER_CHECK_FILE).stat().st_size == 4096
+        async with BrokerApi(br.addr) as api:
+            r = await api.call(RequestCode.GET_ALL_CONSUMER_OFFSET)
+            listed = loads_fastjson(r.body or b"{}")["offsetTable"]
+            assert listed["T@g"] == {"0": 7} and not [k for k in listed if k.endswith("@" + TIMER_GROUP)], listed
+            topic = unique("TimerMoved")
+            await api.create_topic(topic, queues=1)
+            uk = uniq_key()
+            await api.send_ok(topic, b"moved", properties=props(uniq=uk, wait="true", TIMER_DELAY_SEC="1"))
+            await _wait_for(api, topic, uk, 1 + DEADLINE)
+    table = msgpack.unpackb((config / "consumerOffset.msgpack").read_bytes(), strict_map_key=False)
+    assert table["offsetTable"]["T@g"] == {0: 7} and f"{TIMER_TOPIC}@{TIMER_GROUP}" not in table["offsetTable"]
 
 
 @pytest.mark.timeout(120)

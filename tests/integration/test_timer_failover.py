@@ -1,7 +1,8 @@
 """Timer messages across a failover (controller mode, real processes): timers pending on a
 SYNC_MASTER that is SIGKILLed are delivered by the promoted slave, which resumes from the
 progress it copied from its master (a timer delivered and checkpointed before the kill is
-not delivered again)."""
+not delivered again; the progress reaches the slave's config/timercheck through
+GET_TIMER_CHECK_POINT, and no consumer offsets of an internal timer group exist)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import time
 
 import pytest
 
-from rmq.broker.timer import TIMER_GROUP, TIMER_TOPIC
-from rmq.protocol.codes import ResponseCode
+from rmq.broker.timer import TIMER_CHECK_FILE, TIMER_GROUP, decode_timer_check
+from rmq.protocol.bodies import loads_fastjson
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.message import decode_records
 from tests.cluster.failover_util import failover_group, wait_master, wait_slave
 from tests.cluster.test_failover_consume import _ready
@@ -44,15 +46,23 @@ async def test_promoted_slave_delivers_pending_timers():
                 return early in await _keys(api, topic)
 
             await wait_until(early_delivered, 10, "the early timer on the master")
-        # its checkpoint (every 1 s) reaches the slave's offset table (slave sync, 1 s):
-        # the lowest undelivered timer offset is past it
+        # its checkpoint (every 1 s) reaches the slave's config/timercheck (slave sync,
+        # 1 s): the lowest undelivered timer offset is past it
         async with BrokerApi(g.b.addr) as slave:
 
             async def progress_copied() -> bool:
-                r = await slave.query_offset(TIMER_GROUP, TIMER_TOPIC, 0)
-                return r.code == ResponseCode.SUCCESS and int(r.ext_fields["offset"]) == 1
+                r = await slave.call(RequestCode.GET_TIMER_CHECK_POINT)
+                return r.code == ResponseCode.SUCCESS and decode_timer_check(r.body or b"")[0].low == 1
 
             await wait_until(progress_copied, 15, "the timer progress on the slave")
+            copied = decode_timer_check((await slave.call(RequestCode.GET_TIMER_CHECK_POINT)).body or b"")
+            assert decode_timer_check((g.b.store_dir / "config" / TIMER_CHECK_FILE).read_bytes()) == copied
+            # the progress is no consumer group's offsets, on either broker
+            for addr in (g.a.addr, g.b.addr):
+                async with BrokerApi(addr) as api:
+                    r = await api.call(RequestCode.GET_ALL_CONSUMER_OFFSET)
+                    table = loads_fastjson(r.body or b"{}")["offsetTable"]
+                    assert not [k for k in table if k.endswith("@" + TIMER_GROUP)], table
         async with BrokerApi(g.a.addr) as api:
             pending = [uniq_key() for _ in range(3)]
             deliver_at = int(time.time() * 1000) + 5000

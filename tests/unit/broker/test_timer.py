@@ -1,17 +1,23 @@
 """The pure parts of timer messages (rmq/broker/timer.py): the put hook's parsing, validation
 and rewrite, the slot rounding, the copy for the real topic, and the wheel state's progress
-(what a checkpoint may claim, restarts, the memory window)."""
+(what a checkpoint may claim, restarts, the memory window), and config/timercheck (its bytes,
+the move from the old consumer offsets, GET_TIMER_CHECK_POINT and the slave's copy)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import os
+import struct
+from collections.abc import Callable, Iterable
 
 import pytest
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.processors.timer_check import TimerCheckProcessor
+from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.timer import (
+    TIMER_CHECK_FILE,
     TIMER_GROUP,
     TIMER_TOPIC,
     TimerCheckpoint,
@@ -19,13 +25,15 @@ from rmq.broker.timer import (
     TimerIllegal,
     TimerMessageService,
     TimerWheelState,
+    decode_timer_check,
     due_of,
+    encode_timer_check,
     parse_deliver_ms,
     slot_of,
     timer_copy,
 )
 from rmq.common.clock import now_ms
-from rmq.protocol.bodies import TopicConfig
+from rmq.protocol.bodies import DataVersion, TopicConfig
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.frame import RemotingCommand
 from rmq.protocol.headers import SendMessageRequestHeader
@@ -229,14 +237,33 @@ def test_far_entries_stay_on_disk_until_the_horizon_nears():
     assert st.checkpoint(50_000) == TimerCheckpoint(4, 4, 50_000)
 
 
-def test_checkpoint_offsets_round_trip():
+def test_checkpoint_within_a_shorter_queue():
     cp = TimerCheckpoint(3, 9, 123)
-    assert TimerCheckpoint.from_offsets(cp.as_offsets()) == cp
-    assert TimerCheckpoint.from_offsets({}) is None
+    assert cp.within(9) == cp
     # a log that ends before the old scan end: those offsets hold entries not seen
-    assert cp.within(9) is cp
     assert cp.within(5) == TimerCheckpoint(3, 5, 123)
     assert cp.within(1) == TimerCheckpoint(1, 1, 123)
+
+
+def test_timer_check_bytes_are_rocketmq_5s_layout_and_round_trip():
+    cp, version = TimerCheckpoint(3, 9, NOW), DataVersion(NOW + 5, 7, 0)
+    raw = encode_timer_check(cp, version)
+    # lastReadTimeMs, lastTimerLogFlushPos (our low), lastTimerQueueOffset,
+    # masterTimerQueueOffset, then the DataVersion (stateVersion, timestamp, counter)
+    assert raw == struct.pack(">7q", NOW, 3, 9, 9, 0, NOW + 5, 7)
+    assert decode_timer_check(raw) == (cp, version)
+    page = encode_timer_check(cp, version, 4096)
+    assert len(page) == 4096 and page[:56] == raw and page[56:] == bytes(4040)
+    assert decode_timer_check(page) == (cp, version)
+    # a file from before the DataVersion: the first four longs
+    assert decode_timer_check(raw[:32]) == (cp, DataVersion(0, 0, 0))
+    with pytest.raises(ValueError, match="31 bytes"):
+        decode_timer_check(raw[:31])
+
+
+def test_checkpoint_from_the_old_offsets():
+    assert TimerCheckpoint.from_offsets({0: 3, 1: 9, 2: 123}) == TimerCheckpoint(3, 9, 123)
+    assert TimerCheckpoint.from_offsets({}) is None
 
 
 # --------------------------------------------------------------------------- the service
@@ -304,23 +331,36 @@ class _Store:
 
 
 class _Offsets:
-    def __init__(self) -> None:
-        self.table: dict[int, int] = {}
+    """The consumer offset table as the migration sees it."""
 
-    def commit_offset(self, client: str, group: str, topic: str, queue_id: int, offset: int) -> None:
-        assert (group, topic) == (TIMER_GROUP, TIMER_TOPIC)
-        self.table[queue_id] = offset
+    def __init__(self, table: dict[str, dict[int, int]] | None = None) -> None:
+        self.table = table or {}
 
     def query_offsets(self, group: str, topic: str) -> dict[int, int]:
-        return dict(self.table)
+        return dict(self.table.get(f"{topic}@{group}", {}))
+
+    def remove_group(self, group: str, topics: Iterable[str] | None = None) -> None:
+        for key in list(self.table):
+            t, _, g = key.partition("@")
+            if g == group and (topics is None or t in topics):
+                del self.table[key]
 
 
-async def test_progress_is_saved_only_after_the_copies_are_committed():
-    store, offsets = _Store(), _Offsets()
+def _file(tmp_path) -> TimerCheckpoint | None:
+    path = tmp_path / TIMER_CHECK_FILE
+    if not path.exists():
+        return None
+    raw = path.read_bytes()
+    assert len(raw) == 4096  # one page, as RocketMQ maps it
+    return decode_timer_check(raw)[0]
+
+
+async def test_progress_is_saved_only_after_the_copies_are_committed(tmp_path):
+    store = _Store()
     now = now_ms()
     for due in (now - 10, now + 60_000, now - 5):
         store.add_timer(due)
-    svc = TimerMessageService(store, offsets)
+    svc = TimerMessageService(store, str(tmp_path))
     svc.state = TimerWheelState(0, None, now)  # as start() makes it, without the loops
     svc.scan_step()
     svc.deliver_step()
@@ -329,46 +369,127 @@ async def test_progress_is_saved_only_after_the_copies_are_committed():
     store.commit = asyncio.get_running_loop().create_future()
     saving = asyncio.ensure_future(svc.save_checkpoint())
     await asyncio.sleep(0.01)
-    assert offsets.table == {}  # the copies are not committed yet
+    assert _file(tmp_path) is None  # the copies are not committed yet
     store.commit.set_result(PutMessageStatus.PUT_OK)
     await saving
-    cp = TimerCheckpoint.from_offsets(offsets.table)
+    cp = _file(tmp_path)
     assert cp is not None and cp.low == 1 and cp.scanned == 3  # offset 1 (a minute ahead) pending
+    assert svc.saved == cp and svc.version.counter == 1
     assert svc.figures() == {"timer_pending": 1, "timer_delivered": 2, "timer_latency_ms": 0}
+    # unchanged progress: the file is not written again
+    mtime = os.stat(tmp_path / TIMER_CHECK_FILE).st_mtime_ns
+    svc._last_put = None
+    svc.state.checkpoint = lambda now: cp  # type: ignore[method-assign]
+    await svc.save_checkpoint()
+    assert svc.version.counter == 1 and os.stat(tmp_path / TIMER_CHECK_FILE).st_mtime_ns == mtime
 
 
-async def test_a_failed_put_keeps_the_entry_and_progress():
-    store, offsets = _Store(), _Offsets()
+async def test_a_failed_put_keeps_the_entry_and_progress(tmp_path):
+    store = _Store()
     now = now_ms()
     store.add_timer(now - 10)
-    svc = TimerMessageService(store, offsets)
+    svc = TimerMessageService(store, str(tmp_path))
     svc.state = TimerWheelState(0, None, now)
     svc.scan_step()
     store.put_status = PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert svc.deliver_step() > 0 and store.puts == []
     await svc.save_checkpoint()
-    assert TimerCheckpoint.from_offsets(offsets.table) == TimerCheckpoint(0, 1, min(now_ms(), now - 10 - 1))
+    assert _file(tmp_path) == TimerCheckpoint(0, 1, min(now_ms(), now - 10 - 1))
     store.put_status = PutMessageStatus.PUT_OK
     svc.deliver_step()
     assert len(store.puts) == 1 and svc.state.pending == 0
 
 
-async def test_start_resumes_from_the_checkpoint_and_stop_saves_progress():
-    store, offsets = _Store(), _Offsets()
+async def test_start_resumes_from_the_file_and_stop_saves_progress(tmp_path):
+    store = _Store()
     now = now_ms()
     store.add_timer(now - 3000)  # delivered before the "restart"
     store.add_timer(now - 2000)  # pending then
     store.add_timer(now + 60_000)
-    offsets.table.update(TimerCheckpoint(0, 2, now - 2500).as_offsets())
-    svc = TimerMessageService(store, offsets)
+    (tmp_path / TIMER_CHECK_FILE).write_bytes(
+        encode_timer_check(TimerCheckpoint(0, 2, now - 2500), DataVersion(1, 4, 0))
+    )
+    svc = TimerMessageService(store, str(tmp_path))
+    stale = _Offsets({f"{TIMER_TOPIC}@{TIMER_GROUP}": {0: 9, 1: 9, 2: 9}})
+    await svc.load(stale)  # the file wins over offsets left by a crash after the move
+    assert svc.saved == TimerCheckpoint(0, 2, now - 2500) and svc.version == DataVersion(1, 4, 0)
+    assert stale.table == {}
     svc.start()
     await wait_until(lambda: len(store.puts) == 1, 5, "the pending timer delivered")
     await asyncio.sleep(0.3)
     await svc.stop()
     assert [m.body for m in store.puts] == [str(now - 2000).encode()]
-    cp = TimerCheckpoint.from_offsets(offsets.table)
+    cp = _file(tmp_path)
     assert cp is not None and (cp.low, cp.scanned) == (2, 3)
+    assert svc.version.counter > 4
     assert not svc.started and svc.figures()["timer_pending"] == 0
+
+
+async def test_a_checkpoint_in_the_old_offsets_moves_to_the_file_once(tmp_path):
+    other = {0: 5}
+    offsets = _Offsets({f"{TIMER_TOPIC}@{TIMER_GROUP}": {0: 3, 1: 9, 2: 123}, "T@g": dict(other)})
+    svc = TimerMessageService(_Store(), str(tmp_path))
+    await svc.load(offsets)
+    assert _file(tmp_path) == TimerCheckpoint(3, 9, 123) == svc.saved
+    assert offsets.table == {"T@g": other}  # the internal group is gone, the rest kept
+    again = TimerMessageService(_Store(), str(tmp_path))
+    await again.load(offsets)
+    assert again.saved == TimerCheckpoint(3, 9, 123) and again.version == svc.version
+    # nothing anywhere: no file, no checkpoint
+    fresh = tmp_path / "fresh"
+    none = TimerMessageService(_Store(), str(fresh))
+    await none.load(_Offsets())
+    assert none.saved is None and not (fresh / TIMER_CHECK_FILE).exists()
+
+
+async def test_a_bad_file_stops_the_load_naming_it(tmp_path):
+    (tmp_path / TIMER_CHECK_FILE).write_bytes(b"short")
+    with pytest.raises(ValueError, match=TIMER_CHECK_FILE):
+        await TimerMessageService(_Store(), str(tmp_path)).load(_Offsets())
+
+
+class _MasterClient:
+    """A RemotingClient whose master answers GET_TIMER_CHECK_POINT from its timer service."""
+
+    def __init__(self, master: TimerMessageService) -> None:
+        self.processor = TimerCheckProcessor(master)
+        self.asked: list[int] = []
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        self.asked.append(request.code)
+        return self.processor.get_timer_check_point(None, request)
+
+
+async def test_a_slave_stores_its_masters_checkpoint_and_resumes_from_it(tmp_path):
+    master = TimerMessageService(_Store(), str(tmp_path / "a"))
+    assert decode_timer_check(
+        TimerCheckProcessor(master).get_timer_check_point(None, RemotingCommand(RequestCode.GET_TIMER_CHECK_POINT)).body
+        or b""
+    ) == (TimerCheckpoint(0, 0, 0), DataVersion(0, 0, 0))  # before any
+    await master.adopt(encode_timer_check(TimerCheckpoint(1, 4, NOW), DataVersion(NOW, 3, 0)))  # as if saved
+    slave_store = _Store()
+    for due in (NOW - 10, NOW + 1):
+        slave_store.add_timer(due)
+    slave = TimerMessageService(slave_store, str(tmp_path / "b"))
+    client = _MasterClient(master)
+    sync = SlaveSynchronize(client, BrokerConfig(), None, None, None, None, slave)  # type: ignore[arg-type]
+    await sync.sync_timer_check_point("master:10911")
+    assert client.asked == [RequestCode.GET_TIMER_CHECK_POINT]
+    assert _file(tmp_path / "b") == TimerCheckpoint(1, 4, NOW) == slave.saved
+    assert slave.version == DataVersion(NOW, 3, 0)  # the master's (assignNewOne)
+    mtime = os.stat(tmp_path / "b" / TIMER_CHECK_FILE).st_mtime_ns
+    assert not await slave.adopt(master.check_body())  # same version: not written again
+    assert os.stat(tmp_path / "b" / TIMER_CHECK_FILE).st_mtime_ns == mtime
+    # promoted: resumes from it, cut to its own timer queue (2 entries)
+    slave.start()
+    try:
+        assert slave.state is not None and slave.state.restored == TimerCheckpoint(1, 2, NOW)
+        # offset 0 is below the master's low (delivered there); offset 1 is not
+        await wait_until(lambda: len(slave_store.puts) == 1, 5, "the timer the master had not delivered")
+        assert slave_store.puts[0].body == str(NOW + 1).encode()
+        assert not await slave.adopt(encode_timer_check(TimerCheckpoint(0, 0, 0), DataVersion(1, 9, 0)))
+    finally:
+        await slave.stop()
 
 
 # --------------------------------------------------------------------------- the send path
