@@ -116,6 +116,8 @@ async def test_delay_sec_and_delay_ms_and_past_time(cluster):
         r = await api.send_ok(topic, b"past", properties=props(uniq=past, wait="true", TIMER_DELIVER_MS=old))
         # a past time is stored in the real topic itself
         assert r.ext_fields["queueId"] == "0" and r.ext_fields["queueOffset"] == "0"
+        # PUT_OK comes before dispatch (as in RocketMQ): wait for its ConsumeQueue unit
+        await _wait_for(api, topic, past, DEADLINE)
         first = await _visible(api, topic)
         assert [x.properties["UNIQ_KEY"] for x in first] == [past]
         assert "TIMER_OUT_MS" not in first[0].properties
