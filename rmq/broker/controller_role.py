@@ -310,6 +310,7 @@ class ControllerRole:
         self._failsafe_said: tuple[object, ...] = ()
         self._unleased_warned = False
         self._lapsed = False  # (logged)
+        self.lease.on_refused = self._log_lapse
         # one heartbeat round at a time (the loop's, and a slave's answer to a failsafe
         # check); when the last one started and whether a controller answered SUCCESS
         self._beat_lock = asyncio.Lock()
@@ -393,7 +394,7 @@ class ControllerRole:
         lapsed = left is not None and left <= 0
         if lapsed == self._lapsed:
             return
-        self._lapsed = lapsed
+        self._lapsed = lapsed  # first: lease.refusal() below calls back here
         if lapsed:
             log.warning("controller: %s; sends are answered SERVICE_NOT_AVAILABLE", self.lease.refusal())
         elif left is not None:  # (not when it stepped down)

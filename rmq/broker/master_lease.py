@@ -96,6 +96,9 @@ class MasterLease:
         # the last failsafe confirmation this broker gave as a slave: (when, to whom)
         self.promised_at = -math.inf
         self.promised_to = ""
+        # called when a write is refused (the rare path): the owner logs the lapse then,
+        # not only at its next heartbeat round, which may already have renewed the lease
+        self.on_refused: Callable[[], object] | None = None
 
     # ------------------------------------------------------------------ the hot path
     def refusal(self) -> str | None:
@@ -104,6 +107,8 @@ class MasterLease:
         now = self._clock()
         if self.not_before <= now < self.deadline:
             return None
+        if self.on_refused is not None:
+            self.on_refused()
         return self._why(now)
 
     def valid(self, now: float) -> bool:
