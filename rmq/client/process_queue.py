@@ -428,8 +428,9 @@ class ProcessQueue:
         if self._overlap and len(out) < batch_size:
             self._take_interleaved(out, batch_size)
         else:
+            first = self._first_batch()  # may compact the list, which moves ``_take``
             order = self._order
-            i = max(self._take, self._first_batch())
+            i = max(self._take, first)
             while len(out) < batch_size and i < len(order):
                 b = order[i]
                 msgs = self.messages(b) if b.taken < len(b.offsets) else []

@@ -204,3 +204,15 @@ async def test_pull_thresholds_for_topic_are_shared_out_over_the_queues_held():
     off.rebalance.process_queue_table[MQ] = ProcessQueue()
     await off.rebalance.message_queue_changed("T", set(), set())
     assert off.pull_threshold_for_queue == 1000 and off.pull_threshold_size_for_queue == 100
+
+
+def test_orderly_keeps_its_place_when_consumed_batches_are_compacted_away():
+    pq = ProcessQueue()
+    for start in range(0, 80, 2):
+        pq.put_batch(pulled(range(start, start + 2)), 80)
+    seen: list[int] = []
+    for _ in range(80):
+        taken = pq.take_messages(1)
+        seen += [m.queue_offset for m in taken]
+        assert pq.commit() == seen[-1] + 1
+    assert seen == list(range(80)) and pq.msg_count == 0 and pq.take_messages(1) == []
