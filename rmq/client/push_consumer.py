@@ -20,8 +20,11 @@ How it works, as RocketMQ does it:
   30 s), asks for ``pull_batch_size`` (32) messages, and stops asking while the queue
   holds more than ``pull_threshold_for_queue`` (1000) messages or
   ``pull_threshold_size_for_queue`` MiB, or spans more than
-  ``consume_concurrently_max_span`` offsets. Every pull piggy-backs the queue's consumed
-  offset (COMMIT_OFFSET flag).
+  ``consume_concurrently_max_span`` offsets (``pull_threshold_for_topic`` /
+  ``pull_threshold_size_for_topic``, -1 = off: a limit shared out over the queues held
+  sets those two at each rebalance). Every pull piggy-backs the queue's consumed
+  offset (COMMIT_OFFSET flag). Pulled batches are cached undecoded and decoded when
+  consumed (process_queue.py says why).
 * Messages go to the listener ``consume_message_batch_max_size`` (1) at a time, on a
   pool of ``consume_thread_max`` (20) threads (a coroutine listener runs on the loop,
   at most ``consume_thread_max`` at once). The committable offset is the smallest
