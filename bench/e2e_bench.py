@@ -7,6 +7,7 @@ Run from the repository root::
     .venv/bin/python bench/e2e_bench.py --json          # + one JSON object on the last line
     .venv/bin/python bench/e2e_bench.py --run producer --modes ASYNC_FLUSH --threads 64
     .venv/bin/python bench/e2e_bench.py --profile-broker --run producer --threads 64
+    .venv/bin/python bench/e2e_bench.py --profile-consumer --run consumer --consumer client
 
 Per flush mode (``--modes``) a fresh ``rmq namesrv`` + ``rmq broker`` pair is started as
 subprocesses (ephemeral ports, broker on uvloop, default store configuration, store in a
@@ -70,7 +71,11 @@ GC pauses.
 uvloop) to add store flush counters per window (fdatasync/s, messages per group-commit
 round, fdatasync round trip). ``--profile-broker`` also runs cProfile on the broker's
 event-loop thread during each measured window and prints the top functions (all figures
-of such a run are slowed by the profiler).
+of such a run are slowed by the profiler). ``--profile-consumer`` does the same for the
+``client`` drain consumer: cProfile on the consumer process's event-loop thread from the
+start of the drain to its target, top functions printed after the run. Every drain row
+also gives the consumer's CPU per message (process utime+stime / messages) and its
+cyclic-GC time (gc.callbacks), the figures to compare on a shared machine.
 """
 
 from __future__ import annotations
@@ -718,10 +723,20 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
         res.update(mon.result())
         await asyncio.sleep(0.5)
     else:
+        gc_mon = LoopMonitor()  # GC pauses only; its stall timer is not started
+        prof = None
+        if p.get("profile") and variant == "client":
+            import cProfile
+
+            # enabled on the loop's thread: every coroutine step of the consumer is seen
+            prof = cProfile.Profile(time.perf_counter if p.get("profile_clock") != "cpu" else time.thread_time)
         await sleep_until(t_begin)
         t_go = time.time()
         cpu_go = cpu_now()
         w_go = wait_now()
+        gc_mon.reset()
+        if prof is not None:
+            prof.enable()
         await start()
         try:
             await asyncio.wait_for(st.done.wait(), p["timeout"])
@@ -731,6 +746,13 @@ async def _consume_child(p: dict, conn, q, idx: int) -> dict:  # type: ignore[no
             st.t_done, st.count_done, st.bytes_done = st.t_last, st.count, st.bytes
             st.b2c_done, st.s2c_done = st.b2c_sum, st.s2c_sum
         cpu_end = cpu_now()
+        if prof is not None:
+            prof.disable()
+            fd, prof_path = tempfile.mkstemp(prefix="rmq-consumer-", suffix=".prof")
+            os.close(fd)
+            prof.dump_stats(prof_path)
+            res["profile"] = prof_path
+        res.update(gc_mon.result())
         running[0] = False  # stop pulling now: the figures are taken at the target
         if variant == "client":
             consumer.suspend()
@@ -1098,6 +1120,7 @@ class Bench:
         self.record_bytes = 1200
         self.children: list[Child] = []
         self.profiles: list[tuple[str, str]] = []
+        self.consumer_profiles: list[tuple[str, str]] = []  # --profile-consumer
 
     def close(self) -> None:
         for c in self.children:
@@ -1619,6 +1642,8 @@ def drain_step(b: Bench, consumer: str, total: int, group: str, decode_limit: bo
                 "timeout": timeout,
                 "decode_limit": decode_limit,
                 "decode_seconds": a.decode_seconds,
+                "profile": a.profile_consumer,
+                "profile_clock": a.profile_clock,
             },
         )
     ]
@@ -1628,6 +1653,8 @@ def drain_step(b: Bench, consumer: str, total: int, group: str, decode_limit: bo
     x = kids[0].result
     assert x is not None
     n = x["count"]
+    if x.get("profile"):
+        b.consumer_profiles.append((b.current_step, x["profile"]))
     span = max(x["t_last"] - x["t_first"], 1e-9)
     span_go = max(x["t_last"] - x["t_go"], 1e-9)
     r = {
@@ -1642,6 +1669,10 @@ def drain_step(b: Bench, consumer: str, total: int, group: str, decode_limit: bo
         "s2c_avg_ms": x["s2c_avg"],
         "startup_s": x["t_first"] - x["t_go"],
         "consumer_cpu_pct": (x["cpu_end"] - x["cpu_first"]) / span * 100,
+        # from the go (pulls start) to the target: all the CPU the drain cost the consumer
+        "consumer_us_per_msg": (x["cpu_end"] - x["cpu_go"]) / max(n, 1) * 1e6,
+        "consumer_gc_ms": x["gc_total_ms"],
+        "consumer_gc_max_ms": x["gc_max_ms"],
         "consumer_wait_pct": x["wait"] / max(x["t_last"] - x["t_go"], 1e-9) * 100,
         "fail": x["fail"],
         "errors": x["errors"],
@@ -1663,6 +1694,12 @@ def drain_step(b: Bench, consumer: str, total: int, group: str, decode_limit: bo
         f"{r['consumer_cpu_pct']:.0f} % (+ waiting for a CPU {r['consumer_wait_pct']:.0f} %); machine "
         f"busy {r['machine_busy_pct']:.0f} %, steal {r['steal_pct']:.1f} %, {b.others_text()}"
         + (f"; errors: {x['errors']}" if x["errors"] else "")
+    )
+    out(
+        f"    consumer CPU {r['consumer_us_per_msg']:.2f} us/msg (process, start to target); cyclic GC "
+        f"{r['consumer_gc_ms']:.0f} ms = {r['consumer_gc_ms'] * 1e3 / max(n, 1):.2f} us/msg "
+        f"(longest pause {r['consumer_gc_max_ms']:.1f} ms)"
+        + ("; CONSUMER UNDER cProfile (slowed)" if a.profile_consumer and consumer == "client" else "")
     )
     if "decode" in x and x["decode"]:
         d = x["decode"]
@@ -2172,12 +2209,12 @@ def security_report(results: dict[str, dict], args: argparse.Namespace) -> None:
     table(header, rows)
 
 
-def print_profiles(profiles: list[tuple[str, str]], top: int) -> None:
+def print_profiles(profiles: list[tuple[str, str]], top: int, what: str = "broker") -> None:
     for step, path in profiles:
         s = io.StringIO()
         st = pstats.Stats(path, stream=s)
         st.sort_stats("tottime").print_stats(top)
-        out(f"\n--- broker cProfile (event-loop thread), {step}: top {top} by tottime")
+        out(f"\n--- {what} cProfile (event-loop thread), {step}: top {top} by tottime")
         text = s.getvalue()
         lines = text.splitlines()
         # drop pstats' preamble up to the column header
@@ -2273,6 +2310,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 s points, 1 s warm-up, 50k backlog, 5 s e2e")
     ap.add_argument("--profile-top", type=int, default=25)
     ap.add_argument(
+        "--profile-consumer",
+        action="store_true",
+        help="the client drain consumer under cProfile (its event-loop thread, start to target; "
+        "slowed); prints the top --profile-top functions by tottime",
+    )
+    ap.add_argument(
         "--broker-stats",
         action="store_true",
         help="start the broker through bench/_cluster.py (same Broker object) to "
@@ -2366,6 +2409,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; broker.conf extra {a.broker_conf}" if a.broker_conf else "")
         + (f"; broker switch interval {a.broker_switch_interval:g} s" if a.broker_switch_interval is not None else "")
         + ("; BROKER UNDER cProfile (slowed)" if a.profile_broker else "")
+        + ("; CONSUMER UNDER cProfile (slowed)" if a.profile_consumer else "")
     )
     results: dict[str, dict] = {}
     with bench_session(a, "rmq-e2e-bench-") as (b, root):
@@ -2377,6 +2421,9 @@ def main(argv: list[str] | None = None) -> int:
             security_report(results, a)
         if b.profiles:
             print_profiles(b.profiles, a.profile_top)
+        for _, path in b.consumer_profiles:
+            print_profiles([(_, path)], a.profile_top, "rmq.client consumer")
+            os.unlink(path)
     if a.json:
         j = {
             "config": {k: v for k, v in vars(a).items()},

@@ -16,7 +16,9 @@ to the thread pool). A task per request cost a Task, a done callback and a semap
 per message, and a backlog put hundreds of thousands of live tasks in the cyclic GC's way.
 The FIFO holds each pulled batch once with a cursor and a worker cuts its slice when it
 takes it: a slice made at submit time would be two more GC-tracked objects per cached
-message (up to ``pull_threshold_for_queue`` per queue), and every full collection walks them. RECONSUME_LATER (or an exception, or None) hands the message back to
+message (up to ``pull_threshold_for_queue`` per queue), and every full collection walks them.
+For the same reason a pulled batch arrives undecoded (``PulledBatch``) and the first worker
+to take a request of it decodes it. RECONSUME_LATER (or an exception, or None) hands the message back to
 the broker (CONSUMER_SEND_MSG_BACK, else through the client's inner producer, else it
 is consumed again locally after ``local_retry_delay_ms``); in BROADCASTING mode a
 failed message is dropped. ``consume_timeout_ms``: a message whose listener call has
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 
 from rmq.client.consume_service import ConsumeServiceBase, PushConsumerView
 from rmq.client.consumer_base import MessageModel
-from rmq.client.process_queue import ProcessQueue
+from rmq.client.process_queue import ProcessQueue, PulledBatch
 from rmq.common.clock import now_ms
 from rmq.common.mixall import retry_topic
 from rmq.protocol.bodies import MessageQueue
@@ -54,14 +56,25 @@ _YIELD_EVERY = 32
 
 class _Batch:
     """A pulled batch in the FIFO; ``pos``: its first message not taken yet, ``size``: the
-    messages per request (the batch size when it was submitted)."""
+    messages per request (the batch size when it was submitted), ``left``: its requests not
+    taken yet. ``msgs`` is None until a worker decodes ``pulled``."""
 
-    __slots__ = ("msgs", "pos", "size", "pq", "mq")
+    __slots__ = ("msgs", "pulled", "pos", "size", "left", "pq", "mq")
 
-    def __init__(self, msgs: list[MessageExt], size: int, pq: ProcessQueue, mq: MessageQueue) -> None:
+    def __init__(
+        self,
+        msgs: list[MessageExt] | None,
+        pulled: PulledBatch | None,
+        size: int,
+        left: int,
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
         self.msgs = msgs
+        self.pulled = pulled
         self.pos = 0
         self.size = size
+        self.left = left
         self.pq = pq
         self.mq = mq
 
@@ -130,12 +143,17 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
         self._flush_tally(time.monotonic())
 
     # ------------------------------------------------------------------ requests
-    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        if not msgs:
+    def submit_consume_request(self, msgs: list[MessageExt] | PulledBatch, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """Queue ``msgs`` (decoded messages, or a pulled batch decoded when first taken) as
+        requests of ``consume_message_batch_max_size`` messages."""
+        if not len(msgs):
             return
         n = max(1, self.consumer.consume_message_batch_max_size)
-        self._requests.append(_Batch(msgs, n, pq, mq))
         count = -(-len(msgs) // n)  # the requests it makes
+        if isinstance(msgs, PulledBatch):
+            self._requests.append(_Batch(None, msgs, n, count, pq, mq))
+        else:
+            self._requests.append(_Batch(msgs, None, n, count, pq, mq))
         self._pending[pq] = self._pending.get(pq, 0) + count
         self._pending_total += count
         self._queued += count
@@ -168,21 +186,32 @@ class ConsumeMessageConcurrentlyService(ConsumeServiceBase):
                 continue
             batch = requests[0]
             pos, size, whole = batch.pos, batch.size, batch.msgs
+            pq, mq = batch.pq, batch.mq
+            if whole is None:
+                assert batch.pulled is not None
+                # decoded now, by the first worker to take it (a dropped queue's is not)
+                whole = batch.msgs = [] if pq.dropped else pq.messages(batch.pulled)
+                batch.pulled = None
             # Under a backlog a worker takes several requests of one batch and settles their
             # offsets together (one ProcessQueue removal and offset update instead of one
             # per request); with fewer requests queued than workers, one at a time, so
             # every worker gets one as with a thread pool.
             k = max(1, min(self._queued // self._workers, _YIELD_EVERY))
-            end = pos + k * size
-            if end >= len(whole):
+            if k >= batch.left:
                 requests.popleft()
-                k = -(-(len(whole) - pos) // size)
+                k = batch.left
+                end = len(whole)
             else:
+                end = pos + k * size
                 batch.pos = end
+                batch.left -= k
             self._queued -= k
-            pq, mq = batch.pq, batch.mq
+            # (a decoded batch can be shorter than the requests counted for it: a record
+            # that did not decode, or a dropped queue; its slices are then empty)
+            msgs = whole[pos:end] if pos or end < len(whole) else whole
             try:
-                await self._consume_run(whole[pos:end] if pos or end < len(whole) else whole, size, pq, mq)
+                if msgs:
+                    await self._consume_run(msgs, size, pq, mq)
             finally:
                 self._requests_done(pq, k)
             run += k

@@ -3,7 +3,9 @@
 Picks the broker member to pull from (the master unless the broker suggested a slave),
 sends PULL_MESSAGE, then decodes the records (decompressing COMPRESSED bodies),
 re-checks the tag filter on the client (the broker filters by tag hash code only, spec
-2.5) and stamps ``MIN_OFFSET`` / ``MAX_OFFSET`` on each message.
+2.5) and stamps ``MIN_OFFSET`` / ``MAX_OFFSET`` on each message. The push consumer takes
+the result undecoded (``pulled_batch``): the tag check is then made on the records' raw
+properties, and the rest when the batch is consumed.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import logging
 from rmq.client.errors import MQClientError
 from rmq.client.instance import MQClientInstance
 from rmq.client.message import PullResult, PullStatus
+from rmq.client.process_queue import PulledBatch
 from rmq.protocol.bodies import MASTER_ID, MessageQueue, SubscriptionData
 from rmq.protocol.codes import PullSysFlag
 from rmq.protocol.headers import PullMessageRequestHeader
-from rmq.protocol.message import MessageConst, decode_records_batch
+from rmq.protocol.message import MessageConst, decode_records_batch, scan_records
 
 __all__ = ["PullAPIWrapper"]
 
@@ -88,3 +91,29 @@ class PullAPIWrapper:
             result.msg_found_list = msgs
         result.body = None
         return result
+
+    def pulled_batch(
+        self, mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None
+    ) -> PulledBatch | None:
+        """``process_pull_result`` without decoding: the messages found (tag-filtered) as
+        a batch for the process queue, decoded when consumed; None when there are none.
+        A body with a record of another kind (compressed, IPv6, magic v2) is decoded now."""
+        body = result.body
+        if result.status is not PullStatus.FOUND or not body:
+            self.process_pull_result(mq, result, subscription)
+            return None
+        tags = None
+        if subscription is not None and subscription.tags_set and not subscription.class_filter_mode:
+            tags = frozenset(t.encode() for t in subscription.tags_set)
+        scanned = scan_records(body, tags)
+        if scanned is None:
+            msgs = self.process_pull_result(mq, result, subscription).msg_found_list
+            return PulledBatch.of_messages(msgs) if msgs else None
+        self.update_pull_from_which_node(mq, result.suggest_which_broker_id)
+        result.body = None
+        offsets, sizes, gappy = scanned
+        if not offsets:
+            return None
+        return PulledBatch(
+            offsets, sizes, data=body, gappy=gappy, stamp=(str(result.min_offset), str(result.max_offset))
+        )

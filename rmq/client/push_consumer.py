@@ -20,8 +20,11 @@ How it works, as RocketMQ does it:
   30 s), asks for ``pull_batch_size`` (32) messages, and stops asking while the queue
   holds more than ``pull_threshold_for_queue`` (1000) messages or
   ``pull_threshold_size_for_queue`` MiB, or spans more than
-  ``consume_concurrently_max_span`` offsets. Every pull piggy-backs the queue's consumed
-  offset (COMMIT_OFFSET flag).
+  ``consume_concurrently_max_span`` offsets (``pull_threshold_for_topic`` /
+  ``pull_threshold_size_for_topic``, -1 = off: a limit shared out over the queues held
+  sets those two at each rebalance). Every pull piggy-backs the queue's consumed
+  offset (COMMIT_OFFSET flag). Pulled batches are cached undecoded and decoded when
+  consumed (process_queue.py says why).
 * Messages go to the listener ``consume_message_batch_max_size`` (1) at a time, on a
   pool of ``consume_thread_max`` (20) threads (a coroutine listener runs on the loop,
   at most ``consume_thread_max`` at once). The committable offset is the smallest
@@ -164,6 +167,17 @@ class RebalancePushImpl(ConsumerRebalanceImpl):
         for r in requests:
             self.consumer.execute_pull_request_immediately(r)
 
+    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        """RebalancePushImpl.messageQueueChanged: a per-topic cache limit (-1 = none) is
+        shared out over the queues held now, as the per-queue thresholds."""
+        c = self.consumer
+        held = len(self.process_queue_table)
+        if held:
+            if c.pull_threshold_for_topic != -1:
+                c.pull_threshold_for_queue = max(1, c.pull_threshold_for_topic // held)
+            if c.pull_threshold_size_for_topic != -1:
+                c.pull_threshold_size_for_queue = max(1, c.pull_threshold_size_for_topic // held)
+
 
 class PushConsumer(ConsumerBase):
     def __init__(
@@ -183,6 +197,8 @@ class PushConsumer(ConsumerBase):
         pull_interval: int = 0,
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue: int = 100,
+        pull_threshold_for_topic: int = -1,
+        pull_threshold_size_for_topic: int = -1,
         consume_concurrently_max_span: int = 2000,
         max_reconsume_times: int = -1,
         post_subscription_when_pull: bool = False,
@@ -214,6 +230,10 @@ class PushConsumer(ConsumerBase):
         self.pull_batch_size = pull_batch_size
         self.pull_interval = pull_interval
         self.pull_threshold_for_queue = pull_threshold_for_queue
+        self._retry_topic_of: tuple[str, str] | None = None  # (group, its retry topic)
+        # messages / MiB per topic, shared out over the queues held at each rebalance
+        self.pull_threshold_for_topic = pull_threshold_for_topic
+        self.pull_threshold_size_for_topic = pull_threshold_size_for_topic
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
         self.consume_concurrently_max_span = consume_concurrently_max_span
         self.max_reconsume_times = max_reconsume_times
@@ -358,9 +378,16 @@ class PushConsumer(ConsumerBase):
         producer = await inst.default_producer()
         await producer.send(new)
 
+    def _retry_topic(self) -> str:
+        """``%RETRY%<group>``, made once per group rather than per consume request."""
+        cached = self._retry_topic_of
+        if cached is None or cached[0] != self.group:
+            cached = self._retry_topic_of = (self.group, retry_topic(self.group))
+        return cached[1]
+
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
         """Messages from ``%RETRY%<group>`` are shown under their original topic."""
-        rt = retry_topic(self.group)
+        rt = self._retry_topic()
         for m in msgs:
             real = m.properties.get(MessageConst.RETRY_TOPIC)
             if real is not None and m.topic == rt:
@@ -481,21 +508,22 @@ class PushConsumer(ConsumerBase):
             return PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
         if pq.dropped or self._state != RUNNING:
             return 0
-        result = self.pull_api.process_pull_result(mq, result, sd)
+        # undecoded: the messages are decoded when consumed (process_queue.py says why)
+        batch = self.pull_api.pulled_batch(mq, result, sd)
         status = result.status
         if status is PullStatus.FOUND:
             req.next_offset = result.next_begin_offset
-            if result.msg_found_list:
+            if batch is not None:
                 assert self.instance is not None
                 rt_ms = (time.monotonic() - begin) * 1000
-                self.instance.consumer_stats.inc_pull(self.group, mq.topic, rt_ms, len(result.msg_found_list))
-                dispatch = pq.put_messages(result.msg_found_list)
+                self.instance.consumer_stats.inc_pull(self.group, mq.topic, rt_ms, len(batch))
+                dispatch = pq.put_batch(batch, result.max_offset)
                 service = self.consume_service
                 assert service is not None
                 if isinstance(service, ConsumeMessageOrderlyService):
-                    service.submit_consume_request(result.msg_found_list, pq, mq, dispatch)
+                    service.submit_consume_request(None, pq, mq, dispatch)
                 else:
-                    service.submit_consume_request(result.msg_found_list, pq, mq)
+                    service.submit_consume_request(batch, pq, mq)
                 return self.pull_interval
             self._correct_tags_offset(req)
             return 0

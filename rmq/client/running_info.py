@@ -66,6 +66,8 @@ _CONFIG_PROPERTIES: tuple[tuple[str, str, int], ...] = (
     ("pullThresholdForQueue", "pull_threshold_for_queue", 1),
     ("pullThresholdSizeForQueue", "pull_threshold_size_for_queue", 1),
     ("pullThresholdForAll", "pull_threshold_for_all", 1),
+    ("pullThresholdForTopic", "pull_threshold_for_topic", 1),
+    ("pullThresholdSizeForTopic", "pull_threshold_size_for_topic", 1),
     ("pullInterval", "pull_interval", 1),
     ("consumeMessageBatchMaxSize", "consume_message_batch_max_size", 1),
     ("pullBatchSize", "pull_batch_size", 1),

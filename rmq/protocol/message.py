@@ -10,7 +10,8 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from array import array
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import methodcaller, mul
 from typing import NamedTuple
@@ -602,6 +603,62 @@ def decode_records_batch(buf: bytes | memoryview | bytearray, *, decompress: boo
         append(m)
         pos += m.store_size
     return out
+
+
+# TOTALSIZE, MAGIC, QUEUE OFFSET, SYSFLAG, BODY LENGTH of a record with IPv4 hosts
+_SCAN_HEAD = struct.Struct(">ii12xq8xi44xi")
+_TAGS_KEY = MessageConst.TAGS.encode() + b"\x01"
+
+
+def scan_records(buf: bytes, tags: Collection[bytes] | None = None) -> tuple[array[int], array[int], bool] | None:
+    """The queue offsets and body lengths of the records of a PULL body, read from the
+    record heads without decoding them (a consumer's flow control needs count and bytes;
+    the messages are decoded when consumed). With ``tags``, records whose TAGS property
+    (bytes) is not one of them are left out, and the third item says some were.
+
+    None when a record is not the usual kind ``decode_records_batch`` reads in one step
+    (magic v1, IPv4 hosts, not compressed) or does not check out: the caller decodes the
+    body instead, which decides where a bad record ends the batch."""
+    n = len(buf)
+    offsets = array("q")
+    sizes = array("q")
+    add_offset, add_size = offsets.append, sizes.append
+    unpack = _SCAN_HEAD.unpack_from
+    head_size = _SCAN_HEAD.size
+    key, key_len = _TAGS_KEY, len(_TAGS_KEY)
+    gappy = False
+    pos = 0
+    while pos + 8 <= n:
+        if pos + head_size > n:
+            return None
+        total, magic, queue_offset, sys_flag, body_len = unpack(buf, pos)
+        end = pos + total
+        p = pos + head_size + body_len
+        if magic != MESSAGE_MAGIC_CODE or sys_flag & _NOT_PLAIN or total <= 0 or end > n or body_len < 0 or p >= end:
+            return None
+        q = p + 1 + buf[p]
+        if buf[p] > 127 or q + 2 > end or buf[q] >= 0x80 or q + 2 + (buf[q] << 8 | buf[q + 1]) != end:
+            return None
+        if tags is not None:
+            # the TAGS value: after "TAGS\x01" at the start of the properties or of a pair
+            i = q + 2
+            while True:
+                i = buf.find(key, i, end)
+                if i < 0 or i == q + 2 or buf[i - 1] == 2:
+                    break
+                i += 1
+            tag = None
+            if i >= 0:
+                j = buf.find(b"\x02", i + key_len, end)
+                tag = buf[i + key_len : j if j >= 0 else end]
+            if tag not in tags:
+                gappy = True
+                pos = end
+                continue
+        add_offset(queue_offset)
+        add_size(body_len)
+        pos = end
+    return offsets, sizes, gappy
 
 
 # --- messages handed to the store ----------------------------------------------
