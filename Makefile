@@ -24,10 +24,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# lint first: a violation fails CI before the slow part starts
+# lint first: a violation fails CI before the slow part starts; two workers (pytest-xdist),
+# each running whole modules, so a module's fixtures (its cluster) stay in one process
 test: lint
 	scripts/install_test_deps.sh
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/store_bench.py
