@@ -361,12 +361,14 @@ async def test_metadata_survives_restarts_as_msgpack(tmp_path):
             rc = br2.stop()
         assert rc == 0
 
-        # the files: msgpack, RocketMQ's names with .msgpack, nothing else left behind
+        # the files: msgpack, RocketMQ's names with .msgpack, nothing else left behind, and
+        # the timer service's checkpoint in RocketMQ 5's own binary layout and name
         names = _config_files(br2.store_dir)
         assert names == [
             "consumerOffset.msgpack",
             "delayOffset.msgpack",
             "subscriptionGroup.msgpack",
+            "timercheck",
             "topics.msgpack",
         ], names
         t = _read_msgpack(cfg / "topics.msgpack")
