@@ -20,7 +20,7 @@ from itertools import chain
 from json.encoder import encode_basestring as _c_json_str  # C accelerated, ensure_ascii=False
 from operator import add, itemgetter
 from types import MappingProxyType
-from typing import Final
+from typing import Final, NamedTuple
 
 from rmq.common.fastjson import FASTJSON_ONLY as _FASTJSON_ONLY
 from rmq.common.fastjson import quote as _json_str
@@ -254,23 +254,56 @@ def _java_map_items(ext: Mapping[str, str | None]) -> list[tuple[int, str, str]]
     return keyed
 
 
-def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[list[str], list[str]] | None:
-    """Keys and values in Java order when every key is a known one and n <= 12.
+class _Order(NamedTuple):
+    """A key set's Java order and its binary key prefixes (int16 length + UTF-8)."""
+
+    keys: list[str]
+    bin_keys: list[bytes]
+    bin_keys_size: int
+
+
+# Java order per insertion-ordered key tuple: every request and response of a kind
+# carries the same keys in the same order, so sorting them (and looking up their
+# binary forms) once per key set instead of once per frame is the common case. The
+# order is a function of that tuple alone (bucket, then insertion order).
+_ORDERS: dict[tuple[str, ...], _Order] = {}
+
+
+def _order_of(keys: tuple[str, ...]) -> _Order | None:
+    hit = _ORDERS.get(keys)
+    if hit is None:
+        if len(keys) > 12:
+            return None
+        try:
+            order = sorted(keys, key=_bucket16_of)
+        except KeyError:
+            return None
+        kps = list(map(_BIN_KEY.__getitem__, order))
+        hit = _Order(order, kps, sum(map(len, kps)))
+        if len(_ORDERS) >= 1024:
+            _ORDERS.clear()
+        _ORDERS[keys] = hit
+    return hit
+
+
+def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[_Order, list[str]] | None:
+    """Keys (and their binary prefixes) and values in Java order when every key is a
+    known one and n <= 12.
 
     None when the general path is needed: unknown key, bigger map, None value, or
     (``for_json``) a value fastjson escapes differently from json's C encoder.
     """
-    if len(ext) > 12:
+    order = _order_of(tuple(ext))
+    if order is None:
         return None
     try:
-        order = sorted(ext, key=_bucket16_of)
-        values = list(map(ext.__getitem__, order))
+        values = list(map(ext.__getitem__, order.keys))
         joined = "".join(values)  # TypeError on a None / non-str value
         # Printable ASCII (responses, most requests) cannot hold a character the
         # two encoders escape differently; only the rest needs the regex scan.
         if for_json and not (joined.isascii() and joined.isprintable()) and _FASTJSON_ONLY.search(joined) is not None:
             return None
-    except (KeyError, TypeError):
+    except TypeError:
         return None
     return order, values
 
@@ -290,7 +323,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         else:
             ext_part = (
                 ',"extFields":{'
-                + ",".join(map(add, map(_JSON_KEY.__getitem__, fast[0]), map(_c_json_str, fast[1])))
+                + ",".join(map(add, map(_JSON_KEY.__getitem__, fast[0].keys), map(_c_json_str, fast[1])))
                 + "}"
             )
     else:
@@ -357,12 +390,13 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
         return b"".join((head, remark_b, b"\x00\x00\x00\x00"))
     fast = _fast_order(ext, False)
     if fast is not None:
+        order, values = fast
+        kps = order.bin_keys
         try:
-            kps = list(map(_BIN_KEY.__getitem__, fast[0]))
-            vbs = list(map(str.encode, fast[1]))
+            vbs = list(map(str.encode, values))
         except UnicodeEncodeError as e:
             raise ProtocolError(f"cannot encode ext field value as UTF-8: {e.reason}") from None
-        size = sum(map(len, kps)) + sum(map(len, vbs)) + 4 * len(vbs)
+        size = order.bin_keys_size + sum(map(len, vbs)) + 4 * len(vbs)
         return b"".join(
             (
                 head,
