@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from json.encoder import encode_basestring as _c_json_str  # C accelerated, ensure_ascii=False
 from operator import add, itemgetter
 from types import MappingProxyType
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from rmq.common.fastjson import FASTJSON_ONLY as _FASTJSON_ONLY
 from rmq.common.fastjson import quote as _json_str
@@ -593,6 +593,77 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     return RemotingCommand(code, language, version, opaque, flag, remark, ext, body, SerializeType.JSON)
 
 
+class _ExtShape(NamedTuple):
+    """The layout of one extFields block: its entries' key and value lengths, and the
+    Struct that unpacks (klen, key, vlen, value) for every entry in one call."""
+
+    unpack: Callable[[bytes], tuple[Any, ...]]
+    klens: tuple[int, ...]
+    vlens: tuple[int, ...]
+
+
+# The last layout seen per block size. A producer's SEND_MESSAGE_V2 blocks repeat a
+# few layouts (same keys, same value lengths but for queueId's and the offsets'
+# digits), so one unpack against a remembered layout replaces a Python loop of 14
+# entries. Only layouts without empty keys or values (dropped entries) are kept.
+_EXT_SHAPES: dict[int, _ExtShape] = {}
+
+
+def _decode_ext_block(raw: bytes) -> dict[str, str] | None:
+    """The ROCKETMQ header's extFields block: (int16 klen, key, int32 vlen, value)*."""
+    shape = _EXT_SHAPES.get(len(raw))
+    if shape is not None:
+        f = shape.unpack(raw)
+        # The lengths read at the remembered positions are the remembered ones, so
+        # each entry starts where the loop below would find it: the same parse.
+        if f[0::4] == shape.klens and f[2::4] == shape.vlens:
+            try:
+                return dict(zip(map(bytes.decode, f[1::4]), map(bytes.decode, f[3::4]), strict=True))
+            except UnicodeDecodeError:
+                pass  # the loop raises the error naming the entry
+    return _decode_ext_entries(raw)
+
+
+def _decode_ext_entries(raw: bytes) -> dict[str, str] | None:
+    ext: dict[str, str] = {}
+    klens: list[int] = []
+    vlens: list[int] = []
+    q = 0
+    n = len(raw)
+    unpack16 = _I16.unpack_from
+    unpack32 = _I32.unpack_from
+    try:
+        while q < n:
+            if n - q < 6:
+                raise ProtocolError(f"ROCKETMQ header ext entry at byte {q} of the extFields block is truncated")
+            (klen,) = unpack16(raw, q)
+            q += 2
+            if klen < 0 or klen > n - q - 4:
+                raise ProtocolError(f"ROCKETMQ header ext key length {klen} runs past the extFields block")
+            key = raw[q : q + klen].decode("utf-8")
+            q += klen
+            (vlen,) = unpack32(raw, q)
+            q += 4
+            if vlen < 0 or vlen > n - q:
+                raise ProtocolError(f"ROCKETMQ header ext value length {vlen} runs past the extFields block")
+            value = raw[q : q + vlen].decode("utf-8")
+            q += vlen
+            # Java (5.x readStr) reads a zero-length string as null; a null key or
+            # value is indistinguishable from an absent entry for every lookup.
+            if klen and vlen:
+                ext[key] = value
+            klens.append(klen)
+            vlens.append(vlen)
+    except UnicodeDecodeError as e:
+        raise ProtocolError(f"ROCKETMQ header ext field is not valid UTF-8: {e.reason}") from None
+    if ext and 0 not in klens and 0 not in vlens and len(klens) <= 64:
+        if len(_EXT_SHAPES) >= 256:
+            _EXT_SHAPES.clear()
+        fmt = ">" + "".join(f"h{k}si{v}s" for k, v in zip(klens, vlens, strict=True))
+        _EXT_SHAPES[n] = _ExtShape(struct.Struct(fmt).unpack, tuple(klens), tuple(vlens))
+    return ext or None
+
+
 def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | None) -> RemotingCommand:
     size = end - start
     if size < _BIN_FIXED_SIZE:
@@ -616,38 +687,9 @@ def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | No
         raise ProtocolError(f"ROCKETMQ header extFields length {elen} runs past the header ({end - p} bytes available)")
     ext: dict[str, str] | None = None
     if elen:
-        ext = {}
         stop = p + elen
-        raw = bytes(mv[p:stop])  # one copy; slicing bytes is cheaper than memoryviews
-        q = 0
-        n = elen
-        unpack16 = _I16.unpack_from
-        unpack32 = _I32.unpack_from
-        try:
-            while q < n:
-                if n - q < 6:
-                    raise ProtocolError(f"ROCKETMQ header ext entry at byte {q} of the extFields block is truncated")
-                (klen,) = unpack16(raw, q)
-                q += 2
-                if klen < 0 or klen > n - q - 4:
-                    raise ProtocolError(f"ROCKETMQ header ext key length {klen} runs past the extFields block")
-                key = raw[q : q + klen].decode("utf-8")
-                q += klen
-                (vlen,) = unpack32(raw, q)
-                q += 4
-                if vlen < 0 or vlen > n - q:
-                    raise ProtocolError(f"ROCKETMQ header ext value length {vlen} runs past the extFields block")
-                value = raw[q : q + vlen].decode("utf-8")
-                q += vlen
-                # Java (5.x readStr) reads a zero-length string as null; a null key or
-                # value is indistinguishable from an absent entry for every lookup.
-                if klen and vlen:
-                    ext[key] = value
-        except UnicodeDecodeError as e:
-            raise ProtocolError(f"ROCKETMQ header ext field is not valid UTF-8: {e.reason}") from None
+        ext = _decode_ext_block(bytes(mv[p:stop]))  # one copy; slicing bytes is cheaper than memoryviews
         p = stop
-        if not ext:
-            ext = None
     if p != end:
         raise ProtocolError(f"ROCKETMQ header has {end - p} bytes after the extFields block")
     if not LanguageCode.is_known(language):
