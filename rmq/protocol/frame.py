@@ -260,6 +260,9 @@ class _Order(NamedTuple):
     keys: list[str]
     bin_keys: list[bytes]
     bin_keys_size: int
+    # value lengths -> (pack, block size) of the extFields block (size, then per key:
+    # key prefix, value length, value): a send response's few shapes in one call
+    blocks: dict[tuple[int, ...], tuple[Callable[..., bytes], int]]
 
 
 # Java order per insertion-ordered key tuple: every request and response of a kind
@@ -279,11 +282,20 @@ def _order_of(keys: tuple[str, ...]) -> _Order | None:
         except KeyError:
             return None
         kps = list(map(_BIN_KEY.__getitem__, order))
-        hit = _Order(order, kps, sum(map(len, kps)))
+        hit = _Order(order, kps, sum(map(len, kps)), {})
         if len(_ORDERS) >= 1024:
             _ORDERS.clear()
         _ORDERS[keys] = hit
     return hit
+
+
+def _block_packer(order: _Order, lens: tuple[int, ...]) -> tuple[Callable[..., bytes], int]:
+    fmt = ">i" + "".join(f"{len(kp)}si{n}s" for kp, n in zip(order.bin_keys, lens, strict=True))
+    packer = (struct.Struct(fmt).pack, order.bin_keys_size + sum(lens) + 4 * len(lens))
+    if len(order.blocks) >= 64:
+        order.blocks.clear()
+    order.blocks[lens] = packer
+    return packer
 
 
 def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[_Order, list[str]] | None:
@@ -396,15 +408,11 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
             vbs = list(map(str.encode, values))
         except UnicodeEncodeError as e:
             raise ProtocolError(f"cannot encode ext field value as UTF-8: {e.reason}") from None
-        size = order.bin_keys_size + sum(map(len, vbs)) + 4 * len(vbs)
-        return b"".join(
-            (
-                head,
-                remark_b,
-                _I32.pack(size),
-                *chain.from_iterable(zip(kps, map(_I32.pack, map(len, vbs)), vbs, strict=False)),
-            )
-        )
+        lens = tuple(map(len, vbs))
+        block = order.blocks.get(lens)
+        if block is None:
+            block = _block_packer(order, lens)
+        return b"".join((head, remark_b, block[0](block[1], *chain.from_iterable(zip(kps, lens, vbs, strict=True)))))
     parts = [head, remark_b, b""]
     append = parts.append
     pack32 = _I32.pack
