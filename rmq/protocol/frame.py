@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from json.encoder import encode_basestring as _c_json_str  # C accelerated, ensure_ascii=False
 from operator import add, itemgetter
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final, NamedTuple
 
 from rmq.common.fastjson import FASTJSON_ONLY as _FASTJSON_ONLY
 from rmq.common.fastjson import quote as _json_str
@@ -254,23 +254,68 @@ def _java_map_items(ext: Mapping[str, str | None]) -> list[tuple[int, str, str]]
     return keyed
 
 
-def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[list[str], list[str]] | None:
-    """Keys and values in Java order when every key is a known one and n <= 12.
+class _Order(NamedTuple):
+    """A key set's Java order and its binary key prefixes (int16 length + UTF-8)."""
+
+    keys: list[str]
+    bin_keys: list[bytes]
+    bin_keys_size: int
+    # value lengths -> (pack, block size) of the extFields block (size, then per key:
+    # key prefix, value length, value): a send response's few shapes in one call
+    blocks: dict[tuple[int, ...], tuple[Callable[..., bytes], int]]
+
+
+# Java order per insertion-ordered key tuple: every request and response of a kind
+# carries the same keys in the same order, so sorting them (and looking up their
+# binary forms) once per key set instead of once per frame is the common case. The
+# order is a function of that tuple alone (bucket, then insertion order).
+_ORDERS: dict[tuple[str, ...], _Order] = {}
+
+
+def _order_of(keys: tuple[str, ...]) -> _Order | None:
+    hit = _ORDERS.get(keys)
+    if hit is None:
+        if len(keys) > 12:
+            return None
+        try:
+            order = sorted(keys, key=_bucket16_of)
+        except KeyError:
+            return None
+        kps = list(map(_BIN_KEY.__getitem__, order))
+        hit = _Order(order, kps, sum(map(len, kps)), {})
+        if len(_ORDERS) >= 1024:
+            _ORDERS.clear()
+        _ORDERS[keys] = hit
+    return hit
+
+
+def _block_packer(order: _Order, lens: tuple[int, ...]) -> tuple[Callable[..., bytes], int]:
+    fmt = ">i" + "".join(f"{len(kp)}si{n}s" for kp, n in zip(order.bin_keys, lens, strict=True))
+    packer = (struct.Struct(fmt).pack, order.bin_keys_size + sum(lens) + 4 * len(lens))
+    if len(order.blocks) >= 64:
+        order.blocks.clear()
+    order.blocks[lens] = packer
+    return packer
+
+
+def _fast_order(ext: Mapping[str, str], for_json: bool) -> tuple[_Order, list[str]] | None:
+    """Keys (and their binary prefixes) and values in Java order when every key is a
+    known one and n <= 12.
 
     None when the general path is needed: unknown key, bigger map, None value, or
     (``for_json``) a value fastjson escapes differently from json's C encoder.
     """
-    if len(ext) > 12:
+    order = _order_of(tuple(ext))
+    if order is None:
         return None
     try:
-        order = sorted(ext, key=_bucket16_of)
-        values = list(map(ext.__getitem__, order))
+        values = list(map(ext.__getitem__, order.keys))
         joined = "".join(values)  # TypeError on a None / non-str value
         # Printable ASCII (responses, most requests) cannot hold a character the
         # two encoders escape differently; only the rest needs the regex scan.
         if for_json and not (joined.isascii() and joined.isprintable()) and _FASTJSON_ONLY.search(joined) is not None:
             return None
-    except (KeyError, TypeError):
+    except TypeError:
         return None
     return order, values
 
@@ -290,7 +335,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         else:
             ext_part = (
                 ',"extFields":{'
-                + ",".join(map(add, map(_JSON_KEY.__getitem__, fast[0]), map(_c_json_str, fast[1])))
+                + ",".join(map(add, map(_JSON_KEY.__getitem__, fast[0].keys), map(_c_json_str, fast[1])))
                 + "}"
             )
     else:
@@ -357,20 +402,17 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
         return b"".join((head, remark_b, b"\x00\x00\x00\x00"))
     fast = _fast_order(ext, False)
     if fast is not None:
+        order, values = fast
+        kps = order.bin_keys
         try:
-            kps = list(map(_BIN_KEY.__getitem__, fast[0]))
-            vbs = list(map(str.encode, fast[1]))
+            vbs = list(map(str.encode, values))
         except UnicodeEncodeError as e:
             raise ProtocolError(f"cannot encode ext field value as UTF-8: {e.reason}") from None
-        size = sum(map(len, kps)) + sum(map(len, vbs)) + 4 * len(vbs)
-        return b"".join(
-            (
-                head,
-                remark_b,
-                _I32.pack(size),
-                *chain.from_iterable(zip(kps, map(_I32.pack, map(len, vbs)), vbs, strict=False)),
-            )
-        )
+        lens = tuple(map(len, vbs))
+        block = order.blocks.get(lens)
+        if block is None:
+            block = _block_packer(order, lens)
+        return b"".join((head, remark_b, block[0](block[1], *chain.from_iterable(zip(kps, lens, vbs, strict=True)))))
     parts = [head, remark_b, b""]
     append = parts.append
     pack32 = _I32.pack
@@ -559,6 +601,77 @@ def _decode_json_header(raw: memoryview, body: bytes | None) -> RemotingCommand:
     return RemotingCommand(code, language, version, opaque, flag, remark, ext, body, SerializeType.JSON)
 
 
+class _ExtShape(NamedTuple):
+    """The layout of one extFields block: its entries' key and value lengths, and the
+    Struct that unpacks (klen, key, vlen, value) for every entry in one call."""
+
+    unpack: Callable[[bytes], tuple[Any, ...]]
+    klens: tuple[int, ...]
+    vlens: tuple[int, ...]
+
+
+# The last layout seen per block size. A producer's SEND_MESSAGE_V2 blocks repeat a
+# few layouts (same keys, same value lengths but for queueId's and the offsets'
+# digits), so one unpack against a remembered layout replaces a Python loop of 14
+# entries. Only layouts without empty keys or values (dropped entries) are kept.
+_EXT_SHAPES: dict[int, _ExtShape] = {}
+
+
+def _decode_ext_block(raw: bytes) -> dict[str, str] | None:
+    """The ROCKETMQ header's extFields block: (int16 klen, key, int32 vlen, value)*."""
+    shape = _EXT_SHAPES.get(len(raw))
+    if shape is not None:
+        f = shape.unpack(raw)
+        # The lengths read at the remembered positions are the remembered ones, so
+        # each entry starts where the loop below would find it: the same parse.
+        if f[0::4] == shape.klens and f[2::4] == shape.vlens:
+            try:
+                return dict(zip(map(bytes.decode, f[1::4]), map(bytes.decode, f[3::4]), strict=True))
+            except UnicodeDecodeError:
+                pass  # the loop raises the error naming the entry
+    return _decode_ext_entries(raw)
+
+
+def _decode_ext_entries(raw: bytes) -> dict[str, str] | None:
+    ext: dict[str, str] = {}
+    klens: list[int] = []
+    vlens: list[int] = []
+    q = 0
+    n = len(raw)
+    unpack16 = _I16.unpack_from
+    unpack32 = _I32.unpack_from
+    try:
+        while q < n:
+            if n - q < 6:
+                raise ProtocolError(f"ROCKETMQ header ext entry at byte {q} of the extFields block is truncated")
+            (klen,) = unpack16(raw, q)
+            q += 2
+            if klen < 0 or klen > n - q - 4:
+                raise ProtocolError(f"ROCKETMQ header ext key length {klen} runs past the extFields block")
+            key = raw[q : q + klen].decode("utf-8")
+            q += klen
+            (vlen,) = unpack32(raw, q)
+            q += 4
+            if vlen < 0 or vlen > n - q:
+                raise ProtocolError(f"ROCKETMQ header ext value length {vlen} runs past the extFields block")
+            value = raw[q : q + vlen].decode("utf-8")
+            q += vlen
+            # Java (5.x readStr) reads a zero-length string as null; a null key or
+            # value is indistinguishable from an absent entry for every lookup.
+            if klen and vlen:
+                ext[key] = value
+            klens.append(klen)
+            vlens.append(vlen)
+    except UnicodeDecodeError as e:
+        raise ProtocolError(f"ROCKETMQ header ext field is not valid UTF-8: {e.reason}") from None
+    if ext and 0 not in klens and 0 not in vlens and len(klens) <= 64:
+        if len(_EXT_SHAPES) >= 256:
+            _EXT_SHAPES.clear()
+        fmt = ">" + "".join(f"h{k}si{v}s" for k, v in zip(klens, vlens, strict=True))
+        _EXT_SHAPES[n] = _ExtShape(struct.Struct(fmt).unpack, tuple(klens), tuple(vlens))
+    return ext or None
+
+
 def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | None) -> RemotingCommand:
     size = end - start
     if size < _BIN_FIXED_SIZE:
@@ -582,38 +695,9 @@ def _decode_binary_header(mv: memoryview, start: int, end: int, body: bytes | No
         raise ProtocolError(f"ROCKETMQ header extFields length {elen} runs past the header ({end - p} bytes available)")
     ext: dict[str, str] | None = None
     if elen:
-        ext = {}
         stop = p + elen
-        raw = bytes(mv[p:stop])  # one copy; slicing bytes is cheaper than memoryviews
-        q = 0
-        n = elen
-        unpack16 = _I16.unpack_from
-        unpack32 = _I32.unpack_from
-        try:
-            while q < n:
-                if n - q < 6:
-                    raise ProtocolError(f"ROCKETMQ header ext entry at byte {q} of the extFields block is truncated")
-                (klen,) = unpack16(raw, q)
-                q += 2
-                if klen < 0 or klen > n - q - 4:
-                    raise ProtocolError(f"ROCKETMQ header ext key length {klen} runs past the extFields block")
-                key = raw[q : q + klen].decode("utf-8")
-                q += klen
-                (vlen,) = unpack32(raw, q)
-                q += 4
-                if vlen < 0 or vlen > n - q:
-                    raise ProtocolError(f"ROCKETMQ header ext value length {vlen} runs past the extFields block")
-                value = raw[q : q + vlen].decode("utf-8")
-                q += vlen
-                # Java (5.x readStr) reads a zero-length string as null; a null key or
-                # value is indistinguishable from an absent entry for every lookup.
-                if klen and vlen:
-                    ext[key] = value
-        except UnicodeDecodeError as e:
-            raise ProtocolError(f"ROCKETMQ header ext field is not valid UTF-8: {e.reason}") from None
+        ext = _decode_ext_block(bytes(mv[p:stop]))  # one copy; slicing bytes is cheaper than memoryviews
         p = stop
-        if not ext:
-            ext = None
     if p != end:
         raise ProtocolError(f"ROCKETMQ header has {end - p} bytes after the extFields block")
     if not LanguageCode.is_known(language):

@@ -272,6 +272,18 @@ def _v2_missing(key: str) -> HeaderFieldError:
     return _missing(key, _V2_NAMES.get(key, "?"))
 
 
+# str(i) -> i for the small numbers of a send header (queue ids, flags, counts); the
+# bound get of a private dict (a MappingProxyType's costs more), never mutated.
+_small_int = {str(i): i for i in range(4096)}.get
+
+
+def _int_field(label: str, raw: str, alias: str) -> int:
+    """parse_int, with unsigned digit strings below 10 digits converted inline."""
+    if len(raw) < 10 and raw.isdigit() and raw.isascii():
+        return int(raw)
+    return parse_int(label, raw, alias)
+
+
 @_wire(broker_name="bname")
 @dataclass(slots=True)
 class SendMessageRequestHeader(Header):
@@ -316,23 +328,23 @@ class SendMessageRequestHeader(Header):
         k = get("k")
         l_ = get("l")
         m = get("m")
-        # Unsigned short digit strings (< 10 digits: fits an int; < 19: fits a long)
-        # are converted inline: this runs once per produced message, and the call
-        # into parse_int costs more than the conversion itself.
+        # Most of these numbers are small (queue ids, flags, counts): one lookup in
+        # _small_int; the rest through _int_field (this runs once per produced message).
+        small = _small_int
         return cls(
             a,
             b,
             c,
-            int(d) if len(d) < 10 and d.isdigit() and d.isascii() else parse_int("d", d, "defaultTopicQueueNums"),
-            int(e) if len(e) < 10 and e.isdigit() and e.isascii() else parse_int("e", e, "queueId"),
-            int(f) if len(f) < 10 and f.isdigit() and f.isascii() else parse_int("f", f, "sysFlag"),
+            v if (v := small(d)) is not None else _int_field("d", d, "defaultTopicQueueNums"),
+            v if (v := small(e)) is not None else _int_field("e", e, "queueId"),
+            v if (v := small(f)) is not None else _int_field("f", f, "sysFlag"),
             int(g) if len(g) < 19 and g.isdigit() and g.isascii() else parse_long("g", g, "bornTimestamp"),
-            int(h) if len(h) < 10 and h.isdigit() and h.isascii() else parse_int("h", h, "flag"),
+            v if (v := small(h)) is not None else _int_field("h", h, "flag"),
             get("i"),
-            None if j is None else parse_int("j", j, "reconsumeTimes"),
+            None if j is None else v if (v := small(j)) is not None else _int_field("j", j, "reconsumeTimes"),
             False if k is None or k == "false" else parse_bool("k", k),
             False if m is None or m == "false" else parse_bool("m", m),
-            None if l_ is None else parse_int("l", l_, "maxReconsumeTimes"),
+            None if l_ is None else v if (v := small(l_)) is not None else _int_field("l", l_, "maxReconsumeTimes"),
             get("n"),
         )
 

@@ -108,6 +108,8 @@ class SendMessageProcessor:
     def __post_init__(self) -> None:
         self._rand = random.Random()
         self._born_hosts: dict[str, bytes] = {}
+        # names that passed validate_topic and are not in NOT_ALLOWED_SEND_TOPICS
+        self._sendable_topics: set[str] = set()
 
     # --- helpers ---
     def _born_host(self, conn) -> bytes:
@@ -142,13 +144,17 @@ class SendMessageProcessor:
             return self._refused(
                 request, ResponseCode.NO_PERMISSION, f"the broker[{bc.brokerIP1}] sending message is forbidden"
             )
-        bad = validate_topic(topic)
-        if bad is not None:
-            return self._refused(request, ResponseCode.SYSTEM_ERROR, bad)
-        if topic in NOT_ALLOWED_SEND_TOPICS:
-            return self._refused(
-                request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
-            )
+        if topic not in self._sendable_topics:  # (checked once per topic name)
+            bad = validate_topic(topic)
+            if bad is not None:
+                return self._refused(request, ResponseCode.SYSTEM_ERROR, bad)
+            if topic in NOT_ALLOWED_SEND_TOPICS:
+                return self._refused(
+                    request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+                )
+            if len(self._sendable_topics) >= 65536:
+                self._sendable_topics.clear()
+            self._sendable_topics.add(topic)
         tc = topics.select(topic)
         if tc is None:
             tc = topics.create_topic_in_send_message_method(

@@ -370,3 +370,36 @@ async def test_sync_flush_answers_after_the_covering_fdatasync(tmp_path):
     finally:
         mapped_file.FlushPlan.run = real_run
         await st.shutdown()
+
+
+# ---------------------------------------------------------------- write_size_last
+@pytest.mark.parametrize(
+    ("pos", "n", "writes"),
+    [
+        (0, 20, [(0, 20)]),  # one unit inside a page: one pwrite
+        (4096 - 20, 20, [(4096 - 20, 20)]),  # ends exactly at the page's end
+        (4096 - 19, 20, [(4096 - 19 + 12, 8), (4096 - 19, 12)]),  # crosses: head last
+        (100, 5000, [(112, 4988), (100, 12)]),
+        (4096 - 8, 8, [(4096 - 8, 8)]),  # no longer than the head
+    ],
+)
+def test_write_size_last_splits_only_writes_that_cross_a_page(tmp_path, monkeypatch, pos, n, writes):
+    calls: list[tuple[int, int]] = []
+    real = mapped_file.pwrite_all
+
+    def record(fd, data, at):
+        calls.append((at, len(data)))
+        real(fd, data, at)
+
+    monkeypatch.setattr(mapped_file, "pwrite_all", record)
+    data = bytes(range(256)) * (n // 256 + 1)
+    data = data[:n]
+    path = tmp_path / "f"
+    path.write_bytes(bytes(16384))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        mapped_file.write_size_last(fd, data, pos, 12)
+    finally:
+        os.close(fd)
+    assert calls == writes
+    assert path.read_bytes()[pos : pos + n] == data
