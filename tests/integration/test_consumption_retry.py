@@ -33,6 +33,10 @@ async def setup(cluster, body: bytes = b"payload"):
 
 
 def consumer(cluster, group: str, topic: str, listener, **kw) -> PushConsumer:
+    # The broker creates %RETRY%<group> at the consumer's first heartbeat; a route poll
+    # that ran before the broker registered it sees no retry route until the next poll
+    # (30 s by default, as Java), longer than these tests wait on a loaded box.
+    kw.setdefault("poll_name_server_interval", 1000)
     c = PushConsumer(
         group, cluster.namesrv, listener=listener, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw
     )
