@@ -392,8 +392,13 @@ class PopService:
     async def _change(
         self, group: str, topic: str, queue_id: int, offset: int, ei: ExtraInfo, invisible_time: int
     ) -> Answer:
-        """A new one-message ck (popTime now), then an ack of the message in the old ck."""
-        now = now_ms()
+        """A new one-message ck (popTime now), then an ack of the message in the old ck.
+
+        The new ck's popTime is kept after the old one's: a ck is named by (topic, group,
+        queue, start offset, popTime, broker), and a change in the pop's own millisecond
+        would give the new ck the old one's name, so the ack of the old ck would settle
+        the new one and the message would never come back."""
+        now = max(now_ms(), ei.pop_time + 1)
         ck = PopCheckPoint(offset, now, invisible_time, queue_id, topic, group, ei.broker_name, [0])
         if not await self.revive_log.append_ck(ck, ei.revive_qid):
             return Answer(ResponseCode.SYSTEM_ERROR, "the new check point was not stored")

@@ -116,3 +116,44 @@ def test_where_a_new_group_starts(tmp_path: Path) -> None:
     assert svc.pop_offset("g3", "T", 0, INIT_MODE_MAX) == 4
     assert svc.pop_offset("g4", "T", 0, INIT_MODE_MIN) == 2
     assert svc.pop_offset("g5", "%RETRY%g5_T", 0, INIT_MODE_MAX) == 2  # retry topics: from the start
+
+
+def test_a_change_in_the_pops_own_millisecond_names_a_new_ck(tmp_path: Path, monkeypatch: Any) -> None:
+    """The new ck must not take the old ck's name (same start offset and popTime), or the
+    ack of the old ck settles the new one and the message never comes back."""
+    import rmq.broker.pop.pop_service as pop_service_module
+    from rmq.protocol.pop import ExtraInfo
+
+    class _Log(_ReviveLog):
+        def __init__(self) -> None:
+            super().__init__()
+            self.acks: list[Any] = []
+
+        async def append_ack(self, ack: Any, revive_qid: int) -> bool:
+            self.acks.append(ack)
+            return True
+
+    async def run() -> None:
+        offsets, log = FakeOffsets(), _Log()
+        svc = PopService(
+            "b",
+            _Store(1),  # type: ignore[arg-type]
+            _Topics(),
+            offsets,  # type: ignore[arg-type]
+            log,  # type: ignore[arg-type]
+            ConsumerOrderInfoManager(str(tmp_path)),
+            rand=random.Random(1),
+        )
+        log.stored = asyncio.get_running_loop().create_future()
+        log.stored.set_result(True)
+        await svc.pop(_req(), TC)
+        old = log.cks[0]
+        monkeypatch.setattr(pop_service_module, "now_ms", lambda: old.pop_time)  # the same millisecond
+        handle = ExtraInfo(0, old.pop_time, old.invisible_time, 0, 0, "b", 0, 0).encode()
+        answer = await svc.change_invisible_time("g", "T", 0, 0, handle, 1000)
+        assert answer.code == 0, answer
+        new = log.cks[1]
+        assert new.key() != old.key()
+        assert [a.ck_key() for a in log.acks] == [old.key()]
+
+    asyncio.run(run())
