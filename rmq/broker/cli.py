@@ -13,6 +13,7 @@ from rmq.auth.acl_config import AclConfigError
 from rmq.broker.broker import Broker
 from rmq.broker.config import load_broker_config
 from rmq.broker.runtime_config import all_config_properties
+from rmq.common.logs import start_server_logging
 from rmq.common.properties import KeyValueError, key_value_words
 from rmq.store.config import ConfigError
 from rmq.store.errors import StoreError
@@ -68,11 +69,7 @@ async def _run(broker: Broker) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    start_server_logging(args.log_level)
     try:
         overrides = key_value_words(args.defines, strip=True)
     except KeyValueError as e:

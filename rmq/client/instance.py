@@ -541,12 +541,6 @@ class MQClientInstance:
         self.rebalance_immediately()
         return None
 
-    def _broker_addr_of(self, conn: Connection) -> str:
-        for addr, c in self.remoting.connections.items():
-            if c is conn:
-                return addr
-        return conn.remote_address
-
     def _process_check_transaction_state(self, conn: Connection, cmd: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE (39): ClientRemotingProcessor.checkTransactionState."""
         try:
@@ -564,7 +558,7 @@ class MQClientInstance:
         if check is None:
             log.debug("checkTransactionState, pick producer by group[%s] failed", group)
             return None
-        check(self._broker_addr_of(conn), msg, header)
+        check(self.remoting.address_of(conn), msg, header)
         return None
 
     def _process_reset_offset(self, conn: Connection, cmd: RemotingCommand) -> None:

@@ -262,12 +262,6 @@ class BrokerAccess:
                 log.warning("heartbeat of proxy %s to broker %s failed: %s", self.client_id, addr, e)
 
     # ------------------------------------------------------------------ check-back
-    def _broker_addr(self, conn: Connection) -> str:
-        for addr, c in self.remoting.connections.items():
-            if c is conn:
-                return addr
-        return conn.remote_address
-
     def _on_check_transaction_state(self, conn: Connection, cmd: RemotingCommand) -> None:
         try:
             header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -276,5 +270,5 @@ class BrokerAccess:
             log.warning("CHECK_TRANSACTION_STATE from %s: bad request (%s)", conn.remote_address, e)
             return None
         if self.on_check is not None:
-            self.on_check(self._broker_addr(conn), msg, header)
+            self.on_check(self.remoting.address_of(conn), msg, header)
         return None

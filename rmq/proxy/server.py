@@ -18,6 +18,7 @@ import grpc
 
 from rmq.auth.acl_config import AclConfigError
 from rmq.auth.credentials import CredentialError, parse_credential, with_cluster_account
+from rmq.common.logs import start_server_logging
 from rmq.common.net import local_ip
 from rmq.common.properties import KeyValueError, PropertiesError, key_value_words
 from rmq.proxy.auth import Authenticator
@@ -176,11 +177,7 @@ async def _run(server: ProxyServer) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    start_server_logging(args.log_level)
     try:
         overrides = key_value_words(args.defines, strip=True)
     except KeyValueError as e:

@@ -126,6 +126,14 @@ class RemotingClient(Endpoint):
         """Open connections by address (a snapshot)."""
         return {a: c for a, c in self._conns.items() if not c.closed}
 
+    def address_of(self, conn: Connection) -> str:
+        """The address this client dialled for ``conn`` (a request the server sent on it is
+        answered to that broker), else the peer's own address."""
+        for addr, c in self._conns.items():
+            if c is conn:
+                return addr
+        return conn.remote_address
+
     def close_connection(self, addr: str) -> None:
         """Close the connection to ``addr``; its pending requests fail with
         ``RemotingClosedError``; the next call to ``addr`` connects afresh."""
