@@ -55,8 +55,14 @@ def online(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             consumed.append(m.body)
         return ConsumeResult.SUCCESS
 
+    # routes polled every second: %RETRY%<group> is created at the first heartbeat, and a
+    # poll that ran before the broker registered it would wait 30 s for the next one
     consumer = PushConsumer(
-        group, cluster.namesrv_addr, listener=listener, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        group,
+        cluster.namesrv_addr,
+        listener=listener,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        poll_name_server_interval=1000,
     )
     consumer.subscribe(topic, "*")
 

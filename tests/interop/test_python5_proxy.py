@@ -155,8 +155,8 @@ def test_delayed_send_is_not_delivered_early(cluster: Cluster, proxy: str) -> No
     assert cluster.pull_all(topic) == [], "a delayed message is visible at once"
     m = cluster.wait_truth(topic, 1, timeout=30)["late-0"]
     deliver_ms = int(m.properties["TIMER_DELIVER_MS"])
-    # the SDK sends whole seconds (int(time.time()) + 3): the asked time is within 1 s of t0 + 3
-    assert t0 + 2 <= deliver_ms / 1000 <= t0 + 3, (t0, deliver_ms)
+    # the SDK sends whole seconds (int(time.time()) + 3, after its own start-up): not before t0 + 2
+    assert deliver_ms / 1000 >= t0 + 2, (t0, deliver_ms)
     assert time.time() * 1000 >= deliver_ms
     # a timer message (no delay level), its copy stored at its time, never before
     assert "DELAY" not in m.properties and m.topic == topic
